@@ -1,0 +1,226 @@
+"""Build the plain-data Report from trace events and recorded graphs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from dynscope.backend import RecordedGraph
+from dynscope.breaks import fold_breaks, parse_break
+from dynscope.fxgraph import inputs_from_code, op_counts_from_code
+from dynscope.guards import (
+    explain_reason,
+    is_backend_mismatch,
+    parse_guards,
+    parse_recompile_reasons,
+)
+from dynscope.model import CompileTime, Frame, Graph, Guard, Recompile, Report, _Live
+from dynscope.trace import TraceEvent
+
+
+def _metrics_frame(cid: str, m: dict[str, Any], graph_ids: tuple[int, ...]) -> Frame:
+    total = float(m.get("entire_frame_compile_time_s") or 0.0)
+    backend = float(m.get("backend_compile_time_s") or 0.0)
+    inductor = float(m.get("inductor_compile_time_s") or 0.0)
+    fail_type = m.get("fail_type") or ""
+    op_count = int(m.get("graph_op_count") or 0)
+    if fail_type:
+        status = "failed"
+    elif not graph_ids and op_count == 0:
+        status = "empty"
+    else:
+        status = "compiled"
+    reason = m.get("fail_reason") or ""
+    return Frame(
+        compile_id=cid,
+        function=str(m.get("co_name") or ""),
+        filename=str(m.get("co_filename") or ""),
+        lineno=int(m.get("co_firstlineno") or 0),
+        graph_ids=graph_ids,
+        guard_count=int(m.get("guard_count") or 0),
+        op_count=op_count,
+        compile_time=CompileTime(
+            total_s=total,
+            dynamo_s=max(total - backend, 0.0),
+            backend_s=backend,
+            inductor_s=inductor,
+        ),
+        restarts=len(m.get("restart_reasons") or ()),
+        status=status,
+        fail_reason=f"{fail_type}: {reason}".strip(": ") if fail_type else "",
+    )
+
+
+def build_report(
+    events: list[TraceEvent],
+    recorded: list[RecordedGraph],
+    *,
+    ignore_backend_mismatch: bool,
+    title: str = "",
+    calls: int = 0,
+) -> Report:
+    """Assemble a Report.
+
+    Args:
+        events: kept trace events in arrival order.
+        recorded: graphs dynscope's backend saw, in order.
+        ignore_backend_mismatch: drop recompiles caused only by a different backend having
+            compiled the code earlier (report() compiles with a fresh backend of its own).
+        title: what was captured.
+        calls: how many calls report() made.
+    """
+    by_cid: dict[str, RecordedGraph] = {}
+    unmatched: list[RecordedGraph] = []
+    for rec in recorded:
+        if rec.compile_id and rec.compile_id not in by_cid:
+            by_cid[rec.compile_id] = rec
+        else:
+            unmatched.append(rec)
+
+    graphs: list[Graph] = []
+    graph_ids: dict[str, list[int]] = {}
+    metrics: dict[str, dict[str, Any]] = {}
+    names: dict[str, tuple[str, str, int]] = {}
+    guards: list[Guard] = []
+    break_items = []
+    recompiles: list[Recompile] = []
+    pending_reasons: dict[str, tuple[str, ...]] = {}
+    used: set[str] = set()
+
+    for ev in events:
+        cid = ev.compile_id
+        if ev.name == "dynamo_output_graph" and cid not in used:
+            used.add(cid)
+            rec = by_cid.get(cid)
+            graphs.append(_graph(len(graphs), cid, rec, ev.payload, names.get(cid)))
+            graph_ids.setdefault(cid, []).append(graphs[-1].id)
+        elif ev.name == "dynamo_start":
+            stack = ev.metadata.get("stack") or []
+            if stack:
+                top = stack[-1]
+                names[cid] = (str(top.get("name", "")), "", int(top.get("line") or 0))
+        elif ev.name == "compilation_metrics":
+            metrics[cid] = ev.metadata
+            names[cid] = (
+                str(ev.metadata.get("co_name") or ""),
+                str(ev.metadata.get("co_filename") or ""),
+                int(ev.metadata.get("co_firstlineno") or 0),
+            )
+        elif ev.name == "dynamo_cpp_guards_str":
+            guards.extend(parse_guards(ev.payload, cid))
+        elif ev.name == "dynamo_graph_break_reason":
+            parsed = parse_break(ev.payload)
+            if parsed is not None:
+                break_items.append((cid, parsed))
+        elif ev.name == "recompile_reasons":
+            reasons = parse_recompile_reasons(ev.payload)
+            if ignore_backend_mismatch:
+                reasons = tuple(r for r in reasons if not is_backend_mismatch(r))
+            if reasons:
+                pending_reasons[cid] = reasons
+
+    # Graphs the backend saw that the trace did not announce (no trace handler, or a
+    # compile id PyTorch did not give): keep them rather than lose them.
+    for rec in [r for cid, r in by_cid.items() if cid not in used] + unmatched:
+        graphs.append(_graph(len(graphs), rec.compile_id, rec, "", names.get(rec.compile_id)))
+        graph_ids.setdefault(rec.compile_id, []).append(graphs[-1].id)
+
+    # Fill in frame names the graph could not know when it was made, and, for graphs
+    # known only from the trace, the exact counts from compilation_metrics.
+    graphs = [_named(g, names.get(g.compile_id), metrics.get(g.compile_id)) for g in graphs]
+
+    for cid, reasons in pending_reasons.items():
+        recompiles.append(
+            Recompile(
+                compile_id=cid,
+                frame=names.get(cid, ("", "", 0))[0],
+                reasons=reasons,
+                explained=tuple(explain_reason(r) for r in reasons),
+            )
+        )
+
+    frames = tuple(
+        _metrics_frame(cid, m, tuple(graph_ids.get(cid, ()))) for cid, m in metrics.items()
+    )
+    total = CompileTime(
+        total_s=sum(f.compile_time.total_s for f in frames),
+        dynamo_s=sum(f.compile_time.dynamo_s for f in frames),
+        backend_s=sum(f.compile_time.backend_s for f in frames),
+        inductor_s=sum(f.compile_time.inductor_s for f in frames),
+    )
+    breaks, break_events = fold_breaks(break_items)
+    return Report(
+        graphs=tuple(graphs),
+        breaks=breaks,
+        break_events=break_events,
+        recompiles=tuple(recompiles),
+        guards=tuple(guards),
+        frames=frames,
+        compile_time=total,
+        calls=calls,
+        torch_version=str(torch.__version__),
+        title=title,
+    )
+
+
+def _graph(
+    gid: int,
+    cid: str,
+    rec: RecordedGraph | None,
+    trace_code: str,
+    name: tuple[str, str, int] | None,
+) -> Graph:
+    func, filename, lineno = name or ("", "", 0)
+    if rec is not None:
+        d = rec.data
+        return Graph(
+            id=gid,
+            compile_id=cid,
+            frame=func,
+            filename=filename,
+            lineno=lineno,
+            node_count=d["node_count"],
+            op_count=d["op_count"],
+            op_counts=d["op_counts"],
+            inputs=d["inputs"],
+            nodes=d["nodes"],
+            code=d["code"],
+            origin="backend",
+            _module=_Live(rec.module),
+        )
+    op_counts = op_counts_from_code(trace_code)
+    return Graph(
+        id=gid,
+        compile_id=cid,
+        frame=func,
+        filename=filename,
+        lineno=lineno,
+        node_count=0,
+        op_count=sum(n for _, n in op_counts),
+        op_counts=op_counts,
+        inputs=inputs_from_code(trace_code),
+        code=trace_code,
+        origin="trace",
+    )
+
+
+def _named(
+    graph: Graph, name: tuple[str, str, int] | None, metrics: dict[str, Any] | None
+) -> Graph:
+    if name is not None:
+        func, filename, lineno = name
+        graph = replace(
+            graph,
+            frame=func or graph.frame,
+            filename=filename or graph.filename,
+            lineno=lineno or graph.lineno,
+        )
+    if graph.origin == "trace" and metrics:
+        graph = replace(
+            graph,
+            op_count=int(metrics.get("graph_op_count") or graph.op_count),
+            node_count=int(metrics.get("graph_node_count") or graph.node_count),
+        )
+    return graph

@@ -1,0 +1,72 @@
+"""The recording torch.compile backend: record each graph, then delegate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dynscope import _torch
+from dynscope.errors import InputError
+from dynscope.fxgraph import extract
+
+
+@dataclass
+class RecordedGraph:
+    """One graph as the backend saw it (live objects allowed: this is not the model)."""
+
+    compile_id: str  # "" when Dynamo gave no compile context
+    module: torch.fx.GraphModule
+    example_inputs: list[Any]  # the real tensors Dynamo passed; kept for timing
+    data: dict[str, Any]  # plain data from fxgraph.extract
+
+
+def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
+    """The backend to delegate to: a registered name or a backend callable."""
+    if callable(inner):
+        return inner
+    if isinstance(inner, str):
+        try:
+            return _torch.lookup_backend(inner)
+        except KeyError as err:
+            raise InputError(f"inner={inner!r}: {err.args[0]}") from err
+    raise InputError(
+        f"inner must be a backend name such as 'eager' or 'inductor', or a backend callable; "
+        f"got {type(inner).__name__}"
+    )
+
+
+class RecordingBackend:
+    """A torch.compile backend that records every graph it is given.
+
+    Usable directly: ``torch.compile(model, backend=cap.backend)``. Each call records the
+    GraphModule, its example inputs and node metadata, then returns the inner backend's
+    result unchanged (eager by default).
+
+    Args:
+        inner: the backend to delegate to: "eager" (default), "inductor", "aot_eager", or
+            any backend callable.
+    """
+
+    def __init__(self, inner: str | Callable[..., Any] = "eager") -> None:
+        self.inner_name = inner if isinstance(inner, str) else getattr(inner, "__name__", "custom")
+        self._inner = resolve_inner(inner)
+        self.graphs: list[RecordedGraph] = []
+        # torch.compile names backends by __name__ in its logs and cache keys.
+        self.__name__ = "dynscope"
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        self.graphs.append(
+            RecordedGraph(
+                compile_id=_torch.current_compile_id(),
+                module=gm,
+                example_inputs=list(example_inputs),
+                data=extract(gm, example_inputs),
+            )
+        )
+        return self._inner(gm, example_inputs)
+
+    def __repr__(self) -> str:
+        return f"RecordingBackend(inner={self.inner_name!r}, graphs={len(self.graphs)})"

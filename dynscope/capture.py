@@ -1,0 +1,233 @@
+"""Entry points: ``dynscope.report(model, inputs)`` and ``with dynscope.capture() as cap``."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from dynscope import _torch
+from dynscope.assemble import build_report
+from dynscope.backend import RecordingBackend
+from dynscope.errors import CaptureError, InputError
+from dynscope.model import Report
+from dynscope.trace import TraceCollector
+
+_MISSING: Any = object()
+
+
+class Capture:
+    """Watches every torch.compile in its ``with`` block and builds a Report.
+
+    Both ways of compiling are seen: code compiled with the user's own backend (the
+    default Inductor included) is known from PyTorch's structured trace; code compiled
+    with ``backend=cap.backend`` is also recorded graph by graph, with live GraphModules.
+
+    Attributes:
+        backend: a recording backend for ``torch.compile(model, backend=cap.backend)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        inner: str | Callable[..., Any] = "eager",
+        title: str = "",
+        _ignore_backend_mismatch: bool = False,
+    ) -> None:
+        self.backend = RecordingBackend(inner)
+        self.title = title
+        self.calls = 0
+        self._collector = TraceCollector()
+        self._attached: Any = None
+        self._report: Report | None = None
+        self._ignore_backend_mismatch = _ignore_backend_mismatch
+
+    def __enter__(self) -> Capture:
+        if self._attached is not None:
+            raise InputError("this capture is already active; use a new dynscope.capture()")
+        self._attached = _torch.attached(self._collector)
+        self._attached.__enter__()
+        self._report = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        attached, self._attached = self._attached, None
+        if attached is not None:
+            attached.__exit__(None, None, None)
+        self._report = self._build()
+
+    def _build(self) -> Report:
+        return build_report(
+            self._collector.snapshot(),
+            list(self.backend.graphs),
+            ignore_backend_mismatch=self._ignore_backend_mismatch,
+            title=self.title,
+            calls=self.calls,
+        )
+
+    @property
+    def active(self) -> bool:
+        """True inside the ``with`` block."""
+        return self._attached is not None
+
+    @property
+    def report(self) -> Report:
+        """The report: final after the block, a snapshot of what was seen so far inside it."""
+        if self._report is not None and not self.active:
+            return self._report
+        return self._build()
+
+
+def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Capture:
+    """Watch everything torch.compile does inside a ``with`` block.
+
+    Args:
+        inner: backend that ``cap.backend`` delegates to after recording. Defaults to
+            "eager". Compiles that do not use ``cap.backend`` keep their own backend.
+        title: a name for the report. Defaults to "".
+
+    Returns:
+        A :class:`Capture`; its ``report`` is ready when the block ends (also when the
+        block raised: what was captured before the error is kept).
+
+    Example:
+        >>> with dynscope.capture() as cap:
+        ...     compiled = torch.compile(model)
+        ...     compiled(x)
+        >>> print(cap.report)
+    """
+    return Capture(inner=inner, title=title)
+
+
+def _call_shape(value: Any, what: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """(args, kwargs) for one call, by DESIGN.md's rule."""
+    if isinstance(value, torch.Tensor):
+        return (value,), {}
+    if isinstance(value, (tuple, list)):
+        return tuple(value), {}
+    if isinstance(value, Mapping):
+        bad = [k for k in value if not isinstance(k, str)]
+        if bad:
+            raise InputError(f"{what}: a dict of inputs needs string keyword names; got key {bad[0]!r}")
+        return (), dict(value)
+    raise InputError(
+        f"{what} must be a Tensor (model(t)), a tuple or list (model(*inputs)) or a dict "
+        f"(model(**inputs)); got {type(value).__name__}. Wrap a single non-tensor argument "
+        f"in a tuple: ({_short_repr(value)},)"
+    )
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def normalise_calls(
+    model: Any, inputs: Any, calls: Sequence[Any] | None
+) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Check report()'s arguments; return one (args, kwargs) per call."""
+    if not callable(model):
+        raise InputError(
+            f"model must be callable (an nn.Module or a function); got {type(model).__name__} "
+            f"{_short_repr(model)}"
+        )
+    if calls is not None and inputs is not _MISSING:
+        raise InputError(
+            "give either inputs (one call) or calls=[...] (several calls), not both"
+        )
+    if calls is None:
+        if inputs is _MISSING:
+            return [((), {})]
+        return [_call_shape(inputs, "inputs")]
+    if isinstance(calls, (str, bytes, torch.Tensor, Mapping)) or not isinstance(calls, Sequence):
+        raise InputError(
+            f"calls must be a list of inputs, one per call (calls=[x1, x2]); got "
+            f"{type(calls).__name__}"
+        )
+    if not calls:
+        raise InputError("calls is empty; give at least one call's inputs")
+    return [_call_shape(c, f"calls[{i}]") for i, c in enumerate(calls)]
+
+
+def title_of(model: Any) -> str:
+    """A readable name for a model or callable."""
+    if isinstance(model, torch.nn.Module):
+        return type(model).__name__
+    return str(getattr(model, "__qualname__", None) or type(model).__name__)
+
+
+def report(
+    model: Callable[..., Any],
+    inputs: Any = _MISSING,
+    *,
+    calls: Sequence[Any] | None = None,
+    inner: str | Callable[..., Any] = "eager",
+    dynamic: bool | None = None,
+    timing: bool = False,
+    modes: Sequence[str] = ("default",),
+    timing_options: Any = None,
+) -> Report:
+    """Compile ``model``, run it, and report what torch.compile did.
+
+    Args:
+        model: an ``nn.Module`` or any callable.
+        inputs: one call's inputs: a Tensor -> model(t); a tuple or list -> model(*inputs);
+            a dict -> model(**inputs). Omit for a model that takes no arguments.
+        calls: several calls' inputs, each by the same rule (recompiles show). Not
+            together with ``inputs``.
+        inner: backend the recording backend delegates to. Defaults to "eager" (fast,
+            exact); "inductor" also compiles with Inductor.
+        dynamic: passed to torch.compile. Defaults to None (PyTorch's automatic dynamic).
+        timing: also time each graph and the whole model, eager against Inductor.
+            Defaults to False.
+        modes: Inductor modes to time when ``timing`` is on. Defaults to ("default",).
+        timing_options: a :class:`dynscope.TimingOptions` for repetitions and warm-up.
+
+    Returns:
+        The :class:`Report`.
+
+    Raises:
+        InputError: the arguments are not usable (the message says why).
+        CaptureError: the model raised; ``err.report`` holds what was captured.
+
+    Example:
+        >>> rep = dynscope.report(model, torch.randn(8, 16))
+        >>> print(rep)
+    """
+    call_list = normalise_calls(model, inputs, calls)
+    if timing:
+        from dynscope.timing import validate_modes
+
+        validate_modes(modes)
+    failure: tuple[int, BaseException] | None = None
+    cap = Capture(inner=inner, title=title_of(model), _ignore_backend_mismatch=True)
+    with _torch.preserved_dynamo_state():
+        with cap:
+            compiled = torch.compile(
+                model, backend=cap.backend, dynamic=dynamic, **_torch.compile_kwargs()
+            )
+            for index, (args, kwargs) in enumerate(call_list):
+                cap.calls += 1
+                try:
+                    compiled(*args, **kwargs)
+                except Exception as err:  # noqa: BLE001 - re-raised below with the report
+                    failure = (index, err)
+                    break
+    rep = cap.report
+    if failure is not None:
+        index, err = failure
+        where = "".join(traceback.format_exception_only(type(err), err)).strip()
+        raise CaptureError(
+            f"the model raised during call {index} of {len(call_list)}: {where}\n"
+            f"What was captured before the failure is in err.report "
+            f"({rep.graph_count} graphs, {rep.break_count} breaks).",
+            report=rep,
+            call_index=index,
+        ) from err
+    if timing:
+        from dynscope.timing import time_report
+
+        rep = time_report(rep, model, call_list, modes=modes, options=timing_options)
+    return rep

@@ -1,0 +1,142 @@
+"""Graph-break categories and dynscope's own fix advice for each.
+
+The categories come from breaks seen in real models (DESIGN.md), most common first.
+:func:`classify` is a pure function of PyTorch's graph-break type, explanation and the
+user's source line, so it can be tested without compiling anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Category:
+    """One break category."""
+
+    name: str  # what reports show
+    fix: str  # what the user can do about it
+
+
+CATEGORIES: tuple[Category, ...] = (
+    Category(
+        "data-dependent branch",
+        "Python `if`/`while` on a tensor's value cannot be traced. Use torch.where / "
+        "torch.cond for the branch, or compute the condition outside the compiled region.",
+    ),
+    Category(
+        "data-dependent guard/shape",
+        "An op's output shape or a guard depends on tensor values (nonzero, unique, masked "
+        "select...). Set torch._dynamo.config.capture_dynamic_output_shape_ops = True, or "
+        "keep shapes static (masking instead of selecting).",
+    ),
+    Category(
+        ".item()/scalar output",
+        "`.item()` / `.tolist()` moves a value to Python. Keep it a tensor, or set "
+        "torch._dynamo.config.capture_scalar_outputs = True so Dynamo traces it.",
+    ),
+    Category(
+        "deepcopy",
+        "copy.deepcopy inside the compiled region breaks. Copy modules or tensors before "
+        "calling the compiled function, or use tensor.clone().",
+    ),
+    Category(
+        "logging/print side effect",
+        "print/logging inside the compiled region breaks the graph. Remove it, guard it "
+        "with `if not torch.compiler.is_compiling():`, or add the function to "
+        "torch._dynamo.config.reorderable_logging_functions.",
+    ),
+    Category(
+        "skipped or disallowed function",
+        "The called function is marked skip/disable or lives in a file Dynamo skips. "
+        "Remove the torch.compiler.disable, or move the call outside the compiled region.",
+    ),
+    Category(
+        "unsupported builtin or C/numpy call",
+        "Dynamo cannot trace this builtin or C extension. Replace it with a torch op, wrap "
+        "it as a custom op (torch.library.custom_op), or mark it torch.compiler.allow_in_graph "
+        "if it is traceable.",
+    ),
+    Category(
+        "proxy/return conversion",
+        "A value could not be turned into a graph value or returned from the graph. Return "
+        "tensors, tuples, lists or dicts of tensors; keep other objects outside.",
+    ),
+    Category(
+        "tensor attribute mutation (requires_grad)",
+        "Changing requires_grad inside the compiled region breaks. Set it before calling "
+        "the compiled function, or use torch.no_grad / detach().",
+    ),
+    Category(
+        "dynamic-shape constraint violation",
+        "A dimension marked dynamic was specialised by the code. Drop mark_dynamic for it, "
+        "or remove the code that depends on its exact size.",
+    ),
+    Category(
+        "observed exception",
+        "An exception raised inside the region had no handler Dynamo could trace. Catch it "
+        "inside the compiled function or avoid raising on the hot path.",
+    ),
+    Category(
+        "explicit graph_break()",
+        "The code calls torch._dynamo.graph_break() on purpose. Remove it if the split is "
+        "no longer needed.",
+    ),
+    Category(
+        "other",
+        "Read PyTorch's explanation and hints below, and its documentation link.",
+    ),
+)
+
+CATEGORY_NAMES: tuple[str, ...] = tuple(c.name for c in CATEGORIES)
+_BY_NAME = {c.name: c for c in CATEGORIES}
+
+# (category, words any of which in the graph-break type or explanation selects it).
+# Order matters: the first rule that matches wins, most specific first.
+_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("explicit graph_break()", ("torch._dynamo.graph_break()", "user-inserted graph break")),
+    ("deepcopy", ("deepcopy",)),
+    ("logging/print side effect", ("`print`", "logging.logger", "warnings.warn", "logging function")),
+    ("data-dependent branch", ("data-dependent branching", "data dependent branching")),
+    (".item()/scalar output", ("tensor.item()", ".item()", "tolist()", "scalar output")),
+    ("data-dependent guard/shape", (
+        "dynamic shape operator", "data dependent operator", "data-dependent",
+        "data dependent", "depends on input tensor data", "unbacked",
+    )),
+    ("tensor attribute mutation (requires_grad)", ("requires_grad",)),
+    ("dynamic-shape constraint violation", ("constraint violation", "constraintviolation")),
+    ("observed exception", ("observed exception",)),
+    ("unsupported builtin or C/numpy call", (
+        "builtin", "c/c++", "c extension", "numpy", "pybind", "c function",
+    )),
+    ("skipped or disallowed function", (
+        "marked as skipped", "disable()", "disallowed", "skip calling", "skipfiles",
+        "skipped", "torch.compiler.disable",
+    )),
+    ("proxy/return conversion", ("proxy", "unsupported output", "return value", "reconstruct")),
+)
+
+
+def classify(gb_type: str, explanation: str = "", source: str = "") -> str:
+    """The category name for one break.
+
+    Args:
+        gb_type: PyTorch's graph-break type ("Failed to trace builtin operator").
+        explanation: PyTorch's explanation text.
+        source: the user's line of code (used for deepcopy sites Dynamo reports in copy.py).
+
+    Returns:
+        One of :data:`CATEGORY_NAMES`; "other" when no rule matches.
+    """
+    text = f"{gb_type}\n{explanation}".lower()
+    for name, words in _RULES:
+        if any(w in text for w in words):
+            return name
+    if "deepcopy(" in source:
+        return "deepcopy"
+    return "other"
+
+
+def fix_for(category: str) -> str:
+    """dynscope's advice for a category."""
+    return _BY_NAME.get(category, _BY_NAME["other"]).fix

@@ -1,0 +1,3 @@
+"""Command line."""
+def main(argv=None) -> int:
+    return 0

@@ -1,0 +1,78 @@
+"""Errors raised by dynscope.
+
+Every error dynscope raises on purpose derives from one base class::
+
+    DynscopeError
+    ├── InputError            bad arguments: a model that is not callable, inputs of the
+    │                         wrong kind, ``calls`` together with ``inputs``, an unknown option
+    ├── CaptureError          the model raised while dynscope watched it; ``.report`` keeps
+    │                         everything captured before the failure
+    ├── SchemaError           a saved report that cannot be read (newer schema, not a report)
+    ├── GraphvizNotFoundError the Graphviz ``dot`` binary is missing (SVG output only)
+    └── CompileBudgetError    a compile budget was exceeded (also an ``AssertionError``, so
+                              pytest shows it as a test failure)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from dynscope.model import Report
+
+__all__ = [
+    "CaptureError",
+    "CompileBudgetError",
+    "DynscopeError",
+    "GraphvizNotFoundError",
+    "InputError",
+    "SchemaError",
+]
+
+
+class DynscopeError(Exception):
+    """Base class of every error dynscope raises on purpose."""
+
+
+class InputError(DynscopeError, ValueError):
+    """The arguments given to a dynscope function are not usable.
+
+    The message names what was received, what is allowed and what to do.
+    """
+
+
+class CaptureError(DynscopeError):
+    """The watched program raised; ``report`` holds what was captured before it did.
+
+    Attributes:
+        report: the partial :class:`~dynscope.Report` (graphs, breaks, recompiles and
+            guards captured up to the failure).
+        call_index: which call of ``calls`` raised (0-based).
+    """
+
+    def __init__(self, message: str, *, report: Report, call_index: int) -> None:
+        super().__init__(message)
+        self.report = report
+        self.call_index = call_index
+
+
+class SchemaError(DynscopeError):
+    """A saved report cannot be loaded (not a dynscope report, or a newer schema)."""
+
+
+class GraphvizNotFoundError(DynscopeError, RuntimeError):
+    """Graphviz's ``dot`` program is needed for SVG output and was not found."""
+
+
+class CompileBudgetError(DynscopeError, AssertionError):
+    """A program broke its compile budget (too many graph breaks, recompiles, too little coverage).
+
+    Attributes:
+        report: the :class:`~dynscope.Report` that was checked.
+        problems: one line per exceeded limit.
+    """
+
+    def __init__(self, message: str, *, report: Report, problems: list[str]) -> None:
+        super().__init__(message)
+        self.report = report
+        self.problems = problems

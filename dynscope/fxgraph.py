@@ -1,0 +1,194 @@
+"""Turn a live FX GraphModule (or the trace's graph code) into plain model data."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import torch
+
+from dynscope.model import Node, TensorMeta
+
+_OPS = ("call_function", "call_method", "call_module")
+
+
+def meta_of(value: Any) -> TensorMeta:
+    """TensorMeta for a tensor, SymInt, Python scalar or anything else."""
+    if isinstance(value, torch.Tensor):
+        try:
+            stride: tuple[int | str, ...] = tuple(_dim(s) for s in value.stride())
+        except (RuntimeError, NotImplementedError):  # sparse / nested tensors
+            stride = ()
+        return TensorMeta(
+            kind="tensor",
+            shape=tuple(_dim(s) for s in value.shape),
+            dtype=str(value.dtype).removeprefix("torch."),
+            device=str(value.device),
+            stride=stride,
+            requires_grad=bool(value.requires_grad),
+        )
+    if isinstance(value, torch.SymInt):
+        return TensorMeta(kind="symint", value=str(value))
+    if isinstance(value, bool):
+        return TensorMeta(kind="bool", value=str(value))
+    if isinstance(value, int):
+        return TensorMeta(kind="int", value=str(value))
+    if isinstance(value, float):
+        return TensorMeta(kind="float", value=repr(value))
+    return TensorMeta(kind="other", value=type(value).__name__)
+
+
+def _dim(size: Any) -> int | str:
+    try:
+        return int(size)
+    except (TypeError, ValueError, RuntimeError):
+        return str(size)  # symbolic size such as s77
+
+
+def target_name(node: torch.fx.Node) -> str:
+    """Readable text for what a node calls ("torch.sin", "add", "linear")."""
+    target = node.target
+    if isinstance(target, str):
+        return target
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", None) or str(target)
+    if module in ("torch._C._nn", "torch._C._VariableFunctions", "torch._C"):
+        module = "torch"
+    if module.startswith("torch.") and not module.startswith("torch.nn.functional"):
+        module = "torch" if module in ("torch.functional",) else module
+    if module in ("_operator", "operator", "builtins"):
+        return name
+    return f"{module}.{name}" if module else name
+
+
+def _outputs(node: torch.fx.Node) -> tuple[TensorMeta, ...]:
+    value = node.meta.get("example_value", node.meta.get("val"))
+    if value is None:
+        return ()
+    if isinstance(value, (tuple, list)):
+        return tuple(meta_of(v) for v in value if v is not None)
+    return (meta_of(value),)
+
+
+def _module_stack(node: torch.fx.Node) -> tuple[tuple[str, str], ...]:
+    stack = node.meta.get("nn_module_stack") or {}
+    out = []
+    for path, cls in stack.values():
+        cls_name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+        out.append((_clean_path(str(path)), cls_name.rsplit(".", 1)[-1]))
+    return tuple(out)
+
+
+def _clean_path(path: str) -> str:
+    """L['self'].encoder.layers[0] -> encoder.layers.0 (how users name submodules)."""
+    path = re.sub(r"^L\['self'\]\.?", "", path)
+    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    path = re.sub(r"\['([^']+)'\]", r".\1", path)
+    return path.strip(".")
+
+
+_STACK_ENTRY = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n\s*(?P<code>[^\n]*)')
+
+
+def _source(node: torch.fx.Node) -> tuple[str, int, str]:
+    trace = node.meta.get("stack_trace") or ""
+    entries = list(_STACK_ENTRY.finditer(trace))
+    if not entries:
+        return "", 0, ""
+    last = entries[-1]
+    return last["file"], int(last["line"]), last["code"].strip()
+
+
+def extract(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> dict[str, Any]:
+    """Plain data of one captured graph: nodes, inputs, op counts, code."""
+    nodes: list[Node] = []
+    ops: Counter[str] = Counter()
+    for node in gm.graph.nodes:
+        target = target_name(node)
+        if node.op in _OPS:
+            ops[target] += 1
+        filename, lineno, code = _source(node)
+        nodes.append(
+            Node(
+                name=node.name,
+                op=node.op,
+                target=target,
+                args=tuple(a.name for a in node.all_input_nodes),
+                outputs=_outputs(node),
+                module_stack=_module_stack(node),
+                filename=filename,
+                lineno=lineno,
+                source=code,
+            )
+        )
+    try:
+        code = gm.print_readable(print_output=False)
+    except Exception:  # noqa: BLE001 - fall back to the plain code
+        code = gm.code
+    return {
+        "nodes": tuple(nodes),
+        "node_count": len(nodes),
+        "op_count": sum(ops.values()),
+        "op_counts": tuple(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "inputs": tuple(meta_of(x) for x in example_inputs),
+        "code": code,
+    }
+
+
+_SIG = re.compile(r"def forward\(self,?(?P<args>.*?)\):", re.S)
+_ANNOT = re.compile(r'(?P<name>\w+): "(?P<ann>[^"]+)"')
+_TENSOR_ANN = re.compile(r"^(?P<dt>[a-z]+\d*)\[(?P<shape>[^\]]*)\]\[(?P<stride>[^\]]*)\](?P<dev>\S+)$")
+_DTYPES = {v: k for k, v in {
+    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
+    "bool": "b8", "complex64": "c64", "complex128": "c128",
+}.items()}
+
+
+def inputs_from_code(code: str) -> tuple[TensorMeta, ...]:
+    """Input metadata read from the annotations of a graph's printed ``forward``.
+
+    Used for graphs known only from the trace (the user's own backend compiled them).
+    """
+    m = _SIG.search(code)
+    if not m:
+        return ()
+    out: list[TensorMeta] = []
+    for ann in _ANNOT.finditer(m["args"]):
+        text = ann["ann"]
+        t = _TENSOR_ANN.match(text)
+        if t:
+            out.append(
+                TensorMeta(
+                    kind="tensor",
+                    shape=_dims(t["shape"]),
+                    dtype=_DTYPES.get(t["dt"], t["dt"]),
+                    device=t["dev"],
+                    stride=_dims(t["stride"]),
+                )
+            )
+        elif text.startswith("Sym("):
+            out.append(TensorMeta(kind="symint", value=text[4:-1]))
+        else:
+            out.append(TensorMeta(kind="other", value=text))
+    return tuple(out)
+
+
+def _dims(text: str) -> tuple[int | str, ...]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    return tuple(int(p) if p.lstrip("-").isdigit() else p for p in parts)
+
+
+def op_counts_from_code(code: str) -> tuple[tuple[str, int], ...]:
+    """Approximate op counts from graph code: the callee of each assignment line."""
+    ops: Counter[str] = Counter()
+    for line in code.splitlines():
+        m = re.match(r'\s+\w+(?:: "[^"]*")? = (?P<fn>[\w.]+)\(', line)
+        if m and not m["fn"].startswith("L_"):
+            name = m["fn"]
+            name = name.replace("torch._C._nn.", "torch.").replace("torch._C._VariableFunctions.", "torch.")
+            name = re.sub(r"^operator\.", "", name)
+            ops[name] += 1
+    return tuple(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))

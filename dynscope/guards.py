@@ -1,0 +1,131 @@
+"""Parse Dynamo's guard trees and word failed guards plainly.
+
+Input: the ``dynamo_cpp_guards_str`` text (one guard per line under accessor lines) and
+the ``recompile_reasons`` texts. Pure functions, no torch import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from dynscope.model import Guard
+
+_SOURCE_EXPR = re.compile(r"((?:L|G)\[[^\]]+\](?:\[[^\]]+\]|\.[A-Za-z_]\w*)*)")
+_MANAGER_SOURCE = re.compile(r"source=([^,]+(?:\[[^\]]*\])*)")
+_KIND_LINE = re.compile(r"^(?P<kind>[A-Z][A-Z0-9_]*): (?P<rest>.*)$")
+
+
+def parse_guards(text: str, compile_id: str) -> tuple[Guard, ...]:
+    """Guards of one compiled frame from its guard-tree text.
+
+    Accessor lines (``GuardManager: source=...``) give each guard below them its source
+    when the guard text names none; PyTorch's trailing ``# code  # file:line`` comment
+    becomes ``user_line``.
+    """
+    guards: list[Guard] = []
+    manager_sources: dict[int, str] = {}
+    for raw in text.splitlines():
+        stripped = raw.lstrip("| ")
+        depth = (len(raw) - len(stripped)) // 2
+        if not stripped.startswith("+- "):
+            continue
+        body = stripped[3:].strip()
+        if "GuardManager" in body.split(":", 1)[0]:
+            m = _MANAGER_SOURCE.search(body)
+            manager_sources[depth] = m.group(1).strip() if m else ""
+            continue
+        m = _KIND_LINE.match(body)
+        if m is None:
+            continue
+        detail, _, comment = m["rest"].partition("  # ")
+        detail = detail.strip()
+        found = _SOURCE_EXPR.search(detail)
+        source = found.group(1) if found else _nearest(manager_sources, depth)
+        user_line = comment.split("  # ")[0].strip() if comment else ""
+        guards.append(Guard(compile_id, m["kind"], source, detail, user_line))
+    return tuple(guards)
+
+
+def _nearest(sources: dict[int, str], depth: int) -> str:
+    for d in range(depth - 1, -1, -1):
+        if sources.get(d):
+            return sources[d]
+    return ""
+
+
+def parse_recompile_reasons(payload: str) -> tuple[str, ...]:
+    """Failed-guard texts from a ``recompile_reasons`` artifact, without "F/C: " prefixes."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        data = None
+    items = data if isinstance(data, list) else payload.splitlines()
+    out: list[str] = []
+    for item in items:
+        text = str(item).strip()
+        text = re.sub(r"^\d+/\d+:\s*", "", text)
+        if text and text not in out:
+            out.append(text)
+    return tuple(out)
+
+
+def is_backend_mismatch(reason: str) -> bool:
+    """True when a recompile happened only because a different backend compiled the code."""
+    return "BACKEND_MATCH" in reason
+
+
+def _name(source: str) -> str:
+    m = re.fullmatch(r"L\['([^']+)'\]", source.strip())
+    return m.group(1) if m else source.strip()
+
+
+_EXPLAIN: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"tensor '(?P<n>[^']+)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
+     "input {n} changed size in dim {i}: compiled for {a}, called with {b}"),
+    (re.compile(r"tensor '(?P<n>[^']+)' stride mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
+     "input {n} changed stride in dim {i}: compiled for {a}, called with {b} (a non-contiguous or transposed tensor?)"),
+    (re.compile(r"tensor '(?P<n>[^']+)' dtype mismatch\. expected (?P<a>\S+), actual (?P<b>\S+)"),
+     "input {n} changed dtype: compiled for {a}, called with {b}"),
+    (re.compile(r"tensor '(?P<n>[^']+)' device mismatch\. expected (?P<a>.+), actual (?P<b>.+)"),
+     "input {n} moved device: compiled for {a}, called with {b}"),
+    (re.compile(r"tensor '(?P<n>[^']+)' requires_grad mismatch\. expected requires_grad=(?P<a>\d)"),
+     "input {n} changed requires_grad (compiled for requires_grad={a})"),
+    (re.compile(r"tensor '(?P<n>[^']+)' rank mismatch\. expected (?P<a>\d+), actual (?P<b>\d+)"),
+     "input {n} changed number of dims: compiled for {a}, called with {b}"),
+    (re.compile(r"^(?P<n>L\['[^']+'\]) == (?P<a>.+)$"),
+     "Python value {n} changed: the graph was specialised to {n} == {a}"),
+    (re.compile(r"^len\((?P<n>L\['[^']+'\])\) == (?P<a>\d+)$"),
+     "length of {n} changed: compiled for {a} items"),
+    (re.compile(r"___check_type_id\((?P<n>L\['[^']+'\])"),
+     "{n} changed type"),
+    (re.compile(r"___check_obj_id\((?P<n>[^,]+),"),
+     "{n} is a different object than when compiled"),
+    (re.compile(r"global state changed|GLOBAL_STATE", re.I),
+     "global torch state changed (grad mode, autocast, default dtype or thread count)"),
+    (re.compile(r"grad_mode", re.I),
+     "grad mode changed (torch.no_grad / enable_grad)"),
+)
+
+
+def explain_reason(reason: str) -> str:
+    """A plain sentence for one failed guard; the guard itself when no pattern fits.
+
+    PyTorch appends ``  # user code  # file:line in function`` to some guards; that part
+    becomes "(from `code` at file:line)".
+    """
+    expr, _, comment = reason.partition("  # ")
+    expr = expr.strip()
+    origin = ""
+    if comment:
+        code, _, loc = comment.partition("  # ")
+        loc = loc.split(" (", 1)[0].strip()
+        origin = f" (from `{code.strip()}` at {loc})" if loc else f" (from `{code.strip()}`)"
+    for pattern, template in _EXPLAIN:
+        m = pattern.search(expr)
+        if m:
+            values = {k: _name(v) if k == "n" else v.strip() for k, v in m.groupdict().items()}
+            return template.format(**values) + origin
+    if comment:
+        return f"a value the code depends on changed: guard `{expr}` failed{origin}"
+    return expr

@@ -1,0 +1,500 @@
+"""The report model: frozen, plain-data dataclasses with no torch objects inside.
+
+Everything here can be written to JSON and read back (:func:`Report.to_json`,
+:func:`load`). Live ``torch.fx.GraphModule`` objects are kept beside the model in a
+holder that JSON never sees and equality ignores (``Graph.module``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from dynscope.errors import SchemaError
+
+#: Version of the JSON layout. Bump when a field changes meaning or is removed;
+#: adding an optional field does not need a bump (older files still load).
+SCHEMA_VERSION = 1
+
+
+class _Live:
+    """Holds a live object beside the model: never serialised, never compared."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object = None) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Live)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "<live>" if self.value is not None else "<none>"
+
+
+def _live_field() -> Any:
+    return field(default_factory=_Live, compare=False, repr=False, metadata={"live": True})
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """What a graph input or a node output looked like."""
+
+    kind: str  # "tensor", "symint", "int", "float", "bool" or "other"
+    shape: tuple[Union[int, str], ...] = ()  # sizes; symbolic sizes as their name ("s77")
+    dtype: str = ""  # "float32"; "" for non-tensors
+    device: str = ""  # "cpu", "cuda:0"; "" for non-tensors
+    stride: tuple[Union[int, str], ...] = ()  # element strides; () when unknown
+    requires_grad: bool = False  # whether autograd tracks the tensor
+    value: str = ""  # the value of a Python scalar input, as text
+
+    def describe(self) -> str:
+        """Short text such as ``f32[3, 4]`` or ``int=3``."""
+        if self.kind == "tensor":
+            dims = ", ".join(str(s) for s in self.shape)
+            return f"{_short_dtype(self.dtype)}[{dims}]"
+        if self.value:
+            return f"{self.kind}={self.value}"
+        return self.kind
+
+
+_SHORT_DTYPES = {
+    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
+    "bool": "b8", "complex64": "c64", "complex128": "c128",
+}
+
+
+def _short_dtype(dtype: str) -> str:
+    return _SHORT_DTYPES.get(dtype, dtype)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One FX node of a captured graph."""
+
+    name: str  # the node's name in the graph ("linear", "l_x_")
+    op: str  # FX opcode: placeholder, call_function, call_method, call_module, get_attr, output
+    target: str  # what the node calls, as text ("torch.sin", "add", "relu")
+    args: tuple[str, ...] = ()  # names of the nodes this node reads, in order
+    outputs: tuple[TensorMeta, ...] = ()  # what the node produced (several for tuples)
+    module_stack: tuple[tuple[str, str], ...] = ()  # (module path, class name), outermost first
+    filename: str = ""  # user source file the node came from, "" when unknown
+    lineno: int = 0  # line in ``filename``; 0 when unknown
+    source: str = ""  # that line's code
+
+    @property
+    def is_op(self) -> bool:
+        """True for nodes that compute (not inputs, outputs or attribute reads)."""
+        return self.op in ("call_function", "call_method", "call_module")
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    """One frame of a user stack."""
+
+    filename: str  # absolute path as Python reported it
+    lineno: int  # 1-based line number
+    function: str  # function name
+    line: str = ""  # the source line, stripped
+
+
+@dataclass(frozen=True)
+class CompileTime:
+    """Seconds spent compiling; per frame or summed over a report."""
+
+    total_s: float = 0.0  # whole frame compile, Dynamo + backend
+    dynamo_s: float = 0.0  # tracing and guard building (total - backend)
+    backend_s: float = 0.0  # the backend (eager: almost nothing; inductor: most)
+    inductor_s: float = 0.0  # Inductor's share of backend time, when PyTorch reports it
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-graph timing of one Inductor mode against eager (filled by ``timing=True``)."""
+
+    mode: str  # "default", "max-autotune", ...
+    device: str  # "cpu", "cuda:0"
+    eager_ms: float = 0.0  # median eager time of one run
+    compiled_ms: float = 0.0  # median compiled time of one run
+    compile_s: float = 0.0  # seconds Inductor took to compile the graph
+    max_abs_err: float = 0.0  # largest absolute difference between compiled and eager outputs
+    max_rel_err: float = 0.0  # largest relative difference
+    kernels: int = -1  # generated kernels, -1 when unknown
+    eager_samples_ms: tuple[float, ...] = ()  # raw eager samples
+    compiled_samples_ms: tuple[float, ...] = ()  # raw compiled samples
+    error: str = ""  # why compiling or running failed; "" when it worked
+    noisy: bool = False  # spread too wide to trust the medians
+
+    @property
+    def speedup(self) -> float:
+        """eager / compiled; 0.0 when not measured."""
+        if self.error or self.compiled_ms <= 0:
+            return 0.0
+        return self.eager_ms / self.compiled_ms
+
+    @property
+    def failed(self) -> bool:
+        """True when Inductor could not compile or run the graph."""
+        return bool(self.error)
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One FX graph Dynamo captured."""
+
+    id: int  # sequential in compile order, from 0
+    compile_id: str  # Dynamo's "frame/compile" id, e.g. "1/0"
+    frame: str  # name of the compiled function ("forward", "torch_dynamo_resume_in_forward_at_16")
+    filename: str  # file of that function
+    lineno: int  # first line of that function
+    node_count: int  # all nodes, inputs and output included
+    op_count: int  # nodes that compute
+    op_counts: tuple[tuple[str, int], ...] = ()  # (target, count), most frequent first
+    inputs: tuple[TensorMeta, ...] = ()  # example inputs Dynamo passed (parameters are inputs)
+    nodes: tuple[Node, ...] = ()  # every node in graph order
+    code: str = ""  # readable Python code of the graph
+    origin: str = "backend"  # "backend": seen by dynscope's backend; "trace": only from the trace
+    timings: tuple[Timing, ...] = ()  # one per Inductor mode when timing ran
+    _module: _Live = _live_field()  # live GraphModule (not saved)
+
+    @property
+    def module(self) -> Any:
+        """The live ``torch.fx.GraphModule``, or None (loaded reports, trace-only graphs)."""
+        return self._module.value
+
+    @property
+    def timing(self) -> Timing | None:
+        """Timing of the first requested mode, or None when timing did not run."""
+        return self.timings[0] if self.timings else None
+
+    def timing_for(self, mode: str) -> Timing | None:
+        """Timing of one mode, or None."""
+        return next((t for t in self.timings if t.mode == mode), None)
+
+    @property
+    def is_resume(self) -> bool:
+        """True when the graph belongs to a resume function Dynamo made after a break."""
+        return self.frame.startswith("torch_dynamo_resume_in_")
+
+    def op_count_of(self, target: str) -> int:
+        """How many nodes call ``target``."""
+        return dict(self.op_counts).get(target, 0)
+
+
+@dataclass(frozen=True)
+class BreakEvent:
+    """One graph break as PyTorch reported it (before folding by site)."""
+
+    compile_id: str  # the compile that hit the break
+    filename: str  # the site (the user's line, see GraphBreak)
+    lineno: int
+    reported_filename: str  # where Dynamo said the break was (may be inside copy.py, torch...)
+    reported_lineno: int
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    """One distinct graph-break site, with every event that hit it folded into ``count``."""
+
+    filename: str  # the user's file: innermost user frame outside torch and the stdlib
+    lineno: int  # the user's line
+    function: str  # the user's function
+    source: str  # the user's line of code, stripped
+    reason: str  # one line: why Dynamo broke
+    category: str  # one of dynscope.categories.CATEGORIES
+    fix: str  # dynscope's own advice for this category
+    explanation: str = ""  # PyTorch's explanation
+    hints: tuple[str, ...] = ()  # PyTorch's hints
+    gb_type: str = ""  # PyTorch's graph-break type ("Failed to trace builtin operator")
+    gb_id: str = ""  # PyTorch's graph-break id ("gb0059"), "" when unknown
+    doc_url: str = ""  # PyTorch's page about this break
+    user_stack: tuple[StackFrame, ...] = ()  # outermost first, as PyTorch reported it
+    count: int = 1  # break events at this site
+    compile_ids: tuple[str, ...] = ()  # compiles that hit the site, in order
+
+    @property
+    def location(self) -> str:
+        """``file.py:LINE``: the base name and line."""
+        return f"{Path(self.filename).name}:{self.lineno}"
+
+
+@dataclass(frozen=True)
+class Recompile:
+    """A compile of a frame that had been compiled before, and why."""
+
+    compile_id: str  # the new compile ("0/1")
+    frame: str  # the function recompiled
+    reasons: tuple[str, ...]  # the failed guards as PyTorch words them
+    explained: tuple[str, ...] = ()  # the same, said plainly by dynscope
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One guard Dynamo installed on a compiled frame."""
+
+    compile_id: str  # the compile that installed it
+    kind: str  # TENSOR_MATCH, ID_MATCH, TYPE_MATCH, EQUALS_MATCH, ...
+    source: str  # what it checks, e.g. L['x'] or G['torch']
+    detail: str  # the check itself, without PyTorch's trailing comment
+    user_line: str = ""  # the user code that made the guard, when PyTorch says
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One compile of one Python frame."""
+
+    compile_id: str  # "frame/compile"
+    function: str  # code name
+    filename: str
+    lineno: int  # first line of the function
+    graph_ids: tuple[int, ...] = ()  # graphs this compile produced
+    guard_count: int = 0
+    op_count: int = 0  # ops Dynamo put in the graph (0: nothing compiled)
+    compile_time: CompileTime = CompileTime()
+    restarts: int = 0  # times Dynamo restarted its analysis (usually once per break)
+    status: str = "compiled"  # "compiled", "empty" (no ops, so no graph) or "failed"
+    fail_reason: str = ""  # why compiling failed or was skipped
+
+    @property
+    def is_resume(self) -> bool:
+        """True for resume functions Dynamo generates after a graph break."""
+        return self.function.startswith("torch_dynamo_resume_in_")
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Share of torch ops a call ran inside captured graphs (see DESIGN.md)."""
+
+    ops_in_graphs: int  # ops executed inside captured graphs, summed over calls
+    ops_eager: int  # torch ops executed eagerly between graphs
+    eager_sites: tuple[tuple[str, int], ...] = ()  # ("file.py:LINE op", times), most first
+
+    @property
+    def ratio(self) -> float:
+        """ops_in_graphs / all ops; 1.0 when nothing ran."""
+        total = self.ops_in_graphs + self.ops_eager
+        return 1.0 if total == 0 else self.ops_in_graphs / total
+
+
+@dataclass(frozen=True)
+class ModeTiming:
+    """End-to-end timing of the whole callable for one mode."""
+
+    mode: str
+    device: str
+    eager_ms: float  # median eager time of one call
+    compiled_ms: float  # median compiled time of one call
+    first_call_s: float  # seconds of the first compiled call (compiling included)
+    in_graphs_ms: float = 0.0  # of compiled_ms, the time inside captured graphs
+    peak_mem_eager_mb: float = 0.0  # CUDA only, 0.0 elsewhere
+    peak_mem_compiled_mb: float = 0.0
+    eager_samples_ms: tuple[float, ...] = ()
+    compiled_samples_ms: tuple[float, ...] = ()
+    error: str = ""
+    noisy: bool = False
+
+    @property
+    def speedup(self) -> float:
+        """eager / compiled; 0.0 when not measured."""
+        return self.eager_ms / self.compiled_ms if self.compiled_ms > 0 and not self.error else 0.0
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything dynscope learned about one run of compiled code."""
+
+    graphs: tuple[Graph, ...] = ()  # captured graphs in compile order
+    breaks: tuple[GraphBreak, ...] = ()  # distinct break sites, in order of first hit
+    break_events: tuple[BreakEvent, ...] = ()  # every break as reported, in order
+    recompiles: tuple[Recompile, ...] = ()
+    guards: tuple[Guard, ...] = ()
+    frames: tuple[Frame, ...] = ()  # every compile, in order
+    compile_time: CompileTime = CompileTime()  # summed over frames
+    coverage: Coverage | None = None  # None when not measured (capture() of foreign code)
+    timing: tuple[ModeTiming, ...] = ()  # end to end, one per mode, when timing ran
+    calls: int = 0  # calls dynscope made (report()); 0 for capture()
+    torch_version: str = ""
+    title: str = ""  # what was captured, e.g. the model's class name
+    schema_version: int = SCHEMA_VERSION
+
+    # -- counts -------------------------------------------------------------------------
+    @property
+    def graph_count(self) -> int:
+        """Number of captured graphs (recompiled variants included)."""
+        return len(self.graphs)
+
+    @property
+    def break_count(self) -> int:
+        """Number of graph-break events (sum of ``count`` over sites)."""
+        return sum(b.count for b in self.breaks)
+
+    @property
+    def recompile_count(self) -> int:
+        """Number of recompiles."""
+        return len(self.recompiles)
+
+    @property
+    def resume_count(self) -> int:
+        """Compiles of resume functions Dynamo created after breaks."""
+        return sum(1 for f in self.frames if f.is_resume)
+
+    def graph(self, graph_id: int) -> Graph:
+        """The graph with this id."""
+        for g in self.graphs:
+            if g.id == graph_id:
+                return g
+        raise KeyError(f"no graph {graph_id}; ids are {[g.id for g in self.graphs]}")
+
+    # -- output -------------------------------------------------------------------------
+    def summary(self) -> str:
+        """The terminal summary (also ``str(report)``)."""
+        from dynscope.render_text import render_summary
+
+        return render_summary(self)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (live modules left out)."""
+        return _to_plain(self)
+
+    def to_json(self, *, indent: int | None = 1) -> str:
+        """The report as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the report as JSON to ``path``; returns the path."""
+        from dynscope.write import write_text
+
+        return write_text(Path(path), self.to_json())
+
+    def check(
+        self,
+        *,
+        max_graph_breaks: int | None = 0,
+        max_recompiles: int | None = 0,
+        min_coverage: float | None = None,
+        max_graphs: int | None = None,
+    ) -> Report:
+        """Raise CompileBudgetError when this report exceeds the budget; return self."""
+        from dynscope.budget import check_budget
+
+        check_budget(
+            self,
+            max_graph_breaks=max_graph_breaks,
+            max_recompiles=max_recompiles,
+            min_coverage=min_coverage,
+            max_graphs=max_graphs,
+        )
+        return self
+
+
+# -- JSON ------------------------------------------------------------------------------
+
+
+def _to_plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            if f.metadata.get("live"):
+                continue
+            out[f.name] = _to_plain(getattr(obj, f.name))
+        return out
+    if isinstance(obj, (tuple, list)):
+        return [_to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): _to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+def _from_plain(tp: Any, data: Any, where: str) -> Any:
+    """Rebuild a value of type ``tp`` from JSON data, checking as it goes."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if data is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _from_plain(arg, data, where)
+            except SchemaError as err:
+                errors.append(str(err))
+        raise SchemaError(f"{where}: {data!r} fits none of {args}")
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(data, list):
+            raise SchemaError(f"{where}: expected a list, got {type(data).__name__}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from_plain(args[0], v, f"{where}[{i}]") for i, v in enumerate(data))
+        if len(args) != len(data):
+            raise SchemaError(f"{where}: expected {len(args)} items, got {len(data)}")
+        return tuple(_from_plain(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise SchemaError(f"{where}: expected an object, got {type(data).__name__}")
+        hints = typing.get_type_hints(tp)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.metadata.get("live") or f.name not in data:
+                continue  # missing optional fields take their defaults
+            kwargs[f.name] = _from_plain(hints[f.name], data[f.name], f"{where}.{f.name}")
+        try:
+            return tp(**kwargs)
+        except TypeError as err:
+            raise SchemaError(f"{where}: {err}") from err
+    if tp is float:
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            return float(data)
+    elif tp is int:
+        if isinstance(data, int) and not isinstance(data, bool):
+            return data
+    elif tp is Any or (isinstance(tp, type) and isinstance(data, tp)):
+        return data
+    raise SchemaError(f"{where}: expected {getattr(tp, '__name__', tp)}, got {data!r}")
+
+
+def report_from_dict(data: Any) -> Report:
+    """Rebuild a Report from :meth:`Report.to_dict` output."""
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise SchemaError("not a dynscope report: no 'schema_version' field at the top level")
+    version = data["schema_version"]
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"this report uses schema version {version!r}, newer than this dynscope reads "
+            f"({SCHEMA_VERSION}); upgrade dynscope (pip install -U dynscope) to read it"
+        )
+    return _from_plain(Report, data, "report")
+
+
+def load(path: str | Path) -> Report:
+    """Read a report written by :meth:`Report.save`.
+
+    Args:
+        path: the JSON file.
+
+    Returns:
+        The report, without live GraphModules (``graph.module`` is None).
+
+    Raises:
+        SchemaError: the file is not a dynscope report or comes from a newer schema.
+        FileNotFoundError: there is no such file.
+    """
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise SchemaError(f"{p} is not JSON ({err}); expected a file written by Report.save") from err
+    return report_from_dict(data)

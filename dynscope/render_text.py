@@ -1,0 +1,165 @@
+"""Terminal rendering of a Report. Pure: model in, text out."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tabulate import tabulate
+
+from dynscope.model import Graph, Report
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _ms(value: float) -> str:
+    if value <= 0:
+        return "-"
+    if value < 1:
+        return f"{value * 1000:.1f} us"
+    return f"{value:.3f} ms" if value < 100 else f"{value:.1f} ms"
+
+
+def totals_line(rep: Report) -> str:
+    """One line of totals."""
+    parts = [
+        _plural(rep.graph_count, "graph"),
+        f"{_plural(rep.break_count, 'graph break')} at {_plural(len(rep.breaks), 'site')}",
+        _plural(rep.recompile_count, "recompile"),
+    ]
+    if rep.resume_count:
+        parts.append(_plural(rep.resume_count, "resume frame"))
+    if rep.coverage is not None:
+        parts.append(f"coverage {rep.coverage.ratio:.0%}")
+    parts.append(f"compile {rep.compile_time.total_s:.2f} s")
+    return ", ".join(parts)
+
+
+def _inputs(graph: Graph, limit: int = 3) -> str:
+    tensors = [m.describe() for m in graph.inputs]
+    text = ", ".join(tensors[:limit])
+    if len(tensors) > limit:
+        text += f", +{len(tensors) - limit}"
+    return text
+
+
+def _frame_label(graph: Graph) -> str:
+    name = graph.frame or "?"
+    if graph.is_resume:
+        name = "resume " + name.removeprefix("torch_dynamo_resume_in_")
+    return f"{name} ({Path(graph.filename).name}:{graph.lineno})" if graph.filename else name
+
+
+def graphs_table(rep: Report) -> str:
+    """The table of captured graphs."""
+    timed = any(g.timing for g in rep.graphs)
+    headers = ["id", "compile", "frame", "ops", "nodes", "inputs"]
+    if timed:
+        headers += ["eager", "inductor", "speedup"]
+    rows = []
+    for g in rep.graphs:
+        row = [g.id, g.compile_id, _frame_label(g), g.op_count, g.node_count or "-", _inputs(g)]
+        if timed:
+            t = g.timing
+            if t is None:
+                row += ["-", "-", "-"]
+            elif t.failed:
+                row += [_ms(t.eager_ms), "failed", "-"]
+            else:
+                flag = " ~" if t.noisy else ""
+                row += [_ms(t.eager_ms), _ms(t.compiled_ms), f"{t.speedup:.2f}x{flag}"]
+        rows.append(row)
+    return tabulate(rows, headers=headers, tablefmt="simple")
+
+
+def breaks_section(rep: Report, *, width: int = 100) -> str:
+    """The table of distinct breaks, then each site's reason, fix and hints."""
+    rows = [
+        [i + 1, b.location, b.category, b.count, _clip(b.source, 40)]
+        for i, b in enumerate(rep.breaks)
+    ]
+    lines = [tabulate(rows, headers=["#", "location", "category", "count", "code"], tablefmt="simple")]
+    for i, b in enumerate(rep.breaks):
+        lines.append("")
+        lines.append(f"[{i + 1}] {b.filename}:{b.lineno} in {b.function or '?'}")
+        lines.append(f"    {b.source}")
+        lines.extend(textwrap.wrap(f"why: {b.reason}", width, initial_indent="    ", subsequent_indent="      "))
+        lines.extend(textwrap.wrap(f"fix: {b.fix}", width, initial_indent="    ", subsequent_indent="      "))
+        for hint in b.hints:
+            lines.extend(textwrap.wrap(f"torch hint: {hint}", width, initial_indent="    ", subsequent_indent="      "))
+        if b.doc_url:
+            lines.append(f"    docs: {b.doc_url}")
+    return "\n".join(lines)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def recompiles_section(rep: Report) -> str:
+    """Each recompile with its failed guards in words."""
+    lines = []
+    for r in rep.recompiles:
+        lines.append(f"{r.compile_id} {r.frame}:")
+        for said in r.explained or r.reasons:
+            lines.append(f"    - {said}")
+    return "\n".join(lines)
+
+
+def compile_time_section(rep: Report) -> str:
+    """Compile time split by phase."""
+    t = rep.compile_time
+    text = f"total {t.total_s:.3f} s (dynamo {t.dynamo_s:.3f} s, backend {t.backend_s:.3f} s"
+    if t.inductor_s:
+        text += f", inductor {t.inductor_s:.3f} s"
+    return text + f") over {_plural(len(rep.frames), 'frame compile')}"
+
+
+def timing_section(rep: Report) -> str:
+    """End-to-end timing per mode."""
+    rows = []
+    for m in rep.timing:
+        if m.error:
+            rows.append([m.mode, m.device, "-", "-", "-", "-", f"failed: {_clip(m.error, 40)}"])
+            continue
+        share = f"{m.in_graphs_ms / m.compiled_ms:.0%}" if m.compiled_ms > 0 and m.in_graphs_ms else "-"
+        rows.append([
+            m.mode, m.device, _ms(m.eager_ms), _ms(m.compiled_ms),
+            f"{m.speedup:.2f}x" + (" ~" if m.noisy else ""), f"{m.first_call_s:.2f} s", share,
+        ])
+    return tabulate(
+        rows,
+        headers=["mode", "device", "eager", "compiled", "speedup", "first call", "in graphs"],
+        tablefmt="simple",
+    )
+
+
+def render_summary(rep: Report) -> str:
+    """The whole terminal summary. Deterministic for a given report."""
+    title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
+    out = [title, "=" * len(title), totals_line(rep), ""]
+    out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)", ""]
+    if rep.breaks:
+        out += [f"Graph breaks ({rep.break_count} events at {len(rep.breaks)} sites)", breaks_section(rep), ""]
+    else:
+        out += ["Graph breaks: none", ""]
+    if rep.recompiles:
+        out += [f"Recompiles ({rep.recompile_count})", recompiles_section(rep), ""]
+    failed = [f for f in rep.frames if f.status == "failed"]
+    if failed:
+        out.append("Frames that fell back to eager")
+        for f in failed:
+            out.append(f"    {f.compile_id} {f.function} ({Path(f.filename).name}:{f.lineno}): {_clip(f.fail_reason.splitlines()[0] if f.fail_reason else '', 80)}")
+        out.append("")
+    if rep.coverage is not None:
+        c = rep.coverage
+        out.append(f"Coverage: {c.ratio:.1%} of torch ops ran in graphs ({c.ops_in_graphs} in graphs, {c.ops_eager} eager)")
+        for site, n in c.eager_sites[:5]:
+            out.append(f"    eager: {site} x{n}")
+        out.append("")
+    if rep.timing:
+        out += ["Timing (end to end)", timing_section(rep), ""]
+    out += ["Compile time", compile_time_section(rep)]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,56 @@
+"""Assertions for test suites: hold a program to a compile budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dynscope.budget import check_budget
+from dynscope.capture import _MISSING, report
+from dynscope.model import Report
+
+
+def assert_compiles(
+    model: Callable[..., Any],
+    inputs: Any = _MISSING,
+    *,
+    calls: Sequence[Any] | None = None,
+    max_graph_breaks: int | None = 0,
+    max_recompiles: int | None = 0,
+    min_coverage: float | None = None,
+    max_graphs: int | None = None,
+    inner: str | Callable[..., Any] = "eager",
+    dynamic: bool | None = None,
+) -> Report:
+    """Compile and run ``model``; fail if it breaks its compile budget.
+
+    Args:
+        model, inputs, calls, inner, dynamic: as for :func:`dynscope.report`.
+        max_graph_breaks: most graph-break events allowed; None for no limit. Defaults to 0.
+        max_recompiles: most recompiles allowed; None for no limit. Defaults to 0.
+        min_coverage: least share of torch ops that must run inside graphs (0..1); None
+            for no limit. Defaults to None.
+        max_graphs: most graphs allowed; None for no limit. Defaults to None.
+
+    Returns:
+        The report, when the budget holds.
+
+    Raises:
+        CompileBudgetError: (an AssertionError) listing every break and recompile over
+            budget with file:line, code, category, reason and fix.
+
+    Example:
+        >>> dynscope.assert_compiles(model, x, max_graph_breaks=0, max_recompiles=0)
+    """
+    kwargs: dict[str, Any] = {"calls": calls} if calls is not None else {}
+    if inputs is not _MISSING:
+        kwargs["inputs"] = inputs
+    rep = report(model, inner=inner, dynamic=dynamic, **kwargs)
+    check_budget(
+        rep,
+        max_graph_breaks=max_graph_breaks,
+        max_recompiles=max_recompiles,
+        min_coverage=min_coverage,
+        max_graphs=max_graphs,
+    )
+    return rep

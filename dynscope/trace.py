@@ -1,0 +1,87 @@
+"""Collect PyTorch's structured compile trace in process.
+
+A :class:`TraceCollector` is a logging handler for the ``torch.__trace`` logger (the one
+TORCH_TRACE and tlparse read). It keeps the few events dynscope needs as plain dicts and
+drops the rest at once, so watching a long training loop stays cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Top-level event names kept; everything else is dropped on arrival.
+KEPT_EVENTS = frozenset(
+    {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics"}
+)
+#: Artifact names kept.
+KEPT_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One kept trace event."""
+
+    name: str  # event name, or the artifact's name for artifacts
+    compile_id: str  # "frame/compile", "" when the event had none
+    attempt: int  # Dynamo's restart attempt (0 first)
+    metadata: dict[str, Any] = field(default_factory=dict)  # the event's own metadata
+    payload: str = ""  # the event's text, "" when none
+
+
+class TraceCollector(logging.Handler):
+    """Logging handler that keeps dynscope's trace events, in arrival order."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.events: list[TraceEvent] = []
+        self._lock_events = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:  # noqa: D102 - logging API
+        metadata = getattr(record, "metadata", None)
+        if not isinstance(metadata, dict):
+            return
+        name = _event_name(metadata)
+        if name is None:
+            return
+        frame_id = metadata.get("frame_id")
+        compile_id = (
+            f"{frame_id}/{metadata.get('frame_compile_id')}" if frame_id is not None else ""
+        )
+        body = metadata.get(name if name in KEPT_EVENTS else "artifact")
+        payload = getattr(record, "payload", None)
+        event = TraceEvent(
+            name=name,
+            compile_id=compile_id,
+            attempt=int(metadata.get("attempt") or 0),
+            metadata=body if isinstance(body, dict) else {},
+            payload=payload if isinstance(payload, str) else "",
+        )
+        with self._lock_events:
+            self.events.append(event)
+
+    def snapshot(self) -> list[TraceEvent]:
+        """A copy of the events so far."""
+        with self._lock_events:
+            return list(self.events)
+
+
+def _event_name(metadata: dict[str, Any]) -> str | None:
+    for key in KEPT_EVENTS:
+        if key in metadata:
+            return key
+    artifact = metadata.get("artifact")
+    if isinstance(artifact, dict) and artifact.get("name") in KEPT_ARTIFACTS:
+        return str(artifact["name"])
+    return None
+
+
+def compile_sort_key(compile_id: str) -> tuple[int, int]:
+    """Sort key for "frame/compile" ids."""
+    try:
+        frame, comp = compile_id.split("/", 1)
+        return int(frame), int(comp)
+    except ValueError:
+        return (1 << 30, 0)
