@@ -96,7 +96,7 @@ _BY_NAME = {c.name: c for c in CATEGORIES}
 _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("explicit graph_break()", ("torch._dynamo.graph_break()", "user-inserted graph break")),
     ("deepcopy", ("deepcopy",)),
-    ("logging/print side effect", ("`print`", "logging.logger", "warnings.warn", "logging function")),
+    ("logging/print side effect", ("`print`", "logging.logger", "logging function")),
     ("data-dependent branch", ("data-dependent branching", "data dependent branching")),
     (".item()/scalar output", ("tensor.item()", ".item()", "tolist()", "scalar output")),
     ("data-dependent guard/shape", (

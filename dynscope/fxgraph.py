@@ -28,7 +28,7 @@ def meta_of(value: Any) -> TensorMeta:
             stride=stride,
             requires_grad=bool(value.requires_grad),
         )
-    if isinstance(value, torch.SymInt):
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return TensorMeta(kind="symint", value=str(value))
     if isinstance(value, bool):
         return TensorMeta(kind="bool", value=str(value))
@@ -40,23 +40,26 @@ def meta_of(value: Any) -> TensorMeta:
 
 
 def _dim(size: Any) -> int | str:
-    try:
-        return int(size)
-    except (TypeError, ValueError, RuntimeError):
-        return str(size)  # symbolic size such as s77
+    # Never int() a SymInt: that would add a guard and specialise the graph we watch.
+    if isinstance(size, torch.SymInt):
+        return str(size)  # symbolic size such as "s77"
+    return int(size)
 
 
 def target_name(node: torch.fx.Node) -> str:
-    """Readable text for what a node calls ("torch.sin", "add", "linear")."""
+    """Readable text for what a node calls ("torch.sin", "add", "torch.nn.functional.linear")."""
     target = node.target
     if isinstance(target, str):
-        return target
+        return target  # method name, module path or placeholder name
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__name__", None) or str(target)
-    if module in ("torch._C._nn", "torch._C._VariableFunctions", "torch._C"):
-        module = "torch"
-    if module.startswith("torch.") and not module.startswith("torch.nn.functional"):
-        module = "torch" if module in ("torch.functional",) else module
+    # C bindings: name them by the public function users call.
+    module = {
+        "torch._C._nn": "torch.nn.functional",
+        "torch._C._VariableFunctions": "torch",
+        "torch._C": "torch",
+        "torch.functional": "torch",
+    }.get(module, module)
     if module in ("_operator", "operator", "builtins"):
         return name
     return f"{module}.{name}" if module else name
