@@ -6,7 +6,6 @@ Example:
     >>> print(rep)
 """
 
-from __future__ import annotations
 
 from dynscope.capture import Capture, capture, report
 from dynscope.errors import (

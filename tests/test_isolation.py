@@ -1,0 +1,104 @@
+"""dynscope leaves PyTorch as it found it, also after a failure."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dynscope
+from dynscope import _torch
+from tests.corpus.programs import MLP, PrintModel, _x
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_logging_initialised() -> None:
+    # PyTorch sets up its own logging (a TORCH_TRACE handler) on the first compile of a
+    # process, whoever makes it; do that first so the comparison sees only dynscope.
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+
+
+def _state() -> dict:
+    return _torch.snapshot_state()
+
+
+def test_report_restores_state() -> None:
+    before = _state()
+    dynscope.report(PrintModel(), calls=[_x(4, 8), _x(6, 8)])
+    assert _state() == before
+
+
+def test_report_restores_state_after_failure() -> None:
+    def boom(x: torch.Tensor) -> torch.Tensor:
+        y = x + 1
+        print("about to fail")
+        raise ValueError("model failure")
+
+    before = _state()
+    with pytest.raises(dynscope.CaptureError):
+        dynscope.report(boom, _x(3))
+    assert _state() == before
+
+
+def test_capture_restores_trace_logger_even_when_block_raises() -> None:
+    log = _torch.trace_logger()
+    handlers, level, propagate = list(log.handlers), log.level, log.propagate
+    with pytest.raises(RuntimeError, match="user error"):
+        with dynscope.capture() as cap:
+            torch.compile(lambda x: x.sin() + 1, backend="eager")(_x(3))
+            raise RuntimeError("user error")
+    assert (list(log.handlers), log.level, log.propagate) == (handlers, level, propagate)
+    assert cap.report.graph_count == 1, "what was captured before the error is kept"
+
+
+def test_report_keeps_user_stance() -> None:
+    torch.compiler.set_stance("force_eager")
+    try:
+        rep = dynscope.report(MLP(), _x(4, 8))
+        assert rep.graph_count == 1, "report compiles even when the user forced eager"
+        assert _torch.snapshot_state()["stance"][0] == "force_eager"
+    finally:
+        torch.compiler.set_stance("default")
+
+
+def test_report_keeps_user_config_changes() -> None:
+    with torch._dynamo.config.patch(recompile_limit=3, capture_scalar_outputs=True):
+        before = torch._dynamo.config.get_config_copy()
+        dynscope.report(MLP(), _x(4, 8))
+        assert torch._dynamo.config.get_config_copy() == before
+
+
+def test_plain_compile_after_report_behaves_as_without_dynscope() -> None:
+    model = MLP()
+    dynscope.report(model, calls=[_x(4, 8), _x(6, 8)])  # teaches Dynamo x is dynamic
+    frames: list[int] = []
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        frames.append(len(example_inputs))
+        return gm.forward
+
+    compiled = torch.compile(model, backend=counting)
+    out = compiled(_x(4, 8))
+    compiled(_x(6, 8))
+    torch.testing.assert_close(out, model(_x(4, 8)))
+    # Without dynscope: one static graph, then one dynamic after the shape change. Had the
+    # report's automatic-dynamic memory leaked, the first graph would already be dynamic.
+    assert len(frames) == 2
+
+
+def test_earlier_compile_does_not_hide_graphs() -> None:
+    model = PrintModel()
+    torch.compile(model, backend="eager")(_x(4, 8))
+    rep = dynscope.report(model, _x(4, 8))
+    assert rep.graph_count == 2 and rep.break_count == 1
+    assert rep.recompile_count == 0, "a different backend's earlier compile is not a recompile"
+    again = dynscope.report(model, _x(4, 8))
+    assert (again.graph_count, again.break_count) == (2, 1)
+
+
+def test_outputs_equal_eager() -> None:
+    model = PrintModel()
+    x = _x(4, 8)
+    with dynscope.capture() as cap:
+        out = torch.compile(model, backend=cap.backend)(x)
+    torch.testing.assert_close(out, model(x), rtol=0, atol=0)
+    assert cap.report.graph_count == 2

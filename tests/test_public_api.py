@@ -1,0 +1,19 @@
+"""The public API is small and pinned."""
+
+import dynscope
+
+
+def test_all_is_exactly_the_public_names() -> None:
+    public = {n for n in dir(dynscope) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(dynscope, n)).__name__ == "module"}
+    assert set(dynscope.__all__) == public - modules
+    assert sorted(dynscope.__all__) == dynscope.__all__
+
+
+def test_report_fields_match_the_design() -> None:
+    rep = dynscope.Report()
+    for name in ("graphs", "breaks", "recompiles", "guards", "frames", "compile_time", "coverage",
+                 "timing", "graph_count", "break_count", "recompile_count"):
+        assert hasattr(rep, name), name
+    for name in ("summary", "to_json", "save", "check"):
+        assert callable(getattr(rep, name)), name
