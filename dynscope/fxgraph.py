@@ -46,6 +46,22 @@ def _dim(size: Any) -> int | str:
     return int(size)
 
 
+_C_MODULES = {
+    "torch._C._nn": "torch.nn.functional",
+    "torch._C._VariableFunctions": "torch",
+    "torch._C": "torch",
+    "torch.functional": "torch",
+}
+
+
+def public_name(module: str, name: str) -> str:
+    """Name a callable by the public function users call (C bindings renamed)."""
+    module = _C_MODULES.get(module, module)
+    if module in ("_operator", "operator", "builtins", ""):
+        return name
+    return f"{module}.{name}"
+
+
 def target_name(node: torch.fx.Node) -> str:
     """Readable text for what a node calls ("torch.sin", "add", "torch.nn.functional.linear")."""
     target = node.target
@@ -53,16 +69,7 @@ def target_name(node: torch.fx.Node) -> str:
         return target  # method name, module path or placeholder name
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__name__", None) or str(target)
-    # C bindings: name them by the public function users call.
-    module = {
-        "torch._C._nn": "torch.nn.functional",
-        "torch._C._VariableFunctions": "torch",
-        "torch._C": "torch",
-        "torch.functional": "torch",
-    }.get(module, module)
-    if module in ("_operator", "operator", "builtins"):
-        return name
-    return f"{module}.{name}" if module else name
+    return public_name(module, name)
 
 
 def _outputs(node: torch.fx.Node) -> tuple[TensorMeta, ...]:
@@ -184,14 +191,31 @@ def _dims(text: str) -> tuple[int | str, ...]:
     return tuple(int(p) if p.lstrip("-").isdigit() else p for p in parts)
 
 
+_CALL_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = (?P<fn>[\w.]+)\(')
+_BINOP_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = \S+ (?P<op>\*\*|//|[-+*/@%]|<<|>>|&|\||\^) \S+')
+_BINOPS = {"*": "mul", "+": "add", "-": "sub", "/": "truediv", "@": "matmul", "//": "floordiv",
+           "**": "pow", "%": "mod", "<<": "lshift", ">>": "rshift", "&": "and_", "|": "or_", "^": "xor"}
+_ROOTS = ("torch", "operator", "math", "builtins", "_operator")
+
+
 def op_counts_from_code(code: str) -> tuple[tuple[str, int], ...]:
-    """Approximate op counts from graph code: the callee of each assignment line."""
+    """Op counts read from printed graph code, named as :func:`target_name` names them.
+
+    ``torch._C._nn.linear(...)`` is a function call; ``x.relu()`` is a method call
+    (counted as "relu", like FX's call_method target).
+    """
     ops: Counter[str] = Counter()
     for line in code.splitlines():
-        m = re.match(r'\s+\w+(?:: "[^"]*")? = (?P<fn>[\w.]+)\(', line)
-        if m and not m["fn"].startswith("L_"):
-            name = m["fn"]
-            name = name.replace("torch._C._nn.", "torch.").replace("torch._C._VariableFunctions.", "torch.")
-            name = re.sub(r"^operator\.", "", name)
-            ops[name] += 1
+        m = _CALL_LINE.match(line)
+        if not m:
+            b = _BINOP_LINE.match(line)
+            if b:  # FX prints operator.mul(a, b) as "a * b"
+                ops[_BINOPS[b["op"]]] += 1
+            continue
+        fn = m["fn"]
+        if fn.split(".", 1)[0] in _ROOTS:
+            module, _, name = fn.rpartition(".")
+            ops[public_name(module, name)] += 1
+        else:
+            ops[fn.rsplit(".", 1)[-1]] += 1
     return tuple(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))

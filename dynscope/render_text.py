@@ -142,7 +142,11 @@ def render_summary(rep: Report) -> str:
     out = [title, "=" * len(title), totals_line(rep), ""]
     out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)", ""]
     if rep.breaks:
-        out += [f"Graph breaks ({rep.break_count} events at {len(rep.breaks)} sites)", breaks_section(rep), ""]
+        out += [
+            f"Graph breaks ({_plural(rep.break_count, 'event')} at {_plural(len(rep.breaks), 'site')})",
+            breaks_section(rep),
+            "",
+        ]
     else:
         out += ["Graph breaks: none", ""]
     if rep.recompiles:
