@@ -76,7 +76,8 @@ def current_compile_id() -> str:
 
 def lookup_backend(name: str) -> Callable[..., Any]:
     """A registered torch.compile backend by name ("eager", "inductor", "aot_eager"...)."""
-    from torch._dynamo import list_backends, lookup_backend as _lookup
+    from torch._dynamo import list_backends
+    from torch._dynamo import lookup_backend as _lookup
 
     try:
         return _lookup(name)

@@ -1,3 +1,201 @@
-"""Command line."""
-def main(argv=None) -> int:
+"""The ``dynscope`` command line (also ``python -m dynscope``).
+
+Commands:
+    dynscope report TARGET   compile and run a program, print the summary
+    dynscope show FILE       print the summary of a saved report
+    dynscope diff OLD NEW    what changed between two saved reports (exit 1 when worse)
+    dynscope render FILE -o DIR   write the HTML bundle of a saved report
+
+Exit status: 0 fine, 1 the program broke a gate (--fail-on-break, a worse diff),
+2 bad usage or input (one clear line, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dynscope.errors import DynscopeError
+
+EXAMPLES = {
+    "report": "example: dynscope report examples/quickstart.py:build --json run.json --html out/",
+    "show": "example: dynscope show run.json",
+    "diff": "example: dynscope diff before.json after.json   (exit 1 when after is worse)",
+    "render": "example: dynscope render run.json -o report/",
+}
+
+
+class UsageError(Exception):
+    """A bad command line or target: printed as one line, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dynscope",
+        description="See what torch.compile did to a program and what it cost.",
+        epilog="\n".join(EXAMPLES.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    r = sub.add_parser(
+        "report",
+        help="compile and run a program, print what torch.compile did",
+        description="Import TARGET (path/to/file.py:function or package.module:function), call "
+        "it, and report on the model it returns. The function returns (model, inputs) or "
+        "(model, {'calls': [inputs1, inputs2, ...]}).",
+        epilog=EXAMPLES["report"],
+    )
+    r.add_argument("target", help="path/to/file.py:function or package.module:function")
+    r.add_argument("--timing", action="store_true", help="also time graphs with Inductor against eager")
+    r.add_argument("--mode", action="append", default=None, help="Inductor mode to time (repeatable); default: default")
+    r.add_argument("--inner", default="eager", help="backend after recording: eager (default), inductor, ...")
+    r.add_argument("--json", metavar="FILE", help="save the report as JSON")
+    r.add_argument("--html", metavar="DIR", help="write the HTML bundle to DIR")
+    r.add_argument("--fail-on-break", action="store_true", help="exit 1 when the program has graph breaks")
+
+    s = sub.add_parser("show", help="print the summary of a saved report", epilog=EXAMPLES["show"])
+    s.add_argument("file", help="a report saved with Report.save or --json")
+
+    d = sub.add_parser(
+        "diff",
+        help="compare two saved reports; exit 1 when the new one is worse",
+        description="Graphs, ops, breaks (by site), recompiles, coverage and timing that changed. "
+        "Worse means more breaks or recompiles, or lower coverage.",
+        epilog=EXAMPLES["diff"],
+    )
+    d.add_argument("old")
+    d.add_argument("new")
+
+    n = sub.add_parser("render", help="write the HTML bundle of a saved report", epilog=EXAMPLES["render"])
+    n.add_argument("file")
+    n.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write")
+    return p
+
+
+def load_target(target: str) -> Any:
+    """The function named by ``file.py:func`` or ``package.module:func``."""
+    if ":" not in target:
+        raise UsageError(f"TARGET {target!r} must look like path/to/file.py:function or package.module:function")
+    where, _, name = target.rpartition(":")
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        path = Path(where)
+        if not path.is_file():
+            raise UsageError(f"no such file: {where}")
+        spec = importlib.util.spec_from_file_location(f"dynscope_target_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"cannot import {where}")
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(path.parent.resolve()))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:  # noqa: BLE001 - reported as one line
+            raise UsageError(f"importing {where} failed: {type(err).__name__}: {err}") from err
+        finally:
+            sys.path.pop(0)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as err:
+            raise UsageError(f"cannot import module {where!r}: {err}") from err
+    func = getattr(module, name, None)
+    if func is None or not callable(func):
+        raise UsageError(f"{where} has no function {name!r}")
+    return func
+
+
+def _program(target: str) -> tuple[Any, dict[str, Any]]:
+    func = load_target(target)
+    try:
+        result = func()
+    except Exception as err:  # noqa: BLE001 - reported as one line
+        raise UsageError(f"{target}() raised {type(err).__name__}: {err}") from err
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise UsageError(
+            f"{target}() must return (model, inputs) or (model, {{'calls': [...]}}); "
+            f"got {type(result).__name__}"
+        )
+    model, inputs = result
+    if isinstance(inputs, dict) and set(inputs) == {"calls"}:
+        return model, {"calls": inputs["calls"]}
+    return model, {"inputs": inputs}
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import dynscope
+
+    model, kwargs = _program(args.target)
+    rep = dynscope.report(
+        model, timing=args.timing, modes=tuple(args.mode or ("default",)), inner=args.inner, **kwargs
+    )
+    print(rep.summary(), end="")
+    if args.json:
+        print(f"saved {rep.save(args.json)}")
+    if args.html:
+        from dynscope.bundle import render_bundle
+
+        print(f"wrote {render_bundle(rep, Path(args.html)) / 'index.html'}")
+    if args.fail_on_break and rep.break_count:
+        print(f"dynscope: {rep.break_count} graph breaks (--fail-on-break)", file=sys.stderr)
+        return 1
     return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from dynscope.model import load
+
+    print(load(_existing(args.file)).summary(), end="")
+    return 0
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from dynscope.diff import diff_reports, render_diff
+    from dynscope.model import load
+
+    d = diff_reports(load(_existing(args.old)), load(_existing(args.new)))
+    print(render_diff(d), end="")
+    return 1 if d.worse else 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from dynscope.bundle import render_bundle
+    from dynscope.model import load
+
+    out = render_bundle(load(_existing(args.file)), Path(args.output))
+    print(f"wrote {out / 'index.html'}")
+    return 0
+
+
+def _existing(path: str) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"no such file: {path}")
+    return p
+
+
+COMMANDS = {"report": _cmd_report, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as err:
+        print(f"dynscope {args.command}: {err}", file=sys.stderr)
+        return 2
+    except DynscopeError as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"dynscope {args.command}: {type(err).__name__}: {first}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

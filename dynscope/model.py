@@ -49,10 +49,10 @@ class TensorMeta:
     """What a graph input or a node output looked like."""
 
     kind: str  # "tensor", "symint", "int", "float", "bool" or "other"
-    shape: tuple[Union[int, str], ...] = ()  # sizes; symbolic sizes as their name ("s77")
+    shape: tuple[int | str, ...] = ()  # sizes; symbolic sizes as their name ("s77")
     dtype: str = ""  # "float32"; "" for non-tensors
     device: str = ""  # "cpu", "cuda:0"; "" for non-tensors
-    stride: tuple[Union[int, str], ...] = ()  # element strides; () when unknown
+    stride: tuple[int | str, ...] = ()  # element strides; () when unknown
     requires_grad: bool = False  # whether autograd tracks the tensor
     value: str = ""  # the value of a Python scalar input, as text
 
@@ -424,14 +424,13 @@ def _from_plain(tp: Any, data: Any, where: str) -> Any:
         args = typing.get_args(tp)
         if data is None and type(None) in args:
             return None
-        errors = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _from_plain(arg, data, where)
-            except SchemaError as err:
-                errors.append(str(err))
+            except SchemaError:
+                continue
         raise SchemaError(f"{where}: {data!r} fits none of {args}")
     if origin is tuple:
         args = typing.get_args(tp)
@@ -441,7 +440,7 @@ def _from_plain(tp: Any, data: Any, where: str) -> Any:
             return tuple(_from_plain(args[0], v, f"{where}[{i}]") for i, v in enumerate(data))
         if len(args) != len(data):
             raise SchemaError(f"{where}: expected {len(args)} items, got {len(data)}")
-        return tuple(_from_plain(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
+        return tuple(_from_plain(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, data, strict=True)))
     if dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise SchemaError(f"{where}: expected an object, got {type(data).__name__}")

@@ -29,8 +29,7 @@ def test_report_restores_state() -> None:
 
 def test_report_restores_state_after_failure() -> None:
     def boom(x: torch.Tensor) -> torch.Tensor:
-        y = x + 1
-        print("about to fail")
+        print("about to fail", x.shape)
         raise ValueError("model failure")
 
     before = _state()

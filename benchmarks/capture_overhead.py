@@ -1,0 +1,79 @@
+"""How much does dynscope.report cost next to torch._dynamo.explain and a plain compile?
+
+Each model, in one run, side by side, each measurement after torch._dynamo.reset():
+  - dynscope.report(model, x)
+  - torch._dynamo.explain(model)(x)
+  - torch.compile(model, backend="eager")(x)  (first call: compile + run)
+Prints medians over REPEATS and the ratios. Target: report / explain <= 1.25 on models
+of 50+ ops.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import dynscope  # noqa: E402
+from examples.quickstart import TinyTransformer  # noqa: E402
+
+REPEATS = 5
+
+
+class DeepMLP(nn.Module):
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.LayerNorm(64), nn.GELU()) for _ in range(depth)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+class BrokenMLP(DeepMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        half = len(self.layers) // 2
+        x = self.layers[:half](x)
+        print("", end="")  # one graph break in the middle
+        return self.layers[half:](x)
+
+
+def _time(fn: Callable[[], object]) -> float:
+    samples = []
+    for _ in range(REPEATS):
+        torch._dynamo.reset()
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    models = [
+        ("mlp x20 (60 ops)", DeepMLP(20), torch.randn(8, 64)),
+        ("mlp x40, 1 break (120 ops)", BrokenMLP(40), torch.randn(8, 64)),
+        ("tiny transformer (breaks)", TinyTransformer(), torch.randn(2, 8, 32)),
+    ]
+    rows = []
+    for name, model, x in models:
+        ops = dynscope.report(model, x)
+        n_ops = sum(g.op_count for g in ops.graphs)
+        t_report = _time(lambda m=model, x=x: dynscope.report(m, x))
+        t_explain = _time(lambda m=model, x=x: torch._dynamo.explain(m)(x))
+        t_eager = _time(lambda m=model, x=x: torch.compile(m, backend="eager")(x))
+        rows.append((name, n_ops, t_report, t_explain, t_eager))
+    print(f"{'model':28s} {'ops':>5s} {'report s':>9s} {'explain s':>9s} {'compile s':>9s} {'rep/expl':>9s} {'rep/comp':>9s}")
+    for name, n_ops, r, e, c in rows:
+        print(f"{name:28s} {n_ops:5d} {r:9.3f} {e:9.3f} {c:9.3f} {r / e:9.2f} {r / c:9.2f}")
+    worst = max(r / e for _, n, r, e, _ in rows if n >= 50)
+    print(f"worst report/explain on 50+ op models: {worst:.2f}x (target <= 1.25x)")
+
+
+if __name__ == "__main__":
+    main()

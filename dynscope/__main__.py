@@ -1,0 +1,7 @@
+"""``python -m dynscope`` is the ``dynscope`` command."""
+
+import sys
+
+from dynscope.cli import main
+
+sys.exit(main())

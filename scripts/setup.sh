@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set up a fresh machine for dynscope: system packages (Graphviz for SVG pictures,
+# Chromium for the HTML report tests), a virtual environment with the CPU build of
+# torch 2.13.0 (pinned: an unpinned torch pulls a multi-GB CUDA build), and dynscope
+# itself with its test extras. Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
+if [ "${DYNSCOPE_SKIP_BROWSER:-0}" != "1" ]; then
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${need_apt[*]} with apt-get"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
+  echo "setup: installing torch 2.13.0 (CPU build)"
+  .venv/bin/pip install -q torch==2.13.0
+fi
+stamp=.venv/.dynscope-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing dynscope with test extras"
+  .venv/bin/pip install -q -e ".[test]"
+  touch "$stamp"
+fi

@@ -1,0 +1,35 @@
+"""Every example runs, and says what its docs say it shows."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+import dynscope
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_quickstart(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["quickstart.py", str(tmp_path / "out")])
+    runpy.run_path(str(EXAMPLES / "quickstart.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "dynscope report: TinyTransformer" in out
+    rep = dynscope.load(tmp_path / "out" / "report.json")
+    categories = {b.category for b in rep.breaks}
+    assert categories == {"data-dependent branch", "logging/print side effect", ".item()/scalar output"}
+    assert rep.recompile_count >= 1
+    assert (tmp_path / "out" / "summary.txt").read_text() == rep.summary()
+
+
+# Each example and the test that runs it; a new example must be added here.
+RUN_BY = {"quickstart.py": "test_quickstart"}
+
+
+def test_every_example_is_run_by_a_test() -> None:
+    assert {p.name for p in EXAMPLES.glob("*.py")} == set(RUN_BY)
+    for test_name in RUN_BY.values():
+        assert callable(globals()[test_name])
