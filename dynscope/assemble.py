@@ -20,6 +20,28 @@ from dynscope.model import CompileTime, Frame, Graph, Guard, Recompile, Report, 
 from dynscope.trace import TraceEvent
 
 
+def _renumbering(events: list[TraceEvent], recorded: list[RecordedGraph]) -> dict[str, str]:
+    """Compile ids relative to this capture.
+
+    PyTorch numbers frames process-wide and counts compiles of a code object across every
+    earlier torch.compile, so raw ids depend on what ran before. Frames are renumbered in
+    order of first appearance, compiles per frame likewise ("0/0", "0/1", "1/0"...).
+    """
+    frames: dict[str, int] = {}
+    compiles: dict[str, dict[str, int]] = {}
+    out: dict[str, str] = {}
+    ids = [ev.compile_id for ev in events] + [r.compile_id for r in recorded]
+    for cid in ids:
+        if not cid or cid in out or "/" not in cid:
+            continue
+        frame, _ = cid.split("/", 1)
+        f_new = frames.setdefault(frame, len(frames))
+        per = compiles.setdefault(frame, {})
+        c_new = per.setdefault(cid, len(per))
+        out[cid] = f"{f_new}/{c_new}"
+    return out
+
+
 def _metrics_frame(cid: str, m: dict[str, Any], graph_ids: tuple[int, ...]) -> Frame:
     total = float(m.get("entire_frame_compile_time_s") or 0.0)
     backend = float(m.get("backend_compile_time_s") or 0.0)
@@ -71,6 +93,10 @@ def build_report(
         title: what was captured.
         calls: how many calls report() made.
     """
+    renumber = _renumbering(events, recorded)
+    events = [replace(ev, compile_id=renumber.get(ev.compile_id, ev.compile_id)) for ev in events]
+    recorded = [replace(r, compile_id=renumber.get(r.compile_id, r.compile_id)) for r in recorded]
+    raw_ids = {new: old for old, new in renumber.items()}
     by_cid: dict[str, RecordedGraph] = {}
     unmatched: list[RecordedGraph] = []
     for rec in recorded:
@@ -142,7 +168,8 @@ def build_report(
         )
 
     frames = tuple(
-        _metrics_frame(cid, m, tuple(graph_ids.get(cid, ()))) for cid, m in metrics.items()
+        replace(_metrics_frame(cid, m, tuple(graph_ids.get(cid, ()))), torch_compile_id=raw_ids.get(cid, cid))
+        for cid, m in metrics.items()
     )
     total = CompileTime(
         total_s=sum(f.compile_time.total_s for f in frames),

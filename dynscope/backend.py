@@ -38,6 +38,16 @@ def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+def _marked(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    from dynscope.coverage import GRAPH_MARK
+
+    def run(*args: Any) -> Any:
+        with torch.profiler.record_function(GRAPH_MARK):
+            return compiled(*args)
+
+    return run
+
+
 class RecordingBackend:
     """A torch.compile backend that records every graph it is given.
 
@@ -50,10 +60,13 @@ class RecordingBackend:
             any backend callable.
     """
 
-    def __init__(self, inner: str | Callable[..., Any] = "eager") -> None:
+    def __init__(self, inner: str | Callable[..., Any] = "eager", *, mark_runs: bool = False) -> None:
         self.inner_name = inner if isinstance(inner, str) else getattr(inner, "__name__", "custom")
         self._inner = resolve_inner(inner)
         self.graphs: list[RecordedGraph] = []
+        # With mark_runs, each graph run is wrapped in a profiler range so coverage can
+        # tell ops inside graphs from ops run eagerly between them (report() only).
+        self.mark_runs = mark_runs
         # torch.compile names backends by __name__ in its logs and cache keys.
         self.__name__ = "dynscope"
 
@@ -66,7 +79,10 @@ class RecordingBackend:
                 data=extract(gm, example_inputs),
             )
         )
-        return self._inner(gm, example_inputs)
+        compiled = self._inner(gm, example_inputs)
+        if not self.mark_runs:
+            return compiled
+        return _marked(compiled)
 
     def __repr__(self) -> str:
         return f"RecordingBackend(inner={self.inner_name!r}, graphs={len(self.graphs)})"

@@ -8,6 +8,10 @@ from dynscope.errors import CompileBudgetError, InputError
 from dynscope.model import Report
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def _limit(name: str, value: int | float | None) -> None:
     if value is None:
         return
@@ -32,7 +36,7 @@ def budget_problems(
     problems: list[str] = []
     if max_graph_breaks is not None and rep.break_count > max_graph_breaks:
         lines = [
-            f"{rep.break_count} graph breaks at {len(rep.breaks)} sites "
+            f"{_n(rep.break_count, 'graph break')} at {_n(len(rep.breaks), 'site')} "
             f"(budget: {max_graph_breaks}):"
         ]
         for b in rep.breaks:
@@ -42,12 +46,12 @@ def budget_problems(
             lines.append(f"      fix: {b.fix}")
         problems.append("\n".join(lines))
     if max_recompiles is not None and rep.recompile_count > max_recompiles:
-        lines = [f"{rep.recompile_count} recompiles (budget: {max_recompiles}):"]
+        lines = [f"{_n(rep.recompile_count, 'recompile')} (budget: {max_recompiles}):"]
         for r in rep.recompiles:
             lines.append(f"  {r.compile_id} {r.frame}: " + "; ".join(r.explained or r.reasons))
         problems.append("\n".join(lines))
     if max_graphs is not None and rep.graph_count > max_graphs:
-        problems.append(f"{rep.graph_count} graphs (budget: {max_graphs})")
+        problems.append(f"{_n(rep.graph_count, 'graph')} (budget: {max_graphs})")
     if min_coverage is not None:
         if rep.coverage is None:
             problems.append("coverage was not measured; use dynscope.report() / assert_compiles()")
@@ -64,6 +68,7 @@ def budget_problems(
 
 def check_budget(rep: Report, **limits: int | float | None) -> None:
     """Raise CompileBudgetError listing every exceeded limit."""
+    __tracebackhide__ = True
     problems = budget_problems(rep, **limits)  # type: ignore[arg-type]
     if problems:
         head = f"compile budget exceeded for {rep.title or 'the program'}"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -11,6 +13,7 @@ import torch
 from dynscope import _torch
 from dynscope.assemble import build_report
 from dynscope.backend import RecordingBackend
+from dynscope.coverage import CoverageRecorder
 from dynscope.errors import CaptureError, InputError
 from dynscope.model import Report
 from dynscope.trace import TraceCollector
@@ -35,8 +38,10 @@ class Capture:
         inner: str | Callable[..., Any] = "eager",
         title: str = "",
         _ignore_backend_mismatch: bool = False,
+        _coverage: CoverageRecorder | None = None,
     ) -> None:
-        self.backend = RecordingBackend(inner)
+        self.backend = RecordingBackend(inner, mark_runs=_coverage is not None)
+        self._coverage = _coverage
         self.title = title
         self.calls = 0
         self._collector = TraceCollector()
@@ -59,13 +64,16 @@ class Capture:
         self._report = self._build()
 
     def _build(self) -> Report:
-        return build_report(
+        rep = build_report(
             self._collector.snapshot(),
             list(self.backend.graphs),
             ignore_backend_mismatch=self._ignore_backend_mismatch,
             title=self.title,
             calls=self.calls,
         )
+        if self._coverage is not None:
+            rep = replace(rep, coverage=self._coverage.result())
+        return rep
 
     @property
     def active(self) -> bool:
@@ -168,6 +176,7 @@ def report(
     timing: bool = False,
     modes: Sequence[str] = ("default",),
     timing_options: Any = None,
+    coverage: bool = True,
 ) -> Report:
     """Compile ``model``, run it, and report what torch.compile did.
 
@@ -184,6 +193,8 @@ def report(
             Defaults to False.
         modes: Inductor modes to time when ``timing`` is on. Defaults to ("default",).
         timing_options: a :class:`dynscope.TimingOptions` for repetitions and warm-up.
+        coverage: measure compile coverage (torch's profiler runs during the calls).
+            Defaults to True.
 
     Returns:
         The :class:`Report`.
@@ -202,9 +213,13 @@ def report(
 
         validate_modes(modes)
     failure: tuple[int, BaseException] | None = None
-    cap = Capture(inner=inner, title=title_of(model), _ignore_backend_mismatch=True)
+    recorder = CoverageRecorder() if coverage else None
+    cap = Capture(
+        inner=inner, title=title_of(model), _ignore_backend_mismatch=True, _coverage=recorder
+    )
+    profiling = recorder.recording() if recorder is not None else contextlib.nullcontext()
     with _torch.preserved_dynamo_state():
-        with cap:
+        with cap, profiling:
             compiled = torch.compile(
                 model, backend=cap.backend, dynamic=dynamic, **_torch.compile_kwargs()
             )

@@ -152,7 +152,7 @@ class Graph:
     """One FX graph Dynamo captured."""
 
     id: int  # sequential in compile order, from 0
-    compile_id: str  # Dynamo's "frame/compile" id, e.g. "1/0"
+    compile_id: str  # "frame/compile" within this report, e.g. "1/0" (Frame.torch_compile_id: PyTorch's)
     frame: str  # name of the compiled function ("forward", "torch_dynamo_resume_in_forward_at_16")
     filename: str  # file of that function
     lineno: int  # first line of that function
@@ -263,6 +263,7 @@ class Frame:
     restarts: int = 0  # times Dynamo restarted its analysis (usually once per break)
     status: str = "compiled"  # "compiled", "empty" (no ops, so no graph) or "failed"
     fail_reason: str = ""  # why compiling failed or was skipped
+    torch_compile_id: str = ""  # PyTorch's own id (process-wide; matches TORCH_LOGS / tlparse)
 
     @property
     def is_resume(self) -> bool:
@@ -387,6 +388,7 @@ class Report:
         max_graphs: int | None = None,
     ) -> Report:
         """Raise CompileBudgetError when this report exceeds the budget; return self."""
+        __tracebackhide__ = True
         from dynscope.budget import check_budget
 
         check_budget(

@@ -1,1 +1,167 @@
-"""pytest plugin: placeholder until the budget plugin lands (see issue 5)."""
+"""pytest plugin: compile budgets as test assertions (registered through ``pytest11``).
+
+- fixture ``dynscope``: ``dynscope.report(...)`` and ``dynscope.assert_compiles(...)``,
+  whose reports are kept for ``--dynscope-report``;
+- marker ``@pytest.mark.compile_budget(graph_breaks=0, recompiles=1)``: watches everything
+  the test compiles (its own plain ``torch.compile`` calls included) and fails the test with
+  a readable message when the budget is exceeded;
+- option ``--dynscope-report DIR``: a report folder per watched test;
+- a terminal summary line with totals when the plugin was used.
+
+Hooks only; torch is imported when a test uses the plugin, not when pytest starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MARKER = "compile_budget"
+#: marker keyword -> Report.check keyword
+BUDGET_KEYWORDS = {
+    "graph_breaks": "max_graph_breaks",
+    "recompiles": "max_recompiles",
+    "graphs": "max_graphs",
+    "coverage": "min_coverage",
+}
+
+
+@dataclass
+class _State:
+    report_dir: Path | None
+    watched: list[tuple[str, Any]] = field(default_factory=list)  # (nodeid, Report)
+    written: int = 0
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dynscope", "dynscope: torch.compile reports and compile budgets")
+    group.addoption(
+        "--dynscope-report",
+        metavar="DIR",
+        default=None,
+        help="write a dynscope report (JSON, and HTML when Graphviz is there) for each test "
+        "that used the dynscope fixture or the compile_budget marker",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(graph_breaks=None, recompiles=None, graphs=None, coverage=None): fail the "
+        "test when what it compiles exceeds the budget (dynscope)",
+    )
+    folder = config.getoption("--dynscope-report")
+    config.stash[_STATE] = _State(report_dir=Path(folder) if folder else None)
+
+
+def budget_from_marker(mark: pytest.Mark) -> dict[str, Any]:
+    """Report.check keywords from a compile_budget marker; names a bad keyword."""
+    if mark.args:
+        raise pytest.UsageError(
+            f"@pytest.mark.{MARKER} takes keywords only ({', '.join(BUDGET_KEYWORDS)}); "
+            f"got positional {mark.args!r}"
+        )
+    limits: dict[str, Any] = {"max_graph_breaks": None, "max_recompiles": None}
+    for key, value in mark.kwargs.items():
+        if key not in BUDGET_KEYWORDS:
+            raise pytest.UsageError(
+                f"@pytest.mark.{MARKER}: unknown keyword {key!r}; "
+                f"use {', '.join(BUDGET_KEYWORDS)}"
+            )
+        limits[BUDGET_KEYWORDS[key]] = value
+    return limits
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
+    __tracebackhide__ = True  # show the budget message, not the plugin's code
+    mark = item.get_closest_marker(MARKER)
+    if mark is None:
+        return (yield)
+    limits = budget_from_marker(mark)
+    import dynscope
+
+    with dynscope.capture(title=item.nodeid) as cap:
+        result = yield
+    rep = cap.report
+    item.config.stash[_STATE].watched.append((item.nodeid, rep))
+    rep.check(**limits)
+    return result
+
+
+class DynscopeFixture:
+    """What the ``dynscope`` fixture gives a test."""
+
+    def __init__(self, state: _State, nodeid: str) -> None:
+        self._state = state
+        self._nodeid = nodeid
+
+    def report(self, *args: Any, **kwargs: Any) -> Any:
+        """``dynscope.report``; the report is kept for ``--dynscope-report``."""
+        import dynscope
+
+        rep = dynscope.report(*args, **kwargs)
+        self._state.watched.append((self._nodeid, rep))
+        return rep
+
+    def assert_compiles(self, *args: Any, **kwargs: Any) -> Any:
+        """``dynscope.assert_compiles``; the report is kept also when the budget fails."""
+        import dynscope
+
+        try:
+            rep = dynscope.assert_compiles(*args, **kwargs)
+        except dynscope.CompileBudgetError as err:
+            self._state.watched.append((self._nodeid, err.report))
+            raise
+        self._state.watched.append((self._nodeid, rep))
+        return rep
+
+
+@pytest.fixture
+def dynscope(request: pytest.FixtureRequest) -> DynscopeFixture:
+    """dynscope.report / assert_compiles whose reports the plugin keeps."""
+    return DynscopeFixture(request.config.stash[_STATE], request.node.nodeid)
+
+
+def _folder_name(nodeid: str, index: int) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:120]
+    return f"{name}_{index}" if index else name
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is None or state.report_dir is None or not state.watched:
+        return
+    from dynscope.bundle import render_bundle
+
+    seen: dict[str, int] = {}
+    for nodeid, rep in state.watched:
+        index = seen.get(nodeid, 0)
+        seen[nodeid] = index + 1
+        render_bundle(rep, state.report_dir / _folder_name(nodeid, index))
+        state.written += 1
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None or not state.watched:
+        return
+    reports = [rep for _, rep in state.watched]
+    tests = len({nodeid for nodeid, _ in state.watched})
+    line = (
+        f"dynscope: {tests} tests watched, {sum(r.graph_count for r in reports)} graphs, "
+        f"{sum(r.break_count for r in reports)} graph breaks, "
+        f"{sum(r.recompile_count for r in reports)} recompiles"
+    )
+    terminalreporter.write_sep("-", "dynscope")
+    terminalreporter.write_line(line)
+    if state.report_dir is not None:
+        terminalreporter.write_line(f"dynscope: {state.written} reports written to {state.report_dir}")

@@ -42,6 +42,7 @@ def assert_compiles(
     Example:
         >>> dynscope.assert_compiles(model, x, max_graph_breaks=0, max_recompiles=0)
     """
+    __tracebackhide__ = True
     kwargs: dict[str, Any] = {"calls": calls} if calls is not None else {}
     if inputs is not _MISSING:
         kwargs["inputs"] = inputs

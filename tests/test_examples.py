@@ -26,10 +26,15 @@ def test_quickstart(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypa
 
 
 # Each example and the test that runs it; a new example must be added here.
-RUN_BY = {"quickstart.py": "test_quickstart"}
+RUN_BY = {
+    "quickstart.py": ("tests.test_examples", "test_quickstart"),
+    "test_compile_budget.py": ("tests.test_budget", "test_example_budget_file_passes"),
+}
 
 
 def test_every_example_is_run_by_a_test() -> None:
+    import importlib
+
     assert {p.name for p in EXAMPLES.glob("*.py")} == set(RUN_BY)
-    for test_name in RUN_BY.values():
-        assert callable(globals()[test_name])
+    for module, test_name in RUN_BY.values():
+        assert callable(getattr(importlib.import_module(module), test_name))

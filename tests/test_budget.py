@@ -1,0 +1,170 @@
+"""Compile budgets: assert_compiles, Report.check, coverage, and the pytest plugin."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dynscope
+from tests.corpus.programs import PROGRAMS, MLP, PrintModel, _x
+
+BY_NAME = {p.name: p for p in PROGRAMS}
+
+
+def test_assert_compiles_passes_and_returns_report() -> None:
+    rep = dynscope.assert_compiles(MLP(), _x(4, 8))
+    assert rep.graph_count == 1 and rep.coverage is not None and rep.coverage.ratio == 1.0
+
+
+def test_assert_compiles_message_lists_breaks_and_recompiles() -> None:
+    with pytest.raises(dynscope.CompileBudgetError) as info:
+        dynscope.assert_compiles(PrintModel(), calls=[_x(4, 8), _x(6, 8)])
+    err = info.value
+    assert isinstance(err, AssertionError)
+    text = str(err)
+    assert "2 graph breaks at 1 site (budget: 0):" in text
+    assert "programs.py:62 [logging/print side effect] x2" in text
+    assert 'print("activations ready")' in text
+    assert "fix: print/logging inside the compiled region" in text
+    assert "2 recompiles (budget: 0):" in text
+    assert "input x changed size in dim 0: compiled for 4, called with 6" in text
+    assert err.report.break_count == 2 and len(err.problems) == 2
+
+
+def test_report_check_and_limits() -> None:
+    rep = dynscope.report(PrintModel(), _x(4, 8))
+    assert rep.check(max_graph_breaks=1) is rep
+    with pytest.raises(dynscope.CompileBudgetError, match="2 graphs"):
+        rep.check(max_graph_breaks=None, max_graphs=1)
+    with pytest.raises(dynscope.InputError, match="max_graph_breaks must be a number"):
+        rep.check(max_graph_breaks=-1)
+    with pytest.raises(dynscope.InputError, match="min_coverage must be between 0 and 1"):
+        rep.check(min_coverage=2)
+
+
+def test_coverage_known_values() -> None:
+    # No break, no eager op: 1.0.
+    model, calls = BY_NAME["mlp_no_break"].make()
+    cov = dynscope.report(model, calls=calls).coverage
+    assert (cov.ops_in_graphs, cov.ops_eager, cov.ratio) == (7, 0, 1.0)
+    # A print break costs no coverage: 3 ops (linear, linear, relu), all in graphs.
+    model, calls = BY_NAME["print_break"].make()
+    cov = dynscope.report(model, calls=calls).coverage
+    assert (cov.ops_in_graphs, cov.ops_eager) == (3, 0)
+    # .item() runs one op eagerly: abs, max in graph 1; div in graph 2; item eager -> 3/4.
+    model, calls = BY_NAME["item_break"].make()
+    cov = dynscope.report(model, calls=calls).coverage
+    assert (cov.ops_in_graphs, cov.ops_eager, cov.ratio) == (3, 1, 0.75)
+    assert cov.eager_sites == (("aten::item", 1),)
+    # A disabled function: its one multiply runs eagerly between two graphs -> 2/3.
+    model, calls = BY_NAME["disabled_break"].make()
+    cov = dynscope.report(model, calls=calls).coverage
+    assert (cov.ops_in_graphs, cov.ops_eager) == (2, 1)
+    # A break in a loop: the frame falls back, all three adds run eagerly -> 0.
+    model, calls = BY_NAME["loop_print"].make()
+    cov = dynscope.report(model, calls=calls).coverage
+    assert (cov.ops_in_graphs, cov.ops_eager, cov.ratio) == (0, 3, 0.0)
+
+
+def test_min_coverage_budget() -> None:
+    model, calls = BY_NAME["item_break"].make()
+    with pytest.raises(dynscope.CompileBudgetError, match=r"(?s)coverage 75.0% below 90.0%.*aten::item x1"):
+        dynscope.assert_compiles(model, calls=calls, max_graph_breaks=None, min_coverage=0.9)
+
+
+PASSING = """
+import pytest, torch
+
+def f(x):
+    return x.sin() + 1
+
+@pytest.mark.compile_budget(graph_breaks=0, recompiles=0)
+def test_ok():
+    torch.compile(f, backend="eager")(torch.ones(3))
+
+def test_fixture(dynscope):
+    rep = dynscope.assert_compiles(f, torch.ones(3))
+    assert rep.graph_count == 1
+"""
+
+FAILING = """
+import pytest, torch
+
+def g(x):
+    y = x.cos()
+    print("side effect")
+    return y * 2
+
+@pytest.mark.compile_budget(graph_breaks=0)
+def test_breaks():
+    torch.compile(g, backend="eager")(torch.ones(3))
+"""
+
+
+def test_plugin_passing_budget_and_report_folder(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ok=PASSING)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dynscope-report", "reports")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*dynscope: 2 tests watched, 2 graphs, 0 graph breaks, 0 recompiles*",
+        "*dynscope: 2 reports written to reports*",
+    ])
+    folders = sorted(p.name for p in (pytester.path / "reports").iterdir())
+    assert folders == ["test_ok.py_test_fixture", "test_ok.py_test_ok"]
+    rep = dynscope.load(pytester.path / "reports" / "test_ok.py_test_ok" / "report.json")
+    assert rep.graph_count == 1
+
+
+def test_plugin_failing_budget_message(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bad=FAILING)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*CompileBudgetError: compile budget exceeded for test_bad.py::test_breaks*",
+        "*1 graph break at 1 site (budget: 0):*",
+        "*test_bad.py:5 [[]logging/print side effect[]] x1*",
+        '*print("side effect")*',
+        "*fix: print/logging inside the compiled region*",
+    ])
+
+
+def test_plugin_bad_marker_keyword(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_kw="""
+import pytest
+
+@pytest.mark.compile_budget(graph_brakes=0)
+def test_typo():
+    pass
+""")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*unknown keyword 'graph_brakes'; use graph_breaks, recompiles, graphs, coverage*"])
+
+
+def test_plugin_silent_when_unused(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_a():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "dynscope:" not in result.stdout.str()
+
+
+def test_example_budget_file_passes(pytester: pytest.Pytester) -> None:
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "test_compile_budget.py"
+    pytester.makepyfile(test_example=example.read_text())
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+
+
+@pytest.mark.parametrize("name", ["quickstart"])
+def test_examples_hold_their_budget(name: str) -> None:
+    """What dynscope sees in each example is pinned: a change that alters it is caught."""
+    from examples.quickstart import build
+
+    model, calls = build()
+    rep = dynscope.assert_compiles(model, **calls, max_graph_breaks=10, max_recompiles=10, max_graphs=14)
+    assert (rep.graph_count, rep.break_count, len(rep.breaks), rep.recompile_count) == (14, 10, 3, 10)
+    with pytest.raises(dynscope.CompileBudgetError):
+        rep.check(max_graph_breaks=9)
+    torch._dynamo.reset()
