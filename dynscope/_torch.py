@@ -294,3 +294,33 @@ def is_user_file(filename: str) -> bool:
     if any(path.startswith(s + os.sep) for s in site):
         return True
     return not any(path.startswith(s + os.sep) for s in std)
+
+
+# -- compile callbacks --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def around_compiles(on_start: Callable[[], None], on_end: Callable[[], None]) -> Iterator[None]:
+    """Call ``on_start``/``on_end`` around every Dynamo compile in the block.
+
+    Uses ``torch._dynamo.callback`` (torch >= 2.5); a no-op where it is missing.
+    """
+    try:
+        from torch._dynamo.callback import callback_handler
+    except ImportError:  # pragma: no cover
+        yield
+        return
+
+    def start(*_: Any) -> None:
+        on_start()
+
+    def end(*_: Any) -> None:
+        on_end()
+
+    callback_handler.register_start_callback(start)
+    callback_handler.register_end_callback(end)
+    try:
+        yield
+    finally:
+        callback_handler.remove_start_callback(start)
+        callback_handler.remove_end_callback(end)

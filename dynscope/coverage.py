@@ -32,8 +32,17 @@ class CoverageRecorder:
         """Profile the block (nothing is recorded outside it)."""
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=False) as prof:
-            yield
+        from dynscope import _torch
+
+        cpu = [ProfilerActivity.CPU]
+        with profile(activities=cpu, record_shapes=False) as prof:
+            # Compiling runs thousands of fake-tensor ops; not recording them keeps the
+            # profiler's cost to the calls themselves.
+            with _torch.around_compiles(
+                lambda: prof.toggle_collection_dynamic(False, cpu),
+                lambda: prof.toggle_collection_dynamic(True, cpu),
+            ):
+                yield
         self._prof = prof
 
     def result(self) -> Coverage | None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import dynscope
-from tests.corpus.programs import PROGRAMS, MLP, PrintModel, _x
+from tests.corpus.programs import MLP, PROGRAMS, PrintModel, _x
 
 BY_NAME = {p.name: p for p in PROGRAMS}
 
