@@ -124,6 +124,17 @@ def source_line(filename: str, lineno: int) -> str:
     return linecache.getline(filename, lineno).strip()
 
 
+def excerpt(filename: str, lineno: int, context: int = 3) -> tuple[tuple[int, str], ...]:
+    """Lines ``lineno - context .. lineno + context`` of a file, as (number, text)."""
+    out = []
+    for n in range(max(1, lineno - context), lineno + context + 1):
+        text = linecache.getline(filename, n)
+        if not text and n > lineno:
+            break
+        out.append((n, text.rstrip("\n")))
+    return tuple(out)
+
+
 def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak, ...], tuple[BreakEvent, ...]]:
     """Fold parsed breaks (with their compile ids) into distinct sites and raw events.
 
@@ -169,6 +180,7 @@ def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak,
             user_stack=parsed.user_stack,
             count=1,
             compile_ids=(compile_id,),
+            excerpt=excerpt(frame.filename, frame.lineno),
         )
     return tuple(sites.values()), tuple(events)
 

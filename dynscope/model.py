@@ -189,6 +189,29 @@ class Graph:
         """How many nodes call ``target``."""
         return dict(self.op_counts).get(target, 0)
 
+    def to_dot(self, *, depth: int | None = None, fold_params: bool = True) -> str:
+        """DOT source of the graph (see dynscope.render_dot)."""
+        from dynscope.render_dot import DotOptions, graph_to_dot
+
+        return graph_to_dot(self, DotOptions(depth=depth, fold_params=fold_params))
+
+    def to_svg(self, path: str | Path | None = None, *, depth: int | None = None, fold_params: bool = True) -> str:
+        """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
+        from dynscope.svg import dot_to_svg
+
+        svg = dot_to_svg(self.to_dot(depth=depth, fold_params=fold_params))
+        if path is not None:
+            from dynscope.write import write_text
+
+            write_text(Path(path), svg)
+        return svg
+
+    def to_networkx(self) -> Any:
+        """The graph as a ``networkx.DiGraph`` with node and edge attributes."""
+        from dynscope.analysis import to_networkx
+
+        return to_networkx(self)
+
 
 @dataclass(frozen=True)
 class BreakEvent:
@@ -220,6 +243,7 @@ class GraphBreak:
     user_stack: tuple[StackFrame, ...] = ()  # outermost first, as PyTorch reported it
     count: int = 1  # break events at this site
     compile_ids: tuple[str, ...] = ()  # compiles that hit the site, in order
+    excerpt: tuple[tuple[int, str], ...] = ()  # (line number, text) around the site, read at capture
 
     @property
     def location(self) -> str:
@@ -364,6 +388,43 @@ class Report:
 
     def __str__(self) -> str:
         return self.summary()
+
+    def program_dot(self) -> str:
+        """DOT of the whole program: graphs chained through the breaks."""
+        from dynscope.render_dot import program_to_dot
+
+        return program_to_dot(self)
+
+    def program_svg(self, path: str | Path | None = None) -> str:
+        """SVG of the whole program; also written to ``path`` when given."""
+        from dynscope.svg import dot_to_svg
+
+        svg = dot_to_svg(self.program_dot())
+        if path is not None:
+            from dynscope.write import write_text
+
+            write_text(Path(path), svg)
+        return svg
+
+    def to_html(self, *, pictures: bool | None = None) -> str:
+        """One self-contained HTML page (inline CSS and SVG; no network).
+
+        Args:
+            pictures: include SVG pictures; None (default) includes them when Graphviz is
+                installed and says how to get it otherwise.
+        """
+        from dynscope.render_html import render_html
+
+        return render_html(self, pictures=pictures)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def render(self, folder: str | Path) -> Path:
+        """Write index.html, graph_<id>.svg, program.svg, report.json to ``folder``."""
+        from dynscope.bundle import render_bundle
+
+        return render_bundle(self, Path(folder))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (live modules left out)."""

@@ -1,0 +1,313 @@
+"""DOT pictures of captured graphs and of the whole program. Pure: model in, text out.
+
+Colours come from a fixed palette keyed by op category (documented in
+docs/reading-a-report.md), so the same graph always looks the same.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from dynscope.model import Graph, Node, Report
+
+#: op category -> fill colour. Fixed: the docs and the HTML legend show the same.
+PALETTE: dict[str, str] = {
+    "matmul/conv": "#f4a582",
+    "pointwise": "#92c5de",
+    "reduction": "#b2abd2",
+    "view/reshape": "#d9f0d3",
+    "data movement": "#fee090",
+    "other": "#e0e0e0",
+    "input": "#ffffff",
+    "parameter": "#f7f7f7",
+    "output": "#ffffff",
+}
+
+_MATMUL = ("linear", "matmul", "mm", "bmm", "addmm", "conv", "einsum", "baddbmm", "scaled_dot_product", "attention", "__matmul__")
+_REDUCTION = ("sum", "mean", "max", "min", "amax", "amin", "prod", "norm", "softmax", "log_softmax", "var", "std",
+              "argmax", "argmin", "layer_norm", "batch_norm", "group_norm", "cumsum", "logsumexp", "any", "all")
+_VIEW = ("view", "reshape", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "unflatten", "expand",
+         "t", "chunk", "split", "narrow", "select", "getitem", "unbind", "contiguous", "as_strided", "movedim", "size")
+_MOVE = ("cat", "stack", "to", "copy", "clone", "index", "gather", "scatter", "pad", "repeat", "roll", "flip",
+         "embedding", "masked_fill", "where", "cuda", "cpu", "float", "half", "type_as", "new_", "zeros", "ones",
+         "full", "empty", "arange", "tensor", "detach")
+_POINTWISE = ("add", "sub", "mul", "div", "truediv", "floordiv", "pow", "neg", "relu", "gelu", "silu", "sigmoid",
+              "tanh", "exp", "log", "sin", "cos", "sqrt", "rsqrt", "abs", "clamp", "dropout", "erf", "softplus",
+              "mish", "leaky_relu", "elu", "hardtanh", "maximum", "minimum", "eq", "ne", "lt", "gt", "le", "ge",
+              "and", "or", "xor", "not", "floor", "ceil", "round", "sign", "reciprocal", "lerp", "addcmul", "mod",
+              "iadd", "imul", "isub", "itruediv", "hardswish", "logical")
+
+#: Above this many nodes a graph is drawn at module level automatically.
+AUTO_COLLAPSE_NODES = 1500
+
+
+def op_category(target: str) -> str:
+    """Category of an op by its target name (see PALETTE)."""
+    name = target.rsplit(".", 1)[-1].lower().strip("_")
+    for category, names in (
+        ("matmul/conv", _MATMUL),
+        ("reduction", _REDUCTION),
+        ("view/reshape", _VIEW),
+        ("data movement", _MOVE),
+        ("pointwise", _POINTWISE),
+    ):
+        if any(name == n or name.startswith(n + "_") or (len(n) > 3 and n in name) for n in names):
+            return category
+    return "other"
+
+
+def quote(text: str) -> str:
+    """A DOT double-quoted string; backslashes and quotes escaped, newlines as \\n."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text.replace("\r", "").replace("\n", "\\n") + '"'
+
+
+def _ident(name: str) -> str:
+    return "n_" + re.sub(r"\W", "_", name)
+
+
+def _is_param(node: Node) -> bool:
+    return node.op == "get_attr" or (
+        node.op == "placeholder" and ("_parameters_" in node.name or "_buffers_" in node.name)
+    )
+
+
+def _shape(node: Node) -> str:
+    return ", ".join(m.describe() for m in node.outputs[:2]) + (" ..." if len(node.outputs) > 2 else "")
+
+
+def _short_target(target: str) -> str:
+    return target.replace("torch.nn.functional.", "F.").replace("torch.", "")
+
+
+@dataclass(frozen=True)
+class DotOptions:
+    """How to draw one graph."""
+
+    depth: int | None = None  # module nesting drawn as boxes; deeper modules become one node
+    fold_params: bool = True  # hide parameter/buffer inputs, mark consumers "+W"
+    edge_labels: bool = True  # shapes and dtypes on edges
+
+
+def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
+    """DOT source for one captured graph.
+
+    Graphs known only from the trace (no node data) become a one-box summary. Graphs over
+    AUTO_COLLAPSE_NODES nodes are drawn at module level (depth 1) unless ``depth`` is set,
+    and the picture says so.
+    """
+    opts = options or DotOptions()
+    title = f"graph {graph.id} ({graph.compile_id}) {graph.frame}: {graph.op_count} ops, {graph.node_count} nodes"
+    lines = [
+        f"digraph {quote('graph_' + str(graph.id))} {{",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=8, color="#555555"];',
+    ]
+    if not graph.nodes:
+        lines.append(f"  label={quote(title + ' (known from the trace only)')}; labelloc=t;")
+        ops = "\\n".join(f"{_short_target(t)} x{n}" for t, n in graph.op_counts[:12])
+        lines.append(f"  summary [label={quote(ops or 'no op data')}, fillcolor=\"{PALETTE['other']}\"];")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+    depth = opts.depth
+    if depth is None and len(graph.nodes) > AUTO_COLLAPSE_NODES:
+        depth = 1
+        title += f" - drawn at module level: {len(graph.nodes)} nodes > {AUTO_COLLAPSE_NODES} (pass depth= to choose)"
+    lines.append(f"  label={quote(title)}; labelloc=t; fontname=\"Helvetica\";")
+
+    by_name = {n.name: n for n in graph.nodes}
+    hidden = {n.name for n in graph.nodes if opts.fold_params and _is_param(n)}
+    # Collapsed modules: nodes deeper than `depth` are drawn as one node per module path.
+    collapsed: dict[str, str] = {}  # node name -> collapsed node id
+    collapsed_info: dict[str, tuple[str, str, Counter[str]]] = {}
+    for n in graph.nodes:
+        if depth is not None and n.is_op and len(n.module_stack) > depth:
+            path, cls = n.module_stack[depth - 1] if depth > 0 else ("", "program")
+            cid = _ident("mod_" + (path or "root"))
+            collapsed[n.name] = cid
+            info = collapsed_info.setdefault(cid, (path, cls, Counter()))
+            info[2][op_category(n.target)] += 1
+
+    # Cluster tree: module path prefix -> node lines.
+    tree: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for n in graph.nodes:
+        if n.name in hidden or n.name in collapsed:
+            continue
+        stack = n.module_stack if n.is_op else ()
+        if depth is not None:
+            stack = stack[:depth]
+        tree.setdefault(tuple(stack), []).append(_node_line(n, graph, hidden, by_name))
+    for cid, (path, cls, cats) in sorted(collapsed_info.items()):
+        total = sum(cats.values())
+        main = cats.most_common(1)[0][0]
+        label = f"{path or 'model'} ({cls})\\n{total} ops"
+        stack_key = next(
+            tuple(by_name[name].module_stack[: (depth or 1) - 1]) for name, c in collapsed.items() if c == cid
+        )
+        tree.setdefault(stack_key, []).append(
+            f"    {cid} [label=\"{label}\", shape=box3d, fillcolor=\"{PALETTE[main]}\", tooltip={quote(path)}];"
+        )
+    lines.extend(_clusters(tree))
+
+    seen_edges: set[tuple[str, str]] = set()
+    for n in graph.nodes:
+        if n.name in hidden:
+            continue
+        dst = collapsed.get(n.name, _ident(n.name))
+        for arg in n.args:
+            if arg in hidden or arg not in by_name:
+                continue
+            src = collapsed.get(arg, _ident(arg))
+            if src == dst or (src, dst) in seen_edges:
+                continue
+            seen_edges.add((src, dst))
+            label = _shape(by_name[arg]) if opts.edge_labels else ""
+            attr = f" [label={quote(label)}]" if label else ""
+            lines.append(f"  {src} -> {dst}{attr};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node]) -> str:
+    if n.op == "placeholder":
+        category = "parameter" if _is_param(n) else "input"
+        label = f"{n.name}\\n{_shape(n)}"
+        shape = "ellipse"
+    elif n.op == "output":
+        category, label, shape = "output", "output", "ellipse"
+    elif n.op == "get_attr":
+        category, label, shape = "parameter", f"{n.target}\\n{_shape(n)}", "ellipse"
+    else:
+        category = op_category(n.target)
+        folded = any(a in hidden for a in n.args)
+        label = f"{_short_target(n.target)}{' +W' if folded else ''}\\n{_shape(n)}"
+        shape = "box"
+    tooltip = f"{Path(n.filename).name}:{n.lineno}: {n.source}" if n.source else n.name
+    escaped_label = label.replace('"', '\\"')
+    return (
+        f"    {_ident(n.name)} [label=\"{escaped_label}\", shape={shape}, "
+        f"fillcolor=\"{PALETTE[category]}\", tooltip={quote(tooltip)}];"
+    )
+
+
+def _clusters(tree: dict[tuple[tuple[str, str], ...], list[str]]) -> list[str]:
+    """Nested subgraph clusters for module paths (sorted for stable output)."""
+    out: list[str] = []
+    keys = sorted(tree)
+    out.extend(tree.get((), []))
+
+    def emit(prefix: tuple[tuple[str, str], ...], indent: str) -> None:
+        children = sorted({k[: len(prefix) + 1] for k in keys if len(k) > len(prefix) and k[: len(prefix)] == prefix})
+        for child in children:
+            path, cls = child[-1]
+            out.append(f"{indent}subgraph {quote('cluster_' + path)} {{")
+            out.append(f"{indent}  label={quote(f'{path} ({cls})')}; style=\"rounded,dashed\"; color=\"#999999\";")
+            for line in tree.get(child, []):
+                out.append(f"{indent}  {line.strip()}")
+            emit(child, indent + "  ")
+            out.append(f"{indent}}}")
+
+    emit((), "  ")
+    return out
+
+
+# -- whole program -------------------------------------------------------------------------
+
+
+def program_to_dot(rep: Report) -> str:
+    """The whole call: frames in order, graphs as boxes, breaks between them, recompiles beside."""
+    title = f"{rep.title or 'program'}: {rep.graph_count} graphs, {rep.break_count} breaks, {rep.recompile_count} recompiles"
+    lines = [
+        'digraph "program" {',
+        "  rankdir=TB; nodesep=0.4; ranksep=0.35;",
+        '  node [fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=9, color="#555555"];',
+        f"  label={quote(title)};",
+        "  labelloc=t;",
+    ]
+    graphs_by_cid = {g.compile_id: g for g in rep.graphs}
+    recompile_by_cid = {r.compile_id: r for r in rep.recompiles}
+    frames_order: list[str] = []
+    compiles: dict[str, list[str]] = {}
+    for f in rep.frames:
+        frame_no = f.compile_id.split("/")[0]
+        if frame_no not in compiles:
+            frames_order.append(frame_no)
+        compiles.setdefault(frame_no, []).append(f.compile_id)
+    frame_by_cid = {f.compile_id: f for f in rep.frames}
+    breaks_after: dict[str, list[int]] = {}
+    for i, b in enumerate(rep.breaks):
+        breaks_after.setdefault(b.compile_ids[0], []).append(i)
+
+    previous: str | None = "start"
+    lines.append('  start [label="call", shape=circle, style=filled, fillcolor="#333333", fontcolor=white, width=0.5];')
+    for frame_no in sorted(frames_order, key=int):
+        cids = compiles[frame_no]
+        main_cid = cids[0]
+        main_id = _box(lines, main_cid, graphs_by_cid.get(main_cid), frame_by_cid.get(main_cid))
+        if previous:
+            lines.append(f"  {previous} -> {main_id};")
+        for other in cids[1:]:
+            vid = _box(lines, other, graphs_by_cid.get(other), frame_by_cid.get(other), variant=True)
+            rec = recompile_by_cid.get(other)
+            why = (rec.explained or rec.reasons)[0] if rec else "recompiled"
+            lines.append(f"  {{ rank=same; {main_id}; {vid}; }}")
+            lines.append(f"  {main_id} -> {vid} [style=dashed, color=\"#b2182b\", label={quote(_wrap(why, 40))}];")
+        previous = main_id
+        for cid in cids:
+            for i in breaks_after.get(cid, []):
+                b = rep.breaks[i]
+                bid = f"break_{i}"
+                if any(f"  {bid} [" in ln for ln in lines):
+                    continue
+                label = f"BREAK {b.location} x{b.count}\\n{_esc(_clip(b.source, 48))}\\n[{_esc(b.category)}]"
+                tooltip = f"{b.filename}:{b.lineno}: {b.reason}"
+                lines.append(
+                    f"  {bid} [label=\"{label}\", shape=octagon, style=filled, fillcolor=\"#fddbc7\", "
+                    f"color=\"#b2182b\", tooltip={quote(tooltip)}];"
+                )
+                lines.append(f"  {previous} -> {bid};")
+                previous = bid
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _box(lines: list[str], cid: str, graph: Graph | None, frame: object, *, variant: bool = False) -> str:
+    node_id = "c_" + cid.replace("/", "_")
+    func = getattr(frame, "function", "") or (graph.frame if graph else "")
+    func = func.replace("torch_dynamo_resume_in_", "resume ")
+    if graph is not None:
+        label = f"graph {graph.id} ({cid})\\n{_esc(func)}\\n{graph.op_count} ops, {graph.node_count} nodes"
+        if graph.timing is not None and not graph.timing.failed:
+            label += f"\\n{graph.timing.compiled_ms:.3f} ms ({graph.timing.speedup:.2f}x)"
+        fill = "#d1e5f0" if not variant else "#f0f0f0"
+        tooltip = f"{graph.filename}:{graph.lineno} {graph.frame}"
+    else:
+        status = getattr(frame, "status", "")
+        what = "ran eagerly (Dynamo gave up)" if status == "failed" else "no graph (nothing to compile)"
+        label = f"{_esc(func)} ({cid})\\n{what}"
+        fill = "#f7f7f7"
+        tooltip = getattr(frame, "fail_reason", "") or func
+    style = "rounded,filled" + (",dashed" if variant else "")
+    lines.append(
+        f"  {node_id} [label=\"{label}\", shape=box, style=\"{style}\", fillcolor=\"{fill}\", tooltip={quote(tooltip[:300])}];"
+    )
+    return node_id
+
+
+def _esc(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width)[:3])

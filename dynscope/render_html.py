@@ -1,0 +1,237 @@
+"""One self-contained HTML page for a report. Pure: model in, text out.
+
+Inline CSS and SVG, no external fetches (a Content-Security-Policy forbids them), works
+from file://. Every string that comes from user code or torch is escaped.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+from dynscope.model import Graph, Report
+from dynscope.render_dot import PALETTE
+from dynscope.render_text import totals_line
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#1f2937;color:#fff;padding:16px 24px}
+header h1{margin:0 0 6px;font-size:20px}
+main{padding:8px 24px 40px;max-width:1400px}
+section{background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:12px 16px;margin:16px 0}
+h2{font-size:17px;margin:4px 0 10px}
+table{border-collapse:collapse;font-size:13px;width:100%}
+th,td{border-bottom:1px solid #eee;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f3f4f6}
+code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:420px}
+.excerpt .hit{background:#fde2e2;font-weight:bold}
+.cat{display:inline-block;border-radius:10px;padding:1px 8px;background:#fee2e2;font-size:12px}
+.svgbox{overflow:auto;border:1px solid #eee;max-height:900px}
+.svgbox svg{max-width:none}
+.legend span{display:inline-block;margin-right:10px;font-size:12px}
+.legend i{display:inline-block;width:12px;height:12px;border:1px solid #999;margin-right:4px;vertical-align:middle}
+.warn{color:#92400e}
+.totals{font-size:14px}
+details summary{cursor:pointer}
+"""
+
+# Records problems the page itself can see (script errors, blocked fetches) so a headless
+# browser test can read them back from the DOM.
+SCRIPT = """
+window.__dynscope = {errors: [], blocked: []};
+window.addEventListener('error', function (e) { window.__dynscope.errors.push(String(e.message)); });
+document.addEventListener('securitypolicyviolation', function (e) { window.__dynscope.blocked.push(e.blockedURI); });
+window.addEventListener('load', function () {
+  function shown(id) {
+    var el = document.getElementById(id);
+    if (!el) return 'missing';
+    var svg = el.querySelector('svg');
+    if (!svg) return 'no-svg';
+    var r = svg.getBoundingClientRect();
+    return (r.width > 10 && r.height > 10) ? 'visible' : 'hidden';
+  }
+  var b = document.body;
+  b.setAttribute('data-program', shown('program-view'));
+  b.setAttribute('data-first-graph', shown('graph-svg-0'));
+  b.setAttribute('data-errors', String(window.__dynscope.errors.length));
+  b.setAttribute('data-blocked', String(window.__dynscope.blocked.length));
+  b.setAttribute('data-ready', 'yes');
+});
+"""
+
+
+def _e(text: object) -> str:
+    return escape(str(text), quote=True)
+
+
+def _svg_or_note(make_svg: object, pictures: bool) -> str:
+    if not pictures:
+        return '<p class="warn">Pictures need Graphviz\'s <code>dot</code> program (Debian/Ubuntu: ' \
+               '<code>apt-get install graphviz</code>; macOS: <code>brew install graphviz</code>).</p>'
+    return make_svg()  # type: ignore[operator]
+
+
+def _breaks(rep: Report) -> str:
+    if not rep.breaks:
+        return "<p>No graph breaks.</p>"
+    out = ["<table><tr><th>#</th><th>location</th><th>category</th><th>count</th><th>reason</th></tr>"]
+    for i, b in enumerate(rep.breaks, 1):
+        out.append(
+            f"<tr><td>{i}</td><td><code>{_e(b.location)}</code></td><td><span class=cat>{_e(b.category)}</span></td>"
+            f"<td>{b.count}</td><td>{_e(b.reason)}</td></tr>"
+        )
+    out.append("</table>")
+    for i, b in enumerate(rep.breaks, 1):
+        lines = []
+        for n, text in b.excerpt or ((b.lineno, b.source),):
+            cls = ' class="hit"' if n == b.lineno else ""
+            lines.append(f"<span{cls}>{n:5d}  {_e(text)}</span>")
+        hints = "".join(f"<li>{_e(h)}</li>" for h in b.hints)
+        doc = f'<p><a href="{_e(b.doc_url)}">PyTorch documentation for {_e(b.gb_id or b.gb_type)}</a></p>' if b.doc_url else ""
+        out.append(
+            f'<h3 id="break-{i}">[{i}] {_e(b.filename)}:{b.lineno} in {_e(b.function or "?")}</h3>'
+            f'<pre class="excerpt">' + "\n".join(lines) + "</pre>"
+            f"<p><b>Why:</b> {_e(b.reason)}</p><p><b>Fix:</b> {_e(b.fix)}</p>"
+            + (f"<p><b>PyTorch's hints:</b></p><ul>{hints}</ul>" if hints else "")
+            + doc
+        )
+    return "\n".join(out)
+
+
+def _recompiles(rep: Report) -> str:
+    if not rep.recompiles:
+        return "<p>No recompiles.</p>"
+    rows = "".join(
+        f"<tr><td><code>{_e(r.compile_id)}</code></td><td>{_e(r.frame)}</td><td><ul>"
+        + "".join(f"<li>{_e(x)}</li>" for x in (r.explained or r.reasons))
+        + "</ul></td></tr>"
+        for r in rep.recompiles
+    )
+    return f"<table><tr><th>compile</th><th>function</th><th>failed guard</th></tr>{rows}</table>"
+
+
+def _guards(rep: Report) -> str:
+    if not rep.guards:
+        return "<p>No guards recorded.</p>"
+    out = []
+    for cid in dict.fromkeys(g.compile_id for g in rep.guards):
+        mine = [g for g in rep.guards if g.compile_id == cid]
+        rows = "".join(
+            f"<tr><td>{_e(g.kind)}</td><td><code>{_e(g.source)}</code></td><td><code>{_e(g.detail)}</code></td>"
+            f"<td><code>{_e(g.user_line)}</code></td></tr>"
+            for g in mine
+        )
+        out.append(
+            f"<details><summary>{_e(cid)}: {len(mine)} guards</summary><table><tr><th>kind</th>"
+            f"<th>source</th><th>check</th><th>from code</th></tr>{rows}</table></details>"
+        )
+    return "\n".join(out)
+
+
+def _timing(g: Graph) -> str:
+    if not g.timings:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(t.mode)}</td><td>{_e(t.device)}</td>"
+        + (
+            f"<td colspan=5 class=warn>failed: {_e(t.error)}</td>"
+            if t.failed
+            else f"<td>{t.eager_ms:.4f}</td><td>{t.compiled_ms:.4f}</td><td>{t.speedup:.2f}x{' (noisy)' if t.noisy else ''}</td>"
+            f"<td>{t.compile_s:.2f}</td><td>{t.max_abs_err:.2e}</td>"
+        )
+        + "</tr>"
+        for t in g.timings
+    )
+    return (
+        "<table><tr><th>mode</th><th>device</th><th>eager ms</th><th>compiled ms</th><th>speedup</th>"
+        f"<th>compile s</th><th>max abs err</th></tr>{rows}</table>"
+    )
+
+
+def _graph(g: Graph, pictures: bool, svg: str | None) -> str:
+    ops = "".join(f"<tr><td><code>{_e(t)}</code></td><td>{n}</td></tr>" for t, n in g.op_counts)
+    inputs = ", ".join(_e(m.describe()) for m in g.inputs)
+    svg = svg if svg is not None else _svg_or_note(g.to_svg, pictures)
+    return (
+        f'<section id="graph-{g.id}"><h2>Graph {g.id} <small>({_e(g.compile_id)}, {_e(g.frame)} in '
+        f"{_e(Path(g.filename).name)}:{g.lineno})</small></h2>"
+        f"<p>{g.op_count} ops, {g.node_count} nodes; inputs: {inputs}</p>"
+        f'<div class="svgbox" id="graph-svg-{g.id}">{svg}</div>'
+        f"{_timing(g)}"
+        f"<details><summary>ops</summary><table><tr><th>op</th><th>count</th></tr>{ops}</table></details>"
+        f"<details><summary>code</summary><pre>{_e(g.code)}</pre></details></section>"
+    )
+
+
+def _legend() -> str:
+    return '<p class="legend">' + "".join(
+        f'<span><i style="background:{colour}"></i>{_e(name)}</span>' for name, colour in PALETTE.items()
+    ) + "</p>"
+
+
+def _end_to_end(rep: Report) -> str:
+    if not rep.timing:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(m.mode)}</td><td>{_e(m.device)}</td><td>{m.eager_ms:.3f}</td><td>{m.compiled_ms:.3f}</td>"
+        f"<td>{m.speedup:.2f}x</td><td>{m.first_call_s:.2f}</td><td>{_e(m.error)}</td></tr>"
+        for m in rep.timing
+    )
+    return (
+        "<section><h2>Timing, end to end</h2><table><tr><th>mode</th><th>device</th><th>eager ms</th>"
+        f"<th>compiled ms</th><th>speedup</th><th>first call s</th><th>error</th></tr>{rows}</table></section>"
+    )
+
+
+def render_html(
+    rep: Report,
+    *,
+    pictures: bool | None = None,
+    graph_svgs: dict[int, str] | None = None,
+    program_svg: str | None = None,
+) -> str:
+    """The whole page as a string.
+
+    Args:
+        rep: the report.
+        pictures: include SVG pictures; None (default): when Graphviz is installed.
+        graph_svgs, program_svg: pictures already laid out (the bundle writes them to
+            files too), so they are not laid out twice.
+    """
+    from dynscope.svg import have_graphviz
+
+    if pictures is None:
+        pictures = have_graphviz()
+    title = f"dynscope: {rep.title}" if rep.title else "dynscope report"
+    program = program_svg if program_svg is not None else _svg_or_note(rep.program_svg, pictures)
+    svgs = graph_svgs or {}
+    graphs = "\n".join(_graph(g, pictures, svgs.get(g.id)) for g in rep.graphs)
+    cov = ""
+    if rep.coverage is not None:
+        c = rep.coverage
+        eager = ", ".join(f"{_e(site)} x{n}" for site, n in c.eager_sites[:10])
+        cov = (
+            f"<section><h2>Coverage</h2><p>{c.ratio:.1%} of torch ops ran inside graphs "
+            f"({c.ops_in_graphs} in graphs, {c.ops_eager} eager){': ' + eager if eager else ''}</p></section>"
+        )
+    t = rep.compile_time
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<title>{_e(title)}</title><style>{CSS}</style><script>{SCRIPT}</script></head>
+<body><header><h1>{_e(title)}</h1><div class="totals">{_e(totals_line(rep))}</div>
+<div>torch {_e(rep.torch_version)}; compile {t.total_s:.2f} s (dynamo {t.dynamo_s:.2f} s, backend {t.backend_s:.2f} s)</div></header>
+<main>
+<section><h2>Program</h2><p>Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes recompiled variants (with the guard that failed).</p>
+<div class="svgbox" id="program-view">{program}</div></section>
+<section><h2>Graph breaks ({rep.break_count} events at {len(rep.breaks)} sites)</h2>{_breaks(rep)}</section>
+<section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
+{cov}{_end_to_end(rep)}
+<section><h2>Guards</h2>{_guards(rep)}</section>
+<section><h2>Graphs ({rep.graph_count})</h2>{_legend()}</section>
+{graphs}
+</main></body></html>
+"""
