@@ -271,16 +271,17 @@ def doc_url_for(gb_type: str, gb_id: str) -> str:
 @lru_cache(maxsize=1)
 def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
     torch_root = os.path.dirname(os.path.abspath(torch.__file__))
+    dynscope_root = os.path.dirname(os.path.abspath(__file__))
     paths = sysconfig.get_paths()
     std = {os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib") if k in paths}
     std.add(os.path.dirname(os.path.abspath(os.__file__)))
     site = {os.path.abspath(paths[k]) for k in ("purelib", "platlib") if k in paths}
     site.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-    return (torch_root, *sorted(std)), tuple(sorted(site))
+    return (torch_root, dynscope_root, *sorted(std)), tuple(sorted(site))
 
 
 def is_user_file(filename: str) -> bool:
-    """True unless the file belongs to torch or to the Python standard library.
+    """True unless the file belongs to torch, dynscope or the Python standard library.
 
     Third-party packages (transformers, ...) count as user code: that is where their
     users need to look. Site-packages inside the stdlib folder are not the stdlib.
@@ -288,8 +289,8 @@ def is_user_file(filename: str) -> bool:
     if not filename or filename.startswith("<"):
         return False
     path = os.path.abspath(filename)
-    (torch_root, *std), site = _library_roots()
-    if path.startswith(torch_root + os.sep):
+    (torch_root, dynscope_root, *std), site = _library_roots()
+    if path.startswith((torch_root + os.sep, dynscope_root + os.sep)):
         return False
     if any(path.startswith(s + os.sep) for s in site):
         return True

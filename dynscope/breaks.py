@@ -16,7 +16,8 @@ from dynscope.categories import classify, fix_for
 from dynscope.model import BreakEvent, GraphBreak, StackFrame
 
 _HEADER = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$")
-_FILE_LINE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+# Greedy file group: paths may themselves contain quotes.
+_FILE_LINE = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
 _GB_ID = re.compile(r"/gb/(gb\d+)\.html")
 _URL = re.compile(r"https?://\S+\.html")
 

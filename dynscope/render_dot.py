@@ -41,7 +41,7 @@ _POINTWISE = ("add", "sub", "mul", "div", "truediv", "floordiv", "pow", "neg", "
               "iadd", "imul", "isub", "itruediv", "hardswish", "logical")
 
 #: Above this many nodes a graph is drawn at module level automatically.
-AUTO_COLLAPSE_NODES = 1500
+AUTO_COLLAPSE_NODES = 3000
 
 
 def op_category(target: str) -> str:
