@@ -128,7 +128,8 @@ def preserved_dynamo_state() -> Iterator[None]:
     """Run a dynscope compile and put Dynamo back as the user had it.
 
     Restores: the dynamo config, the compile stance, the global ``counters``, the
-    automatic-dynamic code state (which shapes Dynamo has learnt are dynamic), and the
+    automatic-dynamic code state (which shapes Dynamo has learnt are dynamic; it is also
+    emptied for the run, so what the user compiled before does not change the report), and the
     compiled-code caches of functions that had never been compiled before (our entries
     are dropped, so the user's first compile of them starts fresh). Functions the user
     had compiled before keep their entries; ours sit beside them (isolated on torch
@@ -145,6 +146,7 @@ def preserved_dynamo_state() -> Iterator[None]:
     try:
         if stance is not None and stance[0] != "default":
             torch.compiler.set_stance("default")
+        _fresh_code_state()
         yield
     finally:
         for code in _seen_codes() - seen_before:
@@ -195,6 +197,18 @@ def _get_code_state() -> Any:
         return None
     state = getattr(pgo, "_CODE_STATE", None)
     return copy.deepcopy(state)
+
+
+def _fresh_code_state() -> None:
+    """Start with no learnt dynamic dims, so earlier compiles cannot change what we see."""
+    try:
+        from collections import defaultdict
+
+        from torch._dynamo import pgo
+
+        pgo._CODE_STATE = defaultdict(pgo.CodeState)
+    except (ImportError, AttributeError):  # pragma: no cover - torch without PGO state
+        pass
 
 
 def _set_code_state(state: Any) -> None:

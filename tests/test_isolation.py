@@ -101,3 +101,12 @@ def test_outputs_equal_eager() -> None:
         out = torch.compile(model, backend=cap.backend)(x)
     torch.testing.assert_close(out, model(x), rtol=0, atol=0)
     assert cap.report.graph_count == 2
+
+
+def test_users_learnt_dynamic_shapes_do_not_change_the_report() -> None:
+    model = MLP()
+    plain = torch.compile(model, backend="eager")
+    plain(_x(4, 8))
+    plain(_x(6, 8))  # Dynamo now remembers dim 0 of x as dynamic
+    rep = dynscope.report(model, _x(4, 8))
+    assert rep.graphs[0].inputs[2].shape == (4, 8), "the report's graph is static, as in a fresh process"
