@@ -27,6 +27,7 @@ from dynscope.model import (
     load,
 )
 from dynscope.testing import assert_compiles
+from dynscope.timing import TimingOptions
 
 __version__ = "0.1.0"
 
@@ -45,6 +46,7 @@ __all__ = [
     "Recompile",
     "Report",
     "SchemaError",
+    "TimingOptions",
     "assert_compiles",
     "capture",
     "load",

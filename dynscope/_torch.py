@@ -339,3 +339,47 @@ def around_compiles(on_start: Callable[[], None], on_end: Callable[[], None]) ->
     finally:
         callback_handler.remove_start_callback(start)
         callback_handler.remove_end_callback(end)
+
+
+# -- Inductor -------------------------------------------------------------------------------
+
+
+def mode_options(mode: str) -> dict[str, Any]:
+    """Inductor config for a torch.compile mode ("default", "max-autotune", ...)."""
+    import torch._inductor
+
+    return dict(torch._inductor.list_mode_options(mode) or {})
+
+
+def inductor_compile(gm: Any, example_inputs: list[Any], mode: str) -> Callable[..., Any]:
+    """Compile one captured GraphModule with Inductor, as torch.compile(mode=...) would."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, example_inputs, config_patches=mode_options(mode))
+
+
+def kernel_count() -> int:
+    """Inductor's running count of generated kernels (-1 when not exposed)."""
+    try:
+        from torch._inductor import metrics
+
+        return int(metrics.generated_kernel_count)
+    except (ImportError, AttributeError):  # pragma: no cover
+        return -1
+
+
+@contextlib.contextmanager
+def inductor_cache_dir(path: str | None) -> Iterator[None]:
+    """Point Inductor's on-disk caches (FX graph cache included) at ``path`` for a while."""
+    if path is None:
+        yield
+        return
+    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = old

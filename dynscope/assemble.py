@@ -215,6 +215,7 @@ def _graph(
             nodes=d["nodes"],
             code=d["code"],
             origin="backend",
+            runs=rec.runs,
             _module=_Live(rec.module),
         )
     op_counts = op_counts_from_code(trace_code)

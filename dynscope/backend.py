@@ -21,6 +21,7 @@ class RecordedGraph:
     module: torch.fx.GraphModule
     example_inputs: list[Any]  # the real tensors Dynamo passed; kept for timing
     data: dict[str, Any]  # plain data from fxgraph.extract
+    runs: int = 0  # times the compiled graph ran (counted when the backend counts)
 
 
 def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -38,10 +39,14 @@ def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-def _marked(compiled: Callable[..., Any]) -> Callable[..., Any]:
+def _wrapped(compiled: Callable[..., Any], record: RecordedGraph, *, mark: bool) -> Callable[..., Any]:
+    """Count the graph's runs; with ``mark``, also put each run in a profiler range."""
     from dynscope.coverage import GRAPH_MARK
 
     def run(*args: Any) -> Any:
+        record.runs += 1
+        if not mark:
+            return compiled(*args)
         with torch.profiler.record_function(GRAPH_MARK):
             return compiled(*args)
 
@@ -60,29 +65,32 @@ class RecordingBackend:
             any backend callable.
     """
 
-    def __init__(self, inner: str | Callable[..., Any] = "eager", *, mark_runs: bool = False) -> None:
+    def __init__(
+        self, inner: str | Callable[..., Any] = "eager", *, count_runs: bool = False, mark_runs: bool = False
+    ) -> None:
         self.inner_name = inner if isinstance(inner, str) else getattr(inner, "__name__", "custom")
         self._inner = resolve_inner(inner)
         self.graphs: list[RecordedGraph] = []
         # With mark_runs, each graph run is wrapped in a profiler range so coverage can
         # tell ops inside graphs from ops run eagerly between them (report() only).
         self.mark_runs = mark_runs
+        # With count_runs, each graph's runs are counted (report(): timing needs them).
+        self.count_runs = count_runs
         # torch.compile names backends by __name__ in its logs and cache keys.
         self.__name__ = "dynscope"
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs.append(
-            RecordedGraph(
-                compile_id=_torch.current_compile_id(),
-                module=gm,
-                example_inputs=list(example_inputs),
-                data=extract(gm, example_inputs),
-            )
+        record = RecordedGraph(
+            compile_id=_torch.current_compile_id(),
+            module=gm,
+            example_inputs=list(example_inputs),
+            data=extract(gm, example_inputs),
         )
+        self.graphs.append(record)
         compiled = self._inner(gm, example_inputs)
-        if not self.mark_runs:
+        if not (self.mark_runs or self.count_runs):
             return compiled
-        return _marked(compiled)
+        return _wrapped(compiled, record, mark=self.mark_runs)
 
     def __repr__(self) -> str:
         return f"RecordingBackend(inner={self.inner_name!r}, graphs={len(self.graphs)})"

@@ -6,7 +6,7 @@ import contextlib
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -17,6 +17,9 @@ from dynscope.coverage import CoverageRecorder
 from dynscope.errors import CaptureError, InputError
 from dynscope.model import Report
 from dynscope.trace import TraceCollector
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dynscope.timing import TimingOptions
 
 _MISSING: Any = object()
 
@@ -37,17 +40,21 @@ class Capture:
         *,
         inner: str | Callable[..., Any] = "eager",
         title: str = "",
-        _ignore_backend_mismatch: bool = False,
+        _for_report: bool = False,
         _coverage: CoverageRecorder | None = None,
     ) -> None:
-        self.backend = RecordingBackend(inner, mark_runs=_coverage is not None)
+        self.backend = RecordingBackend(
+            inner, count_runs=_for_report, mark_runs=_coverage is not None
+        )
         self._coverage = _coverage
         self.title = title
         self.calls = 0
         self._collector = TraceCollector()
         self._attached: Any = None
         self._report: Report | None = None
-        self._ignore_backend_mismatch = _ignore_backend_mismatch
+        # report() compiles with a backend of its own: a BACKEND_MATCH "recompile" only
+        # means someone compiled this code before with another backend.
+        self._ignore_backend_mismatch = _for_report
 
     def __enter__(self) -> Capture:
         if self._attached is not None:
@@ -175,7 +182,7 @@ def report(
     dynamic: bool | None = None,
     timing: bool = False,
     modes: Sequence[str] = ("default",),
-    timing_options: Any = None,
+    timing_options: TimingOptions | None = None,
     coverage: bool = True,
 ) -> Report:
     """Compile ``model``, run it, and report what torch.compile did.
@@ -191,7 +198,8 @@ def report(
         dynamic: passed to torch.compile. Defaults to None (PyTorch's automatic dynamic).
         timing: also time each graph and the whole model, eager against Inductor.
             Defaults to False.
-        modes: Inductor modes to time when ``timing`` is on. Defaults to ("default",).
+        modes: Inductor modes to time when ``timing`` is on: "default", "reduce-overhead"
+            (CUDA only), "max-autotune", "max-autotune-no-cudagraphs". Defaults to ("default",).
         timing_options: a :class:`dynscope.TimingOptions` for repetitions and warm-up.
         coverage: measure compile coverage (torch's profiler runs during the calls).
             Defaults to True.
@@ -209,13 +217,13 @@ def report(
     """
     call_list = normalise_calls(model, inputs, calls)
     if timing:
-        from dynscope.timing import validate_modes
+        from dynscope.timing import device_of, validate_modes
 
-        validate_modes(modes)
+        validate_modes(modes, device_of([c[0] for c in call_list] + [c[1] for c in call_list]))
     failure: tuple[int, BaseException] | None = None
     recorder = CoverageRecorder() if coverage else None
     cap = Capture(
-        inner=inner, title=title_of(model), _ignore_backend_mismatch=True, _coverage=recorder
+        inner=inner, title=title_of(model), _for_report=True, _coverage=recorder
     )
     profiling = recorder.recording() if recorder is not None else contextlib.nullcontext()
     with _torch.preserved_dynamo_state():
@@ -244,5 +252,5 @@ def report(
     if timing:
         from dynscope.timing import time_report
 
-        rep = time_report(rep, model, call_list, modes=modes, options=timing_options)
+        rep = time_report(rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options)
     return rep

@@ -133,6 +133,8 @@ class Timing:
     compiled_samples_ms: tuple[float, ...] = ()  # raw compiled samples
     error: str = ""  # why compiling or running failed; "" when it worked
     noisy: bool = False  # spread too wide to trust the medians
+    spread: float = 0.0  # larger relative IQR (IQR / median) of the two sample sets
+    numerics_ok: bool = True  # compiled outputs match eager (allclose; no new NaNs)
 
     @property
     def speedup(self) -> float:
@@ -164,6 +166,7 @@ class Graph:
     code: str = ""  # readable Python code of the graph
     origin: str = "backend"  # "backend": seen by dynscope's backend; "trace": only from the trace
     timings: tuple[Timing, ...] = ()  # one per Inductor mode when timing ran
+    runs: int = 0  # times the graph ran during report()'s calls (0: unknown, capture())
     _module: _Live = _live_field()  # live GraphModule (not saved)
 
     @property
@@ -326,11 +329,17 @@ class ModeTiming:
     compiled_samples_ms: tuple[float, ...] = ()
     error: str = ""
     noisy: bool = False
+    spread: float = 0.0  # larger relative IQR of the two sample sets
 
     @property
     def speedup(self) -> float:
         """eager / compiled; 0.0 when not measured."""
         return self.eager_ms / self.compiled_ms if self.compiled_ms > 0 and not self.error else 0.0
+
+    @property
+    def in_graphs_share(self) -> float:
+        """Share of the compiled call's time spent inside captured graphs (0..1)."""
+        return min(self.in_graphs_ms / self.compiled_ms, 1.0) if self.compiled_ms > 0 else 0.0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,364 @@
+"""Time each captured graph and the whole program: eager against Inductor.
+
+Per graph: the captured GraphModule runs eagerly and compiled by Inductor (once per
+mode), on the real example inputs recorded at capture, on their device, forward only
+under ``torch.no_grad()``. Eager and compiled runs are interleaved; warm-up runs are
+dropped; medians and the interquartile spread are kept with the raw samples; on CUDA
+each sample is timed with CUDA events after an L2 flush.
+
+End to end: the whole callable, eager against ``torch.compile(model, mode=m)``,
+interleaved the way PyTorch's own benchmark runner does (speedup = eager median /
+compiled median), plus the first compiled call (compile included) and peak memory on CUDA.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from dynscope import _torch
+from dynscope.backend import RecordedGraph
+from dynscope.errors import InputError
+from dynscope.model import Graph, ModeTiming, Report, Timing
+
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_ONLY_MODES = ("reduce-overhead",)
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """How to time.
+
+    Attributes:
+        warmup: runs dropped before sampling. Defaults to 3.
+        repeats: samples per side (eager, compiled) at most. Defaults to 30.
+        min_time_s: stop sampling early once both sides have this much sampled time and
+            at least 5 samples. Defaults to 0.2.
+        min_sample_ms: on CPU, a sample loops the callable until it lasts this long and
+            reports the time per run (timer resolution and jitter stay small against it).
+            CUDA samples are one run each, after an L2 flush. Defaults to 1.0.
+        noisy_spread: flag a measurement whose IQR / median exceeds this. Defaults to 0.25.
+        rtol, atol: tolerance for compiled-vs-eager outputs. Defaults to 1e-3, 1e-4.
+        end_to_end: also time the whole callable. Defaults to True.
+        cache_dir: Inductor's on-disk cache folder (a second report reuses compiled code);
+            None keeps PyTorch's default (also cached). Defaults to None.
+        progress: report progress on stderr; None: only when stderr is a terminal.
+    """
+
+    warmup: int = 3
+    repeats: int = 30
+    min_time_s: float = 0.2
+    min_sample_ms: float = 1.0
+    noisy_spread: float = 0.25
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    end_to_end: bool = True
+    cache_dir: str | None = None
+    progress: bool | None = None
+
+
+def validate_modes(modes: Sequence[str], device: str | None = None) -> tuple[str, ...]:
+    """Check requested modes; CUDA-graph modes need a CUDA device."""
+    if isinstance(modes, str):
+        modes = (modes,)
+    out = tuple(modes)
+    if not out:
+        raise InputError(f"modes is empty; choose from {', '.join(MODES)}")
+    for m in out:
+        if m not in MODES:
+            raise InputError(f"unknown mode {m!r}; valid modes: {', '.join(MODES)}")
+        if m in CUDA_ONLY_MODES and device is not None and not device.startswith("cuda"):
+            raise InputError(
+                f"mode {m!r} uses CUDA graphs and needs CUDA inputs; the inputs are on {device}. "
+                f"On CPU use 'default' or 'max-autotune-no-cudagraphs'."
+            )
+    return out
+
+
+def device_of(values: Any) -> str:
+    """Device of the first tensor found in (nested) call arguments; "cpu" if none."""
+    stack = [values]
+    while stack:
+        v = stack.pop(0)
+        if isinstance(v, torch.Tensor):
+            return str(v.device)
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return "cpu"
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+class _Clock:
+    """Times one run of a callable: perf_counter on CPU, CUDA events after an L2 flush on GPU."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda")
+        self._flush = None
+        if self.cuda:
+            # 256 MB: larger than any current GPU's L2, so each sample starts cold.
+            self._flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device=device)
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def time_ms(self, fn: Callable[[], Any], loops: int = 1) -> float:
+        """Time per run, over ``loops`` back-to-back runs (CPU) or one run (CUDA)."""
+        if self.cuda:
+            assert self._flush is not None
+            self._flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            return float(start.elapsed_time(end))
+        begin = time.perf_counter()
+        for _ in range(loops):
+            fn()
+        return (time.perf_counter() - begin) * 1000.0 / loops
+
+
+def _spread(samples: Sequence[float]) -> float:
+    if len(samples) < 4:
+        return 0.0
+    q = statistics.quantiles(samples, n=4)
+    med = statistics.median(samples)
+    return (q[2] - q[0]) / med if med > 0 else 0.0
+
+
+def interleaved(
+    eager: Callable[[], Any], compiled: Callable[[], Any], clock: _Clock, opts: TimingOptions
+) -> tuple[list[float], list[float]]:
+    """Samples of both sides, alternating eager and compiled runs after a warm-up."""
+    for _ in range(opts.warmup):
+        eager()
+        compiled()
+    clock.sync()
+    loops = 1
+    if not clock.cuda:
+        one = min(clock.time_ms(eager), clock.time_ms(compiled))
+        loops = max(1, math.ceil(opts.min_sample_ms / max(one, 1e-6)))
+    a: list[float] = []
+    b: list[float] = []
+    while len(a) < opts.repeats:
+        a.append(clock.time_ms(eager, loops))
+        b.append(clock.time_ms(compiled, loops))
+        if len(a) >= 5 and min(sum(a), sum(b)) * loops >= opts.min_time_s * 1000:
+            break
+    return a, b
+
+
+def compare_outputs(expected: Any, got: Any, rtol: float, atol: float) -> tuple[float, float, bool]:
+    """(max abs error, max relative error, outputs match) over all tensor outputs."""
+    exp = [t for t in _tensors(expected)]
+    out = [t for t in _tensors(got)]
+    if len(exp) != len(out):
+        return math.inf, math.inf, False
+    max_abs = max_rel = 0.0
+    ok = True
+    for e, g in zip(exp, out, strict=True):
+        if e.shape != g.shape:
+            return math.inf, math.inf, False
+        if not (e.is_floating_point() or e.is_complex()):
+            same = bool(torch.equal(e, g))
+            ok &= same
+            max_abs = max(max_abs, 0.0 if same else math.inf)
+            continue
+        e64, g64 = e.detach().double(), g.detach().double()
+        if bool((torch.isnan(g64) & ~torch.isnan(e64)).any()):
+            return math.nan, math.nan, False  # compiled made NaNs eager did not
+        both = ~(torch.isnan(e64) | torch.isnan(g64))
+        diff = (e64 - g64).abs()[both]
+        if diff.numel():
+            max_abs = max(max_abs, float(diff.max()))
+            max_rel = max(max_rel, float((diff / (e64.abs()[both] + 1e-12)).max()))
+        ok &= bool(torch.allclose(g64, e64, rtol=rtol, atol=atol, equal_nan=True))
+    return max_abs, max_rel, ok
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _progress(opts: TimingOptions) -> Callable[[str], None]:
+    show = opts.progress if opts.progress is not None else sys.stderr.isatty()
+    if not show:
+        return lambda _msg: None
+    return lambda msg: print(f"dynscope timing: {msg}", file=sys.stderr, flush=True)
+
+
+# -- per graph -----------------------------------------------------------------------------
+
+
+def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
+    """Time one captured graph eagerly and through Inductor in one mode."""
+    inputs = list(rec.example_inputs)
+    device = device_of(inputs)
+    clock = _Clock(device)
+    try:
+        gm = copy.deepcopy(rec.module)  # Inductor's passes may rewrite the module
+        with torch.no_grad():
+            expected = gm(*inputs)
+            kernels_before = _torch.kernel_count()
+            start = time.perf_counter()
+            compiled = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, mode)
+            got = compiled(*inputs)
+            clock.sync()
+            compile_s = time.perf_counter() - start
+            kernels = _torch.kernel_count() - kernels_before if kernels_before >= 0 else -1
+    except Exception as err:  # noqa: BLE001 - reported in the timing, the report goes on
+        return Timing(mode=mode, device=device, error=f"{type(err).__name__}: {_first_line(err)}")
+    max_abs, max_rel, ok = compare_outputs(expected, got, opts.rtol, opts.atol)
+    def call() -> Any:
+        return compiled(*inputs)
+
+    try:
+        with torch.no_grad():
+            eager_s, comp_s = interleaved(lambda: gm(*inputs), call, clock, opts)
+    except Exception as err:  # noqa: BLE001
+        return Timing(mode=mode, device=device, compile_s=compile_s, error=f"{type(err).__name__}: {_first_line(err)}")
+    spread = max(_spread(eager_s), _spread(comp_s))
+    return Timing(
+        mode=mode,
+        device=device,
+        eager_ms=statistics.median(eager_s),
+        compiled_ms=statistics.median(comp_s),
+        compile_s=compile_s,
+        max_abs_err=max_abs,
+        max_rel_err=max_rel,
+        kernels=kernels,
+        eager_samples_ms=tuple(eager_s),
+        compiled_samples_ms=tuple(comp_s),
+        noisy=spread > opts.noisy_spread,
+        spread=spread,
+        numerics_ok=ok,
+    )
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+# -- end to end --------------------------------------------------------------------------------
+
+
+def time_end_to_end(
+    model: Callable[..., Any],
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]],
+    mode: str,
+    opts: TimingOptions,
+    in_graphs_ms: float,
+) -> ModeTiming:
+    """The whole callable over all calls, eager against torch.compile(mode=...)."""
+    device = device_of([c[0] for c in calls] + [c[1] for c in calls])
+    clock = _Clock(device)
+
+    def run(fn: Callable[..., Any]) -> Callable[[], None]:
+        def go() -> None:
+            for args, kwargs in calls:
+                fn(*args, **kwargs)
+
+        return go
+
+    eager_fn = run(model)
+    try:
+        with torch.no_grad(), _torch.preserved_dynamo_state():
+            compiled_model = torch.compile(model, mode=None if mode == "default" else mode, **_torch.compile_kwargs())
+            start = time.perf_counter()
+            run(compiled_model)()
+            clock.sync()
+            first_call_s = time.perf_counter() - start
+            peak_eager = peak_compiled = 0.0
+            if clock.cuda:
+                peak_eager = _peak_mb(eager_fn)
+                peak_compiled = _peak_mb(run(compiled_model))
+            eager_s, comp_s = interleaved(eager_fn, run(compiled_model), clock, opts)
+    except Exception as err:  # noqa: BLE001
+        return ModeTiming(mode, device, 0.0, 0.0, 0.0, error=f"{type(err).__name__}: {_first_line(err)}")
+    spread = max(_spread(eager_s), _spread(comp_s))
+    return ModeTiming(
+        mode=mode,
+        device=device,
+        eager_ms=statistics.median(eager_s),
+        compiled_ms=statistics.median(comp_s),
+        first_call_s=first_call_s,
+        in_graphs_ms=in_graphs_ms,
+        peak_mem_eager_mb=peak_eager,
+        peak_mem_compiled_mb=peak_compiled,
+        eager_samples_ms=tuple(eager_s),
+        compiled_samples_ms=tuple(comp_s),
+        noisy=spread > opts.noisy_spread,
+        spread=spread,
+    )
+
+
+def _peak_mb(fn: Callable[[], None]) -> float:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() / 2**20
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def time_report(
+    rep: Report,
+    model: Callable[..., Any],
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]],
+    recorded: list[RecordedGraph],
+    *,
+    modes: Sequence[str],
+    options: TimingOptions | None = None,
+) -> Report:
+    """The report with per-graph and end-to-end timing filled in."""
+    opts = options or TimingOptions()
+    device = device_of([c[0] for c in calls] + [c[1] for c in calls])
+    mode_list = validate_modes(modes, device)
+    say = _progress(opts)
+    # Matched by the live GraphModule: compile ids in the report are renumbered.
+    by_module = {id(r.module): r for r in recorded}
+    graphs: list[Graph] = []
+    with _torch.inductor_cache_dir(opts.cache_dir):
+        for g in rep.graphs:
+            rec = by_module.get(id(g.module)) if g.module is not None else None
+            if rec is None:
+                graphs.append(g)
+                continue
+            timings = []
+            for mode in mode_list:
+                say(f"graph {g.id + 1}/{rep.graph_count} ({g.frame}), mode {mode}")
+                timings.append(time_graph(rec, mode, opts))
+            graphs.append(replace(g, timings=tuple(timings)))
+        e2e: list[ModeTiming] = []
+        if opts.end_to_end:
+            for mode in mode_list:
+                say(f"whole program, mode {mode}")
+                in_graphs = sum(
+                    (g.timing_for(mode).compiled_ms * g.runs)  # type: ignore[union-attr]
+                    for g in graphs
+                    if g.timing_for(mode) is not None and not g.timing_for(mode).failed  # type: ignore[union-attr]
+                )
+                e2e.append(time_end_to_end(model, calls, mode, opts, in_graphs))
+    return replace(rep, graphs=tuple(graphs), timing=tuple(e2e))
