@@ -44,7 +44,7 @@ class TimingOptions:
             at least 5 samples. Defaults to 0.2.
         min_sample_ms: on CPU, a sample loops the callable until it lasts this long and
             reports the time per run (timer resolution and jitter stay small against it).
-            CUDA samples are one run each, after an L2 flush. Defaults to 1.0.
+            CUDA samples are one run each, after an L2 flush. Defaults to 10.0.
         noisy_spread: flag a measurement whose IQR / median exceeds this. Defaults to 0.25.
         rtol, atol: tolerance for compiled-vs-eager outputs. Defaults to 1e-3, 1e-4.
         end_to_end: also time the whole callable. Defaults to True.
@@ -56,7 +56,7 @@ class TimingOptions:
     warmup: int = 3
     repeats: int = 30
     min_time_s: float = 0.2
-    min_sample_ms: float = 1.0
+    min_sample_ms: float = 10.0
     noisy_spread: float = 0.25
     rtol: float = 1e-3
     atol: float = 1e-4

@@ -25,10 +25,22 @@ def test_quickstart(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypa
     assert (tmp_path / "out" / "summary.txt").read_text() == rep.summary()
 
 
+def test_timing_transformer(capsys: pytest.CaptureFixture[str]) -> None:
+    rep = runpy.run_path(str(EXAMPLES / "timing_transformer.py"))["main"]()
+    out = capsys.readouterr().out
+    assert rep.graph_count == 2 and rep.breaks[0].category == "explicit graph_break()"
+    for g in rep.graphs:
+        assert g.timing is not None and not g.timing.failed and g.timing.numerics_ok
+        assert f"graph {g.id} ({g.op_count} ops): " in out
+    (e2e,) = rep.timing
+    assert e2e.eager_ms > 0 and e2e.compiled_ms > 0
+
+
 # Each example and the test that runs it; a new example must be added here.
 RUN_BY = {
     "quickstart.py": ("tests.test_examples", "test_quickstart"),
     "test_compile_budget.py": ("tests.test_budget", "test_example_budget_file_passes"),
+    "timing_transformer.py": ("tests.test_examples", "test_timing_transformer"),
 }
 
 
