@@ -226,8 +226,9 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
             compile_s = time.perf_counter() - start
             kernels = _torch.kernel_count() - kernels_before if kernels_before >= 0 else -1
     except Exception as err:  # noqa: BLE001 - reported in the timing, the report goes on
-        return Timing(mode=mode, device=device, error=f"{type(err).__name__}: {_first_line(err)}")
+        return Timing(mode=mode, device=device, error=_error_text(err))
     max_abs, max_rel, ok = compare_outputs(expected, got, opts.rtol, opts.atol)
+
     def call() -> Any:
         return compiled(*inputs)
 
@@ -235,28 +236,36 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
         with torch.no_grad():
             eager_s, comp_s = interleaved(lambda: gm(*inputs), call, clock, opts)
     except Exception as err:  # noqa: BLE001
-        return Timing(mode=mode, device=device, compile_s=compile_s, error=f"{type(err).__name__}: {_first_line(err)}")
-    spread = max(_spread(eager_s), _spread(comp_s))
+        return Timing(mode=mode, device=device, compile_s=compile_s, error=_error_text(err))
     return Timing(
         mode=mode,
         device=device,
-        eager_ms=statistics.median(eager_s),
-        compiled_ms=statistics.median(comp_s),
         compile_s=compile_s,
         max_abs_err=max_abs,
         max_rel_err=max_rel,
         kernels=kernels,
-        eager_samples_ms=tuple(eager_s),
-        compiled_samples_ms=tuple(comp_s),
-        noisy=spread > opts.noisy_spread,
-        spread=spread,
         numerics_ok=ok,
+        **_summary(eager_s, comp_s, opts),
     )
 
 
-def _first_line(err: BaseException) -> str:
+def _summary(eager_s: list[float], comp_s: list[float], opts: TimingOptions) -> dict[str, Any]:
+    """Medians, raw samples and spread of both sides (fields shared by Timing and ModeTiming)."""
+    spread = max(_spread(eager_s), _spread(comp_s))
+    return {
+        "eager_ms": statistics.median(eager_s),
+        "compiled_ms": statistics.median(comp_s),
+        "eager_samples_ms": tuple(eager_s),
+        "compiled_samples_ms": tuple(comp_s),
+        "noisy": spread > opts.noisy_spread,
+        "spread": spread,
+    }
+
+
+def _error_text(err: BaseException) -> str:
+    """"Type: first line of the message" (Inductor errors can run to pages)."""
     text = str(err).strip()
-    return text.splitlines()[0][:300] if text else ""
+    return f"{type(err).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
 # -- end to end --------------------------------------------------------------------------------
@@ -294,21 +303,15 @@ def time_end_to_end(
                 peak_compiled = _peak_mb(run(compiled_model))
             eager_s, comp_s = interleaved(eager_fn, run(compiled_model), clock, opts)
     except Exception as err:  # noqa: BLE001
-        return ModeTiming(mode, device, 0.0, 0.0, 0.0, error=f"{type(err).__name__}: {_first_line(err)}")
-    spread = max(_spread(eager_s), _spread(comp_s))
+        return ModeTiming(mode, device, 0.0, 0.0, 0.0, error=_error_text(err))
     return ModeTiming(
         mode=mode,
         device=device,
-        eager_ms=statistics.median(eager_s),
-        compiled_ms=statistics.median(comp_s),
         first_call_s=first_call_s,
         in_graphs_ms=in_graphs_ms,
         peak_mem_eager_mb=peak_eager,
         peak_mem_compiled_mb=peak_compiled,
-        eager_samples_ms=tuple(eager_s),
-        compiled_samples_ms=tuple(comp_s),
-        noisy=spread > opts.noisy_spread,
-        spread=spread,
+        **_summary(eager_s, comp_s, opts),
     )
 
 
