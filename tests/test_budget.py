@@ -157,14 +157,31 @@ def test_example_budget_file_passes(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3)
 
 
-@pytest.mark.parametrize("name", ["quickstart"])
-def test_examples_hold_their_budget(name: str) -> None:
-    """What dynscope sees in each example is pinned: a change that alters it is caught."""
+def _example_programs() -> dict:
+    import torch
+
     from examples.quickstart import build
+    from examples.test_compile_budget import Classifier
+    from examples.timing_transformer import Block
 
     model, calls = build()
-    rep = dynscope.assert_compiles(model, **calls, max_graph_breaks=10, max_recompiles=10, max_graphs=14)
-    assert (rep.graph_count, rep.break_count, len(rep.breaks), rep.recompile_count) == (14, 10, 3, 10)
-    with pytest.raises(dynscope.CompileBudgetError):
-        rep.check(max_graph_breaks=9)
-    torch._dynamo.reset()
+    return {
+        # name: (model, calls, (graphs, break events, break sites, recompiles))
+        "quickstart": (model, calls["calls"], (14, 10, 3, 10)),
+        "timing_transformer": (Block().eval(), [torch.randn(4, 32, 64)], (2, 1, 1, 0)),
+        "compile_budget_classifier": (Classifier(), [torch.randn(8, 16), torch.randn(4, 16)], (2, 0, 0, 1)),
+    }
+
+
+@pytest.mark.parametrize("name", ["quickstart", "timing_transformer", "compile_budget_classifier"])
+def test_examples_hold_their_budget(name: str) -> None:
+    """What dynscope sees in each example model is pinned: a change that alters it is caught."""
+    model, calls, (graphs, breaks, sites, recompiles) = _example_programs()[name]
+    rep = dynscope.assert_compiles(
+        model, calls=calls, max_graph_breaks=breaks, max_recompiles=recompiles, max_graphs=graphs
+    )
+    assert (rep.graph_count, rep.break_count, len(rep.breaks), rep.recompile_count) == (
+        graphs, breaks, sites, recompiles)
+    if breaks:
+        with pytest.raises(dynscope.CompileBudgetError):
+            rep.check(max_graph_breaks=breaks - 1)
