@@ -158,8 +158,6 @@ def test_example_budget_file_passes(pytester: pytest.Pytester) -> None:
 
 
 def _example_programs() -> dict:
-    import torch
-
     from examples.quickstart import build
     from examples.test_compile_budget import Classifier
     from examples.timing_transformer import Block

@@ -1,0 +1,15 @@
+"""The code base passes ruff (configured in pyproject.toml)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ruff_clean() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "dynscope", "tests", "examples", "benchmarks"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
