@@ -1,6 +1,7 @@
 """How much does dynscope.report cost next to torch._dynamo.explain and a plain compile?
 
-Each model, in one run, side by side, each measurement after torch._dynamo.reset():
+Each model, in one run, side by side, each measurement after torch._dynamo.reset(), the
+three run in turn each round (REPEATS rounds) so machine noise hits them alike:
   - dynscope.report(model, x)
   - torch._dynamo.explain(model)(x)
   - torch.compile(model, backend="eager")(x)  (first call: compile + run)
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dynscope  # noqa: E402
 from examples.quickstart import TinyTransformer  # noqa: E402
 
-REPEATS = 5
+REPEATS = 7
 
 
 class DeepMLP(nn.Module):
@@ -44,14 +45,16 @@ class BrokenMLP(DeepMLP):
         return self.layers[half:](x)
 
 
-def _time(fn: Callable[[], object]) -> float:
-    samples = []
+def _interleaved(fns: list[Callable[[], object]]) -> list[float]:
+    """Median seconds of each function, run in turn each round so drift hits all alike."""
+    samples: list[list[float]] = [[] for _ in fns]
     for _ in range(REPEATS):
-        torch._dynamo.reset()
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        for i, fn in enumerate(fns):
+            torch._dynamo.reset()
+            start = time.perf_counter()
+            fn()
+            samples[i].append(time.perf_counter() - start)
+    return [statistics.median(s) for s in samples]
 
 
 def main() -> None:
@@ -64,9 +67,11 @@ def main() -> None:
     for name, model, x in models:
         ops = dynscope.report(model, x)
         n_ops = sum(g.op_count for g in ops.graphs)
-        t_report = _time(lambda m=model, x=x: dynscope.report(m, x))
-        t_explain = _time(lambda m=model, x=x: torch._dynamo.explain(m)(x))
-        t_eager = _time(lambda m=model, x=x: torch.compile(m, backend="eager")(x))
+        t_report, t_explain, t_eager = _interleaved([
+            lambda m=model, x=x: dynscope.report(m, x),
+            lambda m=model, x=x: torch._dynamo.explain(m)(x),
+            lambda m=model, x=x: torch.compile(m, backend="eager")(x),
+        ])
         rows.append((name, n_ops, t_report, t_explain, t_eager))
     print(f"{'model':28s} {'ops':>5s} {'report s':>9s} {'explain s':>9s} {'compile s':>9s} {'rep/expl':>9s} {'rep/comp':>9s}")
     for name, n_ops, r, e, c in rows:
