@@ -9,7 +9,7 @@ import torch
 
 from dynscope.backend import RecordedGraph
 from dynscope.breaks import fold_breaks, parse_break
-from dynscope.fxgraph import inputs_from_code, op_counts_from_code
+from dynscope.fxgraph import inputs_from_code, op_counts_from_code, readable_code
 from dynscope.guards import (
     explain_reason,
     is_backend_mismatch,
@@ -213,7 +213,8 @@ def _graph(
             op_counts=d["op_counts"],
             inputs=d["inputs"],
             nodes=d["nodes"],
-            code=d["code"],
+            # The trace carries the same readable code Dynamo printed; no need to print twice.
+            code=trace_code or readable_code(rec.module),
             origin="backend",
             runs=rec.runs,
             _module=_Live(rec.module),

@@ -112,7 +112,7 @@ def _source(node: torch.fx.Node) -> tuple[str, int, str]:
 
 
 def extract(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> dict[str, Any]:
-    """Plain data of one captured graph: nodes, inputs, op counts, code."""
+    """Plain data of one captured graph: nodes, inputs, op counts (code comes from the trace)."""
     nodes: list[Node] = []
     ops: Counter[str] = Counter()
     for node in gm.graph.nodes:
@@ -133,18 +133,21 @@ def extract(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> dict[str, An
                 source=code,
             )
         )
-    try:
-        code = gm.print_readable(print_output=False)
-    except Exception:  # noqa: BLE001 - fall back to the plain code
-        code = gm.code
     return {
         "nodes": tuple(nodes),
         "node_count": len(nodes),
         "op_count": sum(ops.values()),
         "op_counts": tuple(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
         "inputs": tuple(meta_of(x) for x in example_inputs),
-        "code": code,
     }
+
+
+def readable_code(gm: torch.fx.GraphModule) -> str:
+    """The graph's readable code (used when the trace did not already give it)."""
+    try:
+        return gm.print_readable(print_output=False)
+    except Exception:  # noqa: BLE001 - fall back to the plain code
+        return gm.code
 
 
 _SIG = re.compile(r"def forward\(self,?(?P<args>.*?)\):", re.S)
