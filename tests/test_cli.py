@@ -40,11 +40,15 @@ def test_diff_gates_on_worse(saved, capsys) -> None:
 
 def test_report_target_file(tmp_path: Path, capsys) -> None:
     js = tmp_path / "run.json"
-    code = main(["report", f"{ROOT}/examples/quickstart.py:build", "--json", str(js), "--fail-on-break"])
+    html = tmp_path / "html"
+    code = main(["report", f"{ROOT}/examples/quickstart.py:build", "--json", str(js), "--html", str(html),
+                 "--fail-on-break"])
     assert code == 1, "--fail-on-break: the quickstart breaks"
     out = capsys.readouterr().out
     assert "dynscope report: TinyTransformer" in out
+    assert f"wrote {html / 'index.html'}" in out
     assert dynscope.load(js).break_count == 10
+    assert (html / "program.svg").exists() and dynscope.load(html / "report.json").break_count == 10
 
 
 def test_report_target_module(capsys) -> None:
