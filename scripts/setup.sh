@@ -19,6 +19,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# pip, without the warnings some machines' pip.conf adds for every package.
+pip_install() {
+  .venv/bin/pip install -q "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+  return "${PIPESTATUS[0]}"
+}
+
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
@@ -26,11 +32,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
   echo "setup: installing torch 2.13.0 (CPU build)"
-  .venv/bin/pip install -q torch==2.13.0
+  pip_install torch==2.13.0
 fi
 stamp=.venv/.dynscope-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing dynscope with test extras"
-  .venv/bin/pip install -q -e ".[test]"
+  pip_install -e ".[test]"
   touch "$stamp"
 fi
