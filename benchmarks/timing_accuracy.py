@@ -53,9 +53,12 @@ def independent_ms(fn, device: str) -> float:  # noqa: ANN001
 def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"device: {device}; target: within {'5' if device == 'cuda' else '10'}%")
-    print(f"{'model':20s} {'graph':>5s} {'side':>8s} {'dynscope ms':>12s} {'independent ms':>15s} {'ratio':>6s}")
     worst = 0.0
-    opts = dynscope.TimingOptions(repeats=30, min_time_s=0.3, end_to_end=False, progress=False)
+    interleave = "--no-interleave" not in sys.argv
+    opts = dynscope.TimingOptions(repeats=30, min_time_s=0.3, end_to_end=False, progress=False,
+                                  interleave=interleave)
+    print(f"dynscope sampling: {'interleaved' if interleave else 'back to back'} (--no-interleave to switch)")
+    print(f"{'model':20s} {'graph':>5s} {'side':>8s} {'dynscope ms':>12s} {'independent ms':>15s} {'ratio':>6s}")
     for name, model, x in models(device):
         # Capture once; dynscope's timer and the independent one time the same records.
         with torch.no_grad(), dynscope.capture() as cap:

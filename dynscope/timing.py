@@ -47,6 +47,9 @@ class TimingOptions:
             CUDA samples are one run each, after an L2 flush. Defaults to 10.0.
         noisy_spread: flag a measurement whose IQR / median exceeds this. Defaults to 0.25.
         rtol, atol: tolerance for compiled-vs-eager outputs. Defaults to 1e-3, 1e-4.
+        interleave: alternate eager and compiled samples (PyTorch's runner does; drift
+            then hits both sides alike). False samples all eager runs, then all compiled
+            ones (each side then runs with warm caches and thread pools). Defaults to True.
         end_to_end: also time the whole callable. Defaults to True.
         cache_dir: Inductor's on-disk cache folder (a second report reuses compiled code);
             None keeps PyTorch's default (also cached). Defaults to None.
@@ -58,6 +61,7 @@ class TimingOptions:
     min_time_s: float = 0.2
     min_sample_ms: float = 10.0
     noisy_spread: float = 0.25
+    interleave: bool = True
     rtol: float = 1e-3
     atol: float = 1e-4
     end_to_end: bool = True
@@ -153,12 +157,26 @@ def interleaved(
         loops = max(1, math.ceil(opts.min_sample_ms / max(one, 1e-6)))
     a: list[float] = []
     b: list[float] = []
+    if not opts.interleave:
+        return _block(eager, clock, loops, opts), _block(compiled, clock, loops, opts)
     while len(a) < opts.repeats:
         a.append(clock.time_ms(eager, loops))
         b.append(clock.time_ms(compiled, loops))
         if len(a) >= 5 and min(sum(a), sum(b)) * loops >= opts.min_time_s * 1000:
             break
     return a, b
+
+
+def _block(fn: Callable[[], Any], clock: _Clock, loops: int, opts: TimingOptions) -> list[float]:
+    """Samples of one side back to back, after a warm-up of its own."""
+    for _ in range(opts.warmup):
+        fn()
+    out: list[float] = []
+    while len(out) < opts.repeats:
+        out.append(clock.time_ms(fn, loops))
+        if len(out) >= 5 and sum(out) * loops >= opts.min_time_s * 1000:
+            break
+    return out
 
 
 def compare_outputs(expected: Any, got: Any, rtol: float, atol: float) -> tuple[float, float, bool]:
