@@ -13,7 +13,7 @@ import torch
 from dynscope import _torch
 from dynscope.assemble import build_report
 from dynscope.backend import RecordingBackend
-from dynscope.coverage import CoverageRecorder
+from dynscope.coverage import CoverageRecorder, coverage_of
 from dynscope.errors import CaptureError, InputError
 from dynscope.model import Report
 from dynscope.trace import TraceCollector
@@ -78,8 +78,9 @@ class Capture:
             title=self.title,
             calls=self.calls,
         )
-        if self._coverage is not None:
-            rep = replace(rep, coverage=self._coverage.result())
+        counts = self._coverage.counts() if self._coverage is not None else None
+        if counts is not None:
+            rep = replace(rep, coverage=coverage_of(rep, counts))
         return rep
 
     @property

@@ -5,7 +5,7 @@ The recording backend marks each graph run with ``record_function("dynscope::gra
 Top-level aten ops (those not called from another aten op, so ``linear`` counts once, not
 again for its ``addmm``) are then sorted three ways: under a graph marker -> in graphs;
 under Dynamo's compile-time events ("... (dynamo_timed)": fake-tensor tracing) -> ignored;
-anything else -> ran eagerly between graphs.
+anything else -> ran eagerly between graphs, tied to the graph break it ran at.
 """
 
 from __future__ import annotations
@@ -13,16 +13,29 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from dynscope.model import Coverage
+from dynscope.model import Coverage, Report
 
 GRAPH_MARK = "dynscope::graph"
 _COMPILE_SUFFIX = "(dynamo_timed)"
 
 
+_REGION = "Torch-Compiled Region: "
+
+
+@dataclass(frozen=True)
+class OpCounts:
+    """What the profiler saw, before eager ops are tied to break sites."""
+
+    in_graphs: int
+    eager: Counter[tuple[str, str]]  # (PyTorch's compile id of the frame running, op) -> count
+
+
 class CoverageRecorder:
-    """Profiles the calls; ``result()`` gives the Coverage afterwards."""
+    """Profiles the calls; ``counts()`` gives what ran where afterwards."""
 
     def __init__(self) -> None:
         self._prof: Any = None
@@ -45,39 +58,72 @@ class CoverageRecorder:
                 yield
         self._prof = prof
 
-    def result(self) -> Coverage | None:
-        """The coverage, or None when nothing was recorded."""
+    def counts(self) -> OpCounts | None:
+        """Ops in graphs and eager ops by frame, or None when nothing was recorded."""
         if self._prof is None:
             return None
-        return coverage_from_events(self._prof.events())
+        return counts_from_events(self._prof.events())
 
 
-def _kind(event: Any) -> str:
+def _where(event: Any) -> tuple[str, str]:
+    """("graph" | "compile" | "eager", compile id of the innermost compiled frame running)."""
+    region = ""
     parent = event.cpu_parent
     while parent is not None:
         name = parent.name
         if name == GRAPH_MARK:
-            return "graph"
+            return "graph", region
         if name.endswith(_COMPILE_SUFFIX):
-            return "compile"
+            return "compile", region
+        if not region and name.startswith(_REGION):
+            region = name[len(_REGION):].strip()
         parent = parent.cpu_parent
-    return "eager"
+    return "eager", region
 
 
-def coverage_from_events(events: Any) -> Coverage:
-    """Coverage from profiler FunctionEvents (see the module docstring)."""
+def counts_from_events(events: Any) -> OpCounts:
+    """Sort top-level aten ops (see the module docstring) into graph and eager ones."""
     in_graphs = 0
-    eager: Counter[str] = Counter()
+    eager: Counter[tuple[str, str]] = Counter()
     for ev in events:
         if not ev.name.startswith("aten::"):
             continue
         parent = ev.cpu_parent
         if parent is not None and parent.name.startswith("aten::"):
             continue  # called by another aten op: counted through its caller
-        kind = _kind(ev)
+        kind, region = _where(ev)
         if kind == "graph":
             in_graphs += 1
         elif kind == "eager":
-            eager[ev.name] += 1
-    sites = tuple(sorted(eager.items(), key=lambda kv: (-kv[1], kv[0])))
-    return Coverage(ops_in_graphs=in_graphs, ops_eager=sum(eager.values()), eager_sites=sites)
+            eager[(region, ev.name)] += 1
+    return OpCounts(in_graphs=in_graphs, eager=eager)
+
+
+def coverage_of(rep: Report, counts: OpCounts) -> Coverage:
+    """Coverage with each eager op tied to where it ran.
+
+    An eager op that ran while a compiled frame was running belongs to that frame's graph
+    break (a frame ends at its break; the op ran between the graph and the resume
+    function): it is listed at the break's ``file:line``. Ops of frames Dynamo gave up on,
+    or of code outside any compiled frame, are listed by that frame or as "outside
+    compiled frames".
+    """
+    report_id = {f.torch_compile_id: f.compile_id for f in rep.frames}
+    frames = {f.compile_id: f for f in rep.frames}
+    site_of: dict[str, str] = {}
+    for b in rep.breaks:
+        for cid in b.compile_ids:
+            site_of.setdefault(cid, b.location)
+    sites: Counter[str] = Counter()
+    for (region, op), n in counts.eager.items():
+        cid = report_id.get(region, "")
+        if cid in site_of:
+            where = site_of[cid]
+        elif cid in frames:
+            f = frames[cid]
+            where = f"{Path(f.filename).name}:{f.lineno} {f.function}"
+        else:
+            where = "outside compiled frames"
+        sites[f"{where} {op}"] += n
+    ordered = tuple(sorted(sites.items(), key=lambda kv: (-kv[1], kv[0])))
+    return Coverage(ops_in_graphs=counts.in_graphs, ops_eager=sum(sites.values()), eager_sites=ordered)

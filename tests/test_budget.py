@@ -55,15 +55,22 @@ def test_coverage_known_values() -> None:
     model, calls = BY_NAME["item_break"].make()
     cov = dynscope.report(model, calls=calls).coverage
     assert (cov.ops_in_graphs, cov.ops_eager, cov.ratio) == (3, 1, 0.75)
-    assert cov.eager_sites == (("aten::item", 1),)
+    assert cov.eager_sites == (("programs.py:67 aten::item", 1),), "tied to the .item() break's line"
     # A disabled function: its one multiply runs eagerly between two graphs -> 2/3.
     model, calls = BY_NAME["disabled_break"].make()
     cov = dynscope.report(model, calls=calls).coverage
     assert (cov.ops_in_graphs, cov.ops_eager) == (2, 1)
+    assert cov.eager_sites == (("programs.py:112 aten::mul", 1),)
     # A break in a loop: the frame falls back, all three adds run eagerly -> 0.
     model, calls = BY_NAME["loop_print"].make()
     cov = dynscope.report(model, calls=calls).coverage
     assert (cov.ops_in_graphs, cov.ops_eager, cov.ratio) == (0, 3, 0.0)
+    assert cov.eager_sites == (("outside compiled frames aten::add", 3),)
+    # Training: backward runs eagerly (the eager inner backend compiles no backward graph),
+    # tied to the loss.backward() line that broke the graph.
+    model, calls = BY_NAME["train_step"].make()
+    cov = dynscope.report(model, calls=calls).coverage
+    assert {site.split(" ")[0] for site, _ in cov.eager_sites} == {"programs.py:168"}
 
 
 def test_min_coverage_budget() -> None:
