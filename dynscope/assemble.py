@@ -200,14 +200,11 @@ def _graph(
     name: tuple[str, str, int] | None,
 ) -> Graph:
     func, filename, lineno = name or ("", "", 0)
+    where: dict[str, Any] = {"id": gid, "compile_id": cid, "frame": func, "filename": filename, "lineno": lineno}
     if rec is not None:
         d = rec.data
         return Graph(
-            id=gid,
-            compile_id=cid,
-            frame=func,
-            filename=filename,
-            lineno=lineno,
+            **where,
             node_count=d["node_count"],
             op_count=d["op_count"],
             op_counts=d["op_counts"],
@@ -221,11 +218,7 @@ def _graph(
         )
     op_counts = op_counts_from_code(trace_code)
     return Graph(
-        id=gid,
-        compile_id=cid,
-        frame=func,
-        filename=filename,
-        lineno=lineno,
+        **where,
         node_count=0,
         op_count=sum(n for _, n in op_counts),
         op_counts=op_counts,
