@@ -136,6 +136,17 @@ def timing_section(rep: Report) -> str:
     )
 
 
+def guards_line(rep: Report) -> str:
+    """One line: how many guards, on how many compiles, of which kinds (most first)."""
+    kinds: dict[str, int] = {}
+    for g in rep.guards:
+        kinds[g.kind] = kinds.get(g.kind, 0) + 1
+    top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{k} {n}" for k, n in top[:5]) + (", ..." if len(top) > 5 else "")
+    compiles = len({g.compile_id for g in rep.guards})
+    return f"{_plural(len(rep.guards), 'guard')} on {_plural(compiles, 'compile')}: {shown}"
+
+
 def render_summary(rep: Report) -> str:
     """The whole terminal summary. Deterministic for a given report."""
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
@@ -157,6 +168,8 @@ def render_summary(rep: Report) -> str:
         for f in failed:
             out.append(f"    {f.compile_id} {f.function} ({Path(f.filename).name}:{f.lineno}): {_clip(f.fail_reason.splitlines()[0] if f.fail_reason else '', 80)}")
         out.append("")
+    if rep.guards:
+        out += ["Guards", "    " + guards_line(rep), ""]
     if rep.coverage is not None:
         c = rep.coverage
         out.append(f"Coverage: {c.ratio:.1%} of torch ops ran in graphs ({c.ops_in_graphs} in graphs, {c.ops_eager} eager)")
