@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dynscope  # noqa: E402
 from dynscope import _torch  # noqa: E402
+from dynscope.backend import RecordingBackend  # noqa: E402
 from dynscope.timing import time_graph  # noqa: E402
 
 ROUNDS = 5
@@ -61,9 +62,11 @@ def main() -> None:
     print(f"{'model':20s} {'graph':>5s} {'side':>8s} {'dynscope ms':>12s} {'independent ms':>15s} {'ratio':>6s}")
     for name, model, x in models(device):
         # Capture once; dynscope's timer and the independent one time the same records.
-        with torch.no_grad(), dynscope.capture() as cap:
-            torch.compile(model, backend=cap.backend)(x)
-        for gid, rec in enumerate(cap.backend.graphs):
+        backend = RecordingBackend(keep_inputs=True)
+        with torch.no_grad():
+            torch.compile(model, backend=backend)(x)
+        torch._dynamo.reset()
+        for gid, rec in enumerate(backend.graphs):
             gm = copy.deepcopy(rec.module)
             inputs = rec.example_inputs
             with torch.no_grad():

@@ -19,7 +19,7 @@ class RecordedGraph:
 
     compile_id: str  # "" when Dynamo gave no compile context
     module: torch.fx.GraphModule
-    example_inputs: list[Any]  # the real tensors Dynamo passed; kept for timing
+    example_inputs: list[Any]  # the real tensors Dynamo passed (report() keeps them for timing)
     data: dict[str, Any]  # plain data from fxgraph.extract
     runs: int = 0  # times the compiled graph ran (counted when the backend counts)
 
@@ -66,7 +66,12 @@ class RecordingBackend:
     """
 
     def __init__(
-        self, inner: str | Callable[..., Any] = "eager", *, count_runs: bool = False, mark_runs: bool = False
+        self,
+        inner: str | Callable[..., Any] = "eager",
+        *,
+        count_runs: bool = False,
+        mark_runs: bool = False,
+        keep_inputs: bool = False,
     ) -> None:
         self.inner_name = inner if isinstance(inner, str) else getattr(inner, "__name__", "custom")
         self._inner = resolve_inner(inner)
@@ -76,6 +81,9 @@ class RecordingBackend:
         self.mark_runs = mark_runs
         # With count_runs, each graph's runs are counted (report(): timing needs them).
         self.count_runs = count_runs
+        # Example inputs are real tensors (activations included): keep them only when
+        # timing may need them, so watching a long training loop holds no extra memory.
+        self.keep_inputs = keep_inputs
         # torch.compile names backends by __name__ in its logs and cache keys.
         self.__name__ = "dynscope"
 
@@ -83,7 +91,7 @@ class RecordingBackend:
         record = RecordedGraph(
             compile_id=_torch.current_compile_id(),
             module=gm,
-            example_inputs=list(example_inputs),
+            example_inputs=list(example_inputs) if self.keep_inputs else [],
             data=extract(gm, example_inputs),
         )
         self.graphs.append(record)

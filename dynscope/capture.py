@@ -44,7 +44,7 @@ class Capture:
         _coverage: CoverageRecorder | None = None,
     ) -> None:
         self.backend = RecordingBackend(
-            inner, count_runs=_for_report, mark_runs=_coverage is not None
+            inner, count_runs=_for_report, mark_runs=_coverage is not None, keep_inputs=_for_report
         )
         self._coverage = _coverage
         self.title = title

@@ -96,6 +96,13 @@ class Node:
         """True for nodes that compute (not inputs, outputs or attribute reads)."""
         return self.op in ("call_function", "call_method", "call_module")
 
+    @property
+    def is_param(self) -> bool:
+        """True for parameter/buffer inputs Dynamo lifted into the graph, and attribute reads."""
+        return self.op == "get_attr" or (
+            self.op == "placeholder" and ("_parameters_" in self.name or "_buffers_" in self.name)
+        )
+
 
 @dataclass(frozen=True)
 class StackFrame:
@@ -187,6 +194,17 @@ class Graph:
     def is_resume(self) -> bool:
         """True when the graph belongs to a resume function Dynamo made after a break."""
         return self.frame.startswith("torch_dynamo_resume_in_")
+
+    def user_inputs(self) -> tuple[tuple[TensorMeta, ...], int]:
+        """(inputs that are not parameters or buffers, number of parameter/buffer inputs).
+
+        Known only for graphs with node data; otherwise all inputs count as user inputs.
+        """
+        placeholders = [n for n in self.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(self.inputs):
+            return self.inputs, 0
+        user = tuple(m for n, m in zip(placeholders, self.inputs, strict=True) if not n.is_param)
+        return user, len(self.inputs) - len(user)
 
     def op_count_of(self, target: str) -> int:
         """How many nodes call ``target``."""

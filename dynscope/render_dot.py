@@ -69,12 +69,6 @@ def _ident(name: str) -> str:
     return "n_" + re.sub(r"\W", "_", name)
 
 
-def _is_param(node: Node) -> bool:
-    return node.op == "get_attr" or (
-        node.op == "placeholder" and ("_parameters_" in node.name or "_buffers_" in node.name)
-    )
-
-
 def _shape(node: Node) -> str:
     return ", ".join(m.describe() for m in node.outputs[:2]) + (" ..." if len(node.outputs) > 2 else "")
 
@@ -120,7 +114,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     lines.append(f"  label={quote(title)}; labelloc=t; fontname=\"Helvetica\";")
 
     by_name = {n.name: n for n in graph.nodes}
-    hidden = {n.name for n in graph.nodes if opts.fold_params and _is_param(n)}
+    hidden = {n.name for n in graph.nodes if opts.fold_params and n.is_param}
     # Collapsed modules: nodes deeper than `depth` are drawn as one node per module path.
     collapsed: dict[str, str] = {}  # node name -> collapsed node id
     collapsed_info: dict[str, tuple[str, str, Counter[str]]] = {}
@@ -174,7 +168,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
 
 def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node]) -> str:
     if n.op == "placeholder":
-        category = "parameter" if _is_param(n) else "input"
+        category = "parameter" if n.is_param else "input"
         label = f"{n.name}\\n{_shape(n)}"
         shape = "ellipse"
     elif n.op == "output":

@@ -38,10 +38,13 @@ def totals_line(rep: Report) -> str:
 
 
 def _inputs(graph: Graph, limit: int = 3) -> str:
-    tensors = [m.describe() for m in graph.inputs]
-    text = ", ".join(tensors[:limit])
-    if len(tensors) > limit:
-        text += f", +{len(tensors) - limit}"
+    """The graph's own inputs first; parameters and buffers only counted."""
+    user, params = graph.user_inputs()
+    text = ", ".join(m.describe() for m in user[:limit])
+    if len(user) > limit:
+        text += f", +{len(user) - limit}"
+    if params:
+        text += f" (+{params} params)" if text else f"{params} params"
     return text
 
 

@@ -10,9 +10,17 @@ import torch
 print(f"torch {torch.__version__}, cuda available: {torch.cuda.is_available()}",
       f"({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "")
 PY
-# dynscope's own dependencies, without letting pip replace the machine's torch.
-"$PY" -m pip install -q --no-deps -e . >/dev/null 2>&1 || export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-"$PY" -m pip install -q networkx graphviz tabulate pytest hypothesis >/dev/null 2>&1 || true
+# dynscope's own dependencies, without letting pip replace the machine's torch. A GPU
+# machine may have no network: prepare a wheelhouse beside the checkout first with
+#   pip download -d .wheels networkx graphviz tabulate pytest hypothesis pillow
+# and bring .wheels along; it is used when present.
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if [ -d .wheels ]; then
+  "$PY" -m pip install -q --no-index --find-links .wheels networkx graphviz tabulate pytest hypothesis >/dev/null 2>&1
+else
+  "$PY" -m pip install -q networkx graphviz tabulate pytest hypothesis >/dev/null 2>&1
+fi
+"$PY" -c "import networkx, graphviz, tabulate, pytest" || { echo "missing dependencies: see the comment above"; exit 1; }
 echo "== CUDA tests"
 timeout 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_corpus.py -k "cuda or corpus_program" 2>&1 | tail -5
 echo "== CUDA timing benchmark (dynscope vs triton.testing.do_bench)"
