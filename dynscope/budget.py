@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dynscope.errors import CompileBudgetError, InputError
 from dynscope.model import Report
 
@@ -76,10 +74,3 @@ def check_budget(rep: Report, **limits: int | float | None) -> None:
             head + "\n" + "\n".join(problems), report=rep, problems=problems
         )
 
-
-def short_path(path: str) -> str:
-    """A path relative to the working folder when it lies below it."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return path

@@ -77,11 +77,3 @@ def _event_name(metadata: dict[str, Any]) -> str | None:
         return str(artifact["name"])
     return None
 
-
-def compile_sort_key(compile_id: str) -> tuple[int, int]:
-    """Sort key for "frame/compile" ids."""
-    try:
-        frame, comp = compile_id.split("/", 1)
-        return int(frame), int(comp)
-    except ValueError:
-        return (1 << 30, 0)
