@@ -54,17 +54,33 @@ def _nearest(sources: dict[int, str], depth: int) -> str:
     return ""
 
 
+_PREFIX = re.compile(r"^\d+/\d+:\s*")
+
+
 def parse_recompile_reasons(payload: str) -> tuple[str, ...]:
-    """Failed-guard texts from a ``recompile_reasons`` artifact, without "F/C: " prefixes."""
+    """Failed-guard texts from a ``recompile_reasons`` artifact.
+
+    The payload is a JSON list (several failed cache entries) or plain text (one). Each
+    reason starts "F/C: <guard>" and may go on with "User stack trace:" lines; the guard
+    line is kept, without its "F/C: " prefix, once per distinct guard.
+    """
     try:
         data = json.loads(payload)
     except ValueError:
         data = None
-    items = data if isinstance(data, list) else payload.splitlines()
+    if isinstance(data, list):
+        blocks = [str(item) for item in data]
+    else:
+        blocks = []
+        for line in payload.splitlines():
+            if _PREFIX.match(line) or not blocks:
+                blocks.append(line)
+            else:
+                blocks[-1] += "\n" + line
     out: list[str] = []
-    for item in items:
-        text = str(item).strip()
-        text = re.sub(r"^\d+/\d+:\s*", "", text)
+    for block in blocks:
+        first = block.strip().splitlines()[0] if block.strip() else ""
+        text = _PREFIX.sub("", first).strip()
         if text and text not in out:
             out.append(text)
     return tuple(out)
@@ -93,7 +109,7 @@ _EXPLAIN: tuple[tuple[re.Pattern[str], str], ...] = (
      "input {n} changed requires_grad (compiled for requires_grad={a})"),
     (re.compile(r"tensor '(?P<n>[^']+)' rank mismatch\. expected (?P<a>\d+), actual (?P<b>\d+)"),
      "input {n} changed number of dims: compiled for {a}, called with {b}"),
-    (re.compile(r"^(?P<n>L\['[^']+'\]) == (?P<a>.+)$"),
+    (re.compile(r"^(?P<n>L\['[^']+'\]|[A-Za-z_]\w*) == (?P<a>.+)$"),
      "Python value {n} changed: the graph was specialised to {n} == {a}"),
     (re.compile(r"^len\((?P<n>L\['[^']+'\])\) == (?P<a>\d+)$"),
      "length of {n} changed: compiled for {a} items"),
@@ -114,13 +130,20 @@ def explain_reason(reason: str) -> str:
     PyTorch appends ``  # user code  # file:line in function`` to some guards; that part
     becomes "(from `code` at file:line)".
     """
-    expr, _, comment = reason.partition("  # ")
-    expr = expr.strip()
+    parts = re.split(r"\s+#\s", reason, maxsplit=1)
+    expr, comment = parts[0].strip(), (parts[1] if len(parts) > 1 else "").strip()
     origin = ""
     if comment:
-        code, _, loc = comment.partition("  # ")
+        if comment.startswith("#"):  # no code, only "# file:line in function"
+            code, loc = "", comment.lstrip("# ")
+        else:
+            pieces = re.split(r"\s+#\s", comment, maxsplit=1)
+            code, loc = pieces[0].strip(), (pieces[1] if len(pieces) > 1 else "")
         loc = loc.split(" (", 1)[0].strip()
-        origin = f" (from `{code.strip()}` at {loc})" if loc else f" (from `{code.strip()}`)"
+        if code and loc:
+            origin = f" (from `{code}` at {loc})"
+        elif code or loc:
+            origin = f" (from `{code}`)" if code else f" (at {loc})"
     for pattern, template in _EXPLAIN:
         m = pattern.search(expr)
         if m:

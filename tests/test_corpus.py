@@ -113,3 +113,22 @@ def test_graph_contents_from_the_backend() -> None:
     frame = next(f for f in rep.frames if f.compile_id == g.compile_id)
     assert frame.op_count == g.op_count, "PyTorch's own op count agrees"
     assert rep.guards and any(gd.kind == "TENSOR_MATCH" and gd.source == "L['x']" for gd in rep.guards)
+
+
+def test_recompile_limit_hit() -> None:
+    """Past the recompile limit Dynamo stops compiling; the report says so plainly."""
+    from tests.corpus.programs import scalar_fn
+
+    with torch._dynamo.config.patch(recompile_limit=3, automatic_dynamic_shapes=False):
+        rep = dynscope.report(scalar_fn, calls=[(_ones(), n) for n in range(6)])
+    assert rep.graph_count == 3 and rep.recompile_count == 3
+    assert all("\n" not in reason for r in rep.recompiles for reason in r.reasons)
+    assert rep.recompiles[0].explained[0].startswith("Python value n changed: the graph was specialised to n == 0")
+    assert len(rep.recompiles[-1].reasons) == 3, "the third recompile failed three cached guards"
+    (failed,) = [f for f in rep.frames if f.status == "failed"]
+    assert "recompile limit" in failed.fail_reason.lower()
+    assert "Frames that fell back to eager" in rep.summary()
+
+
+def _ones() -> torch.Tensor:
+    return torch.ones(4)

@@ -102,3 +102,10 @@ def test_classify_real_types() -> None:
     assert classify("Observed exception") == "observed exception"
     assert classify("Something new", "", "m2 = copy.deepcopy(m)") == "deepcopy"
     assert classify("Something new") == "other"
+
+
+def test_recompile_payload_with_user_stack() -> None:
+    one = '0/0: n == 0                                  #   # prog.py:3 in f\nUser stack trace:\n  File "prog.py", line 3, in f'
+    assert parse_recompile_reasons(one) == ("n == 0                                  #   # prog.py:3 in f",)
+    assert explain_reason(parse_recompile_reasons(one)[0]) == (
+        "Python value n changed: the graph was specialised to n == 0 (at prog.py:3 in f)")
