@@ -11,6 +11,8 @@ anything else -> ran eagerly between graphs, tied to the graph break it ran at.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +26,31 @@ _COMPILE_SUFFIX = "(dynamo_timed)"
 
 
 _REGION = "Torch-Compiled Region: "
+
+
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Silence C++ writes to stderr for a moment.
+
+    The profiler's native code prints a line on every start, stop and toggle
+    ("USDT: ... profiler_start", "Toggling CPU activity ..."), which Python cannot filter.
+    File descriptor 2 points at /dev/null only for the duration of those calls.
+    """
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # stderr replaced (pytest capture, IDEs)
+        fd = 2
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), fd)
+            try:
+                yield
+            finally:
+                os.dup2(saved, fd)
+    finally:
+        os.close(saved)
 
 
 @dataclass(frozen=True)
@@ -48,14 +75,22 @@ class CoverageRecorder:
         from dynscope import _torch
 
         cpu = [ProfilerActivity.CPU]
-        with profile(activities=cpu, record_shapes=False) as prof:
+        prof = profile(activities=cpu, record_shapes=False)
+
+        def toggle(on: bool) -> None:
+            with quiet_native_stderr():
+                prof.toggle_collection_dynamic(on, cpu)
+
+        with quiet_native_stderr():
+            prof.start()
+        try:
             # Compiling runs thousands of fake-tensor ops; not recording them keeps the
             # profiler's cost to the calls themselves.
-            with _torch.around_compiles(
-                lambda: prof.toggle_collection_dynamic(False, cpu),
-                lambda: prof.toggle_collection_dynamic(True, cpu),
-            ):
+            with _torch.around_compiles(lambda: toggle(False), lambda: toggle(True)):
                 yield
+        finally:
+            with quiet_native_stderr():
+                prof.stop()
         self._prof = prof
 
     def counts(self) -> OpCounts | None:
