@@ -108,7 +108,7 @@ def _seen_codes() -> set[Any]:
     except ImportError:  # pragma: no cover
         return set()
     out = set()
-    for ref in list(input_codes.seen):
+    for ref in list(getattr(input_codes, "seen", ())):
         code = ref() if callable(ref) else ref
         if code is not None:
             out.add(code)
@@ -322,7 +322,10 @@ def around_compiles(on_start: Callable[[], None], on_end: Callable[[], None]) ->
     """
     try:
         from torch._dynamo.callback import callback_handler
-    except ImportError:  # pragma: no cover
+
+        register_start = callback_handler.register_start_callback
+        register_end = callback_handler.register_end_callback
+    except (ImportError, AttributeError):  # pragma: no cover - older torch: no pausing
         yield
         return
 
@@ -332,8 +335,8 @@ def around_compiles(on_start: Callable[[], None], on_end: Callable[[], None]) ->
     def end(*_: Any) -> None:
         on_end()
 
-    callback_handler.register_start_callback(start)
-    callback_handler.register_end_callback(end)
+    register_start(start)
+    register_end(end)
     try:
         yield
     finally:
