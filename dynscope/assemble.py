@@ -119,8 +119,7 @@ def build_report(
         cid = ev.compile_id
         if ev.name == "dynamo_output_graph" and cid not in used:
             used.add(cid)
-            rec = by_cid.get(cid)
-            graphs.append(_graph(len(graphs), cid, rec, ev.payload, names.get(cid)))
+            graphs.append(_graph(len(graphs), cid, by_cid.get(cid), ev.payload, names.get(cid)))
             graph_ids.setdefault(cid, []).append(graphs[-1].id)
         elif ev.name == "dynamo_start":
             stack = ev.metadata.get("stack") or []

@@ -236,8 +236,8 @@ def report(
                 cap.calls += 1
                 try:
                     compiled(*args, **kwargs)
-                except Exception as err:  # noqa: BLE001 - re-raised below with the report
-                    failure = (index, err)
+                except Exception as raised:  # noqa: BLE001 - re-raised below with the report
+                    failure = (index, raised)
                     break
     rep = cap.report
     if failure is not None:

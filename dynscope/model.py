@@ -541,7 +541,7 @@ def _from_plain(tp: Any, data: Any, where: str) -> Any:
                 continue  # missing optional fields take their defaults
             kwargs[f.name] = _from_plain(hints[f.name], data[f.name], f"{where}.{f.name}")
         try:
-            return tp(**kwargs)
+            return tp(**kwargs)  # type: ignore[operator]  # tp is a dataclass type here
         except TypeError as err:
             raise SchemaError(f"{where}: {err}") from err
     if tp is float:

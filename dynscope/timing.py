@@ -376,10 +376,7 @@ def time_report(
         if opts.end_to_end:
             for mode in mode_list:
                 say(f"whole program, mode {mode}")
-                in_graphs = sum(
-                    (g.timing_for(mode).compiled_ms * g.runs)  # type: ignore[union-attr]
-                    for g in graphs
-                    if g.timing_for(mode) is not None and not g.timing_for(mode).failed  # type: ignore[union-attr]
-                )
+                timed = [(g.timing_for(mode), g.runs) for g in graphs]
+                in_graphs = sum(t.compiled_ms * runs for t, runs in timed if t is not None and not t.failed)
                 e2e.append(time_end_to_end(model, calls, mode, opts, in_graphs))
     return replace(rep, graphs=tuple(graphs), timing=tuple(e2e))
