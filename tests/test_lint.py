@@ -1,4 +1,4 @@
-"""The code base passes ruff (configured in pyproject.toml)."""
+"""The code base passes ruff and mypy (configured in pyproject.toml)."""
 
 import subprocess
 import sys
@@ -10,6 +10,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_ruff_clean() -> None:
     res = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "dynscope", "tests", "examples", "benchmarks"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_mypy_clean() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "mypy", "dynscope", "--no-error-summary"],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert res.returncode == 0, res.stdout + res.stderr
