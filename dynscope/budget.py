@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from dynscope.errors import CompileBudgetError, InputError
 from dynscope.model import Report
-
-
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
+from dynscope.render_text import plural
 
 
 def _limit(name: str, value: int | float | None) -> None:
@@ -34,7 +31,7 @@ def budget_problems(
     problems: list[str] = []
     if max_graph_breaks is not None and rep.break_count > max_graph_breaks:
         lines = [
-            f"{_n(rep.break_count, 'graph break')} at {_n(len(rep.breaks), 'site')} "
+            f"{plural(rep.break_count, 'graph break')} at {plural(len(rep.breaks), 'site')} "
             f"(budget: {max_graph_breaks}):"
         ]
         for b in rep.breaks:
@@ -44,12 +41,12 @@ def budget_problems(
             lines.append(f"      fix: {b.fix}")
         problems.append("\n".join(lines))
     if max_recompiles is not None and rep.recompile_count > max_recompiles:
-        lines = [f"{_n(rep.recompile_count, 'recompile')} (budget: {max_recompiles}):"]
+        lines = [f"{plural(rep.recompile_count, 'recompile')} (budget: {max_recompiles}):"]
         for r in rep.recompiles:
             lines.append(f"  {r.compile_id} {r.frame}: " + "; ".join(r.explained or r.reasons))
         problems.append("\n".join(lines))
     if max_graphs is not None and rep.graph_count > max_graphs:
-        problems.append(f"{_n(rep.graph_count, 'graph')} (budget: {max_graphs})")
+        problems.append(f"{plural(rep.graph_count, 'graph')} (budget: {max_graphs})")
     if min_coverage is not None:
         if rep.coverage is None:
             problems.append("coverage was not measured; use dynscope.report() / assert_compiles()")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dynscope.model import Graph, Node, Report
+from dynscope.render_text import plural
 
 #: op category -> fill colour. Fixed: the docs and the HTML legend show the same.
 PALETTE: dict[str, str] = {
@@ -214,7 +215,10 @@ def _clusters(tree: dict[tuple[tuple[str, str], ...], list[str]]) -> list[str]:
 
 def program_to_dot(rep: Report) -> str:
     """The whole call: frames in order, graphs as boxes, breaks between them, recompiles beside."""
-    title = f"{rep.title or 'program'}: {rep.graph_count} graphs, {rep.break_count} breaks, {rep.recompile_count} recompiles"
+    title = (
+        f"{rep.title or 'program'}: {plural(rep.graph_count, 'graph')}, "
+        f"{plural(rep.break_count, 'break')}, {plural(rep.recompile_count, 'recompile')}"
+    )
     lines = [
         'digraph "program" {',
         "  rankdir=TB; nodesep=0.4; ranksep=0.35;",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dynscope.model import Graph, Report
 from dynscope.render_dot import PALETTE
-from dynscope.render_text import totals_line
+from dynscope.render_text import plural, totals_line
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
@@ -227,7 +227,7 @@ def render_html(
 <main>
 <section><h2>Program</h2><p>Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes recompiled variants (with the guard that failed).</p>
 <div class="svgbox" id="program-view">{program}</div></section>
-<section><h2>Graph breaks ({rep.break_count} events at {len(rep.breaks)} sites)</h2>{_breaks(rep)}</section>
+<section><h2>Graph breaks ({plural(rep.break_count, "event")} at {plural(len(rep.breaks), "site")})</h2>{_breaks(rep)}</section>
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
 {cov}{_end_to_end(rep)}
 <section><h2>Guards</h2>{_guards(rep)}</section>

@@ -10,7 +10,8 @@ from tabulate import tabulate
 from dynscope.model import Graph, Report
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
+    """"1 graph", "2 graphs"."""
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
@@ -25,12 +26,12 @@ def _ms(value: float) -> str:
 def totals_line(rep: Report) -> str:
     """One line of totals."""
     parts = [
-        _plural(rep.graph_count, "graph"),
-        f"{_plural(rep.break_count, 'graph break')} at {_plural(len(rep.breaks), 'site')}",
-        _plural(rep.recompile_count, "recompile"),
+        plural(rep.graph_count, "graph"),
+        f"{plural(rep.break_count, 'graph break')} at {plural(len(rep.breaks), 'site')}",
+        plural(rep.recompile_count, "recompile"),
     ]
     if rep.resume_count:
-        parts.append(_plural(rep.resume_count, "resume frame"))
+        parts.append(plural(rep.resume_count, "resume frame"))
     if rep.coverage is not None:
         parts.append(f"coverage {rep.coverage.ratio:.0%}")
     parts.append(f"compile {rep.compile_time.total_s:.2f} s")
@@ -117,7 +118,7 @@ def compile_time_section(rep: Report) -> str:
     text = f"total {t.total_s:.3f} s (dynamo {t.dynamo_s:.3f} s, backend {t.backend_s:.3f} s"
     if t.inductor_s:
         text += f", inductor {t.inductor_s:.3f} s"
-    return text + f") over {_plural(len(rep.frames), 'frame compile')}"
+    return text + f") over {plural(len(rep.frames), 'frame compile')}"
 
 
 def timing_section(rep: Report) -> str:
@@ -147,7 +148,7 @@ def guards_line(rep: Report) -> str:
     top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
     shown = ", ".join(f"{k} {n}" for k, n in top[:5]) + (", ..." if len(top) > 5 else "")
     compiles = len({g.compile_id for g in rep.guards})
-    return f"{_plural(len(rep.guards), 'guard')} on {_plural(compiles, 'compile')}: {shown}"
+    return f"{plural(len(rep.guards), 'guard')} on {plural(compiles, 'compile')}: {shown}"
 
 
 def render_summary(rep: Report) -> str:
@@ -157,7 +158,7 @@ def render_summary(rep: Report) -> str:
     out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)", ""]
     if rep.breaks:
         out += [
-            f"Graph breaks ({_plural(rep.break_count, 'event')} at {_plural(len(rep.breaks), 'site')})",
+            f"Graph breaks ({plural(rep.break_count, 'event')} at {plural(len(rep.breaks), 'site')})",
             breaks_section(rep),
             "",
         ]
