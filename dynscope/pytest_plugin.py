@@ -89,11 +89,14 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
     limits = budget_from_marker(mark)
     import dynscope
 
-    with dynscope.capture(title=item.nodeid) as cap:
-        result = yield
-    rep = cap.report
-    item.config.stash[_STATE].watched.append((item.nodeid, rep))
-    rep.check(**limits)
+    cap = dynscope.capture(title=item.nodeid)
+    try:
+        with cap:
+            result = yield
+    finally:
+        # Kept for --dynscope-report even when the test itself failed.
+        item.config.stash[_STATE].watched.append((item.nodeid, cap.report))
+    cap.report.check(**limits)
     return result
 
 

@@ -124,7 +124,7 @@ def test_plugin_passing_budget_and_report_folder(pytester: pytest.Pytester) -> N
 
 def test_plugin_failing_budget_message(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bad=FAILING)
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dynscope-report", "out")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*CompileBudgetError: compile budget exceeded for test_bad.py::test_breaks*",
@@ -133,6 +133,8 @@ def test_plugin_failing_budget_message(pytester: pytest.Pytester) -> None:
         '*print("side effect")*',
         "*fix: print/logging inside the compiled region*",
     ])
+    rep = dynscope.load(pytester.path / "out" / "test_bad.py_test_breaks" / "report.json")
+    assert rep.break_count == 1, "a failing test's report is written too"
 
 
 def test_plugin_bad_marker_keyword(pytester: pytest.Pytester) -> None:
