@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch._dynamo.repro.after_dynamo  # noqa: F401  (see below)
 
 import dynscope
+
+# pytester runs the inner sessions in this process and afterwards drops every module first
+# imported inside them; Inductor's modules register global cache artifacts on import and
+# fail on a second import. Loading Dynamo's backend machinery here keeps inner runs from
+# importing it at all.
 from tests.corpus.programs import MLP, PROGRAMS, PrintModel, _x
 
 BY_NAME = {p.name: p for p in PROGRAMS}
