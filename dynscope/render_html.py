@@ -113,6 +113,22 @@ def _recompiles(rep: Report) -> str:
     return f"<table><tr><th>compile</th><th>function</th><th>failed guard</th></tr>{rows}</table>"
 
 
+def _fallbacks(rep: Report) -> str:
+    failed = [f for f in rep.frames if f.status == "failed"]
+    if not failed:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{_e(f.compile_id)}</code></td><td>{_e(f.function)}</td>"
+        f"<td><code>{_e(Path(f.filename).name)}:{f.lineno}</code></td><td>{_e(f.fail_reason.splitlines()[0] if f.fail_reason else '')}</td></tr>"
+        for f in failed
+    )
+    return (
+        "<section><h2>Frames that fell back to eager</h2><p>Dynamo gave up on these functions; "
+        "they run eagerly, and only what they call is compiled.</p><table><tr><th>compile</th>"
+        f"<th>function</th><th>where</th><th>why</th></tr>{rows}</table></section>"
+    )
+
+
 def _guards(rep: Report) -> str:
     if not rep.guards:
         return "<p>No guards recorded.</p>"
@@ -229,7 +245,7 @@ def render_html(
 <div class="svgbox" id="program-view">{program}</div></section>
 <section><h2>Graph breaks ({plural(rep.break_count, "event")} at {plural(len(rep.breaks), "site")})</h2>{_breaks(rep)}</section>
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
-{cov}{_end_to_end(rep)}
+{_fallbacks(rep)}{cov}{_end_to_end(rep)}
 <section><h2>Guards</h2>{_guards(rep)}</section>
 <section><h2>Graphs ({rep.graph_count})</h2>{_legend()}</section>
 {graphs}

@@ -162,3 +162,10 @@ def test_trace_only_graph_renders() -> None:
     assert g.origin == "trace"
     root = ET.fromstring(g.to_svg())
     assert "known from the trace only" in " ".join(t.text or "" for t in root.iter(f"{SVG_NS}text"))
+
+
+def test_html_lists_frames_that_fell_back() -> None:
+    prog = next(p for p in PROGRAMS if p.name == "loop_print")
+    model, calls = prog.make()
+    html = dynscope.report(model, calls=calls).to_html(pictures=False)
+    assert "Frames that fell back to eager" in html and "loop_print_fn" in html
