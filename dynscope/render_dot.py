@@ -249,12 +249,15 @@ def program_to_dot(rep: Report) -> str:
         main_id = _box(lines, main_cid, graphs_by_cid.get(main_cid), frame_by_cid.get(main_cid))
         if previous:
             lines.append(f"  {previous} -> {main_id};")
+        # Recompiled variants in a row to the right, each reached by the guard that failed.
+        before = main_id
         for other in cids[1:]:
             vid = _box(lines, other, graphs_by_cid.get(other), frame_by_cid.get(other), variant=True)
             rec = recompile_by_cid.get(other)
             why = (rec.explained or rec.reasons)[0] if rec else "recompiled"
             lines.append(f"  {{ rank=same; {main_id}; {vid}; }}")
-            lines.append(f"  {main_id} -> {vid} [style=dashed, color=\"#b2182b\", label={quote(_wrap(why, 40))}];")
+            lines.append(f"  {before} -> {vid} [style=dashed, color=\"#b2182b\", label={quote(_wrap(why, 40))}];")
+            before = vid
         previous = main_id
         for cid in cids:
             for i in breaks_after.get(cid, []):
