@@ -6,8 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+PYTHON="${PYTHON:-python3}"
 need_apt=()
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
+"$PYTHON" -c "import ensurepip, venv" >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ "${DYNSCOPE_SKIP_BROWSER:-0}" != "1" ]; then
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 fi
@@ -25,7 +27,6 @@ pip_install() {
   return "${PIPESTATUS[0]}"
 }
 
-PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PYTHON" -m venv .venv
