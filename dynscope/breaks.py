@@ -37,17 +37,24 @@ class ParsedBreak:
 
 
 def parse_break(payload: str) -> ParsedBreak | None:
-    """Parse the text of one ``dynamo_graph_break_reason`` artifact; None if unrecognised."""
+    """Parse the text of one ``dynamo_graph_break_reason`` artifact; None if unrecognised.
+
+    The usual form starts "Graph break in user code at FILE:LINE" and has a "User code
+    traceback:" section. Other forms PyTorch emits (e.g. "Graph break: skip: from user
+    code at:" followed by the stack) are read too: the stack starts right after the first
+    line and its last frame is the reported location.
+    """
     lines = payload.splitlines()
-    if not lines:
+    if not lines or not lines[0].strip():
         return None
     header = _HEADER.match(lines[0].strip())
-    if header is None:
-        return None
     explanation, hints, gb_type = "", [], ""
     doc_url, gb_id = "", ""
     stack: list[StackFrame] = []
-    in_stack = False
+    # Without the usual header the user stack follows the first line directly.
+    in_stack = header is None
+    if header is None and not any(_FILE_LINE.match(ln) for ln in lines[1:]):
+        return None
     for i, raw in enumerate(lines[1:], start=1):
         line = raw.strip()
         if in_stack:
@@ -77,13 +84,19 @@ def parse_break(payload: str) -> ParsedBreak | None:
         # Short form: "Graph Break Reason: <type>" with no explanation block.
         reason = next((ln for ln in lines if ln.startswith("Graph Break Reason:")), "")
         gb_type = reason[len("Graph Break Reason:"):].strip()
+    if header is None:
+        gb_type = gb_type or lines[0].strip().rstrip(":")
+        last = stack[-1] if stack else StackFrame("", 0, "")
+        reported = (last.filename, last.lineno)
+    else:
+        reported = (header["file"], int(header["line"]))
     if gb_type and not gb_id:
         gb_id = _torch.gb_id_for_type(gb_type)
     if gb_type and not doc_url:
         doc_url = _torch.doc_url_for(gb_type, gb_id)
     return ParsedBreak(
-        reported_filename=header["file"],
-        reported_lineno=int(header["line"]),
+        reported_filename=reported[0],
+        reported_lineno=reported[1],
         gb_type=gb_type,
         explanation=explanation,
         hints=tuple(hints),

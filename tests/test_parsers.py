@@ -109,3 +109,22 @@ def test_recompile_payload_with_user_stack() -> None:
     assert parse_recompile_reasons(one) == ("n == 0                                  #   # prog.py:3 in f",)
     assert explain_reason(parse_recompile_reasons(one)[0]) == (
         "Python value n changed: the graph was specialised to n == 0 (at prog.py:3 in f)")
+
+
+def test_parse_break_other_form() -> None:
+    """Another form PyTorch emits: the stack right after the first line, no header."""
+    payload = (
+        "Graph break: skip: from user code at:\n"
+        '  File "/home/u/train.py", line 40, in <module>\n'
+        "    out = model(x)\n"
+        '  File "/home/u/model.py", line 12, in forward\n'
+        "    for i in range(3): print(i)\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/site-packages/torch/_dynamo/convert_frame.py", line 1, in x\n'
+    )
+    parsed = parse_break(payload)
+    assert parsed is not None
+    assert (parsed.reported_filename, parsed.reported_lineno) == ("/home/u/model.py", 12)
+    assert [f.lineno for f in parsed.user_stack] == [40, 12]
+    assert parsed.gb_type == "Graph break: skip: from user code at"
