@@ -156,6 +156,16 @@ def build_report(
     # known only from the trace, the exact counts from compilation_metrics.
     graphs = [_named(g, names.get(g.compile_id), metrics.get(g.compile_id)) for g in graphs]
 
+    # Torch versions without the recompile_reasons artifact still put the reason in
+    # compilation_metrics.
+    for cid, m in metrics.items():
+        if cid not in pending_reasons and m.get("recompile_reason"):
+            reasons = parse_recompile_reasons(str(m["recompile_reason"]))
+            if ignore_backend_mismatch:
+                reasons = tuple(r for r in reasons if not is_backend_mismatch(r))
+            if reasons:
+                pending_reasons[cid] = reasons
+
     for cid, reasons in pending_reasons.items():
         recompiles.append(
             Recompile(
