@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import linecache
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dynscope import _torch
 from dynscope.categories import classify, fix_for
@@ -200,6 +200,4 @@ def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak,
 
 
 def _with_event(site: GraphBreak, compile_id: str) -> GraphBreak:
-    from dataclasses import replace
-
     return replace(site, count=site.count + 1, compile_ids=(*site.compile_ids, compile_id))

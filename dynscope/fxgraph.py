@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from dynscope.model import Node, TensorMeta
+from dynscope.model import SHORT_DTYPES, Node, TensorMeta
 
 _OPS = ("call_function", "call_method", "call_module")
 
@@ -153,11 +153,7 @@ def readable_code(gm: torch.fx.GraphModule) -> str:
 _SIG = re.compile(r"def forward\(self,?(?P<args>.*?)\):", re.S)
 _ANNOT = re.compile(r'(?P<name>\w+): "(?P<ann>[^"]+)"')
 _TENSOR_ANN = re.compile(r"^(?P<dt>[a-z]+\d*)\[(?P<shape>[^\]]*)\]\[(?P<stride>[^\]]*)\](?P<dev>\S+)$")
-_DTYPES = {v: k for k, v in {
-    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
-    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
-    "bool": "b8", "complex64": "c64", "complex128": "c128",
-}.items()}
+_DTYPES = {short: name for name, short in SHORT_DTYPES.items()}  # "f32" -> "float32"
 
 
 def inputs_from_code(code: str) -> tuple[TensorMeta, ...]:

@@ -66,7 +66,7 @@ class TensorMeta:
         return self.kind
 
 
-_SHORT_DTYPES = {
+SHORT_DTYPES = {  # torch dtype name -> the short form PyTorch prints ("f32")
     "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
     "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
     "bool": "b8", "complex64": "c64", "complex128": "c128",
@@ -74,7 +74,7 @@ _SHORT_DTYPES = {
 
 
 def _short_dtype(dtype: str) -> str:
-    return _SHORT_DTYPES.get(dtype, dtype)
+    return SHORT_DTYPES.get(dtype, dtype)
 
 
 @dataclass(frozen=True)
@@ -309,6 +309,11 @@ class Frame:
     status: str = "compiled"  # "compiled", "empty" (no ops, so no graph) or "failed"
     fail_reason: str = ""  # why compiling failed or was skipped
     torch_compile_id: str = ""  # PyTorch's own id (process-wide; matches TORCH_LOGS / tlparse)
+
+    @property
+    def fail_summary(self) -> str:
+        """The first line of ``fail_reason`` ("" when the frame did not fail)."""
+        return self.fail_reason.splitlines()[0] if self.fail_reason else ""
 
     @property
     def is_resume(self) -> bool:

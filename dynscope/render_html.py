@@ -6,10 +6,11 @@ from file://. Every string that comes from user code or torch is escaped.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
 
-from dynscope.model import Graph, Report
+from dynscope.model import Graph, Report, Timing
 from dynscope.render_dot import PALETTE
 from dynscope.render_text import plural, totals_line
 
@@ -67,6 +68,13 @@ def _e(text: object) -> str:
     return escape(str(text), quote=True)
 
 
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """An HTML table; cells are HTML already (callers escape what they put in)."""
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
 def _svg_or_note(make_svg: object, pictures: bool) -> str:
     if not pictures:
         return '<p class="warn">Pictures need Graphviz\'s <code>dot</code> program (Debian/Ubuntu: ' \
@@ -77,13 +85,16 @@ def _svg_or_note(make_svg: object, pictures: bool) -> str:
 def _breaks(rep: Report) -> str:
     if not rep.breaks:
         return "<p>No graph breaks.</p>"
-    out = ["<table><tr><th>#</th><th>location</th><th>category</th><th>count</th><th>reason</th></tr>"]
-    for i, b in enumerate(rep.breaks, 1):
-        out.append(
-            f"<tr><td>{i}</td><td><code>{_e(b.location)}</code></td><td><span class=cat>{_e(b.category)}</span></td>"
-            f"<td>{b.count}</td><td>{_e(b.reason)}</td></tr>"
+    out = [
+        _table(
+            ["#", "location", "category", "count", "reason"],
+            (
+                [str(i), f"<code>{_e(b.location)}</code>", f"<span class=cat>{_e(b.category)}</span>",
+                 str(b.count), _e(b.reason)]
+                for i, b in enumerate(rep.breaks, 1)
+            ),
         )
-    out.append("</table>")
+    ]
     for i, b in enumerate(rep.breaks, 1):
         lines = []
         for n, text in b.excerpt or ((b.lineno, b.source),):
@@ -104,28 +115,31 @@ def _breaks(rep: Report) -> str:
 def _recompiles(rep: Report) -> str:
     if not rep.recompiles:
         return "<p>No recompiles.</p>"
-    rows = "".join(
-        f"<tr><td><code>{_e(r.compile_id)}</code></td><td>{_e(r.frame)}</td><td><ul>"
-        + "".join(f"<li>{_e(x)}</li>" for x in (r.explained or r.reasons))
-        + "</ul></td></tr>"
-        for r in rep.recompiles
+    return _table(
+        ["compile", "function", "failed guard"],
+        (
+            [f"<code>{_e(r.compile_id)}</code>", _e(r.frame),
+             "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in (r.explained or r.reasons)) + "</ul>"]
+            for r in rep.recompiles
+        ),
     )
-    return f"<table><tr><th>compile</th><th>function</th><th>failed guard</th></tr>{rows}</table>"
 
 
 def _fallbacks(rep: Report) -> str:
     failed = [f for f in rep.frames if f.status == "failed"]
     if not failed:
         return ""
-    rows = "".join(
-        f"<tr><td><code>{_e(f.compile_id)}</code></td><td>{_e(f.function)}</td>"
-        f"<td><code>{_e(Path(f.filename).name)}:{f.lineno}</code></td><td>{_e(f.fail_reason.splitlines()[0] if f.fail_reason else '')}</td></tr>"
-        for f in failed
+    table = _table(
+        ["compile", "function", "where", "why"],
+        (
+            [f"<code>{_e(f.compile_id)}</code>", _e(f.function),
+             f"<code>{_e(Path(f.filename).name)}:{f.lineno}</code>", _e(f.fail_summary)]
+            for f in failed
+        ),
     )
     return (
         "<section><h2>Frames that fell back to eager</h2><p>Dynamo gave up on these functions; "
-        "they run eagerly, and only what they call is compiled.</p><table><tr><th>compile</th>"
-        f"<th>function</th><th>where</th><th>why</th></tr>{rows}</table></section>"
+        f"they run eagerly, and only what they call is compiled.</p>{table}</section>"
     )
 
 
@@ -135,40 +149,33 @@ def _guards(rep: Report) -> str:
     out = []
     for cid in dict.fromkeys(g.compile_id for g in rep.guards):
         mine = [g for g in rep.guards if g.compile_id == cid]
-        rows = "".join(
-            f"<tr><td>{_e(g.kind)}</td><td><code>{_e(g.source)}</code></td><td><code>{_e(g.detail)}</code></td>"
-            f"<td><code>{_e(g.user_line)}</code></td></tr>"
-            for g in mine
+        table = _table(
+            ["kind", "source", "check", "from code"],
+            ([_e(g.kind), f"<code>{_e(g.source)}</code>", f"<code>{_e(g.detail)}</code>",
+              f"<code>{_e(g.user_line)}</code>"] for g in mine),
         )
-        out.append(
-            f"<details><summary>{_e(cid)}: {len(mine)} guards</summary><table><tr><th>kind</th>"
-            f"<th>source</th><th>check</th><th>from code</th></tr>{rows}</table></details>"
-        )
+        out.append(f"<details><summary>{_e(cid)}: {len(mine)} guards</summary>{table}</details>")
     return "\n".join(out)
 
 
 def _timing(g: Graph) -> str:
     if not g.timings:
         return ""
-    rows = "".join(
-        f"<tr><td>{_e(t.mode)}</td><td>{_e(t.device)}</td>"
-        + (
-            f"<td colspan=5 class=warn>failed: {_e(t.error)}</td>"
-            if t.failed
-            else f"<td>{t.eager_ms:.4f}</td><td>{t.compiled_ms:.4f}</td><td>{t.speedup:.2f}x{' (noisy)' if t.noisy else ''}</td>"
-            f"<td>{t.compile_s:.2f}</td><td>{t.max_abs_err:.2e}</td>"
-        )
-        + "</tr>"
-        for t in g.timings
-    )
-    return (
-        "<table><tr><th>mode</th><th>device</th><th>eager ms</th><th>compiled ms</th><th>speedup</th>"
-        f"<th>compile s</th><th>max abs err</th></tr>{rows}</table>"
+
+    def row(t: Timing) -> list[str]:
+        if t.failed:
+            return [_e(t.mode), _e(t.device), f"failed: {_e(t.error)}", "", "", "", ""]
+        return [_e(t.mode), _e(t.device), f"{t.eager_ms:.4f}", f"{t.compiled_ms:.4f}",
+                f"{t.speedup:.2f}x{' (noisy)' if t.noisy else ''}", f"{t.compile_s:.2f}", f"{t.max_abs_err:.2e}"]
+
+    return _table(
+        ["mode", "device", "eager ms", "compiled ms", "speedup", "compile s", "max abs err"],
+        (row(t) for t in g.timings),
     )
 
 
 def _graph(g: Graph, pictures: bool, svg: str | None) -> str:
-    ops = "".join(f"<tr><td><code>{_e(t)}</code></td><td>{n}</td></tr>" for t, n in g.op_counts)
+    ops = _table(["op", "count"], ([f"<code>{_e(t)}</code>", str(n)] for t, n in g.op_counts))
     inputs = ", ".join(_e(m.describe()) for m in g.inputs)
     svg = svg if svg is not None else _svg_or_note(g.to_svg, pictures)
     return (
@@ -177,7 +184,7 @@ def _graph(g: Graph, pictures: bool, svg: str | None) -> str:
         f"<p>{g.op_count} ops, {g.node_count} nodes; inputs: {inputs}</p>"
         f'<div class="svgbox" id="graph-svg-{g.id}">{svg}</div>'
         f"{_timing(g)}"
-        f"<details><summary>ops</summary><table><tr><th>op</th><th>count</th></tr>{ops}</table></details>"
+        f"<details><summary>ops</summary>{ops}</details>"
         f"<details><summary>code</summary><pre>{_e(g.code)}</pre></details></section>"
     )
 
@@ -191,15 +198,15 @@ def _legend() -> str:
 def _end_to_end(rep: Report) -> str:
     if not rep.timing:
         return ""
-    rows = "".join(
-        f"<tr><td>{_e(m.mode)}</td><td>{_e(m.device)}</td><td>{m.eager_ms:.3f}</td><td>{m.compiled_ms:.3f}</td>"
-        f"<td>{m.speedup:.2f}x</td><td>{m.first_call_s:.2f}</td><td>{_e(m.error)}</td></tr>"
-        for m in rep.timing
+    table = _table(
+        ["mode", "device", "eager ms", "compiled ms", "speedup", "first call s", "error"],
+        (
+            [_e(m.mode), _e(m.device), f"{m.eager_ms:.3f}", f"{m.compiled_ms:.3f}", f"{m.speedup:.2f}x",
+             f"{m.first_call_s:.2f}", _e(m.error)]
+            for m in rep.timing
+        ),
     )
-    return (
-        "<section><h2>Timing, end to end</h2><table><tr><th>mode</th><th>device</th><th>eager ms</th>"
-        f"<th>compiled ms</th><th>speedup</th><th>first call s</th><th>error</th></tr>{rows}</table></section>"
-    )
+    return f"<section><h2>Timing, end to end</h2>{table}</section>"
 
 
 def render_html(

@@ -170,7 +170,7 @@ def render_summary(rep: Report) -> str:
     if failed:
         out.append("Frames that fell back to eager")
         for f in failed:
-            out.append(f"    {f.compile_id} {f.function} ({Path(f.filename).name}:{f.lineno}): {_clip(f.fail_reason.splitlines()[0] if f.fail_reason else '', 80)}")
+            out.append(f"    {f.compile_id} {f.function} ({Path(f.filename).name}:{f.lineno}): {_clip(f.fail_summary, 80)}")
         out.append("")
     if rep.guards:
         out += ["Guards", "    " + guards_line(rep), ""]

@@ -71,7 +71,8 @@ def test_break_in_loop_falls_back_to_eager() -> None:
 
 def test_deepcopy_site_is_the_users_line_not_copy_py() -> None:
     prog = next(p for p in PROGRAMS if p.name == "deepcopy_break")
-    rep = dynscope.report(*prog.make()[:1], calls=prog.make()[1])
+    model, calls = prog.make()
+    rep = dynscope.report(model, calls=calls)
     (b,) = rep.breaks
     assert b.filename.endswith("programs.py")
     assert "copy.deepcopy(self.lin)" in b.source
