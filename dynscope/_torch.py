@@ -102,16 +102,17 @@ def compile_kwargs() -> dict[str, Any]:
 # -- state a report must leave as it found it --------------------------------------------
 
 
-def _seen_codes() -> set[Any]:
+def _seen_codes() -> list[Any]:
+    """Every code object Dynamo has started to compile in this process (live ones)."""
     try:
-        from torch._dynamo.convert_frame import input_codes  # torch 2.1 .. 2.13
+        from torch._dynamo.convert_frame import input_codes  # torch 2.1 .. 2.14
     except ImportError:  # pragma: no cover
-        return set()
-    out = set()
+        return []
+    out = []
     for ref in list(getattr(input_codes, "seen", ())):
         code = ref() if callable(ref) else ref
         if code is not None:
-            out.add(code)
+            out.append(code)
     return out
 
 
@@ -123,41 +124,278 @@ def _reset_code(code: Any) -> None:
     reset_code(code)
 
 
-@contextlib.contextmanager
-def preserved_dynamo_state() -> Iterator[None]:
-    """Run a dynscope compile and put Dynamo back as the user had it.
-
-    Restores: the dynamo config, the compile stance, the global ``counters``, the
-    automatic-dynamic code state (which shapes Dynamo has learnt are dynamic; it is also
-    emptied for the run, so what the user compiled before does not change the report), and the
-    compiled-code caches of functions that had never been compiled before (our entries
-    are dropped, so the user's first compile of them starts fresh). Functions the user
-    had compiled before keep their entries; ours sit beside them (isolated on torch
-    2.13+). Dynamo is never reset as a whole.
-    """
-    import torch._dynamo
-    from torch._dynamo import utils as dyn_utils
-
-    config = torch._dynamo.config.get_config_copy()
-    counters = copy.deepcopy(dict(dyn_utils.counters))
-    stance = _get_stance()
-    code_state = _get_code_state()
-    seen_before = _seen_codes()
+def _cache_entries(code: Any) -> list[Any]:
     try:
-        if stance is not None and stance[0] != "default":
+        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+    except ImportError:  # pragma: no cover
+        return []
+    try:
+        return list(_debug_get_cache_entry_list(code))
+    except Exception:  # noqa: BLE001 - a code object Dynamo never saw
+        return []
+
+
+@lru_cache(maxsize=1)
+def _extra_index() -> int:
+    """The co_extra slot Dynamo keeps its per-code state in, or -1 when unknown.
+
+    Dynamo stores a code object's cache entries *and* its execution strategy (the "skip"
+    mark a graph break in a loop leaves) in that slot. Python can only read it through
+    the C API ``_PyCode_GetExtra``; the slot number is found by giving a fresh code
+    object Dynamo state and seeing which slot fills. Read-only: nothing is ever written.
+    """
+    import ctypes
+
+    getter = getattr(ctypes.pythonapi, "PyUnstable_Code_GetExtra", None) or getattr(
+        ctypes.pythonapi, "_PyCode_GetExtra", None
+    )
+    try:
+        from torch._C._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+    except ImportError:  # pragma: no cover - torch without per-code strategies
+        return -1
+    if getter is None:  # pragma: no cover
+        return -1
+    getter.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.POINTER(ctypes.c_void_p)]
+    getter.restype = ctypes.c_int
+
+    def probe() -> None:  # pragma: no cover - never called, only its code is used
+        pass
+
+    code = probe.__code__
+    set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
+    try:
+        filled = []
+        for index in range(64):
+            ptr = ctypes.c_void_p()
+            if getter(code, index, ctypes.byref(ptr)) == 0 and ptr.value:
+                filled.append(index)
+    finally:
+        _reset_code(code)
+    if len(filled) != 1:  # pragma: no cover - another PEP 523 user muddies the probe
+        return -1
+    index = filled[0]
+
+    def has_state(c: Any) -> bool:
+        ptr = ctypes.c_void_p()
+        return getter(c, index, ctypes.byref(ptr)) == 0 and bool(ptr.value)
+
+    _has_dynamo_state_impl.append(has_state)
+    return index
+
+
+_has_dynamo_state_impl: list[Callable[[Any], bool]] = []
+
+
+def _has_dynamo_state(code: Any) -> bool:
+    """True when Dynamo holds per-code state (entries or an execution strategy) for code."""
+    if _extra_index() < 0 or not _has_dynamo_state_impl:
+        return False
+    return _has_dynamo_state_impl[0](code)
+
+
+def _skip_code(code: Any) -> None:
+    """Mark code "skip" again, as Dynamo marks a frame it gave up on (torch >= 2.5)."""
+    try:
+        from torch._dynamo.eval_frame import skip_code
+    except ImportError:  # pragma: no cover
+        return
+    skip_code(code)
+
+
+def _backend_chain(backend: Any) -> list[Any]:
+    """The backend a cache entry holds, and the backends it wraps."""
+    chain = []
+    for _ in range(6):
+        if backend is None:
+            break
+        chain.append(backend)
+        # torch 2.13: _TorchCompileWrapper.compiler_fn; older: _torchdynamo_orig_backend.
+        backend = getattr(backend, "compiler_fn", None) or getattr(
+            backend, "_torchdynamo_orig_backend", None
+        )
+    return chain
+
+
+def _invalidate(entry: Any) -> bool:
+    """Make one cache entry inert (never matches, holds no code or backend).
+
+    ExtraState.invalidate is what PyTorch itself does when an object a guard watches
+    dies. Its signature changed between releases, so each known form is tried.
+    """
+    try:
+        from torch._dynamo.guards import DeletedGuardManagerWrapper
+    except ImportError:  # pragma: no cover
+        return False
+    manager = getattr(entry, "guard_manager", None)
+    extra = getattr(manager, "extra_state", None)
+    if extra is None or not hasattr(extra, "invalidate"):
+        return False
+    reason = "dropped by dynscope after its report"
+    for args in (
+        (entry, DeletedGuardManagerWrapper(reason)),  # torch 2.5 .. 2.13
+        (entry, DeletedGuardManagerWrapper(reason), manager),  # later: live manager checked
+        (DeletedGuardManagerWrapper(reason), manager),
+    ):
+        try:
+            extra.invalidate(*args)
+            return True
+        except TypeError:
+            continue
+    return False  # pragma: no cover
+
+
+def _frame_compile_counter() -> Any:
+    try:
+        from torch._dynamo import convert_frame
+
+        return getattr(convert_frame, "FRAME_COMPILE_COUNTER", None)
+    except ImportError:  # pragma: no cover
+        return None
+
+
+def _guard_failures() -> Any:
+    try:
+        from torch._dynamo.utils import guard_failures
+
+        return guard_failures
+    except ImportError:  # pragma: no cover
+        return None
+
+
+def _metrics_edits() -> list[Any] | None:
+    """This thread's log of compile-metric edits (each with a CapturedTraceback).
+
+    torch 2.6 .. 2.14 append to it on every compile and never clear it. Freed when a
+    thread ends, those tracebacks deadlock against another thread that is compiling
+    (freeing takes a lock, then the GIL; compiling holds the GIL, then takes the lock).
+    """
+    try:
+        from torch._dynamo.utils import get_metrics_context
+
+        edits = getattr(get_metrics_context(), "_edits", None)
+    except (ImportError, AttributeError):  # pragma: no cover
+        return None
+    return edits if isinstance(edits, list) else None
+
+
+def _cached_backends() -> dict[int, Any]:
+    try:
+        from torch._dynamo.eval_frame import cached_backends
+    except ImportError:  # pragma: no cover
+        return {}
+    return cached_backends
+
+
+class DynamoSandbox:
+    """Run dynscope's own compiles and put Dynamo back as the user had it.
+
+    Restores the dynamo config, the compile stance, the global ``counters`` and
+    ``guard_failures``, and the automatic-dynamic memory (emptied for the run, so what
+    the user compiled before cannot change the report). Code objects:
+
+    - frames Dynamo had marked "skip" before (a break in a loop makes it give up on a
+      frame for good) are unmarked for the run, so the report sees what a fresh process
+      sees, and marked again afterwards;
+    - every cache entry our compiles added is removed: code objects that hold only ours
+      are reset; where the user's entries sit beside ours, ours are made inert (no code,
+      no backend, never matching); the per-frame compile counter is put back;
+    - our backends leave ``cached_backends`` (which would keep every recorded tensor and
+      GraphModule alive until ``torch._dynamo.reset()``).
+
+    Dynamo is never reset as a whole. Register each compiled object or backend of ours
+    with :meth:`own`. Not thread-safe by itself: callers hold a lock (see capture.py).
+    """
+
+    def __init__(self) -> None:
+        self._backends: list[Any] = []
+        self._regions: set[int] = set()
+
+    def own(self, compiled: Any = None, *, backend: Any = None) -> None:
+        """Mark a torch.compile result (its recompile region) or a backend as ours."""
+        region = getattr(compiled, "_isolate_recompiles_id", None)
+        if isinstance(region, int) and region >= 0:
+            self._regions.add(region)
+        if backend is not None:
+            self._backends.append(backend)
+
+    def _is_ours(self, entry: Any) -> bool:
+        region = getattr(entry, "isolate_recompiles_id", -1)
+        if isinstance(region, int) and region in self._regions:
+            return True
+        chain = _backend_chain(getattr(entry, "backend", None))
+        return any(b is ours for b in chain for ours in self._backends)
+
+    def __enter__(self) -> DynamoSandbox:
+        import torch._dynamo
+        from torch._dynamo import utils as dyn_utils
+
+        self._config = torch._dynamo.config.get_config_copy()
+        self._counters = copy.deepcopy(dict(dyn_utils.counters))
+        failures = _guard_failures()
+        self._failures = {k: list(v) for k, v in failures.items()} if failures is not None else None
+        counter = _frame_compile_counter()
+        self._frame_counts = dict(counter) if counter is not None else None
+        self._stance = _get_stance()
+        self._code_state = _get_code_state()
+        self._backend_keys = set(_cached_backends())
+        edits = _metrics_edits()
+        self._edits_len = len(edits) if edits is not None else 0
+        # Frames given up on earlier hold Dynamo state but no cache entry: unmark them.
+        # Only user files: generated code (GraphModule forwards) is skipped on purpose.
+        self._unskipped = [
+            code
+            for code in _seen_codes()
+            if is_user_file(code.co_filename)
+            and not _cache_entries(code)
+            and _has_dynamo_state(code)
+        ]
+        for code in self._unskipped:
+            _reset_code(code)
+        if self._stance is not None and self._stance[0] != "default":
             torch.compiler.set_stance("default")
         _fresh_code_state()
-        yield
-    finally:
-        for code in _seen_codes() - seen_before:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from torch._dynamo import utils as dyn_utils
+
+        for code in _seen_codes():
+            entries = _cache_entries(code)
+            ours = [e for e in entries if self._is_ours(e)]
+            if not ours:
+                continue
+            if len(ours) == len(entries):
+                _reset_code(code)
+            else:
+                for entry in ours:
+                    _invalidate(entry)
+        for code in self._unskipped:
             _reset_code(code)
-        _set_code_state(code_state)
+            _skip_code(code)
+        counter = _frame_compile_counter()
+        if counter is not None and self._frame_counts is not None:
+            counter.clear()
+            counter.update(self._frame_counts)
+        # Backends torch.compile registered during the run are ours (reports are
+        # serialised); left there they keep every recorded tensor and GraphModule alive.
+        backends = _cached_backends()
+        for backend_key in [k for k in backends if k not in self._backend_keys]:
+            backends.pop(backend_key, None)
+        edits = _metrics_edits()
+        if edits is not None:
+            del edits[self._edits_len:]
+        _set_code_state(self._code_state)
         dyn_utils.counters.clear()
-        for key, value in counters.items():
+        for key, value in self._counters.items():
             dyn_utils.counters[key].update(value)
-        _restore_config(config)
-        if stance is not None:
-            _set_stance(stance)
+        failures = _guard_failures()
+        if failures is not None and self._failures is not None:
+            failures.clear()
+            failures.update(self._failures)
+        _restore_config(self._config)
+        if self._stance is not None:
+            _set_stance(self._stance)
 
 
 def _restore_config(saved: dict[str, Any]) -> None:
@@ -233,6 +471,8 @@ def snapshot_state() -> dict[str, Any]:
         "dynamo_config": torch._dynamo.config.get_config_copy(),
         "stance": _get_stance(),
         "counters": {k: dict(v) for k, v in dyn_utils.counters.items()},
+        "guard_failures": {k: list(v) for k, v in (_guard_failures() or {}).items()},
+        "frame_compile_counter": dict(_frame_compile_counter() or {}),
         "code_state": repr(_get_code_state()),
     }
 
@@ -387,3 +627,82 @@ def inductor_cache_dir(path: str | None) -> Iterator[None]:
             os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
         else:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
+
+
+# -- what the user passed -------------------------------------------------------------------
+
+
+def unwrap_compiled(model: Any) -> tuple[Any, bool]:
+    """The callable behind a ``torch.compile`` result, and whether ``model`` was one.
+
+    torch 2.x: a compiled module is an ``OptimizedModule`` holding ``_orig_mod``; a
+    compiled function carries ``_torchdynamo_orig_callable``.
+    """
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+    except ImportError:  # pragma: no cover
+        OptimizedModule = ()  # type: ignore[assignment,misc]  # noqa: N806
+    if isinstance(model, OptimizedModule):
+        return model._orig_mod, True
+    orig = getattr(model, "_torchdynamo_orig_callable", None)
+    if orig is not None and callable(orig) and not isinstance(model, type):
+        return orig, True
+    return model, False
+
+
+def profiler_running() -> bool:
+    """True while a torch profiler session (the user's) is recording in this process."""
+    try:
+        return bool(torch.autograd._profiler_enabled())
+    except AttributeError:  # pragma: no cover
+        return False
+
+
+# -- state a model's calls change ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def restored_model_state(model: Any) -> Iterator[None]:
+    """Put a module's buffers and the global RNG state back after the block.
+
+    report() calls the model several times: BatchNorm's running statistics would advance
+    and Dropout would consume the random stream. Parameters are left alone (a training
+    step the user passes updates them on purpose).
+    """
+    buffers: list[tuple[torch.Tensor, torch.Tensor]] = []
+    if isinstance(model, torch.nn.Module):
+        with torch.no_grad():
+            buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    cpu_rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for live, saved in buffers:
+                if live.shape == saved.shape and live.dtype == saved.dtype:
+                    live.copy_(saved)
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+
+
+# -- wording of Dynamo's messages -------------------------------------------------------------
+
+#: torch 2.14 logs a second break payload for the same event when it gives up on a frame.
+_SECONDARY_BREAK = "Failed to handle graph break gracefully"
+
+
+def is_secondary_break(gb_type: str) -> bool:
+    """True for a payload that repeats a break already reported (not a new event)."""
+    return gb_type.strip().startswith(_SECONDARY_BREAK)
+
+
+def is_recompile_limit(fail_reason: str) -> bool:
+    """True when a frame's compile failed because Dynamo's recompile limit was hit.
+
+    torch 2.5 .. 2.14: ``fail_reason`` "Unsupported: Dynamo recompile limit exceeded"
+    (older releases said "cache_size_limit reached").
+    """
+    text = fail_reason.lower()
+    return "recompile limit" in text or "cache_size_limit" in text or "recompile_limit" in text

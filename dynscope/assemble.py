@@ -7,8 +7,9 @@ from typing import Any
 
 import torch
 
+from dynscope import _torch
 from dynscope.backend import RecordedGraph
-from dynscope.breaks import fold_breaks, parse_break
+from dynscope.breaks import ParsedBreak, fold_breaks, parse_break
 from dynscope.fxgraph import inputs_from_code, op_counts_from_code, readable_code
 from dynscope.guards import (
     explain_reason,
@@ -40,6 +41,29 @@ def _renumbering(events: list[TraceEvent], recorded: list[RecordedGraph]) -> dic
         c_new = per.setdefault(cid, len(per))
         out[cid] = f"{f_new}/{c_new}"
     return out
+
+
+def _repeats(parsed: ParsedBreak, earlier: list[tuple[str, ParsedBreak]]) -> bool:
+    """True when a "gave up on the frame" payload repeats the break logged just before.
+
+    Dynamo logs a break once in the frame that inlined the code, then, running the inner
+    function as a frame of its own and giving up on it, logs the same break (same user
+    stack) again with "Failed to handle graph break gracefully": one event, not two.
+    """
+    if not parsed.gave_up or not earlier:
+        return False
+    last = earlier[-1][1]
+    return (last.reported_filename, last.reported_lineno, last.user_stack) == (
+        parsed.reported_filename,
+        parsed.reported_lineno,
+        parsed.user_stack,
+    )
+
+
+def _is_recompile(compile_id: str) -> bool:
+    """True for "F/C" with C > 0 (a later compile of frame F)."""
+    _, _, compile_no = compile_id.partition("/")
+    return compile_no.isdigit() and int(compile_no) > 0
 
 
 def _metrics_frame(cid: str, m: dict[str, Any], graph_ids: tuple[int, ...]) -> Frame:
@@ -110,10 +134,12 @@ def build_report(
     metrics: dict[str, dict[str, Any]] = {}
     names: dict[str, tuple[str, str, int]] = {}
     guards: list[Guard] = []
-    break_items = []
+    break_items: list[tuple[str, ParsedBreak]] = []
     recompiles: list[Recompile] = []
     pending_reasons: dict[str, tuple[str, ...]] = {}
     used: set[str] = set()
+    # Payloads no parser understood: counted, never dropped silently (Report.unparsed).
+    unparsed = 0
 
     for ev in events:
         cid = ev.compile_id
@@ -128,19 +154,32 @@ def build_report(
                 names[cid] = (str(top.get("name", "")), "", int(top.get("line") or 0))
         elif ev.name == "compilation_metrics":
             metrics[cid] = ev.metadata
+            # A compile that failed early (recompile limit) names no code: it is the
+            # same frame as the frame's earlier compiles.
+            same_frame = next(
+                (n for c, n in names.items() if c.split("/")[0] == cid.split("/")[0] and n[0]),
+                ("", "", 0),
+            )
             names[cid] = (
-                str(ev.metadata.get("co_name") or ""),
-                str(ev.metadata.get("co_filename") or ""),
-                int(ev.metadata.get("co_firstlineno") or 0),
+                str(ev.metadata.get("co_name") or "") or same_frame[0],
+                str(ev.metadata.get("co_filename") or "") or same_frame[1],
+                int(ev.metadata.get("co_firstlineno") or 0) or same_frame[2],
             )
         elif ev.name == "dynamo_cpp_guards_str":
-            guards.extend(parse_guards(ev.payload, cid))
+            parsed_guards = parse_guards(ev.payload, cid)
+            if ev.payload.strip() and not parsed_guards:
+                unparsed += 1
+            guards.extend(parsed_guards)
         elif ev.name == "dynamo_graph_break_reason":
             parsed = parse_break(ev.payload)
-            if parsed is not None:
+            if parsed is None:
+                unparsed += 1
+            elif not _repeats(parsed, break_items):
                 break_items.append((cid, parsed))
         elif ev.name == "recompile_reasons":
             reasons = parse_recompile_reasons(ev.payload)
+            if ev.payload.strip() and not reasons:
+                unparsed += 1
             if ignore_backend_mismatch:
                 reasons = tuple(r for r in reasons if not is_backend_mismatch(r))
             if reasons:
@@ -166,18 +205,36 @@ def build_report(
             if reasons:
                 pending_reasons[cid] = reasons
 
-    for cid, reasons in pending_reasons.items():
+    # A recompile is a second (third...) compile of one frame: counted from compile ids,
+    # so a reason PyTorch did not give, or that no parser read, still counts. report()
+    # counts within its own run (renumbered ids); capture() counts PyTorch's own ids, as
+    # code compiled before the block that recompiles inside it is a real recompile.
+    compiled_ids = [cid for cid in dict.fromkeys([*metrics, *pending_reasons]) if cid]
+    for cid in compiled_ids:
+        counted_id = cid if ignore_backend_mismatch else raw_ids.get(cid, cid)
+        if not _is_recompile(counted_id):
+            continue
+        reasons = pending_reasons.get(cid, ())
+        explained = tuple(explain_reason(r) for r in reasons)
+        if not reasons:
+            explained = ("PyTorch gave no reason this dynscope could read",)
         recompiles.append(
             Recompile(
                 compile_id=cid,
                 frame=names.get(cid, ("", "", 0))[0],
                 reasons=reasons,
-                explained=tuple(explain_reason(r) for r in reasons),
+                explained=explained,
             )
         )
 
     frames = tuple(
-        replace(_metrics_frame(cid, m, tuple(graph_ids.get(cid, ()))), torch_compile_id=raw_ids.get(cid, cid))
+        replace(
+            _metrics_frame(cid, m, tuple(graph_ids.get(cid, ()))),
+            function=names.get(cid, ("", "", 0))[0],
+            filename=names.get(cid, ("", "", 0))[1],
+            lineno=names.get(cid, ("", "", 0))[2],
+            torch_compile_id=raw_ids.get(cid, cid),
+        )
         for cid, m in metrics.items()
     )
     total = CompileTime(
@@ -187,6 +244,13 @@ def build_report(
         inductor_s=sum(f.compile_time.inductor_s for f in frames),
     )
     breaks, break_events = fold_breaks(break_items)
+    notes = tuple(
+        f"recompile limit hit in {f.function or 'a frame'} ({f.compile_id}): PyTorch stopped "
+        f"compiling it, later calls ran its cached code or eager; counts after this point "
+        f"are not what an unlimited run would show"
+        for f in frames
+        if _torch.is_recompile_limit(f.fail_reason)
+    )
     return Report(
         graphs=tuple(graphs),
         breaks=breaks,
@@ -198,6 +262,8 @@ def build_report(
         calls=calls,
         torch_version=str(torch.__version__),
         title=title,
+        notes=notes,
+        unparsed=unparsed,
     )
 
 

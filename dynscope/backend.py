@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -84,10 +85,15 @@ class RecordingBackend:
         # Example inputs are real tensors (activations included): keep them only when
         # timing may need them, so watching a long training loop holds no extra memory.
         self.keep_inputs = keep_inputs
+        # When set, only graphs compiled by this thread (threading.get_ident()) are
+        # recorded; other threads' compiles are delegated untouched.
+        self.thread: int | None = None
         # torch.compile names backends by __name__ in its logs and cache keys.
         self.__name__ = "dynscope"
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        if self.thread is not None and threading.get_ident() != self.thread:
+            return self._inner(gm, example_inputs)
         record = RecordedGraph(
             compile_id=_torch.current_compile_id(),
             module=gm,

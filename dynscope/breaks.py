@@ -34,6 +34,9 @@ class ParsedBreak:
     gb_id: str
     doc_url: str
     user_stack: tuple[StackFrame, ...]
+    # Dynamo gave up on the whole frame ("Failed to handle graph break gracefully..."):
+    # when it follows a report of the same break, it is that break again, not a new one.
+    gave_up: bool = False
 
 
 def parse_break(payload: str) -> ParsedBreak | None:
@@ -103,6 +106,10 @@ def parse_break(payload: str) -> ParsedBreak | None:
         gb_id=gb_id,
         doc_url=doc_url,
         user_stack=tuple(stack),
+        gave_up=any(
+            ln.startswith("Graph Break Reason:") and _torch.is_secondary_break(ln.split(":", 1)[1])
+            for ln in lines[:3]
+        ),
     )
 
 

@@ -21,14 +21,26 @@ def budget_problems(
     max_recompiles: int | None = 0,
     min_coverage: float | None = None,
     max_graphs: int | None = None,
+    allow_unparsed: bool = False,
 ) -> list[str]:
-    """One readable block per exceeded limit; empty when the budget holds."""
+    """One readable block per exceeded limit; empty when the budget holds.
+
+    A report with trace messages dynscope could not read (``rep.unparsed``) fails unless
+    ``allow_unparsed``: its counts may be short, and a budget that passes on short counts
+    is worse than none.
+    """
     _limit("max_graph_breaks", max_graph_breaks)
     _limit("max_recompiles", max_recompiles)
     _limit("max_graphs", max_graphs)
     if min_coverage is not None and not (0.0 <= min_coverage <= 1.0):
         raise InputError(f"min_coverage must be between 0 and 1; got {min_coverage!r}")
     problems: list[str] = []
+    if rep.unparsed and not allow_unparsed:
+        problems.append(
+            f"{plural(rep.unparsed, 'PyTorch trace message')} could not be read, so the counts "
+            f"below may be short. Report it with your torch version "
+            f"({rep.torch_version or 'unknown'}); pass allow_unparsed=True to accept"
+        )
     if max_graph_breaks is not None and rep.break_count > max_graph_breaks:
         lines = [
             f"{plural(rep.break_count, 'graph break')} at {plural(len(rep.breaks), 'site')} "

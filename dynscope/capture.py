@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -22,6 +23,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from dynscope.timing import TimingOptions
 
 _MISSING: Any = object()
+
+#: One report at a time in a process. A report resets the code objects it compiled when
+#: it ends; a second report running the same code in another thread would crash.
+_REPORT_LOCK = threading.RLock()
 
 
 class Capture:
@@ -59,9 +64,17 @@ class Capture:
     def __enter__(self) -> Capture:
         if self._attached is not None:
             raise InputError("this capture is already active; use a new dynscope.capture()")
+        if self._report is not None:
+            raise InputError(
+                "this capture has finished; its report is in cap.report. Use a new "
+                "dynscope.capture() for a new block (re-entering would mix old graphs in)"
+            )
+        # Only the thread that opened the block is watched: another thread's compiles
+        # are not part of this program's story.
+        self._collector.thread = threading.get_ident()
+        self.backend.thread = threading.get_ident()
         self._attached = _torch.attached(self._collector)
         self._attached.__enter__()
-        self._report = None
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -140,15 +153,33 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def normalise_calls(
-    model: Any, inputs: Any, calls: Sequence[Any] | None
-) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-    """Check report()'s arguments; return one (args, kwargs) per call."""
+def check_model(model: Any) -> tuple[Any, str]:
+    """The callable to compile and a note ("" or why it was changed); InputError if unusable."""
+    if isinstance(model, type):
+        raise InputError(
+            f"model is the class {model.__name__}, not an instance: torch.compile would patch "
+            f"{model.__name__}.__call__ for every later use of the class. Pass an instance, "
+            f"e.g. dynscope.report({model.__name__}(...), inputs)"
+        )
     if not callable(model):
         raise InputError(
             f"model must be callable (an nn.Module or a function); got {type(model).__name__} "
             f"{_short_repr(model)}"
         )
+    inner, was_compiled = _torch.unwrap_compiled(model)
+    if was_compiled:
+        return inner, (
+            "model was already a torch.compile result: dynscope reported on the original "
+            f"{title_of(inner)} it wraps (your compiled object is left as it was)"
+        )
+    return model, ""
+
+
+def normalise_calls(
+    model: Any, inputs: Any, calls: Sequence[Any] | None
+) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Check report()'s arguments; return one (args, kwargs) per call."""
+    check_model(model)
     if calls is not None and inputs is not _MISSING:
         raise InputError(
             "give either inputs (one call) or calls=[...] (several calls), not both"
@@ -165,6 +196,23 @@ def normalise_calls(
     if not calls:
         raise InputError("calls is empty; give at least one call's inputs")
     return [_call_shape(c, f"calls[{i}]") for i, c in enumerate(calls)]
+
+
+def _check_options(dynamic: Any, timing_options: Any) -> None:
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise InputError(
+            f"dynamic must be True, False or None (PyTorch's automatic dynamic); got "
+            f"{_short_repr(dynamic)}"
+        )
+    if timing_options is not None:
+        from dynscope.timing import TimingOptions
+
+        if not isinstance(timing_options, TimingOptions):
+            raise InputError(
+                f"timing_options must be a dynscope.TimingOptions, e.g. "
+                f"TimingOptions(repeats=10); got {type(timing_options).__name__} "
+                f"{_short_repr(timing_options)}"
+            )
 
 
 def title_of(model: Any) -> str:
@@ -185,6 +233,7 @@ def report(
     modes: Sequence[str] = ("default",),
     timing_options: TimingOptions | None = None,
     coverage: bool = True,
+    restore_state: bool = True,
 ) -> Report:
     """Compile ``model``, run it, and report what torch.compile did.
 
@@ -203,7 +252,11 @@ def report(
             (CUDA only), "max-autotune", "max-autotune-no-cudagraphs". Defaults to ("default",).
         timing_options: a :class:`dynscope.TimingOptions` for repetitions and warm-up.
         coverage: measure compile coverage (torch's profiler runs during the calls).
-            Defaults to True.
+            Defaults to True. Inside your own ``torch.profiler`` session coverage is not
+            measured (your profile is left intact) and the report says why.
+        restore_state: put the module's buffers (BatchNorm statistics...) and the CPU and
+            CUDA random-number state back after the calls. Defaults to True. Parameters
+            are never restored: a training step you pass updates them.
 
     Returns:
         The :class:`Report`.
@@ -217,21 +270,52 @@ def report(
         >>> print(rep)
     """
     call_list = normalise_calls(model, inputs, calls)
+    _check_options(dynamic, timing_options)
+    model, note = check_model(model)
+    notes = [note] if note else []
     if timing:
         from dynscope.timing import device_of, validate_modes
 
         validate_modes(modes, device_of([c[0] for c in call_list] + [c[1] for c in call_list]))
+    if coverage and _torch.profiler_running():
+        coverage = False
+        notes.append(
+            "coverage not measured: a torch.profiler session was already running; "
+            "dynscope left your profile intact instead of starting its own"
+        )
+    state = _torch.restored_model_state(model) if restore_state else contextlib.nullcontext()
+    with _REPORT_LOCK, state:
+        return _report_locked(
+            model, call_list, inner=inner, dynamic=dynamic, timing=timing, modes=modes,
+            timing_options=timing_options, coverage=coverage, notes=tuple(notes),
+        )
+
+
+def _report_locked(
+    model: Callable[..., Any],
+    call_list: list[tuple[tuple[Any, ...], dict[str, Any]]],
+    *,
+    inner: str | Callable[..., Any],
+    dynamic: bool | None,
+    timing: bool,
+    modes: Sequence[str],
+    timing_options: TimingOptions | None,
+    coverage: bool,
+    notes: tuple[str, ...],
+) -> Report:
     failure: tuple[int, BaseException] | None = None
     recorder = CoverageRecorder() if coverage else None
     cap = Capture(
         inner=inner, title=title_of(model), _for_report=True, _coverage=recorder
     )
     profiling = recorder.recording() if recorder is not None else contextlib.nullcontext()
-    with _torch.preserved_dynamo_state():
+    with _torch.DynamoSandbox() as sandbox:
+        sandbox.own(backend=cap.backend)
         with cap, profiling:
             compiled = torch.compile(
                 model, backend=cap.backend, dynamic=dynamic, **_torch.compile_kwargs()
             )
+            sandbox.own(compiled)
             for index, (args, kwargs) in enumerate(call_list):
                 cap.calls += 1
                 try:
@@ -239,7 +323,10 @@ def report(
                 except Exception as raised:  # noqa: BLE001 - re-raised below with the report
                     failure = (index, raised)
                     break
+        del compiled
     rep = cap.report
+    if notes:
+        rep = replace(rep, notes=rep.notes + notes)
     if failure is not None:
         index, err = failure
         where = "".join(traceback.format_exception_only(type(err), err)).strip()
@@ -253,5 +340,8 @@ def report(
     if timing:
         from dynscope.timing import time_report
 
-        rep = time_report(rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options)
+        with _torch.DynamoSandbox():
+            rep = time_report(
+                rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options
+            )
     return rep

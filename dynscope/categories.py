@@ -32,8 +32,12 @@ CATEGORIES: tuple[Category, ...] = (
     ),
     Category(
         ".item()/scalar output",
-        "`.item()` / `.tolist()` moves a value to Python. Keep it a tensor, or set "
-        "torch._dynamo.config.capture_scalar_outputs = True so Dynamo traces it.",
+        "A tensor value is turned into a Python number (`.item()`, `int(t)`/`float(t)`, "
+        "`.tolist()`, a numpy conversion). Keep it a tensor, or set "
+        "torch._dynamo.config.capture_scalar_outputs = True so Dynamo traces it; that removes "
+        "the break for .item(), int()/float(), numpy conversions and .tolist() of integer "
+        "tensors, but not for .tolist() of a float tensor (keep that one a tensor, or call "
+        "it outside the compiled region).",
     ),
     Category(
         "deepcopy",
@@ -78,6 +82,21 @@ CATEGORIES: tuple[Category, ...] = (
         "inside the compiled function or avoid raising on the hot path.",
     ),
     Category(
+        "backward() in compiled code",
+        "`loss.backward()` inside the compiled function breaks the graph. Compile the "
+        "forward and loss only and call backward() outside it. Where the installed torch "
+        "has it, torch._dynamo.config.trace_autograd_ops = True traces backward() (it removes "
+        "the break on torch 2.13); compiled autograd (torch._dynamo.config.compiled_autograd "
+        "= True) compiles the backward pass but keeps this break.",
+    ),
+    Category(
+        "generator/iterator",
+        "Dynamo cannot step this generator or iterator (often one made outside the compiled "
+        "function and passed in, or driven by next()/send()). Turn it into a list before "
+        "calling the compiled function and pass the list (`list(gen)` inside the compiled "
+        "code breaks too), or build a list instead of a generator in forward.",
+    ),
+    Category(
         "explicit graph_break()",
         "The code calls torch._dynamo.graph_break() on purpose. Remove it if the split is "
         "no longer needed.",
@@ -98,16 +117,32 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("deepcopy", ("deepcopy",)),
     ("logging/print side effect", ("`print`", "logging.logger", "logging function")),
     ("data-dependent branch", ("data-dependent branching", "data dependent branching")),
-    (".item()/scalar output", ("tensor.item()", ".item()", "tolist()", "scalar output")),
+    # A tensor read into a Python scalar: `.item()` says so; int()/float(), numpy
+    # conversions and .tolist() of integer tensors surface as the op
+    # aten._local_scalar_dense ("Data dependent operator"), which capture_scalar_outputs
+    # traces, so it must win over the data-dependent rule below.
+    (".item()/scalar output", (
+        "tensor.item()", ".item()", "tolist()", "scalar output", "_local_scalar_dense",
+        "aten.item.default",
+    )),
     ("data-dependent guard/shape", (
         "dynamic shape operator", "data dependent operator", "data-dependent",
         "data dependent", "depends on input tensor data", "unbacked",
+    )),
+    ("backward() in compiled code", ("tensor.backward()", "backward() call", "backward() with")),
+    # Python generators and iterators: "call_method on generator" (2.11), "Missing
+    # tp_iternext" (2.13: next() on a generator made outside the frame). Not "generator"
+    # alone: "torch.Generator method" is about random number generators.
+    ("generator/iterator", (
+        "call_method on generator", "missing tp_iter", "generator object",
+        "attempt to trace generator", "generator reconstruction", "infinite generator",
+        "sub-generator", "iter() with",
     )),
     ("tensor attribute mutation (requires_grad)", ("requires_grad",)),
     ("dynamic-shape constraint violation", ("constraint violation", "constraintviolation")),
     ("observed exception", ("observed exception",)),
     ("unsupported builtin or C/numpy call", (
-        "builtin", "c/c++", "c extension", "numpy", "pybind", "c function",
+        "builtin", "c/c++", "c extension", "numpy", "pybind", "c function", "c-implemented",
     )),
     ("skipped or disallowed function", (
         "marked as skipped", "disable()", "disallowed", "skip calling", "skipfiles",
@@ -117,18 +152,28 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# torch 2.14 words a generator break "C-implemented special method without VariableTracker
+# model", a type it also uses for other C slots: it is a generator/iterator break when the
+# message or the user's line is about iteration.
+_C_SPECIAL_METHOD = "c-implemented special method"
+_ITERATION = ("generator", "__next__", "__iter__", "next(", "iter(", ".send(", "yield", "for ")
+
+
 def classify(gb_type: str, explanation: str = "", source: str = "") -> str:
     """The category name for one break.
 
     Args:
         gb_type: PyTorch's graph-break type ("Failed to trace builtin operator").
         explanation: PyTorch's explanation text.
-        source: the user's line of code (used for deepcopy sites Dynamo reports in copy.py).
+        source: the user's line of code (used for deepcopy sites Dynamo reports in copy.py
+            and for torch 2.14's wording of generator breaks).
 
     Returns:
         One of :data:`CATEGORY_NAMES`; "other" when no rule matches.
     """
     text = f"{gb_type}\n{explanation}".lower()
+    if _C_SPECIAL_METHOD in text and any(w in f"{text}\n{source}".lower() for w in _ITERATION):
+        return "generator/iterator"
     for name, words in _RULES:
         if any(w in text for w in words):
             return name

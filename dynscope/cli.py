@@ -7,7 +7,9 @@ Commands:
     dynscope render FILE -o DIR   write the HTML bundle of a saved report
 
 Exit status: 0 fine, 1 the program broke a gate (--fail-on-break, a worse diff),
-2 bad usage or input (one clear line, never a traceback).
+2 any error: bad usage, a bad or unreadable file, a program that failed (one line on
+stderr, ``dynscope: error: ...``, never a traceback). What ``show``, ``diff`` and ``report``
+print from a report has terminal control sequences removed.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from dynscope.errors import DynscopeError
+from dynscope.render_text import strip_controls
 
 EXAMPLES = {
     "report": "example: dynscope report examples/quickstart.py:build --json run.json --html out/",
@@ -34,8 +38,47 @@ class UsageError(Exception):
     """A bad command line or target: printed as one line, exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit status 2 like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message} (see {self.prog} --help)")
+        raise SystemExit(2)
+
+
+def _fail(message: str) -> None:
+    """Print the one error line."""
+    lines = [ln.strip() for ln in str(message).splitlines() if ln.strip()]
+    sys.stderr.write(f"dynscope: error: {strip_controls(lines[0] if lines else 'unknown error')}\n")
+
+
+def _printable(rep: Any) -> Any:
+    """The report with terminal control sequences removed from every string in it.
+
+    Stripped before rendering, so a control character cannot bend the layout either
+    (a carriage return splits a table cell); ``_out`` strips the printed text again.
+    """
+    from dynscope.model import report_from_dict
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return strip_controls(value)
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return value
+
+    return report_from_dict(clean(rep.to_dict()))
+
+
+def _out(text: str) -> None:
+    """Print report text to stdout without terminal control sequences."""
+    sys.stdout.write(strip_controls(text))
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="dynscope",
         description="See what torch.compile did to a program and what it cost.",
         epilog="\n".join(EXAMPLES.values()),
@@ -134,7 +177,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     rep = dynscope.report(
         model, timing=args.timing, modes=tuple(args.mode or ("default",)), inner=args.inner, **kwargs
     )
-    print(rep.summary(), end="")
+    _out(rep.summary())
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.html:
@@ -150,7 +193,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     from dynscope.model import load
 
-    print(load(_existing(args.file)).summary(), end="")
+    _out(_printable(load(_existing(args.file))).summary())
     return 0
 
 
@@ -158,8 +201,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from dynscope.diff import diff_reports, render_diff
     from dynscope.model import load
 
-    d = diff_reports(load(_existing(args.old)), load(_existing(args.new)))
-    print(render_diff(d), end="")
+    d = diff_reports(_printable(load(_existing(args.old))), _printable(load(_existing(args.new))))
+    _out(render_diff(d))
     return 1 if d.worse else 0
 
 
@@ -174,7 +217,9 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 def _existing(path: str) -> Path:
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        raise UsageError(f"{path} is a folder; pass a report file (a rendered folder keeps it as report.json)")
+    if not p.exists():
         raise UsageError(f"no such file: {path}")
     return p
 
@@ -185,16 +230,35 @@ COMMANDS = {"report": _cmd_report, "show": _cmd_show, "diff": _cmd_diff, "render
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help (0) or a usage error (2, already printed)
+        return exit_.code if isinstance(exit_.code, int) else 2
     try:
         return COMMANDS[args.command](args)
     except UsageError as err:
-        print(f"dynscope {args.command}: {err}", file=sys.stderr)
-        return 2
+        _fail(f"{args.command}: {err}")
     except DynscopeError as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dynscope {args.command}: {type(err).__name__}: {first}", file=sys.stderr)
-        return 2
+        _fail(f"{args.command}: {type(err).__name__}: {err}")
+    except OSError as err:  # a file that vanished, a full disk, a closed pipe...
+        if isinstance(err, BrokenPipeError):
+            _quiet_stdout()
+        else:
+            _fail(f"{args.command}: {err}")
+    except KeyboardInterrupt:
+        _fail(f"{args.command}: interrupted")
+    except Exception as err:  # noqa: BLE001 - the CLI never shows a traceback
+        _fail(f"{args.command}: unexpected {type(err).__name__}: {err} (a dynscope bug; please report it)")
+    return 2
+
+
+def _quiet_stdout() -> None:
+    """After the reader closed the pipe (``dynscope show x | head``), drop further output."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,12 +36,19 @@ def quiet_native_stderr() -> Iterator[None]:
     ("USDT: ... profiler_start", "Toggling CPU activity ..."), which Python cannot filter.
     File descriptor 2 points at /dev/null only for the duration of those calls.
     """
+    stream = sys.stderr
     try:
-        fd = sys.stderr.fileno()
+        fd = stream.fileno() if stream is not None else 2
     except (AttributeError, OSError, ValueError):  # stderr replaced (pytest capture, IDEs)
         fd = 2
-    sys.stderr.flush()
-    saved = os.dup(fd)
+    if stream is not None:
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    try:
+        saved = os.dup(fd)
+    except OSError:  # descriptor closed (services, pythonw): nothing to silence
+        yield
+        return
     try:
         with open(os.devnull, "w") as devnull:
             os.dup2(devnull.fileno(), fd)

@@ -80,6 +80,8 @@ def parse_recompile_reasons(payload: str) -> tuple[str, ...]:
     out: list[str] = []
     for block in blocks:
         first = block.strip().splitlines()[0] if block.strip() else ""
+        if not _PREFIX.match(first):
+            continue  # not a "F/C: <guard>" line: a form no rule reads (counted as unparsed)
         text = _PREFIX.sub("", first).strip()
         if text and text not in out:
             out.append(text)
@@ -91,29 +93,41 @@ def is_backend_mismatch(reason: str) -> bool:
     return "BACKEND_MATCH" in reason
 
 
+# Keyword arguments reach the frame through ``**kwargs``: PyTorch names them
+# ``kwargs['x']`` (``L['kwargs']['x']`` in guard trees), a quote inside the quoted name.
+_KWARG = re.compile(r"(?:L\['kwargs'\]|kwargs)\['(?P<key>[^']+)'\]")
+_LOCAL = re.compile(r"L\['(?P<name>[^']+)'\]")
+# A Python value a guard reads: a local (``L['n']``, ``n``), then items and attributes.
+_VALUE = r"(?:L\['[^']+'\]|[A-Za-z_]\w*)(?:\['[^']*'\]|\[\d+\]|\.[A-Za-z_]\w*)*"
+
+
 def _name(source: str) -> str:
-    m = re.fullmatch(r"L\['([^']+)'\]", source.strip())
-    return m.group(1) if m else source.strip()
+    """The input as the user calls it: ``L['x']`` -> x, ``kwargs['x']`` -> x."""
+    source = source.strip()
+    m = _KWARG.fullmatch(source)
+    if m:
+        return m["key"]
+    return _LOCAL.sub(lambda found: found["name"], source)
 
 
 _EXPLAIN: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"tensor '(?P<n>[^']+)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
+    (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
      "input {n} changed size in dim {i}: compiled for {a}, called with {b}"),
-    (re.compile(r"tensor '(?P<n>[^']+)' stride mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
+    (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
      "input {n} changed stride in dim {i}: compiled for {a}, called with {b} (a non-contiguous or transposed tensor?)"),
-    (re.compile(r"tensor '(?P<n>[^']+)' dtype mismatch\. expected (?P<a>\S+), actual (?P<b>\S+)"),
+    (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\. expected (?P<a>\S+), actual (?P<b>\S+)"),
      "input {n} changed dtype: compiled for {a}, called with {b}"),
-    (re.compile(r"tensor '(?P<n>[^']+)' device mismatch\. expected (?P<a>.+), actual (?P<b>.+)"),
+    (re.compile(r"tensor '(?P<n>.+?)' device mismatch\. expected (?P<a>.+), actual (?P<b>.+)"),
      "input {n} moved device: compiled for {a}, called with {b}"),
-    (re.compile(r"tensor '(?P<n>[^']+)' requires_grad mismatch\. expected requires_grad=(?P<a>\d)"),
+    (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\. expected requires_grad=(?P<a>\d)"),
      "input {n} changed requires_grad (compiled for requires_grad={a})"),
-    (re.compile(r"tensor '(?P<n>[^']+)' rank mismatch\. expected (?P<a>\d+), actual (?P<b>\d+)"),
+    (re.compile(r"tensor '(?P<n>.+?)' rank mismatch\. expected (?P<a>\d+), actual (?P<b>\d+)"),
      "input {n} changed number of dims: compiled for {a}, called with {b}"),
-    (re.compile(r"^(?P<n>L\['[^']+'\]|[A-Za-z_]\w*) == (?P<a>.+)$"),
+    (re.compile(rf"^(?P<n>{_VALUE}) == (?P<a>.+)$"),
      "Python value {n} changed: the graph was specialised to {n} == {a}"),
-    (re.compile(r"^len\((?P<n>L\['[^']+'\])\) == (?P<a>\d+)$"),
+    (re.compile(rf"^len\((?P<n>{_VALUE})\) == (?P<a>\d+)$"),
      "length of {n} changed: compiled for {a} items"),
-    (re.compile(r"___check_type_id\((?P<n>L\['[^']+'\])"),
+    (re.compile(rf"___check_type_id\((?P<n>{_VALUE})"),
      "{n} changed type"),
     (re.compile(r"___check_obj_id\((?P<n>[^,]+),"),
      "{n} is a different object than when compiled"),

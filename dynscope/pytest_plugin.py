@@ -13,8 +13,10 @@ Hooks only; torch is imported when a test uses the plugin, not when pytest start
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ BUDGET_KEYWORDS = {
     "recompiles": "max_recompiles",
     "graphs": "max_graphs",
     "coverage": "min_coverage",
+    "allow_unparsed": "allow_unparsed",
 }
 
 
@@ -55,7 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(graph_breaks=None, recompiles=None, graphs=None, coverage=None): fail the "
+        f"{MARKER}(graph_breaks=None, recompiles=None, graphs=None, coverage=None, "
+        "allow_unparsed=False): fail the "
         "test when what it compiles exceeds the budget (dynscope)",
     )
     folder = config.getoption("--dynscope-report")
@@ -80,18 +84,49 @@ def budget_from_marker(mark: pytest.Mark) -> dict[str, Any]:
     return limits
 
 
+#: PyTorch's structured-trace logger (events for dynscope and tlparse, not messages).
+TRACE_LOGGER = "torch.__trace"
+
+
+def _drop_trace_record(record: logging.LogRecord) -> bool:
+    return record.name != TRACE_LOGGER
+
+
+@contextlib.contextmanager
+def _trace_records_hidden() -> Iterator[None]:
+    """Keep trace records out of pytest's log capture ("Captured log call").
+
+    pytest (9.x) attaches its capture handlers to the root logger and also to every logger
+    that does not propagate, which includes ``torch.__trace``; while dynscope listens,
+    PyTorch emits its trace events there and each became an empty DEBUG line in a failed
+    test's report. The filter sits on the root logger's handlers (pytest's are there too)
+    and drops only that logger's records.
+    """
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(_drop_trace_record)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_drop_trace_record)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
     __tracebackhide__ = True  # show the budget message, not the plugin's code
     mark = item.get_closest_marker(MARKER)
     if mark is None:
-        return (yield)
+        if "dynscope" not in getattr(item, "fixturenames", ()):
+            return (yield)
+        with _trace_records_hidden():
+            return (yield)
     limits = budget_from_marker(mark)
     import dynscope
 
     cap = dynscope.capture(title=item.nodeid)
     try:
-        with cap:
+        with _trace_records_hidden(), cap:
             result = yield
     finally:
         # Kept for --dynscope-report even when the test itself failed.
@@ -107,8 +142,13 @@ class DynscopeFixture:
         self._state = state
         self._nodeid = nodeid
 
+    def __repr__(self) -> str:
+        # pytest prints the test's arguments in a failure; keep that line short.
+        return "<dynscope fixture>"
+
     def report(self, *args: Any, **kwargs: Any) -> Any:
         """``dynscope.report``; the report is kept for ``--dynscope-report``."""
+        __tracebackhide__ = True  # a failure shows the test's line, not the inputs passed on
         import dynscope
 
         rep = dynscope.report(*args, **kwargs)
@@ -117,6 +157,7 @@ class DynscopeFixture:
 
     def assert_compiles(self, *args: Any, **kwargs: Any) -> Any:
         """``dynscope.assert_compiles``; the report is kept also when the budget fails."""
+        __tracebackhide__ = True  # a failure shows the test's line, not the inputs passed on
         import dynscope
 
         try:

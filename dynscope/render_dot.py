@@ -60,14 +60,63 @@ def op_category(target: str) -> str:
     return "other"
 
 
+# C0/C1 controls and DEL (Graphviz rejects some and the SVG would not be valid XML), and
+# lone surrogates (undecodable bytes in a file name; not encodable as UTF-8).
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = {"node", "edge", "graph", "digraph", "subgraph", "strict"}
+
+
 def quote(text: str) -> str:
-    """A DOT double-quoted string; backslashes and quotes escaped, newlines as \\n."""
+    """The one DOT escaper: ``text`` as a DOT double-quoted string that shows it verbatim.
+
+    Every string that reaches DOT goes through here (ids, labels, tooltips, URLs), so a
+    quote or backslash in a file name, module key or op name can neither end the string
+    (and inject attributes such as ``URL="javascript:..."``) nor make ``dot`` fail.
+    Backslashes are doubled, so Graphviz's own escapes (``\\N``, ``\\G``, ``\\l``) never
+    fire; a line break becomes a centred line break (``\\n``); a tab becomes a space; other
+    control characters and lone surrogates become U+FFFD. (Graphviz reads these escapes in
+    labels, tooltips and URLs; an id keeps the doubled backslashes, still one id per name.)
+    """
     text = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + text.replace("\r", "").replace("\n", "\\n") + '"'
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
+    text = _UNPRINTABLE.sub("\ufffd", text)
+    return '"' + text.replace("\n", "\\n") + '"'
+
+
+def dot_id(text: str) -> str:
+    """A DOT id for ``text``: bare when it is a plain identifier, else quoted (see quote)."""
+    if _BARE_ID.fullmatch(text) and text.lower() not in _KEYWORDS:
+        return text
+    return quote(text)
+
+
+def safe_url(url: str) -> str:
+    """``url`` when it is an https link, else "" (links from data are https or nothing).
+
+    Anything else (``javascript:``, ``data:``, ``file:``, relative paths, text with
+    spaces or control characters) is dropped, so a hostile report cannot put a script
+    or a local file behind a link.
+    """
+    from urllib.parse import urlsplit
+
+    url = url.strip()
+    if not url or any(c.isspace() or not c.isprintable() for c in url):
+        return ""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    return url if parts.scheme.lower() == "https" and parts.netloc else ""
 
 
 def _ident(name: str) -> str:
-    return "n_" + re.sub(r"\W", "_", name)
+    """DOT id of an FX node (node names are identifiers, so these stay bare)."""
+    return dot_id("n_" + name)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.splitlines())
 
 
 def _shape(node: Node) -> str:
@@ -104,7 +153,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     ]
     if not graph.nodes:
         lines.append(f"  label={quote(title + ' (known from the trace only)')}; labelloc=t;")
-        ops = "\\n".join(f"{_short_target(t)} x{n}" for t, n in graph.op_counts[:12])
+        ops = "\n".join(f"{_short_target(_one_line(t))} x{n}" for t, n in graph.op_counts[:12])
         lines.append(f"  summary [label={quote(ops or 'no op data')}, fillcolor=\"{PALETTE['other']}\"];")
         lines.append("}")
         return "\n".join(lines) + "\n"
@@ -122,7 +171,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     for n in graph.nodes:
         if depth is not None and n.is_op and len(n.module_stack) > depth:
             path, cls = n.module_stack[depth - 1] if depth > 0 else ("", "program")
-            cid = _ident("mod_" + (path or "root"))
+            cid = dot_id("m_" + (path or "root"))
             collapsed[n.name] = cid
             info = collapsed_info.setdefault(cid, (path, cls, Counter()))
             info[2][op_category(n.target)] += 1
@@ -139,12 +188,12 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     for cid, (path, cls, cats) in sorted(collapsed_info.items()):
         total = sum(cats.values())
         main = cats.most_common(1)[0][0]
-        label = f"{path or 'model'} ({cls})\\n{total} ops"
+        label = f"{_one_line(path or 'model')} ({_one_line(cls)})\n{total} ops"
         stack_key = next(
             tuple(by_name[name].module_stack[: (depth or 1) - 1]) for name, c in collapsed.items() if c == cid
         )
         tree.setdefault(stack_key, []).append(
-            f"    {cid} [label=\"{label}\", shape=box3d, fillcolor=\"{PALETTE[main]}\", tooltip={quote(path)}];"
+            f"    {cid} [label={quote(label)}, shape=box3d, fillcolor=\"{PALETTE[main]}\", tooltip={quote(path)}];"
         )
     lines.extend(_clusters(tree))
 
@@ -170,21 +219,20 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
 def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node]) -> str:
     if n.op == "placeholder":
         category = "parameter" if n.is_param else "input"
-        label = f"{n.name}\\n{_shape(n)}"
+        label = f"{_one_line(n.name)}\n{_shape(n)}"
         shape = "ellipse"
     elif n.op == "output":
         category, label, shape = "output", "output", "ellipse"
     elif n.op == "get_attr":
-        category, label, shape = "parameter", f"{n.target}\\n{_shape(n)}", "ellipse"
+        category, label, shape = "parameter", f"{_one_line(n.target)}\n{_shape(n)}", "ellipse"
     else:
         category = op_category(n.target)
         folded = any(a in hidden for a in n.args)
-        label = f"{_short_target(n.target)}{' +W' if folded else ''}\\n{_shape(n)}"
+        label = f"{_short_target(_one_line(n.target))}{' +W' if folded else ''}\n{_shape(n)}"
         shape = "box"
     tooltip = f"{Path(n.filename).name}:{n.lineno}: {n.source}" if n.source else n.name
-    escaped_label = label.replace('"', '\\"')
     return (
-        f"    {_ident(n.name)} [label=\"{escaped_label}\", shape={shape}, "
+        f"    {_ident(n.name)} [label={quote(label)}, shape={shape}, "
         f"fillcolor=\"{PALETTE[category]}\", tooltip={quote(tooltip)}];"
     )
 
@@ -239,11 +287,12 @@ def program_to_dot(rep: Report) -> str:
     frame_by_cid = {f.compile_id: f for f in rep.frames}
     breaks_after: dict[str, list[int]] = {}
     for i, b in enumerate(rep.breaks):
-        breaks_after.setdefault(b.compile_ids[0], []).append(i)
+        breaks_after.setdefault(b.compile_ids[0] if b.compile_ids else "", []).append(i)
 
     previous: str | None = "start"
     lines.append('  start [label="call", shape=circle, style=filled, fillcolor="#333333", fontcolor=white, width=0.5];')
-    for frame_no in sorted(frames_order, key=int):
+    drawn: set[int] = set()
+    for frame_no in sorted(frames_order, key=_frame_key):
         cids = compiles[frame_no]
         main_cid = cids[0]
         main_id = _box(lines, main_cid, graphs_by_cid.get(main_cid), frame_by_cid.get(main_cid))
@@ -261,14 +310,18 @@ def program_to_dot(rep: Report) -> str:
         previous = main_id
         for cid in cids:
             for i in breaks_after.get(cid, []):
+                if i in drawn:
+                    continue
+                drawn.add(i)
                 b = rep.breaks[i]
                 bid = f"break_{i}"
-                if any(f"  {bid} [" in ln for ln in lines):
-                    continue
-                label = f"BREAK {b.location} x{b.count}\\n{_esc(_clip(b.source, 48))}\\n[{_esc(b.category)}]"
+                label = (
+                    f"BREAK {_one_line(b.location)} x{b.count}\n{_one_line(_clip(b.source, 48))}\n"
+                    f"[{_one_line(b.category)}]"
+                )
                 tooltip = f"{b.filename}:{b.lineno}: {b.reason}"
                 lines.append(
-                    f"  {bid} [label=\"{label}\", shape=octagon, style=filled, fillcolor=\"#fddbc7\", "
+                    f"  {bid} [label={quote(label)}, shape=octagon, style=filled, fillcolor=\"#fddbc7\", "
                     f"color=\"#b2182b\", tooltip={quote(tooltip)}];"
                 )
                 lines.append(f"  {previous} -> {bid};")
@@ -277,31 +330,35 @@ def program_to_dot(rep: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _frame_key(frame_no: str) -> tuple[int, int, str]:
+    """Frames in numeric order; odd ids (hand-edited or foreign reports) after them."""
+    try:
+        return (0, int(frame_no), "")
+    except ValueError:
+        return (1, 0, frame_no)
+
+
 def _box(lines: list[str], cid: str, graph: Graph | None, frame: object, *, variant: bool = False) -> str:
-    node_id = "c_" + cid.replace("/", "_")
+    node_id = dot_id("c_" + cid)
     func = getattr(frame, "function", "") or (graph.frame if graph else "")
     func = func.replace("torch_dynamo_resume_in_", "resume ")
     if graph is not None:
-        label = f"graph {graph.id} ({cid})\\n{_esc(func)}\\n{graph.op_count} ops, {graph.node_count} nodes"
+        label = f"graph {graph.id} ({_one_line(cid)})\n{_one_line(func)}\n{graph.op_count} ops, {graph.node_count} nodes"
         if graph.timing is not None and not graph.timing.failed:
-            label += f"\\n{graph.timing.compiled_ms:.3f} ms ({graph.timing.speedup:.2f}x)"
+            label += f"\n{graph.timing.compiled_ms:.3f} ms ({graph.timing.speedup:.2f}x)"
         fill = "#d1e5f0" if not variant else "#f0f0f0"
         tooltip = f"{graph.filename}:{graph.lineno} {graph.frame}"
     else:
         status = getattr(frame, "status", "")
         what = "ran eagerly (Dynamo gave up)" if status == "failed" else "no graph (nothing to compile)"
-        label = f"{_esc(func)} ({cid})\\n{what}"
+        label = f"{_one_line(func)} ({_one_line(cid)})\n{what}"
         fill = "#f7f7f7"
         tooltip = getattr(frame, "fail_reason", "") or func
     style = "rounded,filled" + (",dashed" if variant else "")
     lines.append(
-        f"  {node_id} [label=\"{label}\", shape=box, style=\"{style}\", fillcolor=\"{fill}\", tooltip={quote(tooltip[:300])}];"
+        f"  {node_id} [label={quote(label)}, shape=box, style=\"{style}\", fillcolor=\"{fill}\", tooltip={quote(tooltip[:300])}];"
     )
     return node_id
-
-
-def _esc(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
 def _clip(text: str, n: int) -> str:

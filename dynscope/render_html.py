@@ -1,20 +1,23 @@
 """One self-contained HTML page for a report. Pure: model in, text out.
 
-Inline CSS and SVG, no external fetches (a Content-Security-Policy forbids them), works
-from file://. Every string that comes from user code or torch is escaped.
+Inline CSS and SVG, no external fetches, works from file://. Every string that comes from
+user code or torch is escaped, links from data are https or nothing, and a
+Content-Security-Policy lets only dynscope's own inline style and script run (by their
+sha256 hashes, no 'unsafe-inline'), so even a string that slipped through could not run
+a script or a ``javascript:`` link.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
 
 from dynscope.model import Graph, Report, Timing
-from dynscope.render_dot import PALETTE
+from dynscope.render_dot import PALETTE, safe_url
 from dynscope.render_text import plural, totals_line
-
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -35,9 +38,10 @@ pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:420px}
 .legend span{display:inline-block;margin-right:10px;font-size:12px}
 .legend i{display:inline-block;width:12px;height:12px;border:1px solid #999;margin-right:4px;vertical-align:middle}
 .warn{color:#92400e}
+.warnings{border-color:#f59e0b;background:#fffbeb}
 .totals{font-size:14px}
 details summary{cursor:pointer}
-"""
+""" + "".join(f".legend i.c{i}{{background:{colour}}}\n" for i, colour in enumerate(PALETTE.values()))
 
 # Records problems the page itself can see (script errors, blocked fetches) so a headless
 # browser test can read them back from the DOM.
@@ -62,6 +66,18 @@ window.addEventListener('load', function () {
   b.setAttribute('data-ready', 'yes');
 });
 """
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+#: Only the page's own <style> and <script> blocks, matched by hash; no style attributes,
+#: no other scripts, no javascript: URLs, no fetches, no forms, no <base>.
+CSP = (
+    f"default-src 'none'; style-src {_sha256(CSS)}; script-src {_sha256(SCRIPT)}; img-src data:; "
+    "base-uri 'none'; form-action 'none'"
+)
 
 
 def _e(text: object) -> str:
@@ -101,7 +117,11 @@ def _breaks(rep: Report) -> str:
             cls = ' class="hit"' if n == b.lineno else ""
             lines.append(f"<span{cls}>{n:5d}  {_e(text)}</span>")
         hints = "".join(f"<li>{_e(h)}</li>" for h in b.hints)
-        doc = f'<p><a href="{_e(b.doc_url)}">PyTorch documentation for {_e(b.gb_id or b.gb_type)}</a></p>' if b.doc_url else ""
+        url = safe_url(b.doc_url)
+        doc = (
+            f'<p><a href="{_e(url)}" rel="noopener noreferrer">PyTorch documentation for {_e(b.gb_id or b.gb_type)}</a></p>'
+            if url else ""
+        )
         out.append(
             f'<h3 id="break-{i}">[{i}] {_e(b.filename)}:{b.lineno} in {_e(b.function or "?")}</h3>'
             f'<pre class="excerpt">' + "\n".join(lines) + "</pre>"
@@ -191,7 +211,7 @@ def _graph(g: Graph, pictures: bool, svg: str | None) -> str:
 
 def _legend() -> str:
     return '<p class="legend">' + "".join(
-        f'<span><i style="background:{colour}"></i>{_e(name)}</span>' for name, colour in PALETTE.items()
+        f'<span><i class="c{i}"></i>{_e(name)}</span>' for i, name in enumerate(PALETTE)
     ) + "</p>"
 
 
@@ -207,6 +227,17 @@ def _end_to_end(rep: Report) -> str:
         ),
     )
     return f"<section><h2>Timing, end to end</h2>{table}</section>"
+
+
+def _warnings(rep: Report) -> str:
+    """What makes the counts incomplete, first on the page; "" when nothing does."""
+    from dynscope.render_text import warning_lines
+
+    lines = warning_lines(rep)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{_e(w)}</li>" for w in lines)
+    return f'<section class="warnings"><h2>Read this first</h2><ul>{items}</ul></section>\n'
 
 
 def render_html(
@@ -248,7 +279,7 @@ def render_html(
 <body><header><h1>{_e(title)}</h1><div class="totals">{_e(totals_line(rep))}</div>
 <div>torch {_e(rep.torch_version)}; compile {t.total_s:.2f} s (dynamo {t.dynamo_s:.2f} s, backend {t.backend_s:.2f} s)</div></header>
 <main>
-<section><h2>Program</h2><p>Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes recompiled variants (with the guard that failed).</p>
+{_warnings(rep)}<section><h2>Program</h2><p>Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes recompiled variants (with the guard that failed).</p>
 <div class="svgbox" id="program-view">{program}</div></section>
 <section><h2>Graph breaks ({plural(rep.break_count, "event")} at {plural(len(rep.breaks), "site")})</h2>{_breaks(rep)}</section>
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>

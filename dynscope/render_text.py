@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
 from tabulate import tabulate
 
 from dynscope.model import Graph, Report
+
+# Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
+# SOS, PM and APC strings (up to BEL or ST), other two-byte ESC sequences; then any C0/C1
+# control left over (tab and newline excepted) and DEL.
+_CONTROL = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -~]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+def strip_controls(text: str) -> str:
+    """``text`` without terminal control sequences, for printing data to a terminal.
+
+    A report's strings come from user code and from PyTorch; printed raw, an escape
+    sequence in one (a file name, a break reason) could recolour, move the cursor, set the
+    window title or hide lines. Newlines and tabs stay; everything else C0/C1 goes.
+    """
+    return _CONTROL.sub("", text)
 
 
 def plural(n: int, word: str) -> str:
@@ -151,10 +172,25 @@ def guards_line(rep: Report) -> str:
     return f"{plural(len(rep.guards), 'guard')} on {plural(compiles, 'compile')}: {shown}"
 
 
+def warning_lines(rep: Report) -> list[str]:
+    """What makes the counts incomplete or the report unusual, one line each."""
+    out = []
+    if rep.unparsed:
+        out.append(
+            f"{plural(rep.unparsed, 'PyTorch trace message')} dynscope could not read: "
+            f"counts may be short (check() fails until this is 0 or allow_unparsed=True)"
+        )
+    out.extend(rep.notes)
+    return out
+
+
 def render_summary(rep: Report) -> str:
     """The whole terminal summary. Deterministic for a given report."""
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
     out = [title, "=" * len(title), totals_line(rep), ""]
+    warnings = warning_lines(rep)
+    if warnings:
+        out += ["Read this first", *(f"    ! {w}" for w in warnings), ""]
     out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)", ""]
     if rep.breaks:
         out += [

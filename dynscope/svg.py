@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 
-from dynscope.errors import GraphvizNotFoundError
+from dynscope.errors import DynscopeError, GraphvizNotFoundError
 
 INSTALL_HINT = (
     "Graphviz's `dot` program is needed for SVG pictures and was not found on PATH. "
@@ -17,6 +17,10 @@ INSTALL_HINT = (
 _NODE_TITLE = re.compile(
     r'(<g id="(?:node|edge)\d+" class="(?:node|edge)">\s*<title>)([^<]*)(</title>\s*<g id="a_[^"]+"><a xlink:title="([^"]*)")'
 )
+
+# A link in the SVG that is not https (dynscope's DOT sets no URL or href, so any other
+# link got in through data): dropped, whatever escaping did upstream.
+_UNSAFE_LINK = re.compile(r'\s(?:xlink:)?href="(?!https://)[^"]*"', re.IGNORECASE)
 
 
 def have_graphviz() -> bool:
@@ -32,13 +36,21 @@ def dot_to_svg(dot: str) -> str:
 
     Raises:
         GraphvizNotFoundError: ``dot`` is not installed (the message says how to get it).
+        DynscopeError: ``dot`` rejected the source (a dynscope bug: the message has dot's words).
     """
     import graphviz
 
     try:
-        svg = graphviz.pipe("dot", "svg", dot.encode("utf-8")).decode("utf-8")
+        svg = graphviz.pipe("dot", "svg", dot.encode("utf-8", "replace")).decode("utf-8", "replace")
     except graphviz.ExecutableNotFound as err:
         raise GraphvizNotFoundError(INSTALL_HINT) from err
+    except graphviz.CalledProcessError as err:
+        said = (err.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        raise DynscopeError(
+            f"Graphviz's dot could not lay out a picture ({said[0] if said else f'exit status {err.returncode}'}); "
+            "this is a dynscope bug, please report it with the report's JSON"
+        ) from err
+    svg = _UNSAFE_LINK.sub("", svg)
     svg = _NODE_TITLE.sub(lambda m: m.group(1) + m.group(4) + m.group(3), svg)
     # Drop the XML prolog and doctype so the SVG can be inlined in HTML.
     start = svg.find("<svg")

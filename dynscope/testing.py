@@ -19,6 +19,7 @@ def assert_compiles(
     max_recompiles: int | None = 0,
     min_coverage: float | None = None,
     max_graphs: int | None = None,
+    allow_unparsed: bool = False,
     inner: str | Callable[..., Any] = "eager",
     dynamic: bool | None = None,
 ) -> Report:
@@ -31,6 +32,8 @@ def assert_compiles(
         min_coverage: least share of torch ops that must run inside graphs (0..1); None
             for no limit. Defaults to None.
         max_graphs: most graphs allowed; None for no limit. Defaults to None.
+        allow_unparsed: pass even when PyTorch emitted trace messages dynscope could not
+            read (``Report.unparsed``; the counts may then be short). Defaults to False.
 
     Returns:
         The report, when the budget holds.
@@ -53,5 +56,6 @@ def assert_compiles(
         max_recompiles=max_recompiles,
         min_coverage=min_coverage,
         max_graphs=max_graphs,
+        allow_unparsed=allow_unparsed,
     )
     return rep

@@ -309,8 +309,9 @@ def time_end_to_end(
 
     eager_fn = run(model)
     try:
-        with torch.no_grad(), _torch.preserved_dynamo_state():
+        with torch.no_grad(), _torch.DynamoSandbox() as sandbox:
             compiled_model = torch.compile(model, mode=None if mode == "default" else mode, **_torch.compile_kwargs())
+            sandbox.own(compiled_model)
             start = time.perf_counter()
             run(compiled_model)()
             clock.sync()

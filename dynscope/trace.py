@@ -38,27 +38,15 @@ class TraceCollector(logging.Handler):
         super().__init__(level=logging.DEBUG)
         self.events: list[TraceEvent] = []
         self._lock_events = threading.Lock()
+        # When set, only records logged by this thread (threading.get_ident()) are kept.
+        self.thread: int | None = None
 
     def emit(self, record: logging.LogRecord) -> None:  # noqa: D102 - logging API
-        metadata = getattr(record, "metadata", None)
-        if not isinstance(metadata, dict):
+        if self.thread is not None and record.thread != self.thread:
             return
-        name = _event_name(metadata)
-        if name is None:
+        event = event_from(getattr(record, "metadata", None), getattr(record, "payload", None))
+        if event is None:
             return
-        frame_id = metadata.get("frame_id")
-        compile_id = (
-            f"{frame_id}/{metadata.get('frame_compile_id')}" if frame_id is not None else ""
-        )
-        body = metadata.get(name if name in KEPT_EVENTS else "artifact")
-        payload = getattr(record, "payload", None)
-        event = TraceEvent(
-            name=name,
-            compile_id=compile_id,
-            attempt=int(metadata.get("attempt") or 0),
-            metadata=body if isinstance(body, dict) else {},
-            payload=payload if isinstance(payload, str) else "",
-        )
         with self._lock_events:
             self.events.append(event)
 
@@ -66,6 +54,28 @@ class TraceCollector(logging.Handler):
         """A copy of the events so far."""
         with self._lock_events:
             return list(self.events)
+
+
+def event_from(metadata: Any, payload: Any) -> TraceEvent | None:
+    """The kept event for one trace record's metadata and payload; None if not kept.
+
+    Also reads records stored as JSON (tests/traces), which carry the same two fields.
+    """
+    if not isinstance(metadata, dict):
+        return None
+    name = _event_name(metadata)
+    if name is None:
+        return None
+    frame_id = metadata.get("frame_id")
+    compile_id = f"{frame_id}/{metadata.get('frame_compile_id')}" if frame_id is not None else ""
+    body = metadata.get(name if name in KEPT_EVENTS else "artifact")
+    return TraceEvent(
+        name=name,
+        compile_id=compile_id,
+        attempt=int(metadata.get("attempt") or 0),
+        metadata=body if isinstance(body, dict) else {},
+        payload=payload if isinstance(payload, str) else "",
+    )
 
 
 def _event_name(metadata: dict[str, Any]) -> str | None:

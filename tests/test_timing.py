@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import dynscope
+from dynscope import _torch
 from dynscope.timing import MODES, compare_outputs, validate_modes
 
 FAST = dynscope.TimingOptions(warmup=1, repeats=7, min_time_s=0.02, min_sample_ms=0.2, progress=False)
@@ -17,11 +18,23 @@ def two_graphs(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return y.sum(-1) + torch.index_select(x, 0, idx).sum()
 
 
+STATE: dict[str, dict] = {}
+
+
 @pytest.fixture(scope="module")
 def timed() -> dynscope.Report:
     x = torch.randn(32, 32, generator=torch.Generator().manual_seed(0))
     idx = torch.tensor([3, 1, 2])
-    return dynscope.report(two_graphs, (x, idx), timing=True, timing_options=FAST)
+    torch.compile(lambda t: t + 1, backend="eager")(torch.ones(1))  # PyTorch's own logging set-up
+    STATE["before"] = _torch.snapshot_state()
+    rep = dynscope.report(two_graphs, (x, idx), timing=True, timing_options=FAST)
+    STATE["after"] = _torch.snapshot_state()
+    return rep
+
+
+def test_timing_leaves_counters_and_state_as_they_were(timed: dynscope.Report) -> None:
+    # Inductor's compiles count into torch._dynamo.utils.counters ("inductor", "aot_autograd").
+    assert STATE["after"] == STATE["before"]
 
 
 def test_per_graph_timing(timed: dynscope.Report) -> None:

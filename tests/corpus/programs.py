@@ -165,7 +165,7 @@ def _train_step_setup() -> tuple[Callable[..., Any], list[Any]]:
     def train_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         opt.zero_grad()  # BREAK: skipped or disallowed function
         loss = nn.functional.mse_loss(model(x), y)
-        loss.backward()  # BREAK: other
+        loss.backward()  # BREAK: backward() in compiled code
         opt.step()  # BREAK: explicit graph_break() x2
         return loss.detach()
 
@@ -187,6 +187,19 @@ def scalar_fn(x: torch.Tensor, n: int) -> torch.Tensor:
 
 def dtype_fn(x: torch.Tensor) -> torch.Tensor:
     return (x * 2).sum(-1)
+
+
+def tolist_fn(x: torch.Tensor) -> torch.Tensor:
+    counts = (x > 0).long().sum(-1).tolist()  # BREAK: .item()/scalar output
+    return x * max(counts)
+
+
+def generator_fn(x: torch.Tensor, scales: Any) -> torch.Tensor:
+    return x * next(scales)  # BREAK: generator/iterator
+
+
+def _scales() -> Any:
+    return (torch.full((1,), float(i)) for i in range(1, 4))
 
 
 PROGRAMS: list[Program] = [
@@ -224,5 +237,14 @@ PROGRAMS: list[Program] = [
         "recompile_scalar",
         lambda: (scalar_fn, [(_x(4), 2), (_x(4), 3), (_x(4), 4)]),
         graphs=2, breaks=0, recompiles=1,
+    ),
+    # .tolist() of an integer tensor: PyTorch says "Data dependent operator
+    # aten._local_scalar_dense", a scalar output (capture_scalar_outputs removes it).
+    Program("tolist_break", lambda: (tolist_fn, [_x(4, 8)]), graphs=2, breaks=1, recompiles=0, code=(tolist_fn,)),
+    # A generator made outside the compiled function ("Missing tp_iternext" on 2.13).
+    Program(
+        "generator_break",
+        lambda: (generator_fn, [(_x(4, 8), _scales())]),
+        graphs=1, breaks=1, recompiles=0, code=(generator_fn,),
     ),
 ]

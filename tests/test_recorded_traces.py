@@ -1,0 +1,89 @@
+"""Reports built from traces recorded under several torch releases (no compiling here).
+
+The traces come from scripts/record_payloads.py; tests/traces/README.md has the commands.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dynscope.assemble import build_report
+from dynscope.model import Report
+from dynscope.trace import TraceEvent, event_from
+
+TRACES = Path(__file__).parent / "traces"
+VERSIONS = sorted(p.name for p in TRACES.glob("torch-*"))
+
+#: program -> (graphs, break events, break sites, recompiles, break categories)
+EXPECTED: dict[str, tuple[int, int, int, int, tuple[str, ...]]] = {
+    "a_loop_break": (0, 1, 1, 0, ("logging/print side effect",)),
+    "b1_generator_sum": (1, 0, 0, 0, ()),
+    "b2_generator_print": (0, 1, 1, 0, ("logging/print side effect",)),
+    "b3_generator_loop_break": (0, 1, 1, 0, ("logging/print side effect",)),
+    "c_item": (2, 1, 1, 0, (".item()/scalar output",)),
+    "d_kwargs_recompile": (2, 0, 0, 1, ()),
+    "e_recompile_limit": (2, 0, 0, 2, ()),
+    "f_backward": (2, 1, 1, 0, ("backward() in compiled code",)),
+    "g_print_break": (2, 1, 1, 0, ("logging/print side effect",)),
+    # The helper breaks once inlined into f, then again, as its own frame, with "Failed to
+    # handle graph break gracefully": one event.
+    "h_inlined_loop_break": (2, 1, 1, 0, ("logging/print side effect",)),
+    "i_user_context_manager": (0, 1, 1, 0, ("logging/print side effect",)),
+    # A print in a helper breaks once per nesting level (f, then the helper's own frame).
+    "j_nested_print": (4, 2, 1, 0, ("logging/print side effect",)),
+}
+
+
+def _events(path: Path) -> list[TraceEvent]:
+    events = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        event = event_from(**json.loads(line))
+        assert event is not None, f"{path.name}: a stored record dynscope does not keep"
+        events.append(event)
+    return events
+
+
+def _report(version: str, program: str) -> Report:
+    path = TRACES / version / f"{program}.jsonl"
+    return build_report(_events(path), [], ignore_backend_mismatch=False, title=program)
+
+
+def test_three_releases_are_stored() -> None:
+    assert {"torch-2.11", "torch-2.13", "torch-2.14"} <= set(VERSIONS)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("program", sorted(EXPECTED))
+def test_counts_from_recorded_trace(version: str, program: str) -> None:
+    rep = _report(version, program)
+    got = (
+        rep.graph_count,
+        rep.break_count,
+        len(rep.breaks),
+        rep.recompile_count,
+        tuple(b.category for b in rep.breaks),
+    )
+    assert got == EXPECTED[program]
+    assert rep.unparsed == 0, "every stored payload is one dynscope reads"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gave_up_payload_is_not_a_second_event(version: str) -> None:
+    events = _events(TRACES / version / "h_inlined_loop_break.jsonl")
+    payloads = [e.payload for e in events if e.name == "dynamo_graph_break_reason"]
+    assert len(payloads) == 2
+    assert "Failed to handle graph break gracefully" in payloads[1]
+    assert _report(version, "h_inlined_loop_break").break_count == 1
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_recompile_limit_and_kwargs_reason_in_words(version: str) -> None:
+    limit = _report(version, "e_recompile_limit")
+    assert any("recompile limit hit" in n for n in limit.notes)
+    assert any(f.status == "failed" for f in limit.frames)
+    kwargs = _report(version, "d_kwargs_recompile")
+    (recompile,) = kwargs.recompiles
+    assert recompile.explained == ("input kw['x'] changed size in dim 1: compiled for 4, called with 6",)
