@@ -7,18 +7,20 @@ from typing import Any
 
 import torch
 
-from dynscope import _torch
-from dynscope.backend import RecordedGraph
-from dynscope.breaks import ParsedBreak, fold_breaks, parse_break
-from dynscope.fxgraph import inputs_from_code, op_counts_from_code, readable_code
-from dynscope.guards import (
+from dynscope._torch.break_text import ParsedBreak, parse_break
+from dynscope._torch.fx import inputs_from_code, op_counts_from_code, readable_code
+from dynscope._torch.guard_text import (
     explain_reason,
     is_backend_mismatch,
     parse_guards,
     parse_recompile_reasons,
 )
+from dynscope._torch.metrics import CompileMetrics, read_metrics
+from dynscope._torch.trace import TraceEvent
+from dynscope._torch.wording import is_recompile_limit
+from dynscope.backend import RecordedGraph
+from dynscope.breaks import fold_breaks
 from dynscope.model import CompileTime, Frame, Graph, Guard, Recompile, Report, _Live
-from dynscope.trace import TraceEvent
 
 
 def _renumbering(events: list[TraceEvent], recorded: list[RecordedGraph]) -> dict[str, str]:
@@ -66,36 +68,30 @@ def _is_recompile(compile_id: str) -> bool:
     return compile_no.isdigit() and int(compile_no) > 0
 
 
-def _metrics_frame(cid: str, m: dict[str, Any], graph_ids: tuple[int, ...]) -> Frame:
-    total = float(m.get("entire_frame_compile_time_s") or 0.0)
-    backend = float(m.get("backend_compile_time_s") or 0.0)
-    inductor = float(m.get("inductor_compile_time_s") or 0.0)
-    fail_type = m.get("fail_type") or ""
-    op_count = int(m.get("graph_op_count") or 0)
-    if fail_type:
+def _metrics_frame(cid: str, m: CompileMetrics, graph_ids: tuple[int, ...]) -> Frame:
+    if m.fail_type:
         status = "failed"
-    elif not graph_ids and op_count == 0:
+    elif not graph_ids and m.op_count == 0:
         status = "empty"
     else:
         status = "compiled"
-    reason = m.get("fail_reason") or ""
     return Frame(
         compile_id=cid,
-        function=str(m.get("co_name") or ""),
-        filename=str(m.get("co_filename") or ""),
-        lineno=int(m.get("co_firstlineno") or 0),
+        function=m.co_name,
+        filename=m.co_filename,
+        lineno=m.co_firstlineno,
         graph_ids=graph_ids,
-        guard_count=int(m.get("guard_count") or 0),
-        op_count=op_count,
+        guard_count=m.guard_count,
+        op_count=m.op_count,
         compile_time=CompileTime(
-            total_s=total,
-            dynamo_s=max(total - backend, 0.0),
-            backend_s=backend,
-            inductor_s=inductor,
+            total_s=m.total_s,
+            dynamo_s=max(m.total_s - m.backend_s, 0.0),
+            backend_s=m.backend_s,
+            inductor_s=m.inductor_s,
         ),
-        restarts=len(m.get("restart_reasons") or ()),
+        restarts=m.restarts,
         status=status,
-        fail_reason=f"{fail_type}: {reason}".strip(": ") if fail_type else "",
+        fail_reason=f"{m.fail_type}: {m.fail_reason}".strip(": ") if m.fail_type else "",
     )
 
 
@@ -131,7 +127,7 @@ def build_report(
 
     graphs: list[Graph] = []
     graph_ids: dict[str, list[int]] = {}
-    metrics: dict[str, dict[str, Any]] = {}
+    metrics: dict[str, CompileMetrics] = {}
     names: dict[str, tuple[str, str, int]] = {}
     guards: list[Guard] = []
     break_items: list[tuple[str, ParsedBreak]] = []
@@ -153,7 +149,7 @@ def build_report(
                 top = stack[-1]
                 names[cid] = (str(top.get("name", "")), "", int(top.get("line") or 0))
         elif ev.name == "compilation_metrics":
-            metrics[cid] = ev.metadata
+            m = metrics[cid] = read_metrics(ev.metadata)
             # A compile that failed early (recompile limit) names no code: it is the
             # same frame as the frame's earlier compiles.
             same_frame = next(
@@ -161,9 +157,9 @@ def build_report(
                 ("", "", 0),
             )
             names[cid] = (
-                str(ev.metadata.get("co_name") or "") or same_frame[0],
-                str(ev.metadata.get("co_filename") or "") or same_frame[1],
-                int(ev.metadata.get("co_firstlineno") or 0) or same_frame[2],
+                m.co_name or same_frame[0],
+                m.co_filename or same_frame[1],
+                m.co_firstlineno or same_frame[2],
             )
         elif ev.name == "dynamo_cpp_guards_str":
             parsed_guards = parse_guards(ev.payload, cid)
@@ -198,8 +194,8 @@ def build_report(
     # Torch versions without the recompile_reasons artifact still put the reason in
     # compilation_metrics.
     for cid, m in metrics.items():
-        if cid not in pending_reasons and m.get("recompile_reason"):
-            reasons = parse_recompile_reasons(str(m["recompile_reason"]))
+        if cid not in pending_reasons and m.recompile_reason:
+            reasons = parse_recompile_reasons(m.recompile_reason)
             if ignore_backend_mismatch:
                 reasons = tuple(r for r in reasons if not is_backend_mismatch(r))
             if reasons:
@@ -249,7 +245,7 @@ def build_report(
         f"compiling it, later calls ran its cached code or eager; counts after this point "
         f"are not what an unlimited run would show"
         for f in frames
-        if _torch.is_recompile_limit(f.fail_reason)
+        if is_recompile_limit(f.fail_reason)
     )
     return Report(
         graphs=tuple(graphs),
@@ -304,7 +300,7 @@ def _graph(
 
 
 def _named(
-    graph: Graph, name: tuple[str, str, int] | None, metrics: dict[str, Any] | None
+    graph: Graph, name: tuple[str, str, int] | None, metrics: CompileMetrics | None
 ) -> Graph:
     if name is not None:
         func, filename, lineno = name
@@ -317,7 +313,7 @@ def _named(
     if graph.origin == "trace" and metrics:
         graph = replace(
             graph,
-            op_count=int(metrics.get("graph_op_count") or graph.op_count),
-            node_count=int(metrics.get("graph_node_count") or graph.node_count),
+            op_count=metrics.op_count or graph.op_count,
+            node_count=metrics.node_count or graph.node_count,
         )
     return graph

@@ -10,8 +10,8 @@ from typing import Any
 import torch
 
 from dynscope import _torch
+from dynscope._torch.fx import extract
 from dynscope.errors import InputError
-from dynscope.fxgraph import extract
 
 
 @dataclass
@@ -42,7 +42,7 @@ def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
 
 def _wrapped(compiled: Callable[..., Any], record: RecordedGraph, *, mark: bool) -> Callable[..., Any]:
     """Count the graph's runs; with ``mark``, also put each run in a profiler range."""
-    from dynscope.coverage import GRAPH_MARK
+    from dynscope._torch.profiler import GRAPH_MARK
 
     def run(*args: Any) -> Any:
         record.runs += 1

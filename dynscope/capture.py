@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
+from dynscope._torch.profiler import CoverageRecorder
+from dynscope._torch.trace import TraceCollector
 from dynscope.assemble import build_report
 from dynscope.backend import RecordingBackend
-from dynscope.coverage import CoverageRecorder, coverage_of
+from dynscope.coverage import coverage_of
 from dynscope.errors import CaptureError, InputError
 from dynscope.model import Report
-from dynscope.trace import TraceCollector
 
 if TYPE_CHECKING:  # pragma: no cover
     from dynscope.timing import TimingOptions

@@ -1,13 +1,17 @@
 """Graph-break categories and dynscope's own fix advice for each.
 
 The categories come from breaks seen in real models (DESIGN.md), most common first.
-:func:`classify` is a pure function of PyTorch's graph-break type, explanation and the
+``classify`` (in ``dynscope._torch.break_kinds``) is a pure function of PyTorch's graph-break type, explanation and the
 user's source line, so it can be tested without compiling anything.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from dynscope._torch.break_kinds import classify
+
+__all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category", "classify", "fix_for"]
 
 
 @dataclass(frozen=True)
@@ -109,78 +113,6 @@ CATEGORIES: tuple[Category, ...] = (
 
 CATEGORY_NAMES: tuple[str, ...] = tuple(c.name for c in CATEGORIES)
 _BY_NAME = {c.name: c for c in CATEGORIES}
-
-# (category, words any of which in the graph-break type or explanation selects it).
-# Order matters: the first rule that matches wins, most specific first.
-_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("explicit graph_break()", ("torch._dynamo.graph_break()", "user-inserted graph break")),
-    ("deepcopy", ("deepcopy",)),
-    ("logging/print side effect", ("`print`", "logging.logger", "logging function")),
-    ("data-dependent branch", ("data-dependent branching", "data dependent branching")),
-    # A tensor read into a Python scalar: `.item()` says so; int()/float(), numpy
-    # conversions and .tolist() of integer tensors surface as the op
-    # aten._local_scalar_dense ("Data dependent operator"), which capture_scalar_outputs
-    # traces, so it must win over the data-dependent rule below.
-    (".item()/scalar output", (
-        "tensor.item()", ".item()", "tolist()", "scalar output", "_local_scalar_dense",
-        "aten.item.default",
-    )),
-    ("data-dependent guard/shape", (
-        "dynamic shape operator", "data dependent operator", "data-dependent",
-        "data dependent", "depends on input tensor data", "unbacked",
-    )),
-    ("backward() in compiled code", ("tensor.backward()", "backward() call", "backward() with")),
-    # Python generators and iterators: "call_method on generator" (2.11), "Missing
-    # tp_iternext" (2.13: next() on a generator made outside the frame). Not "generator"
-    # alone: "torch.Generator method" is about random number generators.
-    ("generator/iterator", (
-        "call_method on generator", "missing tp_iter", "generator object",
-        "attempt to trace generator", "generator reconstruction", "infinite generator",
-        "sub-generator", "iter() with",
-    )),
-    ("tensor attribute mutation (requires_grad)", ("requires_grad",)),
-    ("dynamic-shape constraint violation", ("constraint violation", "constraintviolation")),
-    ("observed exception", ("observed exception",)),
-    ("unsupported builtin or C/numpy call", (
-        "builtin", "c/c++", "c extension", "numpy", "pybind", "c function", "c-implemented",
-    )),
-    ("skipped or disallowed function", (
-        "marked as skipped", "disable()", "disallowed", "skip calling", "skipfiles",
-        "skipped", "torch.compiler.disable",
-    )),
-    ("proxy/return conversion", ("proxy", "unsupported output", "return value", "reconstruct")),
-)
-
-
-# torch 2.14 words a generator break "C-implemented special method without VariableTracker
-# model", a type it also uses for other C slots: it is a generator/iterator break when the
-# message or the user's line is about iteration.
-_C_SPECIAL_METHOD = "c-implemented special method"
-_ITERATION = ("generator", "__next__", "__iter__", "next(", "iter(", ".send(", "yield", "for ")
-
-
-def classify(gb_type: str, explanation: str = "", source: str = "") -> str:
-    """The category name for one break.
-
-    Args:
-        gb_type: PyTorch's graph-break type ("Failed to trace builtin operator").
-        explanation: PyTorch's explanation text.
-        source: the user's line of code (used for deepcopy sites Dynamo reports in copy.py
-            and for torch 2.14's wording of generator breaks).
-
-    Returns:
-        One of :data:`CATEGORY_NAMES`; "other" when no rule matches.
-    """
-    text = f"{gb_type}\n{explanation}".lower()
-    if _C_SPECIAL_METHOD in text and any(w in f"{text}\n{source}".lower() for w in _ITERATION):
-        return "generator/iterator"
-    for name, words in _RULES:
-        if any(w in text for w in words):
-            return name
-    if "deepcopy(" in source:
-        return "deepcopy"
-    return "other"
-
 
 def fix_for(category: str) -> str:
     """dynscope's advice for a category."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from dynscope._torch.wording import is_lifted_param, is_resume_name
 from dynscope.errors import SchemaError
 
 #: Version of the JSON layout. Bump when a field changes meaning or is removed;
@@ -104,7 +105,7 @@ class Node:
     def is_param(self) -> bool:
         """True for parameter/buffer inputs Dynamo lifted into the graph, and attribute reads."""
         return self.op == "get_attr" or (
-            self.op == "placeholder" and ("_parameters_" in self.name or "_buffers_" in self.name)
+            self.op == "placeholder" and is_lifted_param(self.name)
         )
 
 
@@ -197,7 +198,7 @@ class Graph:
     @property
     def is_resume(self) -> bool:
         """True when the graph belongs to a resume function Dynamo made after a break."""
-        return self.frame.startswith("torch_dynamo_resume_in_")
+        return is_resume_name(self.frame)
 
     def user_inputs(self) -> tuple[tuple[TensorMeta, ...], int]:
         """(inputs that are not parameters or buffers, number of parameter/buffer inputs).
@@ -322,7 +323,7 @@ class Frame:
     @property
     def is_resume(self) -> bool:
         """True for resume functions Dynamo generates after a graph break."""
-        return self.function.startswith("torch_dynamo_resume_in_")
+        return is_resume_name(self.function)
 
 
 @dataclass(frozen=True)

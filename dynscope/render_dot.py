@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from dynscope._torch.wording import resume_label
 from dynscope.model import Graph, Node, Report
 from dynscope.render_text import plural
 
@@ -341,7 +342,7 @@ def _frame_key(frame_no: str) -> tuple[int, int, str]:
 def _box(lines: list[str], cid: str, graph: Graph | None, frame: object, *, variant: bool = False) -> str:
     node_id = dot_id("c_" + cid)
     func = getattr(frame, "function", "") or (graph.frame if graph else "")
-    func = func.replace("torch_dynamo_resume_in_", "resume ")
+    func = resume_label(func)
     if graph is not None:
         label = f"graph {graph.id} ({_one_line(cid)})\n{_one_line(func)}\n{graph.op_count} ops, {graph.node_count} nodes"
         if graph.timing is not None and not graph.timing.failed:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from dynscope._torch.wording import resume_label
 from dynscope.model import Graph, Report
 
 # Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
@@ -71,9 +72,7 @@ def _inputs(graph: Graph, limit: int = 3) -> str:
 
 
 def _frame_label(graph: Graph) -> str:
-    name = graph.frame or "?"
-    if graph.is_resume:
-        name = "resume " + name.removeprefix("torch_dynamo_resume_in_")
+    name = resume_label(graph.frame) or "?"
     return f"{name} ({Path(graph.filename).name}:{graph.lineno})" if graph.filename else name
 
 

@@ -15,7 +15,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from dynscope.trace import event_from
+from dynscope._torch.trace import event_from
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,8 +18,8 @@ import torch
 
 import dynscope
 from dynscope import _torch
+from dynscope._torch.trace import TraceCollector
 from dynscope.assemble import build_report
-from dynscope.trace import TraceCollector
 from tests.conftest import ROOT
 from tests.corpus.programs import MLP, PrintModel, _x
 

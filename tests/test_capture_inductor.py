@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import dynscope
-from dynscope.fxgraph import op_counts_from_code
+from dynscope._torch.fx import op_counts_from_code
 from tests.corpus.programs import _x
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from dynscope._torch.trace import TraceEvent, event_from
 from dynscope.assemble import build_report
 from dynscope.model import Report
-from dynscope.trace import TraceEvent, event_from
 
 TRACES = Path(__file__).parent / "traces"
 VERSIONS = sorted(p.name for p in TRACES.glob("torch-*"))

@@ -1,8 +1,7 @@
-"""The one module that touches PyTorch's private APIs.
+"""Dynamo's runtime: the trace logger, compile ids, backends, caches and process state.
 
 Each use is feature-detected, not keyed on version strings, and says which torch it was
-written against, so a new torch release breaks this file and no other.
-Checked on torch 2.13 (CPU) and written to work on 2.11 (the GPU machine).
+written against. Checked on torch 2.11, 2.13 and 2.14 (scripts/compat.sh).
 """
 
 from __future__ import annotations
@@ -10,17 +9,15 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import json
 import logging
 import os
-import sys
-import sysconfig
 from collections.abc import Callable, Iterator
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import torch
+
+from dynscope._torch.registry import is_user_file
 
 # -- the structured compile trace --------------------------------------------------------
 
@@ -477,80 +474,6 @@ def snapshot_state() -> dict[str, Any]:
     }
 
 
-# -- graph-break registry ---------------------------------------------------------------
-
-
-@lru_cache(maxsize=1)
-def graph_break_registry() -> dict[str, dict[str, Any]]:
-    """gb id -> {"Gb_type", "Explanation", "Hints"} from torch's registry (torch >= 2.8)."""
-    path = Path(torch.__file__).parent / "_dynamo" / "graph_break_registry.json"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    out: dict[str, dict[str, Any]] = {}
-    for gb_id, entries in raw.items():
-        entry = entries[0] if isinstance(entries, list) and entries else entries
-        if isinstance(entry, dict):
-            out[gb_id] = entry
-    return out
-
-
-def gb_id_for_type(gb_type: str) -> str:
-    """The registry id for a graph-break type, or ""."""
-    for gb_id, entry in graph_break_registry().items():
-        if entry.get("Gb_type") == gb_type:
-            return gb_id
-    return ""
-
-
-def doc_url_for(gb_type: str, gb_id: str) -> str:
-    """PyTorch's documentation page for a graph break, or ""."""
-    try:
-        from torch._dynamo.exc import get_gbid_documentation_link  # torch >= 2.9
-
-        url = get_gbid_documentation_link(gb_type)
-        if url:
-            return str(url)
-    except Exception:  # noqa: BLE001 - fall back to the URL pattern
-        pass
-    if gb_id:
-        return f"https://meta-pytorch.github.io/compile-graph-break-site/gb/{gb_id}.html"
-    return ""
-
-
-# -- what counts as user code -------------------------------------------------------------
-
-
-@lru_cache(maxsize=1)
-def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    torch_root = os.path.dirname(os.path.abspath(torch.__file__))
-    dynscope_root = os.path.dirname(os.path.abspath(__file__))
-    paths = sysconfig.get_paths()
-    std = {os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib") if k in paths}
-    std.add(os.path.dirname(os.path.abspath(os.__file__)))
-    site = {os.path.abspath(paths[k]) for k in ("purelib", "platlib") if k in paths}
-    site.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-    return (torch_root, dynscope_root, *sorted(std)), tuple(sorted(site))
-
-
-def is_user_file(filename: str) -> bool:
-    """True unless the file belongs to torch, dynscope or the Python standard library.
-
-    Third-party packages (transformers, ...) count as user code: that is where their
-    users need to look. Site-packages inside the stdlib folder are not the stdlib.
-    """
-    if not filename or filename.startswith("<"):
-        return False
-    path = os.path.abspath(filename)
-    (torch_root, dynscope_root, *std), site = _library_roots()
-    if path.startswith((torch_root + os.sep, dynscope_root + os.sep)):
-        return False
-    if any(path.startswith(s + os.sep) for s in site):
-        return True
-    return not any(path.startswith(s + os.sep) for s in std)
-
-
 # -- compile callbacks --------------------------------------------------------------------
 
 
@@ -685,24 +608,3 @@ def restored_model_state(model: Any) -> Iterator[None]:
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
-
-
-# -- wording of Dynamo's messages -------------------------------------------------------------
-
-#: torch 2.14 logs a second break payload for the same event when it gives up on a frame.
-_SECONDARY_BREAK = "Failed to handle graph break gracefully"
-
-
-def is_secondary_break(gb_type: str) -> bool:
-    """True for a payload that repeats a break already reported (not a new event)."""
-    return gb_type.strip().startswith(_SECONDARY_BREAK)
-
-
-def is_recompile_limit(fail_reason: str) -> bool:
-    """True when a frame's compile failed because Dynamo's recompile limit was hit.
-
-    torch 2.5 .. 2.14: ``fail_reason`` "Unsupported: Dynamo recompile limit exceeded"
-    (older releases said "cache_size_limit reached").
-    """
-    text = fail_reason.lower()
-    return "recompile limit" in text or "cache_size_limit" in text or "recompile_limit" in text

@@ -1,0 +1,44 @@
+"""Rules about the wording and names Dynamo uses (no torch import: plain text rules)."""
+
+from __future__ import annotations
+
+#: torch 2.14 logs a second break payload for the same event when it gives up on a frame.
+_SECONDARY_BREAK = "Failed to handle graph break gracefully"
+
+
+def is_secondary_break(gb_type: str) -> bool:
+    """True for a payload that repeats a break already reported (not a new event)."""
+    return gb_type.strip().startswith(_SECONDARY_BREAK)
+
+
+def is_recompile_limit(fail_reason: str) -> bool:
+    """True when a frame's compile failed because Dynamo's recompile limit was hit.
+
+    torch 2.5 .. 2.14: ``fail_reason`` "Unsupported: Dynamo recompile limit exceeded"
+    (older releases said "cache_size_limit reached").
+    """
+    text = fail_reason.lower()
+    return "recompile limit" in text or "cache_size_limit" in text or "recompile_limit" in text
+
+
+#: Dynamo names the functions it generates to resume after a break
+#: "torch_dynamo_resume_in_<function>_at_<line>" (torch 2.0 .. 2.14).
+RESUME_PREFIX = "torch_dynamo_resume_in_"
+
+
+def is_resume_name(function: str) -> bool:
+    """True for a resume function Dynamo generated after a graph break."""
+    return function.startswith(RESUME_PREFIX)
+
+
+def resume_label(function: str) -> str:
+    """"resume forward_at_16" for a resume function's name; other names unchanged."""
+    return "resume " + function[len(RESUME_PREFIX):] if is_resume_name(function) else function
+
+
+def is_lifted_param(placeholder_name: str) -> bool:
+    """True for a graph input Dynamo lifted from a module's parameters or buffers.
+
+    Dynamo names them after their source, e.g. ``L_self_modules_fc_parameters_weight_``.
+    """
+    return "_parameters_" in placeholder_name or "_buffers_" in placeholder_name

@@ -1,0 +1,42 @@
+"""Where knowledge of PyTorch lives: private torch names only inside dynscope/_torch/."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "dynscope"
+
+
+def _private_torch_uses(path: Path) -> list[str]:
+    """`import torch._x`, `from torch._x import ...` and `torch._x` attribute chains."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch._"):
+            found.append(f"{path.name}:{node.lineno} from {node.module} import ...")
+        elif isinstance(node, ast.Import):
+            found += [f"{path.name}:{node.lineno} import {a.name}" for a in node.names if a.name.startswith("torch._")]
+        elif isinstance(node, ast.Attribute):
+            chain = []
+            inner: ast.expr = node
+            while isinstance(inner, ast.Attribute):
+                chain.append(inner.attr)
+                inner = inner.value
+            first = chain[-1] if chain else ""
+            private = first.startswith("_") and not first.endswith("__")  # torch.__version__ is public
+            if isinstance(inner, ast.Name) and inner.id == "torch" and private:
+                found.append(f"{path.name}:{node.lineno} torch.{'.'.join(reversed(chain))}")
+    return found
+
+
+def test_private_torch_only_inside_the_torch_package() -> None:
+    outside = [p for p in PACKAGE.glob("*.py")]
+    assert outside, "dynscope's modules were not found"
+    uses = [use for p in outside for use in _private_torch_uses(p)]
+    assert uses == [], "private torch API outside dynscope/_torch/: " + "; ".join(uses)
+
+
+def test_the_check_sees_private_uses() -> None:
+    inside = [use for p in (PACKAGE / "_torch").glob("*.py") for use in _private_torch_uses(p)]
+    assert any("torch._dynamo" in use for use in inside)
