@@ -12,7 +12,10 @@ import dynscope
 # imported inside them; Inductor's modules register global cache artifacts on import and
 # fail on a second import. Loading Dynamo's backend machinery here keeps inner runs from
 # importing it at all.
-from tests.corpus.programs import MLP, PROGRAMS, PrintModel, _x
+from tests.corpus.markers import break_line
+from tests.corpus.programs import MLP, PROGRAMS, PrintModel, _train_step_setup, _x, disabled_fn, item_fn
+
+PRINT_LINE = break_line(PrintModel)
 
 BY_NAME = {p.name: p for p in PROGRAMS}
 
@@ -29,7 +32,7 @@ def test_assert_compiles_message_lists_breaks_and_recompiles() -> None:
     assert isinstance(err, AssertionError)
     text = str(err)
     assert "2 graph breaks at 1 site (budget: 0):" in text
-    assert "programs.py:62 [logging/print side effect] x2" in text
+    assert f"programs.py:{PRINT_LINE} [logging/print side effect] x2" in text
     assert 'print("activations ready")' in text
     assert "fix: print/logging inside the compiled region" in text
     assert "2 recompiles (budget: 0):" in text
@@ -61,12 +64,12 @@ def test_coverage_known_values() -> None:
     model, calls = BY_NAME["item_break"].make()
     cov = dynscope.report(model, calls=calls).coverage
     assert (cov.ops_in_graphs, cov.ops_eager, cov.ratio) == (3, 1, 0.75)
-    assert cov.eager_sites == (("programs.py:67 aten::item", 1),), "tied to the .item() break's line"
+    assert cov.eager_sites == ((f"programs.py:{break_line(item_fn)} aten::item", 1),), "tied to the .item() break's line"
     # A disabled function: its one multiply runs eagerly between two graphs -> 2/3.
     model, calls = BY_NAME["disabled_break"].make()
     cov = dynscope.report(model, calls=calls).coverage
     assert (cov.ops_in_graphs, cov.ops_eager) == (2, 1)
-    assert cov.eager_sites == (("programs.py:112 aten::mul", 1),)
+    assert cov.eager_sites == ((f"programs.py:{break_line(disabled_fn)} aten::mul", 1),)
     # A break in a loop: the frame falls back, all three adds run eagerly -> 0.
     model, calls = BY_NAME["loop_print"].make()
     cov = dynscope.report(model, calls=calls).coverage
@@ -76,7 +79,7 @@ def test_coverage_known_values() -> None:
     # tied to the loss.backward() line that broke the graph.
     model, calls = BY_NAME["train_step"].make()
     cov = dynscope.report(model, calls=calls).coverage
-    assert {site.split(" ")[0] for site, _ in cov.eager_sites} == {"programs.py:168"}
+    assert {site.split(" ")[0] for site, _ in cov.eager_sites} == {f"programs.py:{break_line(_train_step_setup, 'backward() in compiled code')}"}
 
 
 def test_min_coverage_budget() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 import dynscope
 from dynscope.cli import main
+from tests.corpus.markers import break_line
 from tests.corpus.programs import MLP, PrintModel, _x
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +33,7 @@ def test_diff_gates_on_worse(saved, capsys) -> None:
     clean, broken = saved
     assert main(["diff", str(clean), str(broken)]) == 1
     out = capsys.readouterr().out
-    assert "Breaks added:" in out and 'programs.py:62 [logging/print side effect] print("activations ready")' in out
+    assert "Breaks added:" in out and f'programs.py:{break_line(PrintModel)} [logging/print side effect] print("activations ready")' in out
     assert "WORSE: graph breaks rose from 0 to 1" in out
     assert main(["diff", str(broken), str(clean)]) == 0
     assert "Breaks removed:" in capsys.readouterr().out

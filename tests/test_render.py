@@ -11,6 +11,7 @@ import dynscope
 from dynscope.model import Graph, Node, TensorMeta
 from dynscope.render_dot import AUTO_COLLAPSE_NODES, PALETTE, op_category
 from tests.conftest import normalise
+from tests.corpus.markers import break_line
 from tests.corpus.programs import MLP, PROGRAMS, PrintModel, _x
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -61,7 +62,7 @@ def test_svg_parses_and_has_labels(mlp_report, tmp_path: Path) -> None:
 def test_program_svg_shows_breaks_and_recompiles(print_report) -> None:
     root = ET.fromstring(print_report.program_svg())
     texts = " ".join(t.text or "" for t in root.iter(f"{SVG_NS}text"))
-    assert "BREAK programs.py:62 x2" in texts
+    assert f"BREAK programs.py:{break_line(PrintModel)} x2" in texts
     assert "[logging/print side effect]" in texts
     assert "input x changed size in dim 0: compiled" in texts
     assert "graph 0 (0/0)" in texts and "graph 2 (0/1)" in texts

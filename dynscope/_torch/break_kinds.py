@@ -34,6 +34,9 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "call_method on generator", "missing tp_iter", "generator object",
         "attempt to trace generator", "generator reconstruction", "infinite generator",
         "sub-generator", "iter() with",
+        # 2.14: next() on a generator made outside the frame fails to wrap the generator's
+        # "<class 'range_iterator'>" (gb0116, "Unexpected type in sourceless builder").
+        "iterator'>",
     )),
     ("tensor attribute mutation (requires_grad)", ("requires_grad",)),
     ("dynamic-shape constraint violation", ("constraint violation", "constraintviolation")),

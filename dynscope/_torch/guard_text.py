@@ -2,6 +2,12 @@
 
 Input: the ``dynamo_cpp_guards_str`` text (one guard per line under accessor lines) and
 the ``recompile_reasons`` texts. Pure functions, no torch import.
+
+Forms read: the C++ guard tree printout (``TREE_GUARD_MANAGER`` / ``+- KIND: ...`` lines,
+torch 2.3 .. 2.14) and recompile reasons "F/C: <failed guard>", as a JSON list in the
+``recompile_reasons`` artifact (2.5 .. 2.14) or as plain text in ``compilation_metrics``
+(older). Guard sources read ``L['x']``, ``L['self'].fc`` and, through ``**kwargs``,
+``L['kwargs']['x']`` / ``kwargs['x']``. Recorded on 2.11, 2.13, 2.14 (tests/traces).
 """
 
 from __future__ import annotations

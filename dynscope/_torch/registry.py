@@ -81,6 +81,9 @@ def is_user_file(filename: str) -> bool:
     (torch_root, dynscope_root, *std), site = _library_roots()
     if path.startswith((torch_root + os.sep, dynscope_root + os.sep)):
         return False
+    # torch installed elsewhere (a trace recorded in another environment): still torch.
+    if f"{os.sep}site-packages{os.sep}torch{os.sep}" in path or f"{os.sep}dist-packages{os.sep}torch{os.sep}" in path:
+        return False
     if any(path.startswith(s + os.sep) for s in site):
         return True
     return not any(path.startswith(s + os.sep) for s in std)

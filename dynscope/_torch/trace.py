@@ -3,6 +3,10 @@
 A :class:`TraceCollector` is a logging handler for the ``torch.__trace`` logger (the one
 TORCH_TRACE and tlparse read). It keeps the few events dynscope needs as plain dicts and
 drops the rest at once, so watching a long training loop stays cheap.
+
+Record layout (torch 2.2 .. 2.14): ``record.metadata`` is a dict with the event name as a
+key (or ``artifact: {"name": ...}``) plus ``frame_id``, ``frame_compile_id``, ``attempt``;
+``record.payload`` holds the text, when there is one.
 """
 
 from __future__ import annotations

@@ -20,3 +20,14 @@ def markers(objs: tuple[Any, ...]) -> dict[tuple[str, int], tuple[str, int]]:
             if m:
                 out[(filename, start + offset)] = (m["cat"], int(m["n"] or 1))
     return out
+
+
+def break_line(obj: Any, category: str | None = None, nth: int = 0) -> int:
+    """The line number of a ``# BREAK:`` marker in ``obj``'s source (the nth one, optionally
+    of one category), so tests never hard-code corpus line numbers."""
+    found = sorted(
+        line for (_, line), (cat, _) in markers((obj,)).items() if category is None or cat == category
+    )
+    if len(found) <= nth:
+        raise LookupError(f"no BREAK marker #{nth} ({category or 'any category'}) in {obj!r}")
+    return found[nth]
