@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dynscope.model import Graph
-from dynscope.render_dot import op_category
+from dynscope._format import location
+from dynscope._palette import op_category
+
+if TYPE_CHECKING:
+    from dynscope.model import Graph
 
 
 def to_networkx(graph: Graph) -> Any:
@@ -29,7 +32,7 @@ def to_networkx(graph: Graph) -> Any:
             shape=tuple(first.shape) if first else (),
             dtype=first.dtype if first else "",
             module=n.module_stack[-1][0] if n.module_stack else "",
-            source=f"{n.filename}:{n.lineno}: {n.source}" if n.source else "",
+            source=f"{location(n.filename, n.lineno, full=True)}: {n.source}" if n.source else "",
         )
     for n in graph.nodes:
         for arg in n.args:

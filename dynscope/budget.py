@@ -1,85 +1,161 @@
-"""Compile budgets: check a report against limits and say plainly what is over."""
+"""Compile budgets: check a report against limits and say plainly what is over.
+
+:class:`Budget` is the one definition of the limits, their validation and the messages;
+``assert_compiles``, ``Report.check``, the ``compile_budget`` marker and the command line
+all build one.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dynscope._format import location, plural
 from dynscope.errors import CompileBudgetError, InputError
-from dynscope.model import Report
-from dynscope.render_text import plural
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dynscope.model import Report
+
+#: ``@pytest.mark.compile_budget`` keyword -> Budget field
+MARKER_KEYWORDS = {
+    "graph_breaks": "max_graph_breaks",
+    "recompiles": "max_recompiles",
+    "graphs": "max_graphs",
+    "coverage": "min_coverage",
+    "allow_unparsed": "allow_unparsed",
+}
 
 
-def _limit(name: str, value: int | float | None) -> None:
+def _invalid(field: str, value: object) -> str | None:
+    """What is wrong with ``value`` as the limit ``field`` ("must be ..."), or None."""
+    if field == "allow_unparsed":
+        return None if isinstance(value, bool) else "must be True or False"
     if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise InputError(f"{name} must be a number >= 0 or None; got {value!r}")
+        return None
+    # bool is an int to Python, but graph_breaks=True is a mistake, not a limit of 1.
+    # The range tests are written so that NaN, which every comparison would let pass, fails.
+    number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
+    if field == "min_coverage":
+        return None if number is not None and 0.0 <= number <= 1.0 else "must be between 0 and 1"
+    return None if number is not None and number >= 0 else "must be a number >= 0 or None"
 
 
-def budget_problems(
-    rep: Report,
-    *,
-    max_graph_breaks: int | None = 0,
-    max_recompiles: int | None = 0,
-    min_coverage: float | None = None,
-    max_graphs: int | None = None,
-    allow_unparsed: bool = False,
-) -> list[str]:
-    """One readable block per exceeded limit; empty when the budget holds.
+@dataclass(frozen=True)
+class Budget:
+    """Limits a compiled program must keep; None means no limit.
 
-    A report with trace messages dynscope could not read (``rep.unparsed``) fails unless
-    ``allow_unparsed``: its counts may be short, and a budget that passes on short counts
-    is worse than none.
+    Attributes:
+        max_graph_breaks: most graph-break events. Defaults to 0.
+        max_recompiles: most recompiles. Defaults to 0.
+        min_coverage: least share of torch ops that must run inside graphs (0..1; only
+            ``report()`` measures it). Defaults to None.
+        max_graphs: most graphs. Defaults to None.
+        allow_unparsed: pass even when PyTorch emitted trace messages dynscope could not
+            read (``Report.unparsed``; the counts may then be short). Defaults to False.
+
+    Raises:
+        InputError: a limit is not usable (the message names it and the value).
+
+    Example:
+        >>> budget = dynscope.Budget(max_graph_breaks=0, max_recompiles=1)
+        >>> budget.check(rep)
     """
-    _limit("max_graph_breaks", max_graph_breaks)
-    _limit("max_recompiles", max_recompiles)
-    _limit("max_graphs", max_graphs)
-    if min_coverage is not None and not (0.0 <= min_coverage <= 1.0):
-        raise InputError(f"min_coverage must be between 0 and 1; got {min_coverage!r}")
-    problems: list[str] = []
-    if rep.unparsed and not allow_unparsed:
-        problems.append(
-            f"{plural(rep.unparsed, 'PyTorch trace message')} could not be read, so the counts "
-            f"below may be short. Report it with your torch version "
-            f"({rep.torch_version or 'unknown'}); pass allow_unparsed=True to accept"
-        )
-    if max_graph_breaks is not None and rep.break_count > max_graph_breaks:
-        lines = [
-            f"{plural(rep.break_count, 'graph break')} at {plural(len(rep.breaks), 'site')} "
-            f"(budget: {max_graph_breaks}):"
-        ]
-        for b in rep.breaks:
-            lines.append(f"  {b.filename}:{b.lineno} [{b.category}] x{b.count}")
-            lines.append(f"      {b.source}")
-            lines.append(f"      why: {b.reason}")
-            lines.append(f"      fix: {b.fix}")
-        problems.append("\n".join(lines))
-    if max_recompiles is not None and rep.recompile_count > max_recompiles:
-        lines = [f"{plural(rep.recompile_count, 'recompile')} (budget: {max_recompiles}):"]
-        for r in rep.recompiles:
-            lines.append(f"  {r.compile_id} {r.frame}: " + "; ".join(r.explained or r.reasons))
-        problems.append("\n".join(lines))
-    if max_graphs is not None and rep.graph_count > max_graphs:
-        problems.append(f"{plural(rep.graph_count, 'graph')} (budget: {max_graphs})")
-    if min_coverage is not None:
-        if rep.coverage is None:
-            problems.append("coverage was not measured; use dynscope.report() / assert_compiles()")
-        elif rep.coverage.ratio < min_coverage:
-            c = rep.coverage
+
+    max_graph_breaks: int | None = 0
+    max_recompiles: int | None = 0
+    min_coverage: float | None = None
+    max_graphs: int | None = None
+    allow_unparsed: bool = False
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            why = _invalid(f.name, value)
+            if why is not None:
+                raise InputError(f"{f.name} {why}; got {value!r}")
+
+    @classmethod
+    def from_marker(cls, mark: Any) -> Budget:
+        """The budget of a ``@pytest.mark.compile_budget(graph_breaks=0, ...)`` marker.
+
+        Keywords: graph_breaks, recompiles, graphs, coverage, allow_unparsed. A limit the
+        marker leaves out is not checked (graph breaks and recompiles included).
+
+        Raises:
+            InputError: a positional argument, an unknown keyword or a bad value, named.
+        """
+        name = f"@pytest.mark.{getattr(mark, 'name', 'compile_budget')}"
+        if mark.args:
+            raise InputError(
+                f"{name} takes keywords only ({', '.join(MARKER_KEYWORDS)}); "
+                f"got positional {mark.args!r}"
+            )
+        limits: dict[str, Any] = {"max_graph_breaks": None, "max_recompiles": None}
+        for key, value in mark.kwargs.items():
+            if key not in MARKER_KEYWORDS:
+                raise InputError(f"{name}: unknown keyword {key!r}; use {', '.join(MARKER_KEYWORDS)}")
+            why = _invalid(MARKER_KEYWORDS[key], value)
+            if why is not None:  # named as the user wrote it, not by the field's name
+                raise InputError(f"{name}: {key} {why}; got {value!r}")
+            limits[MARKER_KEYWORDS[key]] = value
+        return cls(**limits)
+
+    def problems(self, rep: Report) -> list[str]:
+        """One readable block per exceeded limit; empty when the budget holds.
+
+        A report with trace messages dynscope could not read (``rep.unparsed``) fails unless
+        ``allow_unparsed``: its counts may be short, and a budget that passes on short counts
+        is worse than none.
+        """
+        max_graph_breaks, max_recompiles = self.max_graph_breaks, self.max_recompiles
+        min_coverage, max_graphs = self.min_coverage, self.max_graphs
+        problems: list[str] = []
+        if rep.unparsed and not self.allow_unparsed:
+            problems.append(
+                f"{plural(rep.unparsed, 'PyTorch trace message')} could not be read, so the counts "
+                f"below may be short. Report it with your torch version "
+                f"({rep.torch_version or 'unknown'}); pass allow_unparsed=True to accept"
+            )
+        if max_graph_breaks is not None and rep.break_count > max_graph_breaks:
             lines = [
-                f"coverage {c.ratio:.1%} below {min_coverage:.1%} "
-                f"({c.ops_eager} torch ops ran eagerly, {c.ops_in_graphs} in graphs):"
+                f"{plural(rep.break_count, 'graph break')} at {plural(len(rep.breaks), 'site')} "
+                f"(budget: {max_graph_breaks}):"
             ]
-            lines += [f"  {site} x{n}" for site, n in c.eager_sites[:10]]
+            for b in rep.breaks:
+                lines.append(f"  {location(b.filename, b.lineno, full=True)} [{b.category}] x{b.count}")
+                lines.append(f"      {b.source}")
+                lines.append(f"      why: {b.reason}")
+                lines.append(f"      fix: {b.fix}")
             problems.append("\n".join(lines))
-    return problems
+        if max_recompiles is not None and rep.recompile_count > max_recompiles:
+            lines = [f"{plural(rep.recompile_count, 'recompile')} (budget: {max_recompiles}):"]
+            for r in rep.recompiles:
+                lines.append(f"  {r.compile_id} {r.frame}: " + "; ".join(r.explained or r.reasons))
+            problems.append("\n".join(lines))
+        if max_graphs is not None and rep.graph_count > max_graphs:
+            problems.append(f"{plural(rep.graph_count, 'graph')} (budget: {max_graphs})")
+        if min_coverage is not None:
+            if rep.coverage is None:
+                problems.append("coverage was not measured; use dynscope.report() / assert_compiles()")
+            elif rep.coverage.ratio < min_coverage:
+                c = rep.coverage
+                lines = [
+                    f"coverage {c.ratio:.1%} below {min_coverage:.1%} "
+                    f"({c.ops_eager} torch ops ran eagerly, {c.ops_in_graphs} in graphs):"
+                ]
+                lines += [f"  {site} x{n}" for site, n in c.eager_sites[:10]]
+                problems.append("\n".join(lines))
+        return problems
 
-
-def check_budget(rep: Report, **limits: int | float | None) -> None:
-    """Raise CompileBudgetError listing every exceeded limit."""
-    __tracebackhide__ = True
-    problems = budget_problems(rep, **limits)  # type: ignore[arg-type]
-    if problems:
-        head = f"compile budget exceeded for {rep.title or 'the program'}"
-        raise CompileBudgetError(
-            head + "\n" + "\n".join(problems), report=rep, problems=problems
-        )
-
+    def check(self, rep: Report) -> Report:
+        """Return ``rep`` when the budget holds; raise CompileBudgetError listing every exceeded limit."""
+        __tracebackhide__ = True
+        problems = self.problems(rep)
+        if problems:
+            head = f"compile budget exceeded for {rep.title or 'the program'}"
+            raise CompileBudgetError(
+                head + "\n" + "\n".join(problems), report=rep, problems=problems
+            )
+        return rep

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dynscope.model import Report
+from dynscope.render_html import render_html
+from dynscope.svg import have_graphviz, report_pictures
 from dynscope.write import ensure_folder, write_text
+
+if TYPE_CHECKING:
+    from dynscope.model import Report
 
 #: Names of the picture files the bundle writes; only these are ever removed as stale.
 _PICTURE = re.compile(r"graph_\d+\.svg|program\.svg")
@@ -24,27 +29,39 @@ def render_bundle(rep: Report, folder: Path) -> Path:
     Raises:
         InputError: ``folder`` is a file, or a folder that cannot be written.
     """
-    from dynscope.render_html import render_html
-    from dynscope.svg import dot_to_svg, have_graphviz
-
     folder = ensure_folder(Path(folder))
     written: set[str] = set()
     rep.save(folder / "report.json")
     write_text(folder / "summary.txt", rep.summary())
-    pictures = have_graphviz()
-    graph_svgs: dict[int, str] = {}
-    program_svg = None
-    if pictures:
-        program_svg = dot_to_svg(rep.program_dot())
+    if have_graphviz():
+        program_svg, graph_svgs = report_pictures(rep)
         written.add(write_text(folder / "program.svg", program_svg).name)
-        for g in rep.graphs:
-            graph_svgs[g.id] = dot_to_svg(g.to_dot())
-            written.add(write_text(folder / f"graph_{g.id}.svg", graph_svgs[g.id]).name)
-    write_text(
-        folder / "index.html",
-        render_html(rep, pictures=pictures, graph_svgs=graph_svgs, program_svg=program_svg),
-    )
+        for gid, svg in graph_svgs.items():
+            written.add(write_text(folder / f"graph_{gid}.svg", svg).name)
+        page = render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs)
+    else:
+        page = render_html(rep)
+    write_text(folder / "index.html", page)
     for old in folder.iterdir():
         if _PICTURE.fullmatch(old.name) and old.name not in written and old.is_file():
             old.unlink()
     return folder
+
+
+def html_page(rep: Report, *, pictures: bool | None = None) -> str:
+    """The report's HTML page, with its pictures laid out here (``Report.to_html``).
+
+    Args:
+        rep: the report.
+        pictures: include SVG pictures; None (default) includes them when Graphviz is
+            installed and says how to get it otherwise.
+
+    Raises:
+        GraphvizNotFoundError: ``pictures=True`` and Graphviz's ``dot`` is not installed.
+    """
+    if pictures is None:
+        pictures = have_graphviz()
+    if not pictures:
+        return render_html(rep)
+    program_svg, graph_svgs = report_pictures(rep)
+    return render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
+from dynscope._format import clip
 from dynscope._torch.profiler import CoverageRecorder
 from dynscope._torch.trace import TraceCollector
 from dynscope.assemble import build_report
@@ -37,30 +38,24 @@ class Capture:
     default Inductor included) is known from PyTorch's structured trace; code compiled
     with ``backend=cap.backend`` is also recorded graph by graph, with live GraphModules.
 
+    Args:
+        inner: backend that ``cap.backend`` delegates to after recording. Defaults to "eager".
+        title: a name for the report. Defaults to "".
+
     Attributes:
         backend: a recording backend for ``torch.compile(model, backend=cap.backend)``.
     """
 
-    def __init__(
-        self,
-        *,
-        inner: str | Callable[..., Any] = "eager",
-        title: str = "",
-        _for_report: bool = False,
-        _coverage: CoverageRecorder | None = None,
-    ) -> None:
-        self.backend = RecordingBackend(
-            inner, count_runs=_for_report, mark_runs=_coverage is not None, keep_inputs=_for_report
-        )
-        self._coverage = _coverage
+    def __init__(self, *, inner: str | Callable[..., Any] = "eager", title: str = "") -> None:
+        self.backend = RecordingBackend(inner)
         self.title = title
         self.calls = 0
         self._collector = TraceCollector()
         self._attached: Any = None
         self._report: Report | None = None
-        # report() compiles with a backend of its own: a BACKEND_MATCH "recompile" only
-        # means someone compiled this code before with another backend.
-        self._ignore_backend_mismatch = _for_report
+        # Set by report()'s own capture (_ReportCapture) only.
+        self._coverage: CoverageRecorder | None = None
+        self._ignore_backend_mismatch = False
 
     def __enter__(self) -> Capture:
         if self._attached is not None:
@@ -110,6 +105,26 @@ class Capture:
         return self._build()
 
 
+class _ReportCapture(Capture):
+    """The capture ``report()`` runs its calls in (not public: report() owns the compile).
+
+    Its backend counts each graph's runs and keeps the example inputs (timing needs both)
+    and, when coverage is measured, marks each graph run for the profiler. A BACKEND_MATCH
+    "recompile" is dropped: report() compiles with a backend of its own, so it only means
+    someone compiled this code before with another backend.
+    """
+
+    def __init__(
+        self, *, inner: str | Callable[..., Any], title: str, coverage: CoverageRecorder | None
+    ) -> None:
+        super().__init__(inner=inner, title=title)
+        self.backend.count_runs = True
+        self.backend.keep_inputs = True
+        self.backend.mark_runs = coverage is not None
+        self._coverage = coverage
+        self._ignore_backend_mismatch = True
+
+
 def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Capture:
     """Watch everything torch.compile does inside a ``with`` block.
 
@@ -150,8 +165,7 @@ def _call_shape(value: Any, what: str) -> tuple[tuple[Any, ...], dict[str, Any]]
 
 
 def _short_repr(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return clip(repr(value), 40)
 
 
 def check_model(model: Any) -> tuple[Any, str]:
@@ -306,9 +320,7 @@ def _report_locked(
 ) -> Report:
     failure: tuple[int, BaseException] | None = None
     recorder = CoverageRecorder() if coverage else None
-    cap = Capture(
-        inner=inner, title=title_of(model), _for_report=True, _coverage=recorder
-    )
+    cap = _ReportCapture(inner=inner, title=title_of(model), coverage=recorder)
     profiling = recorder.recording() if recorder is not None else contextlib.nullcontext()
     with _torch.DynamoSandbox() as sandbox:
         sandbox.own(backend=cap.backend)

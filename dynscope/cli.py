@@ -19,12 +19,14 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from dynscope.errors import DynscopeError
 from dynscope.render_text import strip_controls
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 EXAMPLES = {
     "report": "example: dynscope report examples/quickstart.py:build --json run.json --html out/",
@@ -58,7 +60,7 @@ def _printable(rep: Any) -> Any:
     Stripped before rendering, so a control character cannot bend the layout either
     (a carriage return splits a table cell); ``_out`` strips the printed text again.
     """
-    from dynscope.model import report_from_dict
+    from dynscope.codec import report_from_dict
 
     def clean(value: Any) -> Any:
         if isinstance(value, str):
@@ -184,22 +186,26 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from dynscope.bundle import render_bundle
 
         print(f"wrote {render_bundle(rep, Path(args.html)) / 'index.html'}")
-    if args.fail_on_break and rep.break_count:
-        print(f"dynscope: {rep.break_count} graph breaks (--fail-on-break)", file=sys.stderr)
-        return 1
+    if args.fail_on_break:
+        from dynscope.budget import Budget
+
+        # Graph breaks only: recompiles and unread trace messages are shown, not gated.
+        if Budget(max_graph_breaks=0, max_recompiles=None, allow_unparsed=True).problems(rep):
+            print(f"dynscope: {rep.break_count} graph breaks (--fail-on-break)", file=sys.stderr)
+            return 1
     return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from dynscope.model import load
+    from dynscope.codec import load
 
     _out(_printable(load(_existing(args.file))).summary())
     return 0
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    from dynscope.codec import load
     from dynscope.diff import diff_reports, render_diff
-    from dynscope.model import load
 
     d = diff_reports(_printable(load(_existing(args.old))), _printable(load(_existing(args.new))))
     _out(render_diff(d))
@@ -208,7 +214,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 def _cmd_render(args: argparse.Namespace) -> int:
     from dynscope.bundle import render_bundle
-    from dynscope.model import load
+    from dynscope.codec import load
 
     out = render_bundle(load(_existing(args.file)), Path(args.output))
     print(f"wrote {out / 'index.html'}")

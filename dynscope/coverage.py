@@ -7,8 +7,8 @@ is tied to the graph break or frame it ran at.
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
+from dynscope._format import location
 from dynscope._torch.profiler import OpCounts
 from dynscope.model import Coverage, Report
 
@@ -35,7 +35,7 @@ def coverage_of(rep: Report, counts: OpCounts) -> Coverage:
             where = site_of[cid]
         elif cid in frames:
             f = frames[cid]
-            where = f"{Path(f.filename).name}:{f.lineno} {f.function}"
+            where = f"{location(f.filename, f.lineno)} {f.function}"
         else:
             where = "outside compiled frames"
         sites[f"{where} {op}"] += n

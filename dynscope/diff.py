@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from dynscope.model import Report
+if TYPE_CHECKING:
+    from dynscope.model import GraphBreak, Report
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class ReportDiff:
         return bool(self.worse_because)
 
 
-def _site(b) -> tuple[str, int]:  # noqa: ANN001 - GraphBreak
+def _site(b: GraphBreak) -> tuple[str, int]:
     return (b.filename, b.lineno)
 
 
@@ -67,7 +69,7 @@ def diff_reports(old: Report, new: Report) -> ReportDiff:
     old_sites = {_site(b): b for b in old.breaks}
     new_sites = {_site(b): b for b in new.breaks}
 
-    def says(b) -> str:  # noqa: ANN001
+    def says(b: GraphBreak) -> str:
         return f"{b.location} [{b.category}] {b.source}"
 
     added = tuple(says(b) for k, b in new_sites.items() if k not in old_sites)

@@ -24,14 +24,6 @@ from typing import Any
 import pytest
 
 MARKER = "compile_budget"
-#: marker keyword -> Report.check keyword
-BUDGET_KEYWORDS = {
-    "graph_breaks": "max_graph_breaks",
-    "recompiles": "max_recompiles",
-    "graphs": "max_graphs",
-    "coverage": "min_coverage",
-    "allow_unparsed": "allow_unparsed",
-}
 
 
 @dataclass
@@ -64,24 +56,6 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     folder = config.getoption("--dynscope-report")
     config.stash[_STATE] = _State(report_dir=Path(folder) if folder else None)
-
-
-def budget_from_marker(mark: pytest.Mark) -> dict[str, Any]:
-    """Report.check keywords from a compile_budget marker; names a bad keyword."""
-    if mark.args:
-        raise pytest.UsageError(
-            f"@pytest.mark.{MARKER} takes keywords only ({', '.join(BUDGET_KEYWORDS)}); "
-            f"got positional {mark.args!r}"
-        )
-    limits: dict[str, Any] = {"max_graph_breaks": None, "max_recompiles": None}
-    for key, value in mark.kwargs.items():
-        if key not in BUDGET_KEYWORDS:
-            raise pytest.UsageError(
-                f"@pytest.mark.{MARKER}: unknown keyword {key!r}; "
-                f"use {', '.join(BUDGET_KEYWORDS)}"
-            )
-        limits[BUDGET_KEYWORDS[key]] = value
-    return limits
 
 
 #: PyTorch's structured-trace logger (events for dynscope and tlparse, not messages).
@@ -121,9 +95,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
             return (yield)
         with _trace_records_hidden():
             return (yield)
-    limits = budget_from_marker(mark)
     import dynscope
+    from dynscope.budget import Budget
 
+    try:
+        budget = Budget.from_marker(mark)  # checked before the test runs
+    except dynscope.InputError as err:
+        raise pytest.UsageError(str(err)) from None
     cap = dynscope.capture(title=item.nodeid)
     try:
         with _trace_records_hidden(), cap:
@@ -131,7 +109,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
     finally:
         # Kept for --dynscope-report even when the test itself failed.
         item.config.stash[_STATE].watched.append((item.nodeid, cap.report))
-    cap.report.check(**limits)
+    budget.check(cap.report)
     return result
 
 

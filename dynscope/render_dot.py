@@ -7,58 +7,31 @@ docs/reading-a-report.md), so the same graph always looks the same.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
+from dynscope._format import clip, location, ms, plural
+from dynscope._palette import PALETTE, op_category
 from dynscope._torch.wording import resume_label
-from dynscope.model import Graph, Node, Report
-from dynscope.render_text import plural
 
-#: op category -> fill colour. Fixed: the docs and the HTML legend show the same.
-PALETTE: dict[str, str] = {
-    "matmul/conv": "#f4a582",
-    "pointwise": "#92c5de",
-    "reduction": "#b2abd2",
-    "view/reshape": "#d9f0d3",
-    "data movement": "#fee090",
-    "other": "#e0e0e0",
-    "input": "#ffffff",
-    "parameter": "#f7f7f7",
-    "output": "#ffffff",
-}
+if TYPE_CHECKING:
+    from dynscope.model import Frame, Graph, Node, Report
 
-_MATMUL = ("linear", "matmul", "mm", "bmm", "addmm", "conv", "einsum", "baddbmm", "scaled_dot_product", "attention", "__matmul__")
-_REDUCTION = ("sum", "mean", "max", "min", "amax", "amin", "prod", "norm", "softmax", "log_softmax", "var", "std",
-              "argmax", "argmin", "layer_norm", "batch_norm", "group_norm", "cumsum", "logsumexp", "any", "all")
-_VIEW = ("view", "reshape", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "unflatten", "expand",
-         "t", "chunk", "split", "narrow", "select", "getitem", "unbind", "contiguous", "as_strided", "movedim", "size")
-_MOVE = ("cat", "stack", "to", "copy", "clone", "index", "gather", "scatter", "pad", "repeat", "roll", "flip",
-         "embedding", "masked_fill", "where", "cuda", "cpu", "float", "half", "type_as", "new_", "zeros", "ones",
-         "full", "empty", "arange", "tensor", "detach")
-_POINTWISE = ("add", "sub", "mul", "div", "truediv", "floordiv", "pow", "neg", "relu", "gelu", "silu", "sigmoid",
-              "tanh", "exp", "log", "sin", "cos", "sqrt", "rsqrt", "abs", "clamp", "dropout", "erf", "softplus",
-              "mish", "leaky_relu", "elu", "hardtanh", "maximum", "minimum", "eq", "ne", "lt", "gt", "le", "ge",
-              "and", "or", "xor", "not", "floor", "ceil", "round", "sign", "reciprocal", "lerp", "addcmul", "mod",
-              "iadd", "imul", "isub", "itruediv", "hardswish", "logical")
+__all__ = [
+    "AUTO_COLLAPSE_NODES",
+    "PALETTE",
+    "DotOptions",
+    "dot_id",
+    "graph_to_dot",
+    "op_category",
+    "program_to_dot",
+    "quote",
+]
 
 #: Above this many nodes a graph is drawn at module level automatically.
 AUTO_COLLAPSE_NODES = 3000
-
-
-def op_category(target: str) -> str:
-    """Category of an op by its target name (see PALETTE)."""
-    name = target.rsplit(".", 1)[-1].lower().strip("_")
-    for category, names in (
-        ("matmul/conv", _MATMUL),
-        ("reduction", _REDUCTION),
-        ("view/reshape", _VIEW),
-        ("data movement", _MOVE),
-        ("pointwise", _POINTWISE),
-    ):
-        if any(name == n or name.startswith(n + "_") or (len(n) > 3 and n in name) for n in names):
-            return category
-    return "other"
 
 
 # C0/C1 controls and DEL (Graphviz rejects some and the SVG would not be valid XML), and
@@ -90,25 +63,6 @@ def dot_id(text: str) -> str:
     if _BARE_ID.fullmatch(text) and text.lower() not in _KEYWORDS:
         return text
     return quote(text)
-
-
-def safe_url(url: str) -> str:
-    """``url`` when it is an https link, else "" (links from data are https or nothing).
-
-    Anything else (``javascript:``, ``data:``, ``file:``, relative paths, text with
-    spaces or control characters) is dropped, so a hostile report cannot put a script
-    or a local file behind a link.
-    """
-    from urllib.parse import urlsplit
-
-    url = url.strip()
-    if not url or any(c.isspace() or not c.isprintable() for c in url):
-        return ""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return ""
-    return url if parts.scheme.lower() == "https" and parts.netloc else ""
 
 
 def _ident(name: str) -> str:
@@ -231,7 +185,7 @@ def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node]
         folded = any(a in hidden for a in n.args)
         label = f"{_short_target(_one_line(n.target))}{' +W' if folded else ''}\n{_shape(n)}"
         shape = "box"
-    tooltip = f"{Path(n.filename).name}:{n.lineno}: {n.source}" if n.source else n.name
+    tooltip = f"{location(n.filename, n.lineno)}: {n.source}" if n.source else n.name
     return (
         f"    {_ident(n.name)} [label={quote(label)}, shape={shape}, "
         f"fillcolor=\"{PALETTE[category]}\", tooltip={quote(tooltip)}];"
@@ -304,7 +258,8 @@ def program_to_dot(rep: Report) -> str:
         for other in cids[1:]:
             vid = _box(lines, other, graphs_by_cid.get(other), frame_by_cid.get(other), variant=True)
             rec = recompile_by_cid.get(other)
-            why = (rec.explained or rec.reasons)[0] if rec else "recompiled"
+            # A loaded or hand-made report may name no failed guard.
+            why = next(iter(rec.explained or rec.reasons), "recompiled") if rec else "recompiled"
             lines.append(f"  {{ rank=same; {main_id}; {vid}; }}")
             lines.append(f"  {before} -> {vid} [style=dashed, color=\"#b2182b\", label={quote(_wrap(why, 40))}];")
             before = vid
@@ -317,10 +272,10 @@ def program_to_dot(rep: Report) -> str:
                 b = rep.breaks[i]
                 bid = f"break_{i}"
                 label = (
-                    f"BREAK {_one_line(b.location)} x{b.count}\n{_one_line(_clip(b.source, 48))}\n"
+                    f"BREAK {_one_line(b.location)} x{b.count}\n{_one_line(clip(b.source, 48))}\n"
                     f"[{_one_line(b.category)}]"
                 )
-                tooltip = f"{b.filename}:{b.lineno}: {b.reason}"
+                tooltip = f"{location(b.filename, b.lineno, full=True)}: {b.reason}"
                 lines.append(
                     f"  {bid} [label={quote(label)}, shape=octagon, style=filled, fillcolor=\"#fddbc7\", "
                     f"color=\"#b2182b\", tooltip={quote(tooltip)}];"
@@ -339,14 +294,14 @@ def _frame_key(frame_no: str) -> tuple[int, int, str]:
         return (1, 0, frame_no)
 
 
-def _box(lines: list[str], cid: str, graph: Graph | None, frame: object, *, variant: bool = False) -> str:
+def _box(lines: list[str], cid: str, graph: Graph | None, frame: Frame | None, *, variant: bool = False) -> str:
     node_id = dot_id("c_" + cid)
     func = getattr(frame, "function", "") or (graph.frame if graph else "")
     func = resume_label(func)
     if graph is not None:
         label = f"graph {graph.id} ({_one_line(cid)})\n{_one_line(func)}\n{graph.op_count} ops, {graph.node_count} nodes"
         if graph.timing is not None and not graph.timing.failed:
-            label += f"\n{graph.timing.compiled_ms:.3f} ms ({graph.timing.speedup:.2f}x)"
+            label += f"\n{ms(graph.timing.compiled_ms)} ({graph.timing.speedup:.2f}x)"
         fill = "#d1e5f0" if not variant else "#f0f0f0"
         tooltip = f"{graph.filename}:{graph.lineno} {graph.frame}"
     else:
@@ -362,11 +317,5 @@ def _box(lines: list[str], cid: str, graph: Graph | None, frame: object, *, vari
     return node_id
 
 
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 3] + "..."
-
-
 def _wrap(text: str, width: int) -> str:
-    import textwrap
-
     return "\n".join(textwrap.wrap(text, width)[:3])

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable, Sequence
 from html import escape
-from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-from dynscope.model import Graph, Report, Timing
-from dynscope.render_dot import PALETTE, safe_url
-from dynscope.render_text import plural, totals_line
+from dynscope._format import location, plural
+from dynscope._palette import PALETTE
+from dynscope.render_text import totals_line, warning_lines
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from dynscope.model import Graph, Report, Timing
+
+__all__ = ["CSP", "CSS", "NO_PICTURES", "SCRIPT", "render_html", "safe_url"]
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -91,11 +98,28 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _svg_or_note(make_svg: object, pictures: bool) -> str:
-    if not pictures:
-        return '<p class="warn">Pictures need Graphviz\'s <code>dot</code> program (Debian/Ubuntu: ' \
-               '<code>apt-get install graphviz</code>; macOS: <code>brew install graphviz</code>).</p>'
-    return make_svg()  # type: ignore[operator]
+def safe_url(url: str) -> str:
+    """``url`` when it is an https link, else "" (links from data are https or nothing).
+
+    Anything else (``javascript:``, ``data:``, ``file:``, relative paths, text with
+    spaces or control characters) is dropped, so a hostile report cannot put a script
+    or a local file behind a link.
+    """
+    url = url.strip()
+    if not url or any(c.isspace() or not c.isprintable() for c in url):
+        return ""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    return url if parts.scheme.lower() == "https" and parts.netloc else ""
+
+
+#: What stands where a picture would be when the caller laid none out.
+NO_PICTURES = (
+    '<p class="warn">Pictures need Graphviz\'s <code>dot</code> program (Debian/Ubuntu: '
+    '<code>apt-get install graphviz</code>; macOS: <code>brew install graphviz</code>).</p>'
+)
 
 
 def _breaks(rep: Report) -> str:
@@ -123,7 +147,7 @@ def _breaks(rep: Report) -> str:
             if url else ""
         )
         out.append(
-            f'<h3 id="break-{i}">[{i}] {_e(b.filename)}:{b.lineno} in {_e(b.function or "?")}</h3>'
+            f'<h3 id="break-{i}">[{i}] {_e(location(b.filename, b.lineno, full=True))} in {_e(b.function or "?")}</h3>'
             f'<pre class="excerpt">' + "\n".join(lines) + "</pre>"
             f"<p><b>Why:</b> {_e(b.reason)}</p><p><b>Fix:</b> {_e(b.fix)}</p>"
             + (f"<p><b>PyTorch's hints:</b></p><ul>{hints}</ul>" if hints else "")
@@ -153,7 +177,7 @@ def _fallbacks(rep: Report) -> str:
         ["compile", "function", "where", "why"],
         (
             [f"<code>{_e(f.compile_id)}</code>", _e(f.function),
-             f"<code>{_e(Path(f.filename).name)}:{f.lineno}</code>", _e(f.fail_summary)]
+             f"<code>{_e(location(f.filename, f.lineno))}</code>", _e(f.fail_summary)]
             for f in failed
         ),
     )
@@ -194,15 +218,14 @@ def _timing(g: Graph) -> str:
     )
 
 
-def _graph(g: Graph, pictures: bool, svg: str | None) -> str:
+def _graph(g: Graph, svg: str | None) -> str:
     ops = _table(["op", "count"], ([f"<code>{_e(t)}</code>", str(n)] for t, n in g.op_counts))
     inputs = ", ".join(_e(m.describe()) for m in g.inputs)
-    svg = svg if svg is not None else _svg_or_note(g.to_svg, pictures)
     return (
         f'<section id="graph-{g.id}"><h2>Graph {g.id} <small>({_e(g.compile_id)}, {_e(g.frame)} in '
-        f"{_e(Path(g.filename).name)}:{g.lineno})</small></h2>"
+        f"{_e(location(g.filename, g.lineno))})</small></h2>"
         f"<p>{g.op_count} ops, {g.node_count} nodes; inputs: {inputs}</p>"
-        f'<div class="svgbox" id="graph-svg-{g.id}">{svg}</div>'
+        f'<div class="svgbox" id="graph-svg-{g.id}">{NO_PICTURES if svg is None else svg}</div>'
         f"{_timing(g)}"
         f"<details><summary>ops</summary>{ops}</details>"
         f"<details><summary>code</summary><pre>{_e(g.code)}</pre></details></section>"
@@ -231,8 +254,6 @@ def _end_to_end(rep: Report) -> str:
 
 def _warnings(rep: Report) -> str:
     """What makes the counts incomplete, first on the page; "" when nothing does."""
-    from dynscope.render_text import warning_lines
-
     lines = warning_lines(rep)
     if not lines:
         return ""
@@ -243,26 +264,24 @@ def _warnings(rep: Report) -> str:
 def render_html(
     rep: Report,
     *,
-    pictures: bool | None = None,
-    graph_svgs: dict[int, str] | None = None,
     program_svg: str | None = None,
+    graph_svgs: Mapping[int, str] | None = None,
 ) -> str:
-    """The whole page as a string.
+    """The whole page as a string. Pure: it never looks for or runs Graphviz.
+
+    The caller lays the pictures out (``dynscope.svg.report_pictures``; ``Report.to_html``
+    and the bundle do) and passes the SVG text; each picture left out is replaced by a
+    note saying how to get Graphviz.
 
     Args:
         rep: the report.
-        pictures: include SVG pictures; None (default): when Graphviz is installed.
-        graph_svgs, program_svg: pictures already laid out (the bundle writes them to
-            files too), so they are not laid out twice.
+        program_svg: the program picture (``Report.program_svg()``), or None.
+        graph_svgs: graph id -> that graph's picture (``Graph.to_svg()``).
     """
-    from dynscope.svg import have_graphviz
-
-    if pictures is None:
-        pictures = have_graphviz()
     title = f"dynscope: {rep.title}" if rep.title else "dynscope report"
-    program = program_svg if program_svg is not None else _svg_or_note(rep.program_svg, pictures)
+    program = NO_PICTURES if program_svg is None else program_svg
     svgs = graph_svgs or {}
-    graphs = "\n".join(_graph(g, pictures, svgs.get(g.id)) for g in rep.graphs)
+    graphs = "\n".join(_graph(g, svgs.get(g.id)) for g in rep.graphs)
     cov = ""
     if rep.coverage is not None:
         c = rep.coverage

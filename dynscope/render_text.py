@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 import textwrap
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
+from dynscope._format import clip, location, ms, plural
 from dynscope._torch.wording import resume_label
-from dynscope.model import Graph, Report
+
+if TYPE_CHECKING:
+    from dynscope.model import Graph, Report
 
 # Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
 # SOS, PM and APC strings (up to BEL or ST), other two-byte ESC sequences; then any C0/C1
@@ -30,19 +33,6 @@ def strip_controls(text: str) -> str:
     window title or hide lines. Newlines and tabs stay; everything else C0/C1 goes.
     """
     return _CONTROL.sub("", text)
-
-
-def plural(n: int, word: str) -> str:
-    """"1 graph", "2 graphs"."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def _ms(value: float) -> str:
-    if value <= 0:
-        return "-"
-    if value < 1:
-        return f"{value * 1000:.1f} us"
-    return f"{value:.3f} ms" if value < 100 else f"{value:.1f} ms"
 
 
 def totals_line(rep: Report) -> str:
@@ -73,7 +63,7 @@ def _inputs(graph: Graph, limit: int = 3) -> str:
 
 def _frame_label(graph: Graph) -> str:
     name = resume_label(graph.frame) or "?"
-    return f"{name} ({Path(graph.filename).name}:{graph.lineno})" if graph.filename else name
+    return f"{name} ({location(graph.filename, graph.lineno)})" if graph.filename else name
 
 
 def graphs_table(rep: Report) -> str:
@@ -90,10 +80,10 @@ def graphs_table(rep: Report) -> str:
             if t is None:
                 row += ["-", "-", "-"]
             elif t.failed:
-                row += [_ms(t.eager_ms), "failed", "-"]
+                row += [ms(t.eager_ms), "failed", "-"]
             else:
                 flag = " ~" if t.noisy else ""
-                row += [_ms(t.eager_ms), _ms(t.compiled_ms), f"{t.speedup:.2f}x{flag}"]
+                row += [ms(t.eager_ms), ms(t.compiled_ms), f"{t.speedup:.2f}x{flag}"]
         rows.append(row)
     return tabulate(rows, headers=headers, tablefmt="simple")
 
@@ -101,13 +91,13 @@ def graphs_table(rep: Report) -> str:
 def breaks_section(rep: Report, *, width: int = 100) -> str:
     """The table of distinct breaks, then each site's reason, fix and hints."""
     rows = [
-        [i + 1, b.location, b.category, b.count, _clip(b.source, 40)]
+        [i + 1, b.location, b.category, b.count, clip(b.source, 40)]
         for i, b in enumerate(rep.breaks)
     ]
     lines = [tabulate(rows, headers=["#", "location", "category", "count", "code"], tablefmt="simple")]
     for i, b in enumerate(rep.breaks):
         lines.append("")
-        lines.append(f"[{i + 1}] {b.filename}:{b.lineno} in {b.function or '?'}")
+        lines.append(f"[{i + 1}] {location(b.filename, b.lineno, full=True)} in {b.function or '?'}")
         lines.append(f"    {b.source}")
         lines.extend(textwrap.wrap(f"why: {b.reason}", width, initial_indent="    ", subsequent_indent="      "))
         lines.extend(textwrap.wrap(f"fix: {b.fix}", width, initial_indent="    ", subsequent_indent="      "))
@@ -116,10 +106,6 @@ def breaks_section(rep: Report, *, width: int = 100) -> str:
         if b.doc_url:
             lines.append(f"    docs: {b.doc_url}")
     return "\n".join(lines)
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 def recompiles_section(rep: Report) -> str:
@@ -146,11 +132,11 @@ def timing_section(rep: Report) -> str:
     rows = []
     for m in rep.timing:
         if m.error:
-            rows.append([m.mode, m.device, "-", "-", "-", "-", f"failed: {_clip(m.error, 40)}"])
+            rows.append([m.mode, m.device, "-", "-", "-", "-", f"failed: {clip(m.error, 40)}"])
             continue
         share = f"{m.in_graphs_ms / m.compiled_ms:.0%}" if m.compiled_ms > 0 and m.in_graphs_ms else "-"
         rows.append([
-            m.mode, m.device, _ms(m.eager_ms), _ms(m.compiled_ms),
+            m.mode, m.device, ms(m.eager_ms), ms(m.compiled_ms),
             f"{m.speedup:.2f}x" + (" ~" if m.noisy else ""), f"{m.first_call_s:.2f} s", share,
         ])
     return tabulate(
@@ -205,7 +191,7 @@ def render_summary(rep: Report) -> str:
     if failed:
         out.append("Frames that fell back to eager")
         for f in failed:
-            out.append(f"    {f.compile_id} {f.function} ({Path(f.filename).name}:{f.lineno}): {_clip(f.fail_summary, 80)}")
+            out.append(f"    {f.compile_id} {f.function} ({location(f.filename, f.lineno)}): {clip(f.fail_summary, 80)}")
         out.append("")
     if rep.guards:
         out += ["Guards", "    " + guards_line(rep), ""]

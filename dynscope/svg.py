@@ -1,11 +1,21 @@
-"""Lay DOT out as SVG with Graphviz's ``dot`` program."""
+"""Lay DOT out as SVG with Graphviz's ``dot`` program: the one place that runs Graphviz.
+
+The renderers are pure (model in, text out); whoever wants pictures (``Graph.to_svg``,
+``Report.to_html``, the bundle) lays them out here and hands the SVG text on.
+"""
 
 from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dynscope.errors import DynscopeError, GraphvizNotFoundError
+from dynscope.write import write_text
+
+if TYPE_CHECKING:
+    from dynscope.model import Report
 
 INSTALL_HINT = (
     "Graphviz's `dot` program is needed for SVG pictures and was not found on PATH. "
@@ -28,13 +38,14 @@ def have_graphviz() -> bool:
     return shutil.which("dot") is not None
 
 
-def dot_to_svg(dot: str) -> str:
-    """SVG text for DOT source.
+def dot_to_svg(dot: str, path: str | Path | None = None) -> str:
+    """SVG text for DOT source; also written (atomically) to ``path`` when given.
 
     Each node's ``<title>`` (what browsers show on hover) is replaced by its tooltip, the
     source line the node came from.
 
     Raises:
+        InputError: ``path`` cannot be written (see dynscope.write.write_text).
         GraphvizNotFoundError: ``dot`` is not installed (the message says how to get it).
         DynscopeError: ``dot`` rejected the source (a dynscope bug: the message has dot's words).
     """
@@ -54,4 +65,16 @@ def dot_to_svg(dot: str) -> str:
     svg = _NODE_TITLE.sub(lambda m: m.group(1) + m.group(4) + m.group(3), svg)
     # Drop the XML prolog and doctype so the SVG can be inlined in HTML.
     start = svg.find("<svg")
-    return svg[start:] if start >= 0 else svg
+    svg = svg[start:] if start >= 0 else svg
+    if path is not None:
+        write_text(Path(path), svg)
+    return svg
+
+
+def report_pictures(rep: Report) -> tuple[str, dict[int, str]]:
+    """Every picture of a report laid out: (program SVG, graph id -> graph SVG).
+
+    Raises:
+        GraphvizNotFoundError: ``dot`` is not installed.
+    """
+    return dot_to_svg(rep.program_dot()), {g.id: dot_to_svg(g.to_dot()) for g in rep.graphs}

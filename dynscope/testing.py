@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dynscope.budget import check_budget
+from dynscope.budget import Budget
 from dynscope.capture import _MISSING, report
 from dynscope.model import Report
 
@@ -27,18 +27,15 @@ def assert_compiles(
 
     Args:
         model, inputs, calls, inner, dynamic: as for :func:`dynscope.report`.
-        max_graph_breaks: most graph-break events allowed; None for no limit. Defaults to 0.
-        max_recompiles: most recompiles allowed; None for no limit. Defaults to 0.
-        min_coverage: least share of torch ops that must run inside graphs (0..1); None
-            for no limit. Defaults to None.
-        max_graphs: most graphs allowed; None for no limit. Defaults to None.
-        allow_unparsed: pass even when PyTorch emitted trace messages dynscope could not
-            read (``Report.unparsed``; the counts may then be short). Defaults to False.
+        max_graph_breaks, max_recompiles, min_coverage, max_graphs, allow_unparsed: the
+            limits, as for :class:`dynscope.Budget` (graph breaks and recompiles default
+            to 0, the others to no limit).
 
     Returns:
         The report, when the budget holds.
 
     Raises:
+        InputError: a limit is not usable (before anything is compiled).
         CompileBudgetError: (an AssertionError) listing every break and recompile over
             budget with file:line, code, category, reason and fix.
 
@@ -46,16 +43,15 @@ def assert_compiles(
         >>> dynscope.assert_compiles(model, x, max_graph_breaks=0, max_recompiles=0)
     """
     __tracebackhide__ = True
-    kwargs: dict[str, Any] = {"calls": calls} if calls is not None else {}
-    if inputs is not _MISSING:
-        kwargs["inputs"] = inputs
-    rep = report(model, inner=inner, dynamic=dynamic, **kwargs)
-    check_budget(
-        rep,
+    # Built first: a bad limit is reported before the model is compiled and run.
+    budget = Budget(
         max_graph_breaks=max_graph_breaks,
         max_recompiles=max_recompiles,
         min_coverage=min_coverage,
         max_graphs=max_graphs,
         allow_unparsed=allow_unparsed,
     )
-    return rep
+    kwargs: dict[str, Any] = {"calls": calls} if calls is not None else {}
+    if inputs is not _MISSING:
+        kwargs["inputs"] = inputs
+    return budget.check(report(model, inner=inner, dynamic=dynamic, **kwargs))

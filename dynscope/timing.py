@@ -31,6 +31,40 @@ from dynscope.model import Graph, ModeTiming, Report, Timing
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_ONLY_MODES = ("reduce-overhead",)
+#: A relative spread (IQR / median) above this makes a median untrustworthy.
+NOISY_SPREAD = 0.25
+
+
+@dataclass(frozen=True)
+class Samples:
+    """The timing samples of one side (eager or compiled) and what is derived from them.
+
+    Attributes:
+        ms: the raw samples, milliseconds per run, in the order taken.
+        noisy_spread: ``noisy`` when ``spread`` exceeds this. Defaults to 0.25.
+    """
+
+    ms: tuple[float, ...]
+    noisy_spread: float = NOISY_SPREAD
+
+    @property
+    def median(self) -> float:
+        """The median sample; 0.0 when there is none (not measured)."""
+        return statistics.median(self.ms) if self.ms else 0.0
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range / median; 0.0 under 4 samples (no quartiles to speak of)."""
+        if len(self.ms) < 4:
+            return 0.0
+        q = statistics.quantiles(self.ms, n=4)
+        med = self.median
+        return (q[2] - q[0]) / med if med > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        """True when the spread is too wide to trust the median."""
+        return self.spread > self.noisy_spread
 
 
 @dataclass(frozen=True)
@@ -60,7 +94,7 @@ class TimingOptions:
     repeats: int = 30
     min_time_s: float = 0.2
     min_sample_ms: float = 10.0
-    noisy_spread: float = 0.25
+    noisy_spread: float = NOISY_SPREAD
     interleave: bool = True
     rtol: float = 1e-3
     atol: float = 1e-4
@@ -135,17 +169,9 @@ class _Clock:
         return (time.perf_counter() - begin) * 1000.0 / loops
 
 
-def _spread(samples: Sequence[float]) -> float:
-    if len(samples) < 4:
-        return 0.0
-    q = statistics.quantiles(samples, n=4)
-    med = statistics.median(samples)
-    return (q[2] - q[0]) / med if med > 0 else 0.0
-
-
 def interleaved(
     eager: Callable[[], Any], compiled: Callable[[], Any], clock: _Clock, opts: TimingOptions
-) -> tuple[list[float], list[float]]:
+) -> tuple[Samples, Samples]:
     """Samples of both sides, alternating eager and compiled runs after a warm-up."""
     for _ in range(opts.warmup):
         eager()
@@ -158,13 +184,14 @@ def interleaved(
     a: list[float] = []
     b: list[float] = []
     if not opts.interleave:
-        return _block(eager, clock, loops, opts), _block(compiled, clock, loops, opts)
-    while len(a) < opts.repeats:
-        a.append(clock.time_ms(eager, loops))
-        b.append(clock.time_ms(compiled, loops))
-        if len(a) >= 5 and min(sum(a), sum(b)) * loops >= opts.min_time_s * 1000:
-            break
-    return a, b
+        a, b = _block(eager, clock, loops, opts), _block(compiled, clock, loops, opts)
+    else:
+        while len(a) < opts.repeats:
+            a.append(clock.time_ms(eager, loops))
+            b.append(clock.time_ms(compiled, loops))
+            if len(a) >= 5 and min(sum(a), sum(b)) * loops >= opts.min_time_s * 1000:
+                break
+    return Samples(tuple(a), opts.noisy_spread), Samples(tuple(b), opts.noisy_spread)
 
 
 def _block(fn: Callable[[], Any], clock: _Clock, loops: int, opts: TimingOptions) -> list[float]:
@@ -252,32 +279,25 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
 
     try:
         with torch.no_grad():
-            eager_s, comp_s = interleaved(lambda: gm(*inputs), call, clock, opts)
+            eager, comp = interleaved(lambda: gm(*inputs), call, clock, opts)
     except Exception as err:  # noqa: BLE001
         return Timing(mode=mode, device=device, compile_s=compile_s, error=_error_text(err))
     return Timing(
         mode=mode,
         device=device,
+        eager_ms=eager.median,
+        compiled_ms=comp.median,
         compile_s=compile_s,
         max_abs_err=max_abs,
         max_rel_err=max_rel,
         kernels=kernels,
+        eager_samples_ms=eager.ms,
+        compiled_samples_ms=comp.ms,
+        # The measurement is as trustworthy as its noisier side.
+        noisy=eager.noisy or comp.noisy,
+        spread=max(eager.spread, comp.spread),
         numerics_ok=ok,
-        **_summary(eager_s, comp_s, opts),
     )
-
-
-def _summary(eager_s: list[float], comp_s: list[float], opts: TimingOptions) -> dict[str, Any]:
-    """Medians, raw samples and spread of both sides (fields shared by Timing and ModeTiming)."""
-    spread = max(_spread(eager_s), _spread(comp_s))
-    return {
-        "eager_ms": statistics.median(eager_s),
-        "compiled_ms": statistics.median(comp_s),
-        "eager_samples_ms": tuple(eager_s),
-        "compiled_samples_ms": tuple(comp_s),
-        "noisy": spread > opts.noisy_spread,
-        "spread": spread,
-    }
 
 
 def _error_text(err: BaseException) -> str:
@@ -320,17 +340,22 @@ def time_end_to_end(
             if clock.cuda:
                 peak_eager = _peak_mb(eager_fn)
                 peak_compiled = _peak_mb(run(compiled_model))
-            eager_s, comp_s = interleaved(eager_fn, run(compiled_model), clock, opts)
+            eager, comp = interleaved(eager_fn, run(compiled_model), clock, opts)
     except Exception as err:  # noqa: BLE001
         return ModeTiming(mode, device, 0.0, 0.0, 0.0, error=_error_text(err))
     return ModeTiming(
         mode=mode,
         device=device,
+        eager_ms=eager.median,
+        compiled_ms=comp.median,
         first_call_s=first_call_s,
         in_graphs_ms=in_graphs_ms,
         peak_mem_eager_mb=peak_eager,
         peak_mem_compiled_mb=peak_compiled,
-        **_summary(eager_s, comp_s, opts),
+        eager_samples_ms=eager.ms,
+        compiled_samples_ms=comp.ms,
+        noisy=eager.noisy or comp.noisy,
+        spread=max(eager.spread, comp.spread),
     )
 
 

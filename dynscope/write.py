@@ -11,11 +11,13 @@ from __future__ import annotations
 import errno
 import os
 import secrets
-from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynscope.errors import DynscopeError, InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 #: errno values that mean "this path cannot be written": the caller chose a bad path.
 _PATH_ERRORS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EEXIST}

@@ -119,7 +119,7 @@ def test_hostile_file_and_module_names_render_safely(tmp_path: Path, stem: str) 
     assert all(url.startswith("https://") for url in _links(page)), _links(page)
     assert "javascript:alert(document.domain)" not in page
     assert ' style="' not in page, "a hash-based policy blocks style attributes: none may be needed"
-    assert page == render_html(rep, pictures=True, graph_svgs={g.id: svgs[f"graph_{g.id}.svg"] for g in rep.graphs},
+    assert page == render_html(rep, graph_svgs={g.id: svgs[f"graph_{g.id}.svg"] for g in rep.graphs},
                                program_svg=svgs["program.svg"]), "the page is deterministic"
 
 
@@ -384,7 +384,7 @@ def test_any_report_round_trips_and_renders(rep: Report) -> None:
     for svg in (program_svg, *graph_svgs.values()):
         ET.fromstring(svg)
         assert _links(svg) == []
-    page = render_html(back, pictures=True, graph_svgs=graph_svgs, program_svg=program_svg)
+    page = render_html(back, graph_svgs=graph_svgs, program_svg=program_svg)
     assert "<script>alert(1)</script>" not in page
     assert all(url.startswith("https://") for url in _links(page))
     assert page.count("<script>") == 1 and "'unsafe-inline'" not in page

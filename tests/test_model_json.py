@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynscope
+from dynscope.codec import report_from_dict
 from dynscope.model import (
     BreakEvent,
     CompileTime,
@@ -23,7 +24,6 @@ from dynscope.model import (
     StackFrame,
     TensorMeta,
     Timing,
-    report_from_dict,
 )
 from tests.corpus.programs import PrintModel, _x
 

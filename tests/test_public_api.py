@@ -1,5 +1,7 @@
 """The public API is small and pinned."""
 
+import inspect
+
 import dynscope
 
 
@@ -17,3 +19,9 @@ def test_report_fields_match_the_design() -> None:
         assert hasattr(rep, name), name
     for name in ("summary", "to_json", "save", "check"):
         assert callable(getattr(rep, name)), name
+
+
+def test_capture_takes_only_public_options() -> None:
+    # report()'s own configuration (run counting, coverage marks) is a private subclass.
+    assert list(inspect.signature(dynscope.Capture).parameters) == ["inner", "title"]
+    assert "Budget" in dynscope.__all__

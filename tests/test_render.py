@@ -170,3 +170,16 @@ def test_html_lists_frames_that_fell_back() -> None:
     model, calls = prog.make()
     html = dynscope.report(model, calls=calls).to_html(pictures=False)
     assert "Frames that fell back to eager" in html and "loop_print_fn" in html
+
+
+def test_recompile_without_a_named_guard_still_draws(print_report) -> None:
+    # A loaded or hand-edited report may carry a recompile with no reasons (hypothesis
+    # found one): the program picture says "recompiled" instead of failing.
+    import dataclasses
+
+    assert print_report.recompiles, "the corpus program recompiles"
+    bare = tuple(dataclasses.replace(r, reasons=(), explained=()) for r in print_report.recompiles)
+    rep = dataclasses.replace(print_report, recompiles=bare)
+    dot = rep.program_dot()
+    assert 'label="recompiled"' in dot
+    assert "input x changed size" not in dot
