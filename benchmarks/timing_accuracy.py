@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dynscope  # noqa: E402
 from dynscope import _torch  # noqa: E402
-from dynscope.backend import RecordingBackend  # noqa: E402
-from dynscope.timing import time_graph  # noqa: E402
+from dynscope._backend import RecordingBackend  # noqa: E402
+from dynscope._timing import time_graph  # noqa: E402
 
 ROUNDS = 5
 

@@ -12,13 +12,11 @@ torch is not installed.
 """
 
 import importlib
-import sys
-import types
 import typing
 
-from dynscope.budget import Budget
-from dynscope.codec import load
-from dynscope.errors import (
+from dynscope._budget import Budget
+from dynscope._codec import load
+from dynscope._errors import (
     CaptureError,
     CompileBudgetError,
     DynscopeError,
@@ -26,37 +24,46 @@ from dynscope.errors import (
     InputError,
     SchemaError,
 )
-from dynscope.model import (
+from dynscope._model import (
+    BreakEvent,
+    CompileTime,
     Coverage,
     Frame,
     Graph,
     GraphBreak,
     Guard,
+    ModeTiming,
+    Node,
     Recompile,
     Report,
+    StackFrame,
+    TensorMeta,
+    Timing,
 )
 
 if typing.TYPE_CHECKING:
-    from dynscope.capture import Capture, capture, report
-    from dynscope.testing import assert_compiles
-    from dynscope.timing import TimingOptions
+    from dynscope._capture import Capture, capture, report
+    from dynscope._testing import assert_compiles
+    from dynscope._timing import TimingOptions
 
 __version__ = "0.1.0"
 
 #: Public names that need torch -> the module that defines them (imported on first use).
 _LAZY = {
-    "Capture": "dynscope.capture",
-    "capture": "dynscope.capture",
-    "report": "dynscope.capture",
-    "assert_compiles": "dynscope.testing",
-    "TimingOptions": "dynscope.timing",
+    "Capture": "dynscope._capture",
+    "capture": "dynscope._capture",
+    "report": "dynscope._capture",
+    "assert_compiles": "dynscope._testing",
+    "TimingOptions": "dynscope._timing",
 }
 
 __all__ = [
+    "BreakEvent",
     "Budget",
     "Capture",
     "CaptureError",
     "CompileBudgetError",
+    "CompileTime",
     "Coverage",
     "DynscopeError",
     "Frame",
@@ -65,15 +72,34 @@ __all__ = [
     "GraphvizNotFoundError",
     "Guard",
     "InputError",
+    "ModeTiming",
+    "Node",
     "Recompile",
     "Report",
     "SchemaError",
+    "StackFrame",
+    "TensorMeta",
+    "Timing",
     "TimingOptions",
     "assert_compiles",
     "capture",
     "load",
     "report",
 ]
+
+
+def _rehome(obj: typing.Any) -> typing.Any:
+    """Show a public name as ``dynscope.X`` (tracebacks, help()), not its private module.
+
+    Model dataclasses keep their module: the codec resolves their annotations there.
+    """
+    obj.__module__ = __name__
+    return obj
+
+
+for _obj in (Budget, load, CaptureError, CompileBudgetError, DynscopeError, GraphvizNotFoundError,
+             InputError, SchemaError):
+    _rehome(_obj)
 
 
 def __getattr__(name: str) -> typing.Any:
@@ -83,25 +109,9 @@ def __getattr__(name: str) -> typing.Any:
     module = importlib.import_module(home)
     for other, where in _LAZY.items():  # bind every name of that module: looked up once
         if where == home:
-            globals()[other] = getattr(module, other)
+            globals()[other] = _rehome(getattr(module, other))
     return globals()[name]
 
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
-
-
-class _Package(types.ModuleType):
-    """dynscope's module type: keeps ``dynscope.capture`` the function.
-
-    Python binds a submodule on its package once it is imported (``dynscope.capture``, the
-    module); with the names loaded lazily that would hide the function of the same name.
-    """
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if isinstance(value, types.ModuleType) and _LAZY.get(name) == value.__name__:
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

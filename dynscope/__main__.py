@@ -2,6 +2,6 @@
 
 import sys
 
-from dynscope.cli import main
+from dynscope._cli import main
 
 sys.exit(main())

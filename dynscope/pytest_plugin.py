@@ -96,7 +96,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
         with _trace_records_hidden():
             return (yield)
     import dynscope
-    from dynscope.budget import Budget
+    from dynscope._budget import Budget
 
     try:
         budget = Budget.from_marker(mark)  # checked before the test runs
@@ -162,7 +162,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(_STATE, None)
     if state is None or state.report_dir is None or not state.watched:
         return
-    from dynscope.bundle import render_bundle
+    from dynscope._bundle import render_bundle
 
     seen: dict[str, int] = {}
     for nodeid, rep in state.watched:

@@ -8,7 +8,6 @@ with pictures when Graphviz is installed) to OUT_DIR (default: dynscope-report/)
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -58,9 +57,7 @@ def main(out_dir: str = "dynscope-report") -> dynscope.Report:
     model, calls = build()
     rep = dynscope.report(model, **calls)
     print(rep)
-    from dynscope.bundle import render_bundle
-
-    folder = render_bundle(rep, Path(out_dir))
+    folder = rep.render(out_dir)
     print(f"report written to {folder.resolve()}/")
     return rep
 

@@ -18,8 +18,8 @@ import torch
 
 import dynscope
 from dynscope import _torch
+from dynscope._assemble import build_report
 from dynscope._torch.trace import TraceCollector
-from dynscope.assemble import build_report
 from tests.conftest import ROOT
 from tests.corpus.programs import MLP, PrintModel, _x
 
@@ -59,7 +59,7 @@ def _live_entries(code: object) -> list[tuple[int, int]]:
     from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
 
     return [
-        (e.compile_id.frame_compile_id, e.isolate_recompiles_id)
+        (e.compile_id.frame_compile_id, getattr(e, "isolate_recompiles_id", -1))  # none on 2.11
         for e in _debug_get_cache_entry_list(code)
         if e.code is not None
     ]

@@ -27,11 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynscope
-from dynscope.diff import diff_reports, render_diff
-from dynscope.model import Report
-from dynscope.render_html import render_html
-from dynscope.render_text import strip_controls
-from dynscope.svg import dot_to_svg
+from dynscope._diff import diff_reports, render_diff
+from dynscope._model import Report
+from dynscope._render_html import render_html
+from dynscope._render_text import strip_controls
+from dynscope._svg import dot_to_svg
 from tests.corpus.programs import MLP, PrintModel, _x
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,7 +207,7 @@ def test_save_and_render_failing_midway_keep_previous_files(
     out = print_report.render(tmp_path / "out")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     # Small write batches, so the serialiser has written part of the file when it fails.
-    monkeypatch.setattr("dynscope.write._BATCH", 64)
+    monkeypatch.setattr("dynscope._write._BATCH", 64)
     last = dataclasses.replace(print_report.graphs[-1], code=Unwritable())  # type: ignore[arg-type]
     broken = dataclasses.replace(print_report, graphs=(*print_report.graphs[:-1], last))
     with pytest.raises(TypeError, match="Unwritable"):

@@ -12,8 +12,8 @@ import torch._dynamo.repro.after_dynamo  # noqa: F401  (see tests/test_budget.py
 from torch import nn
 
 import dynscope
+from dynscope._categories import classify, fix_for
 from dynscope._torch.guard_text import explain_reason
-from dynscope.categories import classify, fix_for
 from tests.corpus.programs import PROGRAMS, _x
 
 BY_NAME = {p.name: p for p in PROGRAMS}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import dynscope
-from dynscope.cli import main
+from dynscope._cli import main
 from tests.corpus.markers import break_line
 from tests.corpus.programs import MLP, PrintModel, _x
 

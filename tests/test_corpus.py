@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import dynscope
-from dynscope.capture import _MISSING, normalise_calls
-from dynscope.categories import CATEGORY_NAMES
+from dynscope._capture import _MISSING, normalise_calls
+from dynscope._categories import CATEGORY_NAMES
 from tests.corpus.markers import markers
 from tests.corpus.programs import PROGRAMS, Program
 
@@ -77,7 +77,8 @@ def test_deepcopy_site_is_the_users_line_not_copy_py() -> None:
     assert b.filename.endswith("programs.py")
     assert "copy.deepcopy(self.lin)" in b.source
     event = rep.break_events[0]
-    assert event.reported_filename.endswith("copy.py"), "PyTorch itself points into copy.py"
+    # PyTorch itself points into copy.py on 2.13/2.14 (2.11 already names the caller).
+    assert event.reported_filename.endswith(("copy.py", "programs.py"))
 
 
 def test_recompile_reasons_in_words() -> None:

@@ -26,22 +26,22 @@ PACKAGE = ROOT / "dynscope"
 #: Modules that turn a saved report into text, pictures and pages: none may import torch.
 READERS = (
     "dynscope",
-    "dynscope.model",
-    "dynscope.codec",
-    "dynscope.render_text",
-    "dynscope.render_dot",
-    "dynscope.render_html",
-    "dynscope.bundle",
-    "dynscope.svg",
-    "dynscope.write",
-    "dynscope.diff",
-    "dynscope.analysis",
-    "dynscope.cli",
+    "dynscope._model",
+    "dynscope._codec",
+    "dynscope._render_text",
+    "dynscope._render_dot",
+    "dynscope._render_html",
+    "dynscope._bundle",
+    "dynscope._svg",
+    "dynscope._write",
+    "dynscope._diff",
+    "dynscope._analysis",
+    "dynscope._cli",
 )
 #: Renderers and analysis: model types for annotations only (a TYPE_CHECKING import).
 PURE = ("render_text", "render_dot", "render_html", "bundle", "svg", "diff", "analysis")
 #: Shared helpers: leaves that import nothing from dynscope.
-LEAVES = ("_format", "_palette")
+LEAVES = ("format", "palette")
 
 
 def _module_name(path: Path, package: Path) -> str:
@@ -129,12 +129,12 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
 
 def test_the_graph_sees_dynscope_modules() -> None:
     graph = import_graph()
-    assert "dynscope._torch.fx" in graph["dynscope.backend"]  # from dynscope._torch.fx import ...
-    assert "dynscope._torch" in graph["dynscope.capture"]  # from dynscope import _torch
-    assert "dynscope.model" in graph["dynscope.codec"]
+    assert "dynscope._torch.fx" in graph["dynscope._backend"]  # from dynscope._torch.fx import ...
+    assert "dynscope._torch" in graph["dynscope._capture"]  # from dynscope import _torch
+    assert "dynscope._model" in graph["dynscope._codec"]
     # Typing-only and function-local imports are not import-time edges.
-    assert "dynscope.model" not in graph["dynscope.errors"]
-    assert "dynscope.codec" not in graph["dynscope.model"]
+    assert "dynscope._model" not in graph["dynscope._errors"]
+    assert "dynscope._codec" not in graph["dynscope._model"]
 
 
 def test_find_cycle_finds_one() -> None:
@@ -149,15 +149,15 @@ def test_no_import_cycle() -> None:
 
 @pytest.mark.parametrize("name", PURE)
 def test_renderers_import_model_types_for_typing_only(name: str) -> None:
-    imports = import_graph()[f"dynscope.{name}"]
-    assert "dynscope.model" not in imports, f"dynscope.{name} imports dynscope.model at run time"
-    assert "dynscope.capture" not in imports and "dynscope.timing" not in imports
+    imports = import_graph()[f"dynscope._{name}"]
+    assert "dynscope._model" not in imports, f"dynscope._{name} imports dynscope._model at run time"
+    assert "dynscope._capture" not in imports and "dynscope._timing" not in imports
 
 
 @pytest.mark.parametrize("name", LEAVES)
 def test_shared_helpers_are_leaves(name: str) -> None:
-    imports = import_graph()[f"dynscope.{name}"]
-    assert imports == set(), f"dynscope.{name} imports {sorted(imports)}"
+    imports = import_graph()[f"dynscope._{name}"]
+    assert imports == set(), f"dynscope._{name} imports {sorted(imports)}"
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
@@ -181,14 +181,14 @@ def test_reading_a_report_never_imports_torch(tmp_path: Path) -> None:
     code = f"""
 import sys
 import dynscope
-from dynscope.analysis import graph_stats
-from dynscope.diff import diff_reports, render_diff
+from dynscope._analysis import graph_stats
+from dynscope._diff import diff_reports, render_diff
 rep = dynscope.load({str(saved)!r})
 assert rep.summary() and rep.program_dot() and rep.to_html(pictures=False)
 assert all(g.to_dot() for g in rep.graphs) and graph_stats(rep.graphs[0])["nodes"]
 assert render_diff(diff_reports(rep, rep))
 assert (rep.render({str(tmp_path / "out")!r}) / "index.html").is_file()
-assert dynscope.codec.report_from_dict(rep.to_dict()) == rep
+assert dynscope._codec.report_from_dict(rep.to_dict()) == rep
 print("torch" in sys.modules)
 """
     res = _run(code)
@@ -200,4 +200,4 @@ def test_report_still_loads_torch_on_use() -> None:
     res = _run("import sys, dynscope; f = dynscope.report; print('torch' in sys.modules, callable(f), "
                "dynscope.capture.__module__, dynscope.TimingOptions.__name__)")
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["True", "True", "dynscope.capture", "TimingOptions"]
+    assert res.stdout.split() == ["True", "True", "dynscope", "TimingOptions"]

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynscope
-from dynscope.codec import report_from_dict
-from dynscope.model import (
+from dynscope._codec import report_from_dict
+from dynscope._model import (
     BreakEvent,
     CompileTime,
     Coverage,

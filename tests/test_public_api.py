@@ -25,3 +25,21 @@ def test_capture_takes_only_public_options() -> None:
     # report()'s own configuration (run counting, coverage marks) is a private subclass.
     assert list(inspect.signature(dynscope.Capture).parameters) == ["inner", "title"]
     assert "Budget" in dynscope.__all__
+
+
+def test_no_public_submodules_besides_the_plugin() -> None:
+    # Implementation modules are private (underscored); the pytest plugin is an entry point.
+    import pkgutil
+
+    names = {m.name for m in pkgutil.iter_modules(dynscope.__path__)}
+    assert {n for n in names if not n.startswith("_")} == {"pytest_plugin"}
+
+
+def test_types_a_user_receives_are_exported() -> None:
+    rep = dynscope.Report()
+    received = {type(rep), type(rep.compile_time)}
+    for name in ("Graph", "GraphBreak", "BreakEvent", "Recompile", "Guard", "Frame", "Coverage",
+                 "Timing", "ModeTiming", "TensorMeta", "Node", "StackFrame", "CompileTime"):
+        assert name in dynscope.__all__, name
+    assert all(t.__name__ in dynscope.__all__ for t in received)
+    assert dynscope.CaptureError.__module__ == "dynscope"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from dynscope._assemble import build_report
+from dynscope._model import Report
 from dynscope._torch.trace import TraceEvent, event_from
-from dynscope.assemble import build_report
-from dynscope.model import Report
 from tests.corpus.markers import markers
 from tests.corpus.programs import PROGRAMS, Program
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dynscope._model import StackFrame
 from dynscope._torch.registry import doc_url_for, gb_id_for_type
 from dynscope._torch.wording import is_secondary_break
-from dynscope.model import StackFrame
 
 _HEADER = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$")
 # Greedy file group: paths may themselves contain quotes.

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from dynscope.model import SHORT_DTYPES, Node, TensorMeta
+from dynscope._model import SHORT_DTYPES, Node, TensorMeta
 
 _OPS = ("call_function", "call_method", "call_module")
 

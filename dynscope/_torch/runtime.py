@@ -11,13 +11,15 @@ import copy
 import inspect
 import logging
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from dynscope._torch.registry import is_user_file
+from dynscope._torch.wording import DROPPED_REASON
 
 # -- the structured compile trace --------------------------------------------------------
 
@@ -214,11 +216,22 @@ def _backend_chain(backend: Any) -> list[Any]:
     return chain
 
 
+class _Dropped:
+    """Stands for "no object": an inert entry's watched object, which no frame ever holds."""
+
+
+_DROPPED = _Dropped()
+
+
 def _invalidate(entry: Any) -> bool:
     """Make one cache entry inert (never matches, holds no code or backend).
 
     ExtraState.invalidate is what PyTorch itself does when an object a guard watches
-    dies. Its signature changed between releases, so each known form is tried.
+    dies. Its signature changed between releases, so each known form is tried. The entry
+    stays in the code object's list; so that it does not count against the recompile
+    limit (torch 2.11/2.12 have no separate region for it), its ID_MATCH'd objects are
+    set to one no frame holds: Dynamo counts only entries whose ID_MATCH'd objects are
+    the frame's (``cache_size._has_same_id_matched_objs``, torch 2.1 .. 2.14).
     """
     try:
         from torch._dynamo.guards import DeletedGuardManagerWrapper
@@ -228,12 +241,15 @@ def _invalidate(entry: Any) -> bool:
     extra = getattr(manager, "extra_state", None)
     if extra is None or not hasattr(extra, "invalidate"):
         return False
-    reason = "dropped by dynscope after its report"
-    for args in (
-        (entry, DeletedGuardManagerWrapper(reason)),  # torch 2.5 .. 2.13
-        (entry, DeletedGuardManagerWrapper(reason), manager),  # later: live manager checked
-        (DeletedGuardManagerWrapper(reason), manager),
-    ):
+    for form in range(3):
+        deleted = DeletedGuardManagerWrapper(DROPPED_REASON)
+        if hasattr(deleted, "id_matched_objs"):
+            deleted.id_matched_objs = {"<dynscope dropped>": weakref.ref(_DROPPED)}
+        args = (
+            (entry, deleted),  # torch 2.5 .. 2.14
+            (entry, deleted, manager),  # later: the live manager is checked too
+            (deleted, manager),
+        )[form]
         try:
             extra.invalidate(*args)
             return True
@@ -422,7 +438,8 @@ def _set_stance(stance: tuple[str, bool, Any]) -> None:
     kwargs: dict[str, Any] = {"skip_guard_eval_unsafe": skip}
     if backend is not None:
         kwargs["force_backend"] = backend
-    torch.compiler.set_stance(name, **kwargs)
+    # cast: torch 2.14 types the stance name as a Literal; ours came from torch itself.
+    torch.compiler.set_stance(cast(Any, name), **kwargs)
 
 
 def _get_code_state() -> Any:

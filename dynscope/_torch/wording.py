@@ -42,3 +42,13 @@ def is_lifted_param(placeholder_name: str) -> bool:
     Dynamo names them after their source, e.g. ``L_self_modules_fc_parameters_weight_``.
     """
     return "_parameters_" in placeholder_name or "_buffers_" in placeholder_name
+
+
+#: The reason dynscope gives the cache entries it makes inert after a report; Dynamo may
+#: quote it among the failed guards of a later recompile. Not the user's recompile.
+DROPPED_REASON = "dropped by dynscope after its report"
+
+
+def is_dropped_entry_reason(reason: str) -> bool:
+    """True for a failed-guard line that only names an entry dynscope made inert."""
+    return DROPPED_REASON in reason

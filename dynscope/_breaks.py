@@ -1,7 +1,7 @@
 """Turn PyTorch's graph-break reports into user-facing break sites.
 
 Input: the text of ``dynamo_graph_break_reason`` trace artifacts. Output: one
-:class:`~dynscope.model.GraphBreak` per distinct site (the user's line), with every event
+:class:`~dynscope._model.GraphBreak` per distinct site (the user's line), with every event
 that hit the site folded into ``count``.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 import linecache
 from dataclasses import replace
 
+from dynscope._categories import classify, fix_for
+from dynscope._model import BreakEvent, GraphBreak, StackFrame
 from dynscope._torch.break_text import ParsedBreak
 from dynscope._torch.registry import is_user_file
-from dynscope.categories import classify, fix_for
-from dynscope.model import BreakEvent, GraphBreak, StackFrame
 
 
 def user_site(parsed: ParsedBreak) -> StackFrame:

@@ -17,12 +17,12 @@ from urllib.parse import urlsplit
 
 from dynscope._format import location, plural
 from dynscope._palette import PALETTE
-from dynscope.render_text import totals_line, warning_lines
+from dynscope._render_text import totals_line, warning_lines
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from dynscope.model import Graph, Report, Timing
+    from dynscope._model import Graph, Report, Timing
 
 __all__ = ["CSP", "CSS", "NO_PICTURES", "SCRIPT", "render_html", "safe_url"]
 
@@ -269,7 +269,7 @@ def render_html(
 ) -> str:
     """The whole page as a string. Pure: it never looks for or runs Graphviz.
 
-    The caller lays the pictures out (``dynscope.svg.report_pictures``; ``Report.to_html``
+    The caller lays the pictures out (``dynscope._svg.report_pictures``; ``Report.to_html``
     and the bundle do) and passes the SVG text; each picture left out is replaced by a
     note saying how to get Graphviz.
 

@@ -7,6 +7,9 @@ from typing import Any
 
 import torch
 
+from dynscope._backend import RecordedGraph
+from dynscope._breaks import fold_breaks
+from dynscope._model import CompileTime, Frame, Graph, Guard, Recompile, Report, _Live
 from dynscope._torch.break_text import ParsedBreak, parse_break
 from dynscope._torch.fx import inputs_from_code, op_counts_from_code, readable_code
 from dynscope._torch.guard_text import (
@@ -17,10 +20,7 @@ from dynscope._torch.guard_text import (
 )
 from dynscope._torch.metrics import CompileMetrics, read_metrics
 from dynscope._torch.trace import TraceEvent
-from dynscope._torch.wording import is_recompile_limit
-from dynscope.backend import RecordedGraph
-from dynscope.breaks import fold_breaks
-from dynscope.model import CompileTime, Frame, Graph, Guard, Recompile, Report, _Live
+from dynscope._torch.wording import is_dropped_entry_reason, is_recompile_limit
 
 
 def _renumbering(events: list[TraceEvent], recorded: list[RecordedGraph]) -> dict[str, str]:
@@ -59,6 +59,19 @@ def _repeats(parsed: ParsedBreak, earlier: list[tuple[str, ParsedBreak]]) -> boo
         parsed.reported_filename,
         parsed.reported_lineno,
         parsed.user_stack,
+    )
+
+
+def _users_reasons(reasons: tuple[str, ...], ignore_backend_mismatch: bool) -> tuple[str, ...]:
+    """Failed guards that are about the user's program.
+
+    Dropped: entries dynscope made inert after an earlier report (never the user's), and,
+    for report(), "another backend compiled this before" (report() compiles afresh).
+    """
+    return tuple(
+        r
+        for r in reasons
+        if not is_dropped_entry_reason(r) and not (ignore_backend_mismatch and is_backend_mismatch(r))
     )
 
 
@@ -176,8 +189,7 @@ def build_report(
             reasons = parse_recompile_reasons(ev.payload)
             if ev.payload.strip() and not reasons:
                 unparsed += 1
-            if ignore_backend_mismatch:
-                reasons = tuple(r for r in reasons if not is_backend_mismatch(r))
+            reasons = _users_reasons(reasons, ignore_backend_mismatch)
             if reasons:
                 pending_reasons[cid] = reasons
 
@@ -195,9 +207,7 @@ def build_report(
     # compilation_metrics.
     for cid, m in metrics.items():
         if cid not in pending_reasons and m.recompile_reason:
-            reasons = parse_recompile_reasons(m.recompile_reason)
-            if ignore_backend_mismatch:
-                reasons = tuple(r for r in reasons if not is_backend_mismatch(r))
+            reasons = _users_reasons(parse_recompile_reasons(m.recompile_reason), ignore_backend_mismatch)
             if reasons:
                 pending_reasons[cid] = reasons
 

@@ -1,7 +1,7 @@
 """The report model: frozen, plain-data dataclasses with no torch objects inside.
 
 Everything here can be written to JSON and read back (:func:`Report.to_json`,
-:func:`dynscope.load`; the codec is ``dynscope.codec``). Live ``torch.fx.GraphModule``
+:func:`dynscope.load`; the codec is ``dynscope._codec``). Live ``torch.fx.GraphModule``
 objects are kept beside the model in a holder that JSON never sees and equality ignores
 (``Graph.module``).
 """
@@ -209,20 +209,20 @@ class Graph:
         return dict(self.op_counts).get(target, 0)
 
     def to_dot(self, *, depth: int | None = None, fold_params: bool = True) -> str:
-        """DOT source of the graph (see dynscope.render_dot)."""
-        from dynscope.render_dot import DotOptions, graph_to_dot
+        """DOT source of the graph (see dynscope._render_dot)."""
+        from dynscope._render_dot import DotOptions, graph_to_dot
 
         return graph_to_dot(self, DotOptions(depth=depth, fold_params=fold_params))
 
     def to_svg(self, path: str | Path | None = None, *, depth: int | None = None, fold_params: bool = True) -> str:
         """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
-        from dynscope.svg import dot_to_svg
+        from dynscope._svg import dot_to_svg
 
         return dot_to_svg(self.to_dot(depth=depth, fold_params=fold_params), path)
 
     def to_networkx(self) -> Any:
         """The graph as a ``networkx.DiGraph`` with node and edge attributes."""
-        from dynscope.analysis import to_networkx
+        from dynscope._analysis import to_networkx
 
         return to_networkx(self)
 
@@ -247,7 +247,7 @@ class GraphBreak:
     function: str  # the user's function
     source: str  # the user's line of code, stripped
     reason: str  # one line: why Dynamo broke
-    category: str  # one of dynscope.categories.CATEGORIES
+    category: str  # one of dynscope._categories.CATEGORIES
     fix: str  # dynscope's own advice for this category
     explanation: str = ""  # PyTorch's explanation
     hints: tuple[str, ...] = ()  # PyTorch's hints
@@ -409,7 +409,7 @@ class Report:
     # -- output -------------------------------------------------------------------------
     def summary(self) -> str:
         """The terminal summary (also ``str(report)``)."""
-        from dynscope.render_text import render_summary
+        from dynscope._render_text import render_summary
 
         return render_summary(self)
 
@@ -418,13 +418,13 @@ class Report:
 
     def program_dot(self) -> str:
         """DOT of the whole program: graphs chained through the breaks."""
-        from dynscope.render_dot import program_to_dot
+        from dynscope._render_dot import program_to_dot
 
         return program_to_dot(self)
 
     def program_svg(self, path: str | Path | None = None) -> str:
         """SVG of the whole program; also written to ``path`` when given."""
-        from dynscope.svg import dot_to_svg
+        from dynscope._svg import dot_to_svg
 
         return dot_to_svg(self.program_dot(), path)
 
@@ -435,7 +435,7 @@ class Report:
             pictures: include SVG pictures; None (default) includes them when Graphviz is
                 installed and says how to get it otherwise.
         """
-        from dynscope.bundle import html_page
+        from dynscope._bundle import html_page
 
         return html_page(self, pictures=pictures)
 
@@ -444,19 +444,19 @@ class Report:
 
     def render(self, folder: str | Path) -> Path:
         """Write index.html, graph_<id>.svg, program.svg, report.json to ``folder``."""
-        from dynscope.bundle import render_bundle
+        from dynscope._bundle import render_bundle
 
         return render_bundle(self, Path(folder))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (live modules left out)."""
-        from dynscope.codec import to_plain
+        from dynscope._codec import to_plain
 
         return to_plain(self)
 
     def to_json(self, *, indent: int | None = 1) -> str:
         """The report as JSON text."""
-        from dynscope.codec import to_json
+        from dynscope._codec import to_json
 
         return to_json(self, indent=indent)
 
@@ -469,7 +469,7 @@ class Report:
             InputError: ``path`` is a folder, or its folder cannot be written.
             DynscopeError: writing failed midway (disk full, ...).
         """
-        from dynscope.codec import save
+        from dynscope._codec import save
 
         return save(self, path)
 
@@ -488,7 +488,7 @@ class Report:
         ``allow_unparsed``: its counts may be short.
         """
         __tracebackhide__ = True
-        from dynscope.budget import Budget
+        from dynscope._budget import Budget
 
         return Budget(
             max_graph_breaks=max_graph_breaks,

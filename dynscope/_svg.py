@@ -11,11 +11,11 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dynscope.errors import DynscopeError, GraphvizNotFoundError
-from dynscope.write import write_text
+from dynscope._errors import DynscopeError, GraphvizNotFoundError
+from dynscope._write import write_text
 
 if TYPE_CHECKING:
-    from dynscope.model import Report
+    from dynscope._model import Report
 
 INSTALL_HINT = (
     "Graphviz's `dot` program is needed for SVG pictures and was not found on PATH. "
@@ -45,7 +45,7 @@ def dot_to_svg(dot: str, path: str | Path | None = None) -> str:
     source line the node came from.
 
     Raises:
-        InputError: ``path`` cannot be written (see dynscope.write.write_text).
+        InputError: ``path`` cannot be written (see dynscope._write.write_text).
         GraphvizNotFoundError: ``dot`` is not installed (the message says how to get it).
         DynscopeError: ``dot`` rejected the source (a dynscope bug: the message has dot's words).
     """

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from tabulate import tabulate
 
 if TYPE_CHECKING:
-    from dynscope.model import GraphBreak, Report
+    from dynscope._model import GraphBreak, Report
 
 
 @dataclass(frozen=True)

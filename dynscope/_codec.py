@@ -3,7 +3,7 @@
 ``Report.to_dict``/``to_json``/``save`` and ``dynscope.load`` are one-line delegations to
 this module. Reading checks every value against the model's type hints, so a file that is
 not a dynscope report fails with a ``SchemaError`` that says where it differs.
-The layout is versioned by ``dynscope.model.SCHEMA_VERSION``.
+The layout is versioned by ``dynscope._model.SCHEMA_VERSION``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
+from dynscope._errors import SchemaError
 from dynscope._format import clip
-from dynscope.errors import SchemaError
-from dynscope.model import SCHEMA_VERSION, Report
+from dynscope._model import SCHEMA_VERSION, Report
 
 __all__ = ["from_plain", "load", "report_from_dict", "save", "to_json", "to_plain"]
 
@@ -202,7 +202,7 @@ def save(rep: Report, path: str | Path) -> Path:
         InputError: ``path`` is a folder, or its folder cannot be written.
         DynscopeError: writing failed midway (disk full, ...).
     """
-    from dynscope.write import write_text
+    from dynscope._write import write_text
 
     # Streamed: the same text as to_json(), without holding a second copy of a big report.
     return write_text(Path(path), json.JSONEncoder(indent=1).iterencode(to_plain(rep)))

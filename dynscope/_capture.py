@@ -1,4 +1,4 @@
-"""Entry points: ``dynscope.report(model, inputs)`` and ``with dynscope.capture() as cap``."""
+"""Entry points: ``dynscope.report(model, inputs)`` and ``with dynscope._capture() as cap``."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
+from dynscope._assemble import build_report
+from dynscope._backend import RecordingBackend
+from dynscope._coverage import coverage_of
+from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
+from dynscope._model import Report
 from dynscope._torch.profiler import CoverageRecorder
 from dynscope._torch.trace import TraceCollector
-from dynscope.assemble import build_report
-from dynscope.backend import RecordingBackend
-from dynscope.coverage import coverage_of
-from dynscope.errors import CaptureError, InputError
-from dynscope.model import Report
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dynscope.timing import TimingOptions
+    from dynscope._timing import TimingOptions
 
 _MISSING: Any = object()
 
@@ -59,11 +59,11 @@ class Capture:
 
     def __enter__(self) -> Capture:
         if self._attached is not None:
-            raise InputError("this capture is already active; use a new dynscope.capture()")
+            raise InputError("this capture is already active; use a new dynscope._capture()")
         if self._report is not None:
             raise InputError(
                 "this capture has finished; its report is in cap.report. Use a new "
-                "dynscope.capture() for a new block (re-entering would mix old graphs in)"
+                "dynscope._capture() for a new block (re-entering would mix old graphs in)"
             )
         # Only the thread that opened the block is watched: another thread's compiles
         # are not part of this program's story.
@@ -138,7 +138,7 @@ def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Ca
         block raised: what was captured before the error is kept).
 
     Example:
-        >>> with dynscope.capture() as cap:
+        >>> with dynscope._capture() as cap:
         ...     compiled = torch.compile(model)
         ...     compiled(x)
         >>> print(cap.report)
@@ -220,7 +220,7 @@ def _check_options(dynamic: Any, timing_options: Any) -> None:
             f"{_short_repr(dynamic)}"
         )
     if timing_options is not None:
-        from dynscope.timing import TimingOptions
+        from dynscope._timing import TimingOptions
 
         if not isinstance(timing_options, TimingOptions):
             raise InputError(
@@ -289,7 +289,7 @@ def report(
     model, note = check_model(model)
     notes = [note] if note else []
     if timing:
-        from dynscope.timing import device_of, validate_modes
+        from dynscope._timing import device_of, validate_modes
 
         validate_modes(modes, device_of([c[0] for c in call_list] + [c[1] for c in call_list]))
     if coverage and _torch.profiler_running():
@@ -351,7 +351,7 @@ def _report_locked(
             call_index=index,
         ) from err
     if timing:
-        from dynscope.timing import time_report
+        from dynscope._timing import time_report
 
         with _torch.DynamoSandbox():
             rep = time_report(

@@ -12,7 +12,7 @@ from dynscope._format import clip, location, ms, plural
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope.model import Graph, Report
+    from dynscope._model import Graph, Report
 
 # Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
 # SOS, PM and APC strings (up to BEL or ST), other two-byte ESC sequences; then any C0/C1

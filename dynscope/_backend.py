@@ -10,8 +10,8 @@ from typing import Any
 import torch
 
 from dynscope import _torch
+from dynscope._errors import InputError
 from dynscope._torch.fx import extract
-from dynscope.errors import InputError
 
 
 @dataclass

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dynscope.render_html import render_html
-from dynscope.svg import have_graphviz, report_pictures
-from dynscope.write import ensure_folder, write_text
+from dynscope._render_html import render_html
+from dynscope._svg import have_graphviz, report_pictures
+from dynscope._write import ensure_folder, write_text
 
 if TYPE_CHECKING:
-    from dynscope.model import Report
+    from dynscope._model import Report
 
 #: Names of the picture files the bundle writes; only these are ever removed as stale.
 _PICTURE = re.compile(r"graph_\d+\.svg|program\.svg")

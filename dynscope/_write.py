@@ -14,7 +14,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynscope.errors import DynscopeError, InputError
+from dynscope._errors import DynscopeError, InputError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

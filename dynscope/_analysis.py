@@ -8,7 +8,7 @@ from dynscope._format import location
 from dynscope._palette import op_category
 
 if TYPE_CHECKING:
-    from dynscope.model import Graph
+    from dynscope._model import Graph
 
 
 def to_networkx(graph: Graph) -> Any:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dynscope.budget import Budget
-from dynscope.capture import _MISSING, report
-from dynscope.model import Report
+from dynscope._budget import Budget
+from dynscope._capture import _MISSING, report
+from dynscope._model import Report
 
 
 def assert_compiles(

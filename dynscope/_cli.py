@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from dynscope.errors import DynscopeError
-from dynscope.render_text import strip_controls
+from dynscope._errors import DynscopeError
+from dynscope._render_text import strip_controls
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,7 +60,7 @@ def _printable(rep: Any) -> Any:
     Stripped before rendering, so a control character cannot bend the layout either
     (a carriage return splits a table cell); ``_out`` strips the printed text again.
     """
-    from dynscope.codec import report_from_dict
+    from dynscope._codec import report_from_dict
 
     def clean(value: Any) -> Any:
         if isinstance(value, str):
@@ -183,11 +183,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.html:
-        from dynscope.bundle import render_bundle
+        from dynscope._bundle import render_bundle
 
         print(f"wrote {render_bundle(rep, Path(args.html)) / 'index.html'}")
     if args.fail_on_break:
-        from dynscope.budget import Budget
+        from dynscope._budget import Budget
 
         # Graph breaks only: recompiles and unread trace messages are shown, not gated.
         if Budget(max_graph_breaks=0, max_recompiles=None, allow_unparsed=True).problems(rep):
@@ -197,15 +197,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from dynscope.codec import load
+    from dynscope._codec import load
 
     _out(_printable(load(_existing(args.file))).summary())
     return 0
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from dynscope.codec import load
-    from dynscope.diff import diff_reports, render_diff
+    from dynscope._codec import load
+    from dynscope._diff import diff_reports, render_diff
 
     d = diff_reports(_printable(load(_existing(args.old))), _printable(load(_existing(args.new))))
     _out(render_diff(d))
@@ -213,8 +213,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from dynscope.bundle import render_bundle
-    from dynscope.codec import load
+    from dynscope._bundle import render_bundle
+    from dynscope._codec import load
 
     out = render_bundle(load(_existing(args.file)), Path(args.output))
     print(f"wrote {out / 'index.html'}")

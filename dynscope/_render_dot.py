@@ -17,7 +17,7 @@ from dynscope._palette import PALETTE, op_category
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope.model import Frame, Graph, Node, Report
+    from dynscope._model import Frame, Graph, Node, Report
 
 __all__ = [
     "AUTO_COLLAPSE_NODES",

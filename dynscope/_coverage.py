@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 from dynscope._format import location
+from dynscope._model import Coverage, Report
 from dynscope._torch.profiler import OpCounts
-from dynscope.model import Coverage, Report
 
 
 def coverage_of(rep: Report, counts: OpCounts) -> Coverage:

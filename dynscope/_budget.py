@@ -12,11 +12,11 @@ import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dynscope._errors import CompileBudgetError, InputError
 from dynscope._format import location, plural
-from dynscope.errors import CompileBudgetError, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dynscope.model import Report
+    from dynscope._model import Report
 
 #: ``@pytest.mark.compile_budget`` keyword -> Budget field
 MARKER_KEYWORDS = {

@@ -25,9 +25,9 @@ from typing import Any
 import torch
 
 from dynscope import _torch
-from dynscope.backend import RecordedGraph
-from dynscope.errors import InputError
-from dynscope.model import Graph, ModeTiming, Report, Timing
+from dynscope._backend import RecordedGraph
+from dynscope._errors import InputError
+from dynscope._model import Graph, ModeTiming, Report, Timing
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_ONLY_MODES = ("reduce-overhead",)
