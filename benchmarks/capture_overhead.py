@@ -14,7 +14,6 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -22,8 +21,13 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import dynscope  # noqa: E402
-from examples.quickstart import TinyTransformer  # noqa: E402
+from typing import TYPE_CHECKING
+
+import dynscope
+from examples.quickstart import TinyTransformer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 REPEATS = 7
 

@@ -20,8 +20,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import dynscope  # noqa: E402
-from examples.quickstart import build  # noqa: E402
+import dynscope
+from examples.quickstart import build
 
 TARGET_MB = 100.0
 REPEATS = 2

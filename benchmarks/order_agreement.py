@@ -29,11 +29,9 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -44,6 +42,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import dynscope  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from types import ModuleType
 
 FEATURES = 4  # every step keeps x of shape (batch, FEATURES)
 N_PARAMS = 3  # lin0..lin2 and w0..w2 exist in every program; steps pick one

@@ -15,8 +15,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import dynscope  # noqa: E402
-from dynscope._svg import dot_to_svg  # noqa: E402
+import dynscope
+from dynscope._svg import dot_to_svg
 
 
 def stack(depth: int) -> nn.Module:

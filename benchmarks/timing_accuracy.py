@@ -19,10 +19,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import dynscope  # noqa: E402
-from dynscope import _torch  # noqa: E402
-from dynscope._backend import RecordingBackend  # noqa: E402
-from dynscope._timing import time_graph  # noqa: E402
+import dynscope
+from dynscope import _torch
+from dynscope._backend import RecordingBackend
+from dynscope._timing import time_graph
 
 ROUNDS = 5
 
@@ -40,7 +40,7 @@ def models(device: str) -> list[tuple[str, nn.Module, torch.Tensor]]:
     ]
 
 
-def independent_ms(fn, device: str) -> float:  # noqa: ANN001
+def independent_ms(fn, device: str) -> float:
     if device.startswith("cuda"):
         from triton.testing import do_bench
 

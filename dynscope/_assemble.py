@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynscope._backend import RecordedGraph
 from dynscope._breaks import fold_breaks
 from dynscope._model import CompileTime, Frame, Graph, Guard, Recompile, Report, _Live
 from dynscope._torch.break_text import ParsedBreak, parse_break
@@ -19,8 +18,11 @@ from dynscope._torch.guard_text import (
     parse_recompile_reasons,
 )
 from dynscope._torch.metrics import CompileMetrics, read_metrics
-from dynscope._torch.trace import TraceEvent
 from dynscope._torch.wording import is_dropped_entry_reason, is_recompile_limit
+
+if TYPE_CHECKING:
+    from dynscope._backend import RecordedGraph
+    from dynscope._torch.trace import TraceEvent
 
 
 def _renumbering(events: list[TraceEvent], recorded: list[RecordedGraph]) -> dict[str, str]:

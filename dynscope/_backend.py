@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dynscope import _torch
 from dynscope._errors import InputError
 from dynscope._torch.fx import extract
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 @dataclass

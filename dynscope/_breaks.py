@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import linecache
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from dynscope._categories import classify, fix_for
 from dynscope._model import BreakEvent, GraphBreak, StackFrame
-from dynscope._torch.break_text import ParsedBreak
 from dynscope._torch.registry import is_user_file
+
+if TYPE_CHECKING:
+    from dynscope._torch.break_text import ParsedBreak
 
 
 def user_site(parsed: ParsedBreak) -> StackFrame:

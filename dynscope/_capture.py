@@ -17,11 +17,11 @@ from dynscope._backend import RecordingBackend
 from dynscope._coverage import coverage_of
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
-from dynscope._model import Report
 from dynscope._torch.profiler import CoverageRecorder
 from dynscope._torch.trace import TraceCollector
 
 if TYPE_CHECKING:  # pragma: no cover
+    from dynscope._model import Report
     from dynscope._timing import TimingOptions
 
 _MISSING: Any = object()

@@ -140,7 +140,7 @@ def load_target(target: str) -> Any:
         sys.path.insert(0, str(path.parent.resolve()))
         try:
             spec.loader.exec_module(module)
-        except Exception as err:  # noqa: BLE001 - reported as one line
+        except Exception as err:
             raise UsageError(f"importing {where} failed: {type(err).__name__}: {err}") from err
         finally:
             sys.path.pop(0)
@@ -159,7 +159,7 @@ def _program(target: str) -> tuple[Any, dict[str, Any]]:
     func = load_target(target)
     try:
         result = func()
-    except Exception as err:  # noqa: BLE001 - reported as one line
+    except Exception as err:
         raise UsageError(f"{target}() raised {type(err).__name__}: {err}") from err
     if not (isinstance(result, tuple) and len(result) == 2):
         raise UsageError(

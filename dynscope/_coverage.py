@@ -7,10 +7,13 @@ is tied to the graph break or frame it ran at.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from dynscope._format import location
 from dynscope._model import Coverage, Report
-from dynscope._torch.profiler import OpCounts
+
+if TYPE_CHECKING:
+    from dynscope._torch.profiler import OpCounts
 
 
 def coverage_of(rep: Report, counts: OpCounts) -> Coverage:

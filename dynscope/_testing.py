@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynscope._budget import Budget
 from dynscope._capture import _MISSING, report
-from dynscope._model import Report
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from dynscope._model import Report
 
 
 def assert_compiles(

@@ -18,16 +18,19 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dynscope import _torch
-from dynscope._backend import RecordedGraph
 from dynscope._errors import InputError
 from dynscope._model import Graph, ModeTiming, Report, Timing
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from dynscope._backend import RecordedGraph
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_ONLY_MODES = ("reduce-overhead",)

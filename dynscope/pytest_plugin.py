@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Generator, Iterator
 
 MARKER = "compile_budget"
 

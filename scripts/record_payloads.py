@@ -16,12 +16,14 @@ import json
 import logging
 import sys
 import traceback
-from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch._dynamo
 from torch._logging._internal import trace_log
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 
 class _Collect(logging.Handler):
@@ -239,7 +241,7 @@ def main(argv: list[str]) -> int:
                 error = None
                 try:
                     prog()
-                except Exception:  # record and keep going: other programs still matter
+                except Exception:  # noqa: BLE001 - record and keep going: other programs still matter
                     error = traceback.format_exc()
                 for rec in handler.records:
                     line = {

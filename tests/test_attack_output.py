@@ -32,6 +32,7 @@ from dynscope._model import Report
 from dynscope._render_html import render_html
 from dynscope._render_text import strip_controls
 from dynscope._svg import dot_to_svg
+from tests.corpus.markers import break_line
 from tests.corpus.programs import MLP, PrintModel, _x
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -429,4 +430,4 @@ def test_cli_strips_terminal_controls(tmp_path: Path, print_report: Report) -> N
         assert re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", res.stdout) is None, repr(res.stdout)
         assert "redoverwritten" in res.stdout  # the data is still shown, only the controls are gone
     assert "break redoverwritten" in show.stdout and "title redoverwritten" in show.stdout
-    assert "print(redoverwritten)" in show.stdout and "evilredoverwritten.py:62" in show.stdout
+    assert "print(redoverwritten)" in show.stdout and f"evilredoverwritten.py:{break_line(PrintModel)}" in show.stdout

@@ -3,18 +3,20 @@ and their advice measured on live runs, and a quiet pytest failure (issue 8)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
-import torch._dynamo.repro.after_dynamo  # noqa: F401  (see tests/test_budget.py)
+import torch._dynamo.repro.after_dynamo
 from torch import nn
 
 import dynscope
 from dynscope._categories import classify, fix_for
 from dynscope._torch.guard_text import explain_reason
 from tests.corpus.programs import PROGRAMS, _x
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 BY_NAME = {p.name: p for p in PROGRAMS}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch._dynamo.repro.after_dynamo  # noqa: F401  (see below)
+import torch._dynamo.repro.after_dynamo
 
 import dynscope
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 import torch
-import torch._dynamo.repro.after_dynamo  # noqa: F401  (see tests/test_budget.py: pytester re-imports)
+import torch._dynamo.repro.after_dynamo
 
 import dynscope
 from dynscope import Budget

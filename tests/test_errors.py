@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
-import torch
 
 import dynscope
 from tests.corpus.programs import MLP, _x
+
+if TYPE_CHECKING:
+    import torch
 
 
 def test_error_tree() -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import runpy
 import sys
 from pathlib import Path
-
-import pytest
+from typing import TYPE_CHECKING
 
 import dynscope
+
+if TYPE_CHECKING:
+    import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -6,14 +6,17 @@ import os
 import re
 import shutil
 import subprocess
-import types
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
 
 import dynscope
 from examples.quickstart import build
+
+if TYPE_CHECKING:
+    import types
 
 DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
 FLAGS = [

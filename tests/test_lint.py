@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_ruff_clean() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "dynscope", "tests", "examples", "benchmarks"],
+        [sys.executable, "-m", "ruff", "check", "dynscope", "tests", "examples", "benchmarks", "scripts"],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert res.returncode == 0, res.stdout + res.stderr

@@ -11,9 +11,12 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 from hypothesis import HealthCheck, given, settings
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 _PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "order_agreement.py"
 

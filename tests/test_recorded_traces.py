@@ -9,14 +9,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from dynscope._assemble import build_report
-from dynscope._model import Report
 from dynscope._torch.trace import TraceEvent, event_from
 from tests.corpus.markers import markers
 from tests.corpus.programs import PROGRAMS, Program
+
+if TYPE_CHECKING:
+    from dynscope._model import Report
 
 TRACES = Path(__file__).parent / "traces"
 VERSIONS = sorted(p.name for p in TRACES.glob("torch-*"))

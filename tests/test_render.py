@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +14,9 @@ from tests.conftest import normalise
 from tests.corpus.markers import break_line
 from tests.corpus.programs import MLP, PROGRAMS, PrintModel, _x
 from tests.test_text_golden import stored
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 

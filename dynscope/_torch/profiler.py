@@ -14,9 +14,11 @@ import contextlib
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 GRAPH_MARK = "dynscope::graph"
 _COMPILE_SUFFIX = "(dynamo_timed)"

@@ -12,14 +12,16 @@ import inspect
 import logging
 import os
 import weakref
-from collections.abc import Callable, Iterator
 from functools import lru_cache
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from dynscope._torch.registry import is_user_file
 from dynscope._torch.wording import DROPPED_REASON
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 # -- the structured compile trace --------------------------------------------------------
 
@@ -80,7 +82,7 @@ def lookup_backend(name: str) -> Callable[..., Any]:
 
     try:
         return _lookup(name)
-    except Exception as err:  # noqa: BLE001 - reworded by the caller
+    except Exception as err:
         known = sorted(set(list_backends(exclude_tags=())) | {"eager", "inductor"})
         raise KeyError(f"unknown backend {name!r}; known backends: {', '.join(known)}") from err
 
@@ -439,7 +441,7 @@ def _set_stance(stance: tuple[str, bool, Any]) -> None:
     if backend is not None:
         kwargs["force_backend"] = backend
     # cast: torch 2.14 types the stance name as a Literal; ours came from torch itself.
-    torch.compiler.set_stance(cast(Any, name), **kwargs)
+    torch.compiler.set_stance(cast("Any", name), **kwargs)
 
 
 def _get_code_state() -> Any:
@@ -581,7 +583,7 @@ def unwrap_compiled(model: Any) -> tuple[Any, bool]:
     try:
         from torch._dynamo.eval_frame import OptimizedModule
     except ImportError:  # pragma: no cover
-        OptimizedModule = ()  # type: ignore[assignment,misc]  # noqa: N806
+        OptimizedModule = ()  # type: ignore[assignment,misc]
     if isinstance(model, OptimizedModule):
         return model._orig_mod, True
     orig = getattr(model, "_torchdynamo_orig_callable", None)

@@ -45,7 +45,7 @@ class TraceCollector(logging.Handler):
         # When set, only records logged by this thread (threading.get_ident()) are kept.
         self.thread: int | None = None
 
-    def emit(self, record: logging.LogRecord) -> None:  # noqa: D102 - logging API
+    def emit(self, record: logging.LogRecord) -> None:
         if self.thread is not None and record.thread != self.thread:
             return
         event = event_from(getattr(record, "metadata", None), getattr(record, "payload", None))

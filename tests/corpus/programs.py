@@ -12,14 +12,16 @@ from __future__ import annotations
 import copy
 import logging
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from tests.corpus.helpers import noisy_scale
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 log = logging.getLogger("dynscope.corpus")
 log.addHandler(logging.NullHandler())
