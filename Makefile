@@ -11,7 +11,7 @@ test: setup
 	.venv/bin/python -m pytest -q
 
 lint: setup
-	.venv/bin/ruff check dynscope tests examples benchmarks
+	.venv/bin/ruff check dynscope tests examples benchmarks scripts
 
 bench: setup
 	.venv/bin/python benchmarks/capture_overhead.py
