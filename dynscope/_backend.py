@@ -10,7 +10,7 @@ import torch
 
 from dynscope import _torch
 from dynscope._errors import InputError
-from dynscope._torch.fx import extract
+from dynscope._torch.fx import concrete, extract, has_symbolic_inputs, outputs_need_grad
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,9 +22,13 @@ class RecordedGraph:
 
     compile_id: str  # "" when Dynamo gave no compile context
     module: torch.fx.GraphModule
-    example_inputs: list[Any]  # the real tensors Dynamo passed (report() keeps them for timing)
+    # The real tensors Dynamo passed, SymInts replaced by their concrete values in the call
+    # that compiled the graph (report() keeps them for timing).
+    example_inputs: list[Any]
     data: dict[str, Any]  # plain data from fxgraph.extract
     runs: int = 0  # times the compiled graph ran (counted when the backend counts)
+    dynamic: bool = False  # Dynamo compiled it with symbolic sizes (timing compiles it dynamic too)
+    trains: bool = False  # its outputs needed gradients at capture (timing also times backward)
 
 
 def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -99,8 +103,11 @@ class RecordingBackend:
         record = RecordedGraph(
             compile_id=_torch.current_compile_id(),
             module=gm,
-            example_inputs=list(example_inputs) if self.keep_inputs else [],
+            # SymInts are only meaningful inside this compile: keep the sizes they stand for.
+            example_inputs=[concrete(v) for v in example_inputs] if self.keep_inputs else [],
             data=extract(gm, example_inputs),
+            dynamic=has_symbolic_inputs(gm),
+            trains=outputs_need_grad(gm),
         )
         self.graphs.append(record)
         compiled = self._inner(gm, example_inputs)

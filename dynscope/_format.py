@@ -1,14 +1,24 @@
 """Small text formatters every renderer shares (a leaf: imports nothing from dynscope).
 
 One definition each, so the terminal summary, the DOT pictures, the HTML page, the diff
-and the budget messages say a count, a place in the code or a duration the same way.
+and the budget messages say a count, a place in the code or a duration the same way,
+and judge alike when a measured duration is too small to be read as a fact.
 """
 
 from __future__ import annotations
 
 from pathlib import PurePath
 
-__all__ = ["clip", "location", "ms", "plural"]
+__all__ = [
+    "ADD_UP_TOLERANCE",
+    "OVERHEAD_MS",
+    "TIMER_RESOLUTION_MS",
+    "clip",
+    "location",
+    "ms",
+    "plural",
+    "timer_resolution_ms",
+]
 
 
 def plural(n: int, word: str) -> str:
@@ -33,9 +43,33 @@ def location(filename: str, lineno: int, *, full: bool = False) -> str:
 
 
 def ms(value: float) -> str:
-    """A duration given in milliseconds, for people: "12.5 us", "3.142 ms", "250.0 ms"; "-" when not measured."""
+    """A duration given in milliseconds, for people: "30 ns", "12.5 us", "3.142 ms", "250.0 ms"; "-" when not measured."""
     if value <= 0:
         return "-"
+    if value < 0.001:
+        return f"{value * 1e6:.0f} ns"
     if value < 1:
         return f"{value * 1000:.1f} us"
     return f"{value:.3f} ms" if value < 100 else f"{value:.1f} ms"
+
+
+# -- when a measured duration can be read as a fact --------------------------------------
+
+#: Per-run medians under this many milliseconds are below what a sample can resolve.
+#: CPU: a sample loops the callable to ``min_sample_ms``, so ``perf_counter`` itself is
+#: not the limit, but under 20 us per run the run-to-run jitter of calling a Python
+#: function (dispatch, allocator, GIL) is as large as the work. CUDA: one run per sample
+#: between CUDA events, which resolve about 0.5 us; under 5 us a run is mostly launch.
+TIMER_RESOLUTION_MS = {"cpu": 0.02, "cuda": 0.005}
+#: When eager and compiled medians are both under this (50 us), the ratio measures calling
+#: overhead (an FX ``GraphModule``'s Python, Inductor's wrapper, kernel launches), not the
+#: kernels: a one-op graph at "600x" is this.
+OVERHEAD_MS = 0.05
+#: Per-graph times that differ from the end-to-end time by more than this share are
+#: explained in the summary rather than left to add up.
+ADD_UP_TOLERANCE = 0.25
+
+
+def timer_resolution_ms(device: str) -> float:
+    """The smallest per-run median a sample resolves on ``device`` ("cpu", "cuda:0", ...)."""
+    return TIMER_RESOLUTION_MS.get(device.split(":")[0], TIMER_RESOLUTION_MS["cpu"])

@@ -12,12 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dynscope._format import location
+from dynscope._format import OVERHEAD_MS, location, timer_resolution_ms
 from dynscope._torch.wording import is_lifted_param, is_resume_name
 
 #: Version of the JSON layout. Bump when a field changes meaning or is removed;
 #: adding an optional field does not need a bump (older files still load).
 SCHEMA_VERSION = 1
+
+
+def _below_resolution(device: str, eager_ms: float, compiled_ms: float, failed: bool) -> bool:
+    if failed or eager_ms <= 0 or compiled_ms <= 0:
+        return False
+    return min(eager_ms, compiled_ms) < timer_resolution_ms(device)
 
 
 class _Live:
@@ -140,6 +146,17 @@ class Timing:
     noisy: bool = False  # spread too wide to trust the medians
     spread: float = 0.0  # larger relative IQR (IQR / median) of the two sample sets
     numerics_ok: bool = True  # compiled outputs match eager (allclose; no new NaNs)
+    # How numerics were checked: "default" (Inductor's normal config, same seed both sides)
+    # or "fallback_random" (random ops compiled to eager's kernels, same seed; the times are
+    # still those of the normal config); "" when not checked.
+    numerics_mode: str = ""
+    # A graph whose outputs needed gradients at capture (a training graph) is also timed
+    # forward+backward: eager autograd against Inductor's AOTAutograd build. 0.0 when not.
+    train_eager_ms: float = 0.0  # median eager forward+backward
+    train_compiled_ms: float = 0.0  # median compiled forward+backward
+    grads_checked: bool = False  # input/parameter gradients were compared with eager
+    max_grad_err: float = 0.0  # largest absolute gradient difference
+    train_error: str = ""  # why forward+backward could not be timed; "" when it was or was not tried
 
     @property
     def speedup(self) -> float:
@@ -152,6 +169,27 @@ class Timing:
     def failed(self) -> bool:
         """True when Inductor could not compile or run the graph."""
         return bool(self.error)
+
+    @property
+    def samples(self) -> int:
+        """Samples behind the medians (the smaller side; 0 when not measured)."""
+        return min(len(self.eager_samples_ms), len(self.compiled_samples_ms))
+
+    @property
+    def below_resolution(self) -> bool:
+        """A median under what the clock can tell apart on this device (:func:`timer_resolution_ms`)."""
+        return _below_resolution(self.device, self.eager_ms, self.compiled_ms, self.failed)
+
+    @property
+    def overhead_bound(self) -> bool:
+        """Both medians so small that calling overhead, not the kernels, sets the ratio."""
+        low, high = sorted((self.eager_ms, self.compiled_ms))
+        return not self.failed and 0 < low and high < OVERHEAD_MS
+
+    @property
+    def doubtful(self) -> bool:
+        """The speedup is not to be read as a fact: noisy, below resolution or overhead-bound."""
+        return not self.failed and (self.noisy or self.below_resolution or self.overhead_bound)
 
 
 @dataclass(frozen=True)
@@ -357,6 +395,26 @@ class ModeTiming:
         """Share of the compiled call's time spent inside captured graphs (0..1)."""
         return min(self.in_graphs_ms / self.compiled_ms, 1.0) if self.compiled_ms > 0 else 0.0
 
+    @property
+    def in_graphs_overflows(self) -> bool:
+        """The per-graph times add up to more than the whole compiled call.
+
+        Each graph is timed on its own; its time times its runs can exceed the call it
+        belongs to (isolated runs lose the real call's warm caches, or noise): the share
+        is then capped at 1.0 and is not a measurement.
+        """
+        return not self.error and self.compiled_ms > 0 and self.in_graphs_ms > self.compiled_ms
+
+    @property
+    def samples(self) -> int:
+        """Samples behind the medians (the smaller side; 0 when not measured)."""
+        return min(len(self.eager_samples_ms), len(self.compiled_samples_ms))
+
+    @property
+    def below_resolution(self) -> bool:
+        """A median under what the clock can tell apart on this device (:func:`timer_resolution_ms`)."""
+        return _below_resolution(self.device, self.eager_ms, self.compiled_ms, bool(self.error))
+
 
 @dataclass(frozen=True)
 class Report:
@@ -398,6 +456,24 @@ class Report:
     def resume_count(self) -> int:
         """Compiles of resume functions Dynamo created after breaks."""
         return sum(1 for f in self.frames if f.is_resume)
+
+    def graphs_ms(self, mode: str) -> tuple[float, float, int]:
+        """Per-graph medians added up for ``mode``: (eager ms, compiled ms, graphs left out).
+
+        Each graph counts its median times the runs it made during ``report()``'s calls;
+        a graph that was not timed, failed, or whose runs are unknown is left out (and
+        counted), so a non-zero third value means the sums are short.
+        """
+        eager = compiled = 0.0
+        left_out = 0
+        for g in self.graphs:
+            t = g.timing_for(mode)
+            if t is None or t.failed or g.runs <= 0:
+                left_out += 1
+                continue
+            eager += t.eager_ms * g.runs
+            compiled += t.compiled_ms * g.runs
+        return eager, compiled, left_out
 
     def graph(self, graph_id: int) -> Graph:
         """The graph with this id."""

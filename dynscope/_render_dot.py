@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from dynscope._format import clip, location, ms, plural
 from dynscope._palette import PALETTE, op_category
+from dynscope._render_text import speedup_text
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope._model import Frame, Graph, Node, Report
+    from dynscope._model import Frame, Graph, Node, Report, Timing
 
 __all__ = [
     "AUTO_COLLAPSE_NODES",
@@ -300,8 +301,8 @@ def _box(lines: list[str], cid: str, graph: Graph | None, frame: Frame | None, *
     func = resume_label(func)
     if graph is not None:
         label = f"graph {graph.id} ({_one_line(cid)})\n{_one_line(func)}\n{graph.op_count} ops, {graph.node_count} nodes"
-        if graph.timing is not None and not graph.timing.failed:
-            label += f"\n{ms(graph.timing.compiled_ms)} ({graph.timing.speedup:.2f}x)"
+        if graph.timing is not None:
+            label += "\n" + _timing_label(graph.timing)
         fill = "#d1e5f0" if not variant else "#f0f0f0"
         tooltip = f"{graph.filename}:{graph.lineno} {graph.frame}"
     else:
@@ -315,6 +316,13 @@ def _box(lines: list[str], cid: str, graph: Graph | None, frame: Frame | None, *
         f"  {node_id} [label={quote(label)}, shape=box, style=\"{style}\", fillcolor=\"{fill}\", tooltip={quote(tooltip[:300])}];"
     )
     return node_id
+
+
+def _timing_label(t: Timing) -> str:
+    """The compiled time and speedup as the summary writes it ("?", "~", numerics_ok=False)."""
+    if t.failed:
+        return f"Inductor failed: {_one_line(clip(t.error, 40))}"
+    return f"{ms(t.compiled_ms)} ({speedup_text(t)})"
 
 
 def _wrap(text: str, width: int) -> str:

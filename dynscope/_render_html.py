@@ -17,7 +17,15 @@ from urllib.parse import urlsplit
 
 from dynscope._format import location, plural
 from dynscope._palette import PALETTE
-from dynscope._render_text import totals_line, warning_lines
+from dynscope._render_text import (
+    end_to_end_lines,
+    in_graphs_text,
+    samples_text,
+    speedup_text,
+    timing_notes,
+    totals_line,
+    warning_lines,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -207,13 +215,15 @@ def _timing(g: Graph) -> str:
         return ""
 
     def row(t: Timing) -> list[str]:
+        notes = "".join(f"<li>{_e(n)}</li>" for n in timing_notes(t))
+        notes = f'<ul class="warn">{notes}</ul>' if notes else ""
         if t.failed:
-            return [_e(t.mode), _e(t.device), f"failed: {_e(t.error)}", "", "", "", ""]
+            return [_e(t.mode), _e(t.device), "", "", "failed", "", "", "", notes]
         return [_e(t.mode), _e(t.device), f"{t.eager_ms:.4f}", f"{t.compiled_ms:.4f}",
-                f"{t.speedup:.2f}x{' (noisy)' if t.noisy else ''}", f"{t.compile_s:.2f}", f"{t.max_abs_err:.2e}"]
+                _e(speedup_text(t)), _e(samples_text(t)), f"{t.compile_s:.2f}", f"{t.max_abs_err:.2e}", notes]
 
     return _table(
-        ["mode", "device", "eager ms", "compiled ms", "speedup", "compile s", "max abs err"],
+        ["mode", "device", "eager ms", "compiled ms", "speedup", "samples", "compile s", "max abs err", "notes"],
         (row(t) for t in g.timings),
     )
 
@@ -242,14 +252,17 @@ def _end_to_end(rep: Report) -> str:
     if not rep.timing:
         return ""
     table = _table(
-        ["mode", "device", "eager ms", "compiled ms", "speedup", "first call s", "error"],
+        ["mode", "device", "eager ms", "compiled ms", "speedup", "samples", "first call s", "in graphs", "error"],
         (
-            [_e(m.mode), _e(m.device), f"{m.eager_ms:.3f}", f"{m.compiled_ms:.3f}", f"{m.speedup:.2f}x",
-             f"{m.first_call_s:.2f}", _e(m.error)]
+            [_e(m.mode), _e(m.device), f"{m.eager_ms:.3f}", f"{m.compiled_ms:.3f}",
+             f"{m.speedup:.2f}x" + (" (noisy)" if m.noisy else ""), _e(samples_text(m)),
+             f"{m.first_call_s:.2f}", _e(in_graphs_text(m)), _e(m.error)]
             for m in rep.timing
         ),
     )
-    return f"<section><h2>Timing, end to end</h2>{table}</section>"
+    lines = "".join(f"<li>{_e(n)}</li>" for n in end_to_end_lines(rep))
+    notes = f'<ul class="warn">{lines}</ul>' if lines else ""
+    return f"<section><h2>Timing, end to end</h2>{table}{notes}</section>"
 
 
 def _warnings(rep: Report) -> str:

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from dynscope._format import clip, location, ms, plural
+from dynscope._format import ADD_UP_TOLERANCE, OVERHEAD_MS, clip, location, ms, plural, timer_resolution_ms
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope._model import Graph, Report
+    from dynscope._model import Graph, ModeTiming, Report, Timing
 
 # Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
 # SOS, PM and APC strings (up to BEL or ST), other two-byte ESC sequences; then any C0/C1
@@ -66,26 +66,99 @@ def _frame_label(graph: Graph) -> str:
     return f"{name} ({location(graph.filename, graph.lineno)})" if graph.filename else name
 
 
+def speedup_text(t: Timing) -> str:
+    """"1.38x", with "~" when noisy, "?" when below resolution or overhead-bound, and
+    "numerics_ok=False" when the compiled graph computes something else."""
+    text = f"{t.speedup:.2f}x"
+    if t.below_resolution or t.overhead_bound:
+        text += " ?"
+    elif t.noisy:
+        text += " ~"
+    return text + ("" if t.numerics_ok else " numerics_ok=False")
+
+
+def samples_text(t: Timing | ModeTiming) -> str:
+    """"7, IQR 12%": how many samples stand behind the medians and how far they spread."""
+    if t.samples == 0:
+        return "-"
+    return f"{t.samples}, IQR {t.spread:.0%}" if t.samples >= 4 else f"{t.samples}, IQR -"
+
+
+def timing_notes(t: Timing) -> list[str]:
+    """Why a graph's timing is not to be read as a fact, in words; [] when it can be."""
+    if t.failed:
+        return [f"failed: {t.error}"]
+    out = []
+    if not t.numerics_ok:
+        out.append(
+            f"numerics_ok=False: compiled outputs differ from eager (max abs err {t.max_abs_err:.2e}, "
+            f"max rel err {t.max_rel_err:.2e}{'; checked with ' + t.numerics_mode if t.numerics_mode else ''}); "
+            f"the speedup is of a graph that computes something else"
+        )
+    ratio = f"{t.speedup:.2f}x"
+    if t.overhead_bound:
+        out.append(
+            f"eager {ms(t.eager_ms)} and compiled {ms(t.compiled_ms)} are both under {ms(OVERHEAD_MS)}: "
+            f"the {ratio} is set by Python and launch overhead, not by the kernels"
+        )
+    elif t.below_resolution:
+        side, value = ("compiled", t.compiled_ms) if t.compiled_ms < t.eager_ms else ("eager", t.eager_ms)
+        out.append(
+            f"{side} median {ms(value)} is below the timer resolution ({ms(timer_resolution_ms(t.device))} "
+            f"on {t.device}): the {ratio} is not a measurement"
+        )
+    if t.noisy:
+        out.append(
+            f"noisy: the samples spread {t.spread:.0%} (IQR / median) over {plural(t.samples, 'sample')}; "
+            f"the {ratio} can be off by about that much"
+        )
+    elif 0 < t.samples < 4:
+        out.append(f"only {plural(t.samples, 'sample')}: too few to judge the spread")
+    return out
+
+
 def graphs_table(rep: Report) -> str:
     """The table of captured graphs."""
     timed = any(g.timing for g in rep.graphs)
     headers = ["id", "compile", "frame", "ops", "nodes", "inputs"]
     if timed:
-        headers += ["eager", "inductor", "speedup"]
+        headers += ["eager", "inductor", "speedup", "samples"]
     rows = []
     for g in rep.graphs:
         row = [g.id, g.compile_id, _frame_label(g), g.op_count, g.node_count or "-", _inputs(g)]
         if timed:
             t = g.timing
             if t is None:
-                row += ["-", "-", "-"]
+                row += ["-", "-", "-", "-"]
             elif t.failed:
-                row += [ms(t.eager_ms), "failed", "-"]
+                row += [ms(t.eager_ms), "failed", "-", "-"]
             else:
-                flag = " ~" if t.noisy else ""
-                row += [ms(t.eager_ms), ms(t.compiled_ms), f"{t.speedup:.2f}x{flag}"]
+                row += [ms(t.eager_ms), ms(t.compiled_ms), speedup_text(t), samples_text(t)]
         rows.append(row)
     return tabulate(rows, headers=headers, tablefmt="simple")
+
+
+def graph_timing_lines(rep: Report) -> list[str]:
+    """One line per doubt about a graph's timing (first mode): failures, numerics, noise."""
+    out: list[str] = []
+    same: dict[tuple[str, tuple[object, ...]], list[Graph]] = {}
+    for g in rep.graphs:
+        if g.timing is not None:
+            out.extend(f"graph {g.id}: {note}" for note in timing_notes(g.timing))
+            if g.code and not g.timing.failed:
+                same.setdefault((g.code, g.inputs), []).append(g)
+    # The same code on the same inputs cannot truly run at two speeds: a spread between
+    # them is what the measurement is worth.
+    for twins in same.values():
+        ratios = [g.timing.speedup for g in twins if g.timing is not None]
+        if len(twins) > 1 and min(ratios) > 0 and max(ratios) > min(ratios) * (1 + ADD_UP_TOLERANCE):
+            ids = ", ".join(str(g.id) for g in twins)
+            shown = ", ".join(f"{r:.2f}x" for r in ratios)
+            out.append(
+                f"graphs {ids} are the same code on the same inputs yet timed at {shown}: "
+                f"the difference is measurement noise, and no one of these figures is firmer than that"
+            )
+    return out
 
 
 def breaks_section(rep: Report, *, width: int = 100) -> str:
@@ -127,23 +200,83 @@ def compile_time_section(rep: Report) -> str:
     return text + f") over {plural(len(rep.frames), 'frame compile')}"
 
 
+def in_graphs_text(m: ModeTiming) -> str:
+    """The share of the compiled call inside graphs, never over 100% ("100% capped")."""
+    if m.compiled_ms <= 0 or not m.in_graphs_ms:
+        return "-"
+    return "100% capped" if m.in_graphs_overflows else f"{m.in_graphs_share:.0%}"
+
+
 def timing_section(rep: Report) -> str:
     """End-to-end timing per mode."""
     rows = []
     for m in rep.timing:
         if m.error:
-            rows.append([m.mode, m.device, "-", "-", "-", "-", f"failed: {clip(m.error, 40)}"])
+            rows.append([m.mode, m.device, "-", "-", "-", "-", "-", f"failed: {clip(m.error, 40)}"])
             continue
-        share = f"{m.in_graphs_ms / m.compiled_ms:.0%}" if m.compiled_ms > 0 and m.in_graphs_ms else "-"
         rows.append([
             m.mode, m.device, ms(m.eager_ms), ms(m.compiled_ms),
-            f"{m.speedup:.2f}x" + (" ~" if m.noisy else ""), f"{m.first_call_s:.2f} s", share,
+            f"{m.speedup:.2f}x" + (" ?" if m.below_resolution else " ~" if m.noisy else ""),
+            samples_text(m), f"{m.first_call_s:.2f} s", in_graphs_text(m),
         ])
     return tabulate(
         rows,
-        headers=["mode", "device", "eager", "compiled", "speedup", "first call", "in graphs"],
+        headers=["mode", "device", "eager", "compiled", "speedup", "samples", "first call", "in graphs"],
         tablefmt="simple",
     )
+
+
+def _outside_graphs(rep: Report) -> str:
+    """What runs outside graphs in a compiled call, with this report's counts."""
+    parts = ["Python between graphs"]
+    if rep.guards:
+        parts.append(f"guard checks ({plural(len(rep.guards), 'guard')})")
+    if rep.resume_count:
+        parts.append(f"entering {plural(rep.resume_count, 'resume function')}")
+    if rep.break_count:
+        parts.append(f"eager ops at {plural(rep.break_count, 'graph break')}")
+    return ", ".join(parts)
+
+
+def end_to_end_lines(rep: Report) -> list[str]:
+    """Where the per-graph times do not add up to the end-to-end ones, and why; one line each."""
+    out = []
+    for m in rep.timing:
+        if m.error or m.compiled_ms <= 0:
+            continue
+        if m.below_resolution:
+            out.append(f"{m.mode}: a call takes under {ms(timer_resolution_ms(m.device))}: below the timer resolution")
+        if m.noisy:
+            out.append(f"{m.mode}: noisy: the samples spread {m.spread:.0%} (IQR / median) over {plural(m.samples, 'sample')}")
+        eager_sum, _, left_out = rep.graphs_ms(m.mode)
+        short = f" ({plural(left_out, 'graph')} not timed)" if left_out else ""
+        if m.in_graphs_overflows:
+            out.append(
+                f"{m.mode}: the graphs' compiled times add up to {ms(m.in_graphs_ms)} per call, more than the "
+                f"whole compiled call ({ms(m.compiled_ms)}); each graph timed on its own misses the warm caches "
+                f"of the real call, or the samples are noisy: 'in graphs' is capped at 100% and is not a measurement"
+            )
+        elif m.in_graphs_ms and m.in_graphs_share < 1 - ADD_UP_TOLERANCE:
+            rest = m.compiled_ms - m.in_graphs_ms
+            out.append(
+                f"{m.mode}: of the compiled call's {ms(m.compiled_ms)}, {ms(m.in_graphs_ms)} ran inside graphs{short}; "
+                f"the other {ms(rest)} is {_outside_graphs(rep)}"
+            )
+        if eager_sum <= 0 or m.eager_ms <= 0:
+            continue
+        if eager_sum > m.eager_ms * (1 + ADD_UP_TOLERANCE):
+            out.append(
+                f"{m.mode}: the graphs run eagerly one at a time add up to {ms(eager_sum)} per call, "
+                f"{eager_sum / m.eager_ms:.1f}x the eager program ({ms(m.eager_ms)}): each pays its own "
+                f"GraphModule call and cold caches; per-graph speedups are of graphs in isolation"
+            )
+        elif not left_out and eager_sum < m.eager_ms * (1 - ADD_UP_TOLERANCE):
+            out.append(
+                f"{m.mode}: the graphs' eager times add up to {ms(eager_sum)} of the eager program's "
+                f"{ms(m.eager_ms)}; the other {ms(m.eager_ms - eager_sum)} runs outside any graph "
+                f"(Python and the eager code at graph breaks), which compiling does not speed up"
+            )
+    return out
 
 
 def guards_line(rep: Report) -> str:
@@ -169,6 +302,13 @@ def warning_lines(rep: Report) -> list[str]:
     return out
 
 
+def _flagged(notes: list[str], width: int = 100) -> list[str]:
+    """Each note as "    ! ...", wrapped to ``width``."""
+    return [
+        line for n in notes for line in textwrap.wrap(n, width, initial_indent="    ! ", subsequent_indent="      ")
+    ]
+
+
 def render_summary(rep: Report) -> str:
     """The whole terminal summary. Deterministic for a given report."""
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
@@ -176,7 +316,8 @@ def render_summary(rep: Report) -> str:
     warnings = warning_lines(rep)
     if warnings:
         out += ["Read this first", *(f"    ! {w}" for w in warnings), ""]
-    out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)", ""]
+    out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)"]
+    out += [*_flagged(graph_timing_lines(rep)), ""]
     if rep.breaks:
         out += [
             f"Graph breaks ({plural(rep.break_count, 'event')} at {plural(len(rep.breaks), 'site')})",
@@ -202,6 +343,6 @@ def render_summary(rep: Report) -> str:
             out.append(f"    eager: {site} x{n}")
         out.append("")
     if rep.timing:
-        out += ["Timing (end to end)", timing_section(rep), ""]
+        out += ["Timing (end to end)", timing_section(rep), *_flagged(end_to_end_lines(rep)), ""]
     out += ["Compile time", compile_time_section(rep)]
     return "\n".join(out).rstrip() + "\n"

@@ -88,6 +88,8 @@ class TimingOptions:
             then hits both sides alike). False samples all eager runs, then all compiled
             ones (each side then runs with warm caches and thread pools). Defaults to True.
         end_to_end: also time the whole callable. Defaults to True.
+        backward: also time forward+backward of training graphs (outputs that needed
+            gradients at capture) and compare gradients with eager. Defaults to True.
         cache_dir: Inductor's on-disk cache folder (a second report reuses compiled code);
             None keeps PyTorch's default (also cached). Defaults to None.
         progress: report progress on stderr; None: only when stderr is a terminal.
@@ -102,6 +104,7 @@ class TimingOptions:
     rtol: float = 1e-3
     atol: float = 1e-4
     end_to_end: bool = True
+    backward: bool = True
     cache_dir: str | None = None
     progress: bool | None = None
 
@@ -262,19 +265,33 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
     inputs = list(rec.example_inputs)
     device = device_of(inputs)
     clock = _Clock(device)
+    # A graph Dynamo made dynamic is compiled dynamic too, and timed at the recorded sizes.
+    symbolic = rec.module if rec.dynamic else None
     try:
         gm = copy.deepcopy(rec.module)  # Inductor's passes may rewrite the module
         with torch.no_grad():
-            expected = gm(*inputs)
             kernels_before = _torch.kernel_count()
             start = time.perf_counter()
-            compiled = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, mode)
-            got = compiled(*inputs)
+            compiled = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, mode, symbolic_from=symbolic)
+            compiled(*inputs)  # the first run (autotuning, loading) is part of the compile cost
             clock.sync()
             compile_s = time.perf_counter() - start
             kernels = _torch.kernel_count() - kernels_before if kernels_before >= 0 else -1
+            numerics_mode = "default"
+            checker = compiled
+            if _is_random(gm, inputs, device):
+                # Inductor draws random numbers its own way (philox): even under one seed its
+                # dropout masks are not eager's. Judge numerics on a build whose random ops
+                # call eager's kernels; the times below stay those of the normal build.
+                numerics_mode = "fallback_random"
+                checker = _torch.inductor_compile(
+                    copy.deepcopy(rec.module), inputs, mode, symbolic_from=symbolic, eager_random=True
+                )
+            expected = _seeded(gm, inputs, device)
+            got = _seeded(checker, inputs, device)
     except Exception as err:  # noqa: BLE001 - reported in the timing, the report goes on
-        return Timing(mode=mode, device=device, error=_error_text(err))
+        # Nothing was compared: a failed graph never claims matching numerics.
+        return Timing(mode=mode, device=device, error=_error_text(err), numerics_ok=False)
     max_abs, max_rel, ok = compare_outputs(expected, got, opts.rtol, opts.atol)
 
     def call() -> Any:
@@ -284,8 +301,17 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
         with torch.no_grad():
             eager, comp = interleaved(lambda: gm(*inputs), call, clock, opts)
     except Exception as err:  # noqa: BLE001
-        return Timing(mode=mode, device=device, compile_s=compile_s, error=_error_text(err))
-    return Timing(
+        return Timing(
+            mode=mode,
+            device=device,
+            compile_s=compile_s,
+            error=_error_text(err),
+            max_abs_err=max_abs,
+            max_rel_err=max_rel,
+            numerics_ok=ok,
+            numerics_mode=numerics_mode,
+        )
+    timing = Timing(
         mode=mode,
         device=device,
         eager_ms=eager.median,
@@ -300,7 +326,93 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
         noisy=eager.noisy or comp.noisy,
         spread=max(eager.spread, comp.spread),
         numerics_ok=ok,
+        numerics_mode=numerics_mode,
     )
+    if opts.backward and rec.trains:
+        timing = _time_training(timing, rec, gm, inputs, opts, clock, symbolic=symbolic)
+    return timing
+
+
+def _time_training(
+    timing: Timing,
+    rec: RecordedGraph,
+    gm: Callable[..., Any],
+    inputs: list[Any],
+    opts: TimingOptions,
+    clock: _Clock,
+    *,
+    symbolic: Any,
+) -> Timing:
+    """Forward+backward of a training graph: eager autograd against Inductor's AOTAutograd
+    build (what torch.compile runs in a training step), with gradients compared.
+
+    Gradients are taken with ``torch.autograd.grad``, so no parameter's ``.grad`` changes.
+    """
+    wrt = [v for v in inputs if isinstance(v, torch.Tensor) and v.requires_grad]
+    if not wrt:
+        return timing
+    random = timing.numerics_mode == "fallback_random"
+    try:
+        with torch.enable_grad():
+            build = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, timing.mode, symbolic_from=symbolic)
+            checker = build
+            if random:  # the same reasoning as for outputs: judge gradients under eager's RNG
+                checker = _torch.inductor_compile(
+                    copy.deepcopy(rec.module), inputs, timing.mode, symbolic_from=symbolic, eager_random=True
+                )
+            # Fixed random cotangents: ones could hide a wrong reduction.
+            outs = [t for t in _tensors(gm(*inputs)) if t.requires_grad]
+            gen = torch.Generator(device=outs[0].device if outs else "cpu").manual_seed(_SEED)
+            cots = [torch.randn(t.shape, generator=gen, dtype=t.dtype, device=t.device) for t in outs]
+
+            def step(fn: Callable[..., Any]) -> Callable[[], tuple[torch.Tensor, ...]]:
+                def go() -> tuple[torch.Tensor, ...]:
+                    got = [t for t in _tensors(fn(*inputs)) if t.requires_grad]
+                    grads = torch.autograd.grad(got, wrt, cots, allow_unused=True)
+                    return tuple(torch.zeros_like(w) if g is None else g for w, g in zip(wrt, grads, strict=True))
+
+                return go
+
+            expected = _seeded(step(gm), [], timing.device)
+            got = _seeded(step(checker), [], timing.device)
+            max_abs, _rel, grads_ok = compare_outputs(expected, got, opts.rtol, opts.atol)
+            eager, comp = interleaved(step(gm), step(build), clock, opts)
+    except Exception as err:  # noqa: BLE001 - the forward numbers stand; say why backward is missing
+        return replace(timing, train_error=_error_text(err))
+    return replace(
+        timing,
+        train_eager_ms=eager.median,
+        train_compiled_ms=comp.median,
+        grads_checked=True,
+        max_grad_err=max_abs,
+        # Gradients are results too: wrong ones make the compiled graph wrong.
+        numerics_ok=timing.numerics_ok and grads_ok,
+    )
+
+
+#: The seed both sides of a numerics check run under.
+_SEED = 0
+
+
+def _seeded(fn: Callable[..., Any], inputs: list[Any], device: str, seed: int = _SEED) -> Any:
+    """``fn(*inputs)`` under ``torch.manual_seed(seed)``; the RNG state is restored after."""
+    with torch.random.fork_rng(devices=_cuda_devices(device)):
+        torch.manual_seed(seed)
+        return fn(*inputs)
+
+
+def _cuda_devices(device: str) -> list[int]:
+    # manual_seed seeds every CUDA device, so every initialised one is restored.
+    if device.startswith("cuda") or torch.cuda.is_initialized():
+        return list(range(torch.cuda.device_count()))
+    return []
+
+
+def _is_random(gm: Callable[..., Any], inputs: list[Any], device: str) -> bool:
+    """True when the graph draws random numbers: two seeds give different outputs."""
+    first = _seeded(gm, inputs, device, _SEED)
+    second = _seeded(gm, inputs, device, _SEED + 1)
+    return not compare_outputs(first, second, 0.0, 0.0)[2]
 
 
 def _error_text(err: BaseException) -> str:
@@ -332,7 +444,9 @@ def time_end_to_end(
 
     eager_fn = run(model)
     try:
-        with torch.no_grad(), _torch.DynamoSandbox() as sandbox:
+        # No torch.no_grad() here: the callable runs as the user wrote it, so a training
+        # step's loss.backward() works and grad mode is the model code's own choice.
+        with _torch.DynamoSandbox() as sandbox:
             compiled_model = torch.compile(model, mode=None if mode == "default" else mode, **_torch.compile_kwargs())
             sandbox.own(compiled_model)
             start = time.perf_counter()
@@ -390,7 +504,8 @@ def time_report(
     # Matched by the live GraphModule: compile ids in the report are renumbered.
     by_module = {id(r.module): r for r in recorded}
     graphs: list[Graph] = []
-    with _torch.inductor_cache_dir(opts.cache_dir):
+    # Timing runs random ops (dropout) many times: leave the user's RNG streams as found.
+    with _torch.inductor_cache_dir(opts.cache_dir), torch.random.fork_rng(devices=_cuda_devices(device)):
         for g in rep.graphs:
             rec = by_module.get(id(g.module)) if g.module is not None else None
             if rec is None:

@@ -9,7 +9,7 @@ import dynscope
 from dynscope._capture import _MISSING, normalise_calls
 from dynscope._categories import CATEGORY_NAMES
 from tests.corpus.markers import markers
-from tests.corpus.programs import PROGRAMS, Program
+from tests.corpus.programs import CORPUS_OVERRIDES, PROGRAMS, Program
 
 
 def _plain_graph_count(prog: Program) -> int:
@@ -32,8 +32,11 @@ def _plain_graph_count(prog: Program) -> int:
 def test_corpus_program(prog: Program) -> None:
     model, calls = prog.make()
     rep = dynscope.report(model, calls=calls)
+    # A release that legitimately differs from 2.13 says so in CORPUS_OVERRIDES, with why.
+    release = "torch-" + ".".join(torch.__version__.split(".")[:2])
+    overrides = CORPUS_OVERRIDES.get((release, prog.name), {})
 
-    assert rep.graph_count == prog.graphs
+    assert rep.graph_count == overrides.get("graphs", prog.graphs)
     assert rep.break_count == prog.breaks
     assert rep.recompile_count == prog.recompiles
     assert rep.graph_count == _plain_graph_count(prog), "dynscope must see what plain torch.compile sees"

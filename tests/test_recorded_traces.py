@@ -16,7 +16,7 @@ import pytest
 from dynscope._assemble import build_report
 from dynscope._torch.trace import TraceEvent, event_from
 from tests.corpus.markers import markers
-from tests.corpus.programs import PROGRAMS, Program
+from tests.corpus.programs import CORPUS_OVERRIDES, PROGRAMS, Program
 
 if TYPE_CHECKING:
     from dynscope._model import Report
@@ -56,18 +56,6 @@ def _events(path: Path) -> list[TraceEvent]:
 def _report(version: str, program: str) -> Report:
     path = TRACES / version / f"{program}.jsonl"
     return build_report(_events(path), [], ignore_backend_mismatch=False, title=program)
-
-
-#: (version, corpus program) -> the counts that release legitimately reports instead of the
-#: ones tests/corpus/programs.py pins for 2.13, with what differs and why (read in its trace).
-CORPUS_OVERRIDES: dict[tuple[str, str], dict[str, object]] = {
-    # 2.14 tries to trace next() into the generator expression, fails to wrap its
-    # range_iterator ("Unexpected type in sourceless builder", gb0116), then logs "Failed to
-    # handle graph break gracefully. Skipping the function": generator_fn runs eager, so no
-    # graph (2.11/2.13 break and compile the resume function). Its wording names the
-    # generator's "<class 'range_iterator'>", filed as generator/iterator.
-    ("torch-2.14", "generator_break"): {"graphs": 0},
-}
 
 
 def _corpus_expected(version: str, prog: Program) -> dict[str, object]:

@@ -53,6 +53,51 @@ def _dim(size: Any) -> int | str:
     return int(size)
 
 
+def concrete(value: Any) -> Any:
+    """A SymInt's concrete size hint (the value of the call being compiled), without
+    adding a guard; anything else unchanged. Timing runs graphs on these values."""
+    if not isinstance(value, torch.SymInt):
+        return value
+    node = value.node
+    hint = getattr(node, "_hint", None)
+    if hint is not None:
+        return int(hint)
+    from torch.fx.experimental import symbolic_shapes as ss
+
+    # The hint API was renamed across releases: hint_int (<= 2.12), optimization_hint (2.13+).
+    for name in ("optimization_hint", "hint_int"):
+        fn = getattr(ss, name, None)
+        if fn is not None:
+            return int(fn(value))
+    return int(node.hint)  # pragma: no cover - older releases
+
+
+def has_symbolic_inputs(gm: torch.fx.GraphModule) -> bool:
+    """True when Dynamo compiled the graph with symbolic sizes (dynamic shapes)."""
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        ev = node.meta.get("example_value")
+        if isinstance(ev, torch.SymInt):
+            return True
+        if isinstance(ev, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in ev.shape):
+            return True
+    return False
+
+
+def outputs_need_grad(gm: torch.fx.GraphModule) -> bool:
+    """True when an output required grad when Dynamo captured the graph (a training graph)."""
+    for node in gm.graph.nodes:
+        if node.op != "output":
+            continue
+        outs: list[torch.fx.Node] = []
+        torch.fx.node.map_arg(node.args, outs.append)
+        return any(
+            isinstance(ev := n.meta.get("example_value"), torch.Tensor) and bool(ev.requires_grad) for n in outs
+        )
+    return False
+
+
 _C_MODULES = {
     "torch._C._nn": "torch.nn.functional",
     "torch._C._VariableFunctions": "torch",
