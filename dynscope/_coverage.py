@@ -23,7 +23,9 @@ def coverage_of(rep: Report, counts: OpCounts) -> Coverage:
     break (a frame ends at its break; the op ran between the graph and the resume
     function): it is listed at the break's ``file:line``. Ops of frames Dynamo gave up on,
     or of code outside any compiled frame, are listed by that frame or as "outside
-    compiled frames".
+    compiled frames". A backward op arrives here with the frame its forward ran in (the
+    profiler side links the two), so it is listed at the break that left its forward
+    outside a graph, not at the ``backward()`` call.
     """
     report_id = {f.torch_compile_id: f.compile_id for f in rep.frames}
     frames = {f.compile_id: f for f in rep.frames}

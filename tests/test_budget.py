@@ -75,11 +75,15 @@ def test_coverage_known_values() -> None:
     cov = dynscope.report(model, calls=calls).coverage
     assert (cov.ops_in_graphs, cov.ops_eager, cov.ratio) == (0, 3, 0.0)
     assert cov.eager_sites == (("outside compiled frames aten::add", 3),)
-    # Training: backward runs eagerly (the eager inner backend compiles no backward graph),
-    # tied to the loss.backward() line that broke the graph.
+    # Training: the backward of the captured forward graph counts as in graphs (its autograd
+    # nodes were made inside the graph); AccumulateGrad's .grad writes are not counted. Only
+    # the seed gradient loss.backward() makes (ones_like) runs eagerly, at its break line:
+    # 26 of 27 ops (before issue 10 the 20 backward ops were counted eager: 10 of 31).
     model, calls = BY_NAME["train_step"].make()
     cov = dynscope.report(model, calls=calls).coverage
-    assert {site.split(" ")[0] for site, _ in cov.eager_sites} == {f"programs.py:{break_line(_train_step_setup, 'backward() in compiled code')}"}
+    backward_line = break_line(_train_step_setup, "backward() in compiled code")
+    assert cov.eager_sites == ((f"programs.py:{backward_line} aten::ones_like", 1),)
+    assert cov.ops_eager == 1 and cov.ratio > 0.9  # 26/27 on torch 2.13; backward op counts vary by version
 
 
 def test_min_coverage_budget() -> None:

@@ -4,8 +4,24 @@ PyTorch's profiler records CPU ops while report() runs the calls. The recording 
 marks each graph run with ``record_function("dynscope::graph")``. Top-level aten ops (those
 not called from another aten op, so ``linear`` counts once, not again for its ``addmm``)
 are then sorted three ways: under a graph marker -> in graphs; under Dynamo's compile-time
-events ("... (dynamo_timed)", torch 2.5 .. 2.14: fake-tensor tracing) -> ignored; anything
-else -> ran eagerly, tied to the compiled region ("Torch-Compiled Region: F/C") it ran in.
+events ("... (dynamo_timed)", torch 2.5 .. 2.14: fake-tensor tracing; AOTAutograd's lazy
+"entire_backward_compile") -> ignored; anything else -> ran eagerly, tied to the compiled
+region ("Torch-Compiled Region: F/C") it ran in.
+
+Backward ops run outside any graph marker: the autograd engine runs them from
+``loss.backward()``, under "autograd::engine::evaluate_function: <Node>" events. They are
+sorted by the forward op that created the node: the engine event's ``(fwd_thread,
+sequence_nr)`` matches the forward event's ``(thread, sequence_nr)`` (the forward records
+the sequence number its node gets). A node whose forward ran inside a graph marker is part
+of the captured graph's backward, so its ops count as in graphs: with AOTAutograd backends
+(inductor, aot_eager) that node is "CompiledFunctionBackward", running the compiled backward
+graph; with the "eager" inner backend report() uses there is no compiled backward, and the
+nodes are the graph's ops' own autograd nodes (AddmmBackward0 ...), which belong to the
+captured forward graph just the same. A node whose forward ran eagerly is eager, tied to
+the region its forward ran in (the break that left the forward outside a graph), not to
+the frame that called ``backward()``; a node whose forward was not recorded is "outside
+compiled frames". AccumulateGrad (writing ``.grad`` of leaves) is ignored: it is the
+engine's bookkeeping, run outside graphs by eager and compiled code alike.
 """
 
 from __future__ import annotations
@@ -22,6 +38,11 @@ if TYPE_CHECKING:
 
 GRAPH_MARK = "dynscope::graph"
 _COMPILE_SUFFIX = "(dynamo_timed)"
+# AOTAutograd compiles the backward graph lazily, on the first backward call.
+_BACKWARD_COMPILE = "entire_backward_compile"
+# The engine's range around each autograd node it runs (torch 2.0 .. 2.14).
+_ENGINE = "autograd::engine::evaluate_function: "
+_ACCUMULATE = "torch::autograd::AccumulateGrad"
 
 
 _REGION = "Torch-Compiled Region: "
@@ -76,6 +97,7 @@ class CoverageRecorder:
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
         """Profile the block (nothing is recorded outside it)."""
+        import torch
         from torch.profiler import ProfilerActivity, profile
 
         from dynscope._torch.runtime import around_compiles
@@ -84,6 +106,12 @@ class CoverageRecorder:
         prof = profile(activities=cpu, record_shapes=False)
 
         def toggle(on: bool) -> None:
+            if torch._C._current_graph_task_id() != -1:
+                # AOTAutograd compiles a backward lazily, inside the autograd engine; toggling
+                # there leaves a profiler callback behind that records every op twice in
+                # later sessions (torch 2.13). Its ops stay recorded, under
+                # "entire_backward_compile", which counts_from_events ignores.
+                return
             with quiet_native_stderr():
                 prof.toggle_collection_dynamic(on, cpu)
 
@@ -106,24 +134,52 @@ class CoverageRecorder:
         return counts_from_events(self._prof.events())
 
 
-def _where(event: Any) -> tuple[str, str]:
-    """("graph" | "compile" | "eager", compile id of the innermost compiled frame running)."""
+def _where(event: Any) -> tuple[str, str, Any]:
+    """("graph" | "compile" | "eager", compile id of the innermost compiled frame running,
+    the innermost autograd engine event above the op or None)."""
     region = ""
+    engine = None
     parent = event.cpu_parent
     while parent is not None:
         name = parent.name
         if name == GRAPH_MARK:
-            return "graph", region
-        if name.endswith(_COMPILE_SUFFIX):
-            return "compile", region
+            return "graph", region, engine
+        if name.endswith(_COMPILE_SUFFIX) or name.startswith(_BACKWARD_COMPILE):
+            return "compile", region, engine
+        if engine is None and name.startswith(_ENGINE):
+            engine = parent
         if not region and name.startswith(_REGION):
             region = name[len(_REGION):].strip()
         parent = parent.cpu_parent
-    return "eager", region
+    return "eager", region, engine
+
+
+def _forwards(events: Any) -> dict[tuple[int, int], tuple[bool, str]]:
+    """(thread, sequence number) -> (ran in a graph, region) of the forward op that made
+    the autograd node with that number.
+
+    Every op records the number the next node will get, so several ops may share one; the
+    node is made by the last of them (making it advances the counter), so the latest
+    start wins.
+    """
+    best: dict[tuple[int, int], tuple[int, bool, str]] = {}
+    for ev in events:
+        seq = ev.sequence_nr
+        if seq < 0 or ev.name.startswith(_ENGINE):
+            continue
+        kind, region, engine = _where(ev)
+        if kind == "compile" or engine is not None:
+            continue  # compile-time tracing, or the backward side of a node
+        key = (ev.thread, seq)
+        start = ev.time_range.start
+        if key not in best or start >= best[key][0]:
+            best[key] = (start, kind == "graph", region)
+    return {key: (in_graph, region) for key, (_, in_graph, region) in best.items()}
 
 
 def counts_from_events(events: Any) -> OpCounts:
     """Sort top-level aten ops (see the module docstring) into graph and eager ones."""
+    forwards = _forwards(events)
     in_graphs = 0
     eager: Counter[tuple[str, str]] = Counter()
     for ev in events:
@@ -132,7 +188,12 @@ def counts_from_events(events: Any) -> OpCounts:
         parent = ev.cpu_parent
         if parent is not None and parent.name.startswith("aten::"):
             continue  # called by another aten op: counted through its caller
-        kind, region = _where(ev)
+        kind, region, engine = _where(ev)
+        if kind == "eager" and engine is not None:
+            if engine.name[len(_ENGINE):].strip() == _ACCUMULATE:
+                continue  # writing .grad: the engine's bookkeeping, not the program's ops
+            in_graph, region = forwards.get((engine.fwd_thread, engine.sequence_nr), (False, ""))
+            kind = "graph" if in_graph else "eager"
         if kind == "graph":
             in_graphs += 1
         elif kind == "eager":
