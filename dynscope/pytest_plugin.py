@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from dynscope._torch.wording import TRACE_LOGGER_NAME
+
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator
 
@@ -61,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: PyTorch's structured-trace logger (events for dynscope and tlparse, not messages).
-TRACE_LOGGER = "torch.__trace"
+TRACE_LOGGER = TRACE_LOGGER_NAME
 
 
 def _drop_trace_record(record: logging.LogRecord) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from dynscope._torch.registry import is_user_file
-from dynscope._torch.wording import DROPPED_REASON
+from dynscope._torch.wording import DROPPED_REASON, TRACE_LOGGER_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -33,7 +33,7 @@ def trace_logger() -> logging.Logger:
 
         return trace_log
     except ImportError:  # pragma: no cover - older layouts
-        return logging.getLogger("torch.__trace")
+        return logging.getLogger(TRACE_LOGGER_NAME)
 
 
 @contextlib.contextmanager

@@ -52,3 +52,7 @@ DROPPED_REASON = "dropped by dynscope after its report"
 def is_dropped_entry_reason(reason: str) -> bool:
     """True for a failed-guard line that only names an entry dynscope made inert."""
     return DROPPED_REASON in reason
+
+
+#: The logger of PyTorch's structured compile trace (TORCH_TRACE, tlparse), torch 2.2 .. 2.14.
+TRACE_LOGGER_NAME = "torch.__trace"
