@@ -297,6 +297,7 @@ def _graph(
             code=trace_code or readable_code(rec.module),
             origin="backend",
             runs=rec.runs,
+            backward_runs=rec.backward_runs,
             _module=_Live(rec.module),
         )
     op_counts = op_counts_from_code(trace_code)

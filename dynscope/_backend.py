@@ -27,6 +27,7 @@ class RecordedGraph:
     example_inputs: list[Any]
     data: dict[str, Any]  # plain data from fxgraph.extract
     runs: int = 0  # times the compiled graph ran (counted when the backend counts)
+    backward_runs: int = 0  # of those runs, how many had their backward run too
     dynamic: bool = False  # Dynamo compiled it with symbolic sizes (timing compiles it dynamic too)
     trains: bool = False  # its outputs needed gradients at capture (timing also times backward)
 
@@ -46,16 +47,45 @@ def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+def _count_backward(outputs: Any, record: RecordedGraph) -> None:
+    """Count one backward run of this graph run, if autograd ever goes back through it.
+
+    A hook on the autograd node of the first output that has one fires when backward
+    reaches it: the graph's backward ran (a training step), not only its forward with
+    gradients on.
+    """
+    items = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    for out in items:
+        node = getattr(out, "grad_fn", None) if isinstance(out, torch.Tensor) else None
+        if node is None:
+            continue
+
+        # A hook on the autograd node (not the tensor) runs after the node's backward and
+        # leaves the gradients and the recorded backward ops untouched.
+        def seen(grad_inputs: Any, grad_outputs: Any) -> None:
+            record.backward_runs += 1
+
+        try:
+            node.register_hook(seen)
+        except RuntimeError:  # a node that takes no hooks
+            continue
+        return
+
+
 def _wrapped(compiled: Callable[..., Any], record: RecordedGraph, *, mark: bool) -> Callable[..., Any]:
-    """Count the graph's runs; with ``mark``, also put each run in a profiler range."""
+    """Count the graph's runs and backward runs; with ``mark``, put each run in a profiler range."""
     from dynscope._torch.profiler import GRAPH_MARK
 
     def run(*args: Any) -> Any:
         record.runs += 1
         if not mark:
-            return compiled(*args)
-        with torch.profiler.record_function(GRAPH_MARK):
-            return compiled(*args)
+            out = compiled(*args)
+        else:
+            with torch.profiler.record_function(GRAPH_MARK):
+                out = compiled(*args)
+        if torch.is_grad_enabled():
+            _count_backward(out, record)
+        return out
 
     return run
 

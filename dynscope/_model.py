@@ -191,6 +191,40 @@ class Timing:
         """The speedup is not to be read as a fact: noisy, below resolution or overhead-bound."""
         return not self.failed and (self.noisy or self.below_resolution or self.overhead_bound)
 
+    @property
+    def trains(self) -> bool:
+        """Forward+backward was timed, or tried and failed (``train_error``): a training graph."""
+        return not self.failed and (self.train_compiled_ms > 0 or bool(self.train_error))
+
+    @property
+    def train_speedup(self) -> float:
+        """Forward+backward eager / compiled; 0.0 when not measured."""
+        if self.failed or self.train_error or self.train_compiled_ms <= 0:
+            return 0.0
+        return self.train_eager_ms / self.train_compiled_ms
+
+    @property
+    def train_doubtful(self) -> bool:
+        """The forward+backward medians are below timer resolution or overhead-bound (no
+        samples are kept for them, so spread cannot be judged)."""
+        if self.train_speedup <= 0:
+            return False
+        low, high = sorted((self.train_eager_ms, self.train_compiled_ms))
+        return _below_resolution(self.device, low, high, False) or high < OVERHEAD_MS
+
+    def backward_share(self, side: str) -> float:
+        """The backward part of one training run: forward+backward minus forward, in ms.
+
+        Args:
+            side: "eager" or "compiled". 0.0 when forward+backward was not measured.
+        """
+        if self.train_speedup <= 0:
+            return 0.0
+        both, forward = (
+            (self.train_eager_ms, self.eager_ms) if side == "eager" else (self.train_compiled_ms, self.compiled_ms)
+        )
+        return max(both - forward, 0.0)
+
 
 @dataclass(frozen=True)
 class Graph:
@@ -210,6 +244,7 @@ class Graph:
     origin: str = "backend"  # "backend": seen by dynscope's backend; "trace": only from the trace
     timings: tuple[Timing, ...] = ()  # one per Inductor mode when timing ran
     runs: int = 0  # times the graph ran during report()'s calls (0: unknown, capture())
+    backward_runs: int = 0  # of those runs, how many also ran the graph's backward (training)
     _module: _Live = _live_field()  # live GraphModule (not saved)
 
     @property
@@ -460,7 +495,8 @@ class Report:
     def graphs_ms(self, mode: str) -> tuple[float, float, int]:
         """Per-graph medians added up for ``mode``: (eager ms, compiled ms, graphs left out).
 
-        Each graph counts its median times the runs it made during ``report()``'s calls;
+        Each graph counts its median times the runs it made during ``report()``'s calls,
+        plus its backward (forward+backward minus forward) for each run whose backward ran;
         a graph that was not timed, failed, or whose runs are unknown is left out (and
         counted), so a non-zero third value means the sums are short.
         """
@@ -471,8 +507,8 @@ class Report:
             if t is None or t.failed or g.runs <= 0:
                 left_out += 1
                 continue
-            eager += t.eager_ms * g.runs
-            compiled += t.compiled_ms * g.runs
+            eager += t.eager_ms * g.runs + t.backward_share("eager") * g.backward_runs
+            compiled += t.compiled_ms * g.runs + t.backward_share("compiled") * g.backward_runs
         return eager, compiled, left_out
 
     def graph(self, graph_id: int) -> Graph:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from dynscope._format import clip, location, ms, plural
 from dynscope._palette import PALETTE, op_category
-from dynscope._render_text import speedup_text
+from dynscope._render_text import grads_text, speedup_text
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
@@ -319,10 +319,22 @@ def _box(lines: list[str], cid: str, graph: Graph | None, frame: Frame | None, *
 
 
 def _timing_label(t: Timing) -> str:
-    """The compiled time and speedup as the summary writes it ("?", "~", numerics_ok=False)."""
+    """The compiled time and speedup as the summary writes it ("?", "~", numerics_ok=False);
+    for a training graph also the forward+backward time, the gradient check or why backward
+    failed, and a line when numerics were judged with eager-matching randomness."""
     if t.failed:
         return f"Inductor failed: {_one_line(clip(t.error, 40))}"
-    return f"{ms(t.compiled_ms)} ({speedup_text(t)})"
+    if not t.trains:
+        label = f"{ms(t.compiled_ms)} ({speedup_text(t)})"
+    elif t.train_error:
+        label = (f"{ms(t.compiled_ms)} fwd ({speedup_text(t)})\n"
+                 f"backward failed: {_one_line(clip(t.train_error, 40))}")
+    else:
+        label = (f"{ms(t.compiled_ms)} fwd, {ms(t.train_compiled_ms)} fwd+bwd\n({speedup_text(t)})\n"
+                 f"grads {grads_text(t)}")
+    if t.numerics_mode == "fallback_random":
+        label += "\nnumerics judged with eager-matching randomness"
+    return label
 
 
 def _wrap(text: str, width: int) -> str:

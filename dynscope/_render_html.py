@@ -19,6 +19,7 @@ from dynscope._format import location, plural
 from dynscope._palette import PALETTE
 from dynscope._render_text import (
     end_to_end_lines,
+    grads_text,
     in_graphs_text,
     samples_text,
     speedup_text,
@@ -214,16 +215,31 @@ def _timing(g: Graph) -> str:
     if not g.timings:
         return ""
 
+    # Forward+backward columns only for a training graph: an inference graph reads as before.
+    trains = any(t.trains for t in g.timings)
+
+    def train_cells(t: Timing) -> list[str]:
+        if not trains:
+            return []
+        if not t.trains:
+            return ["", "", "-"]
+        compiled = "failed" if t.train_error else f"{t.train_compiled_ms:.4f}"
+        eager = f"{t.train_eager_ms:.4f}" if t.train_eager_ms > 0 else ""
+        return [eager, compiled, _e(grads_text(t))]
+
     def row(t: Timing) -> list[str]:
         notes = "".join(f"<li>{_e(n)}</li>" for n in timing_notes(t))
         notes = f'<ul class="warn">{notes}</ul>' if notes else ""
         if t.failed:
-            return [_e(t.mode), _e(t.device), "", "", "failed", "", "", "", notes]
+            return [_e(t.mode), _e(t.device), "", "", "failed", "", "", "", *train_cells(t), notes]
         return [_e(t.mode), _e(t.device), f"{t.eager_ms:.4f}", f"{t.compiled_ms:.4f}",
-                _e(speedup_text(t)), _e(samples_text(t)), f"{t.compile_s:.2f}", f"{t.max_abs_err:.2e}", notes]
+                _e(speedup_text(t)), _e(samples_text(t)), f"{t.compile_s:.2f}", f"{t.max_abs_err:.2e}",
+                *train_cells(t), notes]
 
+    extra = ["fwd+bwd eager ms", "fwd+bwd compiled ms", "grads"] if trains else []
     return _table(
-        ["mode", "device", "eager ms", "compiled ms", "speedup", "samples", "compile s", "max abs err", "notes"],
+        ["mode", "device", "eager ms", "compiled ms", "speedup", "samples", "compile s", "max abs err", *extra,
+         "notes"],
         (row(t) for t in g.timings),
     )
 

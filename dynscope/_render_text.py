@@ -68,13 +68,28 @@ def _frame_label(graph: Graph) -> str:
 
 def speedup_text(t: Timing) -> str:
     """"1.38x", with "~" when noisy, "?" when below resolution or overhead-bound, and
-    "numerics_ok=False" when the compiled graph computes something else."""
+    "numerics_ok=False" when the compiled graph computes something else. A training graph
+    shows both figures: "fwd 1.38x, fwd+bwd 1.10x" ("fwd+bwd failed" when backward could
+    not be timed)."""
     text = f"{t.speedup:.2f}x"
     if t.below_resolution or t.overhead_bound:
         text += " ?"
     elif t.noisy:
         text += " ~"
+    if t.trains:
+        train = "failed" if t.train_error else f"{t.train_speedup:.2f}x" + (" ?" if t.train_doubtful else "")
+        text = f"fwd {text}, fwd+bwd {train}"
     return text + ("" if t.numerics_ok else " numerics_ok=False")
+
+
+def grads_text(t: Timing) -> str:
+    """How the gradients of a training graph compared with eager: "ok (max err 3.10e-07)",
+    "max err 5.00e-01" (numerics_ok=False), "not checked"; "-" for a forward-only graph."""
+    if not t.trains:
+        return "-"
+    if not t.grads_checked:
+        return "not checked"
+    return f"ok (max err {t.max_grad_err:.2e})" if t.numerics_ok else f"max err {t.max_grad_err:.2e}"
 
 
 def samples_text(t: Timing | ModeTiming) -> str:
@@ -90,10 +105,25 @@ def timing_notes(t: Timing) -> list[str]:
         return [f"failed: {t.error}"]
     out = []
     if not t.numerics_ok:
+        what, grads = ("outputs or gradients", f", max grad err {t.max_grad_err:.2e}") if t.grads_checked else ("outputs", "")
         out.append(
-            f"numerics_ok=False: compiled outputs differ from eager (max abs err {t.max_abs_err:.2e}, "
-            f"max rel err {t.max_rel_err:.2e}{'; checked with ' + t.numerics_mode if t.numerics_mode else ''}); "
+            f"numerics_ok=False: compiled {what} differ from eager (max abs err {t.max_abs_err:.2e}, "
+            f"max rel err {t.max_rel_err:.2e}{grads}"
+            f"{'; checked with ' + t.numerics_mode if t.numerics_mode else ''}); "
             f"the speedup is of a graph that computes something else"
+        )
+    if t.numerics_mode == "fallback_random":
+        out.append(
+            "numerics judged with eager-matching randomness: the graph draws random numbers, so "
+            f"{'outputs and gradients were' if t.grads_checked else 'outputs were'} compared on a build with "
+            "Inductor's fallback_random under one seed; the times are those of the normal build"
+        )
+    if t.train_error:
+        out.append(f"forward+backward failed: {t.train_error}; the forward figures stand")
+    elif t.train_doubtful:
+        out.append(
+            f"forward+backward eager {ms(t.train_eager_ms)} and compiled {ms(t.train_compiled_ms)} are below the "
+            f"timer resolution or overhead-bound: the fwd+bwd {t.train_speedup:.2f}x is not a measurement"
         )
     ratio = f"{t.speedup:.2f}x"
     if t.overhead_bound:
@@ -120,9 +150,14 @@ def timing_notes(t: Timing) -> list[str]:
 def graphs_table(rep: Report) -> str:
     """The table of captured graphs."""
     timed = any(g.timing for g in rep.graphs)
+    # Forward+backward columns only when a graph was timed for training: an inference
+    # report reads as it always did.
+    trains = any(g.timing is not None and g.timing.trains for g in rep.graphs)
     headers = ["id", "compile", "frame", "ops", "nodes", "inputs"]
     if timed:
         headers += ["eager", "inductor", "speedup", "samples"]
+    if trains:
+        headers += ["fwd+bwd eager", "fwd+bwd inductor", "grads"]
     rows = []
     for g in rep.graphs:
         row = [g.id, g.compile_id, _frame_label(g), g.op_count, g.node_count or "-", _inputs(g)]
@@ -134,6 +169,13 @@ def graphs_table(rep: Report) -> str:
                 row += [ms(t.eager_ms), "failed", "-", "-"]
             else:
                 row += [ms(t.eager_ms), ms(t.compiled_ms), speedup_text(t), samples_text(t)]
+            if trains:
+                if t is None or not t.trains:
+                    row += ["-", "-", "-"]
+                elif t.train_error:
+                    row += [ms(t.train_eager_ms), "failed", grads_text(t)]
+                else:
+                    row += [ms(t.train_eager_ms), ms(t.train_compiled_ms), grads_text(t)]
         rows.append(row)
     return tabulate(rows, headers=headers, tablefmt="simple")
 
@@ -258,9 +300,10 @@ def end_to_end_lines(rep: Report) -> list[str]:
             )
         elif m.in_graphs_ms and m.in_graphs_share < 1 - ADD_UP_TOLERANCE:
             rest = m.compiled_ms - m.in_graphs_ms
+            backward = " (their backward included)" if any(g.backward_runs for g in rep.graphs) else ""
             out.append(
-                f"{m.mode}: of the compiled call's {ms(m.compiled_ms)}, {ms(m.in_graphs_ms)} ran inside graphs{short}; "
-                f"the other {ms(rest)} is {_outside_graphs(rep)}"
+                f"{m.mode}: of the compiled call's {ms(m.compiled_ms)}, {ms(m.in_graphs_ms)} ran inside "
+                f"graphs{backward}{short}; the other {ms(rest)} is {_outside_graphs(rep)}"
             )
         if eager_sum <= 0 or m.eager_ms <= 0:
             continue

@@ -520,7 +520,11 @@ def time_report(
         if opts.end_to_end:
             for mode in mode_list:
                 say(f"whole program, mode {mode}")
-                timed = [(g.timing_for(mode), g.runs) for g in graphs]
-                in_graphs = sum(t.compiled_ms * runs for t, runs in timed if t is not None and not t.failed)
+                # Forward runs, plus the backward of each run whose backward ran (a step).
+                in_graphs = sum(
+                    t.compiled_ms * g.runs + t.backward_share("compiled") * g.backward_runs
+                    for g in graphs
+                    if (t := g.timing_for(mode)) is not None and not t.failed
+                )
                 e2e.append(time_end_to_end(model, calls, mode, opts, in_graphs))
     return replace(rep, graphs=tuple(graphs), timing=tuple(e2e))

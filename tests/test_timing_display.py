@@ -9,6 +9,7 @@ the medians, spread and ``noisy`` are always what ``Samples`` derives from those
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -212,3 +213,102 @@ def test_graph_and_mode_timing_properties_read_stored_fields() -> None:
     assert not Timing(mode="default", device="cpu", error="x").doubtful
     m = ModeTiming("default", "cpu", 2.0, 1.0, 0.1, in_graphs_ms=1.5)
     assert m.in_graphs_overflows and m.in_graphs_share == 1.0 and not m.below_resolution
+
+
+def trained(rep: Report, graph_id: int = 0, **fields: Any) -> Report:
+    """``steady(rep)`` with graph ``graph_id`` timed forward+backward as a training graph is:
+    0.66 ms eager, 0.6 ms compiled (1.10x), gradients matching eager; ``fields`` override."""
+    t = steady(rep).graphs[graph_id].timing
+    assert t is not None
+    train: dict[str, Any] = dict(train_eager_ms=0.66, train_compiled_ms=0.6, grads_checked=True, max_grad_err=3.1e-7)
+    return with_graph_timing(steady(rep), graph_id, replace(t, **{**train, **fields}))
+
+
+def test_inference_graphs_show_no_training_columns(timed: Report) -> None:
+    rep = steady(timed)
+    assert not any(g.timing is not None and g.timing.trains for g in rep.graphs)
+    text, html, dot = rep.summary(), rep.to_html(pictures=False), rep.program_dot()
+    for shown in (text, html, dot):
+        assert "fwd+bwd" not in shown and "grads" not in shown and "eager-matching" not in shown
+    assert "2.00x" in graph_row(text, 0) and "fwd" not in graph_row(text, 0)
+
+
+def test_training_graph_shows_forward_and_backward_separately(timed: Report) -> None:
+    rep = trained(timed)
+    t = rep.graphs[0].timing
+    assert t is not None and t.trains and round(t.train_speedup, 2) == 1.1 and not t.train_doubtful
+    text = rep.summary()
+    assert "fwd+bwd eager" in text and "fwd+bwd inductor" in text and "grads" in text
+    row = graph_row(text, 0)
+    assert "fwd 2.00x, fwd+bwd 1.10x" in row and "660.0 us" in row and "ok (max err 3.10e-07)" in row
+    other = graph_row(text, 1)
+    assert "fwd" not in other and "2.00x" in other and other.split()[-3:] == ["-", "-", "-"]
+    assert "    ! graph 0" not in text, "a clean training graph needs no note"
+    html = rep.to_html(pictures=False)
+    assert "<td>fwd 2.00x, fwd+bwd 1.10x</td>" in html and "<th>fwd+bwd compiled ms</th>" in html
+    assert "<td>0.6600</td><td>0.6000</td><td>ok (max err 3.10e-07)</td>" in html
+    dot = rep.program_dot()
+    assert "fwd 2.00x, fwd+bwd 1.10x" in dot and "600.0 us fwd+bwd" in dot and "grads ok (max err 3.10e-07)" in dot
+
+
+def test_wrong_gradients_are_numerics_not_ok(timed: Report) -> None:
+    rep = trained(timed, numerics_ok=False, max_grad_err=0.5)
+    text = rep.summary()
+    row = graph_row(text, 0)
+    assert "fwd 2.00x, fwd+bwd 1.10x numerics_ok=False" in row and "max err 5.00e-01" in row and "ok (" not in row
+    flat = text.replace("\n      ", " ")
+    assert "graph 0: numerics_ok=False: compiled outputs or gradients differ from eager" in flat
+    assert "max grad err 5.00e-01" in flat
+    assert "grads max err 5.00e-01" in rep.program_dot()
+    assert "<td>max err 5.00e-01</td>" in rep.to_html(pictures=False)
+
+
+def test_failed_backward_says_why_and_keeps_the_forward_figures(timed: Report) -> None:
+    err = "RuntimeError: derivative for fragile_op is not implemented"
+    rep = trained(timed, train_eager_ms=0.0, train_compiled_ms=0.0, grads_checked=False, max_grad_err=0.0,
+                  train_error=err)
+    t = rep.graphs[0].timing
+    assert t is not None and t.trains and t.train_speedup == 0.0 and t.speedup == 2.0
+    text = rep.summary()
+    row = graph_row(text, 0)
+    assert "fwd 2.00x, fwd+bwd failed" in row and "not checked" in row
+    assert f"graph 0: forward+backward failed: {err}; the forward figures stand" in text.replace("\n      ", " ")
+    html = rep.to_html(pictures=False)
+    assert "<td>fwd 2.00x, fwd+bwd failed</td>" in html and f"forward+backward failed: {err}" in html
+    dot = rep.program_dot()
+    assert "fwd 2.00x, fwd+bwd failed" in dot and "backward failed: RuntimeError" in dot
+
+
+def test_fwd_bwd_below_resolution_is_flagged(timed: Report) -> None:
+    rep = trained(timed, train_eager_ms=0.005, train_compiled_ms=0.004)
+    t = rep.graphs[0].timing
+    assert t is not None and t.train_doubtful
+    text = rep.summary()
+    assert "fwd 2.00x, fwd+bwd 1.25x ?" in graph_row(text, 0)
+    assert "the fwd+bwd 1.25x is not a measurement" in text.replace("\n      ", " ")
+
+
+def test_fallback_random_numerics_are_named(timed: Report) -> None:
+    rep = trained(timed, numerics_mode="fallback_random")
+    flat = rep.summary().replace("\n      ", " ")
+    assert "graph 0: numerics judged with eager-matching randomness" in flat
+    assert "outputs and gradients were compared on a build with Inductor's fallback_random" in flat
+    assert "numerics judged with eager-matching randomness" in rep.program_dot()
+    assert "numerics judged with eager-matching randomness" in rep.to_html(pictures=False)
+    assert "eager-matching" not in trained(timed, numerics_mode="default").summary()
+
+
+def test_real_training_graph_renders_its_backward(tmp_path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    rep = dynscope.report(lambda t: model(t).square().mean(), torch.randn(16, 8), timing=True, timing_options=FAST)
+    (g,) = rep.graphs
+    t = g.timing
+    assert t is not None and t.trains and t.grads_checked and not t.train_error, t.train_error if t else None
+    text = rep.summary()
+    row = graph_row(text, 0)
+    assert f"fwd+bwd {t.train_speedup:.2f}x" in row and f"ok (max err {t.max_grad_err:.2e})" in row
+    assert ms(t.train_eager_ms) in row and ms(t.train_compiled_ms) in row
+    assert f"fwd+bwd {t.train_speedup:.2f}x" in rep.program_dot()
+    assert f"{t.train_compiled_ms:.4f}" in rep.to_html(pictures=False)
+    assert dynscope.load(rep.save(tmp_path / "r.json")).summary() == text

@@ -5,6 +5,7 @@ Tiny models, Inductor on CPU, real ``dynscope.report`` runs.
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import dynscope
@@ -127,6 +128,13 @@ def test_train_step_times_end_to_end_with_gradients() -> None:
     trained = [g.timing for g in rep.graphs if g.timing is not None and g.timing.grads_checked]
     assert trained, "the forward+loss graph is timed forward+backward"
     assert all(t.numerics_ok and t.train_compiled_ms > 0 for t in trained)
+    # The step ran each trained graph's backward: 'in graphs' counts it (it used to count the
+    # forward only and called the rest "Python between graphs").
+    graph = next(g for g in rep.graphs if g.timing is not None and g.timing.grads_checked)
+    assert graph.backward_runs == graph.runs == 1
+    forward_only = sum(g.timing.compiled_ms * g.runs for g in rep.graphs if g.timing is not None)
+    assert m.in_graphs_ms > forward_only
+    assert m.in_graphs_ms == pytest.approx(forward_only + graph.timing.backward_share("compiled"))
 
 
 def test_training_graph_times_forward_and_backward_with_gradients_checked() -> None:
@@ -137,6 +145,7 @@ def test_training_graph_times_forward_and_backward_with_gradients_checked() -> N
     (g,) = rep.graphs
     t = g.timing
     assert t is not None and not t.failed and not t.train_error, (t.error, t.train_error) if t else None
+    assert (g.runs, g.backward_runs) == (1, 0), "forward with gradients on, but no backward ran"
     assert t.grads_checked and t.max_grad_err < 1e-4 and t.numerics_ok
     assert t.train_eager_ms > 0 and t.train_compiled_ms > 0
     assert all(p.grad is None for p in model.parameters()), "timing leaves .grad alone"
