@@ -58,7 +58,7 @@ def concrete(value: Any) -> Any:
     adding a guard; anything else unchanged. Timing runs graphs on these values."""
     if not isinstance(value, torch.SymInt):
         return value
-    node = value.node
+    node: Any = value.node  # typed SymNode on 2.14+; the hint attributes differ by release
     hint = getattr(node, "_hint", None)
     if hint is not None:
         return int(hint)

@@ -576,7 +576,7 @@ def symbolic_inputs(gm: Any, concrete_inputs: list[Any]) -> list[Any]:
     def convert(size: Any) -> Any:
         if not isinstance(size, torch.SymInt):
             return int(size)
-        theirs = size.node.shape_env
+        theirs: Any = size.node.shape_env  # ShapeEnv | None on 2.14+; a SymInt here always has one
         values = getattr(theirs, "backed_var_to_val", None) or theirs.var_to_val
         expr = size.node.expr
         for sym in expr.free_symbols:
