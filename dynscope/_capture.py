@@ -1,4 +1,4 @@
-"""Entry points: ``dynscope.report(model, inputs)`` and ``with dynscope._capture() as cap``."""
+"""Entry points: ``dynscope.report(model, inputs)`` and ``with dynscope.capture() as cap``."""
 
 from __future__ import annotations
 
@@ -59,11 +59,11 @@ class Capture:
 
     def __enter__(self) -> Capture:
         if self._attached is not None:
-            raise InputError("this capture is already active; use a new dynscope._capture()")
+            raise InputError("this capture is already active; use a new dynscope.capture()")
         if self._report is not None:
             raise InputError(
                 "this capture has finished; its report is in cap.report. Use a new "
-                "dynscope._capture() for a new block (re-entering would mix old graphs in)"
+                "dynscope.capture() for a new block (re-entering would mix old graphs in)"
             )
         # Only the thread that opened the block is watched: another thread's compiles
         # are not part of this program's story.
@@ -138,7 +138,7 @@ def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Ca
         block raised: what was captured before the error is kept).
 
     Example:
-        >>> with dynscope._capture() as cap:
+        >>> with dynscope.capture() as cap:
         ...     compiled = torch.compile(model)
         ...     compiled(x)
         >>> print(cap.report)

@@ -205,10 +205,13 @@ class Timing:
 
     @property
     def train_doubtful(self) -> bool:
-        """The forward+backward medians are below timer resolution or overhead-bound (no
-        samples are kept for them, so spread cannot be judged)."""
+        """The forward+backward medians cannot be trusted: below timer resolution,
+        overhead-bound, or faster than the forward alone (no samples are kept for them, so
+        spread cannot be judged)."""
         if self.train_speedup <= 0:
             return False
+        if self.train_eager_ms < self.eager_ms or self.train_compiled_ms < self.compiled_ms:
+            return True  # forward+backward faster than the forward alone: not a measurement
         low, high = sorted((self.train_eager_ms, self.train_compiled_ms))
         return _below_resolution(self.device, low, high, False) or high < OVERHEAD_MS
 

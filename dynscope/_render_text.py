@@ -120,6 +120,12 @@ def timing_notes(t: Timing) -> list[str]:
         )
     if t.train_error:
         out.append(f"forward+backward failed: {t.train_error}; the forward figures stand")
+    elif t.train_doubtful and (t.train_eager_ms < t.eager_ms or t.train_compiled_ms < t.compiled_ms):
+        out.append(
+            f"forward+backward ({ms(t.train_eager_ms)} eager, {ms(t.train_compiled_ms)} compiled) timed faster "
+            f"than the forward alone ({ms(t.eager_ms)}, {ms(t.compiled_ms)}): the fwd+bwd "
+            f"{t.train_speedup:.2f}x is not a measurement (noise; rerun with more repeats)"
+        )
     elif t.train_doubtful:
         out.append(
             f"forward+backward eager {ms(t.train_eager_ms)} and compiled {ms(t.train_compiled_ms)} are below the "

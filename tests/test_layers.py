@@ -15,6 +15,21 @@ def _private_torch_uses(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch._"):
             found.append(f"{path.name}:{node.lineno} from {node.module} import ...")
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch":
+            found += [f"{path.name}:{node.lineno} from torch import {a.name}" for a in node.names if a.name.startswith("_")]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("torch._"):
+            found.append(f"{path.name}:{node.lineno} {node.value!r} (import_module / getattr by name)")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == "torch"
+            and isinstance(node.args[1], ast.Constant)
+            and str(node.args[1].value).startswith("_")
+        ):
+            found.append(f"{path.name}:{node.lineno} getattr(torch, {node.args[1].value!r})")
         elif isinstance(node, ast.Import):
             found += [f"{path.name}:{node.lineno} import {a.name}" for a in node.names if a.name.startswith("torch._")]
         elif isinstance(node, ast.Attribute):
@@ -37,6 +52,15 @@ def test_private_torch_only_inside_the_torch_package() -> None:
     assert uses == [], "private torch API outside dynscope/_torch/: " + "; ".join(uses)
 
 
-def test_the_check_sees_private_uses() -> None:
+def test_the_check_sees_private_uses(tmp_path: Path) -> None:
     inside = [use for p in (PACKAGE / "_torch").glob("*.py") for use in _private_torch_uses(p)]
     assert any("torch._dynamo" in use for use in inside)
+    sneaky = tmp_path / "sneaky.py"
+    sneaky.write_text(
+        "import importlib\nimport torch\nfrom torch import _dynamo\n"
+        "a = getattr(torch, '_inductor')\nb = importlib.import_module('torch._guards')\n"
+        "c = torch._C\nd = torch.__version__\n",
+        encoding="utf-8",
+    )
+    found = _private_torch_uses(sneaky)
+    assert len(found) == 4, found  # from-import, getattr, import_module by name, torch._C

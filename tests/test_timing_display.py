@@ -288,6 +288,18 @@ def test_fwd_bwd_below_resolution_is_flagged(timed: Report) -> None:
     assert "the fwd+bwd 1.25x is not a measurement" in text.replace("\n      ", " ")
 
 
+def test_fwd_bwd_faster_than_forward_alone_is_not_a_measurement(timed: Report) -> None:
+    # Seen live on a busy machine: fwd+bwd eager 390 us against 15.2 ms for the forward.
+    t0 = steady(timed).graphs[0].timing
+    assert t0 is not None
+    rep = trained(timed, train_eager_ms=t0.eager_ms / 2, train_compiled_ms=t0.compiled_ms * 2)
+    t = rep.graphs[0].timing
+    assert t is not None and t.train_doubtful
+    flat = rep.summary().replace("\n      ", " ")
+    assert "fwd+bwd" in graph_row(rep.summary(), 0) and "x ?" in graph_row(rep.summary(), 0)
+    assert "timed faster than the forward alone" in flat and "is not a measurement" in flat
+
+
 def test_fallback_random_numerics_are_named(timed: Report) -> None:
     rep = trained(timed, numerics_mode="fallback_random")
     flat = rep.summary().replace("\n      ", " ")

@@ -302,6 +302,15 @@ def _cached_backends() -> dict[int, Any]:
     return cached_backends
 
 
+def _compile_lock() -> Any:
+    """``torch._dynamo.convert_frame.compile_lock`` (an RLock, torch 2.0 .. 2.14), or a no-op."""
+    try:
+        from torch._dynamo.convert_frame import compile_lock
+    except ImportError:  # pragma: no cover
+        return contextlib.nullcontext()
+    return compile_lock
+
+
 class DynamoSandbox:
     """Run dynscope's own compiles and put Dynamo back as the user had it.
 
@@ -342,6 +351,16 @@ class DynamoSandbox:
         return any(b is ours for b in chain for ours in self._backends)
 
     def __enter__(self) -> DynamoSandbox:
+        # Dynamo's own compile lock: another thread's compile never runs while the state
+        # is copied here or put back in __exit__ (it mutates the same dicts).
+        with _compile_lock():
+            return self._enter()
+
+    def __exit__(self, *exc: object) -> None:
+        with _compile_lock():
+            self._exit()
+
+    def _enter(self) -> DynamoSandbox:
         import torch._dynamo
         from torch._dynamo import utils as dyn_utils
 
@@ -372,7 +391,7 @@ class DynamoSandbox:
         _fresh_code_state()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def _exit(self) -> None:
         from torch._dynamo import utils as dyn_utils
 
         for code in _seen_codes():
