@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -99,3 +100,22 @@ def test_real_report_round_trip(tmp_path) -> None:
     data = json.loads(path.read_text())
     assert data["schema_version"] == 1
     assert "_module" not in data["graphs"][0]
+
+
+def test_loading_a_big_report_works_out_type_hints_once_per_type(tmp_path, monkeypatch) -> None:
+    # load() of a 100 MB report took minutes when typing.get_type_hints ran per object
+    # (benchmarks/load_speed.py times it); the decoders are now built once per type.
+    import dataclasses
+    import typing
+
+    from dynscope import _codec
+
+    stored = dynscope.load(Path(__file__).parent / "golden" / "reports" / "print_model.json")
+    big = dataclasses.replace(stored, graphs=stored.graphs * 100)
+    path = big.save(tmp_path / "big.json")
+    _codec._decoder.cache_clear()
+    calls: list[object] = []
+    real = typing.get_type_hints
+    monkeypatch.setattr(typing, "get_type_hints", lambda cls, *a, **k: calls.append(cls) or real(cls, *a, **k))
+    assert dynscope.load(path) == big
+    assert len(calls) == len(set(calls)) <= 20, f"{len(calls)} type-hint look-ups for {len(big.graphs)} graphs"
