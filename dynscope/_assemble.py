@@ -144,6 +144,7 @@ def build_report(
     graph_ids: dict[str, list[int]] = {}
     metrics: dict[str, CompileMetrics] = {}
     names: dict[str, tuple[str, str, int]] = {}
+    frame_names: dict[str, tuple[str, str, int]] = {}  # frame id -> its first named compile
     guards: list[Guard] = []
     break_items: list[tuple[str, ParsedBreak]] = []
     recompiles: list[Recompile] = []
@@ -167,15 +168,14 @@ def build_report(
             m = metrics[cid] = read_metrics(ev.metadata)
             # A compile that failed early (recompile limit) names no code: it is the
             # same frame as the frame's earlier compiles.
-            same_frame = next(
-                (n for c, n in names.items() if c.split("/")[0] == cid.split("/")[0] and n[0]),
-                ("", "", 0),
-            )
+            same_frame = frame_names.get(cid.split("/")[0], ("", "", 0))
             names[cid] = (
                 m.co_name or same_frame[0],
                 m.co_filename or same_frame[1],
                 m.co_firstlineno or same_frame[2],
             )
+            if names[cid][0]:
+                frame_names.setdefault(cid.split("/")[0], names[cid])
         elif ev.name == "dynamo_cpp_guards_str":
             parsed_guards = parse_guards(ev.payload, cid)
             if ev.payload.strip() and not parsed_guards:

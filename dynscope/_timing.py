@@ -70,6 +70,19 @@ class Samples:
         return self.spread > self.noisy_spread
 
 
+def _sample_fields(eager: Samples, comp: Samples) -> dict[str, Any]:
+    """The fields Timing and ModeTiming both fill from an eager and a compiled sample set."""
+    return {
+        "eager_ms": eager.median,
+        "compiled_ms": comp.median,
+        "eager_samples_ms": eager.ms,
+        "compiled_samples_ms": comp.ms,
+        # The measurement is as trustworthy as its noisier side.
+        "noisy": eager.noisy or comp.noisy,
+        "spread": max(eager.spread, comp.spread),
+    }
+
+
 @dataclass(frozen=True)
 class TimingOptions:
     """How to time.
@@ -314,17 +327,11 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
     timing = Timing(
         mode=mode,
         device=device,
-        eager_ms=eager.median,
-        compiled_ms=comp.median,
         compile_s=compile_s,
         max_abs_err=max_abs,
         max_rel_err=max_rel,
         kernels=kernels,
-        eager_samples_ms=eager.ms,
-        compiled_samples_ms=comp.ms,
-        # The measurement is as trustworthy as its noisier side.
-        noisy=eager.noisy or comp.noisy,
-        spread=max(eager.spread, comp.spread),
+        **_sample_fields(eager, comp),
         numerics_ok=ok,
         numerics_mode=numerics_mode,
     )
@@ -463,16 +470,11 @@ def time_end_to_end(
     return ModeTiming(
         mode=mode,
         device=device,
-        eager_ms=eager.median,
-        compiled_ms=comp.median,
         first_call_s=first_call_s,
         in_graphs_ms=in_graphs_ms,
         peak_mem_eager_mb=peak_eager,
         peak_mem_compiled_mb=peak_compiled,
-        eager_samples_ms=eager.ms,
-        compiled_samples_ms=comp.ms,
-        noisy=eager.noisy or comp.noisy,
-        spread=max(eager.spread, comp.spread),
+        **_sample_fields(eager, comp),
     )
 
 
@@ -521,10 +523,6 @@ def time_report(
             for mode in mode_list:
                 say(f"whole program, mode {mode}")
                 # Forward runs, plus the backward of each run whose backward ran (a step).
-                in_graphs = sum(
-                    t.compiled_ms * g.runs + t.backward_share("compiled") * g.backward_runs
-                    for g in graphs
-                    if (t := g.timing_for(mode)) is not None and not t.failed
-                )
+                _, in_graphs, _ = replace(rep, graphs=tuple(graphs)).graphs_ms(mode)
                 e2e.append(time_end_to_end(model, calls, mode, opts, in_graphs))
     return replace(rep, graphs=tuple(graphs), timing=tuple(e2e))

@@ -105,20 +105,8 @@ if ! has_torch "$VENV"; then
   exit 1
 fi
 
-# System tools the suite needs: Graphviz for SVG pictures, Chromium for the HTML report tests.
-need_apt=()
-command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
-if [ "${DYNSCOPE_SKIP_BROWSER:-0}" != "1" ]; then
-  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
-    || command -v google-chrome >/dev/null 2>&1 || need_apt+=(chromium)
-fi
-if [ ${#need_apt[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  echo "compat: installing ${need_apt[*]} with apt-get"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+# System tools the suite needs (Graphviz, Chromium), as scripts/setup.sh installs them.
+"$ROOT/scripts/system_packages.sh"
 
 LOG="${COMPAT_LOG:-$ROOT/compat-$VERSION.log}"
 echo "compat: running the suite with $PY (torch $TORCH_INSTALLED); log: $LOG"

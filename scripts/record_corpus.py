@@ -18,7 +18,6 @@ trace events are the same as plain ``backend="eager"``.
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,10 +25,13 @@ from typing import Any
 
 import torch
 import torch._dynamo
-from torch._logging._internal import trace_log
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from record_payloads import collecting, json_safe  # noqa: E402 - the one trace collector
 
 from tests.corpus.programs import PROGRAMS  # noqa: E402 - needs ROOT on sys.path
 
@@ -51,17 +53,6 @@ def kept(metadata: Any) -> bool:
     return isinstance(artifact, dict) and artifact.get("name") in KEPT_ARTIFACTS
 
 
-class _Collect(logging.Handler):
-    """Keep every trace record it is handed."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 def _call(value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """(args, kwargs) for one entry of ``calls``, by report()'s rule (capture._call_shape)."""
     if isinstance(value, torch.Tensor):
@@ -71,11 +62,6 @@ def _call(value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if isinstance(value, Mapping):
         return (), dict(value)
     raise TypeError(f"a corpus call must be a Tensor, tuple, list or dict; got {type(value).__name__}")
-
-
-def _json_safe(obj: Any) -> Any:
-    """Round-trip through JSON so that odd values become strings."""
-    return json.loads(json.dumps(obj, default=str))
 
 
 def main(argv: list[str]) -> int:
@@ -92,12 +78,7 @@ def main(argv: list[str]) -> int:
     version = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     folder = ROOT / "tests" / "traces" / f"torch-{version}"
     folder.mkdir(parents=True, exist_ok=True)
-    saved = (trace_log.level, trace_log.propagate)
-    handler = _Collect()
-    trace_log.setLevel(logging.DEBUG)
-    trace_log.propagate = False
-    trace_log.addHandler(handler)
-    try:
+    with collecting() as handler:
         for prog in chosen:
             torch._dynamo.reset()
             model, calls = prog.make()
@@ -108,7 +89,7 @@ def main(argv: list[str]) -> int:
                 compiled(*args, **kwargs)
             lines = [
                 json.dumps(
-                    {"metadata": _json_safe(metadata), "payload": getattr(rec, "payload", None)},
+                    {"metadata": json_safe(metadata), "payload": getattr(rec, "payload", None)},
                     sort_keys=True,
                 )
                 for rec in handler.records
@@ -117,11 +98,6 @@ def main(argv: list[str]) -> int:
             path = folder / f"corpus-{prog.name}.jsonl"
             path.write_text("\n".join(lines) + "\n", encoding="utf-8")
             print(f"{prog.name}: {len(lines)} of {len(handler.records)} records -> {path.relative_to(ROOT)}")
-    finally:
-        trace_log.removeHandler(handler)
-        trace_log.setLevel(saved[0])
-        trace_log.propagate = saved[1]
-        torch._dynamo.reset()
     return 0
 
 

@@ -217,9 +217,29 @@ PROGRAMS: dict[str, Callable[[], None]] = {
 }
 
 
-def _json_safe(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
     """Round-trip through JSON so that odd values become strings."""
     return json.loads(json.dumps(obj, default=str))
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[_Collect]:
+    """Collect every ``torch.__trace`` record in the block; put the logger back afterwards.
+
+    Also used by scripts/record_corpus.py.
+    """
+    saved = (trace_log.level, trace_log.propagate)
+    handler = _Collect()
+    trace_log.setLevel(logging.DEBUG)
+    trace_log.propagate = False
+    trace_log.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        trace_log.removeHandler(handler)
+        trace_log.setLevel(saved[0])
+        trace_log.propagate = saved[1]
+        torch._dynamo.reset()
 
 
 def main(argv: list[str]) -> int:
@@ -228,37 +248,26 @@ def main(argv: list[str]) -> int:
         print("usage: record_payloads.py OUTPUT.jsonl", file=sys.stderr)
         return 2
     out_path = argv[1]
-    saved = (trace_log.level, trace_log.propagate)
-    handler = _Collect()
-    trace_log.setLevel(logging.DEBUG)
-    trace_log.propagate = False
-    trace_log.addHandler(handler)
-    try:
-        with open(out_path, "w") as out:
-            for name, prog in PROGRAMS.items():
-                torch._dynamo.reset()
-                handler.records.clear()
-                error = None
-                try:
-                    prog()
-                except Exception:  # noqa: BLE001 - record and keep going: other programs still matter
-                    error = traceback.format_exc()
-                for rec in handler.records:
-                    line = {
-                        "program": name,
-                        "torch": torch.__version__,
-                        "metadata": _json_safe(getattr(rec, "metadata", None)),
-                        "payload": getattr(rec, "payload", None),
-                    }
-                    out.write(json.dumps(line, default=str) + "\n")
-                if error is not None:
-                    out.write(json.dumps({"program": name, "error": error}) + "\n")
-                print(f"{name}: {len(handler.records)} records" + (" (ERROR)" if error else ""))
-    finally:
-        trace_log.removeHandler(handler)
-        trace_log.setLevel(saved[0])
-        trace_log.propagate = saved[1]
-        torch._dynamo.reset()
+    with collecting() as handler, open(out_path, "w") as out:
+        for name, prog in PROGRAMS.items():
+            torch._dynamo.reset()
+            handler.records.clear()
+            error = None
+            try:
+                prog()
+            except Exception:  # noqa: BLE001 - record and keep going: other programs still matter
+                error = traceback.format_exc()
+            for rec in handler.records:
+                line = {
+                    "program": name,
+                    "torch": torch.__version__,
+                    "metadata": json_safe(getattr(rec, "metadata", None)),
+                    "payload": getattr(rec, "payload", None),
+                }
+                out.write(json.dumps(line, default=str) + "\n")
+            if error is not None:
+                out.write(json.dumps({"program": name, "error": error}) + "\n")
+            print(f"{name}: {len(handler.records)} records" + (" (ERROR)" if error else ""))
     return 0
 
 

@@ -7,19 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
-need_apt=()
-command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
-"$PYTHON" -c "import ensurepip, venv" >/dev/null 2>&1 || need_apt+=(python3-venv)
-if [ "${DYNSCOPE_SKIP_BROWSER:-0}" != "1" ]; then
-  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
-fi
-if [ ${#need_apt[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  echo "setup: installing ${need_apt[*]} with apt-get"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+extra=()
+"$PYTHON" -c "import ensurepip, venv" >/dev/null 2>&1 || extra+=(python3-venv)
+scripts/system_packages.sh "${extra[@]}"
 
 # pip, without the warnings some machines' pip.conf adds for every package.
 pip_install() {

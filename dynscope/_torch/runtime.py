@@ -137,12 +137,12 @@ def _cache_entries(code: Any) -> list[Any]:
 
 
 @lru_cache(maxsize=1)
-def _extra_index() -> int:
-    """The co_extra slot Dynamo keeps its per-code state in, or -1 when unknown.
+def _dynamo_state_reader() -> Callable[[Any], bool] | None:
+    """A test "does Dynamo hold per-code state for this code object?", or None if unknown.
 
     Dynamo stores a code object's cache entries *and* its execution strategy (the "skip"
-    mark a graph break in a loop leaves) in that slot. Python can only read it through
-    the C API ``_PyCode_GetExtra``; the slot number is found by giving a fresh code
+    mark a graph break in a loop leaves) in one co_extra slot. Python can only read it
+    through the C API ``_PyCode_GetExtra``; the slot number is found by giving a fresh code
     object Dynamo state and seeing which slot fills. Read-only: nothing is ever written.
     """
     import ctypes
@@ -154,11 +154,15 @@ def _extra_index() -> int:
         from torch._C._dynamo.eval_frame import set_code_exec_strategy
         from torch._dynamo.types import FrameAction, FrameExecStrategy
     except ImportError:  # pragma: no cover - torch without per-code strategies
-        return -1
+        return None
     if getter is None:  # pragma: no cover
-        return -1
+        return None
     getter.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.POINTER(ctypes.c_void_p)]
     getter.restype = ctypes.c_int
+
+    def filled(code: Any, index: int) -> bool:
+        ptr = ctypes.c_void_p()
+        return getter(code, index, ctypes.byref(ptr)) == 0 and bool(ptr.value)
 
     def probe() -> None:  # pragma: no cover - never called, only its code is used
         pass
@@ -166,33 +170,18 @@ def _extra_index() -> int:
     code = probe.__code__
     set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
     try:
-        filled = []
-        for index in range(64):
-            ptr = ctypes.c_void_p()
-            if getter(code, index, ctypes.byref(ptr)) == 0 and ptr.value:
-                filled.append(index)
+        slots = [index for index in range(64) if filled(code, index)]
     finally:
         _reset_code(code)
-    if len(filled) != 1:  # pragma: no cover - another PEP 523 user muddies the probe
-        return -1
-    index = filled[0]
-
-    def has_state(c: Any) -> bool:
-        ptr = ctypes.c_void_p()
-        return getter(c, index, ctypes.byref(ptr)) == 0 and bool(ptr.value)
-
-    _has_dynamo_state_impl.append(has_state)
-    return index
-
-
-_has_dynamo_state_impl: list[Callable[[Any], bool]] = []
+    if len(slots) != 1:  # pragma: no cover - another PEP 523 user muddies the probe
+        return None
+    return lambda c: filled(c, slots[0])
 
 
 def _has_dynamo_state(code: Any) -> bool:
     """True when Dynamo holds per-code state (entries or an execution strategy) for code."""
-    if _extra_index() < 0 or not _has_dynamo_state_impl:
-        return False
-    return _has_dynamo_state_impl[0](code)
+    reader = _dynamo_state_reader()
+    return reader is not None and reader(code)
 
 
 def _skip_code(code: Any) -> None:
