@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope._breaks import fold_breaks
+from dynscope._lowering import build_lowering
 from dynscope._model import CompileTime, Frame, Graph, Guard, Recompile, Report, _Live
 from dynscope._torch.break_text import ParsedBreak, parse_break
 from dynscope._torch.fx import inputs_from_code, op_counts_from_code, readable_code
@@ -18,6 +19,7 @@ from dynscope._torch.guard_text import (
     parse_recompile_reasons,
 )
 from dynscope._torch.metrics import CompileMetrics, read_metrics
+from dynscope._torch.trace import LOWERING_ARTIFACTS, LOWERING_EVENTS
 from dynscope._torch.wording import is_dropped_entry_reason, is_recompile_limit
 
 if TYPE_CHECKING:
@@ -235,6 +237,8 @@ def build_report(
             )
         )
 
+    graphs = _lowered(graphs, events)
+
     frames = tuple(
         replace(
             _metrics_frame(cid, m, tuple(graph_ids.get(cid, ()))),
@@ -273,6 +277,21 @@ def build_report(
         notes=notes,
         unparsed=unparsed,
     )
+
+
+def _lowered(graphs: list[Graph], events: list[TraceEvent]) -> list[Graph]:
+    """Graphs with the lowering PyTorch logged for their compile (Inductor compiles only)."""
+    by_cid: dict[str, list[TraceEvent]] = {}
+    for ev in events:
+        if ev.name in LOWERING_EVENTS or ev.name in LOWERING_ARTIFACTS:
+            by_cid.setdefault(ev.compile_id, []).append(ev)
+    out = []
+    for g in graphs:
+        evs = by_cid.get(g.compile_id, [])
+        if any(ev.name == "inductor_output_code" for ev in evs):
+            g = replace(g, lowering=build_lowering(g, evs, source="trace"))
+        out.append(g)
+    return out
 
 
 def _graph(

@@ -13,18 +13,24 @@ from dynscope._write import ensure_folder, write_text
 if TYPE_CHECKING:
     from dynscope._model import Report
 
+#: AOT graph kinds that get a picture file (graph_<id>_<kind>.svg). A fixed list: the kind
+#: comes from the report's data and must never make a path.
+_AOT_KINDS = ("forward", "backward", "inference")
+
 #: Names of the picture files the bundle writes; only these are ever removed as stale.
-_PICTURE = re.compile(r"graph_\d+\.svg|program\.svg")
+_PICTURE = re.compile(r"graph_\d+(?:_(?:forward|backward|inference))?\.svg|program\.svg")
 
 
 def render_bundle(rep: Report, folder: Path) -> Path:
     """Write the report's files to ``folder`` and return it.
 
     Always: report.json, summary.txt, index.html. With Graphviz's ``dot`` installed also
-    program.svg and graph_<id>.svg (inlined in index.html as well); without it the page
-    says how to install Graphviz. Each file is replaced atomically; pictures this bundle
-    wrote before that are not part of this report (graph_<id>.svg of a graph it no longer
-    has) are removed, and no other file in the folder is touched.
+    program.svg, graph_<id>.svg and, for graphs Inductor lowered, their AOT graphs
+    graph_<id>_forward.svg / graph_<id>_backward.svg (or graph_<id>_inference.svg), inlined
+    in index.html as well; without it the page says how to install Graphviz. Each file is
+    replaced atomically; pictures this bundle wrote before that are not part of this report
+    (graph_<id>.svg of a graph it no longer has) are removed, and no other file in the
+    folder is touched.
 
     Raises:
         InputError: ``folder`` is a file, or a folder that cannot be written.
@@ -34,11 +40,14 @@ def render_bundle(rep: Report, folder: Path) -> Path:
     rep.save(folder / "report.json")
     write_text(folder / "summary.txt", rep.summary())
     if have_graphviz():
-        program_svg, graph_svgs = report_pictures(rep)
+        program_svg, graph_svgs, aot_svgs = report_pictures(rep)
         written.add(write_text(folder / "program.svg", program_svg).name)
         for gid, svg in graph_svgs.items():
             written.add(write_text(folder / f"graph_{gid}.svg", svg).name)
-        page = render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs)
+        for (gid, kind), svg in aot_svgs.items():
+            if kind in _AOT_KINDS:
+                written.add(write_text(folder / f"graph_{gid}_{kind}.svg", svg).name)
+        page = render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs)
     else:
         page = render_html(rep)
     write_text(folder / "index.html", page)
@@ -63,5 +72,5 @@ def html_page(rep: Report, *, pictures: bool | None = None) -> str:
         pictures = have_graphviz()
     if not pictures:
         return render_html(rep)
-    program_svg, graph_svgs = report_pictures(rep)
-    return render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs)
+    program_svg, graph_svgs, aot_svgs = report_pictures(rep)
+    return render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs)

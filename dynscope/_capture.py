@@ -69,14 +69,19 @@ class Capture:
         # are not part of this program's story.
         self._collector.thread = threading.get_ident()
         self.backend.thread = threading.get_ident()
-        self._attached = _torch.attached(self._collector)
-        self._attached.__enter__()
+        # What Inductor does below Dynamo is kept too (Graph.lowering), with Inductor's
+        # provenance tracking on for the block: it logs which node each kernel computes and
+        # changes no generated code. Without Inductor nothing more is logged.
+        self._collector.lowering = True
+        self._attached = contextlib.ExitStack()
+        self._attached.enter_context(_torch.attached(self._collector))
+        self._attached.enter_context(_torch.lowering_config(kernel_profile=False))
         return self
 
     def __exit__(self, *exc: object) -> None:
         attached, self._attached = self._attached, None
         if attached is not None:
-            attached.__exit__(None, None, None)
+            attached.close()
         self._report = self._build()
 
     def _build(self) -> Report:

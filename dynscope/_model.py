@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynscope._format import OVERHEAD_MS, location, timer_resolution_ms
 from dynscope._torch.wording import is_lifted_param, is_resume_name
 
-#: Version of the JSON layout. Bump when a field changes meaning or is removed;
-#: adding an optional field does not need a bump (older files still load).
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+#: Version of the JSON layout. Bump when a field changes meaning, is removed, or holds a
+#: new layer a reader must not silently drop; older files still load (missing fields take
+#: their defaults). 2: Graph.lowering.
+SCHEMA_VERSION = 2
 
 
 def _below_resolution(device: str, eager_ms: float, compiled_ms: float, failed: bool) -> bool:
@@ -230,6 +234,106 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class AotGraph:
+    """One graph AOTAutograd handed to Inductor: the forward, the backward, or (no training)
+    the inference graph. Nodes are ATen ops, as PyTorch printed the graph."""
+
+    kind: str  # "forward", "backward" or "inference"
+    node_count: int  # all nodes, inputs and output included
+    op_count: int  # nodes that call an op
+    op_counts: tuple[tuple[str, int], ...] = ()  # ("aten.addmm", count), most frequent first
+    inputs: tuple[TensorMeta, ...] = ()  # the graph's inputs, in order
+    input_names: tuple[str, ...] = ()  # their names ("primals_1", "tangents_1", saved "addmm")
+    nodes: tuple[Node, ...] = ()  # every node in graph order (target: "aten.addmm.default")
+    code: str = ""  # the graph as PyTorch printed it
+
+    def to_dot(self, lowering: Lowering | None = None) -> str:
+        """DOT source of the graph (see dynscope._render_dot.aot_graph_to_dot); pass the
+        ``Lowering`` it belongs to so a backward graph highlights the saved activations."""
+        from dynscope._render_dot import aot_graph_to_dot
+
+        return aot_graph_to_dot(self, lowering)
+
+    def to_svg(self, path: str | Path | None = None, lowering: Lowering | None = None) -> str:
+        """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
+        from dynscope._svg import dot_to_svg
+
+        return dot_to_svg(self.to_dot(lowering), path)
+
+
+@dataclass(frozen=True)
+class SavedTensors:
+    """What the forward keeps for the backward: the activation memory of a training step."""
+
+    count: int  # tensors saved (SymInt sizes not counted)
+    bytes: int  # their size at the traced shapes
+    symbolic: int = 0  # of ``count``, tensors with a symbolic size: counted in ``bytes`` at size hint 1
+    names: tuple[str, ...] = ()  # the saved values' names in the backward graph
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel Inductor generated (or a library call it emitted) for a graph."""
+
+    name: str  # "cpp_fused_add_relu_0", "triton_poi_fused_add_0", "extern_kernels.addmm", "aten.sort.stable"
+    kind: str  # "triton", "cpp", "extern" (library call: mm, conv...) or "fallback" (aten op not lowered)
+    graph: str = "forward"  # the AOT graph it runs in: "forward", "backward" or "inference"
+    aten_ops: tuple[str, ...] = ()  # ATen ops fused into it ("aten.relu", ...)
+    nodes: tuple[str, ...] = ()  # names of the Dynamo graph's nodes it computes
+    source_lines: tuple[str, ...] = ()  # "file:line" of the user code those nodes came from
+    time_ms: float | None = None  # time per run from the profiler; None when not timed
+    share: float | None = None  # time_ms / the compiled graph's profiled time per run
+    calls: int = 1  # times the kernel is called per run of the graph
+    code_line: int = 0  # 1-based line in its graph's output code where it is called; 0 unknown
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """What happened below Dynamo for one graph: AOTAutograd's graphs and Inductor's kernels."""
+
+    mode: str = "default"  # the Inductor mode of the build described
+    source: str = "timing"  # "timing": dynscope's timed build; "trace": the compile PyTorch logged
+    forward: AotGraph | None = None  # the forward (training) or inference graph
+    backward: AotGraph | None = None  # None when the graph did not train
+    saved_for_backward: SavedTensors | None = None  # None when there is no backward
+    kernels: tuple[Kernel, ...] = ()  # in call order; forward kernels first
+    mapped_share: float = 0.0  # share of the Dynamo graph's compute nodes inside some kernel
+    unmapped: tuple[str, ...] = ()  # compute nodes no kernel could be traced to
+    code: str = ""  # Inductor's output code for the forward (or inference) graph
+    backward_code: str = ""  # ... and for the backward
+    cache: tuple[tuple[str, str], ...] = ()  # ("fx_graph forward", "hit"/"miss"/"bypass"), ...
+    phases: tuple[tuple[str, float], ...] = ()  # (phase, seconds) in pipeline order
+    profiled_ms: float | None = None  # the graph's time per run under the profiler (fwd+bwd when training)
+    notes: tuple[str, ...] = ()  # what could not be read, and why
+
+    @property
+    def kernel_ms(self) -> float | None:
+        """Sum of the kernels' times per run; None when kernels were not timed."""
+        timed = [k.time_ms for k in self.kernels if k.time_ms is not None]
+        return sum(timed) if timed else None
+
+    @property
+    def outside_kernels_ms(self) -> float | None:
+        """Profiled graph time not spent in any kernel (wrapper code, allocation, launches)."""
+        if self.profiled_ms is None or self.kernel_ms is None:
+            return None
+        return max(self.profiled_ms - self.kernel_ms, 0.0)
+
+    @property
+    def compile_s(self) -> float:
+        """Seconds over all phases."""
+        return sum(s for _, s in self.phases)
+
+    def kernels_by_time(self) -> tuple[Kernel, ...]:
+        """Kernels, slowest first (untimed ones last, in call order)."""
+        return tuple(sorted(self.kernels, key=lambda k: -(k.time_ms if k.time_ms is not None else -1.0)))
+
+    def kernel_of(self, node: str) -> tuple[Kernel, ...]:
+        """Kernels that compute the Dynamo graph node named ``node``."""
+        return tuple(k for k in self.kernels if node in k.nodes)
+
+
+@dataclass(frozen=True)
 class Graph:
     """One FX graph Dynamo captured."""
 
@@ -248,6 +352,7 @@ class Graph:
     timings: tuple[Timing, ...] = ()  # one per Inductor mode when timing ran
     runs: int = 0  # times the graph ran during report()'s calls (0: unknown, capture())
     backward_runs: int = 0  # of those runs, how many also ran the graph's backward (training)
+    lowering: Lowering | None = None  # AOT graphs and kernels, when the graph went through Inductor
     _module: _Live = _live_field()  # live GraphModule (not saved)
 
     @property
@@ -284,17 +389,29 @@ class Graph:
         """How many nodes call ``target``."""
         return dict(self.op_counts).get(target, 0)
 
-    def to_dot(self, *, depth: int | None = None, fold_params: bool = True) -> str:
-        """DOT source of the graph (see dynscope._render_dot)."""
+    def to_dot(self, *, depth: int | None = None, fold_params: bool = True, color_by: str = "auto") -> str:
+        """DOT source of the graph (see dynscope._render_dot).
+
+        ``color_by``: "op" (op category), "kernel" (the Inductor kernel each node was fused
+        into), "time" (share of the graph's time, when kernels were timed) or "auto"
+        ("kernel" when the graph has a lowering with kernels, else "op").
+        """
         from dynscope._render_dot import DotOptions, graph_to_dot
 
-        return graph_to_dot(self, DotOptions(depth=depth, fold_params=fold_params))
+        return graph_to_dot(self, DotOptions(depth=depth, fold_params=fold_params, color_by=color_by))
 
-    def to_svg(self, path: str | Path | None = None, *, depth: int | None = None, fold_params: bool = True) -> str:
+    def to_svg(
+        self,
+        path: str | Path | None = None,
+        *,
+        depth: int | None = None,
+        fold_params: bool = True,
+        color_by: str = "auto",
+    ) -> str:
         """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
         from dynscope._svg import dot_to_svg
 
-        return dot_to_svg(self.to_dot(depth=depth, fold_params=fold_params), path)
+        return dot_to_svg(self.to_dot(depth=depth, fold_params=fold_params, color_by=color_by), path)
 
     def to_networkx(self) -> Any:
         """The graph as a ``networkx.DiGraph`` with node and edge attributes."""
@@ -513,6 +630,21 @@ class Report:
             eager += t.eager_ms * g.runs + t.backward_share("eager") * g.backward_runs
             compiled += t.compiled_ms * g.runs + t.backward_share("compiled") * g.backward_runs
         return eager, compiled, left_out
+
+    def kernels(self) -> Iterator[tuple[Graph, Kernel]]:
+        """Every kernel of every lowered graph, as (graph, kernel), in graph order."""
+        for g in self.graphs:
+            if g.lowering is not None:
+                for k in g.lowering.kernels:
+                    yield g, k
+
+    def top_kernels(self, n: int = 10) -> list[tuple[Graph, Kernel, float]]:
+        """The ``n`` timed kernels that cost the program most: (graph, kernel, ms over the
+        graph's runs during report(); per run when runs are unknown), largest first."""
+        costed = [
+            (g, k, k.time_ms * max(g.runs, 1)) for g, k in self.kernels() if k.time_ms is not None
+        ]
+        return sorted(costed, key=lambda t: -t[2])[:n]
 
     def graph(self, graph_id: int) -> Graph:
         """The graph with this id."""

@@ -12,18 +12,21 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dynscope._errors import InputError
 from dynscope._format import clip, location, ms, plural
-from dynscope._palette import PALETTE, op_category
+from dynscope._palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, op_category, time_colour
 from dynscope._render_text import grads_text, speedup_text
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope._model import Frame, Graph, Node, Report, Timing
+    from dynscope._model import AotGraph, Frame, Graph, Kernel, Lowering, Node, Report, Timing
 
 __all__ = [
     "AUTO_COLLAPSE_NODES",
+    "COLOR_BY",
     "PALETTE",
     "DotOptions",
+    "aot_graph_to_dot",
     "dot_id",
     "graph_to_dot",
     "op_category",
@@ -33,6 +36,12 @@ __all__ = [
 
 #: Above this many nodes a graph is drawn at module level automatically.
 AUTO_COLLAPSE_NODES = 3000
+
+#: What a graph picture's fill colours can show (DotOptions.color_by).
+COLOR_BY = ("auto", "op", "kernel", "time")
+
+#: Kernels named one by one in a kernel-coloured picture's legend.
+_LEGEND_KERNELS = 12
 
 
 # C0/C1 controls and DEL (Graphviz rejects some and the SVG would not be valid XML), and
@@ -90,6 +99,9 @@ class DotOptions:
     depth: int | None = None  # module nesting drawn as boxes; deeper modules become one node
     fold_params: bool = True  # hide parameter/buffer inputs, mark consumers "+W"
     edge_labels: bool = True  # shapes and dtypes on edges
+    # Fill colours: "op" (op category), "kernel" (the forward kernel a node was fused into),
+    # "time" (share of the graph's time), "auto" ("kernel" when the graph has kernels).
+    color_by: str = "auto"
 
 
 def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
@@ -97,9 +109,14 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
 
     Graphs known only from the trace (no node data) become a one-box summary. Graphs over
     AUTO_COLLAPSE_NODES nodes are drawn at module level (depth 1) unless ``depth`` is set,
-    and the picture says so.
+    and the picture says so. ``options.color_by`` picks what the fill colours show (see
+    DotOptions); the picture's label says what they mean.
+
+    Raises:
+        InputError: ``options.color_by`` is not one of COLOR_BY.
     """
     opts = options or DotOptions()
+    mode, mode_note = _colour_mode(graph, opts.color_by)
     title = f"graph {graph.id} ({graph.compile_id}) {graph.frame}: {graph.op_count} ops, {graph.node_count} nodes"
     lines = [
         f"digraph {quote('graph_' + str(graph.id))} {{",
@@ -117,7 +134,15 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     if depth is None and len(graph.nodes) > AUTO_COLLAPSE_NODES:
         depth = 1
         title += f" - drawn at module level: {len(graph.nodes)} nodes > {AUTO_COLLAPSE_NODES} (pass depth= to choose)"
+    looks: dict[str, _Look] = {}
+    legend: list[str] = []
+    if mode != "op" and graph.lowering is not None:
+        looks, legend, meaning = _lowering_looks(graph, graph.lowering, mode)
+        title += "\n" + meaning
+    if mode_note:
+        title += "\n" + mode_note
     lines.append(f"  label={quote(title)}; labelloc=t; fontname=\"Helvetica\";")
+    lines.extend(legend)
 
     by_name = {n.name: n for n in graph.nodes}
     hidden = {n.name for n in graph.nodes if opts.fold_params and n.is_param}
@@ -140,7 +165,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
         stack = n.module_stack if n.is_op else ()
         if depth is not None:
             stack = stack[:depth]
-        tree.setdefault(tuple(stack), []).append(_node_line(n, graph, hidden, by_name))
+        tree.setdefault(tuple(stack), []).append(_node_line(n, graph, hidden, by_name, looks.get(n.name)))
     for cid, (path, cls, cats) in sorted(collapsed_info.items()):
         total = sum(cats.values())
         main = cats.most_common(1)[0][0]
@@ -172,7 +197,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node]) -> str:
+def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node], look: _Look | None = None) -> str:
     if n.op == "placeholder":
         category = "parameter" if n.is_param else "input"
         label = f"{_one_line(n.name)}\n{_shape(n)}"
@@ -187,10 +212,148 @@ def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node]
         label = f"{_short_target(_one_line(n.target))}{' +W' if folded else ''}\n{_shape(n)}"
         shape = "box"
     tooltip = f"{location(n.filename, n.lineno)}: {n.source}" if n.source else n.name
+    if look is None:
+        return (
+            f"    {_ident(n.name)} [label={quote(label)}, shape={shape}, "
+            f"fillcolor=\"{PALETTE[category]}\", tooltip={quote(tooltip)}];"
+        )
+    fill = look.fill or PALETTE[category]
+    if look.label:
+        label += "\n" + look.label
+    if look.tooltip:
+        tooltip = look.tooltip + "\n" + tooltip
     return (
         f"    {_ident(n.name)} [label={quote(label)}, shape={shape}, "
-        f"fillcolor=\"{PALETTE[category]}\", tooltip={quote(tooltip)}];"
+        f"fillcolor=\"{fill}\", tooltip={quote(tooltip)}{look.attrs}];"
     )
+
+
+# -- colouring by kernel or time -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Look:
+    """How lowering changes one node's drawing."""
+
+    fill: str = ""  # fill colour; "" keeps the op category's
+    label: str = ""  # a line added to the label
+    tooltip: str = ""  # lines put before the node's own tooltip
+    attrs: str = ""  # extra DOT attributes (borders), starting with ", "
+
+
+def _colour_mode(graph: Graph, color_by: str) -> tuple[str, str]:
+    """(the colouring to draw, a note when it is not the one asked for)."""
+    if color_by not in COLOR_BY:
+        raise InputError(f"color_by={color_by!r} is not a colouring; use one of {', '.join(map(repr, COLOR_BY))}")
+    lowering = graph.lowering
+    kernels = _forward_kernels(lowering) if lowering is not None else ()
+    if color_by == "auto":
+        return ("kernel" if kernels else "op"), ""
+    if color_by == "op":
+        return "op", ""
+    if lowering is None or not kernels:
+        why = "no Inductor lowering" if lowering is None else "no forward kernels"
+        return "op", f"coloured by op category: {why} to colour by {color_by}"
+    if color_by == "time" and not _timed(lowering):
+        return "kernel", "coloured by kernel: the kernels were not timed (run report(timing=True) to shade by time)"
+    return color_by, ""
+
+
+def _forward_kernels(lowering: Lowering) -> tuple[Kernel, ...]:
+    """Kernels that compute the Dynamo graph's nodes (the forward or inference graph's)."""
+    return tuple(k for k in lowering.kernels if k.graph != "backward")
+
+
+def _timed(lowering: Lowering) -> bool:
+    return bool(lowering.profiled_ms) and any(k.time_ms is not None for k in _forward_kernels(lowering))
+
+
+def _kernel_line(k: Kernel) -> str:
+    """"cpp_fused_relu_0 · cpp · 12.0 us (31%)": a kernel, its kind and its time when timed."""
+    text = f"{k.name} \u00b7 {k.kind}"
+    if k.time_ms is not None:
+        text += f" \u00b7 {ms(k.time_ms)}"
+        if k.share is not None:
+            text += f" ({k.share:.0%})"
+    return text
+
+
+def _lowering_looks(graph: Graph, lowering: Lowering, mode: str) -> tuple[dict[str, _Look], list[str], str]:
+    """Per-node looks, legend lines and what the colours mean, for "kernel" or "time"."""
+    kernels = _forward_kernels(lowering)
+    colour = {id(k): kernel_colour(i) for i, k in enumerate(kernels)}
+    unmapped = set(lowering.unmapped)
+    total = lowering.profiled_ms or 0.0
+    looks: dict[str, _Look] = {}
+    for n in graph.nodes:
+        mine = [k for k in kernels if n.name in k.nodes]
+        if not mine and n.name not in unmapped:
+            if mode == "time" and n.is_op:
+                looks[n.name] = _Look(fill=time_colour(0.0), label="no kernel")
+            continue
+        attrs = ""
+        if any(k.kind == "extern" for k in mine):
+            attrs += ", peripheries=2"
+        if any(k.kind == "fallback" for k in mine):
+            attrs += f', style="rounded,filled,dashed", color="{BORDERS["fallback"]}", penwidth=2'
+        elif n.name in unmapped:
+            attrs += f', style="rounded,filled,dotted", color="{BORDERS["unmapped"]}", penwidth=2'
+        tip = "\n".join(_kernel_line(k) for k in mine) or "not traced to any kernel"
+        if mode == "kernel":
+            looks[n.name] = _Look(fill=colour[id(mine[0])] if mine else "", tooltip=tip, attrs=attrs)
+            continue
+        # A kernel's time is split evenly over the nodes it computes.
+        node_ms = sum(k.time_ms / len(k.nodes) for k in mine if k.time_ms is not None)
+        share = node_ms / total if total else 0.0
+        timed = f"{ms(node_ms)} ({share:.0%})" if node_ms > 0 else "untimed"
+        if share > 0.35:  # dark red: white text stays readable
+            attrs += ', fontcolor="#ffffff"'
+        looks[n.name] = _Look(
+            fill=time_colour(share),
+            label=timed,
+            tooltip=f"this node: {timed} of {ms(total)} per run\n{tip}",
+            attrs=attrs,
+        )
+    marks = (
+        "double border: library call (extern); dashed red: ATen fallback (not lowered); "
+        "dotted grey: not traced to a kernel"
+    )
+    if mode == "time":
+        what = "forward and backward" if lowering.backward is not None else "the graph"
+        meaning = (
+            f"fill: share of the profiled time per run ({ms(total)}, {what}), white 0% to red 100%; "
+            f"a kernel's time is split evenly over the nodes it computes\n{marks}"
+        )
+        return looks, [], meaning
+    meaning = f"fill: the {kernels[0].graph} kernel each node was fused into (legend)\n{marks}"
+    return looks, _kernel_legend(kernels, colour), meaning
+
+
+def _kernel_legend(kernels: tuple[Kernel, ...], colour: dict[int, str]) -> list[str]:
+    """A boxed list of the kernels in their colours (the first _LEGEND_KERNELS of them)."""
+    # A space in the cluster name: no module path makes it, so it never meets a module box.
+    out = [
+        f"  subgraph {quote('cluster_ kernels')} {{",
+        f"    label={quote('kernels (' + kernels[0].graph + ')')}; style=\"rounded\"; color=\"#999999\"; fontsize=9;",
+    ]
+    for i, k in enumerate(kernels[:_LEGEND_KERNELS]):
+        attrs = ", peripheries=2" if k.kind == "extern" else ""
+        if k.kind == "fallback":
+            attrs = f', style="rounded,filled,dashed", color="{BORDERS["fallback"]}", penwidth=2'
+        tip = _kernel_line(k)
+        if k.source_lines:
+            tip += "\n" + "\n".join(k.source_lines[:5])
+        if k.aten_ops:
+            tip += "\nfuses " + ", ".join(k.aten_ops[:8])
+        out.append(
+            f"    k_{i} [label={quote(_kernel_line(k))}, fillcolor=\"{colour[id(k)]}\", fontsize=8, "
+            f"tooltip={quote(tip)}{attrs}];"
+        )
+    if len(kernels) > _LEGEND_KERNELS:
+        more = len(kernels) - _LEGEND_KERNELS
+        out.append(f'    k_more [label="{more} more", shape=plaintext, style="", fontsize=8];')
+    out.append("  }")
+    return out
 
 
 def _clusters(tree: dict[tuple[tuple[str, str], ...], list[str]]) -> list[str]:
@@ -212,6 +375,104 @@ def _clusters(tree: dict[tuple[tuple[str, str], ...], list[str]]) -> list[str]:
 
     emit((), "  ")
     return out
+
+
+# -- AOT graphs ----------------------------------------------------------------------------
+
+
+def aot_graph_to_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
+    """DOT source for one graph AOTAutograd handed to Inductor (forward, backward or inference).
+
+    ATen ops are filled by op category (as in graph_to_dot); inputs are told apart:
+    ``primals_*`` (the graph's inputs and parameters), ``tangents_*`` (incoming gradients)
+    and, in a backward graph, the activations the forward saved (``lowering``'s
+    saved_for_backward names), with their shapes. A graph over AUTO_COLLAPSE_NODES nodes,
+    or one known only by counts, is drawn as one box of its most used ops, and says so.
+    """
+    sft = lowering.saved_for_backward if lowering is not None else None
+    saved = set(sft.names) if sft is not None and aot.kind == "backward" else set()
+    title = f"AOT {aot.kind} graph: {plural(aot.op_count, 'op')}, {plural(aot.node_count, 'node')}"
+    if aot.kind == "backward" and sft is not None:
+        title += f"; {plural(sft.count, 'tensor')} saved by the forward ({_bytes(sft.bytes)})"
+    if lowering is not None:
+        mine = [k for k in lowering.kernels if k.graph == aot.kind]
+        title += f"; Inductor made {plural(len(mine), 'kernel')}"
+    lines = [
+        f"digraph {quote('aot_' + aot.kind)} {{",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+        '  edge [color="#555555"];',
+    ]
+    if not aot.nodes or len(aot.nodes) > AUTO_COLLAPSE_NODES:
+        why = (
+            "known by its op counts only"
+            if not aot.nodes
+            else f"not drawn node by node: {len(aot.nodes)} nodes > {AUTO_COLLAPSE_NODES}; its most used ops"
+        )
+        lines.append(f"  label={quote(title + chr(10) + why)}; labelloc=t; fontname=\"Helvetica\";")
+        ops = "\n".join(f"{_aten_short(_one_line(t))} x{n}" for t, n in aot.op_counts[:12])
+        lines.append(f"  summary [label={quote(ops or 'no op data')}, fillcolor=\"{PALETTE['other']}\"];")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+    inputs = [n.name for n in aot.nodes if n.op == "placeholder"]
+    key = ["white ellipses: inputs and parameters (primals)"]
+    if any(name.startswith("tangents") for name in inputs):
+        key.append("pink: incoming gradients (tangents)")
+    if saved:
+        key.append("yellow, orange border: activations saved by the forward")
+    key.append("ops filled by category")
+    lines.append(f"  label={quote(title + chr(10) + '; '.join(key))}; labelloc=t; fontname=\"Helvetica\";")
+    names = {n.name for n in aot.nodes}
+    for n in aot.nodes:
+        where = f"{location(n.filename, n.lineno)}: {n.source}" if n.source else ""
+        attrs = ""
+        if n.op == "placeholder":
+            shape = "ellipse"
+            if n.name in saved:
+                fill, label = AOT_COLOURS["saved"], f"saved {_one_line(n.name)}\n{_shape(n)}"
+                attrs = f', color="{BORDERS["saved"]}", penwidth=2'
+                tooltip = f"{n.name}: saved by the forward for the backward"
+            elif n.name.startswith("tangents"):
+                fill, label = AOT_COLOURS["tangent"], f"{_one_line(n.name)}\n{_shape(n)}"
+                tooltip = f"{n.name}: gradient of a forward output"
+            else:
+                fill, label = AOT_COLOURS["primal"], f"{_one_line(n.name)}\n{_shape(n)}"
+                tooltip = f"{n.name}: input"
+        elif n.op == "output":
+            shape, fill, label, tooltip = "ellipse", PALETTE["output"], "output", "output"
+        else:
+            shape, fill = "box", PALETTE[op_category(n.target)]
+            label = f"{_aten_short(_one_line(n.target))}\n{_shape(n)}"
+            tooltip = f"{n.name} = {n.target}" + (f"\n{where}" if where else "")
+        lines.append(
+            f"  {_ident(n.name)} [label={quote(label)}, shape={shape}, fillcolor=\"{fill}\", "
+            f"tooltip={quote(tooltip)}{attrs}];"
+        )
+    seen: set[tuple[str, str]] = set()
+    for n in aot.nodes:
+        for arg in n.args:
+            if arg in names and (arg, n.name) not in seen:
+                seen.add((arg, n.name))
+                lines.append(f"  {_ident(arg)} -> {_ident(n.name)};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _aten_short(target: str) -> str:
+    """"aten.mm.default" -> "mm", "aten.sum.dim_IntList" -> "sum.dim_IntList": what people call the op."""
+    if target.startswith("aten."):
+        target = target[len("aten."):]
+    return target.removesuffix(".default")
+
+
+def _bytes(n: int) -> str:
+    """A size for people: "768 B", "1.5 KiB", "12.0 MiB"."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"  # pragma: no cover - the loop returns
 
 
 # -- whole program -------------------------------------------------------------------------

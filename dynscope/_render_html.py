@@ -18,10 +18,18 @@ from urllib.parse import urlsplit
 from dynscope._format import location, plural
 from dynscope._palette import PALETTE
 from dynscope._render_text import (
+    cache_text,
     end_to_end_lines,
+    few,
     grads_text,
+    human_bytes,
     in_graphs_text,
+    pass_label,
+    phase_seconds,
+    phases_text,
     samples_text,
+    saved_text,
+    source_label,
     speedup_text,
     timing_notes,
     totals_line,
@@ -31,7 +39,7 @@ from dynscope._render_text import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from dynscope._model import Graph, Report, Timing
+    from dynscope._model import Graph, Kernel, Lowering, Report, Timing
 
 __all__ = ["CSP", "CSS", "NO_PICTURES", "SCRIPT", "render_html", "safe_url"]
 
@@ -57,6 +65,11 @@ pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:420px}
 .warnings{border-color:#f59e0b;background:#fffbeb}
 .totals{font-size:14px}
 details summary{cursor:pointer}
+pre.code{max-height:600px}
+pre.code span:target{background:#fde68a}
+td.num{text-align:right;white-space:nowrap}
+.lowering h3{font-size:15px;margin:14px 0 6px}
+.lowering h4{font-size:13px;margin:10px 0 4px}
 """ + "".join(f".legend i.c{i}{{background:{colour}}}\n" for i, colour in enumerate(PALETTE.values()))
 
 # Records problems the page itself can see (script errors, blocked fetches) so a headless
@@ -77,6 +90,9 @@ window.addEventListener('load', function () {
   var b = document.body;
   b.setAttribute('data-program', shown('program-view'));
   b.setAttribute('data-first-graph', shown('graph-svg-0'));
+  var k = document.querySelector('table.kernels');
+  var kr = k ? k.getBoundingClientRect() : null;
+  b.setAttribute('data-kernels', !k ? 'missing' : (kr.width > 10 && kr.height > 10) ? 'visible' : 'hidden');
   b.setAttribute('data-errors', String(window.__dynscope.errors.length));
   b.setAttribute('data-blocked', String(window.__dynscope.blocked.length));
   b.setAttribute('data-ready', 'yes');
@@ -100,11 +116,12 @@ def _e(text: object) -> str:
     return escape(str(text), quote=True)
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """An HTML table; cells are HTML already (callers escape what they put in)."""
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], attrs: str = "") -> str:
+    """An HTML table; cells are HTML already (callers escape what they put in); ``attrs``
+    (dynscope's own, never data) go on the <table> tag."""
     head = "".join(f"<th>{h}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<table{' ' + attrs if attrs else ''}><tr>{head}</tr>{body}</table>"
 
 
 def safe_url(url: str) -> str:
@@ -244,7 +261,139 @@ def _timing(g: Graph) -> str:
     )
 
 
-def _graph(g: Graph, svg: str | None) -> str:
+# -- below Dynamo -------------------------------------------------------------------------
+
+
+def _side(kernel: Kernel) -> str:
+    """"fwd" or "bwd": which output code of its graph the kernel is called in."""
+    return "bwd" if kernel.graph == "backward" else "fwd"
+
+
+def code_anchor(graph_id: int, side: str, line: int) -> str:
+    """The id of line ``line`` of graph ``graph_id``'s output code, side "fwd" or "bwd"."""
+    return f"g{graph_id}-{side}-L{line}"
+
+
+def _code_lines(low: Lowering, side: str) -> int:
+    return len((low.backward_code if side == "bwd" else low.code).splitlines())
+
+
+def _kernel_name(graph_id: int, low: Lowering, k: Kernel) -> str:
+    """The kernel's name, linked to the line of the output code that calls it when known."""
+    name = f"<code>{_e(k.name)}</code>"
+    side = _side(k)
+    if 0 < k.code_line <= _code_lines(low, side):
+        return f'<a href="#{code_anchor(graph_id, side, k.code_line)}">{name}</a>'
+    return name
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _code_block(graph_id: int, side: str, code: str) -> str:
+    """Output code, one span per line with an id to link to; folded."""
+    lines = code.splitlines()
+    body = "\n".join(
+        f'<span id="{code_anchor(graph_id, side, n)}">{n:4d}  {_e(text)}</span>' for n, text in enumerate(lines, 1)
+    )
+    what = "backward" if side == "bwd" else "forward"
+    return (
+        f"<details><summary>Inductor output code, {what} ({plural(len(lines), 'line')})</summary>"
+        f'<pre class="code" id="code-{graph_id}-{side}">{body}</pre></details>'
+    )
+
+
+def _kernels(g: Graph, low: Lowering) -> str:
+    rows = [
+        [_kernel_name(g.id, low, k), _e(k.kind), _e(pass_label(k)), f'{k.calls}', _ms(k.time_ms), _pct(k.share),
+         _e(few(k.aten_ops, 6)), _e(few(k.nodes, 6)), _e(few(list(k.source_lines), 4))]
+        for k in low.kernels_by_time()
+    ]
+    outside = low.outside_kernels_ms
+    if outside is not None:
+        share = outside / low.profiled_ms if low.profiled_ms else None
+        rows.append(["<i>outside kernels</i>", "-", "-", "-", _ms(outside), _pct(share),
+                     "wrapper code, allocation, launches", "-", "-"])
+    return _table(
+        ["kernel", "kind", "pass", "calls", "ms", "share", "fused ATen ops", "Dynamo nodes", "source lines"],
+        rows, f'class="kernels" id="kernels-{g.id}"',
+    )
+
+
+def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str]) -> str:
+    """What Inductor made of one graph: kernels, saved tensors, phases, pictures, code."""
+    low = g.lowering
+    if low is None:
+        return ""
+    how = "dynscope's timed build" if low.source == "timing" else "the compile PyTorch logged"
+    facts = [f"Inductor ({_e(low.mode)}, {how}): {plural(len(low.kernels), 'kernel')}",
+             f"{low.mapped_share:.0%} of the graph's compute nodes mapped to a kernel"]
+    if low.unmapped:
+        facts[-1] += f" (not mapped: {_e(few(list(low.unmapped), 8))})"
+    if low.profiled_ms is not None:
+        facts.append(f"{low.profiled_ms:.4f} ms per run under the profiler")
+    saved = low.saved_for_backward
+    if saved is not None:
+        facts.append(f"saved for backward: {plural(saved.count, 'tensor')}, {_e(human_bytes(saved.bytes))}"
+                     + (f" ({saved.symbolic} of symbolic size, counted at size 1)" if saved.symbolic else ""))
+    out = [f'<div class="lowering" id="lowering-{g.id}"><h3>Below Dynamo</h3><p>' + "; ".join(facts) + "</p>"]
+    out.append(_kernels(g, low) if low.kernels else "<p>No kernels listed.</p>")
+    phases, cache = phases_text(phase_seconds([g])), cache_text([g])
+    if phases:
+        out.append(f"<p>Compile per phase: {_e(phases)}</p>")
+    if cache:
+        out.append(f"<p>Cache: {_e(cache)}</p>")
+    if low.notes:
+        out.append('<ul class="warn">' + "".join(f"<li>{_e(n)}</li>" for n in low.notes) + "</ul>")
+    for aot in (low.forward, low.backward):
+        svg = aot_svgs.get((g.id, aot.kind)) if aot is not None else None
+        if aot is not None and svg is not None:
+            out.append(
+                f"<h4>AOTAutograd {_e(aot.kind)} graph ({aot.op_count} ATen ops)</h4>"
+                f'<div class="svgbox" id="aot-svg-{g.id}-{_e(aot.kind)}">{svg}</div>'
+            )
+    if low.code:
+        out.append(_code_block(g.id, "fwd", low.code))
+    if low.backward_code:
+        out.append(_code_block(g.id, "bwd", low.backward_code))
+    return "".join(out) + "</div>"
+
+
+def _program_lowering(rep: Report) -> str:
+    """The program's part below Dynamo: its costliest kernels, compile per phase, caches."""
+    lowered = [g for g in rep.graphs if g.lowering is not None]
+    if not lowered:
+        return ""
+    out = [f"<section id=\"below-dynamo\"><h2>Below Dynamo ({plural(len(lowered), 'lowered graph')})</h2>"]
+    top = rep.top_kernels(10)
+    if top:
+        out.append("<p>The kernels that cost the program most (time over each graph's runs; share of "
+                   "its graph's profiled time):</p>")
+        out.append(_table(
+            ["graph", "kernel", "kind", "pass", "ms", "share", "fused ATen ops", "source lines"],
+            (
+                [f'<a href="#graph-{g.id}">{g.id}</a>', _kernel_name(g.id, g.lowering, k) if g.lowering else "",
+                 _e(k.kind), _e(pass_label(k)), _ms(cost), _pct(k.share), _e(few(k.aten_ops)),
+                 _e(few([source_label(s) for s in k.source_lines], 2))]
+                for g, k, cost in top
+            ),
+            'class="top-kernels"',
+        ))
+    else:
+        out.append("<p>Kernels not timed (<code>dynscope.report(..., timing=True)</code> times them).</p>")
+    for label, text in (("Compile per phase", phases_text(phase_seconds(lowered))), ("Cache", cache_text(lowered)),
+                        ("Saved for backward", saved_text(lowered))):
+        if text:
+            out.append(f"<p>{label}: {_e(text)}</p>")
+    return "".join(out) + "</section>"
+
+
+def _graph(g: Graph, svg: str | None, aot_svgs: Mapping[tuple[int, str], str] | None = None) -> str:
     ops = _table(["op", "count"], ([f"<code>{_e(t)}</code>", str(n)] for t, n in g.op_counts))
     inputs = ", ".join(_e(m.describe()) for m in g.inputs)
     return (
@@ -252,7 +401,7 @@ def _graph(g: Graph, svg: str | None) -> str:
         f"{_e(location(g.filename, g.lineno))})</small></h2>"
         f"<p>{g.op_count} ops, {g.node_count} nodes; inputs: {inputs}</p>"
         f'<div class="svgbox" id="graph-svg-{g.id}">{NO_PICTURES if svg is None else svg}</div>'
-        f"{_timing(g)}"
+        f"{_timing(g)}{_lowering(g, aot_svgs or {})}"
         f"<details><summary>ops</summary>{ops}</details>"
         f"<details><summary>code</summary><pre>{_e(g.code)}</pre></details></section>"
     )
@@ -295,6 +444,7 @@ def render_html(
     *,
     program_svg: str | None = None,
     graph_svgs: Mapping[int, str] | None = None,
+    aot_svgs: Mapping[tuple[int, str], str] | None = None,
 ) -> str:
     """The whole page as a string. Pure: it never looks for or runs Graphviz.
 
@@ -306,11 +456,13 @@ def render_html(
         rep: the report.
         program_svg: the program picture (``Report.program_svg()``), or None.
         graph_svgs: graph id -> that graph's picture (``Graph.to_svg()``).
+        aot_svgs: (graph id, ``AotGraph.kind``) -> the picture of that AOTAutograd graph;
+            a lowered graph without one shows no AOT picture.
     """
     title = f"dynscope: {rep.title}" if rep.title else "dynscope report"
     program = NO_PICTURES if program_svg is None else program_svg
     svgs = graph_svgs or {}
-    graphs = "\n".join(_graph(g, svgs.get(g.id)) for g in rep.graphs)
+    graphs = "\n".join(_graph(g, svgs.get(g.id), aot_svgs) for g in rep.graphs)
     cov = ""
     if rep.coverage is not None:
         c = rep.coverage
@@ -331,7 +483,7 @@ def render_html(
 <div class="svgbox" id="program-view">{program}</div></section>
 <section><h2>Graph breaks ({plural(rep.break_count, "event")} at {plural(len(rep.breaks), "site")})</h2>{_breaks(rep)}</section>
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
-{_fallbacks(rep)}{cov}{_end_to_end(rep)}
+{_fallbacks(rep)}{cov}{_end_to_end(rep)}{_program_lowering(rep)}
 <section><h2>Guards</h2>{_guards(rep)}</section>
 <section><h2>Graphs ({rep.graph_count})</h2>{_legend()}</section>
 {graphs}

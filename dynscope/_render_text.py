@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import re
 import textwrap
+from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
+from dynscope._errors import InputError
 from dynscope._format import ADD_UP_TOLERANCE, OVERHEAD_MS, clip, location, ms, plural, timer_resolution_ms
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope._model import Graph, ModeTiming, Report, Timing
+    from dynscope._model import Graph, Kernel, ModeTiming, Report, Timing
 
 # Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
 # SOS, PM and APC strings (up to BEL or ST), other two-byte ESC sequences; then any C0/C1
@@ -358,6 +360,181 @@ def _flagged(notes: list[str], width: int = 100) -> list[str]:
     ]
 
 
+# -- below Dynamo: Inductor's kernels, compile phases, caches ---------------------------
+
+#: Compile phases (Lowering.phases keys, in pipeline order) in words.
+PHASE_LABELS = {
+    "dynamo": "Dynamo tracing",
+    "aot_autograd": "AOTAutograd",
+    "lowering": "Inductor lowering and scheduling",
+    "codegen": "code generation",
+    "compile": "C++/Triton compile",
+}
+#: The caches (the first word of a Lowering.cache key) in words, in the order shown.
+CACHE_LABELS = {"fx_graph": "FX graph cache", "aot_autograd": "AOTAutograd cache"}
+_CACHE_RESULTS = ("hit", "miss", "bypass")
+
+
+def kernel_label(name: str, n: int = 36) -> str:
+    """A kernel's name short enough for a table: library calls lose their
+    ``extern_kernels.`` prefix (the kind column says it), long names are clipped."""
+    return clip(name.removeprefix("extern_kernels."), n)
+
+
+def pass_label(kernel: Kernel) -> str:
+    """"fwd", "bwd" or "inf": the AOT graph the kernel runs in."""
+    return {"forward": "fwd", "backward": "bwd", "inference": "inf"}.get(kernel.graph, kernel.graph)
+
+
+def few(items: tuple[str, ...] | list[str], n: int = 3) -> str:
+    """The first ``n`` items joined, "+k" for the rest; "-" when there are none."""
+    if not items:
+        return "-"
+    return ", ".join(items[:n]) + (f", +{len(items) - n}" if len(items) > n else "")
+
+
+def source_label(line: str) -> str:
+    """"file.py:LINE" from a kernel's "path/file.py:LINE" (the base name, as elsewhere)."""
+    path, sep, lineno = line.rpartition(":")
+    return f"{PurePath(path).name}:{lineno}" if sep and lineno.isdigit() else line
+
+
+def human_bytes(n: int) -> str:
+    """"768 B", "12.0 KiB", "3.5 MiB", "1.2 GiB"."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}" if value >= 0.01 or value == 0 else "<1%"
+
+
+def phase_seconds(graphs: list[Graph] | tuple[Graph, ...]) -> list[tuple[str, float]]:
+    """Compile seconds per phase summed over the graphs' lowerings, in pipeline order
+    (phases no graph reports are left out; unknown ones come last, in the order met)."""
+    total: dict[str, float] = {}
+    for g in graphs:
+        if g.lowering is not None:
+            for phase, s in g.lowering.phases:
+                total[phase] = total.get(phase, 0.0) + s
+    known = [p for p in PHASE_LABELS if p in total]
+    return [(p, total[p]) for p in known + [p for p in total if p not in PHASE_LABELS]]
+
+
+def phases_text(phases: list[tuple[str, float]]) -> str:
+    """"Dynamo tracing 0.25 s, AOTAutograd 0.25 s, ... (total 7.4 s)"; "" when none."""
+    if not phases:
+        return ""
+    parts = ", ".join(f"{PHASE_LABELS.get(p, p)} {s:.2f} s" for p, s in phases)
+    return f"{parts} (total {sum(s for _, s in phases):.2f} s)"
+
+
+def cache_counts(graphs: list[Graph] | tuple[Graph, ...]) -> list[tuple[str, dict[str, int]]]:
+    """Per cache (its words), how many lookups hit, missed or were bypassed."""
+    counts: dict[str, dict[str, int]] = {}
+    for g in graphs:
+        if g.lowering is not None:
+            for key, result in g.lowering.cache:
+                cache = key.split(" ", 1)[0]
+                per = counts.setdefault(CACHE_LABELS.get(cache, cache), {})
+                per[result] = per.get(result, 0) + 1
+    order = list(CACHE_LABELS.values())
+    return sorted(counts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+
+
+def cache_text(graphs: list[Graph] | tuple[Graph, ...]) -> str:
+    """"FX graph cache: 2 hit, 1 miss; AOTAutograd cache: 3 bypass"; "" when none recorded."""
+    parts = []
+    for cache, per in cache_counts(graphs):
+        results = sorted(per, key=lambda r: _CACHE_RESULTS.index(r) if r in _CACHE_RESULTS else len(_CACHE_RESULTS))
+        parts.append(f"{cache}: " + ", ".join(f"{per[r]} {r}" for r in results))
+    return "; ".join(parts)
+
+
+def saved_text(graphs: list[Graph] | tuple[Graph, ...]) -> str:
+    """"2 tensors, 768 B over 3 training graphs"; "" when no graph trains."""
+    saved = [g.lowering.saved_for_backward for g in graphs if g.lowering and g.lowering.saved_for_backward]
+    if not saved:
+        return ""
+    count, size = sum(s.count for s in saved), sum(s.bytes for s in saved)
+    symbolic = sum(s.symbolic for s in saved)
+    text = f"{plural(count, 'tensor')}, {human_bytes(size)} over {plural(len(saved), 'training graph')}"
+    if symbolic:
+        text += f" ({symbolic} of symbolic size, counted at size 1)"
+    return text
+
+
+def kernels_table(graph: Graph) -> str:
+    """Every kernel of ``graph``'s lowering, slowest first, then a row for the profiled
+    time spent outside kernels (wrapper code, allocation, launches).
+
+    Raises:
+        InputError: the graph has no lowering (it did not go through Inductor).
+    """
+    low = graph.lowering
+    if low is None:
+        raise InputError(
+            f"graph {graph.id} has no lowering: only graphs compiled by Inductor have kernels; "
+            "use dynscope.report(..., timing=True) or inner='inductor'"
+        )
+    rows: list[list[object]] = []
+    for k in low.kernels_by_time():
+        rows.append([
+            kernel_label(k.name, 48), k.kind, pass_label(k), k.calls,
+            ms(k.time_ms) if k.time_ms is not None else "-", _share(k.share),
+            few(k.aten_ops), few(k.nodes), few([source_label(s) for s in k.source_lines], 2),
+        ])
+    outside = low.outside_kernels_ms
+    if outside is not None:
+        share = outside / low.profiled_ms if low.profiled_ms else None
+        rows.append(["(outside kernels)", "-", "-", "-", ms(outside), _share(share),
+                     "wrapper code, allocation", "-", "-"])
+    headers = ["kernel", "kind", "pass", "calls", "time", "share", "fused ops", "nodes", "source"]
+    return tabulate(rows, headers=headers, tablefmt="simple")
+
+
+def below_dynamo_section(rep: Report) -> list[str]:
+    """The summary's lines on Inductor's work: top kernels of the program, compile time
+    per phase with cache results, saved-for-backward bytes; [] when no graph was lowered."""
+    lowered = [g for g in rep.graphs if g.lowering is not None]
+    if not lowered:
+        return []
+    count = sum(len(g.lowering.kernels) for g in lowered if g.lowering is not None)
+    out = [f"Below Dynamo ({plural(count, 'kernel')} in {plural(len(lowered), 'lowered graph')})"]
+    top = rep.top_kernels(5)
+    if top:
+        rows = [
+            [g.id, kernel_label(k.name), k.kind, pass_label(k), ms(cost), _share(k.share),
+             few(k.aten_ops), few([source_label(s) for s in k.source_lines], 2)]
+            for g, k, cost in top
+        ]
+        out.append(tabulate(
+            rows, headers=["graph", "kernel", "kind", "pass", "time", "share", "fused ops", "source"],
+            tablefmt="simple",
+        ))
+        out.append("    time: over the graph's runs; share: of its graph's profiled time")
+    else:
+        out.append("    kernels not timed (dynscope.report(..., timing=True) times them)")
+    # The phases are those of the Inductor builds the lowerings describe (dynscope's timed
+    # build, or the user's compile), not of the capture: they do not add up to "Compile time".
+    lines = [
+        ("compile per phase", phases_text(phase_seconds(lowered))),
+        ("cache", cache_text(lowered)),
+        ("saved for backward", saved_text(lowered)),
+    ]
+    for label, text in lines:
+        if text:
+            out += textwrap.wrap(f"{label}: {text}", 100, initial_indent="    ", subsequent_indent="      ")
+    out += _flagged([f"graph {g.id}: {n}" for g in lowered if g.lowering is not None for n in g.lowering.notes])
+    return [*out, ""]
+
+
 def render_summary(rep: Report) -> str:
     """The whole terminal summary. Deterministic for a given report."""
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
@@ -393,5 +570,6 @@ def render_summary(rep: Report) -> str:
         out.append("")
     if rep.timing:
         out += ["Timing (end to end)", timing_section(rep), *_flagged(end_to_end_lines(rep)), ""]
+    out += below_dynamo_section(rep)
     out += ["Compile time", compile_time_section(rep)]
     return "\n".join(out).rstrip() + "\n"

@@ -71,10 +71,22 @@ def dot_to_svg(dot: str, path: str | Path | None = None) -> str:
     return svg
 
 
-def report_pictures(rep: Report) -> tuple[str, dict[int, str]]:
-    """Every picture of a report laid out: (program SVG, graph id -> graph SVG).
+def report_pictures(rep: Report) -> tuple[str, dict[int, str], dict[tuple[int, str], str]]:
+    """Every picture of a report laid out: (program SVG, graph id -> graph SVG,
+    (graph id, AOT graph kind) -> AOT graph SVG).
+
+    The AOT pictures are those of graphs with a lowering: kind "forward" and "backward"
+    for a training graph, "inference" otherwise.
 
     Raises:
         GraphvizNotFoundError: ``dot`` is not installed.
     """
-    return dot_to_svg(rep.program_dot()), {g.id: dot_to_svg(g.to_dot()) for g in rep.graphs}
+    aot: dict[tuple[int, str], str] = {}
+    for g in rep.graphs:
+        low = g.lowering
+        if low is None:
+            continue
+        for graph in (low.forward, low.backward):
+            if graph is not None:
+                aot[(g.id, graph.kind)] = dot_to_svg(graph.to_dot(low))
+    return dot_to_svg(rep.program_dot()), {g.id: dot_to_svg(g.to_dot()) for g in rep.graphs}, aot

@@ -13,6 +13,7 @@ compiled median), plus the first compiled call (compile included) and peak memor
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import statistics
@@ -25,7 +26,8 @@ import torch
 
 from dynscope import _torch
 from dynscope._errors import InputError
-from dynscope._model import Graph, ModeTiming, Report, Timing
+from dynscope._lowering import LoweringRecorder
+from dynscope._model import Graph, Lowering, ModeTiming, Report, Timing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -275,9 +277,23 @@ def _progress(opts: TimingOptions) -> Callable[[str], None]:
 
 def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
     """Time one captured graph eagerly and through Inductor in one mode."""
+    return time_graph_lowered(rec, mode, opts)[0]
+
+
+def time_graph_lowered(
+    rec: RecordedGraph,
+    mode: str,
+    opts: TimingOptions,
+    graph: Graph | None = None,
+    *,
+    dynamo_s: float | None = None,
+) -> tuple[Timing, Lowering | None]:
+    """Time one captured graph, and with ``graph`` (its report entry) also read its lowering:
+    the timed build's AOT graphs and kernels, each kernel timed by the profiler on that build."""
     inputs = list(rec.example_inputs)
     device = device_of(inputs)
     clock = _Clock(device)
+    recorder = LoweringRecorder() if graph is not None else None
     # A graph Dynamo made dynamic is compiled dynamic too, and timed at the recorded sizes.
     symbolic = rec.module if rec.dynamic else None
     try:
@@ -285,9 +301,10 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
         with torch.no_grad():
             kernels_before = _torch.kernel_count()
             start = time.perf_counter()
-            compiled = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, mode, symbolic_from=symbolic)
-            compiled(*inputs)  # the first run (autotuning, loading) is part of the compile cost
-            clock.sync()
+            with recorder.recording() if recorder is not None else contextlib.nullcontext():
+                compiled = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, mode, symbolic_from=symbolic)
+                compiled(*inputs)  # the first run (autotuning, loading) is part of the compile cost
+                clock.sync()
             compile_s = time.perf_counter() - start
             kernels = _torch.kernel_count() - kernels_before if kernels_before >= 0 else -1
             numerics_mode = "default"
@@ -304,7 +321,7 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
             got = _seeded(checker, inputs, device)
     except Exception as err:  # noqa: BLE001 - reported in the timing, the report goes on
         # Nothing was compared: a failed graph never claims matching numerics.
-        return Timing(mode=mode, device=device, error=_error_text(err), numerics_ok=False)
+        return Timing(mode=mode, device=device, error=_error_text(err), numerics_ok=False), None
     max_abs, max_rel, ok = compare_outputs(expected, got, opts.rtol, opts.atol)
 
     def call() -> Any:
@@ -314,7 +331,7 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
         with torch.no_grad():
             eager, comp = interleaved(lambda: gm(*inputs), call, clock, opts)
     except Exception as err:  # noqa: BLE001
-        return Timing(
+        timing = Timing(
             mode=mode,
             device=device,
             compile_s=compile_s,
@@ -324,6 +341,7 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
             numerics_ok=ok,
             numerics_mode=numerics_mode,
         )
+        return timing, None
     timing = Timing(
         mode=mode,
         device=device,
@@ -335,9 +353,62 @@ def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
         numerics_ok=ok,
         numerics_mode=numerics_mode,
     )
+    lowering = None
+    if recorder is not None and graph is not None:
+
+        def run_inference() -> None:
+            with torch.no_grad():
+                compiled(*inputs)
+
+        lowering = _lowered(recorder, graph, run_inference, timing, dynamo_s)
     if opts.backward and rec.trains:
-        timing = _time_training(timing, rec, gm, inputs, opts, clock, symbolic=symbolic)
-    return timing
+        timing, trained = _time_training(timing, rec, gm, inputs, opts, clock, symbolic=symbolic, graph=graph)
+        if trained is not None and graph is not None:
+            trained = replace(trained, phases=_with_dynamo(trained.phases, dynamo_s))
+        lowering = trained or lowering
+    return timing, lowering
+
+
+def _with_dynamo(phases: tuple[tuple[str, float], ...], dynamo_s: float | None) -> tuple[tuple[str, float], ...]:
+    if dynamo_s is None or any(p == "dynamo" for p, _ in phases):
+        return phases
+    return (("dynamo", dynamo_s), *phases)
+
+
+#: Profiling a build: at least this many runs, and about this much time in all.
+_PROFILE_RUNS = 3
+_PROFILE_MS = 50.0
+
+
+def _lowered(
+    recorder: LoweringRecorder,
+    graph: Graph,
+    run: Callable[[], Any],
+    timing: Timing,
+    dynamo_s: float | None,
+    per_run_ms: float | None = None,
+) -> Lowering | None:
+    """The recorded lowering, its kernels timed by profiling ``run`` (one run of the build)."""
+    notes: list[str] = []
+    times = None
+    units = recorder.kernel_units()
+    if units and any(units):
+        if _torch.profiler_running():
+            notes.append("kernel times not measured: a profiler of yours was running")
+        else:
+            ms = per_run_ms if per_run_ms is not None else timing.compiled_ms
+            runs = min(50, max(_PROFILE_RUNS, math.ceil(_PROFILE_MS / max(ms, 1e-3))))
+            try:
+                times = _torch.kernel_times(run, units, runs, cuda=timing.device.startswith("cuda"))
+            except Exception as err:  # noqa: BLE001 - the lowering stands without times
+                notes.append(f"kernel times not measured: {_error_text(err)}")
+            else:
+                if times.calls != runs * len(units):
+                    notes.append(
+                        f"the profiler saw {times.calls} graph calls for {runs} runs of {len(units)} compiled "
+                        "graph(s): kernel times may be incomplete"
+                    )
+    return recorder.lowering(graph, mode=timing.mode, source="timing", times=times, dynamo_s=dynamo_s, notes=notes)
 
 
 def _time_training(
@@ -349,24 +420,22 @@ def _time_training(
     clock: _Clock,
     *,
     symbolic: Any,
-) -> Timing:
+    graph: Graph | None = None,
+) -> tuple[Timing, Lowering | None]:
     """Forward+backward of a training graph: eager autograd against Inductor's AOTAutograd
-    build (what torch.compile runs in a training step), with gradients compared.
+    build (what torch.compile runs in a training step), with gradients compared. With
+    ``graph``, also the build's lowering (forward and backward kernels, timed).
 
     Gradients are taken with ``torch.autograd.grad``, so no parameter's ``.grad`` changes.
     """
     wrt = [v for v in inputs if isinstance(v, torch.Tensor) and v.requires_grad]
     if not wrt:
-        return timing
+        return timing, None
     random = timing.numerics_mode == "fallback_random"
+    recorder = LoweringRecorder() if graph is not None else None
+    lowering = None
     try:
         with torch.enable_grad():
-            build = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, timing.mode, symbolic_from=symbolic)
-            checker = build
-            if random:  # the same reasoning as for outputs: judge gradients under eager's RNG
-                checker = _torch.inductor_compile(
-                    copy.deepcopy(rec.module), inputs, timing.mode, symbolic_from=symbolic, eager_random=True
-                )
             # Fixed random cotangents: ones could hide a wrong reduction.
             outs = [t for t in _tensors(gm(*inputs)) if t.requires_grad]
             gen = torch.Generator(device=outs[0].device if outs else "cpu").manual_seed(_SEED)
@@ -380,13 +449,24 @@ def _time_training(
 
                 return go
 
+            # AOTAutograd compiles the backward on the first backward(): record through it.
+            with recorder.recording() if recorder is not None else contextlib.nullcontext():
+                build = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, timing.mode, symbolic_from=symbolic)
+                step(build)()
+            checker = build
+            if random:  # the same reasoning as for outputs: judge gradients under eager's RNG
+                checker = _torch.inductor_compile(
+                    copy.deepcopy(rec.module), inputs, timing.mode, symbolic_from=symbolic, eager_random=True
+                )
             expected = _seeded(step(gm), [], timing.device)
             got = _seeded(step(checker), [], timing.device)
             max_abs, _rel, grads_ok = compare_outputs(expected, got, opts.rtol, opts.atol)
             eager, comp = interleaved(step(gm), step(build), clock, opts)
+            if recorder is not None and graph is not None:
+                lowering = _lowered(recorder, graph, step(build), timing, None, per_run_ms=comp.median)
     except Exception as err:  # noqa: BLE001 - the forward numbers stand; say why backward is missing
-        return replace(timing, train_error=_error_text(err))
-    return replace(
+        return replace(timing, train_error=_error_text(err)), None
+    trained = replace(
         timing,
         train_eager_ms=eager.median,
         train_compiled_ms=comp.median,
@@ -395,6 +475,7 @@ def _time_training(
         # Gradients are results too: wrong ones make the compiled graph wrong.
         numerics_ok=timing.numerics_ok and grads_ok,
     )
+    return trained, lowering
 
 
 #: The seed both sides of a numerics check run under.
@@ -505,6 +586,7 @@ def time_report(
     say = _progress(opts)
     # Matched by the live GraphModule: compile ids in the report are renumbered.
     by_module = {id(r.module): r for r in recorded}
+    dynamo_of = {f.compile_id: f.compile_time.dynamo_s for f in rep.frames}
     graphs: list[Graph] = []
     # Timing runs random ops (dropout) many times: leave the user's RNG streams as found.
     with _torch.inductor_cache_dir(opts.cache_dir), torch.random.fork_rng(devices=_cuda_devices(device)):
@@ -514,10 +596,16 @@ def time_report(
                 graphs.append(g)
                 continue
             timings = []
-            for mode in mode_list:
+            lowering = None
+            for i, mode in enumerate(mode_list):
                 say(f"graph {g.id + 1}/{rep.graph_count} ({g.frame}), mode {mode}")
-                timings.append(time_graph(rec, mode, opts))
-            graphs.append(replace(g, timings=tuple(timings)))
+                # The lowering shown is that of the first mode's build.
+                timing, lowered = time_graph_lowered(
+                    rec, mode, opts, g if i == 0 else None, dynamo_s=dynamo_of.get(g.compile_id)
+                )
+                timings.append(timing)
+                lowering = lowering or lowered
+            graphs.append(replace(g, timings=tuple(timings), lowering=lowering or g.lowering))
         e2e: list[ModeTiming] = []
         if opts.end_to_end:
             for mode in mode_list:

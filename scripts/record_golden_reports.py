@@ -1,6 +1,6 @@
 """Record the reports the renderer goldens are made from (tests/golden/reports/*.json).
 
-    .venv/bin/python scripts/record_golden_reports.py
+    .venv/bin/python scripts/record_golden_reports.py [NAME ...]   (default: all but OLD_SCHEMA)
 
 Renderer goldens (summary text, DOT) are generated from these stored reports, so a torch
 upgrade or an edit to the corpus cannot churn them; live tests check meaning (counts,
@@ -19,6 +19,9 @@ sys.path.insert(0, str(ROOT))
 import dynscope  # noqa: E402
 from tests.corpus.programs import MLP, PrintModel, _x  # noqa: E402
 
+#: Kept at the schema they were recorded with (1): they also prove older reports load.
+OLD_SCHEMA = ("print_model", "mlp")
+
 OUT = ROOT / "tests" / "golden" / "reports"
 
 
@@ -26,12 +29,29 @@ def main() -> int:
     import torch
 
     torch.manual_seed(0)
-    reports = {
-        "print_model": dynscope.report(PrintModel(), calls=[_x(4, 8), _x(6, 8)]),
-        "mlp": dynscope.report(MLP(), _x(4, 8)),
+    model = PrintModel()
+
+    def train_step(x: torch.Tensor) -> None:
+        model(x).sum().backward()
+
+    quick = dynscope.TimingOptions(end_to_end=False, repeats=5, min_time_s=0.01, min_sample_ms=1.0)
+    makers = {
+        "print_model": lambda: dynscope.report(PrintModel(), calls=[_x(4, 8), _x(6, 8)]),
+        "mlp": lambda: dynscope.report(MLP(), _x(4, 8)),
+        # Two graphs (a print breaks them), each timed through Inductor in a training step:
+        # forward and backward lowerings with kernel times.
+        "lowered_train": lambda: dynscope.report(
+            train_step, _x(64, 8), timing=True, timing_options=quick
+        ),
     }
+    chosen = sys.argv[1:] or [n for n in makers if n not in OLD_SCHEMA]
+    unknown = [n for n in chosen if n not in makers]
+    if unknown:
+        print(f"unknown report(s) {unknown}; choose from {list(makers)}", file=sys.stderr)
+        return 2
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, rep in reports.items():
+    for name in chosen:
+        rep = makers[name]()
         text = rep.to_json().replace(str(ROOT), "<root>")
         (OUT / f"{name}.json").write_text(text, encoding="utf-8")
         print(f"{name}: {rep.graph_count} graphs, {rep.break_count} breaks -> {OUT / name}.json")

@@ -38,8 +38,30 @@ def test_timing_transformer(capsys: pytest.CaptureFixture[str]) -> None:
     assert e2e.eager_ms > 0 and e2e.compiled_ms > 0
 
 
+def test_lowering_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "lowering"
+    rep = runpy.run_path(str(EXAMPLES / "lowering_training.py"))["main"](str(out))
+    printed = capsys.readouterr().out
+    lowered = [(g, g.lowering) for g in rep.graphs if g.lowering is not None]
+    assert len(lowered) == len(rep.graphs) == 2, "the model's graph and the optimizer step's"
+    for g, low in lowered:
+        assert all(k.time_ms is not None for k in low.kernels)
+        fwd = sum(1 for k in low.kernels if k.graph != "backward")
+        bwd = sum(1 for k in low.kernels if k.graph == "backward")
+        assert f"graph {g.id}: {fwd} forward kernels, {bwd} backward kernels" in printed
+        assert low.kernels_by_time()[0].name in printed
+    # The model's graph trains: AOTAutograd split it, and the forward saved activations.
+    (low,) = [low for _, low in lowered if low.backward is not None]
+    assert low.forward is not None and any(k.graph == "backward" for k in low.kernels)
+    assert low.saved_for_backward is not None and low.saved_for_backward.bytes > 0
+    assert f"saved for backward: {low.saved_for_backward.count} tensors" in printed
+    assert "lowering_training.py:" in printed, "kernels name the example's own lines"
+    assert dynscope.load(out / "report.json") == rep
+
+
 # Each example and the test that runs it; a new example must be added here.
 RUN_BY = {
+    "lowering_training.py": ("tests.test_examples", "test_lowering_training"),
     "quickstart.py": ("tests.test_examples", "test_quickstart"),
     "test_compile_budget.py": ("tests.test_budget", "test_example_budget_file_passes"),
     "timing_transformer.py": ("tests.test_examples", "test_timing_transformer"),

@@ -49,16 +49,24 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return rep.render(tmp_path_factory.mktemp("bundle"))
 
 
+
+def _page_state(uri: str, profile: Path) -> tuple[str, dict[str, str]]:
+    """The page's DOM once loaded, and the data-* state its script writes on <body>."""
+    dom = _run(["--virtual-time-budget=5000", "--dump-dom", uri], profile)
+    body = re.search(r"<body[^>]*>", dom)
+    assert body, dom[:500]
+    return dom, dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body.group(0)))
+
 def test_page_loads_offline_with_pictures(bundle: Path, tmp_path: Path) -> None:
     page = bundle / "index.html"
     text = page.read_text()
     # Nothing on the page may fetch: no src= to anywhere, no stylesheet links.
     assert not re.search(r'\ssrc=["\']', text) and "<link" not in text
-    dom = _run(["--virtual-time-budget=5000", "--dump-dom", page.as_uri()], tmp_path / "p1")
-    body = re.search(r"<body[^>]*>", dom)
-    assert body, dom[:500]
-    attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body.group(0)))
-    assert attrs == {"program": "visible", "first-graph": "visible", "errors": "0", "blocked": "0", "ready": "yes"}
+    dom, attrs = _page_state(page.as_uri(), tmp_path / "p1")
+    assert attrs == {
+        "program": "visible", "first-graph": "visible", "kernels": "missing", "errors": "0", "blocked": "0",
+        "ready": "yes",
+    }
 
 
 def test_screenshot_is_not_blank(bundle: Path, tmp_path: Path) -> None:
@@ -75,6 +83,29 @@ def test_screenshot_is_not_blank(bundle: Path, tmp_path: Path) -> None:
         DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
         image.save(DOCS_IMAGES / "report.png")
         image.crop((0, 0, 1300, 1150)).save(DOCS_IMAGES / "program-view.png")
+
+
+def test_lowered_page_shows_kernels_and_opens_code_at_a_kernel(tmp_path: Path) -> None:
+    """A report with Inductor lowerings (kernels tables, output code, AOT pictures) loads with
+    no script errors and no blocked fetches; following a kernel's link opens its folded code."""
+    rep = dynscope.load(Path(__file__).parent / "golden" / "reports" / "lowered_train.json")
+    out = rep.render(tmp_path / "lowered")
+    page = out / "index.html"
+    text = page.read_text()
+    assert not re.search(r'\ssrc=["\']', text) and "<link" not in text
+    assert text.count("<script>") == 1
+    # The slowest kernel of graph 1 (the backward mm) links to its call line in the backward code.
+    target = "g1-bwd-L130"
+    assert f'<a href="#{target}">' in text and f'<span id="{target}">' in text
+    dom, attrs = _page_state(page.as_uri() + "#" + target, tmp_path / "p4")
+    assert attrs == {
+        "program": "visible", "first-graph": "visible", "kernels": "visible", "errors": "0", "blocked": "0",
+        "ready": "yes",
+    }
+    folded = re.findall(r"<details( open=\"\")?><summary>Inductor output code, (\w+)", dom)
+    assert len(folded) == 6  # forward and backward code of 3 graphs
+    assert [side for opened, side in folded if opened] == ["backward"], "only the code holding the target opens"
+    assert dom.index(f'<span id="{target}">') > dom.index('<section id="graph-1"')
 
 
 def _hostile_function(folder: Path) -> types.FunctionType:

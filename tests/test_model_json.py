@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import dynscope
 from dynscope._codec import report_from_dict
 from dynscope._model import (
+    SCHEMA_VERSION,
     BreakEvent,
     CompileTime,
     Coverage,
@@ -98,7 +99,7 @@ def test_real_report_round_trip(tmp_path) -> None:
         rep.graph_count, rep.break_count, rep.recompile_count)
     assert str(back) == str(rep)
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == SCHEMA_VERSION
     assert "_module" not in data["graphs"][0]
 
 

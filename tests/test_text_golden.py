@@ -53,3 +53,27 @@ def test_stored_reports_still_mean_what_a_live_compile_says(name: str, live) -> 
     )
     assert [b.category for b in rep.breaks] == [b.category for b in old.breaks]
     assert [g.op_counts for g in rep.graphs] == [g.op_counts for g in old.graphs]
+
+
+def test_lowered_summary_golden(golden) -> None:
+    """A training step lowered by Inductor: the "Below Dynamo" section (top kernels, compile
+    phases, caches, saved-for-backward bytes) from a report recorded with timing=True."""
+    rep = stored("lowered_train")
+    text = normalise(rep.summary())
+    section = text[text.index("Below Dynamo (10 kernels in 3 lowered graphs)") :]
+    assert "extern  bwd     205.0 us  52%" in section  # the slowest kernel first
+    assert "cache: FX graph cache: 6 bypass; AOTAutograd cache: 3 bypass" in section
+    assert "saved for backward: 2 tensors, 768 B over 3 training graphs" in section
+    golden.check("lowered_train_summary.txt", text)
+
+
+def test_kernels_table_golden(golden) -> None:
+    from dynscope._render_text import kernels_table
+
+    rep = stored("lowered_train")
+    tables = [kernels_table(g) for g in rep.graphs]
+    for g, table in zip(rep.graphs, tables, strict=True):
+        assert g.lowering is not None
+        assert len(table.splitlines()) == 2 + len(g.lowering.kernels) + 1  # header, rule, kernels, outside
+    text = "\n\n".join(f"graph {g.id}\n{t}" for g, t in zip(rep.graphs, tables, strict=True))
+    golden.check("lowered_train_kernels.txt", text + "\n")

@@ -9,7 +9,9 @@ format. Modules, one job each (every shim names the torch release it follows):
 - ``metrics``: ``compilation_metrics`` read into ``CompileMetrics``;
 - ``break_text``, ``guard_text``: the graph-break report and guard/recompile grammars;
 - ``fx``: FX node metadata and the printed graph code;
-- ``profiler``: the profiler's event names and the coverage recorder;
+- ``profiler``: the profiler's event names, the coverage recorder and kernel times;
+- ``lowering_text``: what AOTAutograd and Inductor log (printed graphs, output code,
+  provenance, compile steps);
 - ``registry``: PyTorch's graph-break registry and which files are the user's;
 - ``wording``: rules about Dynamo's wording and generated names.
 
@@ -36,6 +38,8 @@ _HOME = {
     "inductor_cache_dir": "runtime",
     "inductor_compile": "runtime",
     "kernel_count": "runtime",
+    "kernel_times": "profiler",
+    "lowering_config": "runtime",
     "lookup_backend": "runtime",
     "mode_options": "runtime",
     "profiler_running": "runtime",

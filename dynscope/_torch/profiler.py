@@ -199,3 +199,102 @@ def counts_from_events(events: Any) -> OpCounts:
         elif kind == "eager":
             eager[(region, ev.name)] += 1
     return OpCounts(in_graphs=in_graphs, eager=eager)
+
+
+# -- kernel times of one compiled graph ------------------------------------------------------
+
+#: The event Inductor's compiled graph records around each call (torch 2.11 .. 2.14).
+_CALL_MARK = "## Call CompiledFxGraph"
+
+
+@dataclass(frozen=True)
+class KernelTimes:
+    """What the profiler saw of one compiled graph over ``runs`` runs.
+
+    ``profiled_ms`` is the time inside the graph's calls (forward + backward) of the run with
+    the median such time; ``ms[(unit, key)]`` the time of the kernel call ``key`` ("name:n") in
+    output code ``unit`` (0: forward or inference, 1: backward) in that same run, so kernel
+    times are parts of ``profiled_ms``; ``calls`` the graph calls seen.
+    """
+
+    ms: dict[tuple[int, str], float]
+    profiled_ms: float
+    runs: int
+    calls: int
+
+
+def kernel_times(run: Any, units: list[list[tuple[str, tuple[str, ...]]]], runs: int, cuda: bool) -> KernelTimes:
+    """Profile ``run()`` ``runs`` times and time each kernel call of the compiled graph.
+
+    ``units`` lists, per output code in call order (forward then backward), its kernel calls
+    as ("name:n", profiler names) in call order. Each run must make one call per unit.
+    A kernel's events are the call mark's direct children with its profiler name (C++
+    kernels recorded by Inductor's kernel profile; library and fallback ops as their aten
+    op), matched in call order; on CUDA, the device kernels below them (Triton kernels by
+    name) give device time.
+    """
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(runs):
+            run()
+    calls = sorted((e for e in prof.events() if e.name.startswith(_CALL_MARK)), key=lambda e: e.time_range.start)
+    # Per run: each kernel call's time and the time inside the graph's calls. The median run,
+    # not means: one run slowed by another process must not move the figures. One run for
+    # all: medians taken kernel by kernel can sum to more than the median run's time.
+    per_key: dict[int, dict[tuple[int, str], float]] = {}
+    per_run: dict[int, float] = {}
+    width = max(len(units), 1)
+    for i, call in enumerate(calls):
+        unit, run_no = i % width, i // width
+        if unit >= len(units):
+            continue
+        per_run[run_no] = per_run.get(run_no, 0.0) + _duration_us(call, cuda, DeviceType)
+        # Queue of kernel keys waiting for an event, per profiler name, in call order.
+        waiting: dict[str, list[str]] = {}
+        for key, names in units[unit]:
+            for n in names:
+                waiting.setdefault(n, []).append(key)
+        seen: dict[str, float] = {}
+        for child in sorted(call.cpu_children, key=lambda e: e.time_range.start):
+            queue = waiting.get(_strip_graph_prefix(child.name))
+            if not queue:
+                continue
+            key = queue.pop(0)
+            seen[key] = seen.get(key, 0.0) + _duration_us(child, cuda, DeviceType)
+        for key, us in seen.items():
+            per_key.setdefault(run_no, {})[(unit, key)] = us
+    median_run = sorted(per_run, key=per_run.__getitem__)[(len(per_run) - 1) // 2] if per_run else -1
+    return KernelTimes(
+        ms={k: us / 1000.0 for k, us in per_key.get(median_run, {}).items()},
+        profiled_ms=per_run[median_run] / 1000.0 if per_run else 0.0,
+        runs=runs,
+        calls=len(calls),
+    )
+
+
+def _strip_graph_prefix(name: str) -> str:
+    # Inductor's C++ kernel profile names an event "graph_<n>_<kernel>".
+    if name.startswith("graph_"):
+        head, _, rest = name[len("graph_") :].partition("_")
+        if head.isdigit():
+            return rest
+    return name
+
+
+def _duration_us(event: Any, cuda: bool, device_type: Any) -> float:
+    """CPU time of an event; on CUDA the device time of the kernels it launched, when any."""
+    if cuda:
+        device = sum(k.duration for k in _device_kernels(event, device_type))
+        if device > 0:
+            return float(device)
+    return float(event.time_range.elapsed_us())
+
+
+def _device_kernels(event: Any, device_type: Any) -> list[Any]:
+    out = [k for k in getattr(event, "kernels", ()) if getattr(k, "device_type", None) == device_type.CUDA]
+    for child in event.cpu_children:
+        out.extend(_device_kernels(child, device_type))
+    return out

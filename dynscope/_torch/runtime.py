@@ -645,6 +645,35 @@ def inductor_cache_dir(path: str | None) -> Iterator[None]:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
 
 
+@contextlib.contextmanager
+def lowering_config(*, kernel_profile: bool) -> Iterator[list[str]]:
+    """Inductor settings that make a compile explain itself, for a while.
+
+    Provenance tracking (``trace.provenance_tracking_level``, torch 2.9+) logs which Dynamo
+    node each kernel computes; it changes no generated code. ``kernel_profile`` also turns
+    on ``cpp.enable_kernel_profile``, so C++ kernels show in the profiler by name (a
+    ``RECORD_FUNCTION`` per kernel call, a no-op while no profiler runs). Yields the names
+    of settings this torch lacks (empty when all were set).
+    """
+    import torch._inductor.config as inductor_config
+
+    patches: dict[str, Any] = {}
+    missing: list[str] = []
+    if hasattr(inductor_config.trace, "provenance_tracking_level"):
+        patches["trace.provenance_tracking_level"] = 1
+    elif hasattr(inductor_config.trace, "provenance_tracking"):  # its name before 2.9
+        patches["trace.provenance_tracking"] = True
+    else:
+        missing.append("trace.provenance_tracking_level")
+    if kernel_profile:
+        if hasattr(inductor_config.cpp, "enable_kernel_profile"):
+            patches["cpp.enable_kernel_profile"] = True
+        else:
+            missing.append("cpp.enable_kernel_profile")
+    with inductor_config.patch(patches):
+        yield missing
+
+
 # -- what the user passed -------------------------------------------------------------------
 
 

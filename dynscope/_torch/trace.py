@@ -22,6 +22,35 @@ KEPT_EVENTS = frozenset(
 )
 #: Artifact names kept.
 KEPT_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
+#: Kept too when a collector watches lowering (what AOTAutograd and Inductor did): the AOT
+#: graphs, Inductor's output code, provenance, cache results and compile steps.
+LOWERING_EVENTS = frozenset(
+    {
+        "aot_forward_graph",
+        "aot_backward_graph",
+        "aot_inference_graph",
+        "inductor_output_code",
+        "chromium_event",
+        "inductor_post_grad_graph",  # an event on a cache hit, an artifact otherwise
+    }
+)
+LOWERING_ARTIFACTS = frozenset(
+    {
+        "inductor_post_grad_graph",
+        "inductor_provenance_tracking_node_mappings",
+        "inductor_provenance_tracking_kernel_stack_traces",
+        "fx_graph_cache_hit",
+        "fx_graph_cache_miss",
+        "fx_graph_cache_bypass",
+        "aotautograd_cache_hit",
+        "aotautograd_cache_miss",
+        "aotautograd_cache_bypass",
+    }
+)
+#: Of those, artifacts whose payload is not needed (cache keys run to 70 KB each).
+_NAME_ONLY = frozenset(a for a in LOWERING_ARTIFACTS if "_cache_" in a)
+#: Compile-step events worth keeping: begin and end of a step ("B"/"E"), not instants.
+_STEP_PHASES = ('"ph": "B"', '"ph": "E"')
 
 
 @dataclass(frozen=True)
@@ -44,11 +73,13 @@ class TraceCollector(logging.Handler):
         self._lock_events = threading.Lock()
         # When set, only records logged by this thread (threading.get_ident()) are kept.
         self.thread: int | None = None
+        # Also keep what AOTAutograd and Inductor log (only Inductor compiles log it).
+        self.lowering = False
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.thread is not None and record.thread != self.thread:
             return
-        event = event_from(getattr(record, "metadata", None), getattr(record, "payload", None))
+        event = event_from(getattr(record, "metadata", None), getattr(record, "payload", None), lowering=self.lowering)
         if event is None:
             return
         with self._lock_events:
@@ -60,19 +91,24 @@ class TraceCollector(logging.Handler):
             return list(self.events)
 
 
-def event_from(metadata: Any, payload: Any) -> TraceEvent | None:
+def event_from(metadata: Any, payload: Any, *, lowering: bool = False) -> TraceEvent | None:
     """The kept event for one trace record's metadata and payload; None if not kept.
 
-    Also reads records stored as JSON (tests/traces), which carry the same two fields.
+    With ``lowering``, AOTAutograd's and Inductor's events are kept too. Also reads records
+    stored as JSON (tests/traces), which carry the same two fields.
     """
     if not isinstance(metadata, dict):
         return None
-    name = _event_name(metadata)
+    name = _event_name(metadata, lowering)
     if name is None:
         return None
+    if name == "chromium_event" and not (isinstance(payload, str) and any(p in payload for p in _STEP_PHASES)):
+        return None
+    if name in _NAME_ONLY:
+        payload = ""
     frame_id = metadata.get("frame_id")
     compile_id = f"{frame_id}/{metadata.get('frame_compile_id')}" if frame_id is not None else ""
-    body = metadata.get(name if name in KEPT_EVENTS else "artifact")
+    body = metadata.get(name if name in KEPT_EVENTS or name in LOWERING_EVENTS else "artifact")
     return TraceEvent(
         name=name,
         compile_id=compile_id,
@@ -82,12 +118,18 @@ def event_from(metadata: Any, payload: Any) -> TraceEvent | None:
     )
 
 
-def _event_name(metadata: dict[str, Any]) -> str | None:
+def _event_name(metadata: dict[str, Any], lowering: bool) -> str | None:
     for key in KEPT_EVENTS:
         if key in metadata:
             return key
+    if lowering:
+        for key in LOWERING_EVENTS:
+            if key in metadata:
+                return key
     artifact = metadata.get("artifact")
-    if isinstance(artifact, dict) and artifact.get("name") in KEPT_ARTIFACTS:
-        return str(artifact["name"])
+    if isinstance(artifact, dict):
+        art = artifact.get("name")
+        if art in KEPT_ARTIFACTS or (lowering and art in LOWERING_ARTIFACTS):
+            return str(art)
     return None
 

@@ -1,0 +1,350 @@
+"""Build ``Graph.lowering`` from what AOTAutograd and Inductor logged for one graph.
+
+Input: the trace events of one graph's Inductor compile, in arrival order (a timed build
+of dynscope's, or a compile PyTorch logged under ``capture()``), the Dynamo graph they came
+from, and optionally the profiler's kernel times. Output: plain data (``Lowering``).
+
+How kernels are tied to the Dynamo graph:
+
+- forward / inference: Inductor's provenance maps each kernel call to post-grad nodes and
+  each post-grad node to the Dynamo nodes it came from (exact);
+- backward: PyTorch logs no node mapping for a backward compile, only each kernel's user
+  source lines; its kernels are tied to the Dynamo nodes made on those lines.
+
+``mapped_share`` counts the Dynamo graph's compute nodes (call nodes whose post-grad nodes
+include an op that is not a view) that some forward kernel computes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from dynscope._model import AotGraph, Graph, Kernel, Lowering, Node, SavedTensors, TensorMeta
+from dynscope._torch import lowering_text as lt
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from dynscope._torch.profiler import KernelTimes
+    from dynscope._torch.trace import TraceEvent
+
+_AOT_EVENTS = {"aot_forward_graph": "forward", "aot_backward_graph": "backward", "aot_inference_graph": "inference"}
+
+
+@dataclass
+class _Unit:
+    """One Inductor compile inside the graph's lowering (forward/inference, or backward)."""
+
+    post_grad: lt.GraphText = field(default_factory=lt.GraphText)
+    code: str = ""
+    provenance: lt.Provenance = field(default_factory=lt.Provenance)
+    lines: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    cache: str = ""
+
+
+@lru_cache(maxsize=1)
+def _vocabulary() -> frozenset[str]:
+    return lt.aten_vocabulary()
+
+
+def split_units(events: Sequence[TraceEvent]) -> tuple[dict[str, str], list[_Unit], list[tuple[str, str, float]], str]:
+    """(AOT graph texts by kind, Inductor compiles in order, compile steps, AOT cache result)."""
+    aot: dict[str, str] = {}
+    units: list[_Unit] = []
+    steps: list[tuple[str, str, float]] = []
+    aot_cache = ""
+    pending_post_grad = lt.GraphText()
+    for ev in events:
+        if ev.name in _AOT_EVENTS:
+            aot.setdefault(_AOT_EVENTS[ev.name], ev.payload)
+        elif ev.name == "inductor_post_grad_graph":
+            pending_post_grad = lt.parse_graph_text(ev.payload)
+        elif ev.name == "inductor_output_code":
+            units.append(_Unit(post_grad=pending_post_grad, code=ev.payload))
+            pending_post_grad = lt.GraphText()
+        elif ev.name == "chromium_event":
+            step = lt.read_chromium(ev.payload)
+            if step is not None:
+                steps.append(step)
+        elif ev.name in lt.CACHE_ARTIFACTS:
+            which, status = lt.CACHE_ARTIFACTS[ev.name]
+            if which == "aot_autograd":
+                aot_cache = status
+            elif units:
+                units[-1].cache = status
+        elif units and ev.name == "inductor_provenance_tracking_node_mappings":
+            units[-1].provenance = lt.read_provenance(ev.payload)
+        elif units and ev.name == "inductor_provenance_tracking_kernel_stack_traces":
+            units[-1].lines = lt.read_kernel_lines(ev.payload)
+    return aot, units, steps, aot_cache
+
+
+def build_lowering(
+    graph: Graph,
+    events: Sequence[TraceEvent],
+    *,
+    mode: str = "default",
+    source: str = "timing",
+    times: KernelTimes | None = None,
+    dynamo_s: float | None = None,
+    notes: Sequence[str] = (),
+) -> Lowering | None:
+    """The lowering of ``graph`` from its compile's events; None when Inductor logged no code."""
+    aot, units, steps, aot_cache = split_units(events)
+    if not units:
+        if not aot:
+            return None
+        # AOTAutograd ran but handed Inductor nothing: every output is an input, a view of
+        # one or a constant (``loss.detach()``), so there is no code and no kernel.
+        only = next(iter(aot))
+        return Lowering(
+            mode=mode,
+            source=source,
+            forward=_aot_graph(aot[only], only),
+            mapped_share=1.0,
+            cache=(("aot_autograd", aot_cache),) if aot_cache else (),
+            phases=_phases(steps, dynamo_s),
+            notes=(
+                *notes,
+                "Inductor generated no code for this graph: nothing in it computes (its outputs are "
+                "its inputs, views of them or constants)",
+            ),
+        )
+    training = "backward" in aot or len(units) > 1
+    kinds = ["forward", "backward"] if training else ["inference"]
+    forward = _aot_graph(aot.get("forward") or aot.get("inference") or "", "forward" if training else "inference")
+    backward_text = lt.parse_graph_text(aot["backward"]) if "backward" in aot else None
+    backward = _aot_graph(aot["backward"], "backward", backward_text) if "backward" in aot else None
+    saved = _saved(backward_text) if backward_text is not None and backward_text.nodes else None
+
+    call_nodes = {n.name: n for n in graph.nodes if n.op.startswith("call_")}
+    by_line: dict[tuple[str, int], list[str]] = {}
+    for n in call_nodes.values():
+        if n.filename:
+            by_line.setdefault((n.filename, n.lineno), []).append(n.name)
+
+    # Graphs known only from the trace have no nodes: the forward's post-grad nodes carry
+    # their user line and their Dynamo node, which ties a line to its nodes just as well.
+    for pn in units[0].post_grad.nodes:
+        for pre in units[0].provenance.post_to_pre.get(pn.name, ()):
+            if pn.filename and pre not in by_line.get((pn.filename, pn.lineno), ()):
+                by_line.setdefault((pn.filename, pn.lineno), []).append(pre)
+
+    kernels: list[Kernel] = []
+    out_notes = list(notes)
+    for index, unit in enumerate(units[: len(kinds)]):
+        kind = kinds[index]
+        calls = lt.kernel_calls(unit.code)
+        if not calls and lt.calls_kernels(unit.code):
+            out_notes.append(
+                f"the {kind} output code marks no kernel calls (provenance tracking off or not in this torch): "
+                "its kernels are not listed"
+            )
+        post = unit.post_grad.by_name()
+        for key, line in calls:
+            name, _ = lt.split_handle(key)
+            kkind = lt.kernel_kind(name)
+            post_nodes = unit.provenance.kernel_to_post.get(key, ())
+            if post_nodes:
+                nodes = _unique(p for pn in post_nodes for p in unit.provenance.post_to_pre.get(pn, ()))
+                ops = _unique(
+                    _short_op(post[pn].target) for pn in post_nodes if pn in post and not lt.is_view(post[pn].target)
+                )
+            else:
+                nodes = _unique(n for where in unit.lines.get(key, ()) for n in by_line.get(where, ()))
+                ops = ()
+            if kkind in ("extern", "fallback"):
+                ops = (lt.kernel_op(name),)
+            elif not ops:
+                ops = lt.name_ops(name, _vocabulary())
+            lines = unit.lines.get(key, ())
+            if not lines:
+                lines = tuple(
+                    dict.fromkeys((call_nodes[n].filename, call_nodes[n].lineno) for n in nodes if n in call_nodes and call_nodes[n].filename)
+                )
+            ms = times.ms.get((index, key)) if times is not None else None
+            share = ms / times.profiled_ms if times is not None and ms is not None and times.profiled_ms > 0 else None
+            kernels.append(
+                Kernel(
+                    name=name,
+                    kind=kkind,
+                    graph=kind,
+                    aten_ops=ops,
+                    nodes=nodes,
+                    source_lines=tuple(f"{f}:{ln}" for f, ln in lines),
+                    time_ms=ms if ms is not None else (0.0 if times is not None else None),
+                    share=share if share is not None else (0.0 if times is not None else None),
+                    code_line=line,
+                )
+            )
+    if len(units) > len(kinds):
+        out_notes.append(f"{len(units) - len(kinds)} more Inductor compile(s) for this graph were not read")
+
+    mapped, unmapped = _mapped(units[0], call_nodes) if units else (0.0, ())
+    if units and units[0].provenance.empty:
+        out_notes.append("Inductor logged no node mapping for this graph: mapped_share is 0")
+    cache: list[tuple[str, str]] = []
+    if aot_cache:
+        cache.append(("aot_autograd", aot_cache))
+    for index, unit in enumerate(units[: len(kinds)]):
+        if unit.cache:
+            cache.append((f"fx_graph {kinds[index]}", unit.cache))
+    return Lowering(
+        mode=mode,
+        source=source,
+        forward=forward,
+        backward=backward,
+        saved_for_backward=saved,
+        kernels=tuple(kernels),
+        mapped_share=mapped,
+        unmapped=unmapped,
+        code=units[0].code,
+        backward_code=units[1].code if training and len(units) > 1 else "",
+        cache=tuple(cache),
+        phases=_phases(steps, dynamo_s),
+        profiled_ms=times.profiled_ms if times is not None else None,
+        notes=tuple(out_notes),
+    )
+
+
+def _phases(steps: list[tuple[str, str, float]], dynamo_s: float | None) -> tuple[tuple[str, float], ...]:
+    phases = lt.phase_seconds(steps)
+    if dynamo_s is not None:
+        phases["dynamo"] = dynamo_s
+    return tuple((p, phases[p]) for p in lt.PHASE_ORDER if p in phases)
+
+
+def _unique(items: object) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))  # type: ignore[call-overload]
+
+
+def _short_op(target: str) -> str:
+    """"torch.ops.aten.addmm.default" -> "aten.addmm"."""
+    parts = lt.short_target(target).split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 else ".".join(parts)
+
+
+def _mapped(unit: _Unit, call_nodes: dict[str, Node]) -> tuple[float, tuple[str, ...]]:
+    """(share of compute nodes some kernel computes, the compute nodes none does).
+
+    A Dynamo node computes when one of its post-grad nodes calls an op that is not a view;
+    nodes are taken from the provenance itself, so graphs known only from the trace count.
+    """
+    prov = unit.provenance
+    if prov.empty:
+        return 0.0, ()
+    post = unit.post_grad.by_name()
+    in_kernels = {p for nodes in prov.kernel_to_post.values() for p in nodes}
+    pre_to_post: dict[str, list[str]] = {}
+    for p, pres in prov.post_to_pre.items():
+        node = post.get(p)
+        if node is None or node.op != "call_function" or lt.is_view(node.target):
+            continue
+        for pre in pres:
+            pre_to_post.setdefault(pre, []).append(p)
+    order = {name: i for i, name in enumerate(call_nodes)}
+    compute = sorted(pre_to_post, key=lambda n: order.get(n, len(order)))
+    if not compute:
+        return 1.0, ()
+    unmapped = tuple(n for n in compute if not any(p in in_kernels for p in pre_to_post[n]))
+    return (len(compute) - len(unmapped)) / len(compute), unmapped
+
+
+def _meta(t: lt.TensorText | None) -> TensorMeta:
+    if t is None or t.kind == "other":
+        return TensorMeta(kind="other")
+    if t.kind == "symint":
+        return TensorMeta(kind="symint")
+    return TensorMeta(kind="tensor", shape=t.shape, dtype=t.dtype, device=t.device, stride=t.stride)
+
+
+def _aot_graph(text: str, kind: str, parsed: lt.GraphText | None = None) -> AotGraph | None:
+    if not text:
+        return None
+    parsed = parsed or lt.parse_graph_text(text)
+    if not parsed.nodes:
+        return None
+    nodes: list[Node] = [
+        Node(
+            name=n.name,
+            op=n.op,
+            target=lt.short_target(n.target),
+            args=n.args,
+            outputs=(_meta(n.meta),) if n.meta is not None else (),
+            filename=n.filename,
+            lineno=n.lineno,
+            source=n.source,
+        )
+        for n in parsed.nodes
+    ]
+    nodes.append(Node(name="output", op="output", target="output", args=parsed.outputs))
+    calls = [n for n in parsed.nodes if n.op == "call_function"]
+    counts = Counter(_short_op(n.target) for n in calls)
+    return AotGraph(
+        kind=kind,
+        node_count=len(nodes),
+        op_count=len(calls),
+        op_counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        inputs=tuple(_meta(n.meta) for n in parsed.placeholders),
+        input_names=tuple(n.name for n in parsed.placeholders),
+        nodes=tuple(nodes),
+        code=text,
+    )
+
+
+def _saved(backward: lt.GraphText) -> SavedTensors:
+    """Tensors the backward reads that are neither gradients coming in (tangents) nor the
+    graph's own inputs (primals, alive anyway): the activations the forward kept."""
+    kept = [
+        n
+        for n in backward.placeholders
+        if n.meta is not None and n.meta.kind == "tensor" and not n.name.startswith(("tangents_", "primals_"))
+    ]
+    return SavedTensors(
+        count=len(kept),
+        bytes=sum(n.meta.nbytes for n in kept if n.meta is not None),
+        symbolic=sum(1 for n in kept if n.meta is not None and n.meta.symbolic),
+        names=tuple(n.name for n in kept),
+    )
+
+
+class LoweringRecorder:
+    """Records what one Inductor compile logs, for :func:`build_lowering`.
+
+    Use ``with recorder.recording():`` around the compile and its first run (AOTAutograd
+    compiles a training graph's backward on the first ``backward()``), then
+    :meth:`kernel_units` to profile, and :meth:`lowering`.
+    """
+
+    def __init__(self, *, kernel_profile: bool = True) -> None:
+        from dynscope._torch.trace import TraceCollector
+
+        self.collector = TraceCollector()
+        self.collector.lowering = True
+        self.collector.thread = threading.get_ident()
+        self.kernel_profile = kernel_profile
+        self.missing: list[str] = []
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        from dynscope import _torch
+
+        with _torch.attached(self.collector), _torch.lowering_config(kernel_profile=self.kernel_profile) as missing:
+            self.missing = list(missing)
+            yield
+
+    def kernel_units(self) -> list[list[tuple[str, tuple[str, ...]]]]:
+        """Per output code, its kernel calls as ("name:n", profiler names), in call order."""
+        _, units, _, _ = split_units(self.collector.snapshot())
+        return [
+            [(key, lt.profiler_names(lt.split_handle(key)[0])) for key, _ in lt.kernel_calls(u.code)] for u in units
+        ]
+
+    def lowering(self, graph: Graph, *, notes: Sequence[str] = (), **kwargs: Any) -> Lowering | None:
+        said = [f"this torch has no Inductor setting {m}" for m in self.missing] + list(notes)
+        return build_lowering(graph, self.collector.snapshot(), notes=said, **kwargs)
