@@ -349,9 +349,15 @@ def _kernel_legend(kernels: tuple[Kernel, ...], colour: dict[int, str]) -> list[
             f"    k_{i} [label={quote(_kernel_line(k))}, fillcolor=\"{colour[id(k)]}\", fontsize=8, "
             f"tooltip={quote(tip)}{attrs}];"
         )
+    ids = [f"k_{i}" for i in range(min(len(kernels), _LEGEND_KERNELS))]
     if len(kernels) > _LEGEND_KERNELS:
         more = len(kernels) - _LEGEND_KERNELS
         out.append(f'    k_more [label="{more} more", shape=plaintext, style="", fontsize=8];')
+        ids.append("k_more")
+    # Stacked in one column (invisible edges): side by side, a long legend would make the
+    # picture wider than the graph and push the graph out of view.
+    if len(ids) > 1:
+        out.append(f"    {' -> '.join(ids)} [style=invis];")
     out.append("  }")
     return out
 

@@ -308,10 +308,17 @@ def _code_block(graph_id: int, side: str, code: str) -> str:
     )
 
 
+def _sources(k: Kernel) -> str:
+    """A kernel's source lines as base names; the full paths in the tooltip."""
+    if not k.source_lines:
+        return "-"
+    return f'<span title="{_e(chr(10).join(k.source_lines))}">{_e(few([source_label(s) for s in k.source_lines], 4))}</span>'
+
+
 def _kernels(g: Graph, low: Lowering) -> str:
     rows = [
         [_kernel_name(g.id, low, k), _e(k.kind), _e(pass_label(k)), f'{k.calls}', _ms(k.time_ms), _pct(k.share),
-         _e(few(k.aten_ops, 6)), _e(few(k.nodes, 6)), _e(few(list(k.source_lines), 4))]
+         _e(few(k.aten_ops, 6)), _e(few(k.nodes, 6)), _sources(k)]
         for k in low.kernels_by_time()
     ]
     outside = low.outside_kernels_ms

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/lowering_screenshot.py /tmp/lowering-report/report.json
 
 Takes the report's page (``Report.to_html``), keeps its style and the section of the graph
-with the most kernels, opens the forward output code, puts numbered badges before the four
+with the most kernels (without its AOT pictures), opens the forward output code, puts numbered badges before the four
 parts the caption in docs/lowering.md explains, and has headless Chromium photograph it.
 """
 
@@ -35,7 +35,9 @@ def page_for(rep: dynscope.Report) -> str:
     section = re.search(rf'<section id="graph-{graph.id}">.*?</section>', html, re.S)
     if style is None or section is None:
         raise SystemExit("the page has no style or no section for the graph; has the page layout changed?")
-    body = section.group(0)
+    # The AOT pictures (drawn further down the real page) would push the code out of frame.
+    body = re.sub(r'<h4>AOTAutograd[^<]*</h4><div class="svgbox" id="aot-svg-[^"]*">.*?</svg>\s*</div>', "",
+                  section.group(0), flags=re.S)  # fmt: skip
 
     def badge(n: int) -> str:
         return f'<span class="badge">{n}</span>'

@@ -99,7 +99,9 @@ def test_kernels_table_lists_every_kernel_slowest_first(rep: Report, page: str) 
     # Graph 1's slowest kernel is the backward mm at 52% of the graph's profiled time.
     first = parsed.tables["kernels-1"][0]
     assert first[:6] == ["extern_kernels.mm", "extern", "bwd", "1", "0.2050", "51.8%"]
-    assert first[6:] == ["aten.mm", "linear, relu", "<root>/tests/corpus/programs.py:65"]
+    assert first[6:] == ["aten.mm", "linear, relu", "programs.py:65"]
+    # The cell shows the base name; the full path is in its tooltip.
+    assert 'title="&lt;root&gt;/tests/corpus/programs.py:65">programs.py:65</span>' in page
 
 
 def test_kernel_links_resolve_to_their_call_lines(rep: Report, page: str) -> None:
