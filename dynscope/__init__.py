@@ -25,6 +25,7 @@ from dynscope._errors import (
     SchemaError,
 )
 from dynscope._model import (
+    AotGraph,
     BreakEvent,
     CompileTime,
     Coverage,
@@ -32,14 +33,19 @@ from dynscope._model import (
     Graph,
     GraphBreak,
     Guard,
+    Kernel,
+    Lowering,
     ModeTiming,
     Node,
     Recompile,
+    RecompileGroup,
     Report,
+    SavedTensors,
     StackFrame,
     TensorMeta,
     Timing,
 )
+from dynscope._ranks import Divergence, MultiRankReport, merge, save_rank
 
 if typing.TYPE_CHECKING:
     from dynscope._capture import Capture, capture, report
@@ -58,6 +64,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AotGraph",
     "BreakEvent",
     "Budget",
     "Capture",
@@ -65,6 +72,7 @@ __all__ = [
     "CompileBudgetError",
     "CompileTime",
     "Coverage",
+    "Divergence",
     "DynscopeError",
     "Frame",
     "Graph",
@@ -72,10 +80,15 @@ __all__ = [
     "GraphvizNotFoundError",
     "Guard",
     "InputError",
+    "Kernel",
+    "Lowering",
     "ModeTiming",
+    "MultiRankReport",
     "Node",
     "Recompile",
+    "RecompileGroup",
     "Report",
+    "SavedTensors",
     "SchemaError",
     "StackFrame",
     "TensorMeta",
@@ -84,7 +97,9 @@ __all__ = [
     "assert_compiles",
     "capture",
     "load",
+    "merge",
     "report",
+    "save_rank",
 ]
 
 
@@ -97,7 +112,7 @@ def _rehome(obj: typing.Any) -> typing.Any:
     return obj
 
 
-for _obj in (Budget, load, CaptureError, CompileBudgetError, DynscopeError, GraphvizNotFoundError,
+for _obj in (Budget, load, merge, save_rank, CaptureError, CompileBudgetError, DynscopeError, GraphvizNotFoundError,
              InputError, SchemaError):
     _rehome(_obj)
 

@@ -59,3 +59,29 @@ def graph_stats(graph: Graph) -> dict[str, Any]:
         "categories": dict(sorted(cats.items())),
         "max_fan_out": max((d for _, d in g.out_degree()), default=0),
     }
+
+
+def structure_hash(graph: Graph) -> str:
+    """A stable hash of a graph's structure: its ops, their output shapes and dtypes, and
+    its edges (as positions, not names).
+
+    Two graphs with the same hash compute the same thing on the same shapes, so a page can
+    draw them once ("graphs 3, 5, 7 are the same graph"). Node names, source lines, module
+    paths and compile ids are left out: they differ between two captures of one function
+    without changing what runs. A graph known only from the trace (no nodes) is hashed by
+    its op counts. The hash is the same in every process (sha256, no ``hash()``).
+    """
+    import hashlib
+    import json
+
+    index = {n.name: i for i, n in enumerate(graph.nodes)}
+    if graph.nodes:
+        items: list[object] = [
+            [n.op, n.target if n.is_op else "", [m.describe() for m in n.outputs],
+             [index.get(a, -1) for a in n.args], n.is_param]
+            for n in graph.nodes
+        ]
+    else:
+        items = ["counts", [[t, c] for t, c in graph.op_counts]]
+    text = json.dumps(items, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]

@@ -7,20 +7,33 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynscope._breaks import fold_breaks
+from dynscope._breaks import fold_breaks, is_decorator_wrapper, qualified_name, wrapped_name
 from dynscope._lowering import build_lowering
-from dynscope._model import CompileTime, Frame, Graph, Guard, Recompile, Report, _Live
+from dynscope._model import CompileTime, Frame, Graph, GraphBreak, Guard, Recompile, Report, _Live
 from dynscope._torch.break_text import ParsedBreak, parse_break
+from dynscope._torch.distributed import rank_info
 from dynscope._torch.fx import inputs_from_code, op_counts_from_code, readable_code
 from dynscope._torch.guard_text import (
+    causes_of,
+    explain_global_state,
     explain_reason,
+    global_states,
     is_backend_mismatch,
     parse_guards,
     parse_recompile_reasons,
+    state_values,
+    states_differ,
 )
 from dynscope._torch.metrics import CompileMetrics, read_metrics
 from dynscope._torch.trace import LOWERING_ARTIFACTS, LOWERING_EVENTS
-from dynscope._torch.wording import is_dropped_entry_reason, is_recompile_limit
+from dynscope._torch.wording import (
+    RESUME_PREFIX,
+    base_function,
+    is_dropped_entry_reason,
+    is_recompile_limit,
+    is_resume_name,
+    resume_site,
+)
 
 if TYPE_CHECKING:
     from dynscope._backend import RecordedGraph
@@ -79,10 +92,38 @@ def _users_reasons(reasons: tuple[str, ...], ignore_backend_mismatch: bool) -> t
     )
 
 
+def _explained(reason: str, cid: str, states: dict[str, dict[str, object]]) -> str:
+    """A failed guard in words; for grad mode / autocast, which state went from what to what:
+    the new compile's state against that of the latest earlier compile of the frame that
+    differed in a state the guard names (the compile it failed against)."""
+    named = global_states(reason)
+    after = states.get(cid, {})
+    if not named or not after:
+        return explain_reason(reason)
+    frame, _, no = cid.partition("/")
+    earlier = [states.get(f"{frame}/{n}", {}) for n in range(int(no) - 1, -1, -1)] if no.isdigit() else []
+    before = next((s for s in earlier if states_differ(reason, s, after)), earlier[0] if earlier else {})
+    return explain_global_state(reason, before, after) or explain_reason(reason)
+
+
 def _is_recompile(compile_id: str) -> bool:
     """True for "F/C" with C > 0 (a later compile of frame F)."""
     _, _, compile_no = compile_id.partition("/")
     return compile_no.isdigit() and int(compile_no) > 0
+
+
+def _frame_name(co_name: str, filename: str, lineno: int, rec: RecordedGraph | None) -> str:
+    """The user-facing name of a compiled code object: its qualified name
+    ("Attention.forward"), and for a decorator's wrapper (Hugging Face's
+    ``can_return_tuple``, ``check_model_inputs``...) the function it wraps, read from the
+    graph's node stacks ("GPT2Model.forward"); ``co_name`` when neither is known."""
+    if co_name and filename and is_decorator_wrapper(filename, lineno) and rec is not None:
+        inner = wrapped_name(rec.data.get("stacks") or [])
+        if inner and is_resume_name(co_name):  # "resume GPT2Model.forward_at_1182"
+            return RESUME_PREFIX + inner + co_name[len(RESUME_PREFIX) + len(base_function(co_name)):]
+        if inner:
+            return inner
+    return qualified_name(filename, lineno, co_name)
 
 
 def _metrics_frame(cid: str, m: CompileMetrics, graph_ids: tuple[int, ...]) -> Frame:
@@ -134,9 +175,16 @@ def build_report(
     events = [replace(ev, compile_id=renumber.get(ev.compile_id, ev.compile_id)) for ev in events]
     recorded = [replace(r, compile_id=renumber.get(r.compile_id, r.compile_id)) for r in recorded]
     raw_ids = {new: old for old, new in renumber.items()}
+    # DDP's optimizer hands one compile's graph to the backend in pieces (bucket splits):
+    # they all stand where the trace announces that compile's graph, in order. A compile
+    # it did not split (one piece) is an ordinary graph.
+    ddp_split = _ddp_splits(recorded)
+    recorded = [r if not r.split_by or r.compile_id in ddp_split else replace(r, split_by="") for r in recorded]
     by_cid: dict[str, RecordedGraph] = {}
     unmatched: list[RecordedGraph] = []
     for rec in recorded:
+        if rec.compile_id in ddp_split:
+            continue
         if rec.compile_id and rec.compile_id not in by_cid:
             by_cid[rec.compile_id] = rec
         else:
@@ -159,8 +207,12 @@ def build_report(
         cid = ev.compile_id
         if ev.name == "dynamo_output_graph" and cid not in used:
             used.add(cid)
-            graphs.append(_graph(len(graphs), cid, by_cid.get(cid), ev.payload, names.get(cid)))
-            graph_ids.setdefault(cid, []).append(graphs[-1].id)
+            # The trace's code is of the graph before DDP split it: pieces keep their own.
+            pieces: list[RecordedGraph | None] = [*ddp_split.get(cid, [])] or [by_cid.get(cid)]
+            for piece in pieces:
+                code = "" if cid in ddp_split else ev.payload
+                graphs.append(_graph(len(graphs), cid, piece, code, names.get(cid)))
+                graph_ids.setdefault(cid, []).append(graphs[-1].id)
         elif ev.name == "dynamo_start":
             stack = ev.metadata.get("stack") or []
             if stack:
@@ -171,10 +223,11 @@ def build_report(
             # A compile that failed early (recompile limit) names no code: it is the
             # same frame as the frame's earlier compiles.
             same_frame = frame_names.get(cid.split("/")[0], ("", "", 0))
+            filename, lineno = m.co_filename or same_frame[1], m.co_firstlineno or same_frame[2]
             names[cid] = (
-                m.co_name or same_frame[0],
-                m.co_filename or same_frame[1],
-                m.co_firstlineno or same_frame[2],
+                _frame_name(m.co_name, filename, lineno, by_cid.get(cid)) or same_frame[0],
+                filename,
+                lineno,
             )
             if names[cid][0]:
                 frame_names.setdefault(cid.split("/")[0], names[cid])
@@ -199,7 +252,8 @@ def build_report(
 
     # Graphs the backend saw that the trace did not announce (no trace handler, or a
     # compile id PyTorch did not give): keep them rather than lose them.
-    for rec in [r for cid, r in by_cid.items() if cid not in used] + unmatched:
+    split_unseen = [r for cid, pieces in ddp_split.items() if cid not in used for r in pieces]
+    for rec in [r for cid, r in by_cid.items() if cid not in used] + split_unseen + unmatched:
         graphs.append(_graph(len(graphs), rec.compile_id, rec, "", names.get(rec.compile_id)))
         graph_ids.setdefault(rec.compile_id, []).append(graphs[-1].id)
 
@@ -220,20 +274,24 @@ def build_report(
     # counts within its own run (renumbered ids); capture() counts PyTorch's own ids, as
     # code compiled before the block that recompiles inside it is a real recompile.
     compiled_ids = [cid for cid in dict.fromkeys([*metrics, *pending_reasons]) if cid]
+    states = {g.compile_id: state_values(g.detail) for g in guards if g.kind == "GLOBAL_STATE"}
     for cid in compiled_ids:
         counted_id = cid if ignore_backend_mismatch else raw_ids.get(cid, cid)
         if not _is_recompile(counted_id):
             continue
         reasons = pending_reasons.get(cid, ())
-        explained = tuple(explain_reason(r) for r in reasons)
+        explained = tuple(_explained(r, cid, states) for r in reasons)
         if not reasons:
             explained = ("PyTorch gave no reason this dynscope could read",)
+        pairs = tuple(dict.fromkeys(pair for r in reasons for pair in causes_of(r)))
         recompiles.append(
             Recompile(
                 compile_id=cid,
                 frame=names.get(cid, ("", "", 0))[0],
                 reasons=reasons,
                 explained=explained,
+                causes=tuple(c for c, _ in pairs),
+                fixes=tuple(f for _, f in pairs),
             )
         )
 
@@ -256,6 +314,7 @@ def build_report(
         inductor_s=sum(f.compile_time.inductor_s for f in frames),
     )
     breaks, break_events = fold_breaks(break_items)
+    breaks = _costed(breaks, [g.frame for g in graphs], [r.frame for r in recompiles])
     notes = tuple(
         f"recompile limit hit in {f.function or 'a frame'} ({f.compile_id}): PyTorch stopped "
         f"compiling it, later calls ran its cached code or eager; counts after this point "
@@ -263,7 +322,10 @@ def build_report(
         for f in frames
         if is_recompile_limit(f.fail_reason)
     )
+    rank, world_size = rank_info()
     return Report(
+        rank=rank,
+        world_size=world_size,
         graphs=tuple(graphs),
         breaks=breaks,
         break_events=break_events,
@@ -277,6 +339,24 @@ def build_report(
         notes=notes,
         unparsed=unparsed,
     )
+
+
+def _costed(breaks: tuple[GraphBreak, ...], graph_frames: list[str], recompiled: list[str]) -> tuple[GraphBreak, ...]:
+    """Break sites with the graphs and recompiles they cause: those of the resume functions
+    Dynamo made after the site (in its function at its line, or in a caller at the line
+    that called into it)."""
+    out = []
+    for b in breaks:
+        at = {(base_function(f.function), f.lineno) for f in b.user_stack}
+        at.add((base_function(b.function), b.lineno))
+        out.append(
+            replace(
+                b,
+                graphs_split=sum(1 for name in graph_frames if resume_site(name) in at),
+                recompiles_caused=sum(1 for name in recompiled if resume_site(name) in at),
+            )
+        )
+    return tuple(out)
 
 
 def _lowered(graphs: list[Graph], events: list[TraceEvent]) -> list[Graph]:
@@ -317,6 +397,7 @@ def _graph(
             origin="backend",
             runs=rec.runs,
             backward_runs=rec.backward_runs,
+            split_by=rec.split_by,
             _module=_Live(rec.module),
         )
     op_counts = op_counts_from_code(trace_code)
@@ -329,6 +410,15 @@ def _graph(
         code=trace_code,
         origin="trace",
     )
+
+
+def _ddp_splits(recorded: list[RecordedGraph]) -> dict[str, list[RecordedGraph]]:
+    """compile id -> the pieces DDP's optimizer split its graph into, for compiles split in two or more."""
+    pieces: dict[str, list[RecordedGraph]] = {}
+    for rec in recorded:
+        if rec.split_by and rec.compile_id:
+            pieces.setdefault(rec.compile_id, []).append(rec)
+    return {cid: recs for cid, recs in pieces.items() if len(recs) > 1}
 
 
 def _named(

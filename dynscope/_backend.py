@@ -10,6 +10,7 @@ import torch
 
 from dynscope import _torch
 from dynscope._errors import InputError
+from dynscope._torch.distributed import ddp_split_active
 from dynscope._torch.fx import concrete, extract, has_symbolic_inputs, outputs_need_grad
 
 if TYPE_CHECKING:
@@ -30,6 +31,10 @@ class RecordedGraph:
     backward_runs: int = 0  # of those runs, how many had their backward run too
     dynamic: bool = False  # Dynamo compiled it with symbolic sizes (timing compiles it dynamic too)
     trains: bool = False  # its outputs needed gradients at capture (timing also times backward)
+    # Handed over by DDP's optimizer, one piece of a graph split at bucket boundaries
+    # ("ddp_bucket"); "" otherwise. The assembler keeps the label only when a compile made
+    # several pieces.
+    split_by: str = ""
 
 
 def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -138,6 +143,7 @@ class RecordingBackend:
             data=extract(gm, example_inputs),
             dynamic=has_symbolic_inputs(gm),
             trains=outputs_need_grad(gm),
+            split_by="ddp_bucket" if ddp_split_active() else "",
         )
         self.graphs.append(record)
         compiled = self._inner(gm, example_inputs)

@@ -7,13 +7,16 @@ that hit the site folded into ``count``.
 
 from __future__ import annotations
 
+import ast
 import linecache
 from dataclasses import replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from dynscope._categories import classify, fix_for
 from dynscope._model import BreakEvent, GraphBreak, StackFrame
 from dynscope._torch.registry import is_user_file
+from dynscope._torch.wording import RESUME_PREFIX, base_function, is_resume_name
 
 if TYPE_CHECKING:
     from dynscope._torch.break_text import ParsedBreak
@@ -45,6 +48,117 @@ def excerpt(filename: str, lineno: int, context: int = 3) -> tuple[tuple[int, st
             break
         out.append((n, text.rstrip("\n")))
     return tuple(out)
+
+
+# -- qualified names ------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=512)
+def _defs(filename: str) -> tuple[tuple[int, int, int, str, bool], ...]:
+    """Every function of a source file: (first line, decorators included; ``def`` line; last
+    line; qualified name; True for a decorator's wrapper, i.e. a function decorated with
+    ``functools.wraps``). () when unreadable.
+
+    The name is Python's ``co_qualname`` from the innermost function scope on: classes
+    qualify (``Attention.forward``), enclosing functions do not (``f``, not
+    ``test_it.<locals>.f``; ``Inner.forward``, not ``build.<locals>.Inner.forward``).
+    """
+    text = "".join(linecache.getlines(filename))
+    try:
+        tree = ast.parse(text) if text else None
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is None:
+        return ()
+    out: list[tuple[int, int, int, str, bool]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qual = prefix + child.name
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                wraps = any(_is_wraps(d) for d in child.decorator_list)
+                out.append((first, child.lineno, child.end_lineno or child.lineno, qual, wraps))
+                visit(child, "")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return tuple(out)
+
+
+def _is_wraps(decorator: ast.expr) -> bool:
+    call = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = call.attr if isinstance(call, ast.Attribute) else getattr(call, "id", "")
+    return name == "wraps"
+
+
+def _innermost(filename: str, lineno: int, name: str = "") -> tuple[int, int, int, str, bool] | None:
+    """The innermost function of the file that contains ``lineno`` (named ``name`` when
+    given; a function starting at ``lineno`` wins: code objects give their first line)."""
+    found = [
+        d for d in _defs(filename)
+        if d[0] <= lineno <= d[2] and (not name or d[3].rsplit(".", 1)[-1] == name)
+    ]
+    if not found:
+        return None
+    exact = [d for d in found if lineno in (d[0], d[1])]
+    return max(exact or found, key=lambda d: d[0])
+
+
+def qualified_name(filename: str, lineno: int, name: str) -> str:
+    """``Attention.forward`` for the function ``forward`` that the file defines at (or
+    around) ``lineno``; a resume function Dynamo made gets its function qualified
+    ("torch_dynamo_resume_in_Attention.forward_at_28"). ``name`` unchanged when the
+    source cannot be read or does not define it there.
+
+    PyTorch's trace gives code objects by name, file and first line only (no
+    ``co_qualname``); the source file says which class or function holds them.
+    """
+    if not name or not filename:
+        return name
+    base = base_function(name) if is_resume_name(name) else name
+    found = _innermost(filename, lineno, base)
+    if found is None:
+        return name
+    if is_resume_name(name):
+        return RESUME_PREFIX + found[3] + name[len(RESUME_PREFIX) + len(base):]
+    return found[3]
+
+
+def is_decorator_wrapper(filename: str, lineno: int) -> bool:
+    """True when the function the file defines at ``lineno`` is a decorator's wrapper
+    (decorated with ``functools.wraps``, like Hugging Face's ``can_return_tuple``)."""
+    found = _innermost(filename, lineno)
+    return found is not None and found[4]
+
+
+def wrapped_name(stacks: list[list[tuple[str, int]]]) -> str:
+    """The function a decorator's wrapper frame runs, from the stacks (outermost first, as
+    (file, line)) of the graph's nodes: the first frame that is not itself a wrapper, by
+    its qualified name. "" when no stack reaches one."""
+    for stack in stacks:
+        for filename, lineno in stack:
+            found = _innermost(filename, lineno)
+            if found is not None and not found[4]:
+                return found[3]
+    return ""
+
+
+def _chain(parsed: ParsedBreak) -> list[StackFrame]:
+    """The user's frames that lead to the site: from the site outwards, up to the first
+    frame that is not the user's (dynscope's ``report()``, torch, the standard library);
+    the frames that called into that (a test runner, a script) are not the model's story."""
+    stack = list(parsed.user_stack)
+    users = [i for i, f in enumerate(stack) if is_user_file(f.filename)]
+    if not users:
+        return []
+    start = end = users[-1]
+    while start > 0 and is_user_file(stack[start - 1].filename):
+        start -= 1
+    return stack[start : end + 1]
 
 
 def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak, ...], tuple[BreakEvent, ...]]:
@@ -79,7 +193,7 @@ def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak,
         sites[key] = GraphBreak(
             filename=frame.filename,
             lineno=frame.lineno,
-            function=frame.function,
+            function=qualified_name(frame.filename, frame.lineno, frame.function),
             source=source,
             reason=" ".join(reason.split()),
             category=category,
@@ -90,6 +204,12 @@ def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak,
             gb_id=parsed.gb_id,
             doc_url=parsed.doc_url,
             user_stack=parsed.user_stack,
+            detail=parsed.detail,
+            debug_context=parsed.debug_context,
+            torch_text=parsed.text,
+            call_chain=tuple(
+                replace(f, function=qualified_name(f.filename, f.lineno, f.function)) for f in _chain(parsed)
+            ),
             count=1,
             compile_ids=(compile_id,),
             excerpt=excerpt(frame.filename, frame.lineno),

@@ -27,7 +27,9 @@ def render_bundle(rep: Report, folder: Path) -> Path:
     Always: report.json, summary.txt, index.html. With Graphviz's ``dot`` installed also
     program.svg, graph_<id>.svg and, for graphs Inductor lowered, their AOT graphs
     graph_<id>_forward.svg / graph_<id>_backward.svg (or graph_<id>_inference.svg), inlined
-    in index.html as well; without it the page says how to install Graphviz. Each file is
+    in index.html as well, except graph pictures over ``INLINE_SVG_MAX`` characters: the
+    page shows those from their file on demand (its CSP lets <img> load the folder's own
+    files); without Graphviz the page says how to install it. Each file is
     replaced atomically; pictures this bundle wrote before that are not part of this report
     (graph_<id>.svg of a graph it no longer has) are removed, and no other file in the
     folder is touched.
@@ -38,7 +40,7 @@ def render_bundle(rep: Report, folder: Path) -> Path:
     folder = ensure_folder(Path(folder))
     written: set[str] = set()
     rep.save(folder / "report.json")
-    write_text(folder / "summary.txt", rep.summary())
+    write_text(folder / "summary.txt", rep.summary(color=False))
     if have_graphviz():
         program_svg, graph_svgs, aot_svgs = report_pictures(rep)
         written.add(write_text(folder / "program.svg", program_svg).name)
@@ -47,7 +49,8 @@ def render_bundle(rep: Report, folder: Path) -> Path:
         for (gid, kind), svg in aot_svgs.items():
             if kind in _AOT_KINDS:
                 written.add(write_text(folder / f"graph_{gid}_{kind}.svg", svg).name)
-        page = render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs)
+        page = render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs,
+                           picture_files=True)
     else:
         page = render_html(rep)
     write_text(folder / "index.html", page)
@@ -63,7 +66,9 @@ def html_page(rep: Report, *, pictures: bool | None = None) -> str:
     Args:
         rep: the report.
         pictures: include SVG pictures; None (default) includes them when Graphviz is
-            installed and says how to get it otherwise.
+            installed and says how to get it otherwise. The page is one self-contained
+            file: graph pictures over ``INLINE_SVG_MAX`` characters are left out, with a
+            note that ``rep.render(folder)`` writes them (and shows them on demand).
 
     Raises:
         GraphvizNotFoundError: ``pictures=True`` and Graphviz's ``dot`` is not installed.

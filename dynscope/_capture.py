@@ -14,7 +14,7 @@ import torch
 from dynscope import _torch
 from dynscope._assemble import build_report
 from dynscope._backend import RecordingBackend
-from dynscope._coverage import coverage_of
+from dynscope._coverage import with_coverage
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
 from dynscope._torch.profiler import CoverageRecorder
@@ -94,7 +94,7 @@ class Capture:
         )
         counts = self._coverage.counts() if self._coverage is not None else None
         if counts is not None:
-            rep = replace(rep, coverage=coverage_of(rep, counts))
+            rep = with_coverage(rep, counts)
         return rep
 
     @property

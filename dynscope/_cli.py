@@ -5,11 +5,14 @@ Commands:
     dynscope show FILE       print the summary of a saved report
     dynscope diff OLD NEW    what changed between two saved reports (exit 1 when worse)
     dynscope render FILE -o DIR   write the HTML bundle of a saved report
+    dynscope merge FOLDER -o DIR  merge each rank's report: one HTML page and merged.json
 
-Exit status: 0 fine, 1 the program broke a gate (--fail-on-break, a worse diff),
-2 any error: bad usage, a bad or unreadable file, a program that failed (one line on
-stderr, ``dynscope: error: ...``, never a traceback). What ``show``, ``diff`` and ``report``
-print from a report has terminal control sequences removed.
+Exit status: 0 fine, 1 the program broke a gate (--fail-on-break, --max-recompiles,
+--max-compile-s, a worse diff), 2 any error: bad usage, a bad or unreadable file, a program
+that failed (one line on stderr, ``dynscope: error: ...``, never a traceback; a program
+that raised gets a second line saying where in its code, and ``--json`` still saves what
+was captured before). What ``show``, ``diff`` and ``report`` print from a report has
+terminal control sequences removed.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from dynscope._color import paint_summary, use_color
 from dynscope._errors import DynscopeError
 from dynscope._render_text import strip_controls
 
@@ -30,14 +34,23 @@ if TYPE_CHECKING:
 
 EXAMPLES = {
     "report": "example: dynscope report examples/quickstart.py:build --json run.json --html out/",
-    "show": "example: dynscope show run.json",
+    "show": "example: dynscope show run.json   (--json: the whole report as JSON)",
     "diff": "example: dynscope diff before.json after.json   (exit 1 when after is worse)",
     "render": "example: dynscope render run.json -o report/",
+    "merge": "example: dynscope merge ranks/ -o merged/ --fail-on-divergence   (exit 1 when ranks differ)",
 }
 
 
 class UsageError(Exception):
-    """A bad command line or target: printed as one line, exit status 2."""
+    """A bad command line or target: printed as one line, exit status 2.
+
+    ``where``, when given, is printed on a second line: the place in the user's code that
+    raised (``at models.py:12 in build :: ...``).
+    """
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,9 +87,63 @@ def _printable(rep: Any) -> Any:
     return report_from_dict(clean(rep.to_dict()))
 
 
-def _out(text: str) -> None:
-    """Print report text to stdout without terminal control sequences."""
-    sys.stdout.write(strip_controls(text))
+def _out(text: str, *, summary: bool = False) -> None:
+    """Print report text to stdout without terminal control sequences from the data; a
+    summary is then coloured when stdout is a terminal (see dynscope._color)."""
+    clean = strip_controls(text)
+    if summary and use_color(None, sys.stdout):
+        clean = paint_summary(clean)
+    sys.stdout.write(clean)
+
+
+def _version_text() -> str:
+    """``dynscope X`` and ``torch Y`` (or that torch is not installed), one per line.
+
+    torch's version comes from its installed metadata: importing torch takes seconds, and
+    ``--version`` must also work where only reports are read (no torch).
+    """
+    from importlib import metadata
+
+    import dynscope
+
+    try:
+        torch_line = f"torch {metadata.version('torch')}"
+    except metadata.PackageNotFoundError:
+        torch_line = "torch not installed (needed by `dynscope report`, not by show/diff/render)"
+    return f"dynscope {dynscope.__version__}\n{torch_line}\n"
+
+
+class _Version(argparse.Action):
+    """``--version``: print :func:`_version_text` and exit 0 (worked out only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: Any = None) -> None:
+        sys.stdout.write(_version_text())
+        parser.exit(0)
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0; got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: seconds, a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0; got {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="\n".join(EXAMPLES.values()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action=_Version, help="print the versions of dynscope and torch, then exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -104,9 +172,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--json", metavar="FILE", help="save the report as JSON")
     r.add_argument("--html", metavar="DIR", help="write the HTML bundle to DIR")
     r.add_argument("--fail-on-break", action="store_true", help="exit 1 when the program has graph breaks")
+    r.add_argument(
+        "--max-recompiles", type=_count, metavar="N", help="exit 1 when the program recompiles more than N times"
+    )
+    r.add_argument(
+        "--max-compile-s", type=_seconds, metavar="S",
+        help="exit 1 when compiling took more than S seconds in all (Dynamo and the inner backend)",
+    )
 
     s = sub.add_parser("show", help="print the summary of a saved report", epilog=EXAMPLES["show"])
     s.add_argument("file", help="a report saved with Report.save or --json")
+    s.add_argument("--json", action="store_true", help="print the whole report as JSON instead of the summary")
 
     d = sub.add_parser(
         "diff",
@@ -121,6 +197,17 @@ def _parser() -> argparse.ArgumentParser:
     n = sub.add_parser("render", help="write the HTML bundle of a saved report", epilog=EXAMPLES["render"])
     n.add_argument("file")
     n.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write")
+
+    g = sub.add_parser(
+        "merge",
+        help="merge the reports of a job's ranks (dynscope.save_rank): where they diverge",
+        description="Reads FOLDER/rank-*.json, writes DIR/index.html (divergences first, ranks as "
+        "columns) and DIR/merged.json (read it with dynscope show), prints the merged summary.",
+        epilog=EXAMPLES["merge"],
+    )
+    g.add_argument("folder", help="the folder every rank saved its report to with dynscope.save_rank")
+    g.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write")
+    g.add_argument("--fail-on-divergence", action="store_true", help="exit 1 when the ranks compiled differently")
     return p
 
 
@@ -141,7 +228,7 @@ def load_target(target: str) -> Any:
         try:
             spec.loader.exec_module(module)
         except Exception as err:
-            raise UsageError(f"importing {where} failed: {type(err).__name__}: {err}") from err
+            raise UsageError(f"importing {where} failed: {type(err).__name__}: {err}", _user_frame(err)) from err
         finally:
             sys.path.pop(0)
     else:
@@ -149,6 +236,8 @@ def load_target(target: str) -> Any:
             module = importlib.import_module(where)
         except ImportError as err:
             raise UsageError(f"cannot import module {where!r}: {err}") from err
+        except Exception as err:  # the module itself raised while being imported
+            raise UsageError(f"importing {where} failed: {type(err).__name__}: {err}", _user_frame(err)) from err
     func = getattr(module, name, None)
     if func is None or not callable(func):
         raise UsageError(f"{where} has no function {name!r}")
@@ -160,7 +249,7 @@ def _program(target: str) -> tuple[Any, dict[str, Any]]:
     try:
         result = func()
     except Exception as err:
-        raise UsageError(f"{target}() raised {type(err).__name__}: {err}") from err
+        raise UsageError(f"{target}() raised {type(err).__name__}: {err}", _user_frame(err)) from err
     if not (isinstance(result, tuple) and len(result) == 2):
         raise UsageError(
             f"{target}() must return (model, inputs) or (model, {{'calls': [...]}}); "
@@ -175,31 +264,128 @@ def _program(target: str) -> tuple[Any, dict[str, Any]]:
 def _cmd_report(args: argparse.Namespace) -> int:
     import dynscope
 
+    if args.mode and not args.timing:
+        _warn("--mode has no effect without --timing (only timing runs Inductor modes); add --timing")
+    _cwd_on_path()
     model, kwargs = _program(args.target)
-    rep = dynscope.report(
-        model, timing=args.timing, modes=tuple(args.mode or ("default",)), inner=args.inner, **kwargs
-    )
-    _out(rep.summary())
+    try:
+        rep = dynscope.report(
+            model, timing=args.timing, modes=tuple(args.mode or ("default",)), inner=args.inner, **kwargs
+        )
+    except dynscope.CaptureError as err:
+        _model_raised(err, args)  # raises
+    _out(rep.summary(color=False), summary=True)
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.html:
         from dynscope._bundle import render_bundle
 
         print(f"wrote {render_bundle(rep, Path(args.html)) / 'index.html'}")
-    if args.fail_on_break:
-        from dynscope._budget import Budget
+    failed = _gates(rep, args)
+    for reason in failed:
+        sys.stderr.write(f"dynscope: {strip_controls(reason)}\n")
+    return 1 if failed else 0
 
-        # Graph breaks only: recompiles and unread trace messages are shown, not gated.
-        if Budget(max_graph_breaks=0, max_recompiles=None, allow_unparsed=True).problems(rep):
-            print(f"dynscope: {rep.break_count} graph breaks (--fail-on-break)", file=sys.stderr)
-            return 1
-    return 0
+
+def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
+    """What each gate the command line asked for found over its limit (empty: all pass)."""
+    from dynscope._budget import Budget
+    from dynscope._format import plural
+
+    failed = []
+    # Each gate checks its own count only; unread trace messages are shown, not gated.
+    if args.fail_on_break and Budget(max_graph_breaks=0, max_recompiles=None, allow_unparsed=True).problems(rep):
+        failed.append(f"{rep.break_count} graph breaks (--fail-on-break)")
+    if args.max_recompiles is not None:
+        over = Budget(max_graph_breaks=None, max_recompiles=args.max_recompiles, allow_unparsed=True).problems(rep)
+        if over:
+            detail = over[0].splitlines()[1:]  # one line per recompile, with the failed guard in words
+            failed.append(
+                "\n".join([f"{plural(rep.recompile_count, 'recompile')}, more than --max-recompiles "
+                           f"{args.max_recompiles}:", *detail])
+            )
+    if args.max_compile_s is not None and rep.compile_time.total_s > args.max_compile_s:
+        failed.append(
+            f"compiling took {rep.compile_time.total_s:.2f} s, more than --max-compile-s {args.max_compile_s:g}"
+        )
+    return failed
+
+
+def _model_raised(err: Any, args: argparse.Namespace) -> NoReturn:
+    """The program raised: save what was captured (``--json``), then say what and where."""
+    from dynscope._format import plural
+
+    if args.json:
+        rep = err.report
+        print(
+            f"saved {rep.save(args.json)} (partial: {plural(rep.graph_count, 'graph')}, "
+            f"{plural(rep.break_count, 'graph break')} captured before the model raised)"
+        )
+    cause = err.__cause__ if err.__cause__ is not None else err
+    # The first line of the message only (_fail prints one line): Dynamo's run to many.
+    first = next((ln.strip() for ln in str(cause).splitlines() if ln.strip()), "(no message)")
+    raise UsageError(
+        f"the model raised {type(cause).__name__} during call {err.call_index}: {first}", _user_frame(cause)
+    ) from err
+
+
+def _user_frame(err: BaseException) -> str:
+    """``at file:line in function :: code`` for the innermost frame of the user's code, or "".
+
+    The user's frame is the last one in the traceback outside torch, dynscope and the
+    standard library (``_torch.is_user_file``); third-party packages count as the user's.
+    """
+    import traceback
+
+    try:
+        from dynscope._torch import is_user_file
+    except ImportError:  # no torch: only dynscope's own frames are known not to be the user's
+        here = str(Path(__file__).resolve().parent)
+
+        def is_user_file(filename: str) -> bool:
+            return not filename.startswith("<") and not str(Path(filename).resolve()).startswith(here)
+
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if is_user_file(f.filename)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    code = f" :: {f.line.strip()}" if f.line else ""
+    return f"at {f.filename}:{f.lineno} in {f.name}{code}"
+
+
+def _warn(message: str) -> None:
+    """One warning line on stderr; the command goes on."""
+    sys.stderr.write(f"dynscope: warning: {message}\n")
+
+
+def _cwd_on_path() -> None:
+    """Put the current folder first on ``sys.path``, as ``python -m dynscope`` does.
+
+    The ``dynscope`` console script starts with its own folder there instead, so
+    ``dynscope report mypkg.models:build`` could not import the user's package.
+    """
+    cwd = os.getcwd()
+    if not sys.path or sys.path[0] not in ("", cwd):
+        sys.path.insert(0, cwd)
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from dynscope._codec import load
+    from dynscope._ranks import is_merged_file, load_merged
 
-    _out(_printable(load(_existing(args.file))).summary())
+    if is_merged_file(_existing(args.file)):  # a merged many-rank report (dynscope merge)
+        merged = load_merged(args.file)
+        if args.json:
+            sys.stdout.write(merged.to_json() + "\n")
+        else:
+            _out(merged.summary())
+        return 0
+    rep = load(_existing(args.file))
+    if args.json:
+        # json escapes control characters and non-ASCII text, so nothing reaches the terminal raw.
+        sys.stdout.write(rep.to_json() + "\n")
+        return 0
+    _out(_printable(rep).summary(color=False), summary=True)
     return 0
 
 
@@ -221,6 +407,22 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from dynscope._ranks import merge
+    from dynscope._write import ensure_folder, write_text
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise UsageError(f"{args.folder} is not a folder; pass the folder the ranks saved rank-*.json to")
+    merged = merge(folder)
+    out = ensure_folder(Path(args.output))
+    merged.save(out / "merged.json")
+    write_text(out / "index.html", merged.to_html())
+    _out(merged.summary())
+    print(f"wrote {out / 'index.html'} and {out / 'merged.json'}")
+    return 1 if args.fail_on_divergence and merged.diverged else 0
+
+
 def _existing(path: str) -> Path:
     p = Path(path)
     if p.is_dir():
@@ -230,7 +432,7 @@ def _existing(path: str) -> Path:
     return p
 
 
-COMMANDS = {"report": _cmd_report, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render}
+COMMANDS = {"report": _cmd_report, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render, "merge": _cmd_merge}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -244,6 +446,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except UsageError as err:
         _fail(f"{args.command}: {err}")
+        if err.where:
+            sys.stderr.write(f"  {strip_controls(err.where)}\n")
     except DynscopeError as err:
         _fail(f"{args.command}: {type(err).__name__}: {err}")
     except OSError as err:  # a file that vanished, a full disk, a closed pipe...

@@ -7,6 +7,7 @@ is tied to the graph break or frame it ran at.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dynscope._format import location
@@ -46,3 +47,21 @@ def coverage_of(rep: Report, counts: OpCounts) -> Coverage:
         sites[f"{where} {op}"] += n
     ordered = tuple(sorted(sites.items(), key=lambda kv: (-kv[1], kv[0])))
     return Coverage(ops_in_graphs=counts.in_graphs, ops_eager=sum(sites.values()), eager_sites=ordered)
+
+
+def with_coverage(rep: Report, counts: OpCounts) -> Report:
+    """The report with its coverage, and each break site with the eager time spent at it per
+    call (the eager ops :func:`coverage_of` lists at the site, by their CPU time)."""
+    report_id = {f.torch_compile_id: f.compile_id for f in rep.frames}
+    site_of: dict[str, int] = {}
+    for i, b in enumerate(rep.breaks):
+        for cid in b.compile_ids:
+            site_of.setdefault(cid, i)
+    us = [0.0] * len(rep.breaks)
+    for (region, _), t in counts.eager_us.items():
+        i = site_of.get(report_id.get(region, ""), -1)
+        if i >= 0:
+            us[i] += t
+    calls = max(rep.calls, 1)
+    breaks = tuple(replace(b, eager_ms=t / 1000.0 / calls) for b, t in zip(rep.breaks, us, strict=True))
+    return replace(rep, coverage=coverage_of(rep, counts), breaks=breaks)

@@ -92,6 +92,7 @@ def build_lowering(
     source: str = "timing",
     times: KernelTimes | None = None,
     dynamo_s: float | None = None,
+    measured_ms: float | None = None,
     notes: Sequence[str] = (),
 ) -> Lowering | None:
     """The lowering of ``graph`` from its compile's events; None when Inductor logged no code."""
@@ -168,7 +169,8 @@ def build_lowering(
                     dict.fromkeys((call_nodes[n].filename, call_nodes[n].lineno) for n in nodes if n in call_nodes and call_nodes[n].filename)
                 )
             ms = times.ms.get((index, key)) if times is not None else None
-            share = ms / times.profiled_ms if times is not None and ms is not None and times.profiled_ms > 0 else None
+            whole = measured_ms if measured_ms is not None else (times.profiled_ms if times is not None else None)
+            share = ms / whole if ms is not None and whole else None
             kernels.append(
                 Kernel(
                     name=name,
@@ -208,6 +210,7 @@ def build_lowering(
         cache=tuple(cache),
         phases=_phases(steps, dynamo_s),
         profiled_ms=times.profiled_ms if times is not None else None,
+        measured_ms=measured_ms if times is not None else None,
         notes=tuple(out_notes),
     )
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynscope._format import OVERHEAD_MS, location, timer_resolution_ms
-from dynscope._torch.wording import is_lifted_param, is_resume_name
+from dynscope._format import OVERHEAD_MS, clip, location, ms, plural, timer_resolution_ms
+from dynscope._torch.wording import is_lifted_param, is_resume_name, resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -50,6 +50,17 @@ class _Live:
 
 def _live_field() -> Any:
     return field(default_factory=_Live, compare=False, repr=False, metadata={"live": True})
+
+
+#: Longest repr of a model object. A notebook cell, a debugger or a log line shows one
+#: short line; the data itself is in the fields, ``summary()``, ``to_html()`` and ``to_json()``.
+REPR_MAX = 200
+
+
+def _brief(kind: str, text: str) -> str:
+    """``<Kind text>``: a model object's repr, on one line of at most ``REPR_MAX`` characters
+    (``text`` comes partly from user code and PyTorch: newlines folded, length clipped)."""
+    return f"<{kind} {clip(' '.join(text.split()), REPR_MAX - len(kind) - 3)}>"
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,10 @@ class Node:
             self.op == "placeholder" and is_lifted_param(self.name)
         )
 
+    def __repr__(self) -> str:
+        out = ", ".join(m.describe() for m in self.outputs)
+        return _brief("Node", f"{self.name} {self.op} {self.target}" + (f" -> {out}" if out else ""))
+
 
 @dataclass(frozen=True)
 class StackFrame:
@@ -120,6 +135,9 @@ class StackFrame:
     lineno: int  # 1-based line number
     function: str  # function name
     line: str = ""  # the source line, stripped
+
+    def __repr__(self) -> str:
+        return _brief("StackFrame", f"{location(self.filename, self.lineno)} in {self.function}: {self.line}")
 
 
 @dataclass(frozen=True)
@@ -173,6 +191,14 @@ class Timing:
     def failed(self) -> bool:
         """True when Inductor could not compile or run the graph."""
         return bool(self.error)
+
+    def __repr__(self) -> str:
+        if self.failed:
+            return _brief("Timing", f"{self.mode} {self.device}: failed: {self.error}")
+        text = f"eager {ms(self.eager_ms)}, compiled {ms(self.compiled_ms)}, {self.speedup:.2f}x"
+        if self.train_speedup > 0:
+            text += f", fwd+bwd {self.train_speedup:.2f}x"
+        return _brief("Timing", f"{self.mode} {self.device}: {text}" + ("" if self.numerics_ok else ", numerics_ok=False"))
 
     @property
     def samples(self) -> int:
@@ -247,6 +273,13 @@ class AotGraph:
     nodes: tuple[Node, ...] = ()  # every node in graph order (target: "aten.addmm.default")
     code: str = ""  # the graph as PyTorch printed it
 
+    def __repr__(self) -> str:
+        return _brief(
+            "AotGraph",
+            f"{self.kind}: {plural(self.op_count, 'op')}, {plural(self.node_count, 'node')}, "
+            f"{plural(len(self.inputs), 'input')}",
+        )
+
     def to_dot(self, lowering: Lowering | None = None) -> str:
         """DOT source of the graph (see dynscope._render_dot.aot_graph_to_dot); pass the
         ``Lowering`` it belongs to so a backward graph highlights the saved activations."""
@@ -268,7 +301,7 @@ class SavedTensors:
     count: int  # tensors saved (SymInt sizes not counted)
     bytes: int  # their size at the traced shapes
     symbolic: int = 0  # of ``count``, tensors with a symbolic size: counted in ``bytes`` at size hint 1
-    names: tuple[str, ...] = ()  # the saved values' names in the backward graph
+    names: tuple[str, ...] = field(default=(), repr=False)  # the saved values' names in the backward graph
 
 
 @dataclass(frozen=True)
@@ -285,6 +318,12 @@ class Kernel:
     share: float | None = None  # time_ms / the compiled graph's profiled time per run
     calls: int = 1  # times the kernel is called per run of the graph
     code_line: int = 0  # 1-based line in its graph's output code where it is called; 0 unknown
+
+    def __repr__(self) -> str:
+        text = f"{self.name} {self.kind} {self.graph}: {plural(len(self.aten_ops), 'aten op')}"
+        if self.time_ms is not None:
+            text += f", {ms(self.time_ms)}" + (f" x{self.calls}" if self.calls != 1 else "")
+        return _brief("Kernel", text)
 
 
 @dataclass(frozen=True)
@@ -303,8 +342,18 @@ class Lowering:
     backward_code: str = ""  # ... and for the backward
     cache: tuple[tuple[str, str], ...] = ()  # ("fx_graph forward", "hit"/"miss"/"bypass"), ...
     phases: tuple[tuple[str, float], ...] = ()  # (phase, seconds) in pipeline order
-    profiled_ms: float | None = None  # the graph's time per run under the profiler (fwd+bwd when training)
+    profiled_ms: float | None = None  # one call's time under the profiler, wrappers included (fwd+bwd when training)
+    # The same build's median time measured by the timer, without the profiler (whose own
+    # cost per event inflates small graphs): shares and outside_kernels_ms are taken of it.
+    measured_ms: float | None = None
     notes: tuple[str, ...] = ()  # what could not be read, and why
+
+    def __repr__(self) -> str:
+        parts = [f"{g.kind} {plural(g.op_count, 'op')}" for g in (self.forward, self.backward) if g is not None]
+        parts.append(plural(len(self.kernels), "kernel"))
+        if self.profiled_ms is not None:
+            parts.append(f"{ms(self.profiled_ms)} profiled")
+        return _brief("Lowering", f"{self.mode} ({self.source}): " + ", ".join(parts))
 
     @property
     def kernel_ms(self) -> float | None:
@@ -314,10 +363,18 @@ class Lowering:
 
     @property
     def outside_kernels_ms(self) -> float | None:
-        """Profiled graph time not spent in any kernel (wrapper code, allocation, launches)."""
-        if self.profiled_ms is None or self.kernel_ms is None:
+        """Profiled graph time not spent in any kernel: Inductor's wrapper (allocation, size
+        checks, launches) and the runtime wrappers around it."""
+        whole = self.graph_ms
+        if whole is None or self.kernel_ms is None:
             return None
-        return max(self.profiled_ms - self.kernel_ms, 0.0)
+        return max(whole - self.kernel_ms, 0.0)
+
+    @property
+    def graph_ms(self) -> float | None:
+        """The graph's time per call that kernel shares are of: the timer's median
+        (``measured_ms``), else the profiled time; None when kernels were not timed."""
+        return self.measured_ms if self.measured_ms is not None else self.profiled_ms
 
     @property
     def compile_s(self) -> float:
@@ -353,6 +410,10 @@ class Graph:
     runs: int = 0  # times the graph ran during report()'s calls (0: unknown, capture())
     backward_runs: int = 0  # of those runs, how many also ran the graph's backward (training)
     lowering: Lowering | None = None  # AOT graphs and kernels, when the graph went through Inductor
+    # Why one compile made several graphs without a graph break: "" (it did not) or
+    # "ddp_bucket" (DDP's optimizer split it at gradient-bucket boundaries; not the user's
+    # break, not counted against budgets; see docs/distributed.md).
+    split_by: str = ""
     _module: _Live = _live_field()  # live GraphModule (not saved)
 
     @property
@@ -368,6 +429,27 @@ class Graph:
     def timing_for(self, mode: str) -> Timing | None:
         """Timing of one mode, or None."""
         return next((t for t in self.timings if t.mode == mode), None)
+
+    def __repr__(self) -> str:
+        user, params = self.user_inputs()
+        where = f" ({location(self.filename, self.lineno)})" if self.filename else ""
+        text = (
+            f"{self.id} {resume_label(self.frame)}{where}: {plural(self.op_count, 'op')}, "
+            f"{plural(len(user), 'input')}" + (f" (+{params} params)" if params else "")
+        )
+        t = self.timing
+        if t is not None:
+            text += f", {t.mode} failed" if t.failed else f", {t.speedup:.2f}x {t.mode}"
+        if self.lowering is not None:
+            text += f", {plural(len(self.lowering.kernels), 'kernel')}"
+        return _brief("Graph", text)
+
+    def _repr_html_(self) -> str:
+        """Its picture in a notebook (its summary when Graphviz is not installed)."""
+        from dynscope._render_card import graph_card
+        from dynscope._svg import dot_to_svg, have_graphviz
+
+        return graph_card(self, dot_to_svg(self.to_dot()) if have_graphviz() else None)
 
     @property
     def is_resume(self) -> bool:
@@ -430,6 +512,10 @@ class BreakEvent:
     reported_filename: str  # where Dynamo said the break was (may be inside copy.py, torch...)
     reported_lineno: int
 
+    def __repr__(self) -> str:
+        site, reported = location(self.filename, self.lineno), location(self.reported_filename, self.reported_lineno)
+        return _brief("BreakEvent", f"{self.compile_id} {site}" + (f" (reported at {reported})" if reported != site else ""))
+
 
 @dataclass(frozen=True)
 class GraphBreak:
@@ -451,11 +537,29 @@ class GraphBreak:
     count: int = 1  # break events at this site
     compile_ids: tuple[str, ...] = ()  # compiles that hit the site, in order
     excerpt: tuple[tuple[int, str], ...] = ()  # (line number, text) around the site, read at capture
+    detail: str = ""  # PyTorch's further explanation (how a branch condition was computed), as it wrote it
+    debug_context: str = ""  # PyTorch's "Developer debug context"
+    torch_text: str = ""  # PyTorch's whole report of the site's first break (without Dynamo's own traceback)
+    call_chain: tuple[StackFrame, ...] = ()  # the user's frames leading to the site (the end of user_stack), outermost first
+    # What the site costs (Report.breaks_by_cost ranks by these); -1: not known (coverage
+    # not measured; a report saved before dynscope counted them):
+    eager_ms: float = -1.0  # per call, time of the eager ops run at the site
+    graphs_split: int = -1  # graphs of resume functions Dynamo made after this site
+    recompiles_caused: int = -1  # recompiles of those resume functions
 
     @property
     def location(self) -> str:
         """``file.py:LINE``: the base name and line."""
         return location(self.filename, self.lineno)
+
+    def __repr__(self) -> str:
+        return _brief("GraphBreak", f"{self.location} {self.category} x{self.count}: {self.source}")
+
+    def _repr_html_(self) -> str:
+        """The code around the site with the line marked, the reason and the fix, in a notebook."""
+        from dynscope._render_card import break_card
+
+        return break_card(self)
 
 
 @dataclass(frozen=True)
@@ -466,6 +570,29 @@ class Recompile:
     frame: str  # the function recompiled
     reasons: tuple[str, ...]  # the failed guards as PyTorch words them
     explained: tuple[str, ...] = ()  # the same, said plainly by dynscope
+    causes: tuple[str, ...] = ()  # what changed, without values ("requires_grad changed on input x")
+    fixes: tuple[str, ...] = ()  # what to do about each cause, in the same order
+
+    def __repr__(self) -> str:
+        return _brief("Recompile", f"{self.compile_id} {resume_label(self.frame)}: " + "; ".join(self.explained or self.reasons))
+
+
+@dataclass(frozen=True)
+class RecompileGroup:
+    """Recompiles of one function for one cause (``Report.recompile_groups``)."""
+
+    frame: str  # the function recompiled
+    cause: str  # what changed ("requires_grad changed on input x")
+    fix: str  # what to do about it
+    compile_ids: tuple[str, ...] = ()  # the recompiles, in order
+
+    @property
+    def count(self) -> int:
+        """How many recompiles."""
+        return len(self.compile_ids)
+
+    def __repr__(self) -> str:
+        return _brief("RecompileGroup", f"{self.count} of {resume_label(self.frame)}: {self.cause}")
 
 
 @dataclass(frozen=True)
@@ -477,6 +604,10 @@ class Guard:
     source: str  # what it checks, e.g. L['x'] or G['torch']
     detail: str  # the check itself, without PyTorch's trailing comment
     user_line: str = ""  # the user code that made the guard, when PyTorch says
+
+    def __repr__(self) -> str:
+        source = f" {self.source}" if self.source else ""
+        return _brief("Guard", f"{self.compile_id} {self.kind}{source}: {self.detail}")
 
 
 @dataclass(frozen=True)
@@ -495,6 +626,14 @@ class Frame:
     status: str = "compiled"  # "compiled", "empty" (no ops, so no graph) or "failed"
     fail_reason: str = ""  # why compiling failed or was skipped
     torch_compile_id: str = ""  # PyTorch's own id (process-wide; matches TORCH_LOGS / tlparse)
+
+    def __repr__(self) -> str:
+        status = f"failed: {self.fail_summary}" if self.status == "failed" else self.status
+        return _brief(
+            "Frame",
+            f"{self.compile_id} {resume_label(self.function)} ({location(self.filename, self.lineno)}): {status}, "
+            f"{plural(len(self.graph_ids), 'graph')}, {plural(self.op_count, 'op')}",
+        )
 
     @property
     def fail_summary(self) -> str:
@@ -521,6 +660,13 @@ class Coverage:
         total = self.ops_in_graphs + self.ops_eager
         return 1.0 if total == 0 else self.ops_in_graphs / total
 
+    def __repr__(self) -> str:
+        return _brief(
+            "Coverage",
+            f"{self.ratio:.0%}: {self.ops_in_graphs} ops in graphs, {self.ops_eager} eager "
+            f"at {plural(len(self.eager_sites), 'site')}",
+        )
+
 
 @dataclass(frozen=True)
 class ModeTiming:
@@ -544,6 +690,14 @@ class ModeTiming:
     def speedup(self) -> float:
         """eager / compiled; 0.0 when not measured."""
         return self.eager_ms / self.compiled_ms if self.compiled_ms > 0 and not self.error else 0.0
+
+    def __repr__(self) -> str:
+        if self.error:
+            return _brief("ModeTiming", f"{self.mode} {self.device}: failed: {self.error}")
+        return _brief(
+            "ModeTiming",
+            f"{self.mode} {self.device}: eager {ms(self.eager_ms)}, compiled {ms(self.compiled_ms)}, {self.speedup:.2f}x",
+        )
 
     @property
     def in_graphs_share(self) -> float:
@@ -589,6 +743,10 @@ class Report:
     title: str = ""  # what was captured, e.g. the model's class name
     notes: tuple[str, ...] = ()  # what the reader must know: an input unwrapped, coverage skipped...
     unparsed: int = 0  # trace payloads no parser understood: non-zero means counts may be short
+    # Where the report was made: torch.distributed's rank and world size when a process
+    # group was initialised, else 0 and 1 (a single process is rank 0 of 1).
+    rank: int = 0
+    world_size: int = 1
     schema_version: int = SCHEMA_VERSION
 
     # -- counts -------------------------------------------------------------------------
@@ -646,6 +804,40 @@ class Report:
         ]
         return sorted(costed, key=lambda t: -t[2])[:n]
 
+    def recompile_groups(self) -> tuple[RecompileGroup, ...]:
+        """Recompiles grouped by function and cause, the largest group first.
+
+        PyTorch lists a failed guard against each earlier compile of the function, so a
+        recompile can name causes an earlier one already had: each counts under the first
+        cause not seen before in that function (its first cause when all were seen).
+        ``recompiles`` keeps the flat list.
+        """
+        groups: dict[tuple[str, str], RecompileGroup] = {}
+        seen: dict[str, set[str]] = {}
+        for r in self.recompiles:
+            pairs = list(zip(r.causes, r.fixes, strict=False)) or [(r.explained[0] if r.explained else "recompiled", "")]
+            known = seen.setdefault(r.frame, set())
+            cause, fix = next(((c, f) for c, f in pairs if c not in known), pairs[0])
+            known.update(c for c, _ in pairs)
+            g = groups.get((r.frame, cause)) or RecompileGroup(r.frame, cause, fix)
+            groups[(r.frame, cause)] = RecompileGroup(g.frame, g.cause, g.fix, (*g.compile_ids, r.compile_id))
+        return tuple(sorted(groups.values(), key=lambda g: -g.count))
+
+    def breaks_by_cost(self) -> tuple[GraphBreak, ...]:
+        """Break sites, the one whose fix buys most first: most eager time per call (to
+        0.1 ms: finer is noise), then most graphs and recompiles it causes, then most events
+        (figures not known count as 0)."""
+        return tuple(
+            sorted(
+                self.breaks,
+                key=lambda b: (
+                    -round(max(b.eager_ms, 0.0), 1),
+                    -(max(b.graphs_split, 0) + max(b.recompiles_caused, 0)),
+                    -b.count,
+                ),
+            )
+        )
+
     def graph(self, graph_id: int) -> Graph:
         """The graph with this id."""
         for g in self.graphs:
@@ -654,14 +846,39 @@ class Report:
         raise KeyError(f"no graph {graph_id}; ids are {[g.id for g in self.graphs]}")
 
     # -- output -------------------------------------------------------------------------
-    def summary(self) -> str:
-        """The terminal summary (also ``str(report)``)."""
+    def summary(self, *, color: bool | None = None) -> str:
+        """The terminal summary (also ``str(report)``).
+
+        Args:
+            color: ANSI colour: True or False; None (default) colours when stdout is a
+                terminal, unless ``NO_COLOR`` is set (``FORCE_COLOR`` colours a pipe too).
+                Pass False for text that goes to a file.
+        """
+        from dynscope._color import use_color
         from dynscope._render_text import render_summary
 
-        return render_summary(self)
+        return render_summary(self, color=use_color(color))
 
     def __str__(self) -> str:
         return self.summary()
+
+    def __repr__(self) -> str:
+        parts = [
+            plural(self.graph_count, "graph"),
+            f"{plural(self.break_count, 'break')} at {plural(len(self.breaks), 'site')}",
+            plural(self.recompile_count, "recompile"),
+        ]
+        if self.coverage is not None:
+            parts.append(f"coverage {self.coverage.ratio:.0%}")
+        for m in self.timing[:1]:  # the first mode, as Graph.timing
+            parts.append(f"{m.mode} timing failed" if m.error else f"speedup {m.speedup:.2f}x ({m.mode})")
+        kernels = sum(1 for _ in self.kernels())
+        if kernels:
+            parts.append(plural(kernels, "kernel"))
+        if self.unparsed:
+            parts.append(plural(self.unparsed, "unread trace message"))
+        title = f"{clip(self.title, 60)}: " if self.title else ""
+        return _brief("Report", title + ", ".join(parts))
 
     def program_dot(self) -> str:
         """DOT of the whole program: graphs chained through the breaks."""
@@ -687,7 +904,10 @@ class Report:
         return html_page(self, pictures=pictures)
 
     def _repr_html_(self) -> str:
-        return self.to_html()
+        """A compact card in a notebook; ``to_html()`` / ``render(folder)`` give the whole page."""
+        from dynscope._render_card import render_card
+
+        return render_card(self)
 
     def render(self, folder: str | Path) -> Path:
         """Write index.html, graph_<id>.svg, program.svg, report.json to ``folder``."""

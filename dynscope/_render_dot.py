@@ -16,15 +16,18 @@ from dynscope._errors import InputError
 from dynscope._format import clip, location, ms, plural
 from dynscope._palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, op_category, time_colour
 from dynscope._render_text import grads_text, speedup_text
-from dynscope._torch.wording import resume_label
+from dynscope._torch.wording import base_function, resume_label, resume_site
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from dynscope._model import AotGraph, Frame, Graph, Kernel, Lowering, Node, Report, Timing
 
 __all__ = [
     "AUTO_COLLAPSE_NODES",
     "COLOR_BY",
     "PALETTE",
+    "REPEAT_MIN_NODES",
     "DotOptions",
     "aot_graph_to_dot",
     "dot_id",
@@ -36,6 +39,14 @@ __all__ = [
 
 #: Above this many nodes a graph is drawn at module level automatically.
 AUTO_COLLAPSE_NODES = 3000
+
+#: From this many nodes up, repeated sibling blocks (same module class, same inner
+#: structure) are drawn once with a count; smaller graphs are drawn node by node.
+REPEAT_MIN_NODES = 150
+
+#: A repeated block is folded when it has at least this many ops (a repeated Linear alone
+#: gains nothing from a box and a count).
+REPEAT_MIN_BLOCK_OPS = 3
 
 #: What a graph picture's fill colours can show (DotOptions.color_by).
 COLOR_BY = ("auto", "op", "kernel", "time")
@@ -102,6 +113,9 @@ class DotOptions:
     # Fill colours: "op" (op category), "kernel" (the forward kernel a node was fused into),
     # "time" (share of the graph's time), "auto" ("kernel" when the graph has kernels).
     color_by: str = "auto"
+    # Repeated sibling blocks (same module class, same inner structure) drawn once with a
+    # count, in graphs of REPEAT_MIN_NODES nodes or more.
+    fold_repeats: bool = True
 
 
 def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
@@ -109,7 +123,10 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
 
     Graphs known only from the trace (no node data) become a one-box summary. Graphs over
     AUTO_COLLAPSE_NODES nodes are drawn at module level (depth 1) unless ``depth`` is set,
-    and the picture says so. ``options.color_by`` picks what the fill colours show (see
+    and the picture says so. In graphs of REPEAT_MIN_NODES nodes or more, sibling module
+    blocks of one class and identical inner structure (12 transformer layers) are drawn
+    once, in a box labelled with the count ("x12"); ``options.fold_repeats=False`` draws
+    every block. ``options.color_by`` picks what the fill colours show (see
     DotOptions); the picture's label says what they mean.
 
     Raises:
@@ -146,6 +163,21 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
 
     by_name = {n.name: n for n in graph.nodes}
     hidden = {n.name for n in graph.nodes if opts.fold_params and n.is_param}
+    # Repeated blocks (12 identical transformer layers) drawn once, labelled with a count.
+    same_as: dict[str, str] = {}  # node of a repeat not drawn -> its twin in the drawn block
+    member: dict[str, list[tuple[int, int]]] = {}  # node -> (repeat group, block number)
+    counts: dict[str, int] = {}  # module path of a drawn block -> how many it stands for
+    if opts.fold_repeats and depth is None and len(graph.nodes) >= REPEAT_MIN_NODES:
+        same_as, member, counts = _repeats(graph.nodes, hidden)
+        # Weights drawn as inputs (fold_params=False) that only the blocks not drawn read:
+        # not drawn either (mapped to themselves, so no edge of theirs is drawn).
+        users: dict[str, list[str]] = {}
+        for n in graph.nodes:
+            for arg in n.args:
+                users.setdefault(arg, []).append(n.name)
+        for n in graph.nodes:
+            if not n.is_op and n.name not in hidden and users.get(n.name) and all(u in same_as for u in users[n.name]):
+                same_as[n.name] = n.name
     # Collapsed modules: nodes deeper than `depth` are drawn as one node per module path.
     collapsed: dict[str, str] = {}  # node name -> collapsed node id
     collapsed_info: dict[str, tuple[str, str, Counter[str]]] = {}
@@ -160,7 +192,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     # Cluster tree: module path prefix -> node lines.
     tree: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for n in graph.nodes:
-        if n.name in hidden or n.name in collapsed:
+        if n.name in hidden or n.name in collapsed or n.name in same_as:
             continue
         stack = n.module_stack if n.is_op else ()
         if depth is not None:
@@ -176,17 +208,19 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
         tree.setdefault(stack_key, []).append(
             f"    {cid} [label={quote(label)}, shape=box3d, fillcolor=\"{PALETTE[main]}\", tooltip={quote(path)}];"
         )
-    lines.extend(_clusters(tree))
+    lines.extend(_clusters(tree, counts))
 
     seen_edges: set[tuple[str, str]] = set()
     for n in graph.nodes:
         if n.name in hidden:
             continue
-        dst = collapsed.get(n.name, _ident(n.name))
+        dst = collapsed.get(n.name, _ident(same_as.get(n.name, n.name)))
         for arg in n.args:
             if arg in hidden or arg not in by_name:
                 continue
-            src = collapsed.get(arg, _ident(arg))
+            if same_as and _between_repeats(arg, n.name, same_as, member):
+                continue
+            src = collapsed.get(arg, _ident(same_as.get(arg, arg)))
             if src == dst or (src, dst) in seen_edges:
                 continue
             seen_edges.add((src, dst))
@@ -265,7 +299,7 @@ def _forward_kernels(lowering: Lowering) -> tuple[Kernel, ...]:
 
 
 def _timed(lowering: Lowering) -> bool:
-    return bool(lowering.profiled_ms) and any(k.time_ms is not None for k in _forward_kernels(lowering))
+    return bool(lowering.graph_ms) and any(k.time_ms is not None for k in _forward_kernels(lowering))
 
 
 def _kernel_line(k: Kernel) -> str:
@@ -283,7 +317,7 @@ def _lowering_looks(graph: Graph, lowering: Lowering, mode: str) -> tuple[dict[s
     kernels = _forward_kernels(lowering)
     colour = {id(k): kernel_colour(i) for i, k in enumerate(kernels)}
     unmapped = set(lowering.unmapped)
-    total = lowering.profiled_ms or 0.0
+    total = lowering.graph_ms or 0.0
     looks: dict[str, _Look] = {}
     for n in graph.nodes:
         mine = [k for k in kernels if n.name in k.nodes]
@@ -321,7 +355,7 @@ def _lowering_looks(graph: Graph, lowering: Lowering, mode: str) -> tuple[dict[s
     if mode == "time":
         what = "forward and backward" if lowering.backward is not None else "the graph"
         meaning = (
-            f"fill: share of the profiled time per run ({ms(total)}, {what}), white 0% to red 100%; "
+            f"fill: share of the graph's time per call ({ms(total)}, {what}), white 0% to red 100%; "
             f"a kernel's time is split evenly over the nodes it computes\n{marks}"
         )
         return looks, [], meaning
@@ -362,8 +396,93 @@ def _kernel_legend(kernels: tuple[Kernel, ...], colour: dict[int, str]) -> list[
     return out
 
 
-def _clusters(tree: dict[tuple[tuple[str, str], ...], list[str]]) -> list[str]:
-    """Nested subgraph clusters for module paths (sorted for stable output)."""
+def _repeats(nodes: Sequence[Node], hidden: set[str]) -> tuple[dict[str, str], dict[str, list[tuple[int, int]]], dict[str, int]]:
+    """Sibling module blocks of one class and identical inner structure, to draw once.
+
+    Returns (node of a repeat not drawn -> its twin in the first block, node -> the
+    (group, block number) of each repeated group it is in, first block's path -> block
+    count). Blocks are compared by what they compute (ops, shapes, edges inside the block,
+    which inputs are weights), not by names; repeats inside the first block fold too.
+    """
+    same_as: dict[str, str] = {}
+    member: dict[str, list[tuple[int, int]]] = {}
+    counts: dict[str, int] = {}
+    drawn = [n for n in nodes if n.is_op and n.name not in hidden]
+    position = {n.name: i for i, n in enumerate(drawn)}  # place among the ops, in run order
+    ops = [n for n in drawn if n.module_stack]
+
+    def fold(level: int, members: list[Node]) -> None:
+        # Children of this level in the order they first run, with their nodes.
+        children: dict[tuple[str, str], list[Node]] = {}
+        for n in members:
+            if len(n.module_stack) > level:
+                children.setdefault(n.module_stack[level], []).append(n)
+        keys = list(children)
+        sign = {key: (key[1], _block_signature(key[0], children[key], hidden)) for key in keys}
+        start = 0
+        while start < len(keys):
+            # A run: blocks one after the other, each reading the one before (layer 3 ->
+            # layer 4), not parallel siblings (q, k, v projections) nor blocks with other
+            # ops between them, which one box could not stand for.
+            end = start + 1
+            while (end < len(keys) and sign[keys[end]] == sign[keys[start]]
+                   and _in_series(children[keys[end - 1]], children[keys[end]], position)):
+                end += 1
+            run, first = keys[start:end], keys[start]
+            if len(run) > 1 and len(children[first]) >= REPEAT_MIN_BLOCK_OPS:
+                gid = len(counts)
+                counts[first[0]] = len(run)
+                for i, key in enumerate(run):
+                    for n, twin in zip(children[key], children[first], strict=True):
+                        member.setdefault(n.name, []).append((gid, i))
+                        if i:
+                            same_as[n.name] = twin.name
+            fold(level + 1, children[first])
+            start = end
+
+    fold(0, ops)
+    for name, twin in same_as.items():  # a twin inside a folded inner repeat: its own twin
+        while twin in same_as:
+            twin = same_as[twin]
+        same_as[name] = twin
+    return same_as, member, counts
+
+
+def _in_series(before: list[Node], after: list[Node], position: Mapping[str, int]) -> bool:
+    """True when block ``after`` runs right after block ``before`` (each block's ops in one
+    stretch, no other op between them) and reads something ``before`` made."""
+    a = [position[n.name] for n in before]
+    b = [position[n.name] for n in after]
+    if max(a) - min(a) + 1 != len(a) or max(b) - min(b) + 1 != len(b) or min(b) != max(a) + 1:
+        return False
+    made = {n.name for n in before}
+    return any(arg in made for n in after for arg in n.args)
+
+
+def _between_repeats(a: str, b: str, same_as: Mapping[str, str], member: Mapping[str, list[tuple[int, int]]]) -> bool:
+    """True for an edge drawn by the first block already: inside a repeat not drawn, or from
+    one block of a group to another (layer 3 -> layer 4)."""
+    if a in same_as and b in same_as:
+        return True
+    blocks = dict(member.get(a, ()))
+    return any(gid in blocks and blocks[gid] != i for gid, i in member.get(b, ()))
+
+
+def _block_signature(path: str, nodes: list[Node], hidden: set[str]) -> str:
+    """What a module block computes, without its names: two blocks with one signature look
+    the same when drawn."""
+    index = {n.name: i for i, n in enumerate(nodes)}
+    parts = []
+    for n in nodes:
+        inner = tuple((p[len(path):] if p.startswith(path) else p, c) for p, c in n.module_stack)
+        args = tuple(index.get(a, "W" if a in hidden else "in") for a in n.args)
+        parts.append(repr((n.op, n.target, tuple(m.describe() for m in n.outputs), inner, args)))
+    return "\n".join(parts)
+
+
+def _clusters(tree: dict[tuple[tuple[str, str], ...], list[str]], counts: Mapping[str, int] | None = None) -> list[str]:
+    """Nested subgraph clusters for module paths (sorted for stable output); a path in
+    ``counts`` stands for that many identical blocks and its label says so."""
     out: list[str] = []
     keys = sorted(tree)
     out.extend(tree.get((), []))
@@ -373,7 +492,12 @@ def _clusters(tree: dict[tuple[tuple[str, str], ...], list[str]]) -> list[str]:
         for child in children:
             path, cls = child[-1]
             out.append(f"{indent}subgraph {quote('cluster_' + path)} {{")
-            out.append(f"{indent}  label={quote(f'{path} ({cls})')}; style=\"rounded,dashed\"; color=\"#999999\";")
+            label = f"{path} ({cls})"
+            style = "rounded,dashed"
+            if counts and path in counts:
+                label += f" x{counts[path]} (identical blocks, drawn once)"
+                style = "rounded,bold"
+            out.append(f"{indent}  label={quote(label)}; style=\"{style}\"; color=\"#999999\";")
             for line in tree.get(child, []):
                 out.append(f"{indent}  {line.strip()}")
             emit(child, indent + "  ")
@@ -485,7 +609,8 @@ def _bytes(n: int) -> str:
 
 
 def program_to_dot(rep: Report) -> str:
-    """The whole call: frames in order, graphs as boxes, breaks between them, recompiles beside."""
+    """The whole call in execution order (:func:`program_order`): graphs as boxes, each break
+    between the compiles that hit it and the resume functions after it, recompiles beside."""
     title = (
         f"{rep.title or 'program'}: {plural(rep.graph_count, 'graph')}, "
         f"{plural(rep.break_count, 'break')}, {plural(rep.recompile_count, 'recompile')}"
@@ -500,58 +625,109 @@ def program_to_dot(rep: Report) -> str:
     ]
     graphs_by_cid = {g.compile_id: g for g in rep.graphs}
     recompile_by_cid = {r.compile_id: r for r in rep.recompiles}
-    frames_order: list[str] = []
-    compiles: dict[str, list[str]] = {}
-    for f in rep.frames:
-        frame_no = f.compile_id.split("/")[0]
-        if frame_no not in compiles:
-            frames_order.append(frame_no)
-        compiles.setdefault(frame_no, []).append(f.compile_id)
     frame_by_cid = {f.compile_id: f for f in rep.frames}
-    breaks_after: dict[str, list[int]] = {}
-    for i, b in enumerate(rep.breaks):
-        breaks_after.setdefault(b.compile_ids[0] if b.compile_ids else "", []).append(i)
-
-    previous: str | None = "start"
+    hosts = break_hosts(rep)
+    function = {f.compile_id: f.function for f in rep.frames}
+    previous: list[str] = ["start"]
+    box_of: dict[str, str] = {}
     lines.append('  start [label="call", shape=circle, style=filled, fillcolor="#333333", fontcolor=white, width=0.5];')
-    drawn: set[int] = set()
-    for frame_no in sorted(frames_order, key=_frame_key):
-        cids = compiles[frame_no]
-        main_cid = cids[0]
-        main_id = _box(lines, main_cid, graphs_by_cid.get(main_cid), frame_by_cid.get(main_cid))
-        if previous:
-            lines.append(f"  {previous} -> {main_id};")
-        # Recompiled variants in a row to the right, each reached by the guard that failed.
-        before = main_id
-        for other in cids[1:]:
-            vid = _box(lines, other, graphs_by_cid.get(other), frame_by_cid.get(other), variant=True)
-            rec = recompile_by_cid.get(other)
-            # A loaded or hand-made report may name no failed guard.
-            why = next(iter(rec.explained or rec.reasons), "recompiled") if rec else "recompiled"
-            lines.append(f"  {{ rank=same; {main_id}; {vid}; }}")
-            lines.append(f"  {before} -> {vid} [style=dashed, color=\"#b2182b\", label={quote(_wrap(why, 40))}];")
-            before = vid
-        previous = main_id
-        for cid in cids:
-            for i in breaks_after.get(cid, []):
-                if i in drawn:
-                    continue
-                drawn.add(i)
-                b = rep.breaks[i]
-                bid = f"break_{i}"
-                label = (
-                    f"BREAK {_one_line(b.location)} x{b.count}\n{_one_line(clip(b.source, 48))}\n"
-                    f"[{_one_line(b.category)}]"
-                )
-                tooltip = f"{location(b.filename, b.lineno, full=True)}: {b.reason}"
-                lines.append(
-                    f"  {bid} [label={quote(label)}, shape=octagon, style=filled, fillcolor=\"#fddbc7\", "
-                    f"color=\"#b2182b\", tooltip={quote(tooltip)}];"
-                )
-                lines.append(f"  {previous} -> {bid};")
-                previous = bid
+    for group, ends in program_order(rep):
+        mains = []
+        for cids in group:
+            main_cid = cids[0]
+            main_id = box_of[main_cid] = _box(lines, main_cid, graphs_by_cid.get(main_cid), frame_by_cid.get(main_cid))
+            mains.append(main_id)
+            # After a break, the resume function at its line; otherwise whatever ran last.
+            into = [
+                f"break_{i}" for i in range(len(rep.breaks)) if f"break_{i}" in previous
+                and resume_site(function[main_cid]) == (base_function(rep.breaks[i].function), rep.breaks[i].lineno)
+            ]
+            for p in into or previous:
+                lines.append(f"  {p} -> {main_id};")
+            # Recompiled variants in a row to the right, each reached by the guard that failed.
+            before = main_id
+            for other in cids[1:]:
+                vid = box_of[other] = _box(lines, other, graphs_by_cid.get(other), frame_by_cid.get(other), variant=True)
+                rec = recompile_by_cid.get(other)
+                # A loaded or hand-made report may name no failed guard.
+                why = next(iter(rec.explained or rec.reasons), "recompiled") if rec else "recompiled"
+                lines.append(f"  {{ rank=same; {main_id}; {vid}; }}")
+                lines.append(f"  {before} -> {vid} [style=dashed, color=\"#b2182b\", label={quote(_wrap(why, 40))}];")
+                before = vid
+        # The next step runs after this one's breaks (each reached from the compiles that
+        # hit it), or straight after this step when it hit none.
+        previous = [f"break_{i}" for i in ends] or mains
+        for i in ends:
+            b = rep.breaks[i]
+            bid = f"break_{i}"
+            label = (
+                f"BREAK {_one_line(b.location)} x{b.count}\n{_one_line(clip(b.source, 48))}\n"
+                f"[{_one_line(b.category)}]"
+            )
+            tooltip = f"{location(b.filename, b.lineno, full=True)}: {b.reason}"
+            lines.append(
+                f"  {bid} [label={quote(label)}, shape=octagon, style=filled, fillcolor=\"#fddbc7\", "
+                f"color=\"#b2182b\", tooltip={quote(tooltip)}];"
+            )
+            for cid in hosts[i]:
+                lines.append(f"  {box_of[cid]} -> {bid};")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def program_order(rep: Report) -> list[tuple[list[list[str]], list[int]]]:
+    """The program in execution order: steps of (frames, each as its compile ids with the
+    first compile first; the indexes in ``rep.breaks`` of the breaks that end the step).
+
+    A frame runs when it is first compiled, so frames in order of first appearance are in
+    execution order. After a break, the resume functions Dynamo made at its line (one per
+    branch of a data-dependent ``if``, compiled in whichever call took it) form one step.
+    A break follows the step holding the last of the compiles that hit it
+    (:func:`break_hosts`).
+    """
+    compiles: dict[str, list[str]] = {}
+    for f in rep.frames:
+        compiles.setdefault(f.compile_id.split("/")[0], []).append(f.compile_id)
+    order = sorted(compiles, key=_frame_key)
+    function = {f.compile_id: f.function for f in rep.frames}
+    frame_of = {cid: no for no, cids in compiles.items() for cid in cids}
+    hosts = break_hosts(rep)
+    after: dict[int, list[str]] = {
+        i: [no for no in order if resume_site(function[compiles[no][0]]) == (base_function(b.function), b.lineno)]
+        for i, b in enumerate(rep.breaks)
+    }
+    steps: list[tuple[list[list[str]], list[int]]] = []
+    placed: set[str] = set()
+    ended: set[int] = set()
+    for no in order:
+        if no in placed:
+            continue
+        group = next(([n for n in after[i] if n not in placed] for i in ended if no in after[i]), [no])
+        placed.update(group)
+        ends = [
+            i for i in range(len(rep.breaks))
+            if i not in ended and hosts[i] and all(frame_of[c] in placed for c in hosts[i])
+        ]
+        ended.update(ends)
+        steps.append(([compiles[n] for n in group], ends))
+    return steps
+
+
+def break_hosts(rep: Report) -> list[tuple[str, ...]]:
+    """Per break, the compiles (of this report's frames) it ended.
+
+    A break belongs to the compile of the function it sits in: Dynamo also logs it in each
+    caller that inlined that function, but there the break only ends the caller's graph at
+    the call, and the callee runs (and breaks) as a frame of its own. A break that no
+    compile's function names stays with every compile that logged it.
+    """
+    function = {f.compile_id: f.function for f in rep.frames}
+    out = []
+    for b in rep.breaks:
+        cids = tuple(c for c in dict.fromkeys(b.compile_ids) if c in function)
+        own = tuple(c for c in cids if base_function(function[c]) == base_function(b.function))
+        out.append(own or cids)
+    return out
 
 
 def _frame_key(frame_no: str) -> tuple[int, int, str]:

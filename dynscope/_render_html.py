@@ -11,19 +11,25 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections import Counter
 from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from dynscope._format import location, plural
+from dynscope._analysis import structure_hash
+from dynscope._format import location, ms, plural
 from dynscope._palette import PALETTE
 from dynscope._render_text import (
     cache_text,
+    call_chain_text,
+    cost_text,
     end_to_end_lines,
     few,
+    fix_first_line,
     grads_text,
     human_bytes,
     in_graphs_text,
+    known_text,
     pass_label,
     phase_seconds,
     phases_text,
@@ -35,13 +41,14 @@ from dynscope._render_text import (
     totals_line,
     warning_lines,
 )
+from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from dynscope._model import Graph, Kernel, Lowering, Report, Timing
 
-__all__ = ["CSP", "CSS", "NO_PICTURES", "SCRIPT", "render_html", "safe_url"]
+__all__ = ["BUNDLE_CSP", "CSP", "CSS", "INLINE_SVG_MAX", "NO_PICTURES", "SCRIPT", "render_html", "safe_url"]
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -70,6 +77,13 @@ pre.code span:target{background:#fde68a}
 td.num{text-align:right;white-space:nowrap}
 .lowering h3{font-size:15px;margin:14px 0 6px}
 .lowering h4{font-size:13px;margin:10px 0 4px}
+nav.find{position:sticky;top:0;z-index:5;background:#f3f4f6;border-bottom:1px solid #e5e7eb;padding:6px 24px;font-size:13px}
+nav.find input{width:340px;max-width:60%;padding:3px 6px}
+.zoom{margin:2px 0}
+.zoom button{font-size:12px;min-width:28px;margin-right:4px}
+.svgbox g.node.hit polygon,.svgbox g.node.hit ellipse,.svgbox g.node.hit path{stroke:#e11d48;stroke-width:4}
+.svgbox g.node.dim{opacity:.3}
+.svgbox img{max-width:none}
 """ + "".join(f".legend i.c{i}{{background:{colour}}}\n" for i, colour in enumerate(PALETTE.values()))
 
 # Records problems the page itself can see (script errors, blocked fetches) so a headless
@@ -97,6 +111,133 @@ window.addEventListener('load', function () {
   b.setAttribute('data-blocked', String(window.__dynscope.blocked.length));
   b.setAttribute('data-ready', 'yes');
 });
+// Zoom, on-demand pictures and node search. The state a test reads goes on <html>.
+(function () {
+  var root = document.documentElement;
+  try {  // the first paint's time, for benchmarks/page_scale.py; a browser without it records none
+    new PerformanceObserver(function (list) {
+      list.getEntries().forEach(function (e) {
+        if (e.name === 'first-contentful-paint') root.setAttribute('data-paint-ms', String(Math.round(e.startTime)));
+      });
+    }).observe({type: 'paint', buffered: true});
+  } catch (e) { /* no paint timing */ }
+  // The first frame after the page is parsed (where no paint timing is reported, as in
+  // Chromium's --dump-dom): the callback runs as that frame is produced.
+  document.addEventListener('DOMContentLoaded', function () {
+    requestAnimationFrame(function () { root.setAttribute('data-frame-ms', String(Math.round(performance.now()))); });
+  });
+  window.addEventListener('load', function () { root.setAttribute('data-load-ms', String(Math.round(performance.now()))); });
+  function size(el, z) {
+    if (el.tagName.toLowerCase() === 'img') { if (el.naturalWidth) el.style.width = (el.naturalWidth * z) + 'px'; return; }
+    ['width', 'height'].forEach(function (a) {
+      if (!el.hasAttribute('data-' + a)) el.setAttribute('data-' + a, el.getAttribute(a) || '');
+      var m = /^([0-9.]+)([a-z%]*)$/.exec(el.getAttribute('data-' + a));
+      if (m) el.setAttribute(a, (parseFloat(m[1]) * z).toFixed(1) + m[2]);
+    });
+  }
+  function zoom(box, f) {
+    var pic = box.querySelector('svg, img');
+    if (!pic) return;
+    var z = f ? parseFloat(box.getAttribute('data-zoom') || '1') * f : 1;
+    box.setAttribute('data-zoom', String(z));
+    size(pic, z);
+  }
+  function fit(box) {
+    // Shrink the picture to the box's width (never enlarge): the whole of it in view.
+    var pic = box.querySelector('svg, img');
+    if (!pic) return;
+    zoom(box, 0);
+    var wide = pic.getBoundingClientRect().width;
+    if (wide > box.clientWidth && box.clientWidth > 0) {
+      var z = (box.clientWidth - 4) / wide;
+      box.setAttribute('data-zoom', String(z));
+      size(pic, z);
+    }
+  }
+  function controls(box) {
+    var bar = document.createElement('div');
+    bar.className = 'zoom';
+    [['+', 1.25, 'zoom in'], ['\u2212', 0.8, 'zoom out'], ['reset', 0, 'original size'],
+     ['fit', -1, 'fit the width']].forEach(function (c) {
+      var btn = document.createElement('button');
+      btn.type = 'button'; btn.textContent = c[0]; btn.title = c[2];
+      btn.addEventListener('click', function () { if (c[1] < 0) fit(box); else zoom(box, c[1]); });
+      bar.appendChild(btn);
+    });
+    box.parentNode.insertBefore(bar, box);
+  }
+  function load(btn) {
+    var src = btn.getAttribute('data-src') || '';
+    if (!/^graph_[0-9]+\\.svg$/.test(src)) return;
+    var box = btn.closest('.svgbox');
+    var img = document.createElement('img');
+    img.addEventListener('load', function () { count('data-pictures-loaded'); });
+    img.addEventListener('error', function () { count('data-pictures-failed'); });
+    img.src = src; img.alt = 'picture of ' + src;
+    box.replaceChildren(img);
+    controls(box);
+  }
+  function count(attr) { root.setAttribute(attr, String(parseInt(root.getAttribute(attr) || '0', 10) + 1)); }
+  // Following a link to a graph whose picture is off the page shows the picture.
+  function opened() {
+    var m = /^#graph-([0-9]+)$/.exec(location.hash);
+    var btn = m && document.querySelector('#graph-svg-' + m[1] + ' button.load');
+    if (btn) load(btn);
+  }
+  window.addEventListener('hashchange', opened);
+  var hits = [], at = -1;
+  function find(q) {
+    q = q.trim().toLowerCase();
+    hits = []; at = -1;
+    var pics = 0, coded = [];
+    document.querySelectorAll('.svgbox').forEach(function (box) {
+      var n = 0;
+      box.querySelectorAll('g.node').forEach(function (g) {
+        var text = ((g.getAttribute('data-name') || '') + ' ' + g.textContent).toLowerCase();
+        var hit = q !== '' && text.indexOf(q) >= 0;
+        g.classList.toggle('hit', hit);
+        g.classList.toggle('dim', q !== '' && !hit);
+        if (hit) { hits.push(g); n++; }
+      });
+      if (n) pics++;
+    });
+    // Graphs whose picture is not on the page: look in their code instead.
+    document.querySelectorAll('section[data-picture="off-page"]').forEach(function (s) {
+      var code = s.querySelector('pre.graph-code');
+      if (q && code && code.textContent.toLowerCase().indexOf(q) >= 0) coded.push(s.getAttribute('data-graph'));
+    });
+    var out = document.getElementById('find-count');
+    out.textContent = !q ? '' : hits.length + ' nodes in ' + pics + ' pictures' +
+      (coded.length ? '; in the code of graphs ' + coded.join(', ') + ' (pictures not on the page)' : '') +
+      (hits.length ? ' (Enter: next)' : '');
+    root.setAttribute('data-find-hits', String(hits.length));
+    root.setAttribute('data-find-code', coded.join(','));
+  }
+  function next() {
+    if (!hits.length) return;
+    at = (at + 1) % hits.length;
+    hits[at].scrollIntoView({block: 'center', inline: 'center'});
+  }
+  document.addEventListener('DOMContentLoaded', function () {
+    document.querySelectorAll('.svgbox').forEach(function (box) { if (box.querySelector('svg')) controls(box); });
+    // The program view opens fitted to the page's width: the whole program at a glance.
+    var program = document.getElementById('program-view');
+    if (program) fit(program);
+    document.querySelectorAll('button.load').forEach(function (btn) {
+      btn.addEventListener('click', function () { load(btn); });
+    });
+    var input = document.getElementById('find');
+    if (input) {
+      input.addEventListener('input', function () { find(input.value); });
+      input.addEventListener('keydown', function (e) { if (e.key === 'Enter') next(); });
+      // #find=relu on the address searches at once (a link to a search; tests use it too).
+      var m = /^#find=(.*)$/.exec(location.hash);
+      if (m) { input.value = decodeURIComponent(m[1]); find(input.value); }
+    }
+    opened();
+    root.setAttribute('data-zoom-controls', String(document.querySelectorAll('.zoom').length));
+  });
+})();
 """
 
 
@@ -110,6 +251,18 @@ CSP = (
     f"default-src 'none'; style-src {_sha256(CSS)}; script-src {_sha256(SCRIPT)}; img-src data:; "
     "base-uri 'none'; form-action 'none'"
 )
+
+#: The bundle's index.html: as CSP, and <img> may also show the picture files the bundle
+#: wrote beside the page ('self': from file:// that is the page's own folder's files; an
+#: SVG shown by <img> runs no script and fetches nothing).
+BUNDLE_CSP = CSP.replace("img-src data:;", "img-src data: 'self';")
+
+#: Pictures longer than this (characters of SVG) are not put in the page: the bundle's page
+#: shows them on demand from their graph_<id>.svg file; Report.to_html() leaves them out.
+INLINE_SVG_MAX = 250_000
+
+#: Guards listed one by one per compile on the page; the rest are counted by kind.
+GUARDS_SHOWN = 100
 
 
 def _e(text: object) -> str:
@@ -151,17 +304,21 @@ NO_PICTURES = (
 def _breaks(rep: Report) -> str:
     if not rep.breaks:
         return "<p>No graph breaks.</p>"
+    ranked = rep.breaks_by_cost()
     out = [
+        f"<p class=fixfirst><b>F{_e(fix_first_line(rep)[1:])}</b></p>",
         _table(
-            ["#", "location", "category", "count", "reason"],
+            ["#", "location", "category", "count", "graphs", "recompiles", "eager/call", "reason"],
             (
                 [str(i), f"<code>{_e(b.location)}</code>", f"<span class=cat>{_e(b.category)}</span>",
-                 str(b.count), _e(b.reason)]
-                for i, b in enumerate(rep.breaks, 1)
+                 str(b.count), known_text(b.graphs_split, str(b.graphs_split)),
+                 known_text(b.recompiles_caused, str(b.recompiles_caused)), known_text(b.eager_ms, _e(ms(b.eager_ms))),
+                 _e(b.reason)]
+                for i, b in enumerate(ranked, 1)
             ),
-        )
+        ),
     ]
-    for i, b in enumerate(rep.breaks, 1):
+    for i, b in enumerate(ranked, 1):
         lines = []
         for n, text in b.excerpt or ((b.lineno, b.source),):
             cls = ' class="hit"' if n == b.lineno else ""
@@ -175,9 +332,14 @@ def _breaks(rep: Report) -> str:
         out.append(
             f'<h3 id="break-{i}">[{i}] {_e(location(b.filename, b.lineno, full=True))} in {_e(b.function or "?")}</h3>'
             f'<pre class="excerpt">' + "\n".join(lines) + "</pre>"
-            f"<p><b>Why:</b> {_e(b.reason)}</p><p><b>Fix:</b> {_e(b.fix)}</p>"
+            f"<p><b>Why:</b> {_e(b.reason)}</p>"
+            + (f'<pre class="detail">{_e(b.detail)}</pre>' if b.detail else "")
+            + (f"<p><b>Called from:</b> <code>{_e(call_chain_text(b))}</code></p>" if len(b.call_chain) > 1 else "")
+            + f"<p><b>Cost:</b> {_e(cost_text(rep, b))}</p>"
+            + f"<p><b>Fix:</b> {_e(b.fix)}</p>"
             + (f"<p><b>PyTorch's hints:</b></p><ul>{hints}</ul>" if hints else "")
             + doc
+            + (f"<details><summary>What PyTorch said</summary><pre>{_e(b.torch_text)}</pre></details>" if b.torch_text else "")
         )
     return "\n".join(out)
 
@@ -185,12 +347,18 @@ def _breaks(rep: Report) -> str:
 def _recompiles(rep: Report) -> str:
     if not rep.recompiles:
         return "<p>No recompiles.</p>"
+    by_id = {r.compile_id: r for r in rep.recompiles}
+
+    def said(ids: Sequence[str]) -> str:
+        texts = dict.fromkeys(x for cid in ids for x in (by_id[cid].explained or by_id[cid].reasons))
+        return "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in texts) + "</ul>"
+
     return _table(
-        ["compile", "function", "failed guard"],
+        ["recompiles", "function", "cause", "fix", "compiles and failed guards"],
         (
-            [f"<code>{_e(r.compile_id)}</code>", _e(r.frame),
-             "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in (r.explained or r.reasons)) + "</ul>"]
-            for r in rep.recompiles
+            [str(g.count), _e(resume_label(g.frame)), _e(g.cause), _e(g.fix),
+             f"<code>{_e(', '.join(g.compile_ids))}</code>" + said(g.compile_ids)]
+            for g in rep.recompile_groups()
         ),
     )
 
@@ -222,8 +390,15 @@ def _guards(rep: Report) -> str:
         table = _table(
             ["kind", "source", "check", "from code"],
             ([_e(g.kind), f"<code>{_e(g.source)}</code>", f"<code>{_e(g.detail)}</code>",
-              f"<code>{_e(g.user_line)}</code>"] for g in mine),
+              f"<code>{_e(g.user_line)}</code>"] for g in mine[:GUARDS_SHOWN]),
         )
+        # A big model has thousands of guards (several per parameter): the page lists the
+        # first ones and counts the rest by kind, so the guards do not outweigh the page.
+        if len(mine) > GUARDS_SHOWN:
+            kinds = Counter(g.kind for g in mine[GUARDS_SHOWN:])
+            table += (f"<p>{len(mine) - GUARDS_SHOWN} more guards ("
+                      + _e(", ".join(f"{k} x{n}" for k, n in kinds.most_common()))
+                      + "): all are in report.json and <code>rep.guards</code>.</p>")
         out.append(f"<details><summary>{_e(cid)}: {len(mine)} guards</summary>{table}</details>")
     return "\n".join(out)
 
@@ -323,7 +498,7 @@ def _kernels(g: Graph, low: Lowering) -> str:
     ]
     outside = low.outside_kernels_ms
     if outside is not None:
-        share = outside / low.profiled_ms if low.profiled_ms else None
+        share = outside / low.graph_ms if low.graph_ms else None
         rows.append(["<i>outside kernels</i>", "-", "-", "-", _ms(outside), _pct(share),
                      "wrapper code, allocation, launches", "-", "-"])
     return _table(
@@ -342,8 +517,10 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str]) -> str:
              f"{low.mapped_share:.0%} of the graph's compute nodes mapped to a kernel"]
     if low.unmapped:
         facts[-1] += f" (not mapped: {_e(few(list(low.unmapped), 8))})"
+    if low.measured_ms is not None:
+        facts.append(f"{low.measured_ms:.4f} ms per call (timer)")
     if low.profiled_ms is not None:
-        facts.append(f"{low.profiled_ms:.4f} ms per run under the profiler")
+        facts.append(f"{low.profiled_ms:.4f} ms per call under the profiler")
     saved = low.saved_for_backward
     if saved is not None:
         facts.append(f"saved for backward: {plural(saved.count, 'tensor')}, {_e(human_bytes(saved.bytes))}"
@@ -380,7 +557,7 @@ def _program_lowering(rep: Report) -> str:
     top = rep.top_kernels(10)
     if top:
         out.append("<p>The kernels that cost the program most (time over each graph's runs; share of "
-                   "its graph's profiled time):</p>")
+                   "its graph's time):</p>")
         out.append(_table(
             ["graph", "kernel", "kind", "pass", "ms", "share", "fused ATen ops", "source lines"],
             (
@@ -400,18 +577,104 @@ def _program_lowering(rep: Report) -> str:
     return "".join(out) + "</section>"
 
 
-def _graph(g: Graph, svg: str | None, aot_svgs: Mapping[tuple[int, str], str] | None = None) -> str:
+def _picture(g: Graph, svg: str | None, files: bool) -> tuple[str, str, str]:
+    """(what stands in the graph's picture box, the picture's state for the graph table,
+    "inline", "off-page" or "none").
+
+    A picture over INLINE_SVG_MAX stays out of the page: with ``files`` (the bundle wrote
+    graph_<id>.svg beside the page) a button shows it on demand; without (a single-file
+    page) a note says how to get it.
+    """
+    if svg is None:
+        return NO_PICTURES, "no picture", "none"
+    if len(svg) <= INLINE_SVG_MAX:
+        return svg, "picture on the page", "inline"
+    size = human_bytes(len(svg.encode("utf-8", "replace")))
+    name = f"graph_{g.id}.svg"
+    if files:
+        return (
+            f'<p>This picture ({size}) is too large to put in the page. <button type="button" class="load" '
+            f'data-src="{name}">Show it here</button> or open <a href="{name}">{name}</a>.</p>',
+            f'picture on demand ({size}): <a href="{name}">{name}</a>', "off-page",
+        )
+    return (
+        f'<p class="warn">This picture ({size}) is too large for a single-file page and is left out: '
+        f"<code>rep.render(folder)</code> writes it to <code>{name}</code> and its index.html shows it on "
+        "demand; <code>Graph.to_svg()</code> returns it.</p>",
+        f"picture left out ({size})", "off-page",
+    )
+
+
+def _graph(
+    g: Graph,
+    svg: str | None,
+    aot_svgs: Mapping[tuple[int, str], str] | None = None,
+    *,
+    files: bool = False,
+    same: Sequence[int] = (),
+) -> str:
+    """One graph's section; ``same`` lists the graphs of its structure (itself included)
+    when there are several: the first is drawn, the others point to it."""
+    head = (
+        f'<h2>Graph {g.id} <small>({_e(g.compile_id)}, {_e(g.frame)}{_ddp_split(g)} in '
+        f"{_e(location(g.filename, g.lineno))})</small></h2>"
+    )
+    if same and same[0] != g.id:
+        return (
+            f'<section id="graph-{g.id}" data-graph="{g.id}" data-picture="folded">{head}'
+            f'<p>The same graph as <a href="#graph-{same[0]}">graph {same[0]}</a> (graphs '
+            f"{_ids(same)} are the same graph: same ops, shapes and edges); its picture, ops and code are "
+            f"there.</p>{_timing(g)}{_lowering(g, aot_svgs or {})}</section>"
+        )
     ops = _table(["op", "count"], ([f"<code>{_e(t)}</code>", str(n)] for t, n in g.op_counts))
     inputs = ", ".join(_e(m.describe()) for m in g.inputs)
+    box, _, where = _picture(g, svg, files)
+    folded = f"<p>Graphs {_ids(same)} are the same graph (same ops, shapes and edges), drawn once here.</p>" if same else ""
     return (
-        f'<section id="graph-{g.id}"><h2>Graph {g.id} <small>({_e(g.compile_id)}, {_e(g.frame)} in '
-        f"{_e(location(g.filename, g.lineno))})</small></h2>"
-        f"<p>{g.op_count} ops, {g.node_count} nodes; inputs: {inputs}</p>"
-        f'<div class="svgbox" id="graph-svg-{g.id}">{NO_PICTURES if svg is None else svg}</div>'
+        f'<section id="graph-{g.id}" data-graph="{g.id}" data-picture="{where}">{head}'
+        f"<p>{g.op_count} ops, {g.node_count} nodes; inputs: {inputs}</p>{folded}"
+        f'<div class="svgbox" id="graph-svg-{g.id}">{box}</div>'
         f"{_timing(g)}{_lowering(g, aot_svgs or {})}"
         f"<details><summary>ops</summary>{ops}</details>"
-        f"<details><summary>code</summary><pre>{_e(g.code)}</pre></details></section>"
+        f'<details><summary>code</summary><pre class="graph-code">{_e(g.code)}</pre></details></section>'
     )
+
+
+def _ids(ids: Sequence[int]) -> str:
+    """"3, 5 and 7"."""
+    words = [str(i) for i in ids]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def same_graphs(rep: Report) -> dict[int, list[int]]:
+    """Graph id -> the ids of every graph of its structure (``structure_hash``), in order,
+    for graphs that share it with another; a graph known only from the trace is never folded."""
+    groups: dict[str, list[int]] = {}
+    for g in rep.graphs:
+        if g.nodes:
+            groups.setdefault(structure_hash(g), []).append(g.id)
+    return {i: ids for ids in groups.values() if len(ids) > 1 for i in ids}
+
+
+def _graph_table(rep: Report, svgs: Mapping[int, str], files: bool, same: Mapping[int, list[int]]) -> str:
+    """Every graph on one line, with a link to its section (or the section it is folded into)."""
+    rows = []
+    for g in rep.graphs:
+        ids = same.get(g.id, [])
+        if ids and ids[0] != g.id:
+            status = f"same graph as {ids[0]}"
+            link = f'<a href="#graph-{ids[0]}">graph {ids[0]}</a>'
+        else:
+            status = _picture(g, svgs.get(g.id), files)[1] if svgs else "no picture"
+            if ids:
+                status += f"; also graphs {_ids([i for i in ids if i != g.id])}"
+            link = f'<a href="#graph-{g.id}">graph {g.id}</a>'
+        status = ("Inductor failed; " if g.timing is not None and g.timing.failed else "") + status
+        rows.append([
+            str(g.id), f"{_e(g.frame)}{_ddp_split(g)} <code>{_e(location(g.filename, g.lineno))}</code>", str(g.op_count),
+            _e(few([m.describe() for m in g.inputs], 4)), status, link,
+        ])
+    return _table(["id", "frame", "ops", "inputs", "status", "link"], rows, 'class="graph-table"')
 
 
 def _legend() -> str:
@@ -452,6 +715,7 @@ def render_html(
     program_svg: str | None = None,
     graph_svgs: Mapping[int, str] | None = None,
     aot_svgs: Mapping[tuple[int, str], str] | None = None,
+    picture_files: bool = False,
 ) -> str:
     """The whole page as a string. Pure: it never looks for or runs Graphviz.
 
@@ -465,11 +729,23 @@ def render_html(
         graph_svgs: graph id -> that graph's picture (``Graph.to_svg()``).
         aot_svgs: (graph id, ``AotGraph.kind``) -> the picture of that AOTAutograd graph;
             a lowered graph without one shows no AOT picture.
+        picture_files: the page sits beside the graph_<id>.svg files (the bundle): a graph
+            picture over INLINE_SVG_MAX characters is shown from its file on demand (and
+            only then the page's CSP is BUNDLE_CSP, letting <img> load those files). False
+            (a single-file page): such a picture is left out, with a note on how to get it.
+
+    Graphs of one structure (``structure_hash``) are drawn once; a table of every graph
+    with links heads the graphs part, and a search box finds nodes across the pictures.
     """
     title = f"dynscope: {rep.title}" if rep.title else "dynscope report"
     program = NO_PICTURES if program_svg is None else program_svg
     svgs = graph_svgs or {}
-    graphs = "\n".join(_graph(g, svgs.get(g.id), aot_svgs) for g in rep.graphs)
+    same = same_graphs(rep)
+    # The page loads picture files only when one is off the page: else its CSP loads none.
+    files = picture_files and any(len(svg) > INLINE_SVG_MAX for svg in svgs.values())
+    graphs = "\n".join(
+        _graph(g, svgs.get(g.id), aot_svgs, files=picture_files, same=same.get(g.id, ())) for g in rep.graphs
+    )
     cov = ""
     if rep.coverage is not None:
         c = rep.coverage
@@ -481,10 +757,11 @@ def render_html(
     t = rep.compile_time
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta http-equiv="Content-Security-Policy" content="{BUNDLE_CSP if files else CSP}">
 <title>{_e(title)}</title><style>{CSS}</style><script>{SCRIPT}</script></head>
 <body><header><h1>{_e(title)}</h1><div class="totals">{_e(totals_line(rep))}</div>
 <div>torch {_e(rep.torch_version)}; compile {t.total_s:.2f} s (dynamo {t.dynamo_s:.2f} s, backend {t.backend_s:.2f} s)</div></header>
+<nav class="find"><input type="search" id="find" placeholder="Find nodes: name, op or source line" aria-label="Find nodes by name, op or source line"> <span id="find-count"></span></nav>
 <main>
 {_warnings(rep)}<section><h2>Program</h2><p>Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes recompiled variants (with the guard that failed).</p>
 <div class="svgbox" id="program-view">{program}</div></section>
@@ -492,7 +769,12 @@ def render_html(
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
 {_fallbacks(rep)}{cov}{_end_to_end(rep)}{_program_lowering(rep)}
 <section><h2>Guards</h2>{_guards(rep)}</section>
-<section><h2>Graphs ({rep.graph_count})</h2>{_legend()}</section>
+<section id="graphs"><h2>Graphs ({rep.graph_count})</h2>{_legend()}{_graph_table(rep, svgs, picture_files, same)}</section>
 {graphs}
 </main></body></html>
 """
+
+
+def _ddp_split(g: Graph) -> str:
+    """" [DDP bucket split]" for a piece DDP's optimizer split a compile into (not a break)."""
+    return " [DDP bucket split]" if g.split_by == "ddp_bucket" else ""

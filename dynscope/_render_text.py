@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
+from dynscope._color import paint_summary
 from dynscope._errors import InputError
 from dynscope._format import ADD_UP_TOLERANCE, OVERHEAD_MS, clip, location, ms, plural, timer_resolution_ms
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope._model import Graph, Kernel, ModeTiming, Report, Timing
+    from dynscope._model import Graph, GraphBreak, Kernel, ModeTiming, Report, Timing
 
 # Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
 # SOS, PM and APC strings (up to BEL or ST), other two-byte ESC sequences; then any C0/C1
@@ -65,6 +66,8 @@ def _inputs(graph: Graph, limit: int = 3) -> str:
 
 def _frame_label(graph: Graph) -> str:
     name = resume_label(graph.frame) or "?"
+    if graph.split_by == "ddp_bucket":  # DDP's optimizer split it: not a graph break
+        name += " [DDP bucket split]"
     return f"{name} ({location(graph.filename, graph.lineno)})" if graph.filename else name
 
 
@@ -211,18 +214,54 @@ def graph_timing_lines(rep: Report) -> list[str]:
     return out
 
 
+def cost_text(rep: Report, b: GraphBreak) -> str:
+    """What a break site costs: "6 breaks, 4 graphs, 1 recompile, 0.8 ms eager per call";
+    figures not known (-1) are left out."""
+    parts = [plural(b.count, "break")]
+    if b.graphs_split >= 0:
+        parts.append(plural(b.graphs_split, "graph"))
+    if b.recompiles_caused > 0:
+        parts.append(plural(b.recompiles_caused, "recompile"))
+    if b.eager_ms >= 0:
+        parts.append(f"{ms(b.eager_ms)} eager per call" if b.eager_ms > 0 else "no eager ops")
+    return ", ".join(parts)
+
+
+def known_text(value: float, text: str) -> str:
+    """``text``, or "?" for a figure that is not known (-1)."""
+    return text if value >= 0 else "?"
+
+
+def fix_first_line(rep: Report) -> str:
+    """The break site whose fix buys most, and what it costs ("" without breaks)."""
+    ranked = rep.breaks_by_cost()
+    if not ranked:
+        return ""
+    return f"fix {ranked[0].location} first: {cost_text(rep, ranked[0])}"
+
+
 def breaks_section(rep: Report, *, width: int = 100) -> str:
-    """The table of distinct breaks, then each site's reason, fix and hints."""
+    """The table of distinct breaks, the costliest first, then each site's reason, fix and hints."""
+    ranked = rep.breaks_by_cost()
     rows = [
-        [i + 1, b.location, b.category, b.count, clip(b.source, 40)]
-        for i, b in enumerate(rep.breaks)
+        [i + 1, b.location, b.category, b.count, known_text(b.graphs_split, str(b.graphs_split)),
+         known_text(b.recompiles_caused, str(b.recompiles_caused)), known_text(b.eager_ms, ms(b.eager_ms)),
+         clip(b.source, 40)]
+        for i, b in enumerate(ranked)
     ]
-    lines = [tabulate(rows, headers=["#", "location", "category", "count", "code"], tablefmt="simple")]
-    for i, b in enumerate(rep.breaks):
+    headers = ["#", "location", "category", "count", "graphs", "recompiles", "eager/call", "code"]
+    lines = [tabulate(rows, headers=headers, tablefmt="simple")]
+    for i, b in enumerate(ranked):
         lines.append("")
         lines.append(f"[{i + 1}] {location(b.filename, b.lineno, full=True)} in {b.function or '?'}")
         lines.append(f"    {b.source}")
         lines.extend(textwrap.wrap(f"why: {b.reason}", width, initial_indent="    ", subsequent_indent="      "))
+        if b.detail:
+            lines.extend("      " + ln for ln in b.detail.splitlines())
+        if len(b.call_chain) > 1:
+            chain = call_chain_text(b)
+            lines.extend(textwrap.wrap(f"called from: {chain}", width, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False))
+        lines.append(f"    cost: {cost_text(rep, b)}")
         lines.extend(textwrap.wrap(f"fix: {b.fix}", width, initial_indent="    ", subsequent_indent="      "))
         for hint in b.hints:
             lines.extend(textwrap.wrap(f"torch hint: {hint}", width, initial_indent="    ", subsequent_indent="      "))
@@ -231,13 +270,46 @@ def breaks_section(rep: Report, *, width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def recompiles_section(rep: Report) -> str:
-    """Each recompile with its failed guards in words."""
+def program_line(rep: Report) -> str:
+    """The program in execution order, one arrow per step: each frame's graphs (a
+    recompiled frame lists every variant) or "eager" for a frame Dynamo gave up on, then
+    the breaks it hits."""
+    from dynscope._render_dot import program_order  # the one ordering, shared with the picture
+
+    graph_ids = {g.compile_id: g.id for g in rep.graphs}
+    frames = {f.compile_id: f for f in rep.frames}
+    steps = []
+    for group, ends in program_order(rep):
+        ids = [str(graph_ids[c]) for cids in group for c in cids if c in graph_ids]
+        name = resume_label(frames[group[0][0]].function) or "?"
+        if ids:
+            steps.append(f"graph {' | '.join(ids)} {name}")
+        elif any(frames[c].status == "failed" for cids in group for c in cids):
+            steps.append(f"eager {name}")  # Dynamo gave up on the frame
+        # A frame with nothing to compile and no break is left out: the picture shows it.
+        steps.extend(f"BREAK {rep.breaks[i].location}" for i in ends)
+    return " -> ".join(["call", *steps])
+
+
+def call_chain_text(b: GraphBreak) -> str:
+    """How the program reached a break: "run.py:41 in main -> model.py:28 in Net.forward"."""
+    return " -> ".join(f"{location(f.filename, f.lineno)} in {f.function or '?'}" for f in b.call_chain)
+
+
+def recompiles_section(rep: Report, *, width: int = 100) -> str:
+    """Recompiles grouped by function and cause, each with its fix and what PyTorch said."""
+    by_id = {r.compile_id: r for r in rep.recompiles}
     lines = []
-    for r in rep.recompiles:
-        lines.append(f"{r.compile_id} {r.frame}:")
-        for said in r.explained or r.reasons:
-            lines.append(f"    - {said}")
+    for g in rep.recompile_groups():
+        lines.append(f"{plural(g.count, 'recompile')} of {resume_label(g.frame) or '?'}: {g.cause}")
+        if g.fix:
+            lines.extend(textwrap.wrap(f"fix: {g.fix}", width, initial_indent="    ", subsequent_indent="      "))
+        lines.append(f"    compiles: {', '.join(g.compile_ids)}")
+        said = dict.fromkeys(x for cid in g.compile_ids for x in (by_id[cid].explained or by_id[cid].reasons))
+        for x in list(said)[:3]:
+            lines.extend(textwrap.wrap(f"- {x}", width, initial_indent="    ", subsequent_indent="      "))
+        if len(said) > 3:
+            lines.append(f"    ... {plural(len(said) - 3, 'more failed guard')} (Report.recompiles)")
     return "\n".join(lines)
 
 
@@ -492,7 +564,7 @@ def kernels_table(graph: Graph) -> str:
         ])
     outside = low.outside_kernels_ms
     if outside is not None:
-        share = outside / low.profiled_ms if low.profiled_ms else None
+        share = outside / low.graph_ms if low.graph_ms else None
         rows.append(["(outside kernels)", "-", "-", "-", ms(outside), _share(share),
                      "wrapper code, allocation", "-", "-"])
     headers = ["kernel", "kind", "pass", "calls", "time", "share", "fused ops", "nodes", "source"]
@@ -518,7 +590,7 @@ def below_dynamo_section(rep: Report) -> list[str]:
             rows, headers=["graph", "kernel", "kind", "pass", "time", "share", "fused ops", "source"],
             tablefmt="simple",
         ))
-        out.append("    time: over the graph's runs; share: of its graph's profiled time")
+        out.append("    time: over the graph's runs; share: of its graph's time")
     else:
         out.append("    kernels not timed (dynscope.report(..., timing=True) times them)")
     # The phases are those of the Inductor builds the lowerings describe (dynscope's timed
@@ -535,15 +607,27 @@ def below_dynamo_section(rep: Report) -> list[str]:
     return [*out, ""]
 
 
-def render_summary(rep: Report) -> str:
-    """The whole terminal summary. Deterministic for a given report."""
+def render_summary(rep: Report, *, color: bool = False) -> str:
+    """The whole terminal summary. Deterministic for a given report.
+
+    Args:
+        rep: the report.
+        color: add ANSI colour (dynscope._color.paint_summary); the text is otherwise the same.
+    """
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
-    out = [title, "=" * len(title), totals_line(rep), ""]
+    out = [title, "=" * len(title), totals_line(rep)]
+    if rep.breaks:
+        out.append(fix_first_line(rep))
+    out.append("")
     warnings = warning_lines(rep)
     if warnings:
         out += ["Read this first", *(f"    ! {w}" for w in warnings), ""]
     out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)"]
     out += [*_flagged(graph_timing_lines(rep)), ""]
+    if rep.breaks or rep.recompiles:
+        out += ["Program (in execution order)"]
+        out += textwrap.wrap(program_line(rep), 100, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
+        out += [""]
     if rep.breaks:
         out += [
             f"Graph breaks ({plural(rep.break_count, 'event')} at {plural(len(rep.breaks), 'site')})",
@@ -572,4 +656,5 @@ def render_summary(rep: Report) -> str:
         out += ["Timing (end to end)", timing_section(rep), *_flagged(end_to_end_lines(rep)), ""]
     out += below_dynamo_section(rep)
     out += ["Compile time", compile_time_section(rep)]
-    return "\n".join(out).rstrip() + "\n"
+    text = "\n".join(out).rstrip() + "\n"
+    return paint_summary(text) if color else text

@@ -33,6 +33,16 @@ _NODE_TITLE = re.compile(
 _UNSAFE_LINK = re.compile(r'\s(?:xlink:)?href="(?!https://)[^"]*"', re.IGNORECASE)
 
 
+def _retitle(m: re.Match[str]) -> str:
+    """A node's <title> replaced by its tooltip; its DOT id (an FX node's name after
+    "n_") kept in ``data-name`` so the page's search finds nodes by name."""
+    head = m.group(1)
+    if 'class="node"' in head:
+        name = m.group(2).removeprefix("n_").replace('"', "&quot;")
+        head = head.replace('class="node">', f'class="node" data-name="{name}">', 1)
+    return head + m.group(4) + m.group(3)
+
+
 def have_graphviz() -> bool:
     """True when the ``dot`` program is on PATH."""
     return shutil.which("dot") is not None
@@ -62,7 +72,7 @@ def dot_to_svg(dot: str, path: str | Path | None = None) -> str:
             "this is a dynscope bug, please report it with the report's JSON"
         ) from err
     svg = _UNSAFE_LINK.sub("", svg)
-    svg = _NODE_TITLE.sub(lambda m: m.group(1) + m.group(4) + m.group(3), svg)
+    svg = _NODE_TITLE.sub(_retitle, svg)
     # Drop the XML prolog and doctype so the SVG can be inlined in HTML.
     start = svg.find("<svg")
     svg = svg[start:] if start >= 0 else svg

@@ -408,7 +408,16 @@ def _lowered(
                         f"the profiler saw {times.calls} graph calls for {runs} runs of {len(units)} compiled "
                         "graph(s): kernel times may be incomplete"
                     )
-    return recorder.lowering(graph, mode=timing.mode, source="timing", times=times, dynamo_s=dynamo_s, notes=notes)
+    measured = per_run_ms if per_run_ms is not None else timing.compiled_ms
+    return recorder.lowering(
+        graph,
+        mode=timing.mode,
+        source="timing",
+        times=times,
+        dynamo_s=dynamo_s,
+        measured_ms=measured if measured > 0 else None,
+        notes=notes,
+    )
 
 
 def _time_training(

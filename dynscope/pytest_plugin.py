@@ -4,7 +4,8 @@
   whose reports are kept for ``--dynscope-report``;
 - marker ``@pytest.mark.compile_budget(graph_breaks=0, recompiles=1)``: watches everything
   the test compiles (its own plain ``torch.compile`` calls included) and fails the test with
-  a readable message when the budget is exceeded;
+  a readable message when the budget is exceeded; a bare ``@pytest.mark.compile_budget``
+  means no graph breaks and no recompiles; markers are checked when tests are collected;
 - option ``--dynscope-report DIR``: a report folder per watched test;
 - a terminal summary line with totals when the plugin was used.
 
@@ -55,8 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(graph_breaks=None, recompiles=None, graphs=None, coverage=None, "
-        "allow_unparsed=False): fail the "
-        "test when what it compiles exceeds the budget (dynscope)",
+        "allow_unparsed=False): fail the test when what it compiles exceeds the budget; "
+        "without arguments: no graph breaks, no recompiles (dynscope)",
     )
     folder = config.getoption("--dynscope-report")
     config.stash[_STATE] = _State(report_dir=Path(folder) if folder else None)
@@ -88,6 +89,28 @@ def _trace_records_hidden() -> Iterator[None]:
     finally:
         for handler in handlers:
             handler.removeFilter(_drop_trace_record)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: a typo is a typo in any test
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check every ``compile_budget`` marker when the tests are collected.
+
+    A typo in a budget (``graph_brakes=0``) would otherwise show only when that test runs,
+    possibly after a long suite; as a usage error it stops the run before any test starts,
+    naming the test and the keyword.
+    """
+    from dynscope._budget import Budget
+    from dynscope._errors import InputError  # torch-free: collection stays cheap
+
+    problems = []
+    for item in items:
+        for mark in item.iter_markers(MARKER):
+            try:
+                Budget.from_marker(mark)
+            except InputError as err:
+                problems.append(f"{item.nodeid}: {err}")
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -14,7 +14,7 @@
 #   COMPAT_VENV_ROOT defaults to /work.
 #
 # What it does: installs torch==FULLVERSION if the venv lacks it (PyPI's builds are CUDA builds of
-# several GB; they run on CPU), then dynscope with its test extras (`pip install -e ".[test]"`)
+# several GB; they run on CPU), then dynscope with its test and dev extras (`pip install -e ".[test,dev]"`)
 # under a constraints file that pins torch to the version already installed, so pip never swaps
 # torch. It checks that Graphviz `dot` and Chromium exist (installing them with apt-get as
 # scripts/setup.sh does; DYNSCOPE_SKIP_BROWSER=1 skips Chromium), then runs
@@ -98,8 +98,8 @@ TORCH_INSTALLED="$("$PY" -c 'import torch; print(torch.__version__)')"
 constraints="$(mktemp)"
 trap 'rm -f "$constraints"' EXIT
 echo "torch==${TORCH_INSTALLED%%+*}" >"$constraints"
-echo "compat: installing dynscope with test extras into $VENV (torch $TORCH_INSTALLED)"
-pip_install -c "$constraints" -e ".[test]"
+echo "compat: installing dynscope with test and dev extras into $VENV (torch $TORCH_INSTALLED)"
+pip_install -c "$constraints" -e ".[test,dev]"
 if ! has_torch "$VENV"; then
   echo "compat: torch in $VENV changed during install; expected $FULL" >&2
   exit 1

@@ -2,7 +2,8 @@
 # Set up a fresh machine for dynscope: system packages (Graphviz for SVG pictures,
 # Chromium for the HTML report tests), a virtual environment with the CPU build of
 # torch 2.13.0 (pinned: an unpinned torch pulls a multi-GB CUDA build), and dynscope
-# itself with its test extras. Safe to run again: it only installs what is missing.
+# itself with its test and dev extras (dev: ruff and mypy, which tests/test_lint.py runs).
+# Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,7 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
 fi
 stamp=.venv/.dynscope-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "setup: installing dynscope with test extras"
-  pip_install -e ".[test]"
+  echo "setup: installing dynscope with test and dev extras"
+  pip_install -e ".[test,dev]"
   touch "$stamp"
 fi

@@ -38,6 +38,13 @@ class Golden:
         assert text == expected, f"output differs from {path}; rerun with --update-golden if intended"
 
 
+@pytest.fixture(autouse=True)
+def _plain_summaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Summaries are plain text in tests, also under ``pytest -s`` in a terminal or with
+    FORCE_COLOR set by CI (tests/test_notebook.py tests the colour)."""
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> Golden:
     return Golden(bool(request.config.getoption("--update-golden")))

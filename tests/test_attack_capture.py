@@ -216,7 +216,7 @@ def test_report_ignores_and_spares_another_threads_compiles() -> None:
     finally:
         stop.set()
         t.join()
-    assert {g.frame for g in rep.graphs} == {"forward"}
+    assert {g.frame for g in rep.graphs} == {"MLP.forward"}
     assert all(f.function != "other" for f in rep.frames)
     compiled_before = counter.frame_count
     for n in range(1, 6):

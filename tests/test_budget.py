@@ -154,13 +154,66 @@ def test_plugin_bad_marker_keyword(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_kw="""
 import pytest
 
+RAN = []
+
+def test_first():
+    RAN.append(1)
+    print("FIRST TEST RAN")
+
 @pytest.mark.compile_budget(graph_brakes=0)
 def test_typo():
     pass
 """)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-s")
+    # A usage error at collection: no test runs, not even the ones before the bad marker.
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*test_kw.py::test_typo: @pytest.mark.compile_budget: unknown keyword 'graph_brakes'; "
+        "use graph_breaks, recompiles, graphs, coverage*"
+    ])
+    assert "FIRST TEST RAN" not in result.stdout.str()
+
+
+BARE = """
+import pytest, torch
+
+def g(x):
+    y = x.cos()
+    print("side effect")
+    return y * 2
+
+def h(x):
+    return x.sin() + 1
+
+def k(x):  # not h: a function compiled again with other options recompiles
+    return x.cos() + 1
+
+@pytest.mark.compile_budget
+def test_bare_break():
+    torch.compile(g, backend="eager")(torch.ones(3))
+
+@pytest.mark.compile_budget()
+def test_bare_recompile():
+    f = torch.compile(h, backend="eager", dynamic=False)
+    f(torch.ones(3))
+    f(torch.ones(5))
+
+@pytest.mark.compile_budget
+def test_bare_clean():
+    torch.compile(k, backend="eager")(torch.ones(3))
+"""
+
+
+def test_plugin_bare_marker_means_no_breaks_no_recompiles(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bare=BARE)
     result = pytester.runpytest("-p", "no:cacheprovider")
-    assert result.ret != 0
-    result.stdout.fnmatch_lines(["*unknown keyword 'graph_brakes'; use graph_breaks, recompiles, graphs, coverage*"])
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*CompileBudgetError: compile budget exceeded for test_bare.py::test_bare_break*",
+        "*1 graph break at 1 site (budget: 0):*",
+        "*CompileBudgetError: compile budget exceeded for test_bare.py::test_bare_recompile*",
+        "*1 recompile (budget: 0):*",
+    ])
 
 
 def test_plugin_silent_when_unused(pytester: pytest.Pytester) -> None:

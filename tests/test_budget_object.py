@@ -90,10 +90,12 @@ def test_from_marker() -> None:
     assert Budget.from_marker(mark) == Budget(
         max_graph_breaks=1, max_recompiles=None, min_coverage=0.5, allow_unparsed=True
     )
-    # A marker limits only what it names.
-    assert Budget.from_marker(pytest.mark.compile_budget().mark) == Budget(
-        max_graph_breaks=None, max_recompiles=None
+    # A marker with keywords limits only what it names; a bare one is the default budget.
+    assert Budget.from_marker(pytest.mark.compile_budget(graphs=3).mark) == Budget(
+        max_graph_breaks=None, max_recompiles=None, max_graphs=3
     )
+    assert Budget.from_marker(pytest.mark.compile_budget.mark) == Budget(max_graph_breaks=0, max_recompiles=0)
+    assert Budget.from_marker(pytest.mark.compile_budget().mark) == Budget()
     with pytest.raises(dynscope.InputError) as info:
         Budget.from_marker(pytest.mark.compile_budget(graph_brakes=0).mark)
     assert str(info.value) == (
@@ -119,6 +121,9 @@ def test_percent_instead_of_share():
     print("TEST BODY RAN")
 """)
     result = pytester.runpytest("-p", "no:cacheprovider", "-s")
-    assert result.ret != 0
-    result.stdout.fnmatch_lines(["*@pytest.mark.compile_budget: coverage must be between 0 and 1; got 95*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*test_value.py::test_percent_instead_of_share: "
+        "@pytest.mark.compile_budget: coverage must be between 0 and 1; got 95*"
+    ])
     assert "TEST BODY RAN" not in result.stdout.str()

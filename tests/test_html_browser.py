@@ -67,6 +67,9 @@ def test_page_loads_offline_with_pictures(bundle: Path, tmp_path: Path) -> None:
         "program": "visible", "first-graph": "visible", "kernels": "missing", "errors": "0", "blocked": "0",
         "ready": "yes",
     }
+    # The quickstart's program picture is wider than the page: it opens shrunk to fit.
+    box = re.search(r'<div class="svgbox" id="program-view"[^>]*data-zoom="([0-9.]+)"', dom)
+    assert box is not None and 0.2 < float(box.group(1)) < 1.0, dom[dom.find("program-view") - 100:][:300]
 
 
 def test_screenshot_is_not_blank(bundle: Path, tmp_path: Path) -> None:
@@ -146,3 +149,22 @@ def test_hostile_names_are_escaped(tmp_path: Path) -> None:
     out = rep.render(tmp_path / "hostile")
     dom = _run(["--virtual-time-budget=3000", "--dump-dom", (out / "index.html").as_uri()], tmp_path / "p3")
     assert 'data-errors="0"' in dom and 'data-blocked="0"' in dom
+
+
+def test_search_finds_nodes_and_pictures_have_zoom(bundle: Path, tmp_path: Path) -> None:
+    """``#find=softmax`` runs the page's search: the softmax nodes of every inline picture are
+    marked, the rest dimmed; each picture gets zoom buttons; no script errors."""
+    page = bundle / "index.html"
+    dom = _run(["--virtual-time-budget=5000", "--dump-dom", page.as_uri() + "#find=softmax"], tmp_path / "p5")
+    html = re.search(r"<html[^>]*>", dom)
+    assert html, dom[:500]
+    root = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', html.group(0)))
+    body = re.search(r"<body[^>]*>", dom)
+    assert body and 'data-errors="0"' in body.group(0) and 'data-blocked="0"' in body.group(0)
+    hits = int(root["find-hits"])
+    assert hits >= 1 and dom.count('class="node hit"') == hits
+    assert dom.count('class="node dim"') > hits
+    assert f"{hits} nodes in " in dom
+    pictures = len(re.findall(r'<div class="svgbox" id="[^"]+"><svg', page.read_text()))
+    assert int(root["zoom-controls"]) == pictures >= 2
+    assert dom.count('title="zoom in"') == pictures

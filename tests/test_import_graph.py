@@ -31,6 +31,7 @@ READERS = (
     "dynscope._render_text",
     "dynscope._render_dot",
     "dynscope._render_html",
+    "dynscope._render_card",
     "dynscope._bundle",
     "dynscope._svg",
     "dynscope._write",
@@ -39,9 +40,9 @@ READERS = (
     "dynscope._cli",
 )
 #: Renderers and analysis: model types for annotations only (a TYPE_CHECKING import).
-PURE = ("render_text", "render_dot", "render_html", "bundle", "svg", "diff", "analysis")
+PURE = ("render_text", "render_dot", "render_html", "render_card", "bundle", "svg", "diff", "analysis")
 #: Shared helpers: leaves that import nothing from dynscope.
-LEAVES = ("format", "palette")
+LEAVES = ("format", "palette", "color")
 
 
 def _module_name(path: Path, package: Path) -> str:

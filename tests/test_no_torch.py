@@ -58,7 +58,7 @@ def _python(venv: Path) -> Path:
 @pytest.fixture(scope="module")
 def no_torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The python of a venv with dynscope (this working tree) and without torch."""
-    deps = _runtime_deps() + ["setuptools>=68"]  # setuptools: to build dynscope without fetching it each run
+    deps = _runtime_deps() + ["setuptools>=77"]  # setuptools: to build dynscope without fetching it each run
     key = hashlib.sha256("\n".join([sys.version, *deps]).encode()).hexdigest()[:12]
     venv = Path(tempfile.gettempdir()) / f"dynscope-test-no-torch-{key}"
     ready = venv / ".deps-installed"
@@ -73,6 +73,7 @@ def no_torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = tmp_path_factory.mktemp("dynscope-src")
     shutil.copy(ROOT / "pyproject.toml", src)
     shutil.copy(ROOT / "README.md", src)
+    shutil.copy(ROOT / "LICENSE", src)  # pyproject's license-files
     shutil.copytree(ROOT / "dynscope", src / "dynscope", ignore=shutil.ignore_patterns("__pycache__"))
     res = _run(
         [str(_python(venv)), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
@@ -140,3 +141,12 @@ def test_cli_show_diff_render_without_torch(no_torch_python: Path, saved: tuple[
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "logging/print side effect" in page
     assert dynscope.load(out / "report.json") == dynscope.load(broken)
+
+
+def test_cli_version_without_torch(no_torch_python: Path, tmp_path: Path) -> None:
+    res = _run([str(no_torch_python), "-m", "dynscope", "--version"], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == [
+        f"dynscope {dynscope.__version__}",
+        "torch not installed (needed by `dynscope report`, not by show/diff/render)",
+    ]

@@ -51,7 +51,7 @@ def test_generated_programs_hit_the_history_sensitive_cases() -> None:
     assert "for _ in range(2):" in source
     assert fresh == after
     frames = fresh[4]
-    assert ("forward", "failed") in frames, "the loop break makes Dynamo give up on forward"
+    assert ("Program.forward", "failed") in frames, "the loop break makes Dynamo give up on forward"
     assert fresh[1] >= 2 and fresh[3] >= 1, "breaks and a recompile (batch 2 then 3) are seen"
 
 

@@ -27,6 +27,14 @@ def test_capture_takes_only_public_options() -> None:
     assert "Budget" in dynscope.__all__
 
 
+def test_many_rank_names_are_public() -> None:
+    # Issue 13: one report per rank, merged; the merged types are what merge() hands out.
+    for name in ("save_rank", "merge", "MultiRankReport", "Divergence"):
+        assert name in dynscope.__all__, name
+    assert dynscope.merge.__module__ == "dynscope"
+    assert (dynscope.Report().rank, dynscope.Report().world_size) == (0, 1)
+
+
 def test_no_public_submodules_besides_the_plugin() -> None:
     # Implementation modules are private (underscored); the pytest plugin is an entry point.
     import pkgutil
@@ -41,5 +49,37 @@ def test_types_a_user_receives_are_exported() -> None:
     for name in ("Graph", "GraphBreak", "BreakEvent", "Recompile", "Guard", "Frame", "Coverage",
                  "Timing", "ModeTiming", "TensorMeta", "Node", "StackFrame", "CompileTime"):
         assert name in dynscope.__all__, name
+    # Every dataclass reachable from Report's fields (Graph.lowering -> Kernel ...) and every
+    # model type a Report method hands out is exported: found by walking the annotations.
+    import dataclasses
+    import typing
+
+    from dynscope import _model
+
+    seen: set[type] = set()
+    todo: list[type] = [dynscope.Report]
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        hints = typing.get_type_hints(cls, vars(_model))
+        for hint in hints.values():
+            for arg in _flatten(hint):
+                if dataclasses.is_dataclass(arg) and isinstance(arg, type) and arg.__module__ == _model.__name__:
+                    todo.append(arg)
+    seen.add(_model.RecompileGroup)  # handed out by Report.recompile_groups()
+    missing = sorted(c.__name__ for c in seen if not c.__name__.startswith("_") and c.__name__ not in dynscope.__all__)
+    assert not missing, f"model types a user receives but cannot import from dynscope: {missing}"
     assert all(t.__name__ in dynscope.__all__ for t in received)
     assert dynscope.CaptureError.__module__ == "dynscope"
+
+
+def _flatten(hint: object) -> list[object]:
+    """A type hint and every type inside it (tuple[Kernel, ...] -> tuple, Kernel)."""
+    import typing
+
+    out = [hint]
+    for arg in typing.get_args(hint):
+        out.extend(_flatten(arg))
+    return out

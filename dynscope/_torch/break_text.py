@@ -10,6 +10,7 @@ when it gives up on a frame.
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 
 from dynscope._model import StackFrame
@@ -38,6 +39,11 @@ class ParsedBreak:
     # Dynamo gave up on the whole frame ("Failed to handle graph break gracefully..."):
     # when it follows a report of the same break, it is that break again, not a new one.
     gave_up: bool = False
+    # The explanation's further lines (e.g. "The branch condition involves a tensor
+    # computed as follows: ..." with the graph code of the condition), dedented.
+    detail: str = ""
+    debug_context: str = ""  # "Developer debug context: ..." ("attempted to jump with TensorVariable()")
+    text: str = ""  # the whole report, up to Dynamo's own traceback
 
 
 def parse_break(payload: str) -> ParsedBreak | None:
@@ -59,8 +65,17 @@ def parse_break(payload: str) -> ParsedBreak | None:
     in_stack = header is None
     if header is None and not any(_FILE_LINE.match(ln) for ln in lines[1:]):
         return None
+    detail: list[str] = []
+    in_detail = False
+    debug_context = ""
     for i, raw in enumerate(lines[1:], start=1):
         line = raw.strip()
+        if in_detail and not in_stack:
+            if line.startswith(("Hint:", "Developer debug context:", "User code traceback:", "For more details")):
+                in_detail = False
+            else:
+                detail.append(raw)
+                continue
         if in_stack:
             if raw.startswith("Traceback (most recent call last)"):
                 break  # Dynamo's own traceback follows; not the user's stack
@@ -76,6 +91,9 @@ def parse_break(payload: str) -> ParsedBreak | None:
         if line.startswith("Explanation:") and not explanation:
             explanation = line[len("Explanation:"):].strip()
             gb_type = _previous_text(lines, i)
+            in_detail = True
+        elif line.startswith("Developer debug context:"):
+            debug_context = line[len("Developer debug context:"):].strip()
         elif line.startswith("Hint:"):
             hints.append(line[len("Hint:"):].strip())
         elif line.startswith("User code traceback:"):
@@ -107,6 +125,9 @@ def parse_break(payload: str) -> ParsedBreak | None:
         gb_id=gb_id,
         doc_url=doc_url,
         user_stack=tuple(stack),
+        detail=textwrap.dedent("\n".join(detail)).strip(),
+        debug_context=debug_context,
+        text="\n".join(lines[: next((j for j, ln in enumerate(lines) if ln.startswith("Traceback (most recent")), len(lines))]).rstrip(),
         gave_up=any(
             ln.startswith("Graph Break Reason:") and is_secondary_break(ln.split(":", 1)[1])
             for ln in lines[:3]

@@ -154,6 +154,9 @@ def _clean_path(path: str) -> str:
 _STACK_ENTRY = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n\s*(?P<code>[^\n]*)')
 
 
+_STACKS_KEPT = 8
+
+
 def _source(node: torch.fx.Node) -> tuple[str, int, str]:
     trace = node.meta.get("stack_trace") or ""
     entries = list(_STACK_ENTRY.finditer(trace))
@@ -167,10 +170,17 @@ def extract(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> dict[str, An
     """Plain data of one captured graph: nodes, inputs, op counts (code comes from the trace)."""
     nodes: list[Node] = []
     ops: Counter[str] = Counter()
+    # The outer ends of the nodes' stacks ((file, line), outermost first): which function
+    # a decorator's wrapper frame ran (dynscope._breaks.wrapped_name). A few distinct ones.
+    stacks: list[list[tuple[str, int]]] = []
     for node in gm.graph.nodes:
         target = target_name(node)
         if node.op in _OPS:
             ops[target] += 1
+            if len(stacks) < _STACKS_KEPT:
+                head = [(e["file"], int(e["line"])) for e in _STACK_ENTRY.finditer(node.meta.get("stack_trace") or "")][:8]
+                if head and head not in stacks:
+                    stacks.append(head)
         filename, lineno, code = _source(node)
         nodes.append(
             Node(
@@ -191,6 +201,7 @@ def extract(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> dict[str, An
         "op_count": sum(ops.values()),
         "op_counts": tuple(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
         "inputs": tuple(meta_of(x) for x in example_inputs),
+        "stacks": stacks,
     }
 
 

@@ -172,3 +172,136 @@ def explain_reason(reason: str) -> str:
     if comment:
         return f"a value the code depends on changed: guard `{expr}` failed{origin}"
     return expr
+
+
+# -- causes: what to group recompiles by, and what to do about each ------------------------
+
+_SIZE_FIX = (
+    "sizes that change between calls: mark the dimension dynamic before the first call "
+    "(torch._dynamo.mark_dynamic(x, dim)) or compile with torch.compile(..., dynamic=True)"
+)
+_GRAD_FIX = (
+    "call with a consistent requires_grad: the same for every call (detach() inputs for "
+    "inference), or compile the training and the inference function separately"
+)
+_SCALAR_FIX = (
+    "avoid Python scalars that change between calls: pass the value as a tensor "
+    "(torch.tensor(value)) or mark it dynamic (torch.compile(..., dynamic=True))"
+)
+_STATE_FIX = (
+    "call under the same grad mode and autocast every time (enter torch.no_grad() / "
+    "torch.autocast outside the compiled function consistently), or compile one function per state"
+)
+
+_CAUSES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\."), "size of input {n} changed (dim {i})", _SIZE_FIX),
+    (re.compile(r"tensor '(?P<n>.+?)' rank mismatch\."), "number of dims of input {n} changed", _SIZE_FIX),
+    (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\."),
+     "strides of input {n} changed (dim {i})", "make the input contiguous (x.contiguous()) before the call, or mark it dynamic"),
+    (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\."), "dtype of input {n} changed", "cast the input to one dtype before the call"),
+    (re.compile(r"tensor '(?P<n>.+?)' device mismatch\."), "device of input {n} changed", "keep the input on one device"),
+    (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\."), "requires_grad changed on input {n}", _GRAD_FIX),
+    (re.compile(rf"^(?P<n>{_VALUE}) == "), "Python value {n} changed", _SCALAR_FIX),
+    (re.compile(rf"^len\((?P<n>{_VALUE})\) == "), "length of {n} changed",
+     "keep the number of items the same between calls, or pass one stacked tensor"),
+    (re.compile(rf"___check_type_id\((?P<n>{_VALUE})"), "type of {n} changed", "pass a value of the same type each call"),
+    (re.compile(r"___check_obj_id\((?P<n>[^,]+),"), "{n} is a different object",
+     "reuse the same object (module, function, tensor) between calls"),
+)
+
+#: "GLOBAL_STATE changed: grad_mode autocast(cpu)_enabled" (torch 2.3 .. 2.14): the C++
+#: guard names each state that differs, without values.
+_GLOBAL = re.compile(r"GLOBAL_STATE changed:\s*(?P<states>.*)$")
+_STATE_WORDS = {
+    "grad_mode": "grad mode",
+    "torch_function": "torch function mode",
+    "deterministic_algorithms": "deterministic algorithms",
+    "num_threads": "thread count",
+    "default_dtype": "default dtype",
+    "allow_tf32": "TF32",
+    "autocast_cache_enabled": "autocast cache",
+}
+
+
+def global_states(reason: str) -> tuple[str, ...]:
+    """The states a GLOBAL_STATE guard names ("grad_mode", "autocast(cpu)_enabled"); ()
+    for other guards."""
+    m = _GLOBAL.search(reason)
+    return tuple(m["states"].split()) if m else ()
+
+
+def _state_word(state: str) -> str:
+    m = re.fullmatch(r"autocast\((?P<d>[^)]+)\)_(?P<what>enabled|dtype)", state)
+    if m:
+        return f"autocast on {m['d']}" + (" dtype" if m["what"] == "dtype" else "")
+    return _STATE_WORDS.get(state, state)
+
+
+def state_values(detail: str) -> dict[str, object]:
+    """The global state a compile was made under, from its GLOBAL_STATE guard text
+    ("___check_global_state() against {json}", torch 2.5 .. 2.14); {} when not readable."""
+    _, _, raw = detail.partition(" against ")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _value_of(state: str, values: dict[str, object]) -> object:
+    if state.startswith("autocast(") and state.endswith(")_enabled"):
+        auto = values.get("autocast_state")
+        enabled = auto.get("enabled") if isinstance(auto, dict) else None
+        # One flag per device type; the guard names the device, so any flag on = "on".
+        return any(enabled) if isinstance(enabled, list) else None
+    return values.get(state)
+
+
+def _said(state: str, value: object) -> str:
+    if state == "grad_mode" and isinstance(value, bool):
+        return "enabled" if value else "disabled (no_grad)"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def states_differ(reason: str, before: dict[str, object], after: dict[str, object]) -> bool:
+    """True when every state a GLOBAL_STATE guard names differs between the two states:
+    ``before`` is the compile the guard failed against."""
+    states = global_states(reason)
+    return bool(states) and all(
+        _value_of(st, before) is not None and _value_of(st, before) != _value_of(st, after) for st in states
+    )
+
+
+def explain_global_state(reason: str, before: dict[str, object], after: dict[str, object]) -> str:
+    """"global state changed: grad mode enabled -> disabled (no_grad); autocast on cpu off ->
+    on" for a GLOBAL_STATE failure, given the state of the compile it failed against
+    (``before``) and of the new compile (``after``); "" for other guards. A value neither
+    state holds is left out ("grad mode changed")."""
+    states = global_states(reason)
+    if not states:
+        return ""
+    parts = []
+    for state in states:
+        a, b = _value_of(state, before), _value_of(state, after)
+        word = _state_word(state)
+        parts.append(f"{word} {_said(state, a)} -> {_said(state, b)}" if a is not None and b is not None and a != b
+                     else f"{word} changed")
+    return "global state changed: " + "; ".join(parts)
+
+
+def causes_of(reason: str) -> tuple[tuple[str, str], ...]:
+    """(cause, fix) for one failed guard: what recompiles are grouped by ("requires_grad
+    changed on input x", without the values that differ from one recompile to the next)
+    and what to do about it. A GLOBAL_STATE guard gives one cause per state it names."""
+    states = global_states(reason)
+    if states:
+        return tuple((f"{_state_word(s)} changed", _STATE_FIX) for s in states)
+    expr = re.split(r"\s+#\s", reason, maxsplit=1)[0].strip()
+    for pattern, template, fix in _CAUSES:
+        m = pattern.search(expr)
+        if m:
+            values = {k: _name(v) if k == "n" else v.strip() for k, v in m.groupdict().items()}
+            return ((template.format(**values), fix),)
+    return ((f"guard `{expr}` failed", "see the guard: the code depends on this value"),)

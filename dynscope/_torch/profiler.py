@@ -30,7 +30,7 @@ import contextlib
 import os
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -86,6 +86,9 @@ class OpCounts:
 
     in_graphs: int
     eager: Counter[tuple[str, str]]  # (PyTorch's compile id of the frame running, op) -> count
+    # Same keys -> microseconds those ops took (each top-level op's whole time: its own and
+    # that of the aten ops it called, i.e. the sum of their self CPU times).
+    eager_us: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 class CoverageRecorder:
@@ -182,6 +185,7 @@ def counts_from_events(events: Any) -> OpCounts:
     forwards = _forwards(events)
     in_graphs = 0
     eager: Counter[tuple[str, str]] = Counter()
+    eager_us: dict[tuple[str, str], float] = {}
     for ev in events:
         if not ev.name.startswith("aten::"):
             continue
@@ -198,21 +202,25 @@ def counts_from_events(events: Any) -> OpCounts:
             in_graphs += 1
         elif kind == "eager":
             eager[(region, ev.name)] += 1
-    return OpCounts(in_graphs=in_graphs, eager=eager)
+            eager_us[(region, ev.name)] = eager_us.get((region, ev.name), 0.0) + float(ev.time_range.elapsed_us())
+    return OpCounts(in_graphs=in_graphs, eager=eager, eager_us=eager_us)
 
 
 # -- kernel times of one compiled graph ------------------------------------------------------
 
 #: The event Inductor's compiled graph records around each call (torch 2.11 .. 2.14).
 _CALL_MARK = "## Call CompiledFxGraph"
+#: dynscope's mark around each profiled run of a compiled graph.
+_RUN_MARK = "dynscope::lowering_run"
 
 
 @dataclass(frozen=True)
 class KernelTimes:
     """What the profiler saw of one compiled graph over ``runs`` runs.
 
-    ``profiled_ms`` is the time inside the graph's calls (forward + backward) of the run with
-    the median such time; ``ms[(unit, key)]`` the time of the kernel call ``key`` ("name:n") in
+    ``profiled_ms`` is the time of the run with the median time: on CPU the whole run as a
+    timer sees it (Inductor's calls and the runtime wrappers around them; forward + backward
+    in a training step), on CUDA the device time of the graph's calls; ``ms[(unit, key)]`` the time of the kernel call ``key`` ("name:n") in
     output code ``unit`` (0: forward or inference, 1: backward) in that same run, so kernel
     times are parts of ``profiled_ms``; ``calls`` the graph calls seen.
     """
@@ -234,24 +242,37 @@ def kernel_times(run: Any, units: list[list[tuple[str, tuple[str, ...]]]], runs:
     name) give device time.
     """
     from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
         for _ in range(runs):
-            run()
-    calls = sorted((e for e in prof.events() if e.name.startswith(_CALL_MARK)), key=lambda e: e.time_range.start)
-    # Per run: each kernel call's time and the time inside the graph's calls. The median run,
-    # not means: one run slowed by another process must not move the figures. One run for
-    # all: medians taken kernel by kernel can sum to more than the median run's time.
+            with record_function(_RUN_MARK):
+                run()
+    events = list(prof.events())
+    marks = sorted((e for e in events if e.name == _RUN_MARK), key=lambda e: e.time_range.start)
+    calls = sorted((e for e in events if e.name.startswith(_CALL_MARK)), key=lambda e: e.time_range.start)
+    # Per run: each kernel call's time, and the run's time. The median run, not means: one
+    # run slowed by another process must not move the figures. One run for all: medians
+    # taken kernel by kernel can sum to more than the median run's time.
     per_key: dict[int, dict[tuple[int, str], float]] = {}
     per_run: dict[int, float] = {}
+    if not cuda:
+        # The whole run, as the timer sees it: Inductor's call and the runtime wrappers
+        # around it (AOTAutograd's, the autograd engine's in a training step).
+        per_run = {i: float(m.time_range.elapsed_us()) for i, m in enumerate(marks)}
     width = max(len(units), 1)
     for i, call in enumerate(calls):
-        unit, run_no = i % width, i // width
+        unit = i % width
+        run_no = next(
+            (r for r, m in enumerate(marks) if m.time_range.start <= call.time_range.start <= m.time_range.end),
+            i // width,
+        )
         if unit >= len(units):
             continue
-        per_run[run_no] = per_run.get(run_no, 0.0) + _duration_us(call, cuda, DeviceType)
+        if cuda:
+            # GPU work runs after the CPU returns: the graph's time is its device time.
+            per_run[run_no] = per_run.get(run_no, 0.0) + _duration_us(call, cuda, DeviceType)
         # Queue of kernel keys waiting for an event, per profiler name, in call order.
         waiting: dict[str, list[str]] = {}
         for key, names in units[unit]:

@@ -36,6 +36,26 @@ def resume_label(function: str) -> str:
     return "resume " + function[len(RESUME_PREFIX):] if is_resume_name(function) else function
 
 
+def base_function(function: str) -> str:
+    """The user's function a frame name stands for: "forward" for "Attention.forward",
+    for "torch_dynamo_resume_in_forward_at_16" and for "resume Attention.forward_at_16"."""
+    if function.startswith("resume "):
+        function = RESUME_PREFIX + function[len("resume "):]
+    while is_resume_name(function):  # a resume function's resume names it again
+        head, sep, line = function[len(RESUME_PREFIX):].rpartition("_at_")
+        function = head if sep and line.isdigit() else function[len(RESUME_PREFIX):]
+    return function.rsplit(".", 1)[-1]
+
+
+def resume_site(function: str) -> tuple[str, int]:
+    """(the function, the line) a resume function continues after: ("forward", 16) for
+    "torch_dynamo_resume_in_forward_at_16" (its outermost resume); ("", 0) for other names."""
+    if not is_resume_name(function):
+        return "", 0
+    _, _, line = function.rpartition("_at_")
+    return base_function(function), int(line) if line.isdigit() else 0
+
+
 def is_lifted_param(placeholder_name: str) -> bool:
     """True for a graph input Dynamo lifted from a module's parameters or buffers.
 

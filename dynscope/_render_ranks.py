@@ -1,0 +1,149 @@
+"""Text and HTML of a merged (many-rank) report: divergences first, ranks side by side.
+
+Pure: a MultiRankReport in, a string out. No torch, no files.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from dynscope._analysis import structure_hash
+from dynscope._format import plural
+from dynscope._torch.wording import resume_label
+
+if TYPE_CHECKING:
+    from dynscope._model import Report
+    from dynscope._ranks import MultiRankReport
+
+#: What each kind of divergence means, in a few words (the page's legend; docs/distributed.md says more).
+MEANING = {
+    "graph_count": "ranks captured different numbers of graphs",
+    "graph_structure": "a graph differs between ranks (ops or shapes)",
+    "break_sites": "ranks broke the graph at different places",
+    "recompiles": "some ranks recompiled where others did not",
+    "guards": "the same compile guards on different things",
+    "collectives": "collectives inside graphs differ: the job can hang",
+    "compile_time_skew": "some ranks compiled much longer: the others wait",
+}
+
+
+def _ddp_splits(rep: Report) -> int:
+    return sum(1 for g in rep.graphs if g.split_by == "ddp_bucket")
+
+
+def _collectives(rep: Report) -> str:
+    from dynscope._ranks import collective_sequence
+
+    seq = collective_sequence(rep)
+    if not seq:
+        return "none"
+    counts: dict[str, int] = {}
+    for c in seq:
+        counts[c] = counts.get(c, 0) + 1
+    return ", ".join(f"{c} x{n}" for c, n in counts.items())
+
+
+def rank_rows(m: MultiRankReport) -> list[tuple[str, list[str]]]:
+    """(row label, one cell per rank) for the side-by-side table."""
+    reps = m.reports
+    return [
+        ("title", [r.title or "-" for r in reps]),
+        ("graphs", [str(r.graph_count) for r in reps]),
+        ("of which DDP bucket splits", [str(_ddp_splits(r)) for r in reps]),
+        ("graph breaks", [f"{r.break_count} at {plural(len(r.breaks), 'site')}" for r in reps]),
+        ("recompiles", [str(r.recompile_count) for r in reps]),
+        ("guards", [str(len(r.guards)) for r in reps]),
+        ("collectives in graphs", [_collectives(r) for r in reps]),
+        ("compile time", [f"{r.compile_time.total_s:.2f} s" for r in reps]),
+        ("torch", [r.torch_version or "-" for r in reps]),
+    ]
+
+
+def _graph_cell(rep: Report, i: int) -> tuple[str, str]:
+    """(text, structure hash) of a rank's i-th graph; ("-", "") when it has none."""
+    if i >= len(rep.graphs):
+        return "-", ""
+    g = rep.graphs[i]
+    split = " [DDP bucket split]" if g.split_by == "ddp_bucket" else ""
+    h = structure_hash(g)
+    return f"{resume_label(g.frame) or '?'} {g.compile_id}: {plural(g.op_count, 'op')} #{h[:8]}{split}", h
+
+
+def render_merged_text(m: MultiRankReport) -> str:
+    """The terminal summary of a merged report."""
+    lines = [f"dynscope: {plural(len(m.reports), 'rank')} of world size {m.world_size} ({', '.join(map(str, m.ranks))})"]
+    for note in m.notes:
+        lines.append(f"note: {note}")
+    if m.divergences:
+        lines.append(f"{plural(len(m.divergences), 'divergence')}:")
+        for d in m.divergences:
+            lines.append(f"  {d.kind} (ranks {', '.join(map(str, d.ranks))}): {d.detail}")
+    else:
+        lines.append("No divergences: every rank captured the same graphs, breaks, recompiles, guards and collectives.")
+    rows = rank_rows(m)
+    header = ["", *(f"rank {r}" for r in m.ranks)]
+    table = [header] + [[label, *cells] for label, cells in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines.append("")
+    for row in table:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:1em 0}
+th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;font-size:.9em}
+th{background:#f3f3f3}
+td.differs{background:#fde2e1}
+.div{border-left:4px solid #c0392b;background:#fff5f4;padding:.4em .8em;margin:.4em 0}
+.ok{border-left:4px solid #27ae60;background:#f2fbf5;padding:.4em .8em}
+code{font-size:.9em}
+"""
+
+
+def render_merged_html(m: MultiRankReport) -> str:
+    """One self-contained page: divergences first, then ranks as columns, then graph by graph."""
+    e = html.escape
+    out = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>dynscope: {len(m.reports)} ranks</title><style>{_CSS}</style></head><body>",
+        f"<h1>{e(plural(len(m.reports), 'rank'))} of world size {m.world_size}</h1>",
+    ]
+    out += [f"<p class='note'>{e(n)}</p>" for n in m.notes]
+    out.append("<h2 id='divergences'>Divergences</h2>")
+    if m.divergences:
+        for d in m.divergences:
+            out.append(
+                f"<div class='div' data-kind='{e(d.kind)}'><b>{e(d.kind)}</b> "
+                f"(ranks {e(', '.join(map(str, d.ranks)))}): {e(d.detail)}"
+                f"<br><small>{e(MEANING.get(d.kind, ''))}</small></div>"
+            )
+    else:
+        out.append("<p class='ok'>No divergences: every rank captured the same graphs, breaks, "
+                   "recompiles, guards and collectives.</p>")
+    flagged = {r for d in m.divergences for r in d.ranks}
+    out.append("<h2>Ranks</h2><table><tr><th></th>")
+    out += [f"<th>rank {r}{' *' if r in flagged else ''}</th>" for r in m.ranks]
+    out.append("</tr>")
+    for label, cells in rank_rows(m):
+        differs = len(set(cells)) > 1
+        cls = " class='differs'" if differs else ""
+        out.append(f"<tr><th>{e(label)}</th>" + "".join(f"<td{cls}>{e(c)}</td>" for c in cells) + "</tr>")
+    out.append("</table>")
+    most = max((len(r.graphs) for r in m.reports), default=0)
+    if most:
+        out.append("<h2>Graphs, in compile order</h2><table><tr><th>#</th>")
+        out += [f"<th>rank {r}</th>" for r in m.ranks]
+        out.append("</tr>")
+        for i in range(most):
+            shown = [_graph_cell(r, i) for r in m.reports]
+            differs = len({h for _, h in shown}) > 1
+            cls = " class='differs'" if differs else ""
+            out.append(f"<tr><th>{i}</th>" + "".join(f"<td{cls}><code>{e(t)}</code></td>" for t, _ in shown) + "</tr>")
+        out.append("</table>")
+    if m.sources:
+        out.append("<h2>Files</h2><ul>" + "".join(f"<li><code>{e(s)}</code></li>" for s in m.sources) + "</ul>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
