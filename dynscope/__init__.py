@@ -6,7 +6,7 @@ Example:
     >>> print(rep)
 
 Importing dynscope does not import torch: the names that need it (``report``,
-``capture``, ``Capture``, ``assert_compiles``, ``TimingOptions``) load on first use, so
+``capture``, ``Capture``, ``advise``, ``assert_compiles``, ``TimingOptions``) load on first use, so
 reading a saved report (``dynscope.load``, ``dynscope show|diff|render``) works where
 torch is not installed.
 """
@@ -25,6 +25,7 @@ from dynscope._errors import (
     SchemaError,
 )
 from dynscope._model import (
+    Advice,
     AotGraph,
     BreakEvent,
     CompileTime,
@@ -37,6 +38,7 @@ from dynscope._model import (
     Lowering,
     ModeTiming,
     Node,
+    Outcome,
     Recompile,
     RecompileGroup,
     Report,
@@ -44,10 +46,12 @@ from dynscope._model import (
     StackFrame,
     TensorMeta,
     Timing,
+    Trial,
 )
 from dynscope._ranks import Divergence, MultiRankReport, merge, save_rank
 
 if typing.TYPE_CHECKING:
+    from dynscope._advise import advise
     from dynscope._capture import Capture, capture, report
     from dynscope._testing import assert_compiles
     from dynscope._timing import TimingOptions
@@ -56,6 +60,7 @@ __version__ = "0.1.0"
 
 #: Public names that need torch -> the module that defines them (imported on first use).
 _LAZY = {
+    "advise": "dynscope._advise",
     "Capture": "dynscope._capture",
     "capture": "dynscope._capture",
     "report": "dynscope._capture",
@@ -64,6 +69,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "Advice",
     "AotGraph",
     "BreakEvent",
     "Budget",
@@ -85,6 +91,7 @@ __all__ = [
     "ModeTiming",
     "MultiRankReport",
     "Node",
+    "Outcome",
     "Recompile",
     "RecompileGroup",
     "Report",
@@ -94,6 +101,8 @@ __all__ = [
     "TensorMeta",
     "Timing",
     "TimingOptions",
+    "Trial",
+    "advise",
     "assert_compiles",
     "capture",
     "load",

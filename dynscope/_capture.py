@@ -305,10 +305,13 @@ def report(
         )
     state = _torch.restored_model_state(model) if restore_state else contextlib.nullcontext()
     with _REPORT_LOCK, state:
-        return _report_locked(
+        rep = _report_locked(
             model, call_list, inner=inner, dynamic=dynamic, timing=timing, modes=modes,
             timing_options=timing_options, coverage=coverage, notes=tuple(notes),
         )
+    # Kept beside the model (never saved) so rep.advise() can rerun the same program.
+    rep._subject.value = (model, call_list)
+    return rep
 
 
 def _report_locked(

@@ -52,7 +52,10 @@ CATEGORIES: tuple[Category, ...] = (
         "logging/print side effect",
         "print/logging inside the compiled region breaks the graph. Remove it, guard it "
         "with `if not torch.compiler.is_compiling():`, or add the function to "
-        "torch._dynamo.config.reorderable_logging_functions.",
+        "torch._dynamo.config.reorderable_logging_functions (Dynamo then calls it after the "
+        "graph). That removes the break for print and plain functions (logging.info, your own "
+        "logging helper), but not for a logging.Logger's methods (`log.info(...)`): guard or "
+        "remove those. `dynscope advise` tries it on your program.",
     ),
     Category(
         "skipped or disallowed function",

@@ -2,6 +2,7 @@
 
 Commands:
     dynscope report TARGET   compile and run a program, print the summary
+    dynscope advise TARGET   try PyTorch's remedies on it, print what each buys
     dynscope show FILE       print the summary of a saved report
     dynscope diff OLD NEW    what changed between two saved reports (exit 1 when worse)
     dynscope render FILE -o DIR   write the HTML bundle of a saved report
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 EXAMPLES = {
     "report": "example: dynscope report examples/quickstart.py:build --json run.json --html out/",
+    "advise": "example: dynscope advise examples/quickstart.py:build --json advised.json -o out/",
     "show": "example: dynscope show run.json   (--json: the whole report as JSON)",
     "diff": "example: dynscope diff before.json after.json   (exit 1 when after is worse)",
     "render": "example: dynscope render run.json -o report/",
@@ -180,6 +182,19 @@ def _parser() -> argparse.ArgumentParser:
         help="exit 1 when compiling took more than S seconds in all (Dynamo and the inner backend)",
     )
 
+    a = sub.add_parser(
+        "advise",
+        help="try PyTorch's remedies on a program, each in isolation, and print what each buys",
+        description="Import TARGET as `dynscope report` does, then run dynscope.advise: for each break "
+        "site and recompile with a known remedy, rerun the capture with the remedy applied and "
+        "measure graphs, breaks, recompiles and coverage before and after (speedup with --timing).",
+        epilog=EXAMPLES["advise"],
+    )
+    a.add_argument("target", help="path/to/file.py:function or package.module:function")
+    a.add_argument("--timing", action="store_true", help="also time each remedy with Inductor against eager")
+    a.add_argument("--json", metavar="FILE", help="save the report, with its trials, as JSON")
+    a.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle (with the \"What each fix buys\" table) to DIR")
+
     s = sub.add_parser("show", help="print the summary of a saved report", epilog=EXAMPLES["show"])
     s.add_argument("file", help="a report saved with Report.save or --json")
     s.add_argument("--json", action="store_true", help="print the whole report as JSON instead of the summary")
@@ -285,6 +300,33 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for reason in failed:
         sys.stderr.write(f"dynscope: {strip_controls(reason)}\n")
     return 1 if failed else 0
+
+
+def _cmd_advise(args: argparse.Namespace) -> int:
+    import dynscope
+    from dynscope._render_text import advice_section, advice_title, totals_line
+
+    _cwd_on_path()
+    model, kwargs = _program(args.target)
+    try:
+        advice = dynscope.advise(model, timing=args.timing, **kwargs)
+    except dynscope.CaptureError as err:
+        _model_raised(err, args)  # raises
+    rep = advice.report
+    title = f"dynscope advise: {rep.title}" if rep.title else "dynscope advise"
+    lines = [title, "=" * len(title), totals_line(rep), ""]
+    if rep.trials:
+        lines += [advice_title(rep.trials), advice_section(rep.trials)]
+    else:
+        lines.append("No remedy applies: no break site or recompile here has one dynscope knows how to try.")
+    _out("\n".join(lines) + "\n", summary=True)
+    if args.json:
+        print(f"saved {rep.save(args.json)}")
+    if args.output:
+        from dynscope._bundle import render_bundle
+
+        print(f"wrote {render_bundle(rep, Path(args.output)) / 'index.html'}")
+    return 0
 
 
 def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
@@ -432,7 +474,7 @@ def _existing(path: str) -> Path:
     return p
 
 
-COMMANDS = {"report": _cmd_report, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render, "merge": _cmd_merge}
+COMMANDS = {"report": _cmd_report, "advise": _cmd_advise, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render, "merge": _cmd_merge}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 #: Version of the JSON layout. Bump when a field changes meaning, is removed, or holds a
 #: new layer a reader must not silently drop; older files still load (missing fields take
-#: their defaults). 2: Graph.lowering.
-SCHEMA_VERSION = 2
+#: their defaults). 2: Graph.lowering. 3: ranks (Report.rank/world_size, Graph.split_by),
+#: what a break costs and PyTorch's whole words (GraphBreak), Recompile.causes, Report.trials.
+SCHEMA_VERSION = 3
 
 
 def _below_resolution(device: str, eager_ms: float, compiled_ms: float, failed: bool) -> bool:
@@ -726,6 +727,51 @@ class ModeTiming:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """What a capture counted: the "before" or "after" side of a :class:`Trial`."""
+
+    graphs: int = 0
+    breaks: int = 0  # break events
+    break_sites: int = 0
+    recompiles: int = 0
+    coverage: float | None = None  # share of torch ops run inside graphs; None when not measured
+    speedup: float | None = None  # end to end, eager / compiled (default mode), when timed
+    compile_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One remedy dynscope tried on the program, in isolation, and what it changed."""
+
+    remedy: str  # short name: "capture_scalar_outputs", "mark_dynamic", "dynamic=True", ...
+    code: str  # the exact line(s) you would add
+    target: tuple[str, ...] = ()  # what it addresses: break sites "file.py:LINE", recompiles "frame: cause"
+    before: Outcome = Outcome()
+    after: Outcome | None = None  # None when the remedy was not run (tried False) or failed to run
+    helped: bool = False  # fewer breaks or recompiles (or more coverage / speed) with outputs unchanged
+    tried: bool = True  # False: a code change dynscope cannot make for you (shown, not run)
+    outputs_match: bool = True  # the program's outputs with the remedy equal eager's
+    error: str = ""  # why the remedy failed or was rejected ("changed outputs: ...")
+    note: str = ""  # what else to know
+
+    @property
+    def delta(self) -> dict[str, float]:
+        """after - before for the counts (empty when not run)."""
+        if self.after is None:
+            return {}
+        out = {
+            "graphs": float(self.after.graphs - self.before.graphs),
+            "breaks": float(self.after.breaks - self.before.breaks),
+            "recompiles": float(self.after.recompiles - self.before.recompiles),
+        }
+        if self.after.coverage is not None and self.before.coverage is not None:
+            out["coverage"] = self.after.coverage - self.before.coverage
+        if self.after.speedup is not None and self.before.speedup is not None:
+            out["speedup"] = self.after.speedup - self.before.speedup
+        return out
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything dynscope learned about one run of compiled code."""
 
@@ -743,11 +789,14 @@ class Report:
     title: str = ""  # what was captured, e.g. the model's class name
     notes: tuple[str, ...] = ()  # what the reader must know: an input unwrapped, coverage skipped...
     unparsed: int = 0  # trace payloads no parser understood: non-zero means counts may be short
+    trials: tuple[Trial, ...] = ()  # remedies tried by advise(), best first (empty until then)
     # Where the report was made: torch.distributed's rank and world size when a process
     # group was initialised, else 0 and 1 (a single process is rank 0 of 1).
     rank: int = 0
     world_size: int = 1
     schema_version: int = SCHEMA_VERSION
+    # The model and calls report() ran (never saved): rep.advise() reruns them.
+    _subject: _Live = _live_field()
 
     # -- counts -------------------------------------------------------------------------
     @property
@@ -940,6 +989,14 @@ class Report:
 
         return save(self, path)
 
+    def advise(self, *, timing: bool = False, **report_kwargs: Any) -> Advice:
+        """Try PyTorch's remedies on the model and calls this report ran (see
+        :func:`dynscope.advise`); InputError when the report no longer holds them (a loaded
+        report, or one made by ``capture()``)."""
+        from dynscope._advise import advise_report
+
+        return advise_report(self, timing=timing, **report_kwargs)
+
     def check(
         self,
         *,
@@ -964,3 +1021,59 @@ class Report:
             max_graphs=max_graphs,
             allow_unparsed=allow_unparsed,
         ).check(self)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What :func:`dynscope.advise` found: each remedy tried on the program and what it bought."""
+
+    report: Report  # the "before" report, its ``trials`` filled, best first
+    trials: tuple[Trial, ...] = ()  # the same trials, best first
+
+    @property
+    def best(self) -> Trial | None:
+        """The trial that helped most, or None when none helped."""
+        return next((t for t in self.trials if t.helped), None)
+
+    def summary(self) -> str:
+        """A plain-text table of the trials, best first."""
+        from dynscope import _render_text
+
+        # The renderer's own section when it has one (the HTML/CLI front shares it).
+        advice_section = getattr(_render_text, "advice_section", None)
+        if advice_section is not None:
+            return str(advice_section(self.trials))
+        return _plain_trials(self.trials)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        helped = sum(1 for t in self.trials if t.helped)
+        best = f", best {self.best.remedy}" if self.best is not None else ""
+        return _brief("Advice", f"{plural(len(self.trials), 'trial')}, {helped} helped{best}")
+
+
+def _plain_trials(trials: tuple[Trial, ...]) -> str:
+    """Minimal text for trials (used until the renderer has its own section)."""
+    if not trials:
+        return "No remedy applies: no break or recompile with a known remedy."
+    lines = ["What each fix buys (measured, best first):"]
+    for t in trials:
+        if not t.tried:
+            verdict = "not tried"
+        elif t.error:
+            verdict = f"failed: {t.error}"
+        else:
+            verdict = "helped" if t.helped else "did not help"
+        counts = ""
+        if t.after is not None:
+            counts = (
+                f" breaks {t.before.breaks}->{t.after.breaks}, recompiles "
+                f"{t.before.recompiles}->{t.after.recompiles}, graphs {t.before.graphs}->{t.after.graphs}"
+            )
+        lines.append(f"- {t.remedy}: {verdict}.{counts}")
+        lines.extend(f"    {line}" for line in t.code.splitlines())
+        if t.note:
+            lines.append(f"    note: {t.note}")
+    return "\n".join(lines)

@@ -20,6 +20,7 @@ from dynscope._analysis import structure_hash
 from dynscope._format import location, ms, plural
 from dynscope._palette import PALETTE
 from dynscope._render_text import (
+    advice_title,
     cache_text,
     call_chain_text,
     cost_text,
@@ -39,6 +40,9 @@ from dynscope._render_text import (
     speedup_text,
     timing_notes,
     totals_line,
+    trial_cells,
+    trial_timed,
+    trial_verdict,
     warning_lines,
 )
 from dynscope._torch.wording import resume_label
@@ -700,6 +704,33 @@ def _end_to_end(rep: Report) -> str:
     return f"<section><h2>Timing, end to end</h2>{table}{notes}</section>"
 
 
+def _advice(rep: Report) -> str:
+    """"What each fix buys": the remedies dynscope.advise tried, best first, with the
+    measured before -> after counts; "" when the report holds no trials."""
+    if not rep.trials:
+        return ""
+    timed = trial_timed(rep.trials)
+    headers = ["remedy", "code", "target", "graphs", "breaks", "recompiles", "coverage"]
+    headers += ["speedup"] if timed else []
+    headers += ["helped", "error / note"]
+    rows = []
+    for t in rep.trials:
+        verdict = trial_verdict(t)
+        # A remedy that did not help or failed is shown as such, not hidden.
+        shown = _e(verdict) if verdict in ("yes", "change your code") else f'<span class="warn">{_e(verdict)}</span>'
+        said = "; ".join(x for x in (t.error, t.note) if x)
+        rows.append([
+            _e(t.remedy), f"<pre>{_e(t.code)}</pre>", _e(", ".join(t.target) or "-"),
+            *(_e(c) for c in trial_cells(t, timed=timed)), shown, _e(said),
+        ])
+    return (
+        f'<section id="advice"><h2>{_e(advice_title(rep.trials))}</h2><p>Each remedy was run on its own, '
+        "in isolation, on the same inputs; before -> after are the measured counts. A remedy helped when it "
+        "removed breaks or recompiles (or raised coverage or speed) with the outputs still equal to eager's."
+        f"</p>{_table(headers, rows)}</section>\n"
+    )
+
+
 def _warnings(rep: Report) -> str:
     """What makes the counts incomplete, first on the page; "" when nothing does."""
     lines = warning_lines(rep)
@@ -767,7 +798,7 @@ def render_html(
 <div class="svgbox" id="program-view">{program}</div></section>
 <section><h2>Graph breaks ({plural(rep.break_count, "event")} at {plural(len(rep.breaks), "site")})</h2>{_breaks(rep)}</section>
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
-{_fallbacks(rep)}{cov}{_end_to_end(rep)}{_program_lowering(rep)}
+{_advice(rep)}{_fallbacks(rep)}{cov}{_end_to_end(rep)}{_program_lowering(rep)}
 <section><h2>Guards</h2>{_guards(rep)}</section>
 <section id="graphs"><h2>Graphs ({rep.graph_count})</h2>{_legend()}{_graph_table(rep, svgs, picture_files, same)}</section>
 {graphs}

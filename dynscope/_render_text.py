@@ -15,7 +15,9 @@ from dynscope._format import ADD_UP_TOLERANCE, OVERHEAD_MS, clip, location, ms, 
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope._model import Graph, GraphBreak, Kernel, ModeTiming, Report, Timing
+    from collections.abc import Sequence
+
+    from dynscope._model import Graph, GraphBreak, Kernel, ModeTiming, Report, Timing, Trial
 
 # Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
 # SOS, PM and APC strings (up to BEL or ST), other two-byte ESC sequences; then any C0/C1
@@ -311,6 +313,102 @@ def recompiles_section(rep: Report, *, width: int = 100) -> str:
         if len(said) > 3:
             lines.append(f"    ... {plural(len(said) - 3, 'more failed guard')} (Report.recompiles)")
     return "\n".join(lines)
+
+
+# -- advice: what each remedy bought (Report.trials, filled by dynscope.advise) ---------
+
+
+def _count_change(before: int, after: int) -> str:
+    """"2 -> 1", or just "2" when the count did not move."""
+    return str(before) if before == after else f"{before} -> {after}"
+
+
+def _ratio_change(before: float | None, after: float | None, fmt: str) -> str:
+    """"80% -> 100%" (``fmt`` formats one value); "-" when neither side was measured."""
+    if before is None and after is None:
+        return "-"
+    b = "?" if before is None else format(before, fmt)
+    a = "?" if after is None else format(after, fmt)
+    return b if a == b else f"{b} -> {a}"
+
+
+def trial_verdict(t: Trial) -> str:
+    """"yes", "no", "failed" (it raised or changed the outputs) or "change your code" (a
+    code change dynscope cannot make for you, shown, not run)."""
+    if not t.tried:
+        return "change your code"
+    if t.error or not t.outputs_match:
+        return "failed"
+    return "yes" if t.helped else "no"
+
+
+def trial_timed(trials: Sequence[Trial]) -> bool:
+    """Whether any trial measured a speedup (then tables gain a speedup column)."""
+    return any(o is not None and o.speedup is not None for t in trials for o in (t.before, t.after))
+
+
+def trial_cells(t: Trial, *, timed: bool) -> list[str]:
+    """Before -> after for graphs, breaks, recompiles, coverage (and speedup when
+    ``timed``); "-" for a trial not run."""
+    a = t.after
+    if a is None:
+        return ["-"] * (5 if timed else 4)
+    b = t.before
+    cells = [
+        _count_change(b.graphs, a.graphs),
+        _count_change(b.breaks, a.breaks),
+        _count_change(b.recompiles, a.recompiles),
+        _ratio_change(b.coverage, a.coverage, ".0%"),
+    ]
+    if timed:
+        cells.append(_ratio_change(b.speedup, a.speedup, ".2f") + ("x" if a.speedup or b.speedup else ""))
+    return cells
+
+
+def trial_target(t: Trial, width: int = 30) -> str:
+    """What the remedy addresses in at most about ``width`` characters: the first target,
+    clipped, and "+N" for the others ("-" when it names nothing)."""
+    if not t.target:
+        return "-"
+    more = f", +{len(t.target) - 1}" if len(t.target) > 1 else ""
+    return clip(t.target[0], width - len(more)) + more
+
+
+def advice_section(trials: Sequence[Trial], *, width: int = 100) -> str:
+    """"What each fix buys": one row per remedy (the order given: best first), then each
+    remedy's code to add, its targets, and why it failed or what else to know."""
+    timed = trial_timed(trials)
+    headers = ["#", "remedy", "target", "graphs", "breaks", "recompiles", "coverage"]
+    headers += ["speedup"] if timed else []
+    headers += ["helped"]
+    rows = [
+        [i + 1, clip(t.remedy, 32), trial_target(t), *trial_cells(t, timed=timed), trial_verdict(t)]
+        for i, t in enumerate(trials)
+    ]
+    lines = [tabulate(rows, headers=headers, tablefmt="simple")]
+    for i, t in enumerate(trials):
+        lines.append("")
+        lines.append(f"[{i + 1}] {t.remedy}: {trial_verdict(t)}")
+        lines.extend("    " + ln for ln in t.code.splitlines())
+        if t.target:
+            lines.extend(textwrap.wrap(f"for: {', '.join(t.target)}", width, initial_indent="    ", subsequent_indent="      "))
+        if t.error:
+            lines.extend(textwrap.wrap(f"error: {t.error}", width, initial_indent="    ", subsequent_indent="      "))
+        if t.note:
+            lines.extend(textwrap.wrap(f"note: {t.note}", width, initial_indent="    ", subsequent_indent="      "))
+    return "\n".join(lines)
+
+
+def advice_title(trials: Sequence[Trial]) -> str:
+    """"What each fix buys (3 remedies tried, 1 helped; 1 code change to make by hand)"."""
+    tried = [t for t in trials if t.tried]
+    helped = sum(1 for t in tried if t.helped)
+    remedies = f"{len(tried)} remed{'y' if len(tried) == 1 else 'ies'}"
+    text = f"What each fix buys ({remedies} tried, {helped} helped"
+    by_hand = len(trials) - len(tried)
+    if by_hand:
+        text += f"; {plural(by_hand, 'code change')} to make by hand"
+    return text + ")"
 
 
 def compile_time_section(rep: Report) -> str:
@@ -638,6 +736,8 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
         out += ["Graph breaks: none", ""]
     if rep.recompiles:
         out += [f"Recompiles ({rep.recompile_count})", recompiles_section(rep), ""]
+    if rep.trials:
+        out += [advice_title(rep.trials), advice_section(rep.trials), ""]
     failed = [f for f in rep.frames if f.status == "failed"]
     if failed:
         out.append("Frames that fell back to eager")

@@ -11,14 +11,14 @@ parts the caption in docs/lowering.md explains, and has headless Chromium photog
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from page_screenshots import screenshot  # noqa: E402  (this script's own folder)
 
 import dynscope  # noqa: E402
 
@@ -32,7 +32,7 @@ def page_for(rep: dynscope.Report) -> str:
     graph = max((g for g in rep.graphs if g.lowering), key=lambda g: len(g.lowering.kernels))  # type: ignore[union-attr]
     html = rep.to_html()
     style = re.search(r"<style[^>]*>(.*?)</style>", html, re.S)
-    section = re.search(rf'<section id="graph-{graph.id}">.*?</section>', html, re.S)
+    section = re.search(rf'<section id="graph-{graph.id}"[^>]*>.*?</section>', html, re.S)
     if style is None or section is None:
         raise SystemExit("the page has no style or no section for the graph; has the page layout changed?")
     # The AOT pictures (drawn further down the real page) would push the code out of frame.
@@ -64,19 +64,11 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     rep = dynscope.load(sys.argv[1])
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        raise SystemExit("Chromium is not installed (apt-get install -y chromium)")
     out = ROOT / "docs" / "images" / "lowering.png"
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "page.html"
         page.write_text(page_for(rep), encoding="utf-8")
-        subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--hide-scrollbars", f"--user-data-dir={tmp}/profile", "--window-size=1300,2400",
-             f"--screenshot={out}", page.as_uri()],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
+        screenshot(page, out, "1300,2400")
     print(f"wrote {out}")
     return 0
 

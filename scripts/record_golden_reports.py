@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import dynscope  # noqa: E402
-from tests.corpus.programs import MLP, PrintModel, _x  # noqa: E402
+from tests.corpus.programs import MLP, PrintModel, _x, item_fn  # noqa: E402
 
 #: Kept at the schema they were recorded with (1): they also prove older reports load.
 OLD_SCHEMA = ("print_model", "mlp")
@@ -25,10 +25,19 @@ OLD_SCHEMA = ("print_model", "mlp")
 OUT = ROOT / "tests" / "golden" / "reports"
 
 
+_PRINTER: list[PrintModel] = []
+
+
+def item_then_print(x: object) -> object:
+    """The corpus's .item() break, then its print break (for the "advised" report)."""
+    return _PRINTER[0](item_fn(x))
+
+
 def main() -> int:
     import torch
 
     torch.manual_seed(0)
+    _PRINTER.append(PrintModel())
     model = PrintModel()
 
     def train_step(x: torch.Tensor) -> None:
@@ -43,6 +52,9 @@ def main() -> int:
         "lowered_train": lambda: dynscope.report(
             train_step, _x(64, 8), timing=True, timing_options=quick
         ),
+        # Advised: the corpus's .item() break and print break in one program, each remedy
+        # tried (Report.trials): the "What each fix buys" section.
+        "advised": lambda: dynscope.advise(item_then_print, _x(4, 8)).report,
     }
     chosen = sys.argv[1:] or [n for n in makers if n not in OLD_SCHEMA]
     unknown = [n for n in chosen if n not in makers]

@@ -376,7 +376,8 @@ def _strategy(tp: Any) -> st.SearchStrategy[Any]:
 
 def _report_strategy() -> st.SearchStrategy[Report]:
     hints = typing.get_type_hints(Report)
-    fields = {f.name: _strategy(hints[f.name]) for f in dataclasses.fields(Report) if f.name != "schema_version"}
+    fields = {f.name: _strategy(hints[f.name]) for f in dataclasses.fields(Report)
+              if f.name != "schema_version" and not f.metadata.get("live")}
     return st.builds(Report, **fields)
 
 

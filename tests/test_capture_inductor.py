@@ -30,7 +30,10 @@ def test_capture_default_inductor() -> None:
     assert first.op_count == 2 and first.node_count == 4, "exact counts from compilation_metrics"
     assert first.inputs[0].describe() == "f32[16]"
     assert second.frame.startswith("torch_dynamo_resume_in_tiny")
-    assert rep.compile_time.backend_s > 0.1, "Inductor's compile time is reported"
+    # Inductor's compile time is reported (small when an earlier test left the same graph in
+    # Inductor's cache, so only "some"), and what Inductor made is read from the trace.
+    assert rep.compile_time.backend_s > 0.0, "Inductor's compile time is reported"
+    assert first.lowering is not None and first.lowering.source == "trace" and first.lowering.kernels
     assert rep.breaks[0].source == 'print("tiny")'
     assert rep.guards, "guards come from the trace too"
 

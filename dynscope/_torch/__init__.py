@@ -10,6 +10,7 @@ format. Modules, one job each (every shim names the torch release it follows):
 - ``break_text``, ``guard_text``: the graph-break report and guard/recompile grammars;
 - ``fx``: FX node metadata and the printed graph code;
 - ``profiler``: the profiler's event names, the coverage recorder and kernel times;
+- ``remedies``: applying a remedy for one isolated re-run (advise) and the code lines shown;
 - ``lowering_text``: what AOTAutograd and Inductor log (printed graphs, output code,
   provenance, compile steps);
 - ``registry``: PyTorch's graph-break registry and which files are the user's;

@@ -1,0 +1,660 @@
+"""``dynscope.advise``: try PyTorch's remedies on a program, one at a time, and measure each.
+
+For every break category and recompile cause with a known remedy, the program is reported
+again (``dynscope.report``, same isolation) with only that remedy applied, and its outputs
+are compared with eager's. Nothing a trial sets (Dynamo config, matmul precision, dynamic
+marks) outlives it: config goes through scoped patches and marks go on clones of the inputs.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import inspect
+import os
+import sys
+import typing
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynscope import _torch
+from dynscope._capture import _MISSING, _REPORT_LOCK, check_model, normalise_calls, report
+from dynscope._errors import CaptureError, InputError
+from dynscope._format import clip
+from dynscope._model import Advice, Outcome, Report, Trial
+from dynscope._torch import remedies
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+__all__ = ["REMEDIES", "Remedy", "advise", "advise_report"]
+
+Call = tuple[tuple[Any, ...], dict[str, Any]]
+
+SCALAR = ".item()/scalar output"
+DYNAMIC_SHAPE = "data-dependent guard/shape"
+LOGGING = "logging/print side effect"
+
+#: Outputs of a trial must match eager's within these (the eager inner backend runs the
+#: same ATen ops, so differences are reordering noise at most).
+RTOL, ATOL = 1e-4, 1e-5
+#: Looser for remedies that change numerics on purpose (TF32 matmuls, Inductor autotuning).
+LOOSE_RTOL, LOOSE_ATOL = 1e-2, 1e-2
+#: A timing remedy helps when the end-to-end speedup grows by more than this share.
+SPEEDUP_MARGIN = 0.05
+#: A coverage gain smaller than this is noise.
+COVERAGE_MARGIN = 0.01
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One remedy in the catalog: where it applies and what it changes."""
+
+    name: str  # the Trial's ``remedy``
+    categories: tuple[str, ...] = ()  # break categories it addresses
+    recompiles: bool = False  # addresses recompiles whose cause names an input's size
+    automatic: bool = True  # False: a code change dynscope cannot make (shown, not run)
+    cuda_only: bool = False  # only on CUDA, and only when timing
+    doc: str = ""  # what it does, for the catalog
+
+
+REMEDIES: tuple[Remedy, ...] = (
+    Remedy("capture_scalar_outputs", (SCALAR,),
+           doc="Dynamo traces .item()/int()/float() into the graph as an unbacked SymInt/SymFloat."),
+    Remedy("capture_dynamic_output_shape_ops", (DYNAMIC_SHAPE,),
+           doc="Dynamo traces ops whose output shape depends on values (nonzero, unique...)."),
+    Remedy("mark_dynamic", recompiles=True,
+           doc="The input dimension a recompile names is compiled dynamic from the first call."),
+    Remedy("dynamic=True", recompiles=True,
+           doc="torch.compile(..., dynamic=True): every size and int input compiled dynamic."),
+    Remedy("reorderable_logging_functions", (LOGGING,),
+           doc="Dynamo records the logging call and runs it after the graph instead of breaking."),
+    Remedy("is_compiling guard", (LOGGING,), automatic=False,
+           doc="The logging line skipped under torch.compile (a code change)."),
+    Remedy("matmul_precision_high", cuda_only=True,
+           doc='torch.set_float32_matmul_precision("high"): TF32 matmuls on CUDA.'),
+    Remedy("max-autotune", cuda_only=True,
+           doc='torch.compile(..., mode="max-autotune"): Inductor benchmarks kernel choices.'),
+)
+
+
+@dataclass
+class _Plan:
+    """How to run one trial: what to change, and what the Trial says about it."""
+
+    remedy: str
+    code: str
+    target: tuple[str, ...]
+    config: dict[str, Any] = field(default_factory=dict)  # Dynamo config for the run
+    dynamic: bool | None = None  # report(dynamic=...) override; None: the user's
+    marks: tuple[tuple[int | str, int], ...] = ()  # (argument index or keyword, dim) to mark dynamic
+    precision: str = ""  # float32 matmul precision for the run
+    modes: tuple[str, ...] = ()  # Inductor modes to time (timing remedies)
+    loose: bool = False  # compare outputs with the loose tolerance
+    tried: bool = True
+    note: str = ""
+    cuda: bool = False  # a timing remedy: its speedup is what counts
+
+
+# -- public entry points ---------------------------------------------------------------
+
+
+def advise(
+    model: Callable[..., Any],
+    inputs: Any = _MISSING,
+    *,
+    calls: Sequence[Any] | None = None,
+    timing: bool = False,
+    **report_kwargs: Any,
+) -> Advice:
+    """Report on ``model``, then try each remedy that applies, one at a time, and measure it.
+
+    Each remedy (PyTorch config such as ``capture_scalar_outputs``, ``mark_dynamic`` on the
+    dimension a recompile names, ``dynamic=True``, ``reorderable_logging_functions``; on
+    CUDA when timing, TF32 matmuls and ``mode="max-autotune"``) reruns
+    :func:`dynscope.report` on the same calls with only that remedy applied, and the
+    program's outputs are compared with eager's. Code changes dynscope cannot make (an
+    ``is_compiling()`` guard) are shown, not run. No config or tensor mark is left changed.
+
+    Args:
+        model: an ``nn.Module`` or any callable.
+        inputs: one call's inputs, as for :func:`dynscope.report`.
+        calls: several calls' inputs. Not together with ``inputs``.
+        timing: also time each run (Inductor against eager; slow) and try the CUDA timing
+            remedies. Defaults to False.
+        **report_kwargs: passed to every :func:`dynscope.report` run (``inner``,
+            ``dynamic``, ``coverage``, ``modes``, ``timing_options``, ``restore_state``).
+
+    Returns:
+        An :class:`Advice`: ``trials`` best first, ``best``, ``report`` (the before report).
+
+    Raises:
+        InputError: the arguments are not usable.
+        CaptureError: the model raised without any remedy (``err.report`` holds what was captured).
+
+    Note:
+        The calls run many times (eager, then once per report). A training step updates
+        parameters each time, as it does under report(); an ``nn.Module``'s parameters are
+        put back after each run here.
+
+    Example:
+        >>> adv = dynscope.advise(model, torch.randn(8, 16))
+        >>> print(adv)
+    """
+    _check_kwargs(report_kwargs)
+    call_list = normalise_calls(model, inputs, calls)
+    inner, _ = check_model(model)
+    before = _run_report(inner, call_list, _Plan("", "", ()), timing, report_kwargs)
+    return _advise(before, inner, call_list, timing, report_kwargs)
+
+
+def advise_report(rep: Report, *, timing: bool = False, **report_kwargs: Any) -> Advice:
+    """``rep.advise()``: advise on the model and calls a live report ran."""
+    subject = rep._subject.value
+    if subject is None:
+        raise InputError(
+            "this report does not hold its model and inputs (it was loaded from JSON or made "
+            "by dynscope.capture()); call dynscope.advise(model, inputs) instead"
+        )
+    _check_kwargs(report_kwargs)
+    model, call_list = typing.cast("tuple[Any, list[Call]]", subject)
+    before = rep
+    if timing and not rep.timing:
+        before = _run_report(model, call_list, _Plan("", "", ()), timing, report_kwargs)
+    return _advise(before, model, call_list, timing, report_kwargs)
+
+
+def _check_kwargs(report_kwargs: dict[str, Any]) -> None:
+    taken = sorted(set(report_kwargs) & {"inputs", "calls", "timing"})
+    if taken:
+        raise InputError(f"advise() got {taken[0]!r} twice; pass it once, as advise's own argument")
+    allowed = set(inspect.signature(report).parameters) - {"model", "inputs", "calls", "timing"}
+    unknown = sorted(set(report_kwargs) - allowed)
+    if unknown:
+        raise InputError(
+            f"advise() got an unknown argument {unknown[0]!r}; it passes these to "
+            f"dynscope.report: {', '.join(sorted(allowed))}"
+        )
+
+
+# -- the engine ------------------------------------------------------------------------------
+
+
+def _advise(
+    before: Report, model: Any, call_list: list[Call], timing: bool, report_kwargs: dict[str, Any]
+) -> Advice:
+    plans = _plans(before, model, call_list, timing)
+    base = outcome(before)
+    reference = _eager_outputs(model, call_list) if any(p.tried for p in plans) else None
+    trials = [_trial(p, base, model, call_list, timing, report_kwargs, reference) for p in plans]
+    ordered = tuple(sorted(trials, key=_rank))
+    rep = replace(before, trials=ordered)
+    return Advice(report=rep, trials=ordered)
+
+
+def outcome(rep: Report) -> Outcome:
+    """What a report counted, as one side of a Trial."""
+    speedup = None
+    if rep.timing:
+        first = rep.timing[0]
+        speedup = first.speedup if not first.error else None
+    return Outcome(
+        graphs=rep.graph_count,
+        breaks=rep.break_count,
+        break_sites=len(rep.breaks),
+        recompiles=rep.recompile_count,
+        coverage=rep.coverage.ratio if rep.coverage is not None else None,
+        speedup=speedup,
+        compile_s=rep.compile_time.total_s,
+    )
+
+
+_ORDER = {r.name: i for i, r in enumerate(REMEDIES)}
+
+
+def _rank(t: Trial) -> tuple[int, float, int]:
+    """Best first: what helped (by how much), then what ran and did not, failures, not run;
+    ties in catalog order (the narrower remedy first: mark_dynamic before dynamic=True)."""
+    order = _ORDER.get(t.remedy, len(_ORDER))
+    if t.helped:
+        d = t.delta
+        gain = -d.get("breaks", 0.0) - d.get("recompiles", 0.0) + 10 * d.get("coverage", 0.0) + d.get("speedup", 0.0)
+        return (0, -gain, order)
+    if t.tried and not t.error:
+        return (1, 0.0, order)
+    if t.tried:
+        return (2, 0.0, order)
+    return (3, 0.0, order)
+
+
+def _helped(plan: _Plan, before: Outcome, after: Outcome) -> bool:
+    fewer_breaks = after.breaks < before.breaks and after.recompiles <= before.recompiles
+    fewer_recompiles = after.recompiles < before.recompiles and after.breaks <= before.breaks
+    more_coverage = (
+        after.coverage is not None and before.coverage is not None
+        and after.coverage > before.coverage + COVERAGE_MARGIN
+        and after.breaks <= before.breaks and after.recompiles <= before.recompiles
+    )
+    faster = (
+        plan.cuda and after.speedup is not None and before.speedup is not None
+        and after.speedup > before.speedup * (1 + SPEEDUP_MARGIN)
+    )
+    return fewer_breaks or fewer_recompiles or more_coverage or faster
+
+
+def _trial(
+    plan: _Plan,
+    before: Outcome,
+    model: Any,
+    call_list: list[Call],
+    timing: bool,
+    report_kwargs: dict[str, Any],
+    reference: _Reference | None,
+) -> Trial:
+    common: dict[str, Any] = {"remedy": plan.remedy, "code": plan.code, "target": plan.target, "before": before}
+    if not plan.tried:
+        return Trial(**common, tried=False, note=plan.note)
+    notes = [plan.note] if plan.note else []
+    try:
+        rep = _run_report(model, call_list, plan, timing, report_kwargs)
+    except Exception as err:  # noqa: BLE001 - a remedy that breaks the model is a finding
+        return Trial(**common, error=_error_text(err), note="; ".join(notes))
+    after = outcome(rep)
+    outputs_match = True
+    error = ""
+    if reference is not None and reference.comparable:
+        try:
+            got = _compiled_outputs(model, call_list, plan, report_kwargs)
+        except Exception as err:  # noqa: BLE001
+            return Trial(**common, after=after, error=_error_text(err), note="; ".join(notes))
+        rtol, atol = (LOOSE_RTOL, LOOSE_ATOL) if plan.loose else (RTOL, ATOL)
+        max_abs, ok = _compare(reference.outputs, got, rtol, atol)
+        if not ok:
+            outputs_match = False
+            error = f"changed outputs: max abs diff {max_abs:.3g} from eager"
+    elif reference is not None:
+        notes.append(reference.why)
+    helped = not error and _helped(plan, before, after)
+    if not helped and not error:
+        # What PyTorch said at the sites the remedy was for, in the run with it applied.
+        notes.extend(
+            f"still breaks at {b.location}: {clip(b.reason, 160)}" for b in rep.breaks if b.location in plan.target
+        )
+    return Trial(**common, after=after, helped=helped, outputs_match=outputs_match, error=error, note="; ".join(notes))
+
+
+def _error_text(err: BaseException) -> str:
+    """"Type: message" of what raised; for a CaptureError, of the model's own exception."""
+    cause = err.__cause__ if isinstance(err, CaptureError) and err.__cause__ is not None else err
+    lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
+    return clip(f"{type(cause).__name__}: " + " ".join(lines[:2]), 300)
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _applied(plan: _Plan) -> Iterator[None]:
+    """The plan's config for the block; everything back after it."""
+    with contextlib.ExitStack() as stack:
+        if plan.config:
+            stack.enter_context(remedies.dynamo_config(**plan.config))
+        if plan.precision:
+            stack.enter_context(remedies.matmul_precision(plan.precision))
+        yield
+
+
+@contextlib.contextmanager
+def _kept_parameters(model: Any) -> Iterator[None]:
+    """An nn.Module's parameters put back after the block: each run starts from the same
+    weights (a training step would otherwise move them between trials)."""
+    if not isinstance(model, torch.nn.Module):
+        yield
+        return
+    with torch.no_grad():
+        saved = [(p, p.detach().clone()) for p in model.parameters()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for live, copy in saved:
+                if live.shape == copy.shape:
+                    live.copy_(copy)
+
+
+def _clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    if isinstance(value, tuple):
+        return tuple(_clone(v) for v in value)
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    return value
+
+
+def _fresh_calls(call_list: list[Call], plan: _Plan) -> list[Call]:
+    """Clones of the calls' tensors (the user's are never marked nor mutated), with the
+    plan's dimensions marked dynamic."""
+    out: list[Call] = []
+    for args, kwargs in call_list:
+        new_args, new_kwargs = list(_clone(args)), _clone(kwargs)
+        for where, dim in plan.marks:
+            value = new_kwargs.get(where) if isinstance(where, str) else new_args[where]
+            if isinstance(value, torch.Tensor) and dim < value.dim():
+                remedies.mark_dynamic(value, dim)
+        out.append((tuple(new_args), new_kwargs))
+    return out
+
+
+def _as_report_call(call: Call) -> Any:
+    """A normalised call back in report()'s form (a dict, or a tuple of arguments)."""
+    args, kwargs = call
+    return dict(kwargs) if kwargs else tuple(args)
+
+
+def _run_report(
+    model: Any, call_list: list[Call], plan: _Plan, timing: bool, report_kwargs: dict[str, Any]
+) -> Report:
+    kwargs = dict(report_kwargs)
+    if plan.dynamic is not None:
+        kwargs["dynamic"] = plan.dynamic
+    if plan.modes:
+        kwargs["modes"] = plan.modes
+    calls = [_as_report_call(c) for c in _fresh_calls(call_list, plan)]
+    with _kept_parameters(model), _applied(plan):
+        return report(model, calls=calls, timing=timing or plan.cuda, **kwargs)
+
+
+@dataclass
+class _Reference:
+    outputs: list[Any]
+    comparable: bool = True
+    why: str = ""
+
+
+def _eager_outputs(model: Any, call_list: list[Call]) -> _Reference:
+    """The calls' outputs run eagerly (twice: a program whose two eager runs differ, one
+    that updates state it reads, cannot be compared)."""
+    runs = []
+    for _ in range(2):
+        outs = []
+        with _REPORT_LOCK, _torch.restored_model_state(model), _kept_parameters(model):
+            for args, kwargs in _fresh_calls(call_list, _Plan("", "", ())):
+                outs.append(_detached(model(*args, **kwargs)))
+        runs.append(outs)
+    _, same = _compare(runs[0], runs[1], 0.0, 0.0)
+    if not same:
+        return _Reference(runs[0], False, "outputs not compared: two eager runs of the calls differ")
+    return _Reference(runs[0])
+
+
+def _compiled_outputs(model: Any, call_list: list[Call], plan: _Plan, report_kwargs: dict[str, Any]) -> list[Any]:
+    """The calls' outputs through torch.compile with the plan applied, in the same isolation
+    as report() (Dynamo state, model buffers and RNG put back)."""
+    inner = report_kwargs.get("inner", "eager")
+    dynamic = plan.dynamic if plan.dynamic is not None else report_kwargs.get("dynamic")
+    options: dict[str, Any] = {}
+    if plan.modes and plan.modes[0] != "default":
+        inner, options = "inductor", {"mode": plan.modes[0]}
+    elif plan.cuda:
+        inner = "inductor"
+    backend = _torch.lookup_backend(inner) if isinstance(inner, str) else inner
+    if options:
+        backend = inner  # a mode goes with the backend's name (torch.compile's rule)
+    outs = []
+    calls = _fresh_calls(call_list, plan)
+    with _REPORT_LOCK, _torch.restored_model_state(model), _kept_parameters(model), _applied(plan):
+        with _torch.DynamoSandbox() as sandbox:
+            if not isinstance(backend, str):
+                sandbox.own(backend=backend)
+            compiled = torch.compile(model, backend=backend, dynamic=dynamic, **options, **_torch.compile_kwargs())
+            sandbox.own(compiled)
+            for args, kwargs in calls:
+                outs.append(_detached(compiled(*args, **kwargs)))
+            del compiled
+    return outs
+
+
+def _detached(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detached(v) for v in value) if isinstance(value, list) else tuple(_detached(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return value
+
+
+def _compare(expected: list[Any], got: list[Any], rtol: float, atol: float) -> tuple[float, bool]:
+    """(max abs difference, match) over every call's outputs; non-tensor values must be equal."""
+    from dynscope._timing import compare_outputs
+
+    max_abs, _, ok = compare_outputs(expected, got, rtol, atol)
+    return max_abs, ok and _plain_values(expected) == _plain_values(got)
+
+
+def _plain_values(value: Any) -> list[Any]:
+    if isinstance(value, torch.Tensor):
+        return []
+    if isinstance(value, (list, tuple)):
+        return [v for x in value for v in _plain_values(x)]
+    if isinstance(value, dict):
+        return [v for x in value.values() for v in _plain_values(x)]
+    return [value]
+
+
+# -- which remedies apply -------------------------------------------------------------------
+
+
+def _plans(rep: Report, model: Any, call_list: list[Call], timing: bool) -> list[_Plan]:
+    plans: list[_Plan] = []
+    by_category: dict[str, list[str]] = {}
+    for b in rep.breaks:
+        by_category.setdefault(b.category, []).append(b.location)
+
+    if SCALAR in by_category:
+        plans.append(_config_plan("capture_scalar_outputs", by_category[SCALAR]))
+    if DYNAMIC_SHAPE in by_category:
+        plans.append(_config_plan("capture_dynamic_output_shape_ops", by_category[DYNAMIC_SHAPE]))
+    if LOGGING in by_category:
+        plans.extend(_logging_plans(rep))
+    plans.extend(_recompile_plans(rep, model, call_list))
+    if timing:
+        plans.extend(_timing_plans(call_list))
+    return plans
+
+
+def _config_plan(option: str, sites: list[str]) -> _Plan:
+    if not remedies.has_dynamo_option(option):
+        return _Plan(option, remedies.config_line(option), tuple(sites), tried=False,
+                     note=f"this torch has no Dynamo config option {option}")
+    return _Plan(option, remedies.config_line(option), tuple(sites), config={option: True})
+
+
+def _logging_plans(rep: Report) -> list[_Plan]:
+    """reorderable_logging_functions with the function each logging break calls; where the
+    break sits in a helper of the user's (a ``log_stats(t)`` that prints), a second trial with
+    that helper (Dynamo then runs the whole helper after the graph), and the is_compiling
+    guard, shown."""
+    sites = [b for b in rep.breaks if b.category == LOGGING]
+    direct: list[tuple[str, Any]] = []
+    helpers: list[tuple[str, Any]] = []
+    notes: list[str] = []
+    for b in sites:
+        expr = _callee(b.source)
+        fn = _resolve(expr, b.filename) if expr else None
+        if fn is None:
+            notes.append(f"{b.location}: could not tell which function `{clip(b.source, 60)}` calls")
+        else:
+            if not remedies.is_reorderable(fn):
+                notes.append(
+                    f"{b.location}: `{expr}` is a {type(fn).__name__}, and PyTorch reorders only plain "
+                    "functions and builtins (a logging.Logger method goes through Dynamo's logger "
+                    f"handling, which honours only {remedies.IGNORE_LOGGING}: the "
+                    "call is then dropped under compile)"
+                )
+            if all(f is not fn for _, f in direct):
+                direct.append((expr, fn))
+        helper = _helper(b)
+        if helper is not None and all(f is not helper[1] for _, f in helpers):
+            helpers.append(helper)
+    plans = []
+    target = tuple(dict.fromkeys(b.location for b in sites))
+    for chosen, note in (
+        (direct, "; ".join(notes)),
+        (helpers, "your logging helper is added whole: Dynamo runs it after the graph, with the "
+                  "graph's values, so it must not change what the program computes"),
+    ):
+        if chosen:
+            plans.append(_Plan(
+                "reorderable_logging_functions",
+                "\n".join(remedies.reorderable_line(e) for e, _ in chosen),
+                target, config={"reorderable_logging_functions": {f for _, f in chosen}}, note=note,
+            ))
+    guarded = "\n".join(
+        f"# {b.location}\nif not torch.compiler.is_compiling():\n    {b.source}" for b in sites if b.source
+    )
+    plans.append(_Plan(
+        "is_compiling guard", guarded or "if not torch.compiler.is_compiling():\n    ...", target, tried=False,
+        note="a code change dynscope cannot make for you: the line is skipped while compiled (no output "
+             "under torch.compile), and the graph no longer breaks there",
+    ))
+    return plans
+
+
+def _helper(b: Any) -> tuple[str, Any] | None:
+    """(name, function) of the user's helper the break sits in, when its caller's line calls
+    it by a name the caller's module knows; None otherwise."""
+    if len(b.call_chain) < 2:
+        return None
+    caller = b.call_chain[-2]
+    expr = _callee(caller.line)
+    fn = _resolve(expr, caller.filename) if expr else None
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_name != b.function or not remedies.is_reorderable(fn):
+        return None
+    return expr, fn
+
+
+def _callee(source: str) -> str:
+    """The called function's dotted name in a line of code (``print``, ``log.info``), or ""."""
+    try:
+        tree = ast.parse(source.strip())
+    except SyntaxError:
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name:
+                return name
+    return ""
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def _resolve(expr: str, filename: str) -> Any:
+    """The object ``expr`` names in the module of ``filename`` (then builtins), or None."""
+    module = _module_of(filename)
+    scope: dict[str, Any] = dict(vars(builtins))
+    if module is not None:
+        scope.update(vars(module))
+    head, *rest = expr.split(".")
+    if head not in scope:
+        return None
+    value = scope[head]
+    for part in rest:
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value
+
+
+def _module_of(filename: str) -> Any:
+    if not filename:
+        return None
+    want = os.path.realpath(filename)
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and os.path.realpath(path) == want:
+            return module
+    return None
+
+
+def _signature_names(model: Any) -> list[str]:
+    """Positional parameter names of the model's call, in order (forward for a module)."""
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[_Plan]:
+    if not rep.recompiles:
+        return []
+    names = _signature_names(model)
+    marks: list[tuple[int | str, int]] = []
+    lines: list[str] = []
+    targets: list[str] = []
+    notes: list[str] = []
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    # Report frames are named by qualified name ("MLP.forward"); older ones by plain name.
+    top = {getattr(fn, "__qualname__", ""), getattr(fn, "__name__", "")} - {""}
+    sized = False
+    for r in rep.recompiles:
+        changes = remedies.size_changes(r.reasons)
+        if not changes:
+            continue
+        sized = True
+        targets.append(f"{r.frame}: " + "; ".join(r.causes or r.explained or r.reasons))
+        for name, dim in changes:
+            where: int | str | None = None
+            if r.frame in top:
+                if name in names and all(names.index(name) < len(a) for a, _ in call_list):
+                    where = names.index(name)
+                elif all(name in k for _, k in call_list):
+                    where = name
+            if where is None:
+                notes.append(f"input {name} of {r.frame} is not an argument of the model's call: mark it by hand")
+                continue
+            if (where, dim) not in marks:
+                marks.append((where, dim))
+                lines.append(remedies.mark_dynamic_line(name, dim))
+    plans: list[_Plan] = []
+    target = tuple(dict.fromkeys(targets))
+    if marks:
+        plans.append(_Plan("mark_dynamic", "\n".join(lines), target, marks=tuple(marks), note="; ".join(notes)))
+    value_changed = any(c.startswith("Python value") for r in rep.recompiles for c in r.causes)
+    if sized or value_changed:
+        value_targets = target or tuple(f"{r.frame}: " + "; ".join(r.causes) for r in rep.recompiles)
+        plans.append(_Plan("dynamic=True", "torch.compile(model, dynamic=True)", value_targets, dynamic=True))
+    return plans
+
+
+def _timing_plans(call_list: list[Call]) -> list[_Plan]:
+    from dynscope._timing import device_of
+
+    device = device_of([a for a, _ in call_list] + [k for _, k in call_list])
+    precision = _Plan("matmul_precision_high", 'torch.set_float32_matmul_precision("high")', (),
+                      precision="high", loose=True, cuda=True, modes=("default",))
+    autotune = _Plan("max-autotune", 'torch.compile(model, mode="max-autotune")', (),
+                     modes=("max-autotune",), loose=True, cuda=True)
+    if not device.startswith("cuda"):
+        for p in (precision, autotune):
+            p.tried = False
+            p.note = f"CUDA only: not tried, the inputs are on {device}"
+    return [precision, autotune]
+

@@ -1,0 +1,123 @@
+"""What dynscope's remedies touch in PyTorch: Dynamo's config, mark_dynamic, and the recompile
+reasons that name an input's dimension (follows torch 2.13).
+
+Every change here is scoped to a ``with`` block and put back when it ends: advise() tries
+remedies one at a time and must leave the user's process as it found it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+__all__ = [
+    "IGNORE_LOGGING",
+    "config_line",
+    "dynamo_config",
+    "has_dynamo_option",
+    "is_reorderable",
+    "mark_dynamic",
+    "mark_dynamic_line",
+    "matmul_precision",
+    "reorderable_line",
+    "size_changes",
+]
+
+
+# -- the lines a user adds (what a Trial's ``code`` shows) ------------------------------------
+
+#: The config option that drops logger calls under compile (loggers honour only this one).
+IGNORE_LOGGING = "torch._dynamo.config.ignore_logging_functions"
+
+
+def config_line(option: str) -> str:
+    """``torch._dynamo.config.<option> = True``."""
+    return f"torch._dynamo.config.{option} = True"
+
+
+def reorderable_line(expr: str) -> str:
+    """The line adding the function named ``expr`` to reorderable_logging_functions."""
+    return f"torch._dynamo.config.reorderable_logging_functions.add({expr})"
+
+
+def mark_dynamic_line(name: str, dim: int) -> str:
+    """The line marking input ``name``'s dimension ``dim`` dynamic."""
+    return f"torch._dynamo.mark_dynamic({name}, {dim})  # before the first call"
+
+
+def has_dynamo_option(name: str) -> bool:
+    """True when the installed torch has ``torch._dynamo.config.<name>``."""
+    import torch._dynamo
+
+    return hasattr(torch._dynamo.config, name)
+
+
+@contextlib.contextmanager
+def dynamo_config(**values: Any) -> Iterator[None]:
+    """Set Dynamo config options for the block; the old values come back after it.
+
+    Set-valued options (``reorderable_logging_functions``) get the user's set plus the
+    given members, as a new set: the user's own set object is never mutated.
+    """
+    import torch._dynamo
+
+    cfg = torch._dynamo.config
+    patched: dict[str, Any] = {}
+    for name, value in values.items():
+        current = getattr(cfg, name)
+        patched[name] = set(current) | set(value) if isinstance(current, set) else value
+    with cfg.patch(**patched):
+        yield
+
+
+def is_reorderable(fn: Any) -> bool:
+    """Whether Dynamo 2.13 can reorder a call to ``fn`` when it is in
+    reorderable_logging_functions: plain Python functions and builtins only (a bound
+    method such as ``logger.info`` is not; loggers go through their own path, which honours
+    ``ignore_logging_functions`` only)."""
+    return isinstance(fn, (types.FunctionType, types.BuiltinFunctionType))
+
+
+def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
+    """``torch._dynamo.mark_dynamic(tensor, dim)`` (call it on dynscope's clones only)."""
+    import torch._dynamo
+
+    torch._dynamo.mark_dynamic(tensor, dim)
+
+
+# "tensor 'x' size mismatch at index 0. expected 4, actual 6" (torch 2.1 .. 2.14), where
+# the name is L['x'] on older releases and x on newer ones.
+_SIZE = re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\.")
+_LOCAL = re.compile(r"^L\['(?P<name>[^']+)'\]$")
+
+
+def size_changes(reasons: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    """(input name, dim) for each failed guard that says an input changed size, in order
+    and without repeats. Names that are not a plain local (``L['x'][0]``) are kept as written."""
+    out: list[tuple[str, int]] = []
+    for reason in reasons:
+        for m in _SIZE.finditer(reason):
+            name = m["n"].strip()
+            local = _LOCAL.match(name)
+            pair = (local["name"] if local else name, int(m["i"]))
+            if pair not in out:
+                out.append(pair)
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def matmul_precision(value: str) -> Iterator[None]:
+    """torch.set_float32_matmul_precision(value) for the block; the old value after it."""
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(value)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
