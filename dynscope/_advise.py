@@ -152,7 +152,7 @@ def advise(
 
 
 def advise_report(rep: Report, *, timing: bool = False, **report_kwargs: Any) -> Advice:
-    """``rep.advise()``: advise on the model and calls a live report ran."""
+    """``rep.advise()``: advise on the model and calls a live report ran, with its options."""
     subject = rep._subject.value
     if subject is None:
         raise InputError(
@@ -160,7 +160,9 @@ def advise_report(rep: Report, *, timing: bool = False, **report_kwargs: Any) ->
             "by dynscope.capture()); call dynscope.advise(model, inputs) instead"
         )
     _check_kwargs(report_kwargs)
-    model, call_list = typing.cast("tuple[Any, list[Call]]", subject)
+    model, call_list, options = typing.cast("tuple[Any, list[Call], dict[str, Any]]", subject)
+    # The report's own options (inner backend, dynamic...) unless the caller overrides them.
+    report_kwargs = {**options, **report_kwargs}
     before = rep
     if timing and not rep.timing:
         before = _run_report(model, call_list, _Plan("", "", ()), timing, report_kwargs)
@@ -259,7 +261,8 @@ def _trial(
         return Trial(**common, tried=False, note=plan.note)
     notes = [plan.note] if plan.note else []
     try:
-        rep = _run_report(model, call_list, plan, timing, report_kwargs)
+        with remedies.quiet_trial():
+            rep = _run_report(model, call_list, plan, timing, report_kwargs)
     except Exception as err:  # noqa: BLE001 - a remedy that breaks the model is a finding
         return Trial(**common, error=_error_text(err), note="; ".join(notes))
     after = outcome(rep)
@@ -267,7 +270,8 @@ def _trial(
     error = ""
     if reference is not None and reference.comparable:
         try:
-            got = _compiled_outputs(model, call_list, plan, report_kwargs)
+            with remedies.quiet_trial():
+                got = _compiled_outputs(model, call_list, plan, report_kwargs)
         except Exception as err:  # noqa: BLE001
             return Trial(**common, after=after, error=_error_text(err), note="; ".join(notes))
         rtol, atol = (LOOSE_RTOL, LOOSE_ATOL) if plan.loose else (RTOL, ATOL)

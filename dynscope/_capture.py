@@ -309,8 +309,10 @@ def report(
             model, call_list, inner=inner, dynamic=dynamic, timing=timing, modes=modes,
             timing_options=timing_options, coverage=coverage, notes=tuple(notes),
         )
-    # Kept beside the model (never saved) so rep.advise() can rerun the same program.
-    rep._subject.value = (model, call_list)
+    # Kept beside the model (never saved) so rep.advise() can rerun the same program the
+    # same way (the options timing does not decide).
+    options = {"inner": inner, "dynamic": dynamic, "coverage": coverage, "restore_state": restore_state}
+    rep._subject.value = (model, call_list, options)
     return rep
 
 

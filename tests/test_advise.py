@@ -156,6 +156,16 @@ def test_report_advise_reuses_its_model_and_calls() -> None:
     assert rep.trials == ()  # the report itself is not changed
 
 
+def test_report_advise_keeps_the_reports_options() -> None:
+    # A report made without coverage is advised without coverage: the trial reruns the
+    # program the way the report ran it.
+    model, calls = _corpus("item_break")
+    rep = dynscope.report(model, calls=calls, coverage=False)
+    t = _trial(rep.advise(), "capture_scalar_outputs")
+    assert rep.coverage is None and t.before.coverage is None
+    assert t.after is not None and t.after.coverage is None and t.helped
+
+
 def test_advise_on_a_loaded_report_says_what_to_do(tmp_path: Path) -> None:
     model, calls = _corpus("item_break")
     loaded = dynscope.load(dynscope.report(model, calls=calls).save(tmp_path / "r.json"))
@@ -175,9 +185,17 @@ def specialising_fn(x: torch.Tensor) -> torch.Tensor:
     return x + 1
 
 
-def test_a_remedy_that_raises_is_reported_as_its_error() -> None:
+def test_a_remedy_that_raises_is_reported_as_its_error(capfd: pytest.CaptureFixture[str]) -> None:
     # mark_dynamic on a dimension the code specialises: PyTorch raises ConstraintViolationError.
+    import logging
+
+    guards_log = logging.getLogger("torch._guards")
+    filters_before = list(guards_log.filters)
     adv = dynscope.advise(specialising_fn, calls=[torch.randn(4, 3), torch.randn(6, 3)])
+    # The Trial carries the error; PyTorch's traceback of the failed guard is not printed
+    # ("Error while creating guard" x30 lines), and its logger is left as it was.
+    assert "Error while creating guard" not in capfd.readouterr().err
+    assert guards_log.filters == filters_before
     t = _trial(adv, "mark_dynamic")
     assert t.error.startswith("ConstraintViolationError: Constraints violated")
     assert t.after is None and not t.helped

@@ -8,6 +8,7 @@ remedies one at a time and must leave the user's process as it found it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import types
 from typing import TYPE_CHECKING, Any
@@ -121,3 +122,28 @@ def matmul_precision(value: str) -> Iterator[None]:
         yield
     finally:
         torch.set_float32_matmul_precision(old)
+
+
+#: Loggers PyTorch prints a failed remedy's traceback to (a guard that cannot be built when a
+#: size marked dynamic was specialised): the trial reports the error itself.
+_TRIAL_NOISE = ("torch._guards", "torch._dynamo.guards")
+
+
+class _DropErrors(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR
+
+
+@contextlib.contextmanager
+def quiet_trial() -> Iterator[None]:
+    """While a remedy is tried, PyTorch's error logs of a failing guard are not printed (the
+    Trial carries the error); the loggers are as they were afterwards."""
+    flt = _DropErrors()
+    loggers = [logging.getLogger(name) for name in _TRIAL_NOISE]
+    for log in loggers:
+        log.addFilter(flt)
+    try:
+        yield
+    finally:
+        for log in loggers:
+            log.removeFilter(flt)
