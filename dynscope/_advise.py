@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
-from dynscope._capture import _MISSING, _REPORT_LOCK, check_model, normalise_calls, report
+from dynscope._capture import (
+    _MISSING,
+    _REPORT_LOCK,
+    KEPT_OUTPUTS,
+    check_model,
+    detached,
+    normalise_calls,
+    report,
+)
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
 from dynscope._model import Advice, Outcome, Report, Trial
@@ -260,18 +268,26 @@ def _trial(
     if not plan.tried:
         return Trial(**common, tried=False, note=plan.note)
     notes = [plan.note] if plan.note else []
+    outputs: list[Any] = []
+    token = KEPT_OUTPUTS.set(outputs)
     try:
         with remedies.quiet_trial():
             rep = _run_report(model, call_list, plan, timing, report_kwargs)
     except Exception as err:  # noqa: BLE001 - a remedy that breaks the model is a finding
         return Trial(**common, error=_error_text(err), note="; ".join(notes))
+    finally:
+        KEPT_OUTPUTS.reset(token)
     after = outcome(rep)
     outputs_match = True
     error = ""
     if reference is not None and reference.comparable:
         try:
-            with remedies.quiet_trial():
-                got = _compiled_outputs(model, call_list, plan, report_kwargs)
+            # The report's run went through the inner backend; a mode or CUDA remedy changes
+            # the code that runs (Inductor), so its outputs come from a build of their own.
+            if plan.modes or plan.cuda:
+                with remedies.quiet_trial():
+                    outputs = _compiled_outputs(model, call_list, plan, report_kwargs)
+            got = outputs
         except Exception as err:  # noqa: BLE001
             return Trial(**common, after=after, error=_error_text(err), note="; ".join(notes))
         rtol, atol = (LOOSE_RTOL, LOOSE_ATOL) if plan.loose else (RTOL, ATOL)
@@ -389,7 +405,7 @@ def _eager_outputs(model: Any, call_list: list[Call]) -> _Reference:
         outs = []
         with _REPORT_LOCK, _torch.restored_model_state(model), _kept_parameters(model):
             for args, kwargs in _fresh_calls(call_list, _Plan("", "", ())):
-                outs.append(_detached(model(*args, **kwargs)))
+                outs.append(detached(model(*args, **kwargs)))
         runs.append(outs)
     _, same = _compare(runs[0], runs[1], 0.0, 0.0)
     if not same:
@@ -419,19 +435,9 @@ def _compiled_outputs(model: Any, call_list: list[Call], plan: _Plan, report_kwa
             compiled = torch.compile(model, backend=backend, dynamic=dynamic, **options, **_torch.compile_kwargs())
             sandbox.own(compiled)
             for args, kwargs in calls:
-                outs.append(_detached(compiled(*args, **kwargs)))
+                outs.append(detached(compiled(*args, **kwargs)))
             del compiled
     return outs
-
-
-def _detached(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, (tuple, list)):
-        return type(value)(_detached(v) for v in value) if isinstance(value, list) else tuple(_detached(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
-    return value
 
 
 def _compare(expected: list[Any], got: list[Any], rtol: float, atol: float) -> tuple[float, bool]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,24 @@ _MISSING: Any = object()
 #: One report at a time in a process. A report resets the code objects it compiled when
 #: it ends; a second report running the same code in another thread would crash.
 _REPORT_LOCK = threading.RLock()
+
+#: Set (to a list) by advise() around one report(): the calls' outputs are appended, detached,
+#: so a trial compares the outputs of its own run instead of compiling the program again.
+KEPT_OUTPUTS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("dynscope_kept_outputs", default=None)
+
+
+def detached(value: Any) -> Any:
+    """A copy of a call's output with every tensor detached and cloned (nested lists, tuples
+    and dicts kept as they are)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, list):
+        return [detached(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(detached(v) for v in value)
+    if isinstance(value, dict):
+        return {k: detached(v) for k, v in value.items()}
+    return value
 
 
 class Capture:
@@ -339,13 +358,16 @@ def _report_locked(
                 model, backend=cap.backend, dynamic=dynamic, **_torch.compile_kwargs()
             )
             sandbox.own(compiled)
+            kept = KEPT_OUTPUTS.get()
             for index, (args, kwargs) in enumerate(call_list):
                 cap.calls += 1
                 try:
-                    compiled(*args, **kwargs)
+                    out = compiled(*args, **kwargs)
                 except Exception as raised:  # noqa: BLE001 - re-raised below with the report
                     failure = (index, raised)
                     break
+                if kept is not None:
+                    kept.append(detached(out))
         del compiled
     rep = cap.report
     if notes:

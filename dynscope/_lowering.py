@@ -119,9 +119,11 @@ def build_lowering(
     training = "backward" in aot or len(units) > 1
     kinds = ["forward", "backward"] if training else ["inference"]
     forward = _aot_graph(aot.get("forward") or aot.get("inference") or "", "forward" if training else "inference")
-    backward_text = lt.parse_graph_text(aot["backward"]) if "backward" in aot else None
-    backward = _aot_graph(aot["backward"], "backward", backward_text) if "backward" in aot else None
-    saved = _saved(backward_text) if backward_text is not None and backward_text.nodes else None
+    backward = saved = None
+    if "backward" in aot:
+        backward_text = lt.parse_graph_text(aot["backward"])
+        backward = _aot_graph(aot["backward"], "backward", backward_text)
+        saved = _saved(backward_text) if backward_text.nodes else None
 
     call_nodes = {n.name: n for n in graph.nodes if n.op.startswith("call_")}
     by_line: dict[tuple[str, int], list[str]] = {}
@@ -136,6 +138,8 @@ def build_lowering(
             if pn.filename and pre not in by_line.get((pn.filename, pn.lineno), ()):
                 by_line.setdefault((pn.filename, pn.lineno), []).append(pre)
 
+    # Kernel shares are of the timer's median of this build when known, else of the profile.
+    whole = measured_ms if measured_ms is not None else (times.profiled_ms if times is not None else None)
     kernels: list[Kernel] = []
     out_notes = list(notes)
     for index, unit in enumerate(units[: len(kinds)]):
@@ -169,7 +173,6 @@ def build_lowering(
                     dict.fromkeys((call_nodes[n].filename, call_nodes[n].lineno) for n in nodes if n in call_nodes and call_nodes[n].filename)
                 )
             ms = times.ms.get((index, key)) if times is not None else None
-            whole = measured_ms if measured_ms is not None else (times.profiled_ms if times is not None else None)
             share = ms / whole if ms is not None and whole else None
             kernels.append(
                 Kernel(
@@ -187,8 +190,8 @@ def build_lowering(
     if len(units) > len(kinds):
         out_notes.append(f"{len(units) - len(kinds)} more Inductor compile(s) for this graph were not read")
 
-    mapped, unmapped = _mapped(units[0], call_nodes) if units else (0.0, ())
-    if units and units[0].provenance.empty:
+    mapped, unmapped = _mapped(units[0], call_nodes)
+    if units[0].provenance.empty:
         out_notes.append("Inductor logged no node mapping for this graph: mapped_share is 0")
     cache: list[tuple[str, str]] = []
     if aot_cache:

@@ -323,56 +323,36 @@ def time_graph_lowered(
         # Nothing was compared: a failed graph never claims matching numerics.
         return Timing(mode=mode, device=device, error=_error_text(err), numerics_ok=False), None
     max_abs, max_rel, ok = compare_outputs(expected, got, opts.rtol, opts.atol)
+    # What is known whether or not the timing runs work.
+    checked: dict[str, Any] = {
+        "mode": mode,
+        "device": device,
+        "compile_s": compile_s,
+        "max_abs_err": max_abs,
+        "max_rel_err": max_rel,
+        "numerics_ok": ok,
+        "numerics_mode": numerics_mode,
+    }
 
     def call() -> Any:
-        return compiled(*inputs)
+        with torch.no_grad():
+            return compiled(*inputs)
 
     try:
         with torch.no_grad():
             eager, comp = interleaved(lambda: gm(*inputs), call, clock, opts)
     except Exception as err:  # noqa: BLE001
-        timing = Timing(
-            mode=mode,
-            device=device,
-            compile_s=compile_s,
-            error=_error_text(err),
-            max_abs_err=max_abs,
-            max_rel_err=max_rel,
-            numerics_ok=ok,
-            numerics_mode=numerics_mode,
-        )
-        return timing, None
-    timing = Timing(
-        mode=mode,
-        device=device,
-        compile_s=compile_s,
-        max_abs_err=max_abs,
-        max_rel_err=max_rel,
-        kernels=kernels,
-        **_sample_fields(eager, comp),
-        numerics_ok=ok,
-        numerics_mode=numerics_mode,
-    )
+        return Timing(**checked, error=_error_text(err)), None
+    timing = Timing(**checked, kernels=kernels, **_sample_fields(eager, comp))
     lowering = None
     if recorder is not None and graph is not None:
-
-        def run_inference() -> None:
-            with torch.no_grad():
-                compiled(*inputs)
-
-        lowering = _lowered(recorder, graph, run_inference, timing, dynamo_s)
+        lowering = _lowered(recorder, graph, call, timing, dynamo_s)
     if opts.backward and rec.trains:
-        timing, trained = _time_training(timing, rec, gm, inputs, opts, clock, symbolic=symbolic, graph=graph)
-        if trained is not None and graph is not None:
-            trained = replace(trained, phases=_with_dynamo(trained.phases, dynamo_s))
+        timing, trained = _time_training(
+            timing, rec, gm, inputs, opts, clock, symbolic=symbolic, graph=graph, dynamo_s=dynamo_s
+        )
         lowering = trained or lowering
     return timing, lowering
-
-
-def _with_dynamo(phases: tuple[tuple[str, float], ...], dynamo_s: float | None) -> tuple[tuple[str, float], ...]:
-    if dynamo_s is None or any(p == "dynamo" for p, _ in phases):
-        return phases
-    return (("dynamo", dynamo_s), *phases)
 
 
 #: Profiling a build: at least this many runs, and about this much time in all.
@@ -430,6 +410,7 @@ def _time_training(
     *,
     symbolic: Any,
     graph: Graph | None = None,
+    dynamo_s: float | None = None,
 ) -> tuple[Timing, Lowering | None]:
     """Forward+backward of a training graph: eager autograd against Inductor's AOTAutograd
     build (what torch.compile runs in a training step), with gradients compared. With
@@ -472,7 +453,7 @@ def _time_training(
             max_abs, _rel, grads_ok = compare_outputs(expected, got, opts.rtol, opts.atol)
             eager, comp = interleaved(step(gm), step(build), clock, opts)
             if recorder is not None and graph is not None:
-                lowering = _lowered(recorder, graph, step(build), timing, None, per_run_ms=comp.median)
+                lowering = _lowered(recorder, graph, step(build), timing, dynamo_s, per_run_ms=comp.median)
     except Exception as err:  # noqa: BLE001 - the forward numbers stand; say why backward is missing
         return replace(timing, train_error=_error_text(err)), None
     trained = replace(
