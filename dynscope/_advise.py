@@ -45,6 +45,7 @@ Call = tuple[tuple[Any, ...], dict[str, Any]]
 SCALAR = ".item()/scalar output"
 DYNAMIC_SHAPE = "data-dependent guard/shape"
 LOGGING = "logging/print side effect"
+BACKWARD = "backward() in compiled code"
 
 #: Outputs of a trial must match eager's within these (the eager inner backend runs the
 #: same ATen ops, so differences are reordering noise at most).
@@ -74,6 +75,8 @@ REMEDIES: tuple[Remedy, ...] = (
            doc="Dynamo traces .item()/int()/float() into the graph as an unbacked SymInt/SymFloat."),
     Remedy("capture_dynamic_output_shape_ops", (DYNAMIC_SHAPE,),
            doc="Dynamo traces ops whose output shape depends on values (nonzero, unique...)."),
+    Remedy("trace_autograd_ops", (BACKWARD,),
+           doc="Dynamo traces loss.backward() / torch.autograd.grad into the graph instead of breaking."),
     Remedy("mark_dynamic", recompiles=True,
            doc="The input dimension a recompile names is compiled dynamic from the first call."),
     Remedy("dynamic=True", recompiles=True,
@@ -104,6 +107,7 @@ class _Plan:
     loose: bool = False  # compare outputs with the loose tolerance
     tried: bool = True
     note: str = ""
+    unhelped: str = ""  # added to the note when the remedy ran and did not help
     cuda: bool = False  # a timing remedy: its speedup is what counts
 
 
@@ -199,10 +203,42 @@ def _advise(
     plans = _plans(before, model, call_list, timing)
     base = outcome(before)
     reference = _eager_outputs(model, call_list) if any(p.tried for p in plans) else None
-    trials = [_trial(p, base, model, call_list, timing, report_kwargs, reference) for p in plans]
+    trials = []
+    for plan in plans:
+        raised: list[BaseException] = []
+        t = _trial(plan, base, model, call_list, timing, report_kwargs, reference, raised)
+        if plan.marks and raised and remedies.is_constraint_violation(raised[0]):
+            # PyTorch refused the mark because the code ties the dimension to another
+            # input's (a KV cache's x.size(1) and input_pos.size(0)): mark those too.
+            t = _retry_tied(plan, t, raised[0], base, model, call_list, timing, report_kwargs, reference)
+        trials.append(t)
     ordered = tuple(sorted(trials, key=_rank))
-    rep = replace(before, trials=ordered)
-    return Advice(report=rep, trials=ordered)
+    note = "" if ordered else why_nothing_to_try(before)
+    rep = replace(before, trials=ordered, notes=(*before.notes, f"advise: {note}") if note else before.notes)
+    return Advice(report=rep, trials=ordered, note=note)
+
+
+def why_nothing_to_try(rep: Report) -> str:
+    """Why advise() tried no remedy on this report: what it found, and where the fixes are."""
+    if not rep.breaks and not rep.recompiles:
+        return "no remedy to try: the program has no graph break and no recompile."
+    parts = []
+    by_category: dict[str, list[str]] = {}
+    for b in rep.breaks:
+        by_category.setdefault(b.category, []).append(b.location)
+    if by_category:
+        sites = "; ".join(f"{c} at {', '.join(locs)}" for c, locs in by_category.items())
+        parts.append(
+            "PyTorch has no switch that removes the graph breaks here, so their fix is a code change, "
+            f"given with each break in the report: {sites}"
+        )
+    causes = list(dict.fromkeys(c for r in rep.recompiles for c in (r.causes or r.explained or r.reasons)))
+    if causes:
+        parts.append(
+            f"the recompiles ({'; '.join(causes)}) do not come from an input's size or a Python "
+            "value changing, which mark_dynamic and dynamic=True address: see each recompile's fix"
+        )
+    return "no remedy to try: " + "; ".join(parts) + "."
 
 
 def outcome(rep: Report) -> Outcome:
@@ -263,7 +299,9 @@ def _trial(
     timing: bool,
     report_kwargs: dict[str, Any],
     reference: _Reference | None,
+    raised: list[BaseException] | None = None,
 ) -> Trial:
+    """Run one plan and judge it; what the run raised is appended to ``raised`` when given."""
     common: dict[str, Any] = {"remedy": plan.remedy, "code": plan.code, "target": plan.target, "before": before}
     if not plan.tried:
         return Trial(**common, tried=False, note=plan.note)
@@ -274,6 +312,8 @@ def _trial(
         with remedies.quiet_trial():
             rep = _run_report(model, call_list, plan, timing, report_kwargs)
     except Exception as err:  # noqa: BLE001 - a remedy that breaks the model is a finding
+        if raised is not None:
+            raised.append(err)
         return Trial(**common, error=_error_text(err), note="; ".join(notes))
     finally:
         KEPT_OUTPUTS.reset(token)
@@ -298,12 +338,122 @@ def _trial(
     elif reference is not None:
         notes.append(reference.why)
     helped = not error and _helped(plan, before, after)
+    if not helped and not error and plan.unhelped:
+        notes.append(plan.unhelped)
     if not helped and not error:
         # What PyTorch said at the sites the remedy was for, in the run with it applied.
+        # PyTorch's first hint says what would let the remedy work ("Detach ... before
+        # returning: e.g. `loss.detach()`" for trace_autograd_ops).
         notes.extend(
-            f"still breaks at {b.location}: {clip(b.reason, 160)}" for b in rep.breaks if b.location in plan.target
+            f"still breaks at {b.location}: {clip(b.reason, 160)}" + (f" (PyTorch: {clip(b.hints[0], 120)})" if b.hints else "")
+            for b in rep.breaks if b.location in plan.target
         )
     return Trial(**common, after=after, helped=helped, outputs_match=outputs_match, error=error, note="; ".join(notes))
+
+
+def _retry_tied(
+    plan: _Plan,
+    first: Trial,
+    err: BaseException,
+    before: Outcome,
+    model: Any,
+    call_list: list[Call],
+    timing: bool,
+    report_kwargs: dict[str, Any],
+    reference: _Reference | None,
+) -> Trial:
+    """mark_dynamic again, with the dimensions the marked ones are tied to marked too.
+
+    PyTorch's ConstraintViolationError names the dimension it specialised and the constant
+    it specialised it to ("You marked L['x'].size()[1] as dynamic but your code specialized
+    it to be a constant (4)"), and sometimes the other size it must equal. A size the code
+    ties to another input's (``k_cache[:, :, input_pos] = k`` ties ``x.size(1)`` to
+    ``input_pos.size(0)``) is found as PyTorch names it, or as the dimensions of the other
+    inputs whose size equals the marked one in every call. The trial says what was tied;
+    when nothing is, the first failure stands, with a note why.
+    """
+    cause = err.__cause__ if isinstance(err, CaptureError) and err.__cause__ is not None else err
+    text = str(cause)
+    names = _signature_names(model)
+    marked = list(plan.marks)
+    tied: list[tuple[int | str, int]] = []
+    for name, dim in remedies.constraint_dims(text):
+        where = _argument(name, names, call_list)
+        if where is not None and (where, dim) not in marked and (where, dim) not in tied:
+            tied.append((where, dim))
+    specialised = remedies.specialised_dims(text)
+    for name, dim, _ in specialised:
+        where = _argument(name, names, call_list)
+        if where is None:
+            continue
+        for other in _same_sizes(call_list, (where, dim)):
+            if other not in marked and other not in tied:
+                tied.append(other)
+    what = ", ".join(f"{n}.size({d}) to the constant {v}" for n, d, v in specialised) or "a dimension"
+    if not tied:
+        why = (
+            f"PyTorch specialised {what}: no other input of the call has a dimension of the same size "
+            "in every call, so the code itself fixes it (a buffer, a constant, a view of a fixed size)"
+        )
+        return replace(first, note="; ".join(x for x in (first.note, why) if x))
+    shown = ", ".join(_dim_text(w, d, names) for w, d in tied)
+    alone = ", ".join(_dim_text(w, d, names) for w, d in marked)
+    note = (
+        f"marking {alone} alone failed (ConstraintViolationError: PyTorch specialised {what}): the code "
+        f"ties it to {shown}, the same size in every call, so {'both are' if len(tied) == 1 else 'all are'} "
+        "marked"
+    )
+    lines = [remedies.mark_dynamic_line(_dim_name(w, names), d) for w, d in tied]
+    retry = replace(
+        plan, marks=(*plan.marks, *tied), code="\n".join([plan.code, *lines]),
+        note="; ".join(x for x in (plan.note, note) if x),
+    )
+    t = _trial(retry, before, model, call_list, timing, report_kwargs, reference)
+    if t.error:
+        return replace(t, note="; ".join(x for x in (t.note, f"the first try failed too: {first.error}") if x))
+    return t
+
+
+def _dim_name(where: int | str, names: list[str]) -> str:
+    """The argument's name as the user calls it (``args[2]`` past the named ones)."""
+    if isinstance(where, str):
+        return where
+    return names[where] if where < len(names) else f"args[{where}]"
+
+
+def _dim_text(where: int | str, dim: int, names: list[str]) -> str:
+    return f"{_dim_name(where, names)}.size({dim})"
+
+
+def _tensor_at(call: Call, where: int | str) -> torch.Tensor | None:
+    args, kwargs = call
+    value = kwargs.get(where) if isinstance(where, str) else (args[where] if where < len(args) else None)
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _same_sizes(call_list: list[Call], mark: tuple[int | str, int]) -> list[tuple[int | str, int]]:
+    """The (argument, dim) of every other tensor input whose size equals ``mark``'s in every
+    call (the sizes the code ties together move together)."""
+    sizes = []
+    for call in call_list:
+        t = _tensor_at(call, mark[0])
+        if t is None or mark[1] >= t.dim():
+            return []
+        sizes.append(t.shape[mark[1]])
+    args, kwargs = call_list[0]
+    places: list[int | str] = [*range(len(args)), *kwargs]
+    out: list[tuple[int | str, int]] = []
+    for where in places:
+        first = _tensor_at(call_list[0], where)
+        if first is None:
+            continue
+        for dim in range(first.dim()):
+            if (where, dim) == mark:
+                continue
+            found = [_tensor_at(c, where) for c in call_list]
+            if all(t is not None and dim < t.dim() and t.shape[dim] == s for t, s in zip(found, sizes, strict=True)):
+                out.append((where, dim))
+    return out
 
 
 def _error_text(err: BaseException) -> str:
@@ -471,12 +621,23 @@ def _plans(rep: Report, model: Any, call_list: list[Call], timing: bool) -> list
         plans.append(_config_plan("capture_scalar_outputs", by_category[SCALAR]))
     if DYNAMIC_SHAPE in by_category:
         plans.append(_config_plan("capture_dynamic_output_shape_ops", by_category[DYNAMIC_SHAPE]))
+    if BACKWARD in by_category:
+        plans.append(_backward_plan(rep, by_category[BACKWARD]))
     if LOGGING in by_category:
         plans.extend(_logging_plans(rep))
     plans.extend(_recompile_plans(rep, model, call_list))
     if timing:
-        plans.extend(_timing_plans(call_list))
+        plans.extend(_timing_plans(model, call_list))
     return plans
+
+
+def compiled_name(model: Any) -> str:
+    """What the user passes to torch.compile in the code a trial shows: ``model`` for an
+    nn.Module (its variable's name is not known), a function's own name (``train_step``)."""
+    if isinstance(model, torch.nn.Module):
+        return "model"
+    name = getattr(model, "__name__", "")
+    return name if isinstance(name, str) and name.isidentifier() else "fn"
 
 
 def _config_plan(option: str, sites: list[str]) -> _Plan:
@@ -484,6 +645,25 @@ def _config_plan(option: str, sites: list[str]) -> _Plan:
         return _Plan(option, remedies.config_line(option), tuple(sites), tried=False,
                      note=f"this torch has no Dynamo config option {option}")
     return _Plan(option, remedies.config_line(option), tuple(sites), config={option: True})
+
+
+def _backward_plan(rep: Report, sites: list[str]) -> _Plan:
+    """trace_autograd_ops; when it cannot help because a break follows backward() in the same
+    function (the loss then leaves the graph as an output), the trial says which."""
+    plan = _config_plan("trace_autograd_ops", sites)
+    backward = [b for b in rep.breaks if b.category == BACKWARD]
+    later = [
+        o for o in rep.breaks
+        if any(o.filename == b.filename and o.function == b.function and o.lineno > b.lineno for b in backward)
+    ]
+    if later:
+        where = ", ".join(f"{o.location} ({o.category})" for o in later)
+        plan.unhelped = (
+            "PyTorch traces backward() only when nothing after it in the compiled function breaks "
+            f"(the loss would leave the graph as an output); here {where} {'does' if len(later) == 1 else 'do'}: "
+            "move it out of the compiled function (for torch.optim: compile opt.step on its own), then try again"
+        )
+    return plan
 
 
 def _logging_plans(rep: Report) -> list[_Plan]:
@@ -612,6 +792,15 @@ def _signature_names(model: Any) -> list[str]:
     return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
+def _argument(name: str, names: list[str], call_list: list[Call]) -> int | str | None:
+    """Where input ``name`` is in every call: its positional index, its keyword, or None."""
+    if name in names and all(names.index(name) < len(a) for a, _ in call_list):
+        return names.index(name)
+    if all(name in k for _, k in call_list):
+        return name
+    return None
+
+
 def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[_Plan]:
     if not rep.recompiles:
         return []
@@ -631,12 +820,7 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[_Pl
         sized = True
         targets.append(f"{r.frame}: " + "; ".join(r.causes or r.explained or r.reasons))
         for name, dim in changes:
-            where: int | str | None = None
-            if r.frame in top:
-                if name in names and all(names.index(name) < len(a) for a, _ in call_list):
-                    where = names.index(name)
-                elif all(name in k for _, k in call_list):
-                    where = name
+            where = _argument(name, names, call_list) if r.frame in top else None
             if where is None:
                 notes.append(f"input {name} of {r.frame} is not an argument of the model's call: mark it by hand")
                 continue
@@ -646,21 +830,21 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[_Pl
     plans: list[_Plan] = []
     target = tuple(dict.fromkeys(targets))
     if marks:
-        plans.append(_Plan("mark_dynamic", "\n".join(lines), target, marks=tuple(marks), note="; ".join(notes)))
+        plans.append(_Plan("mark_dynamic", "\n".join(lines), target, marks=tuple(marks), note="; ".join(dict.fromkeys(notes))))
     value_changed = any(c.startswith("Python value") for r in rep.recompiles for c in r.causes)
     if sized or value_changed:
         value_targets = target or tuple(f"{r.frame}: " + "; ".join(r.causes) for r in rep.recompiles)
-        plans.append(_Plan("dynamic=True", "torch.compile(model, dynamic=True)", value_targets, dynamic=True))
+        plans.append(_Plan("dynamic=True", f"torch.compile({compiled_name(model)}, dynamic=True)", value_targets, dynamic=True))
     return plans
 
 
-def _timing_plans(call_list: list[Call]) -> list[_Plan]:
+def _timing_plans(model: Any, call_list: list[Call]) -> list[_Plan]:
     from dynscope._timing import device_of
 
     device = device_of([a for a, _ in call_list] + [k for _, k in call_list])
     precision = _Plan("matmul_precision_high", 'torch.set_float32_matmul_precision("high")', (),
                       precision="high", loose=True, cuda=True, modes=("default",))
-    autotune = _Plan("max-autotune", 'torch.compile(model, mode="max-autotune")', (),
+    autotune = _Plan("max-autotune", f'torch.compile({compiled_name(model)}, mode="max-autotune")', (),
                      modes=("max-autotune",), loose=True, cuda=True)
     if not device.startswith("cuda"):
         for p in (precision, autotune):

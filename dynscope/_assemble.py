@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynscope._breaks import fold_breaks, is_decorator_wrapper, qualified_name, wrapped_name
-from dynscope._lowering import build_lowering
+from dynscope._breaks import fold_breaks, is_decorator_wrapper, qualified_name, without_dynscope, wrapped_name
+from dynscope._lowering import build_lowering, compile_times
 from dynscope._model import CompileTime, Frame, Graph, GraphBreak, Guard, Recompile, Report, _Live
 from dynscope._torch.break_text import ParsedBreak, parse_break
 from dynscope._torch.distributed import rank_info
-from dynscope._torch.fx import inputs_from_code, op_counts_from_code, readable_code
+from dynscope._torch.fx import inputs_from_code, op_counts_from_code, readable_code, symbol_created
 from dynscope._torch.guard_text import (
     causes_of,
     explain_global_state,
@@ -60,23 +60,6 @@ def _renumbering(events: list[TraceEvent], recorded: list[RecordedGraph]) -> dic
         c_new = per.setdefault(cid, len(per))
         out[cid] = f"{f_new}/{c_new}"
     return out
-
-
-def _repeats(parsed: ParsedBreak, earlier: list[tuple[str, ParsedBreak]]) -> bool:
-    """True when a "gave up on the frame" payload repeats the break logged just before.
-
-    Dynamo logs a break once in the frame that inlined the code, then, running the inner
-    function as a frame of its own and giving up on it, logs the same break (same user
-    stack) again with "Failed to handle graph break gracefully": one event, not two.
-    """
-    if not parsed.gave_up or not earlier:
-        return False
-    last = earlier[-1][1]
-    return (last.reported_filename, last.reported_lineno, last.user_stack) == (
-        parsed.reported_filename,
-        parsed.reported_lineno,
-        parsed.user_stack,
-    )
 
 
 def _users_reasons(reasons: tuple[str, ...], ignore_backend_mismatch: bool) -> tuple[str, ...]:
@@ -203,6 +186,13 @@ def build_report(
     # Payloads no parser understood: counted, never dropped silently (Report.unparsed).
     unparsed = 0
 
+    # compile id -> symbol -> the size it ran at (ShapeEnv's create_symbol, logged while the
+    # frame is traced, before its graph): what a trace-only graph's dynamic inputs ran at.
+    symbol_sizes: dict[str, dict[str, int]] = {}
+    for ev in events:
+        if ev.name == "create_symbol" and (made := symbol_created(ev.metadata)):
+            symbol_sizes.setdefault(ev.compile_id, {}).setdefault(*made)
+
     for ev in events:
         cid = ev.compile_id
         if ev.name == "dynamo_output_graph" and cid not in used:
@@ -211,7 +201,7 @@ def build_report(
             pieces: list[RecordedGraph | None] = [*ddp_split.get(cid, [])] or [by_cid.get(cid)]
             for piece in pieces:
                 code = "" if cid in ddp_split else ev.payload
-                graphs.append(_graph(len(graphs), cid, piece, code, names.get(cid)))
+                graphs.append(_graph(len(graphs), cid, piece, code, names.get(cid), symbol_sizes.get(cid)))
                 graph_ids.setdefault(cid, []).append(graphs[-1].id)
         elif ev.name == "dynamo_start":
             stack = ev.metadata.get("stack") or []
@@ -238,10 +228,12 @@ def build_report(
             guards.extend(parsed_guards)
         elif ev.name == "dynamo_graph_break_reason":
             parsed = parse_break(ev.payload)
+            # One event per record, as PyTorch's own tests count them: a helper that breaks
+            # inlined and again in its own frame (where Dynamo gives up) is two events.
             if parsed is None:
                 unparsed += 1
-            elif not _repeats(parsed, break_items):
-                break_items.append((cid, parsed))
+            else:
+                break_items.append((cid, without_dynscope(parsed)))
         elif ev.name == "recompile_reasons":
             reasons = parse_recompile_reasons(ev.payload)
             if ev.payload.strip() and not reasons:
@@ -307,12 +299,9 @@ def build_report(
         )
         for cid, m in metrics.items()
     )
-    total = CompileTime(
-        total_s=sum(f.compile_time.total_s for f in frames),
-        dynamo_s=sum(f.compile_time.dynamo_s for f in frames),
-        backend_s=sum(f.compile_time.backend_s for f in frames),
-        inductor_s=sum(f.compile_time.inductor_s for f in frames),
-    )
+    # One definition of the user's compile time (frame compile + lazy backward compile, by
+    # phase), in _lowering.compile_times: header, phases, CLI and JSON all read it.
+    frames, total = compile_times(frames, events)
     breaks, break_events = fold_breaks(break_items)
     breaks = _costed(breaks, [g.frame for g in graphs], [r.frame for r in recompiles])
     notes = tuple(
@@ -380,6 +369,7 @@ def _graph(
     rec: RecordedGraph | None,
     trace_code: str,
     name: tuple[str, str, int] | None,
+    sizes: dict[str, int] | None = None,
 ) -> Graph:
     func, filename, lineno = name or ("", "", 0)
     where: dict[str, Any] = {"id": gid, "compile_id": cid, "frame": func, "filename": filename, "lineno": lineno}
@@ -406,7 +396,7 @@ def _graph(
         node_count=0,
         op_count=sum(n for _, n in op_counts),
         op_counts=op_counts,
-        inputs=inputs_from_code(trace_code),
+        inputs=inputs_from_code(trace_code, sizes),  # sizes: what its symbols ran at
         code=trace_code,
         origin="trace",
     )

@@ -70,8 +70,12 @@ def _count_backward(outputs: Any, record: RecordedGraph) -> None:
         def seen(grad_inputs: Any, grad_outputs: Any) -> None:
             record.backward_runs += 1
 
+        # Autograd calls the hook while the user's compiled frame is still running (a
+        # backward() that broke the graph runs under Dynamo's frame callback), so Dynamo
+        # would compile this hook as if it were the user's code: a frame PyTorch does not
+        # compile without dynscope. Disabled, Dynamo never sees it.
         try:
-            node.register_hook(seen)
+            node.register_hook(torch.compiler.disable(seen))
         except RuntimeError:  # a node that takes no hooks
             continue
         return

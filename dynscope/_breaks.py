@@ -15,11 +15,28 @@ from typing import TYPE_CHECKING
 
 from dynscope._categories import classify, fix_for
 from dynscope._model import BreakEvent, GraphBreak, StackFrame
-from dynscope._torch.registry import is_user_file
+from dynscope._torch.break_text import without_outer_frames
+from dynscope._torch.registry import is_dynscope_file, is_user_file
 from dynscope._torch.wording import RESUME_PREFIX, base_function, is_resume_name
 
 if TYPE_CHECKING:
     from dynscope._torch.break_text import ParsedBreak
+
+
+def without_dynscope(parsed: ParsedBreak) -> ParsedBreak:
+    """The break as the user's program saw it: the stack from the frame ``report()`` called on.
+
+    PyTorch's user stack runs from the outermost Python frame, so a break under ``report()``
+    carries dynscope's own frames (``_capture.py``) and the script that called report(). Those
+    are not the program's story: everything up to the innermost dynscope frame is dropped,
+    from the stack and from PyTorch's text alike. A stack with no dynscope frame (``capture()``
+    of the user's own compile) is left whole.
+    """
+    own = [i for i, f in enumerate(parsed.user_stack) if is_dynscope_file(f.filename)]
+    if not own:
+        return parsed
+    cut = own[-1] + 1
+    return replace(parsed, user_stack=parsed.user_stack[cut:], text=without_outer_frames(parsed.text, cut))
 
 
 def user_site(parsed: ParsedBreak) -> StackFrame:
@@ -179,14 +196,15 @@ def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak,
                 lineno=frame.lineno,
                 reported_filename=parsed.reported_filename,
                 reported_lineno=parsed.reported_lineno,
+                gave_up=parsed.gave_up,
             )
         )
         known = sites.get(key)
         if known is not None:
-            sites[key] = _with_event(known, compile_id)
+            sites[key] = _with_event(known, compile_id, parsed.gave_up)
             continue
         source = frame.line or source_line(frame.filename, frame.lineno)
-        category = classify(parsed.gb_type, parsed.explanation, source)
+        category = classify(parsed.gb_type, parsed.explanation, source, raised_at=parsed.reported_filename)
         reason = parsed.gb_type
         if parsed.explanation:
             reason = f"{parsed.gb_type}: {parsed.explanation}" if parsed.gb_type else parsed.explanation
@@ -211,11 +229,14 @@ def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak,
                 replace(f, function=qualified_name(f.filename, f.lineno, f.function)) for f in _chain(parsed)
             ),
             count=1,
+            gave_up=int(parsed.gave_up),
             compile_ids=(compile_id,),
             excerpt=excerpt(frame.filename, frame.lineno),
         )
     return tuple(sites.values()), tuple(events)
 
 
-def _with_event(site: GraphBreak, compile_id: str) -> GraphBreak:
-    return replace(site, count=site.count + 1, compile_ids=(*site.compile_ids, compile_id))
+def _with_event(site: GraphBreak, compile_id: str, gave_up: bool) -> GraphBreak:
+    return replace(
+        site, count=site.count + 1, gave_up=site.gave_up + int(gave_up), compile_ids=(*site.compile_ids, compile_id)
+    )

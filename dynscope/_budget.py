@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dynscope._errors import CompileBudgetError, InputError
-from dynscope._format import location, plural
+from dynscope._format import location, percent, plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from dynscope._model import Report
@@ -150,7 +150,7 @@ class Budget:
             elif rep.coverage.ratio < min_coverage:
                 c = rep.coverage
                 lines = [
-                    f"coverage {c.ratio:.1%} below {min_coverage:.1%} "
+                    f"coverage {percent(c.ratio, 1)} below {percent(min_coverage, 1)} "
                     f"({c.ops_eager} torch ops ran eagerly, {c.ops_in_graphs} in graphs):"
                 ]
                 lines += [f"  {site} x{n}" for site, n in c.eager_sites[:10]]

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dynscope._errors import GraphvizNotFoundError
 from dynscope._render_html import render_html
 from dynscope._svg import have_graphviz, report_pictures
 from dynscope._write import ensure_folder, write_text
@@ -32,7 +33,8 @@ def render_bundle(rep: Report, folder: Path) -> Path:
     files); without Graphviz the page says how to install it. Each file is
     replaced atomically; pictures this bundle wrote before that are not part of this report
     (graph_<id>.svg of a graph it no longer has) are removed, and no other file in the
-    folder is touched.
+    folder is touched. A ``dot`` that is installed but does not work counts as a missing one: the
+    page says what failed in place of the pictures, and no picture file is written.
 
     Raises:
         InputError: ``folder`` is a file, or a folder that cannot be written.
@@ -41,8 +43,9 @@ def render_bundle(rep: Report, folder: Path) -> Path:
     written: set[str] = set()
     rep.save(folder / "report.json")
     write_text(folder / "summary.txt", rep.summary(color=False))
-    if have_graphviz():
-        program_svg, graph_svgs, aot_svgs = report_pictures(rep)
+    pictures = _pictures(rep) if have_graphviz() else None
+    if isinstance(pictures, tuple):
+        program_svg, graph_svgs, aot_svgs = pictures
         written.add(write_text(folder / "program.svg", program_svg).name)
         for gid, svg in graph_svgs.items():
             written.add(write_text(folder / f"graph_{gid}.svg", svg).name)
@@ -52,7 +55,7 @@ def render_bundle(rep: Report, folder: Path) -> Path:
         page = render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs,
                            picture_files=True)
     else:
-        page = render_html(rep)
+        page = render_html(rep, pictures_note=pictures or "")
     write_text(folder / "index.html", page)
     for old in folder.iterdir():
         if _PICTURE.fullmatch(old.name) and old.name not in written and old.is_file():
@@ -71,11 +74,25 @@ def html_page(rep: Report, *, pictures: bool | None = None) -> str:
             note that ``rep.render(folder)`` writes them (and shows them on demand).
 
     Raises:
-        GraphvizNotFoundError: ``pictures=True`` and Graphviz's ``dot`` is not installed.
+        GraphvizNotFoundError: ``pictures=True`` and Graphviz's ``dot`` is not installed or
+            does not work (with None the page says so instead).
     """
-    if pictures is None:
-        pictures = have_graphviz()
-    if not pictures:
+    if pictures is False or (pictures is None and not have_graphviz()):
         return render_html(rep)
-    program_svg, graph_svgs, aot_svgs = report_pictures(rep)
+    if pictures:  # asked for: a dot that does not work raises
+        program_svg, graph_svgs, aot_svgs = report_pictures(rep)
+        return render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs)
+    laid_out = _pictures(rep)
+    if isinstance(laid_out, str):
+        return render_html(rep, pictures_note=laid_out)
+    program_svg, graph_svgs, aot_svgs = laid_out
     return render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs)
+
+
+def _pictures(rep: Report) -> tuple[str, dict[int, str], dict[tuple[int, str], str]] | str:
+    """The report's pictures laid out (``report_pictures``), or, when the installed ``dot``
+    does not work, what went wrong (for the page to say in place of the pictures)."""
+    try:
+        return report_pictures(rep)
+    except GraphvizNotFoundError as err:
+        return str(err)

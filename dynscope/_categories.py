@@ -2,16 +2,18 @@
 
 The categories come from breaks seen in real models (DESIGN.md), most common first.
 ``classify`` (in ``dynscope._torch.break_kinds``) is a pure function of PyTorch's graph-break type, explanation and the
-user's source line, so it can be tested without compiling anything.
+user's source line, so it can be tested without compiling anything; the ``classify`` here
+adds where Dynamo reported the break (inside torch.optim, a library, or the user's code).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dynscope._torch.break_kinds import classify
+from dynscope._torch import break_kinds
+from dynscope._torch.break_kinds import LIBRARY_BREAK, OPTIMIZER
 
-__all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category", "classify", "fix_for"]
+__all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category", "classify", "fix_for", "is_actionable", "raised_in"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,12 @@ class Category:
 
     name: str  # what reports show
     fix: str  # what the user can do about it
+
+    @property
+    def actionable(self) -> bool:
+        """False: PyTorch or a library breaks here on purpose; no change at the user's line
+        removes the break ("fix first" never names such a site; the fix says what helps)."""
+        return self.name not in break_kinds.ON_PURPOSE
 
 
 CATEGORIES: tuple[Category, ...] = (
@@ -92,8 +100,9 @@ CATEGORIES: tuple[Category, ...] = (
         "backward() in compiled code",
         "`loss.backward()` inside the compiled function breaks the graph. Compile the "
         "forward and loss only and call backward() outside it. Where the installed torch "
-        "has it, torch._dynamo.config.trace_autograd_ops = True traces backward() (it removes "
-        "the break on torch 2.13); compiled autograd (torch._dynamo.config.compiled_autograd "
+        "has it, torch._dynamo.config.trace_autograd_ops = True traces backward() (on torch 2.13 "
+        "it removes the break when the function returns loss.detach(), not loss, and nothing after "
+        "backward() in the compiled function breaks: an optimizer step inside does); compiled autograd (torch._dynamo.config.compiled_autograd "
         "= True) compiles the backward pass but keeps this break.",
     ),
     Category(
@@ -102,6 +111,22 @@ CATEGORIES: tuple[Category, ...] = (
         "function and passed in, or driven by next()/send()). Turn it into a list before "
         "calling the compiled function and pass the list (`list(gen)` inside the compiled "
         "code breaks too), or build a list instead of a generator in forward.",
+    ),
+    Category(
+        OPTIMIZER,
+        "torch.optim breaks the graph here on purpose: Optimizer.step() calls "
+        "torch._dynamo.graph_break() before and after the update (so the update compiles as a "
+        "no-grad graph of its own, pytorch/pytorch#104053), and Dynamo does not trace "
+        "Optimizer.zero_grad(). No change at this line removes the break. Compile the optimizer "
+        "step on its own (`torch.compile(opt.step)`, or a separate compiled function that calls "
+        "opt.step()), or call opt.step() and opt.zero_grad() outside the compiled function.",
+    ),
+    Category(
+        LIBRARY_BREAK,
+        "A library (torch or a third-party package) calls torch._dynamo.graph_break() here on "
+        "purpose, in its own code (see the stack): no change at this line removes it. Call the "
+        "library function outside the compiled function, or compile the code before and after "
+        "it separately; the code around it still compiles.",
     ),
     Category(
         "explicit graph_break()",
@@ -117,6 +142,46 @@ CATEGORIES: tuple[Category, ...] = (
 CATEGORY_NAMES: tuple[str, ...] = tuple(c.name for c in CATEGORIES)
 _BY_NAME = {c.name: c for c in CATEGORIES}
 
+
+def classify(gb_type: str, explanation: str = "", source: str = "", *, raised_at: str = "") -> str:
+    """The category name for one break (:func:`dynscope._torch.break_kinds.classify`), told
+    where Dynamo reported it.
+
+    Args:
+        gb_type: PyTorch's graph-break type.
+        explanation: PyTorch's explanation text.
+        source: the user's line of code.
+        raised_at: the file Dynamo reported the break in ("Graph break in user code at
+            FILE:LINE"): a ``graph_break()`` there inside torch.optim or a library is one
+            the user cannot remove. Defaults to "" (not known: the user's code).
+    """
+    return break_kinds.classify(gb_type, explanation, source, raised_in=raised_in(raised_at))
+
+
+def raised_in(filename: str) -> str:
+    """Where a break was raised, for :func:`classify`: "torch.optim", "library" (torch or a
+    third-party package) or "" (the user's code, or not known)."""
+    if not filename or filename.startswith("<"):
+        return ""
+    path = filename.replace("\\", "/")
+    if "/torch/optim/" in path:
+        return break_kinds.RAISED_IN_OPTIM
+    # Deferred: the registry needs torch, and reading a saved report must not import it.
+    from dynscope._torch.registry import is_user_file
+
+    # Third-party packages count as the user's code for the site (DESIGN.md), but a
+    # graph_break() they call is theirs to remove, not the user's.
+    if not is_user_file(filename) or "/site-packages/" in path or "/dist-packages/" in path:
+        return break_kinds.RAISED_IN_LIBRARY
+    return ""
+
+
 def fix_for(category: str) -> str:
     """dynscope's advice for a category."""
     return _BY_NAME.get(category, _BY_NAME["other"]).fix
+
+
+def is_actionable(category: str) -> bool:
+    """False for breaks PyTorch or a library makes on purpose (no change at the line removes
+    them); True otherwise, unknown categories included."""
+    return category not in break_kinds.ON_PURPOSE

@@ -46,7 +46,9 @@ def coverage_of(rep: Report, counts: OpCounts) -> Coverage:
             where = "outside compiled frames"
         sites[f"{where} {op}"] += n
     ordered = tuple(sorted(sites.items(), key=lambda kv: (-kv[1], kv[0])))
-    return Coverage(ops_in_graphs=counts.in_graphs, ops_eager=sum(sites.values()), eager_sites=ordered)
+    return Coverage(
+        ops_in_graphs=counts.in_graphs, ops_eager=sum(sites.values()), eager_sites=ordered, ops_dynamo=counts.glue
+    )
 
 
 def with_coverage(rep: Report, counts: OpCounts) -> Report:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
+from dynscope._format import percent
+
 if TYPE_CHECKING:
     from dynscope._model import GraphBreak, Report
 
@@ -51,13 +53,13 @@ def diff_reports(old: Report, new: Report) -> ReportDiff:
     add("graph breaks", old.break_count, new.break_count)
     add("break sites", len(old.breaks), len(new.breaks))
     add("recompiles", old.recompile_count, new.recompile_count)
-    add("ops in graphs", sum(g.op_count for g in old.graphs), sum(g.op_count for g in new.graphs))
+    add("graph ops", sum(g.op_count for g in old.graphs), sum(g.op_count for g in new.graphs))
     add("compile s", round(old.compile_time.total_s, 3), round(new.compile_time.total_s, 3))
     worse: list[str] = []
     if old.coverage is not None and new.coverage is not None:
         add("coverage %", round(old.coverage.ratio * 100, 1), round(new.coverage.ratio * 100, 1))
         if new.coverage.ratio < old.coverage.ratio - 1e-9:
-            worse.append(f"coverage fell from {old.coverage.ratio:.1%} to {new.coverage.ratio:.1%}")
+            worse.append(f"coverage fell from {percent(old.coverage.ratio, 1)} to {percent(new.coverage.ratio, 1)}")
     old_t = {m.mode: m for m in old.timing}
     for m in new.timing:
         if m.mode in old_t and old_t[m.mode].speedup and m.speedup:
@@ -91,7 +93,7 @@ def render_diff(d: ReportDiff) -> str:
     if d.breaks_removed:
         out += ["Breaks removed:"] + [f"  - {s}" for s in d.breaks_removed] + [""]
     if d.ops_changed:
-        out += ["Ops changed:"] + [f"  {op}: {a} -> {b}" for op, a, b in d.ops_changed] + [""]
+        out += ["Graph ops changed:"] + [f"  {op}: {a} -> {b}" for op, a, b in d.ops_changed] + [""]
     if d.worse:
         out += ["WORSE: " + "; ".join(d.worse_because)]
     else:

@@ -16,6 +16,7 @@ __all__ = [
     "clip",
     "location",
     "ms",
+    "percent",
     "plural",
     "timer_resolution_ms",
 ]
@@ -51,6 +52,33 @@ def ms(value: float) -> str:
     if value < 1:
         return f"{value * 1000:.1f} us"
     return f"{value:.3f} ms" if value < 100 else f"{value:.1f} ms"
+
+
+def percent(share: float | None, digits: int = 0) -> str:
+    """A share (0.5 is half) as a percentage, "50%"; "-" for None. The one percent formatter.
+
+    Rounding never claims a bound the figure does not reach: a share below 1 never prints
+    as "100%" and one above 0 never as "0%". Such a share gets up to two more digits
+    ("99.9%", "0.04%"), and past those it prints as ">99.99%" or "<0.01%" (the bound at
+    that precision). Shares over 1 (a spread, a capped sum) and exact 0 and 1 print as
+    rounded.
+
+    Args:
+        share: the ratio, or None when not known.
+        digits: digits after the decimal point. Defaults to 0.
+    """
+    if share is None:
+        return "-"
+    text = f"{share * 100:.{digits}f}"
+    if not (0 < share < 1):
+        return text + "%"
+    for more in range(digits, digits + 3):
+        text = f"{share * 100:.{more}f}"
+        if 0 < float(text) < 100:
+            return text + "%"
+    # Still rounds to a bound: say which side of it the share lies, at that precision.
+    step = f"{10.0 ** -(digits + 2):.{digits + 2}f}"
+    return f"<{step}%" if share < 0.5 else f">{100 - float(step):.{digits + 2}f}%"
 
 
 # -- when a measured duration can be read as a fact --------------------------------------

@@ -20,11 +20,21 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from dynscope._model import AotGraph, Graph, Kernel, Lowering, Node, SavedTensors, TensorMeta
+from dynscope._model import (
+    AotGraph,
+    CompileTime,
+    Frame,
+    Graph,
+    Kernel,
+    Lowering,
+    Node,
+    SavedTensors,
+    TensorMeta,
+)
 from dynscope._torch import lowering_text as lt
 
 if TYPE_CHECKING:
@@ -91,11 +101,15 @@ def build_lowering(
     mode: str = "default",
     source: str = "timing",
     times: KernelTimes | None = None,
-    dynamo_s: float | None = None,
     measured_ms: float | None = None,
     notes: Sequence[str] = (),
 ) -> Lowering | None:
-    """The lowering of ``graph`` from its compile's events; None when Inductor logged no code."""
+    """The lowering of ``graph`` from its compile's events; None when Inductor logged no code.
+
+    Its phases are those of the compile the events are of: with ``source="trace"`` the
+    user's compile of the graph's frame (what Report.compile_time counts), with
+    ``source="timing"`` dynscope's own build (no Dynamo: dynscope hands Inductor the graph).
+    """
     aot, units, steps, aot_cache = split_units(events)
     if not units:
         if not aot:
@@ -109,7 +123,7 @@ def build_lowering(
             forward=_aot_graph(aot[only], only),
             mapped_share=1.0,
             cache=(("aot_autograd", aot_cache),) if aot_cache else (),
-            phases=_phases(steps, dynamo_s),
+            phases=_phases(steps, source),
             notes=(
                 *notes,
                 "Inductor generated no code for this graph: nothing in it computes (its outputs are "
@@ -211,18 +225,80 @@ def build_lowering(
         code=units[0].code,
         backward_code=units[1].code if training and len(units) > 1 else "",
         cache=tuple(cache),
-        phases=_phases(steps, dynamo_s),
+        phases=_phases(steps, source),
         profiled_ms=times.profiled_ms if times is not None else None,
         measured_ms=measured_ms if times is not None else None,
         notes=tuple(out_notes),
     )
 
 
-def _phases(steps: list[tuple[str, str, float]], dynamo_s: float | None) -> tuple[tuple[str, float], ...]:
-    phases = lt.phase_seconds(steps)
-    if dynamo_s is not None:
-        phases["dynamo"] = dynamo_s
-    return tuple((p, phases[p]) for p in lt.PHASE_ORDER if p in phases)
+def _phases(steps: list[tuple[str, str, float]], source: str) -> tuple[tuple[str, float], ...]:
+    """Seconds per phase of one compile's steps, in pipeline order. The user's compile
+    (``source="trace"``) counts what PyTorch counts, the frame compile and the lazy backward
+    compile (see :func:`user_phases`); dynscope's build counts all its steps."""
+    if source == "trace":
+        return user_phases(steps)
+    return _ordered(lt.phase_seconds(steps))
+
+
+def _ordered(phases: dict[str, float]) -> tuple[tuple[str, float], ...]:
+    return tuple((p, phases[p]) for p in (*lt.PHASE_ORDER, *FALLBACK_PHASES) if p in phases)
+
+
+#: Phases of a compile PyTorch logged no steps for, from compilation_metrics alone.
+FALLBACK_PHASES = ("inductor",)
+
+
+def user_phases(steps: Sequence[tuple[str, str, float]]) -> tuple[tuple[str, float], ...]:
+    """The user's compile of one frame by phase: only time inside PyTorch's own compile
+    total (:data:`lowering_text.WAIT_STEPS`) counts, so the phases add up to it; all the
+    steps when neither of those was logged (a partial trace)."""
+    steps = list(steps)
+    windowed = any(name in lt.WAIT_STEPS for name, _, _ in steps)
+    return _ordered(lt.phase_seconds(steps, within=lt.WAIT_STEPS if windowed else ()))
+
+
+def compile_times(frames: Sequence[Frame], events: Sequence[TraceEvent]) -> tuple[tuple[Frame, ...], CompileTime]:
+    """The frames with their compile time completed, and the report's total: one definition
+    of the user's compile time.
+
+    A frame's ``total_s`` is what PyTorch counts as the compile its user waits for: the frame
+    compile (compilation_metrics' ``entire_frame_compile_time_s``) plus AOTAutograd's lazy
+    backward compile at the first ``backward()`` (the ``entire_backward_compile`` step, logged
+    under the frame's compile id; compilation_metrics leaves it out). ``phases`` split that
+    total by PyTorch's compile steps (``chromium_event``), counted inside those two spans
+    only, so they add up to it; a frame without logged steps is split by compilation_metrics
+    (dynamo, backend, inductor). The report's total and phases are the frames' sums.
+    """
+    steps: dict[str, list[tuple[str, str, float]]] = {}
+    for ev in events:
+        if ev.name == "chromium_event":
+            step = lt.read_chromium(ev.payload)
+            if step is not None:
+                steps.setdefault(ev.compile_id, []).append(step)
+    out: list[Frame] = []
+    for f in frames:
+        t = f.compile_time
+        own = steps.get(f.compile_id, [])
+        backward = lt.step_seconds(own, lt.BACKWARD_STEP)
+        phases = user_phases(own) if any(name in lt.WAIT_STEPS for name, _, _ in own) else ()
+        if not phases:
+            fallback = {"dynamo": t.dynamo_s, "backend": t.backend_s - t.inductor_s, "inductor": t.inductor_s}
+            phases = _ordered({p: s for p, s in fallback.items() if s > 0})
+        out.append(replace(f, compile_time=replace(t, total_s=t.total_s + backward, backward_s=backward, phases=phases)))
+    sums: dict[str, float] = {}
+    for f in out:
+        for p, s in f.compile_time.phases:
+            sums[p] = sums.get(p, 0.0) + s
+    total = CompileTime(
+        total_s=sum(f.compile_time.total_s for f in out),
+        dynamo_s=sum(f.compile_time.dynamo_s for f in out),
+        backend_s=sum(f.compile_time.backend_s for f in out),
+        inductor_s=sum(f.compile_time.inductor_s for f in out),
+        backward_s=sum(f.compile_time.backward_s for f in out),
+        phases=_ordered(sums),
+    )
+    return tuple(out), total
 
 
 def _unique(items: object) -> tuple[str, ...]:

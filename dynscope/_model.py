@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynscope._format import OVERHEAD_MS, clip, location, ms, plural, timer_resolution_ms
+from dynscope._format import OVERHEAD_MS, clip, location, ms, percent, plural, timer_resolution_ms
+from dynscope._torch.break_kinds import ON_PURPOSE
 from dynscope._torch.wording import is_lifted_param, is_resume_name, resume_label
 
 if TYPE_CHECKING:
@@ -74,13 +75,23 @@ class TensorMeta:
     device: str = ""  # "cpu", "cuda:0"; "" for non-tensors
     stride: tuple[int | str, ...] = ()  # element strides; () when unknown
     requires_grad: bool = False  # whether autograd tracks the tensor
-    value: str = ""  # the value of a Python scalar input, as text
+    value: str = ""  # the value of a Python scalar input, as text; a symint's symbol ("s77")
+    # The sizes the compiling call ran at, for a tensor with symbolic dims (one per dim of
+    # ``shape``) or a symint (its value, one entry); () when all dims are static or the
+    # sizes are not known (older saved reports kept none).
+    ran_at: tuple[int, ...] = ()
 
     def describe(self) -> str:
-        """Short text such as ``f32[3, 4]`` or ``int=3``."""
+        """Short text such as ``f32[3, 4]`` or ``int=3``; a symbolic dim shows its symbol
+        and, when known, the size it ran at: ``i64[4, s27=9]``, a symint ``s27=9``."""
         if self.kind == "tensor":
-            dims = ", ".join(str(s) for s in self.shape)
+            ran = self.ran_at if len(self.ran_at) == len(self.shape) else ()
+            dims = ", ".join(
+                f"{s}={ran[i]}" if ran and isinstance(s, str) else str(s) for i, s in enumerate(self.shape)
+            )
             return f"{_short_dtype(self.dtype)}[{dims}]"
+        if self.kind == "symint" and self.value and len(self.ran_at) == 1:
+            return f"{self.value}={self.ran_at[0]}"
         if self.value:
             return f"{self.kind}={self.value}"
         return self.kind
@@ -145,10 +156,23 @@ class StackFrame:
 class CompileTime:
     """Seconds spent compiling; per frame or summed over a report."""
 
-    total_s: float = 0.0  # whole frame compile, Dynamo + backend
-    dynamo_s: float = 0.0  # tracing and guard building (total - backend)
+    # What the user waited for, as PyTorch totals it: the frame compile (Dynamo + backend,
+    # compilation_metrics) plus AOTAutograd's lazy backward compile (``backward_s``).
+    total_s: float = 0.0
+    dynamo_s: float = 0.0  # tracing and guard building (frame compile - backend)
     backend_s: float = 0.0  # the backend (eager: almost nothing; inductor: most)
     inductor_s: float = 0.0  # Inductor's share of backend time, when PyTorch reports it
+    # The backward graph's compile at the first backward() (PyTorch's "entire_backward_compile"
+    # step; not in the frame compile), in total_s. 0.0 when none ran or none was logged.
+    backward_s: float = 0.0
+    # total_s by phase, in pipeline order ((phase, seconds): PyTorch's compile steps, from
+    # chromium_event; or, when it logged none, "dynamo"/"backend"/"inductor" from
+    # compilation_metrics). They add up to total_s. () in reports saved before dynscope had them.
+    phases: tuple[tuple[str, float], ...] = ()
+    # dynscope's own Inductor builds of the captured graphs for timing=True (summed over the
+    # report's graphs and modes: Timing.build_s): not the user's compile, not in total_s.
+    measure_s: float = 0.0
+    measure_builds: int = 0  # how many builds measure_s is of
 
 
 @dataclass(frozen=True)
@@ -159,7 +183,7 @@ class Timing:
     device: str  # "cpu", "cuda:0"
     eager_ms: float = 0.0  # median eager time of one run
     compiled_ms: float = 0.0  # median compiled time of one run
-    compile_s: float = 0.0  # seconds Inductor took to compile the graph
+    compile_s: float = 0.0  # seconds of the timed Inductor build: compile and first run
     max_abs_err: float = 0.0  # largest absolute difference between compiled and eager outputs
     max_rel_err: float = 0.0  # largest relative difference
     kernels: int = -1  # generated kernels, -1 when unknown
@@ -180,6 +204,18 @@ class Timing:
     grads_checked: bool = False  # input/parameter gradients were compared with eager
     max_grad_err: float = 0.0  # largest absolute gradient difference
     train_error: str = ""  # why forward+backward could not be timed; "" when it was or was not tried
+    # Every Inductor build dynscope made of this graph for this mode (the timed build, the
+    # forward+backward build, numerics builds), compile and first run: dynscope's own
+    # measurement cost, not the user's compile (Report.compile_time.measure_s adds them up).
+    build_s: float = 0.0
+    builds: int = 0  # how many builds build_s is of
+    # The machine while timing: torch's intra-op threads, the cores this process may use, the
+    # 1-minute load average (-1.0: unknown) and, when threads had to fight for cores, what
+    # that means and the fix ("" when they did not, or in reports saved without these).
+    threads: int = 0
+    cores: int = 0
+    load: float = -1.0
+    contention: str = ""
 
     @property
     def speedup(self) -> float:
@@ -342,7 +378,10 @@ class Lowering:
     code: str = ""  # Inductor's output code for the forward (or inference) graph
     backward_code: str = ""  # ... and for the backward
     cache: tuple[tuple[str, str], ...] = ()  # ("fx_graph forward", "hit"/"miss"/"bypass"), ...
-    phases: tuple[tuple[str, float], ...] = ()  # (phase, seconds) in pipeline order
+    # (phase, seconds) in pipeline order, of the build described: source "timing", dynscope's
+    # timed build (not the user's compile); source "trace", the user's compile of the graph's
+    # frame as Report.compile_time counts it (frame compile and lazy backward compile).
+    phases: tuple[tuple[str, float], ...] = ()
     profiled_ms: float | None = None  # one call's time under the profiler, wrappers included (fwd+bwd when training)
     # The same build's median time measured by the timer, without the profiler (whose own
     # cost per event inflates small graphs): shares and outside_kernels_ms are taken of it.
@@ -446,11 +485,16 @@ class Graph:
         return _brief("Graph", text)
 
     def _repr_html_(self) -> str:
-        """Its picture in a notebook (its summary when Graphviz is not installed)."""
+        """Its picture in a notebook (its summary when Graphviz is not installed or does not work)."""
+        from dynscope._errors import GraphvizNotFoundError
         from dynscope._render_card import graph_card
         from dynscope._svg import dot_to_svg, have_graphviz
 
-        return graph_card(self, dot_to_svg(self.to_dot()) if have_graphviz() else None)
+        try:
+            svg = dot_to_svg(self.to_dot()) if have_graphviz() else None
+        except GraphvizNotFoundError:  # a dot on PATH that does not work: as if missing
+            svg = None
+        return graph_card(self, svg)
 
     @property
     def is_resume(self) -> bool:
@@ -512,10 +556,14 @@ class BreakEvent:
     lineno: int
     reported_filename: str  # where Dynamo said the break was (may be inside copy.py, torch...)
     reported_lineno: int
+    # Dynamo gave up on the frame at this record ("Failed to handle graph break gracefully"):
+    # the frame ran eagerly. Still one event (one record PyTorch logged).
+    gave_up: bool = False
 
     def __repr__(self) -> str:
         site, reported = location(self.filename, self.lineno), location(self.reported_filename, self.reported_lineno)
-        return _brief("BreakEvent", f"{self.compile_id} {site}" + (f" (reported at {reported})" if reported != site else ""))
+        where = f" (reported at {reported})" if reported != site else ""
+        return _brief("BreakEvent", f"{self.compile_id} {site}{where}" + (", gave up on the frame" if self.gave_up else ""))
 
 
 @dataclass(frozen=True)
@@ -534,8 +582,11 @@ class GraphBreak:
     gb_type: str = ""  # PyTorch's graph-break type ("Failed to trace builtin operator")
     gb_id: str = ""  # PyTorch's graph-break id ("gb0059"), "" when unknown
     doc_url: str = ""  # PyTorch's page about this break
-    user_stack: tuple[StackFrame, ...] = ()  # outermost first, as PyTorch reported it
-    count: int = 1  # break events at this site
+    # Outermost first, as PyTorch reported it, from the frame the program was called in
+    # (under report(), the frames above the compiled call, dynscope's own among them, are dropped).
+    user_stack: tuple[StackFrame, ...] = ()
+    count: int = 1  # break events at this site (one per graph-break record PyTorch logged)
+    gave_up: int = 0  # of ``count``, events on which Dynamo gave up on the frame (it ran eagerly)
     compile_ids: tuple[str, ...] = ()  # compiles that hit the site, in order
     excerpt: tuple[tuple[int, str], ...] = ()  # (line number, text) around the site, read at capture
     detail: str = ""  # PyTorch's further explanation (how a branch condition was computed), as it wrote it
@@ -552,6 +603,13 @@ class GraphBreak:
     def location(self) -> str:
         """``file.py:LINE``: the base name and line."""
         return location(self.filename, self.lineno)
+
+    @property
+    def actionable(self) -> bool:
+        """False when PyTorch or a library breaks here on purpose (torch.optim's step, a
+        library's own ``graph_break()``): no change at this line removes the break, so "fix
+        first" never names the site (``fix`` says what helps instead)."""
+        return self.category not in ON_PURPOSE
 
     def __repr__(self) -> str:
         return _brief("GraphBreak", f"{self.location} {self.category} x{self.count}: {self.source}")
@@ -654,6 +712,9 @@ class Coverage:
     ops_in_graphs: int  # ops executed inside captured graphs, summed over calls
     ops_eager: int  # torch ops executed eagerly between graphs
     eager_sites: tuple[tuple[str, int], ...] = ()  # ("file.py:LINE op", times), most first
+    # Ops Dynamo's own runtime ran to call graphs (building their arguments, PyTorch's
+    # "Pregraph bytecode"): not the user's eager work, not in the share either way.
+    ops_dynamo: int = 0
 
     @property
     def ratio(self) -> float:
@@ -664,7 +725,7 @@ class Coverage:
     def __repr__(self) -> str:
         return _brief(
             "Coverage",
-            f"{self.ratio:.0%}: {self.ops_in_graphs} ops in graphs, {self.ops_eager} eager "
+            f"{percent(self.ratio)}: torch ops run {self.ops_in_graphs} in graphs, {self.ops_eager} eagerly "
             f"at {plural(len(self.eager_sites), 'site')}",
         )
 
@@ -873,13 +934,15 @@ class Report:
         return tuple(sorted(groups.values(), key=lambda g: -g.count))
 
     def breaks_by_cost(self) -> tuple[GraphBreak, ...]:
-        """Break sites, the one whose fix buys most first: most eager time per call (to
-        0.1 ms: finer is noise), then most graphs and recompiles it causes, then most events
-        (figures not known count as 0)."""
+        """Break sites, the one whose fix buys most first: sites the user's own change can fix
+        before those PyTorch or a library breaks on purpose (``GraphBreak.actionable``), then
+        most eager time per call (to 0.1 ms: finer is noise), then most graphs and recompiles
+        it causes, then most events (figures not known count as 0)."""
         return tuple(
             sorted(
                 self.breaks,
                 key=lambda b: (
+                    not b.actionable,
                     -round(max(b.eager_ms, 0.0), 1),
                     -(max(b.graphs_split, 0) + max(b.recompiles_caused, 0)),
                     -b.count,
@@ -918,7 +981,7 @@ class Report:
             plural(self.recompile_count, "recompile"),
         ]
         if self.coverage is not None:
-            parts.append(f"coverage {self.coverage.ratio:.0%}")
+            parts.append(f"coverage {percent(self.coverage.ratio)}")
         for m in self.timing[:1]:  # the first mode, as Graph.timing
             parts.append(f"{m.mode} timing failed" if m.error else f"speedup {m.speedup:.2f}x ({m.mode})")
         kernels = sum(1 for _ in self.kernels())
@@ -1029,6 +1092,9 @@ class Advice:
 
     report: Report  # the "before" report, its ``trials`` filled, best first
     trials: tuple[Trial, ...] = ()  # the same trials, best first
+    # Why no remedy was tried ("" when some were); the report's notes carry it too, so a
+    # saved report and its page say it.
+    note: str = ""
 
     @property
     def best(self) -> Trial | None:
@@ -1042,7 +1108,7 @@ class Advice:
         # The renderer's own section when it has one (the HTML/CLI front shares it).
         advice_section = getattr(_render_text, "advice_section", None)
         if advice_section is not None:
-            return str(advice_section(self.trials))
+            return str(advice_section(self.trials, empty=self.note))
         return _plain_trials(self.trials)
 
     def __str__(self) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from dynscope._format import clip, location, ms, plural
+from dynscope._format import clip, location, ms, percent, plural
 from dynscope._render_html import safe_url
 from dynscope._render_text import kernel_label, pass_label, warning_lines
 from dynscope._torch.wording import resume_label
@@ -86,8 +86,9 @@ def _speedup(m: ModeTiming) -> str:
 
 
 def _breaks(rep: Report) -> str:
-    # The sites hit most first: the one fix that removes the most breaks.
-    sites = sorted(rep.breaks, key=lambda b: -b.count)
+    # The sites hit most first: the one fix that removes the most breaks; sites PyTorch or a
+    # library breaks on purpose (torch.optim's step) after the user's own, which a fix removes.
+    sites = sorted(rep.breaks, key=lambda b: (not b.actionable, -b.count))
     rows = [
         [
             f'<code title="{_e(location(b.filename, b.lineno, full=True))}">{_e(b.location)}</code>',
@@ -125,7 +126,7 @@ def _kernels(rep: Report) -> str:
         return ""
     rows = [
         [str(g.id), f"<code>{_e(kernel_label(k.name))}</code>", _e(k.kind), _e(pass_label(k)), _e(ms(cost)),
-         "-" if k.share is None else f"{k.share:.0%}"]
+         percent(k.share)]
         for g, k, cost in top
     ]
     return "<h4>Costliest kernels</h4>" + _table(["graph", "kernel", "kind", "pass", "time", "share"], rows)
@@ -142,7 +143,7 @@ def render_card(rep: Report) -> str:
         _count(rep.recompile_count, plural(rep.recompile_count, "recompile")),
     ]
     if rep.coverage is not None:
-        totals.append(f"coverage {rep.coverage.ratio:.0%}")
+        totals.append(f"coverage {percent(rep.coverage.ratio)}")
     totals.append(f"compile {rep.compile_time.total_s:.2f} s")
     if rep.torch_version:
         totals.append(f"torch {_e(rep.torch_version)}")
@@ -160,7 +161,7 @@ def render_card(rep: Report) -> str:
         c = rep.coverage
         eager = ", ".join(f"<code>{_e(site)}</code> x{n}" for site, n in c.eager_sites[:3])
         out.append(
-            f"<h4>Coverage {c.ratio:.1%}</h4>{c.ops_in_graphs} torch ops ran in graphs, {c.ops_eager} eagerly"
+            f"<h4>Coverage {percent(c.ratio, 1)}</h4>torch ops run: {c.ops_in_graphs} in graphs, {c.ops_eager} eagerly"
             + (f"; eager: {eager}" if eager else "")
         )
     out.append(_kernels(rep))
@@ -179,7 +180,7 @@ def _graph_title(graph: Graph) -> str:
     inputs = ", ".join(m.describe() for m in user[:4]) + (f", +{len(user) - 4}" if len(user) > 4 else "")
     return (
         f'<div class="ds-title">Graph {graph.id} <code>{_e(resume_label(graph.frame))}</code>{_e(where)}</div>'
-        f"<div>compile {_e(graph.compile_id)}: {plural(graph.op_count, 'op')}, "
+        f"<div>compile {_e(graph.compile_id)}: {plural(graph.op_count, 'graph op')}, "
         f"{plural(graph.node_count, 'node')}; inputs: {_e(inputs or '-')}"
         f"{f' (+{params} params)' if params else ''}</div>"
     )
@@ -193,7 +194,7 @@ def graph_card(graph: Graph, svg: str | None) -> str:
     rows = [[f"<code>{_e(t)}</code>", str(n)] for t, n in graph.op_counts[:10]]
     return _card(
         _graph_title(graph)
-        + "<h4>Ops</h4>" + _table(["op", "count"], rows) + _more(10, len(graph.op_counts), "op kind")
+        + "<h4>Graph ops</h4>" + _table(["graph op", "count"], rows) + _more(10, len(graph.op_counts), "op kind")
         + '<div class="ds-hint">The picture needs Graphviz\'s <code>dot</code> program (Debian/Ubuntu: '
         "<code>apt-get install graphviz</code>; macOS: <code>brew install graphviz</code>); "
         "<code>graph.code</code> is the graph as Python.</div>"

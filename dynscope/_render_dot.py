@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dynscope._errors import InputError
-from dynscope._format import clip, location, ms, plural
+from dynscope._format import clip, location, ms, percent, plural
 from dynscope._palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, op_category, time_colour
 from dynscope._render_text import grads_text, speedup_text
 from dynscope._torch.wording import base_function, resume_label, resume_site
@@ -134,7 +134,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     """
     opts = options or DotOptions()
     mode, mode_note = _colour_mode(graph, opts.color_by)
-    title = f"graph {graph.id} ({graph.compile_id}) {graph.frame}: {graph.op_count} ops, {graph.node_count} nodes"
+    title = f"graph {graph.id} ({graph.compile_id}) {graph.frame}: {plural(graph.op_count, 'graph op')}, {graph.node_count} nodes"
     lines = [
         f"digraph {quote('graph_' + str(graph.id))} {{",
         "  rankdir=TB;",
@@ -201,7 +201,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     for cid, (path, cls, cats) in sorted(collapsed_info.items()):
         total = sum(cats.values())
         main = cats.most_common(1)[0][0]
-        label = f"{_one_line(path or 'model')} ({_one_line(cls)})\n{total} ops"
+        label = f"{_one_line(path or 'model')} ({_one_line(cls)})\n{plural(total, 'graph op')}"
         stack_key = next(
             tuple(by_name[name].module_stack[: (depth or 1) - 1]) for name, c in collapsed.items() if c == cid
         )
@@ -308,7 +308,7 @@ def _kernel_line(k: Kernel) -> str:
     if k.time_ms is not None:
         text += f" \u00b7 {ms(k.time_ms)}"
         if k.share is not None:
-            text += f" ({k.share:.0%})"
+            text += f" ({percent(k.share)})"
     return text
 
 
@@ -339,7 +339,7 @@ def _lowering_looks(graph: Graph, lowering: Lowering, mode: str) -> tuple[dict[s
         # A kernel's time is split evenly over the nodes it computes.
         node_ms = sum(k.time_ms / len(k.nodes) for k in mine if k.time_ms is not None)
         share = node_ms / total if total else 0.0
-        timed = f"{ms(node_ms)} ({share:.0%})" if node_ms > 0 else "untimed"
+        timed = f"{ms(node_ms)} ({percent(share)})" if node_ms > 0 else "untimed"
         if share > 0.35:  # dark red: white text stays readable
             attrs += ', fontcolor="#ffffff"'
         looks[n.name] = _Look(
@@ -743,7 +743,7 @@ def _box(lines: list[str], cid: str, graph: Graph | None, frame: Frame | None, *
     func = getattr(frame, "function", "") or (graph.frame if graph else "")
     func = resume_label(func)
     if graph is not None:
-        label = f"graph {graph.id} ({_one_line(cid)})\n{_one_line(func)}\n{graph.op_count} ops, {graph.node_count} nodes"
+        label = f"graph {graph.id} ({_one_line(cid)})\n{_one_line(func)}\n{plural(graph.op_count, 'graph op')}, {graph.node_count} nodes"
         if graph.timing is not None:
             label += "\n" + _timing_label(graph.timing)
         fill = "#d1e5f0" if not variant else "#f0f0f0"

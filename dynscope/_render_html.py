@@ -17,20 +17,25 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from dynscope._analysis import structure_hash
-from dynscope._format import location, ms, plural
+from dynscope._format import location, ms, percent, plural
 from dynscope._palette import PALETTE
 from dynscope._render_text import (
+    PHASE_SOURCES,
     advice_title,
     cache_text,
     call_chain_text,
+    compile_parts,
     cost_text,
     end_to_end_lines,
     few,
     fix_first_line,
+    gave_up_text,
     grads_text,
     human_bytes,
     in_graphs_text,
     known_text,
+    lowering_phase_lines,
+    measurement_text,
     pass_label,
     phase_seconds,
     phases_text,
@@ -310,7 +315,7 @@ def _breaks(rep: Report) -> str:
         return "<p>No graph breaks.</p>"
     ranked = rep.breaks_by_cost()
     out = [
-        f"<p class=fixfirst><b>F{_e(fix_first_line(rep)[1:])}</b></p>",
+        f"<p class=fixfirst><b>{_e(fix_first_line(rep)[:1].upper() + fix_first_line(rep)[1:])}</b></p>",
         _table(
             ["#", "location", "category", "count", "graphs", "recompiles", "eager/call", "reason"],
             (
@@ -340,6 +345,7 @@ def _breaks(rep: Report) -> str:
             + (f'<pre class="detail">{_e(b.detail)}</pre>' if b.detail else "")
             + (f"<p><b>Called from:</b> <code>{_e(call_chain_text(b))}</code></p>" if len(b.call_chain) > 1 else "")
             + f"<p><b>Cost:</b> {_e(cost_text(rep, b))}</p>"
+            + (f"<p>{_e(gave_up_text(b))}</p>" if b.gave_up else "")
             + f"<p><b>Fix:</b> {_e(b.fix)}</p>"
             + (f"<p><b>PyTorch's hints:</b></p><ul>{hints}</ul>" if hints else "")
             + doc
@@ -471,7 +477,7 @@ def _ms(value: float | None) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
+    return percent(value, 1)
 
 
 def _code_block(graph_id: int, side: str, code: str) -> str:
@@ -518,7 +524,7 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str]) -> str:
         return ""
     how = "dynscope's timed build" if low.source == "timing" else "the compile PyTorch logged"
     facts = [f"Inductor ({_e(low.mode)}, {how}): {plural(len(low.kernels), 'kernel')}",
-             f"{low.mapped_share:.0%} of the graph's compute nodes mapped to a kernel"]
+             f"{percent(low.mapped_share)} of the graph's compute nodes mapped to a kernel"]
     if low.unmapped:
         facts[-1] += f" (not mapped: {_e(few(list(low.unmapped), 8))})"
     if low.measured_ms is not None:
@@ -533,7 +539,9 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str]) -> str:
     out.append(_kernels(g, low) if low.kernels else "<p>No kernels listed.</p>")
     phases, cache = phases_text(phase_seconds([g])), cache_text([g])
     if phases:
-        out.append(f"<p>Compile per phase: {_e(phases)}</p>")
+        # Whose compile: the user's compile of this graph's frame, or dynscope's timed build.
+        whose = PHASE_SOURCES.get(low.source, low.source)
+        out.append(f"<p>Compile per phase ({_e(whose)}): {_e(phases)}</p>")
     if cache:
         out.append(f"<p>Cache: {_e(cache)}</p>")
     if low.notes:
@@ -574,14 +582,15 @@ def _program_lowering(rep: Report) -> str:
         ))
     else:
         out.append("<p>Kernels not timed (<code>dynscope.report(..., timing=True)</code> times them).</p>")
-    for label, text in (("Compile per phase", phases_text(phase_seconds(lowered))), ("Cache", cache_text(lowered)),
+    phase_lines = [(label[0].upper() + label[1:], text) for label, text in lowering_phase_lines(rep)]
+    for label, text in (*phase_lines, ("Cache", cache_text(lowered)),
                         ("Saved for backward", saved_text(lowered))):
         if text:
             out.append(f"<p>{label}: {_e(text)}</p>")
     return "".join(out) + "</section>"
 
 
-def _picture(g: Graph, svg: str | None, files: bool) -> tuple[str, str, str]:
+def _picture(g: Graph, svg: str | None, files: bool, no_pictures: str = NO_PICTURES) -> tuple[str, str, str]:
     """(what stands in the graph's picture box, the picture's state for the graph table,
     "inline", "off-page" or "none").
 
@@ -590,7 +599,7 @@ def _picture(g: Graph, svg: str | None, files: bool) -> tuple[str, str, str]:
     page) a note says how to get it.
     """
     if svg is None:
-        return NO_PICTURES, "no picture", "none"
+        return no_pictures, "no picture", "none"
     if len(svg) <= INLINE_SVG_MAX:
         return svg, "picture on the page", "inline"
     size = human_bytes(len(svg.encode("utf-8", "replace")))
@@ -616,6 +625,7 @@ def _graph(
     *,
     files: bool = False,
     same: Sequence[int] = (),
+    no_pictures: str = NO_PICTURES,
 ) -> str:
     """One graph's section; ``same`` lists the graphs of its structure (itself included)
     when there are several: the first is drawn, the others point to it."""
@@ -630,16 +640,16 @@ def _graph(
             f"{_ids(same)} are the same graph: same ops, shapes and edges); its picture, ops and code are "
             f"there.</p>{_timing(g)}{_lowering(g, aot_svgs or {})}</section>"
         )
-    ops = _table(["op", "count"], ([f"<code>{_e(t)}</code>", str(n)] for t, n in g.op_counts))
+    ops = _table(["graph op", "count"], ([f"<code>{_e(t)}</code>", str(n)] for t, n in g.op_counts))
     inputs = ", ".join(_e(m.describe()) for m in g.inputs)
-    box, _, where = _picture(g, svg, files)
+    box, _, where = _picture(g, svg, files, no_pictures)
     folded = f"<p>Graphs {_ids(same)} are the same graph (same ops, shapes and edges), drawn once here.</p>" if same else ""
     return (
         f'<section id="graph-{g.id}" data-graph="{g.id}" data-picture="{where}">{head}'
-        f"<p>{g.op_count} ops, {g.node_count} nodes; inputs: {inputs}</p>{folded}"
+        f"<p>{plural(g.op_count, 'graph op')}, {g.node_count} nodes; inputs: {inputs}</p>{folded}"
         f'<div class="svgbox" id="graph-svg-{g.id}">{box}</div>'
         f"{_timing(g)}{_lowering(g, aot_svgs or {})}"
-        f"<details><summary>ops</summary>{ops}</details>"
+        f"<details><summary>graph ops</summary>{ops}</details>"
         f'<details><summary>code</summary><pre class="graph-code">{_e(g.code)}</pre></details></section>'
     )
 
@@ -678,7 +688,7 @@ def _graph_table(rep: Report, svgs: Mapping[int, str], files: bool, same: Mappin
             str(g.id), f"{_e(g.frame)}{_ddp_split(g)} <code>{_e(location(g.filename, g.lineno))}</code>", str(g.op_count),
             _e(few([m.describe() for m in g.inputs], 4)), status, link,
         ])
-    return _table(["id", "frame", "ops", "inputs", "status", "link"], rows, 'class="graph-table"')
+    return _table(["id", "frame", "graph ops", "inputs", "status", "link"], rows, 'class="graph-table"')
 
 
 def _legend() -> str:
@@ -731,9 +741,10 @@ def _advice(rep: Report) -> str:
     )
 
 
-def _warnings(rep: Report) -> str:
-    """What makes the counts incomplete, first on the page; "" when nothing does."""
-    lines = warning_lines(rep)
+def _warnings(rep: Report, pictures_note: str = "") -> str:
+    """What makes the counts incomplete (or the page lack its pictures), first on the page;
+    "" when nothing does."""
+    lines = warning_lines(rep) + ([f"No pictures: {pictures_note}"] if pictures_note else [])
     if not lines:
         return ""
     items = "".join(f"<li>{_e(w)}</li>" for w in lines)
@@ -747,6 +758,7 @@ def render_html(
     graph_svgs: Mapping[int, str] | None = None,
     aot_svgs: Mapping[tuple[int, str], str] | None = None,
     picture_files: bool = False,
+    pictures_note: str = "",
 ) -> str:
     """The whole page as a string. Pure: it never looks for or runs Graphviz.
 
@@ -764,26 +776,31 @@ def render_html(
             picture over INLINE_SVG_MAX characters is shown from its file on demand (and
             only then the page's CSP is BUNDLE_CSP, letting <img> load those files). False
             (a single-file page): such a picture is left out, with a note on how to get it.
+        pictures_note: why there are no pictures when Graphviz is installed but failed
+            (``dynscope._bundle`` passes the error): said in place of each picture and
+            under "Read this first". Defaults to "" (the install hint when pictures are missing).
 
     Graphs of one structure (``structure_hash``) are drawn once; a table of every graph
     with links heads the graphs part, and a search box finds nodes across the pictures.
     """
     title = f"dynscope: {rep.title}" if rep.title else "dynscope report"
-    program = NO_PICTURES if program_svg is None else program_svg
+    no_pictures = f'<p class="warn">No pictures: {_e(pictures_note)}</p>' if pictures_note else NO_PICTURES
+    program = no_pictures if program_svg is None else program_svg
     svgs = graph_svgs or {}
     same = same_graphs(rep)
     # The page loads picture files only when one is off the page: else its CSP loads none.
     files = picture_files and any(len(svg) > INLINE_SVG_MAX for svg in svgs.values())
     graphs = "\n".join(
-        _graph(g, svgs.get(g.id), aot_svgs, files=picture_files, same=same.get(g.id, ())) for g in rep.graphs
+        _graph(g, svgs.get(g.id), aot_svgs, files=picture_files, same=same.get(g.id, ()), no_pictures=no_pictures)
+        for g in rep.graphs
     )
     cov = ""
     if rep.coverage is not None:
         c = rep.coverage
         eager = ", ".join(f"{_e(site)} x{n}" for site, n in c.eager_sites[:10])
         cov = (
-            f"<section><h2>Coverage</h2><p>{c.ratio:.1%} of torch ops ran inside graphs "
-            f"({c.ops_in_graphs} in graphs, {c.ops_eager} eager){': ' + eager if eager else ''}</p></section>"
+            f"<section><h2>Coverage</h2><p>{percent(c.ratio, 1)} of the torch ops run were inside graphs "
+            f"(torch ops run: {c.ops_in_graphs} in graphs, {c.ops_eager} eagerly){': ' + eager if eager else ''}</p></section>"
         )
     t = rep.compile_time
     return f"""<!DOCTYPE html>
@@ -791,10 +808,10 @@ def render_html(
 <meta http-equiv="Content-Security-Policy" content="{BUNDLE_CSP if files else CSP}">
 <title>{_e(title)}</title><style>{CSS}</style><script>{SCRIPT}</script></head>
 <body><header><h1>{_e(title)}</h1><div class="totals">{_e(totals_line(rep))}</div>
-<div>torch {_e(rep.torch_version)}; compile {t.total_s:.2f} s (dynamo {t.dynamo_s:.2f} s, backend {t.backend_s:.2f} s)</div></header>
+<div>torch {_e(rep.torch_version)}; compile {_e(compile_parts(t, 2))}</div>{_compile_detail(rep)}</header>
 <nav class="find"><input type="search" id="find" placeholder="Find nodes: name, op or source line" aria-label="Find nodes by name, op or source line"> <span id="find-count"></span></nav>
 <main>
-{_warnings(rep)}<section><h2>Program</h2><p>Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes recompiled variants (with the guard that failed).</p>
+{_warnings(rep, pictures_note)}<section><h2>Program</h2><p>Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes recompiled variants (with the guard that failed).</p>
 <div class="svgbox" id="program-view">{program}</div></section>
 <section><h2>Graph breaks ({plural(rep.break_count, "event")} at {plural(len(rep.breaks), "site")})</h2>{_breaks(rep)}</section>
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
@@ -804,6 +821,18 @@ def render_html(
 {graphs}
 </main></body></html>
 """
+
+
+def _compile_detail(rep: Report) -> str:
+    """Under the header's compile figure: the same seconds by phase, and dynscope's own
+    measurement builds apart from them; "" when there is neither."""
+    out = []
+    if rep.compile_time.phases:
+        out.append(f"<div>Your program's compile per phase: {_e(phases_text(list(rep.compile_time.phases)))}</div>")
+    measured = measurement_text(rep)
+    if measured:
+        out.append(f"<div>{_e(measured[0].upper() + measured[1:])}</div>")
+    return "".join(out)
 
 
 def _ddp_split(g: Graph) -> str:

@@ -11,13 +11,22 @@ from tabulate import tabulate
 
 from dynscope._color import paint_summary
 from dynscope._errors import InputError
-from dynscope._format import ADD_UP_TOLERANCE, OVERHEAD_MS, clip, location, ms, plural, timer_resolution_ms
+from dynscope._format import (
+    ADD_UP_TOLERANCE,
+    OVERHEAD_MS,
+    clip,
+    location,
+    ms,
+    percent,
+    plural,
+    timer_resolution_ms,
+)
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from dynscope._model import Graph, GraphBreak, Kernel, ModeTiming, Report, Timing, Trial
+    from dynscope._model import CompileTime, Graph, GraphBreak, Kernel, ModeTiming, Report, Timing, Trial
 
 # Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
 # SOS, PM and APC strings (up to BEL or ST), other two-byte ESC sequences; then any C0/C1
@@ -50,7 +59,7 @@ def totals_line(rep: Report) -> str:
     if rep.resume_count:
         parts.append(plural(rep.resume_count, "resume frame"))
     if rep.coverage is not None:
-        parts.append(f"coverage {rep.coverage.ratio:.0%}")
+        parts.append(f"coverage {percent(rep.coverage.ratio)}")
     parts.append(f"compile {rep.compile_time.total_s:.2f} s")
     return ", ".join(parts)
 
@@ -103,61 +112,92 @@ def samples_text(t: Timing | ModeTiming) -> str:
     """"7, IQR 12%": how many samples stand behind the medians and how far they spread."""
     if t.samples == 0:
         return "-"
-    return f"{t.samples}, IQR {t.spread:.0%}" if t.samples >= 4 else f"{t.samples}, IQR -"
+    return f"{t.samples}, IQR {percent(t.spread)}" if t.samples >= 4 else f"{t.samples}, IQR -"
 
 
 def timing_notes(t: Timing) -> list[str]:
     """Why a graph's timing is not to be read as a fact, in words; [] when it can be."""
+    return [text for text, _ in _timing_notes(t)]
+
+
+def _timing_notes(t: Timing) -> list[tuple[str, str]]:
+    """Each of :func:`timing_notes` with the same doubt said of any graph (no figures of
+    this one), which the summary says once for all the graphs it holds for."""
     if t.failed:
-        return [f"failed: {t.error}"]
-    out = []
+        return [(f"failed: {t.error}", "")]
+    out: list[tuple[str, str]] = []
     if not t.numerics_ok:
         what, grads = ("outputs or gradients", f", max grad err {t.max_grad_err:.2e}") if t.grads_checked else ("outputs", "")
-        out.append(
+        out.append((
             f"numerics_ok=False: compiled {what} differ from eager (max abs err {t.max_abs_err:.2e}, "
             f"max rel err {t.max_rel_err:.2e}{grads}"
             f"{'; checked with ' + t.numerics_mode if t.numerics_mode else ''}); "
-            f"the speedup is of a graph that computes something else"
-        )
+            f"the speedup is of a graph that computes something else", ""
+        ))
     if t.numerics_mode == "fallback_random":
-        out.append(
+        out.append(_same(
             "numerics judged with eager-matching randomness: the graph draws random numbers, so "
             f"{'outputs and gradients were' if t.grads_checked else 'outputs were'} compared on a build with "
             "Inductor's fallback_random under one seed; the times are those of the normal build"
-        )
+        ))
     if t.train_error:
-        out.append(f"forward+backward failed: {t.train_error}; the forward figures stand")
+        out.append((f"forward+backward failed: {t.train_error}; the forward figures stand", ""))
     elif t.train_doubtful and (t.train_eager_ms < t.eager_ms or t.train_compiled_ms < t.compiled_ms):
-        out.append(
+        out.append((
             f"forward+backward ({ms(t.train_eager_ms)} eager, {ms(t.train_compiled_ms)} compiled) timed faster "
             f"than the forward alone ({ms(t.eager_ms)}, {ms(t.compiled_ms)}): the fwd+bwd "
-            f"{t.train_speedup:.2f}x is not a measurement (noise; rerun with more repeats)"
-        )
+            f"{t.train_speedup:.2f}x is not a measurement (noise; rerun with more repeats)",
+            "forward+backward timed faster than the forward alone: the fwd+bwd speedups are not "
+            "measurements (noise; rerun with more repeats)",
+        ))
     elif t.train_doubtful:
-        out.append(
+        out.append((
             f"forward+backward eager {ms(t.train_eager_ms)} and compiled {ms(t.train_compiled_ms)} are below the "
-            f"timer resolution or overhead-bound: the fwd+bwd {t.train_speedup:.2f}x is not a measurement"
-        )
+            f"timer resolution or overhead-bound: the fwd+bwd {t.train_speedup:.2f}x is not a measurement",
+            "forward+backward eager and compiled are below the timer resolution or overhead-bound: "
+            "the fwd+bwd speedups are not measurements",
+        ))
     ratio = f"{t.speedup:.2f}x"
     if t.overhead_bound:
-        out.append(
+        out.append((
             f"eager {ms(t.eager_ms)} and compiled {ms(t.compiled_ms)} are both under {ms(OVERHEAD_MS)}: "
-            f"the {ratio} is set by Python and launch overhead, not by the kernels"
-        )
+            f"the {ratio} is set by Python and launch overhead, not by the kernels",
+            f"eager and compiled both under {ms(OVERHEAD_MS)}: the speedups are set by Python and "
+            "launch overhead, not by the kernels",
+        ))
     elif t.below_resolution:
         side, value = ("compiled", t.compiled_ms) if t.compiled_ms < t.eager_ms else ("eager", t.eager_ms)
-        out.append(
-            f"{side} median {ms(value)} is below the timer resolution ({ms(timer_resolution_ms(t.device))} "
-            f"on {t.device}): the {ratio} is not a measurement"
-        )
+        resolution = f"{ms(timer_resolution_ms(t.device))} on {t.device}"
+        out.append((
+            f"{side} median {ms(value)} is below the timer resolution ({resolution}): the {ratio} is not a measurement",
+            f"a median below the timer resolution ({resolution}): the speedups are not measurements",
+        ))
     if t.noisy:
-        out.append(
-            f"noisy: the samples spread {t.spread:.0%} (IQR / median) over {plural(t.samples, 'sample')}; "
-            f"the {ratio} can be off by about that much"
-        )
+        out.append((
+            f"noisy: the samples spread {percent(t.spread)} (IQR / median) over {plural(t.samples, 'sample')}; "
+            f"the {ratio} can be off by about that much",
+            "noisy: the samples spread widely (IQR / median, in the samples column); each speedup can be "
+            "off by about that much",
+        ))
     elif 0 < t.samples < 4:
-        out.append(f"only {plural(t.samples, 'sample')}: too few to judge the spread")
+        out.append(_same(f"only {plural(t.samples, 'sample')}: too few to judge the spread"))
     return out
+
+
+def _same(text: str) -> tuple[str, str]:
+    """A note that reads the same for every graph it holds for."""
+    return text, text
+
+
+def id_ranges(ids: Sequence[int]) -> str:
+    """"0, 2, 5-9": graph ids in order, runs of consecutive ids as ranges."""
+    runs: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def graphs_table(rep: Report) -> str:
@@ -166,7 +206,7 @@ def graphs_table(rep: Report) -> str:
     # Forward+backward columns only when a graph was timed for training: an inference
     # report reads as it always did.
     trains = any(g.timing is not None and g.timing.trains for g in rep.graphs)
-    headers = ["id", "compile", "frame", "ops", "nodes", "inputs"]
+    headers = ["id", "compile", "frame", "graph ops", "nodes", "inputs"]
     if timed:
         headers += ["eager", "inductor", "speedup", "samples"]
     if trains:
@@ -196,12 +236,21 @@ def graphs_table(rep: Report) -> str:
 def graph_timing_lines(rep: Report) -> list[str]:
     """One line per doubt about a graph's timing (first mode): failures, numerics, noise."""
     out: list[str] = []
+    # One line per doubt: said of several graphs at once when it holds for them all (a
+    # model of 14 small graphs gets one "both under 50 us" line, not 13).
+    doubts: dict[str, list[tuple[int, str]]] = {}
     same: dict[tuple[str, tuple[object, ...]], list[Graph]] = {}
     for g in rep.graphs:
         if g.timing is not None:
-            out.extend(f"graph {g.id}: {note}" for note in timing_notes(g.timing))
+            for i, (text, shared) in enumerate(_timing_notes(g.timing)):
+                doubts.setdefault(shared or f"graph {g.id} #{i}", []).append((g.id, text))
             if g.code and not g.timing.failed:
                 same.setdefault((g.code, g.inputs), []).append(g)
+    for shared, held in doubts.items():
+        if len(held) == 1:
+            out.append(f"graph {held[0][0]}: {held[0][1]}")
+        else:
+            out.append(f"{len(held)} graphs ({id_ranges([gid for gid, _ in held])}): {shared}")
     # The same code on the same inputs cannot truly run at two speeds: a spread between
     # them is what the measurement is worth.
     for twins in same.values():
@@ -225,7 +274,7 @@ def cost_text(rep: Report, b: GraphBreak) -> str:
     if b.recompiles_caused > 0:
         parts.append(plural(b.recompiles_caused, "recompile"))
     if b.eager_ms >= 0:
-        parts.append(f"{ms(b.eager_ms)} eager per call" if b.eager_ms > 0 else "no eager ops")
+        parts.append(f"{ms(b.eager_ms)} eager per call" if b.eager_ms > 0 else "no eager torch ops")
     return ", ".join(parts)
 
 
@@ -234,12 +283,23 @@ def known_text(value: float, text: str) -> str:
     return text if value >= 0 else "?"
 
 
+#: fix_first_line when every break is one PyTorch or a library makes on purpose.
+NOTHING_TO_FIX_FIRST = (
+    "nothing to fix first in your code: every break here is one PyTorch or a library makes on "
+    "purpose (each site's fix says what helps)"
+)
+
+
 def fix_first_line(rep: Report) -> str:
-    """The break site whose fix buys most, and what it costs ("" without breaks)."""
+    """The break site whose fix buys most, and what it costs ("" without breaks). Only a site
+    the user's own change can fix is named (never torch.optim's breaks on purpose)."""
     ranked = rep.breaks_by_cost()
     if not ranked:
         return ""
-    return f"fix {ranked[0].location} first: {cost_text(rep, ranked[0])}"
+    mine = [b for b in ranked if b.actionable]
+    if not mine:
+        return NOTHING_TO_FIX_FIRST
+    return f"fix {mine[0].location} first: {cost_text(rep, mine[0])}"
 
 
 def breaks_section(rep: Report, *, width: int = 100) -> str:
@@ -264,12 +324,23 @@ def breaks_section(rep: Report, *, width: int = 100) -> str:
             chain = call_chain_text(b)
             lines.extend(textwrap.wrap(f"called from: {chain}", width, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False))
         lines.append(f"    cost: {cost_text(rep, b)}")
+        if b.gave_up:
+            lines.extend(textwrap.wrap(gave_up_text(b), width, initial_indent="    ", subsequent_indent="      "))
         lines.extend(textwrap.wrap(f"fix: {b.fix}", width, initial_indent="    ", subsequent_indent="      "))
         for hint in b.hints:
             lines.extend(textwrap.wrap(f"torch hint: {hint}", width, initial_indent="    ", subsequent_indent="      "))
         if b.doc_url:
             lines.append(f"    docs: {b.doc_url}")
     return "\n".join(lines)
+
+
+def gave_up_text(b: GraphBreak) -> str:
+    """Says on how many of a site's events Dynamo gave up on the frame (it then ran eagerly)."""
+    of = "its event" if b.count == 1 else f"{b.gave_up} of its {b.count} events"
+    return (
+        f"gave up: at {of} Dynamo gave up on the frame (\"Failed to handle graph break "
+        f"gracefully\"): that function ran eagerly, only the functions it calls compiled"
+    )
 
 
 def program_line(rep: Report) -> str:
@@ -366,17 +437,22 @@ def trial_cells(t: Trial, *, timed: bool) -> list[str]:
 
 
 def trial_target(t: Trial, width: int = 30) -> str:
-    """What the remedy addresses in at most about ``width`` characters: the first target,
-    clipped, and "+N" for the others ("-" when it names nothing)."""
+    """What the remedy addresses, wrapped at word boundaries to lines of at most ``width``
+    characters (three at most, the rest shortened with "..."): the first target and "+N"
+    for the others ("-" when it names nothing). The section below the table lists them all."""
     if not t.target:
         return "-"
     more = f", +{len(t.target) - 1}" if len(t.target) > 1 else ""
-    return clip(t.target[0], width - len(more)) + more
+    return "\n".join(textwrap.wrap(t.target[0] + more, width, max_lines=3, placeholder=" ...", break_on_hyphens=False))
 
 
-def advice_section(trials: Sequence[Trial], *, width: int = 100) -> str:
+def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = "") -> str:
     """"What each fix buys": one row per remedy (the order given: best first), then each
-    remedy's code to add, its targets, and why it failed or what else to know."""
+    remedy's code to add, its targets, and why it failed or what else to know. With no
+    trials, why none was tried (``empty``, from ``Advice.note``) instead of an empty table."""
+    if not trials:
+        said = empty or "no remedy to try: no break site or recompile here has one dynscope knows how to try."
+        return "\n".join(textwrap.wrap(f"What each fix buys: {said}", width, subsequent_indent="    "))
     timed = trial_timed(trials)
     headers = ["#", "remedy", "target", "graphs", "breaks", "recompiles", "coverage"]
     headers += ["speedup"] if timed else []
@@ -412,19 +488,64 @@ def advice_title(trials: Sequence[Trial]) -> str:
 
 
 def compile_time_section(rep: Report) -> str:
-    """Compile time split by phase."""
+    """Compile time: the user's compile (the header's figure) split by part and by phase, and
+    apart from it, dynscope's own measurement builds."""
     t = rep.compile_time
-    text = f"total {t.total_s:.3f} s (dynamo {t.dynamo_s:.3f} s, backend {t.backend_s:.3f} s"
+    lines = [f"total {compile_parts(rep.compile_time)} over {plural(len(rep.frames), 'frame compile')}"]
+    if t.phases:
+        lines += wrap_figures(f"your program's compile (the header's figure) per phase: {phases_text(list(t.phases))}")
+    measured = measurement_text(rep)
+    if measured:
+        lines += wrap_figures(measured)
+    return "\n".join(lines)
+
+
+_FIGURE = re.compile(r"(\d) (s|ms|us|ns)\b")
+
+
+def wrap_figures(text: str, width: int = 100) -> list[str]:
+    """``text`` wrapped as an indented detail line, never between a figure and its unit
+    ("3.60" at the end of one line, "s" on the next)."""
+    kept = _FIGURE.sub("\\1\x00\\2", text)
+    lines = textwrap.wrap(kept, width, initial_indent="    ", subsequent_indent="      ")
+    return [line.replace("\x00", " ") for line in lines]
+
+
+def compile_parts(t: CompileTime, digits: int = 3) -> str:
+    """"17.123 s (dynamo 0.256 s, backend 15.745 s, backward compile 1.122 s)": the user's
+    compile and the parts that add up to it (Inductor's share said inside the backend's)."""
+    f = f"{{:.{digits}f}}".format
+    text = f"{f(t.total_s)} s (dynamo {f(t.dynamo_s)} s, backend {f(t.backend_s)} s"
     if t.inductor_s:
-        text += f", inductor {t.inductor_s:.3f} s"
-    return text + f") over {plural(len(rep.frames), 'frame compile')}"
+        text += f" of which inductor {f(t.inductor_s)} s"
+    if t.backward_s:
+        text += f", backward compile {f(t.backward_s)} s"
+    return text + ")"
+
+
+def measurement_text(rep: Report) -> str:
+    """dynscope's own Inductor builds for timing=True, said apart from the user's compile;
+    "" when there were none."""
+    t = rep.compile_time
+    if not t.measure_builds:
+        return ""
+    text = (
+        f"not in that total: dynscope's own measurement builds (timing=True) took {t.measure_s:.2f} s "
+        f"over {plural(t.measure_builds, 'Inductor build')}"
+    )
+    firsts = [m for m in rep.timing if not m.error]
+    if firsts:
+        text += ", and torch.compile's first call end to end " + ", ".join(
+            f"{m.first_call_s:.2f} s ({m.mode})" for m in firsts
+        )
+    return text
 
 
 def in_graphs_text(m: ModeTiming) -> str:
     """The share of the compiled call inside graphs, never over 100% ("100% capped")."""
     if m.compiled_ms <= 0 or not m.in_graphs_ms:
         return "-"
-    return "100% capped" if m.in_graphs_overflows else f"{m.in_graphs_share:.0%}"
+    return "100% capped" if m.in_graphs_overflows else percent(m.in_graphs_share)
 
 
 def timing_section(rep: Report) -> str:
@@ -454,7 +575,7 @@ def _outside_graphs(rep: Report) -> str:
     if rep.resume_count:
         parts.append(f"entering {plural(rep.resume_count, 'resume function')}")
     if rep.break_count:
-        parts.append(f"eager ops at {plural(rep.break_count, 'graph break')}")
+        parts.append(f"eager torch ops at {plural(rep.break_count, 'graph break')}")
     return ", ".join(parts)
 
 
@@ -467,7 +588,7 @@ def end_to_end_lines(rep: Report) -> list[str]:
         if m.below_resolution:
             out.append(f"{m.mode}: a call takes under {ms(timer_resolution_ms(m.device))}: below the timer resolution")
         if m.noisy:
-            out.append(f"{m.mode}: noisy: the samples spread {m.spread:.0%} (IQR / median) over {plural(m.samples, 'sample')}")
+            out.append(f"{m.mode}: noisy: the samples spread {percent(m.spread)} (IQR / median) over {plural(m.samples, 'sample')}")
         eager_sum, _, left_out = rep.graphs_ms(m.mode)
         short = f" ({plural(left_out, 'graph')} not timed)" if left_out else ""
         if m.in_graphs_overflows:
@@ -535,7 +656,9 @@ def _flagged(notes: list[str], width: int = 100) -> list[str]:
 #: Compile phases (Lowering.phases keys, in pipeline order) in words.
 PHASE_LABELS = {
     "dynamo": "Dynamo tracing",
+    "backend": "other backend work",
     "aot_autograd": "AOTAutograd",
+    "inductor": "Inductor",
     "lowering": "Inductor lowering and scheduling",
     "codegen": "code generation",
     "compile": "C++/Triton compile",
@@ -582,19 +705,45 @@ def human_bytes(n: int) -> str:
 
 
 def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}" if value >= 0.01 or value == 0 else "<1%"
+    return percent(value)
 
 
-def phase_seconds(graphs: list[Graph] | tuple[Graph, ...]) -> list[tuple[str, float]]:
-    """Compile seconds per phase summed over the graphs' lowerings, in pipeline order
-    (phases no graph reports are left out; unknown ones come last, in the order met)."""
+def phase_seconds(graphs: list[Graph] | tuple[Graph, ...], *, source: str | None = None) -> list[tuple[str, float]]:
+    """Compile seconds per phase summed over the graphs' lowerings (only those of ``source``,
+    "trace" or "timing", when given), in pipeline order (phases no graph reports are left
+    out; unknown ones come last, in the order met)."""
     total: dict[str, float] = {}
     for g in graphs:
-        if g.lowering is not None:
+        if g.lowering is not None and source in (None, g.lowering.source):
             for phase, s in g.lowering.phases:
-                total[phase] = total.get(phase, 0.0) + s
+                # Reports saved before dynscope kept compile times apart added the capture's
+                # Dynamo seconds to a timed build's phases; dynscope's build runs no Dynamo.
+                if not (phase == "dynamo" and g.lowering.source == "timing"):
+                    total[phase] = total.get(phase, 0.0) + s
     known = [p for p in PHASE_LABELS if p in total]
     return [(p, total[p]) for p in known + [p for p in total if p not in PHASE_LABELS]]
+
+
+#: What a lowering's phases are of, by its source, in words.
+PHASE_SOURCES = {
+    "trace": "your compile",
+    "timing": "dynscope's timed build (not your compile)",
+}
+
+
+def lowering_phase_lines(rep: Report) -> list[tuple[str, str]]:
+    """(label, text) of the compile-phase lines below Dynamo, each labelled with whose
+    compile it is: the user's (the same figures as the header and "Compile time": all frames)
+    when the lowerings are of the user's compile, and dynscope's timed builds apart."""
+    out = []
+    lowered = [g for g in rep.graphs if g.lowering is not None]
+    if any(g.lowering is not None and g.lowering.source == "trace" for g in lowered):
+        user = list(rep.compile_time.phases) or phase_seconds(lowered, source="trace")
+        out.append(("your program's compile per phase (the header's figure)", phases_text(user)))
+    built = phase_seconds(lowered, source="timing")
+    if built:
+        out.append(("dynscope's builds shown here, per phase (not in the compile time)", phases_text(built)))
+    return [(label, text) for label, text in out if text]
 
 
 def phases_text(phases: list[tuple[str, float]]) -> str:
@@ -691,16 +840,16 @@ def below_dynamo_section(rep: Report) -> list[str]:
         out.append("    time: over the graph's runs; share: of its graph's time")
     else:
         out.append("    kernels not timed (dynscope.report(..., timing=True) times them)")
-    # The phases are those of the Inductor builds the lowerings describe (dynscope's timed
-    # build, or the user's compile), not of the capture: they do not add up to "Compile time".
+    # Each phases line says whose compile it is: the user's (the header's figure, all frames)
+    # or dynscope's timed builds (not in it).
     lines = [
-        ("compile per phase", phases_text(phase_seconds(lowered))),
+        *lowering_phase_lines(rep),
         ("cache", cache_text(lowered)),
         ("saved for backward", saved_text(lowered)),
     ]
     for label, text in lines:
         if text:
-            out += textwrap.wrap(f"{label}: {text}", 100, initial_indent="    ", subsequent_indent="      ")
+            out += wrap_figures(f"{label}: {text}")
     out += _flagged([f"graph {g.id}: {n}" for g in lowered if g.lowering is not None for n in g.lowering.notes])
     return [*out, ""]
 
@@ -748,9 +897,14 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
         out += ["Guards", "    " + guards_line(rep), ""]
     if rep.coverage is not None:
         c = rep.coverage
-        out.append(f"Coverage: {c.ratio:.1%} of torch ops ran in graphs ({c.ops_in_graphs} in graphs, {c.ops_eager} eager)")
+        out.append(
+            f"Coverage: {percent(c.ratio, 1)} of the torch ops run were in graphs "
+            f"(torch ops run: {c.ops_in_graphs} in graphs, {c.ops_eager} eagerly)"
+        )
         for site, n in c.eager_sites[:5]:
             out.append(f"    eager: {site} x{n}")
+        if c.ops_dynamo:
+            out.append(f"    not counted: {c.ops_dynamo} ops Dynamo ran to build graph arguments (its runtime, not your code)")
         out.append("")
     if rep.timing:
         out += ["Timing (end to end)", timing_section(rep), *_flagged(end_to_end_lines(rep)), ""]

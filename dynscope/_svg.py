@@ -48,6 +48,37 @@ def have_graphviz() -> bool:
     return shutil.which("dot") is not None
 
 
+def _broken_dot(err: Exception) -> GraphvizNotFoundError:
+    """The error for a ``dot`` that is on PATH but does not work (it failed on a one-node
+    graph too): the environment's fault, not the report's, so pictures are left out as
+    when ``dot`` is missing."""
+    import graphviz
+
+    if isinstance(err, graphviz.CalledProcessError):
+        said = (err.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        what = said[0] if said else f"exit status {err.returncode}"
+    else:
+        what = f"{type(err).__name__}: {err}"
+    return GraphvizNotFoundError(
+        f"Graphviz's `dot` program on PATH ({shutil.which('dot') or 'dot'}) does not work: it failed "
+        f"on a one-node graph ({what}). Reinstall Graphviz (Debian/Ubuntu `sudo apt-get install "
+        "--reinstall graphviz`) or put a working `dot` first on PATH. Text, JSON, DOT and the HTML "
+        "page without pictures work without it."
+    )
+
+
+def _dot_works() -> bool:
+    """True when ``dot`` lays out the smallest graph: tells a broken install from DOT
+    source that ``dot`` rejects."""
+    import graphviz
+
+    try:
+        graphviz.pipe("dot", "svg", b"digraph{a}", quiet=True)
+    except (graphviz.ExecutableNotFound, graphviz.CalledProcessError, OSError):
+        return False
+    return True
+
+
 def dot_to_svg(dot: str, path: str | Path | None = None) -> str:
     """SVG text for DOT source; also written (atomically) to ``path`` when given.
 
@@ -56,16 +87,25 @@ def dot_to_svg(dot: str, path: str | Path | None = None) -> str:
 
     Raises:
         InputError: ``path`` cannot be written (see dynscope._write.write_text).
-        GraphvizNotFoundError: ``dot`` is not installed (the message says how to get it).
-        DynscopeError: ``dot`` rejected the source (a dynscope bug: the message has dot's words).
+        GraphvizNotFoundError: ``dot`` is not installed, or is installed but does not work
+            (it fails on a one-node graph as well); the message says how to get a working one.
+        DynscopeError: a working ``dot`` rejected the source (a dynscope bug: the message
+            has dot's words).
     """
     import graphviz
 
     try:
-        svg = graphviz.pipe("dot", "svg", dot.encode("utf-8", "replace")).decode("utf-8", "replace")
+        # quiet: what dot says on stderr is kept in the error, not printed to the user's stderr.
+        svg = graphviz.pipe("dot", "svg", dot.encode("utf-8", "replace"), quiet=True).decode("utf-8", "replace")
     except graphviz.ExecutableNotFound as err:
         raise GraphvizNotFoundError(INSTALL_HINT) from err
-    except graphviz.CalledProcessError as err:
+    except (graphviz.CalledProcessError, OSError) as err:
+        # A dot that exits non-zero, dies on a signal or cannot be executed: when it fails on
+        # the smallest graph too, the install is broken (the user's to fix); else it is ours.
+        if not _dot_works():
+            raise _broken_dot(err) from err
+        if not isinstance(err, graphviz.CalledProcessError):
+            raise
         said = (err.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         raise DynscopeError(
             f"Graphviz's dot could not lay out a picture ({said[0] if said else f'exit status {err.returncode}'}); "
@@ -81,12 +121,28 @@ def dot_to_svg(dot: str, path: str | Path | None = None) -> str:
     return svg
 
 
+_ID = re.compile(r'(\sid=")([^"]*")')
+_ID_REF = re.compile(r'((?:\s(?:xlink:)?href="#)|(?:url\(#))')
+
+
+def scope_ids(svg: str, prefix: str) -> str:
+    """``svg`` with every element id (and every in-picture reference to one) prefixed.
+
+    Graphviz numbers each picture's elements from 1 (``graph0``, ``node1``, ``edge1``,
+    ``clust1``, ``a_node1``): pictures inlined in one HTML page would repeat ids, which
+    breaks anchors and any ``#id`` lookup there. The page's script finds nodes by class
+    (``g.node``) and ``data-name``, never by these ids.
+    """
+    return _ID_REF.sub(lambda m: m.group(1) + prefix, _ID.sub(lambda m: m.group(1) + prefix + m.group(2), svg))
+
+
 def report_pictures(rep: Report) -> tuple[str, dict[int, str], dict[tuple[int, str], str]]:
     """Every picture of a report laid out: (program SVG, graph id -> graph SVG,
     (graph id, AOT graph kind) -> AOT graph SVG).
 
     The AOT pictures are those of graphs with a lowering: kind "forward" and "backward"
-    for a training graph, "inference" otherwise.
+    for a training graph, "inference" otherwise. Element ids are unique across all of
+    them (``scope_ids``: "program-", "g<id>-", "g<id>-<kind>-").
 
     Raises:
         GraphvizNotFoundError: ``dot`` is not installed.
@@ -98,5 +154,7 @@ def report_pictures(rep: Report) -> tuple[str, dict[int, str], dict[tuple[int, s
             continue
         for graph in (low.forward, low.backward):
             if graph is not None:
-                aot[(g.id, graph.kind)] = dot_to_svg(graph.to_dot(low))
-    return dot_to_svg(rep.program_dot()), {g.id: dot_to_svg(g.to_dot()) for g in rep.graphs}, aot
+                aot[(g.id, graph.kind)] = scope_ids(dot_to_svg(graph.to_dot(low)), f"g{g.id}-{graph.kind}-")
+    # Each picture's ids get its own prefix: the page inlines them all (scope_ids).
+    program = scope_ids(dot_to_svg(rep.program_dot()), "program-")
+    return program, {g.id: scope_ids(dot_to_svg(g.to_dot()), f"g{g.id}-") for g in rep.graphs}, aot

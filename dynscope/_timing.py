@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import os
 import statistics
 import sys
 import time
@@ -26,11 +27,12 @@ import torch
 
 from dynscope import _torch
 from dynscope._errors import InputError
+from dynscope._format import plural
 from dynscope._lowering import LoweringRecorder
 from dynscope._model import Graph, Lowering, ModeTiming, Report, Timing
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from dynscope._backend import RecordedGraph
 
@@ -272,6 +274,103 @@ def _progress(opts: TimingOptions) -> Callable[[str], None]:
     return lambda msg: print(f"dynscope timing: {msg}", file=sys.stderr, flush=True)
 
 
+# -- the machine ---------------------------------------------------------------------------
+
+
+def contention(threads: int, cores: int, load: float) -> str:
+    """What it means for timing that torch runs ``threads`` intra-op threads on ``cores``
+    cores under a 1-minute ``load`` average (-1.0: unknown); "" when the threads have the
+    cores to themselves.
+
+    The load average counts this process's own running thread, so one unit of it is
+    dynscope's; the rest is other work. Threads fight for cores when there are more of them
+    than cores, or when they and the other work ask for over 1.25 times the cores: OpenMP's
+    threads then wait for each other at every op, and a graph timed alone can read many
+    times slower than it runs (not cold caches: with one thread the figures agree).
+    """
+    if threads <= 0 or cores <= 0:
+        return ""
+    others = max(load - 1.0, 0.0) if load >= 0 else 0.0
+    if threads <= cores and threads + others <= cores * 1.25:
+        return ""
+    on = f"torch uses {plural(threads, 'thread')} on {plural(cores, 'core')}"
+    if load >= 0:
+        on += f" with load {load:.1f}"
+    # One thread has nothing to give back: only a quieter machine helps.
+    fix = "set OMP_NUM_THREADS=1 or torch.set_num_threads(1), or run on a quiet machine" if threads > 1 else (
+        "run on a quiet machine"
+    )
+    return f"{on}: timings fight for cores (medians read slow and spread wide); {fix}"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The machine's figures for timing (see :func:`contention`)."""
+
+    threads: int
+    cores: int
+    load: float
+
+    @property
+    def contention(self) -> str:
+        """What these figures mean for timing (:func:`contention`); "" when nothing."""
+        return contention(self.threads, self.cores, self.load)
+
+    def fields(self) -> dict[str, Any]:
+        """The Timing fields these figures fill."""
+        return {"threads": self.threads, "cores": self.cores, "load": self.load, "contention": self.contention}
+
+
+def read_machine() -> Machine:
+    """torch's intra-op thread count, the cores this process may run on (its CPU affinity,
+    else the machine's count) and the 1-minute load average (-1.0 where the OS has none)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity is not None else (os.cpu_count() or 0)
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows; a system that does not say
+        load = -1.0
+    return Machine(threads=torch.get_num_threads(), cores=cores, load=load)
+
+
+class _Builds:
+    """Adds up the Inductor builds dynscope makes of one graph (its own measurement cost)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.count = 0
+
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.count += 1
+
+    def fields(self) -> dict[str, Any]:
+        return {"build_s": self.seconds, "builds": self.count}
+
+
+def fresh_inputs(values: Sequence[Any]) -> list[Any]:
+    """The recorded inputs cut from the autograd history they were made with.
+
+    A resume graph's inputs are the previous graph's outputs: non-leaf tensors whose history
+    runs back into that graph, and, when two of them share it (``x`` and ``scores`` made from
+    it), gradients taken for one flow through the other's history, into the previous graph's
+    backward, freed after the first: "Trying to backward through the graph a second time".
+    Each non-leaf tensor is detached (same storage) and requires grad as it did; leaves
+    (parameters, user inputs) are kept as they are.
+    """
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and not v.is_leaf:
+            v = v.detach().requires_grad_(v.requires_grad)
+        out.append(v)
+    return out
+
+
 # -- per graph -----------------------------------------------------------------------------
 
 
@@ -286,11 +385,14 @@ def time_graph_lowered(
     opts: TimingOptions,
     graph: Graph | None = None,
     *,
-    dynamo_s: float | None = None,
+    machine: Machine | None = None,
 ) -> tuple[Timing, Lowering | None]:
     """Time one captured graph, and with ``graph`` (its report entry) also read its lowering:
-    the timed build's AOT graphs and kernels, each kernel timed by the profiler on that build."""
-    inputs = list(rec.example_inputs)
+    the timed build's AOT graphs and kernels, each kernel timed by the profiler on that build.
+    ``machine``: the figures to record (threads, cores, load); read now when None."""
+    inputs = fresh_inputs(rec.example_inputs)
+    machine = machine or read_machine()
+    builds = _Builds()
     device = device_of(inputs)
     clock = _Clock(device)
     recorder = LoweringRecorder() if graph is not None else None
@@ -300,12 +402,11 @@ def time_graph_lowered(
         gm = copy.deepcopy(rec.module)  # Inductor's passes may rewrite the module
         with torch.no_grad():
             kernels_before = _torch.kernel_count()
-            start = time.perf_counter()
-            with recorder.recording() if recorder is not None else contextlib.nullcontext():
+            with builds.timed(), recorder.recording() if recorder is not None else contextlib.nullcontext():
                 compiled = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, mode, symbolic_from=symbolic)
                 compiled(*inputs)  # the first run (autotuning, loading) is part of the compile cost
                 clock.sync()
-            compile_s = time.perf_counter() - start
+            compile_s = builds.seconds
             kernels = _torch.kernel_count() - kernels_before if kernels_before >= 0 else -1
             numerics_mode = "default"
             checker = compiled
@@ -314,14 +415,19 @@ def time_graph_lowered(
                 # dropout masks are not eager's. Judge numerics on a build whose random ops
                 # call eager's kernels; the times below stay those of the normal build.
                 numerics_mode = "fallback_random"
-                checker = _torch.inductor_compile(
-                    copy.deepcopy(rec.module), inputs, mode, symbolic_from=symbolic, eager_random=True
-                )
+                with builds.timed():
+                    checker = _torch.inductor_compile(
+                        copy.deepcopy(rec.module), inputs, mode, symbolic_from=symbolic, eager_random=True
+                    )
+                    _seeded(checker, inputs, device)  # its first run, as for the timed build
             expected = _seeded(gm, inputs, device)
             got = _seeded(checker, inputs, device)
     except Exception as err:  # noqa: BLE001 - reported in the timing, the report goes on
         # Nothing was compared: a failed graph never claims matching numerics.
-        return Timing(mode=mode, device=device, error=_error_text(err), numerics_ok=False), None
+        return (
+            Timing(mode=mode, device=device, error=_error_text(err), numerics_ok=False, **builds.fields(), **machine.fields()),
+            None,
+        )
     max_abs, max_rel, ok = compare_outputs(expected, got, opts.rtol, opts.atol)
     # What is known whether or not the timing runs work.
     checked: dict[str, Any] = {
@@ -332,6 +438,7 @@ def time_graph_lowered(
         "max_rel_err": max_rel,
         "numerics_ok": ok,
         "numerics_mode": numerics_mode,
+        **machine.fields(),
     }
 
     def call() -> Any:
@@ -342,17 +449,15 @@ def time_graph_lowered(
         with torch.no_grad():
             eager, comp = interleaved(lambda: gm(*inputs), call, clock, opts)
     except Exception as err:  # noqa: BLE001
-        return Timing(**checked, error=_error_text(err)), None
+        return Timing(**checked, error=_error_text(err), **builds.fields()), None
     timing = Timing(**checked, kernels=kernels, **_sample_fields(eager, comp))
     lowering = None
     if recorder is not None and graph is not None:
-        lowering = _lowered(recorder, graph, call, timing, dynamo_s)
+        lowering = _lowered(recorder, graph, call, timing)
     if opts.backward and rec.trains:
-        timing, trained = _time_training(
-            timing, rec, gm, inputs, opts, clock, symbolic=symbolic, graph=graph, dynamo_s=dynamo_s
-        )
+        timing, trained = _time_training(timing, rec, gm, inputs, opts, clock, builds, symbolic=symbolic, graph=graph)
         lowering = trained or lowering
-    return timing, lowering
+    return replace(timing, **builds.fields()), lowering
 
 
 #: Profiling a build: at least this many runs, and about this much time in all.
@@ -365,7 +470,6 @@ def _lowered(
     graph: Graph,
     run: Callable[[], Any],
     timing: Timing,
-    dynamo_s: float | None,
     per_run_ms: float | None = None,
 ) -> Lowering | None:
     """The recorded lowering, its kernels timed by profiling ``run`` (one run of the build)."""
@@ -394,7 +498,6 @@ def _lowered(
         mode=timing.mode,
         source="timing",
         times=times,
-        dynamo_s=dynamo_s,
         measured_ms=measured if measured > 0 else None,
         notes=notes,
     )
@@ -407,10 +510,10 @@ def _time_training(
     inputs: list[Any],
     opts: TimingOptions,
     clock: _Clock,
+    builds: _Builds,
     *,
     symbolic: Any,
     graph: Graph | None = None,
-    dynamo_s: float | None = None,
 ) -> tuple[Timing, Lowering | None]:
     """Forward+backward of a training graph: eager autograd against Inductor's AOTAutograd
     build (what torch.compile runs in a training step), with gradients compared. With
@@ -440,20 +543,22 @@ def _time_training(
                 return go
 
             # AOTAutograd compiles the backward on the first backward(): record through it.
-            with recorder.recording() if recorder is not None else contextlib.nullcontext():
+            with builds.timed(), recorder.recording() if recorder is not None else contextlib.nullcontext():
                 build = _torch.inductor_compile(copy.deepcopy(rec.module), inputs, timing.mode, symbolic_from=symbolic)
                 step(build)()
             checker = build
             if random:  # the same reasoning as for outputs: judge gradients under eager's RNG
-                checker = _torch.inductor_compile(
-                    copy.deepcopy(rec.module), inputs, timing.mode, symbolic_from=symbolic, eager_random=True
-                )
+                with builds.timed():
+                    checker = _torch.inductor_compile(
+                        copy.deepcopy(rec.module), inputs, timing.mode, symbolic_from=symbolic, eager_random=True
+                    )
+                    _seeded(step(checker), [], timing.device)  # its first run compiles its backward
             expected = _seeded(step(gm), [], timing.device)
             got = _seeded(step(checker), [], timing.device)
             max_abs, _rel, grads_ok = compare_outputs(expected, got, opts.rtol, opts.atol)
             eager, comp = interleaved(step(gm), step(build), clock, opts)
             if recorder is not None and graph is not None:
-                lowering = _lowered(recorder, graph, step(build), timing, dynamo_s, per_run_ms=comp.median)
+                lowering = _lowered(recorder, graph, step(build), timing, per_run_ms=comp.median)
     except Exception as err:  # noqa: BLE001 - the forward numbers stand; say why backward is missing
         return replace(timing, train_error=_error_text(err)), None
     trained = replace(
@@ -576,7 +681,8 @@ def time_report(
     say = _progress(opts)
     # Matched by the live GraphModule: compile ids in the report are renumbered.
     by_module = {id(r.module): r for r in recorded}
-    dynamo_of = {f.compile_id: f.compile_time.dynamo_s for f in rep.frames}
+    # Read before dynscope's own builds: their compile workers would count as load.
+    machine = read_machine()
     graphs: list[Graph] = []
     # Timing runs random ops (dropout) many times: leave the user's RNG streams as found.
     with _torch.inductor_cache_dir(opts.cache_dir), torch.random.fork_rng(devices=_cuda_devices(device)):
@@ -590,9 +696,7 @@ def time_report(
             for i, mode in enumerate(mode_list):
                 say(f"graph {g.id + 1}/{rep.graph_count} ({g.frame}), mode {mode}")
                 # The lowering shown is that of the first mode's build.
-                timing, lowered = time_graph_lowered(
-                    rec, mode, opts, g if i == 0 else None, dynamo_s=dynamo_of.get(g.compile_id)
-                )
+                timing, lowered = time_graph_lowered(rec, mode, opts, g if i == 0 else None, machine=machine)
                 timings.append(timing)
                 lowering = lowering or lowered
             graphs.append(replace(g, timings=tuple(timings), lowering=lowering or g.lowering))
@@ -603,4 +707,10 @@ def time_report(
                 # Forward runs, plus the backward of each run whose backward ran (a step).
                 _, in_graphs, _ = replace(rep, graphs=tuple(graphs)).graphs_ms(mode)
                 e2e.append(time_end_to_end(model, calls, mode, opts, in_graphs))
-    return replace(rep, graphs=tuple(graphs), timing=tuple(e2e))
+    timings = [t for g in graphs for t in g.timings]
+    # dynscope's own builds, apart from the user's compile (compile_time.total_s).
+    compile_time = replace(
+        rep.compile_time, measure_s=sum(t.build_s for t in timings), measure_builds=sum(t.builds for t in timings)
+    )
+    notes = rep.notes + ((machine.contention,) if machine.contention and timings else ())
+    return replace(rep, graphs=tuple(graphs), timing=tuple(e2e), compile_time=compile_time, notes=notes)

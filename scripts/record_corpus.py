@@ -38,7 +38,8 @@ from tests.corpus.programs import PROGRAMS  # noqa: E402 - needs ROOT on sys.pat
 # Copied from dynscope/_torch/trace.py (KEPT_EVENTS, KEPT_ARTIFACTS): this script cannot
 # import dynscope, which may not be installed in the side venv. Keep the two in step.
 KEPT_EVENTS = frozenset(
-    {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics"}
+    {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics",
+     "create_symbol"}  # a dynamic size's symbol and the value it ran at (inputs of trace-only graphs)
 )
 KEPT_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
 

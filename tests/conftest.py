@@ -50,4 +50,64 @@ def golden(request: pytest.FixtureRequest) -> Golden:
     return Golden(bool(request.config.getoption("--update-golden")))
 
 
+@pytest.fixture(autouse=True)
+def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Check tests/invariants.py on every report the suite makes: each report() and load()
+    result, and each capture's report, compared with the records PyTorch logged while it
+    was open. A test marked ``synthetic_reports`` loads reports built from random data
+    (hypothesis), which need not be what any run could make: its loads are not checked."""
+    from dynscope import _capture, _codec
+    from tests import invariants
+
+    report_locked, enter, exit_, build, from_dict = (
+        _capture._report_locked, _capture.Capture.__enter__, _capture.Capture.__exit__,
+        _capture.Capture._build, _codec.report_from_dict,
+    )
+
+    def checked_report(*args: object, **kwargs: object) -> object:
+        rep = report_locked(*args, **kwargs)
+        invariants.check(rep)
+        return rep
+
+    def counted_enter(self: _capture.Capture) -> _capture.Capture:
+        invariants.counting(self)
+        try:
+            return enter(self)
+        except BaseException:
+            invariants.stop_counting(self)
+            raise
+
+    def counted_exit(self: _capture.Capture, *exc: object) -> None:
+        try:
+            exit_(self, *exc)
+        finally:
+            invariants.stop_counting(self)
+
+    def checked_build(self: _capture.Capture) -> object:
+        rep = build(self)
+        invariants.check(rep, getattr(self, "_dynscope_test_counts", None))
+        return rep
+
+    def checked_load(data: object) -> object:
+        rep = from_dict(data)
+        invariants.check(rep)
+        return rep
+
+    monkeypatch.setattr(_capture, "_report_locked", checked_report)
+    monkeypatch.setattr(_capture.Capture, "__enter__", counted_enter)
+    monkeypatch.setattr(_capture.Capture, "__exit__", counted_exit)
+    monkeypatch.setattr(_capture.Capture, "_build", checked_build)
+    if request.node.get_closest_marker("synthetic_reports") is None:
+        monkeypatch.setattr(_codec, "report_from_dict", checked_load)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests import invariants
+
+    terminalreporter.write_line(
+        f"dynscope invariants (tests/invariants.py) held on {invariants.checked} reports, "
+        f"{invariants.compared} of them compared with PyTorch's own trace records"
+    )
+
+
 pytest_plugins = ["pytester"]

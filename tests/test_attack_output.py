@@ -381,6 +381,7 @@ def _report_strategy() -> st.SearchStrategy[Report]:
     return st.builds(Report, **fields)
 
 
+@pytest.mark.synthetic_reports
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(rep=_report_strategy())
 def test_any_report_round_trips_and_renders(rep: Report) -> None:

@@ -70,6 +70,11 @@ def test_page_loads_offline_with_pictures(bundle: Path, tmp_path: Path) -> None:
     # The quickstart's program picture is wider than the page: it opens shrunk to fit.
     box = re.search(r'<div class="svgbox" id="program-view"[^>]*data-zoom="([0-9.]+)"', dom)
     assert box is not None and 0.2 < float(box.group(1)) < 1.0, dom[dom.find("program-view") - 100:][:300]
+    # Every picture inlined on the page keeps its own element ids (issue 18): none repeats,
+    # in the page as written and in the DOM the browser built and the script worked on.
+    for html in (text, dom):
+        ids = re.findall(r'\sid="([^"]*)"', html)
+        assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)[:10]
 
 
 def test_screenshot_is_not_blank(bundle: Path, tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def test_compiled_time_outside_graphs_is_named(timed: Report) -> None:
     text = replace(rep, timing=(replace(m, compiled_ms=2.0),)).summary().replace("\n      ", " ")
     assert "of the compiled call's 2.000 ms, 500.0 us ran inside graphs; the other 1.500 ms is" in text
     assert f"guard checks ({len(rep.guards)} guards)" in text
-    assert "entering 1 resume function" in text and "eager ops at 1 graph break" in text
+    assert "entering 1 resume function" in text and "eager torch ops at 1 graph break" in text
 
 
 def test_failed_graph_reason_is_in_the_summary(timed: Report) -> None:

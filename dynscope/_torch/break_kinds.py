@@ -7,6 +7,19 @@ each live in ``dynscope._categories``.
 
 from __future__ import annotations
 
+#: Breaks PyTorch or a library makes on purpose: no change at the user's line removes them.
+#: torch.optim's step() wrapper calls torch._dynamo.graph_break() before and after the update
+#: (torch/optim/optimizer.py ``_use_grad``, torch 2.1 .. 2.14) and Dynamo marks
+#: ``Optimizer.zero_grad`` skipped on purpose ("Dynamo developers have intentionally marked").
+OPTIMIZER = "torch.optim (on purpose)"
+#: torch._dynamo.graph_break() called inside torch or a third-party package, not the user's code.
+LIBRARY_BREAK = "library graph_break() (on purpose)"
+#: Categories of breaks made on purpose (``GraphBreak.actionable`` is False for them).
+ON_PURPOSE = frozenset({OPTIMIZER, LIBRARY_BREAK})
+#: Where a break was raised, as :func:`classify` is told it (``raised_in``).
+RAISED_IN_OPTIM = "torch.optim"
+RAISED_IN_LIBRARY = "library"
+
 # (category, words any of which in the graph-break type or explanation selects it).
 # Order matters: the first rule that matches wins, most specific first.
 _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -59,7 +72,12 @@ _C_SPECIAL_METHOD = "c-implemented special method"
 _ITERATION = ("generator", "__next__", "__iter__", "next(", "iter(", ".send(", "yield", "for ")
 
 
-def classify(gb_type: str, explanation: str = "", source: str = "") -> str:
+# A skipped function of torch.optim's Optimizer ("... marked that the function
+# `Optimizer.zero_grad` should not be traced", torch 2.11 .. 2.14).
+_OPTIMIZER_SKIP = ("function `optimizer.",)
+
+
+def classify(gb_type: str, explanation: str = "", source: str = "", *, raised_in: str = "") -> str:
     """The category name for one break.
 
     Args:
@@ -67,11 +85,27 @@ def classify(gb_type: str, explanation: str = "", source: str = "") -> str:
         explanation: PyTorch's explanation text.
         source: the user's line of code (used for deepcopy sites Dynamo reports in copy.py
             and for torch 2.14's wording of generator breaks).
+        raised_in: where Dynamo reported the break when that is not the user's code:
+            :data:`RAISED_IN_OPTIM` (torch/optim) or :data:`RAISED_IN_LIBRARY` (elsewhere in
+            torch, or a third-party package). Defaults to "" (the user's own code).
 
     Returns:
         One of :data:`CATEGORY_NAMES`; "other" when no rule matches.
     """
     text = f"{gb_type}\n{explanation}".lower()
+    # Breaks torch.optim or a library makes on purpose: no change at the line removes them,
+    # so they get a category whose fix is where the step is compiled, not the line.
+    if any(w in text for w in _OPTIMIZER_SKIP):
+        return OPTIMIZER
+    name = _by_rules(text, source)
+    if name == "explicit graph_break()" and raised_in == RAISED_IN_OPTIM:
+        return OPTIMIZER
+    if name == "explicit graph_break()" and raised_in == RAISED_IN_LIBRARY:
+        return LIBRARY_BREAK
+    return name
+
+
+def _by_rules(text: str, source: str) -> str:
     if _C_SPECIAL_METHOD in text and any(w in f"{text}\n{source}".lower() for w in _ITERATION):
         return "generator/iterator"
     for name, words in _RULES:

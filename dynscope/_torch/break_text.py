@@ -36,8 +36,8 @@ class ParsedBreak:
     gb_id: str
     doc_url: str
     user_stack: tuple[StackFrame, ...]
-    # Dynamo gave up on the whole frame ("Failed to handle graph break gracefully..."):
-    # when it follows a report of the same break, it is that break again, not a new one.
+    # Dynamo gave up on the whole frame ("Failed to handle graph break gracefully..."): the
+    # frame runs eagerly. Still one record, one event: PyTorch's own tests count it so.
     gave_up: bool = False
     # The explanation's further lines (e.g. "The branch condition involves a tensor
     # computed as follows: ..." with the graph code of the condition), dedented.
@@ -148,3 +148,20 @@ def _previous_text(lines: list[str], index: int) -> str:
                 return text[len("Graph Break Reason:"):].strip()
             return text
     return ""
+
+
+def without_outer_frames(text: str, count: int) -> str:
+    """A break report with the first ``count`` frames of its "User code traceback:" removed
+    (each frame is a ``File "...", line N, in f`` line and the code and caret lines under it)."""
+    if count <= 0:
+        return text
+    lines = text.splitlines()
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("User code traceback:")) + 1
+    except StopIteration:
+        return text
+    frame_starts = [i for i in range(start, len(lines)) if _FILE_LINE.match(lines[i])]
+    if len(frame_starts) <= count:
+        cut_end = len(lines) if len(frame_starts) == count else start
+        return "\n".join(lines[:start] + lines[cut_end:])
+    return "\n".join(lines[:start] + lines[frame_starts[count]:])

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dynscope._model import SHORT_DTYPES, Node, TensorMeta
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 _OPS = ("call_function", "call_method", "call_module")
 
@@ -49,8 +53,45 @@ def meta_of(value: Any) -> TensorMeta:
 def _dim(size: Any) -> int | str:
     # Never int() a SymInt: that would add a guard and specialise the graph we watch.
     if isinstance(size, torch.SymInt):
-        return str(size)  # symbolic size such as "s77"
+        text = str(size)  # symbolic size such as "s77"; a SymInt pinned to a constant prints it
+        return int(text) if text.lstrip("-").isdigit() else text
     return int(size)
+
+
+def input_meta(value: Any, example_value: Any = None) -> TensorMeta:
+    """TensorMeta of one example input the backend got, with the graph's view of it.
+
+    ``value`` is what Dynamo passed (a real tensor of the compiling call, or a SymInt);
+    ``example_value`` is the placeholder's ``example_value`` (a FakeTensor whose symbolic
+    dims carry their symbol). A tensor with symbolic dims gets its symbolic shape and
+    strides, and the sizes it ran at (``ran_at``); a symint gets its value. The same
+    description as :func:`inputs_from_code` gives a graph known only from the trace.
+    """
+    m = meta_of(value)
+    if m.kind == "tensor":
+        graph_view = example_value if isinstance(example_value, torch.Tensor) and example_value.dim() == value.dim() else value
+        shape = tuple(_dim(s) for s in graph_view.shape)
+        if all(isinstance(d, int) for d in shape):
+            return m
+        try:
+            stride: tuple[int | str, ...] = tuple(_dim(s) for s in graph_view.stride())
+        except (RuntimeError, NotImplementedError):  # sparse / nested tensors
+            stride = m.stride
+        return replace(m, shape=shape, stride=stride, ran_at=_hints(value.shape))
+    if isinstance(value, torch.SymInt):
+        return replace(m, ran_at=_hints((value,)))
+    if isinstance(example_value, torch.SymInt) and type(value) is int:
+        return TensorMeta(kind="symint", value=str(example_value), ran_at=(value,))
+    return m
+
+
+def _hints(sizes: Any) -> tuple[int, ...]:
+    """Concrete sizes (SymInts by their hint, without a guard); () when one has no hint
+    (an unbacked size: data-dependent, no value to show)."""
+    try:
+        return tuple(int(concrete(s)) for s in sizes)
+    except (TypeError, ValueError, RuntimeError, AttributeError):
+        return ()
 
 
 def concrete(value: Any) -> Any:
@@ -200,9 +241,20 @@ def extract(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> dict[str, An
         "node_count": len(nodes),
         "op_count": sum(ops.values()),
         "op_counts": tuple(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "inputs": tuple(meta_of(x) for x in example_inputs),
+        "inputs": _inputs(gm, example_inputs),
         "stacks": stacks,
     }
+
+
+def _inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[TensorMeta, ...]:
+    """The example inputs' metadata, each read with its placeholder's ``example_value``
+    (when the two line up one to one)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        return tuple(meta_of(x) for x in example_inputs)
+    return tuple(
+        input_meta(x, p.meta.get("example_value")) for x, p in zip(example_inputs, placeholders, strict=True)
+    )
 
 
 def readable_code(gm: torch.fx.GraphModule) -> str:
@@ -219,11 +271,15 @@ _TENSOR_ANN = re.compile(r"^(?P<dt>[a-z]+\d*)\[(?P<shape>[^\]]*)\]\[(?P<stride>[
 _DTYPES = {short: name for name, short in SHORT_DTYPES.items()}  # "f32" -> "float32"
 
 
-def inputs_from_code(code: str) -> tuple[TensorMeta, ...]:
+def inputs_from_code(code: str, sizes: Mapping[str, int] | None = None) -> tuple[TensorMeta, ...]:
     """Input metadata read from the annotations of a graph's printed ``forward``.
 
     Used for graphs known only from the trace (the user's own backend compiled them).
+    ``sizes``: symbol -> the value it ran at (from the compile's ``create_symbol`` events,
+    :func:`symbol_created`); a tensor whose symbolic dims all have one gets ``ran_at``, a
+    symint its value, as :func:`input_meta` gives a graph dynscope's backend saw.
     """
+    sizes = sizes or {}
     m = _SIG.search(code)
     if not m:
         return ()
@@ -232,20 +288,36 @@ def inputs_from_code(code: str) -> tuple[TensorMeta, ...]:
         text = ann["ann"]
         t = _TENSOR_ANN.match(text)
         if t:
+            shape = _dims(t["shape"])
+            ran = tuple(d if isinstance(d, int) else sizes.get(d) for d in shape)
             out.append(
                 TensorMeta(
                     kind="tensor",
-                    shape=_dims(t["shape"]),
+                    shape=shape,
                     dtype=_DTYPES.get(t["dt"], t["dt"]),
                     device=t["dev"],
                     stride=_dims(t["stride"]),
+                    # Only a tensor with symbolic dims has sizes to tell, and only all or none.
+                    ran_at=tuple(r for r in ran if r is not None)
+                    if any(isinstance(d, str) for d in shape) and None not in ran else (),
                 )
             )
         elif text.startswith("Sym("):
-            out.append(TensorMeta(kind="symint", value=text[4:-1]))
+            symbol = text[4:-1]
+            out.append(TensorMeta(kind="symint", value=symbol, ran_at=(sizes[symbol],) if symbol in sizes else ()))
         else:
             out.append(TensorMeta(kind="other", value=text))
     return tuple(out)
+
+
+def symbol_created(body: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(symbol, the value it was created at) from a ``create_symbol`` trace event's body
+    (``TraceEvent.metadata``: ShapeEnv.create_symbol logs ``{"symbol": "s77", "val": "4",
+    ...}``, seen on torch 2.13), or None when it does not hold an integer value."""
+    symbol, val = body.get("symbol"), str(body.get("val", ""))
+    if not isinstance(symbol, str) or not val.lstrip("-").isdigit():
+        return None
+    return symbol, int(val)
 
 
 def _dims(text: str) -> tuple[int | str, ...]:

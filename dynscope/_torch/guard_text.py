@@ -116,11 +116,22 @@ def _name(source: str) -> str:
     return _LOCAL.sub(lambda found: found["name"], source)
 
 
+#: A guard on an input's stride (dynamic shapes: the strides are written in its sizes, as
+#: "idx.stride()[0] == idx.size()[1]": the tensor was contiguous when compiled).
+_STRIDE_GUARD = re.compile(rf"(?P<n>{_VALUE})\.stride\(\)\[(?P<i>\d+)\]")
+#: PyTorch's own bookkeeping note on some shape guards ("# (unknown source idx.stride()[0],
+#: please file a bug)", symbolic_shapes.produce_guards_verbose, torch 2.13): not the user's line.
+_NO_ORIGIN = re.compile(r"^\((?:unknown source|unknown var) .*please file a bug\)$")
+
 _EXPLAIN: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
      "input {n} changed size in dim {i}: compiled for {a}, called with {b}"),
     (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
-     "input {n} changed stride in dim {i}: compiled for {a}, called with {b} (a non-contiguous or transposed tensor?)"),
+     "input {n} changed strides (dim {i}: compiled for stride {a}, called with {b}): a slice such as "
+     "{n}[:, -n:] or a transpose made it non-contiguous"),
+    (re.compile(rf"^(?P<n>{_VALUE})\.stride\(\)\[(?P<i>\d+)\] == (?P<a>.+)$"),
+     "input {n} changed strides: compiled for a contiguous {n} ({n}.stride()[{i}] == {a}), called with "
+     "one that is not (a slice such as {n}[:, -n:] or a transpose)"),
     (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\. expected (?P<a>\S+), actual (?P<b>\S+)"),
      "input {n} changed dtype: compiled for {a}, called with {b}"),
     (re.compile(r"tensor '(?P<n>.+?)' device mismatch\. expected (?P<a>.+), actual (?P<b>.+)"),
@@ -152,6 +163,8 @@ def explain_reason(reason: str) -> str:
     """
     parts = re.split(r"\s+#\s", reason, maxsplit=1)
     expr, comment = parts[0].strip(), (parts[1] if len(parts) > 1 else "").strip()
+    if _NO_ORIGIN.match(comment):
+        comment = ""
     origin = ""
     if comment:
         if comment.startswith("#"):  # no code, only "# file:line in function"
@@ -167,7 +180,8 @@ def explain_reason(reason: str) -> str:
     for pattern, template in _EXPLAIN:
         m = pattern.search(expr)
         if m:
-            values = {k: _name(v) if k == "n" else v.strip() for k, v in m.groupdict().items()}
+            # Other inputs a value names read as the user calls them too (L['x'] -> x).
+            values = {k: _name(v) if k == "n" else _LOCAL.sub(lambda f: f["name"], v.strip()) for k, v in m.groupdict().items()}
             return template.format(**values) + origin
     if comment:
         return f"a value the code depends on changed: guard `{expr}` failed{origin}"
@@ -188,6 +202,15 @@ _SCALAR_FIX = (
     "avoid Python scalars that change between calls: pass the value as a tensor "
     "(torch.tensor(value)) or mark it dynamic (torch.compile(..., dynamic=True))"
 )
+#: Measured on torch 2.13 (tests/test_advice_real.py): a contiguous copy removes the
+#: recompile; x.contiguous() returns a batch-of-1 slice as it is (PyTorch calls a tensor
+#: contiguous whatever the stride of a size-1 dim), and neither mark_dynamic nor
+#: dynamic=True removes a stride recompile.
+_STRIDE_FIX = (
+    "pass a contiguous copy: {n}.contiguous() before the call, or, where a dim has size 1 (a "
+    "batch of one: PyTorch calls {n}[:, -n:] contiguous then and keeps its strides), "
+    "{n}.clone(memory_format=torch.contiguous_format)"
+)
 _STATE_FIX = (
     "call under the same grad mode and autocast every time (enter torch.no_grad() / "
     "torch.autocast outside the compiled function consistently), or compile one function per state"
@@ -197,7 +220,8 @@ _CAUSES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\."), "size of input {n} changed (dim {i})", _SIZE_FIX),
     (re.compile(r"tensor '(?P<n>.+?)' rank mismatch\."), "number of dims of input {n} changed", _SIZE_FIX),
     (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\."),
-     "strides of input {n} changed (dim {i})", "make the input contiguous (x.contiguous()) before the call, or mark it dynamic"),
+     "strides of input {n} changed (dim {i})", _STRIDE_FIX),
+    (_STRIDE_GUARD, "strides of input {n} changed (dim {i})", _STRIDE_FIX),
     (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\."), "dtype of input {n} changed", "cast the input to one dtype before the call"),
     (re.compile(r"tensor '(?P<n>.+?)' device mismatch\."), "device of input {n} changed", "keep the input on one device"),
     (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\."), "requires_grad changed on input {n}", _GRAD_FIX),
@@ -303,5 +327,5 @@ def causes_of(reason: str) -> tuple[tuple[str, str], ...]:
         m = pattern.search(expr)
         if m:
             values = {k: _name(v) if k == "n" else v.strip() for k, v in m.groupdict().items()}
-            return ((template.format(**values), fix),)
+            return ((template.format(**values), fix.format(**values)),)
     return ((f"guard `{expr}` failed", "see the guard: the code depends on this value"),)

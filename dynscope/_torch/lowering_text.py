@@ -395,10 +395,14 @@ def aten_vocabulary() -> frozenset[str]:
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("dynamo", ("entire_frame_compile", "compile_attempt", "bytecode_tracing", "build_guards",
                 "insert_deferred_runtime_asserts", "OutputGraph.")),
-    ("aot_autograd", ("backend_compile", "create_aot_dispatcher_function", "aot_", "_recursive_pre_grad",
+    # The backend call itself, outside any step of AOTAutograd or Inductor (all of it for a
+    # backend such as "eager").
+    ("backend", ("backend_compile",)),
+    # "entire_backward_compile": AOTAutograd compiling the backward at the first backward().
+    ("aot_autograd", ("create_aot_dispatcher_function", "aot_", "AOTAutogradCache", "_recursive_pre_grad",
                       "pass.pre_grad", "_recursive_joint_graph", "pass.joint_graph",
                       "min_cut_rematerialization_partition", "autograd_cache", "compile_fx.<locals>",
-                      "inductor_codecache_torch_key", "CacheBase")),
+                      "inductor_codecache_torch_key", "CacheBase", "entire_backward_compile")),
     ("lowering", ("inductor_compile", "compile_fx_inner", "fx_codegen_and_compile", "additional_fake_tensor_prop",
                   "_recursive_post_grad", "pass.post_grad", "GraphLowering.run", "Scheduler.__init__",
                   "Scheduler.fused_nodes", "Scheduler.", "GraphLowering.compile_to_fn")),
@@ -428,14 +432,27 @@ def read_chromium(payload: str) -> tuple[str, str, float] | None:
     return name, str(ph), float(ts)
 
 
-def phase_seconds(steps: list[tuple[str, str, float]]) -> dict[str, float]:
+#: The steps PyTorch adds up as the compile its user waits for: the frame compile and
+#: AOTAutograd's lazy backward compile (``torch._dynamo.utils.calculate_time_spent``'s
+#: "total_wall_time"). The same spans give compilation_metrics' ``entire_frame_compile_time_s``
+#: and bwd_compilation_metrics' ``backward_cumulative_compile_time_us``.
+WAIT_STEPS = ("entire_frame_compile", "entire_backward_compile")
+#: The lazy backward compile, one of WAIT_STEPS.
+BACKWARD_STEP = "entire_backward_compile"
+
+
+def phase_seconds(steps: list[tuple[str, str, float]], *, within: tuple[str, ...] = ()) -> dict[str, float]:
     """Seconds per phase from begin/end steps of one compile (time in nested steps goes to the
-    innermost one)."""
+    innermost one that has a phase, so nothing is counted twice).
+
+    With ``within`` (e.g. :data:`WAIT_STEPS`), only time while one of those steps is open
+    counts: the phases then add up to those steps' own spans, PyTorch's compile total.
+    """
     out = dict.fromkeys(PHASE_ORDER, 0.0)
     stack: list[tuple[str, str | None]] = []  # (step, phase)
     last: float | None = None
     for name, ph, ts in sorted(steps, key=lambda s: s[2]):
-        if last is not None and stack:
+        if last is not None and stack and (not within or any(s in within for s, _ in stack)):
             phase = next((p for _, p in reversed(stack) if p is not None), None)
             if phase is not None:
                 out[phase] += (ts - last) / 1e6
@@ -449,6 +466,26 @@ def phase_seconds(steps: list[tuple[str, str, float]]) -> dict[str, float]:
                     del stack[i]
                     break
     return {p: s for p, s in out.items() if s > 0}
+
+
+def step_seconds(steps: list[tuple[str, str, float]], name: str) -> float:
+    """Seconds spent in the step ``name`` (its begin/end pairs added up; an inner repeat of
+    an open step is not counted twice)."""
+    total = 0.0
+    depth = 0
+    begin = 0.0
+    for step, ph, ts in sorted(steps, key=lambda s: s[2]):
+        if step != name:
+            continue
+        if ph == "B":
+            if depth == 0:
+                begin = ts
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                total += (ts - begin) / 1e6
+    return total
 
 
 #: Artifact names of the two caches, and what each says.

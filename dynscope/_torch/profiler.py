@@ -5,8 +5,10 @@ marks each graph run with ``record_function("dynscope::graph")``. Top-level aten
 not called from another aten op, so ``linear`` counts once, not again for its ``addmm``)
 are then sorted three ways: under a graph marker -> in graphs; under Dynamo's compile-time
 events ("... (dynamo_timed)", torch 2.5 .. 2.14: fake-tensor tracing; AOTAutograd's lazy
-"entire_backward_compile") -> ignored; anything else -> ran eagerly, tied to the compiled
-region ("Torch-Compiled Region: F/C") it ran in.
+"entire_backward_compile") -> ignored; under Dynamo's "Pregraph bytecode" range (the
+arguments it builds to call a graph, e.g. Python numbers passed as tensors under dynamic
+shapes) -> Dynamo's runtime, counted apart as ``glue``; anything else -> ran eagerly, tied
+to the compiled region ("Torch-Compiled Region: F/C") it ran in.
 
 Backward ops run outside any graph marker: the autograd engine runs them from
 ``loss.backward()``, under "autograd::engine::evaluate_function: <Node>" events. They are
@@ -27,8 +29,10 @@ engine's bookkeeping, run outside graphs by eager and compiled code alike.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import sys
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -46,38 +50,64 @@ _ACCUMULATE = "torch::autograd::AccumulateGrad"
 
 
 _REGION = "Torch-Compiled Region: "
+# Dynamo's range around the bytecode it runs before calling a graph (building the graph's
+# arguments: Python numbers it passes as tensors under dynamic shapes, torch 2.6 .. 2.14):
+# its ops are Dynamo's runtime, neither the user's eager work nor the graph's.
+_PREGRAPH = "Pregraph bytecode"
+
+
+#: One redirection at a time: two threads (or a nested use) saving and restoring the
+#: descriptors in interleaved order could leave one pointing at /dev/null for good.
+_QUIET_LOCK = threading.RLock()
+
+
+def _flush_all() -> None:
+    """Flush Python's stdout/stderr buffers and C's stdio buffers (what printf holds)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+    with contextlib.suppress(Exception):  # no C library to ask (an unusual platform)
+        ctypes.CDLL(None).fflush(None)
 
 
 @contextlib.contextmanager
-def quiet_native_stderr() -> Iterator[None]:
-    """Silence C++ writes to stderr for a moment.
+def quiet_native_output() -> Iterator[None]:
+    """Keep the profiler's native chatter off the user's stdout and stderr for a moment.
 
-    The profiler's native code prints a line on every start, stop and toggle
-    ("USDT: ... profiler_start", "Toggling CPU activity ..."), which Python cannot filter.
-    File descriptor 2 points at /dev/null only for the duration of those calls.
+    The profiler's C++ code prints a line on every start, stop and toggle ("USDT: ...
+    profiler_start", "Toggling CPU activity ..."), on file descriptor 1 or 2 depending on the
+    build and its logging, which Python cannot filter. Both descriptors point at /dev/null
+    only for the duration of those calls, and are put back after: whatever they were (a
+    terminal, a pipe, pytest's capture file) is what they are again. Buffers are flushed on
+    the way in (what was written before reaches the real output) and on the way out (what
+    the profiler wrote goes to /dev/null). Output another thread writes to those
+    descriptors in that moment is lost, so only profiler start/stop/toggle calls go inside.
     """
-    stream = sys.stderr
-    try:
-        fd = stream.fileno() if stream is not None else 2
-    except (AttributeError, OSError, ValueError):  # stderr replaced (pytest capture, IDEs)
-        fd = 2
-    if stream is not None:
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    try:
-        saved = os.dup(fd)
-    except OSError:  # descriptor closed (services, pythonw): nothing to silence
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), fd)
-            try:
-                yield
-            finally:
-                os.dup2(saved, fd)
-    finally:
-        os.close(saved)
+    with _QUIET_LOCK:
+        _flush_all()
+        saved: list[tuple[int, int]] = []
+        try:
+            with open(os.devnull, "w") as devnull:
+                for fd in (1, 2):
+                    try:
+                        saved.append((fd, os.dup(fd)))
+                    except OSError:  # descriptor closed (services, pythonw): nothing to silence
+                        continue
+                    os.dup2(devnull.fileno(), fd)
+                try:
+                    yield
+                finally:
+                    _flush_all()
+                    for fd, copy in saved:
+                        os.dup2(copy, fd)
+        finally:
+            for _, copy in saved:
+                os.close(copy)
+
+
+#: The earlier name (it silenced stderr only; the chatter can come on stdout too).
+quiet_native_stderr = quiet_native_output
 
 
 @dataclass(frozen=True)
@@ -89,6 +119,7 @@ class OpCounts:
     # Same keys -> microseconds those ops took (each top-level op's whole time: its own and
     # that of the aten ops it called, i.e. the sum of their self CPU times).
     eager_us: dict[tuple[str, str], float] = field(default_factory=dict)
+    glue: int = 0  # ops Dynamo's own bytecode ran to call a graph (not counted either way)
 
 
 class CoverageRecorder:
@@ -115,10 +146,10 @@ class CoverageRecorder:
                 # later sessions (torch 2.13). Its ops stay recorded, under
                 # "entire_backward_compile", which counts_from_events ignores.
                 return
-            with quiet_native_stderr():
+            with quiet_native_output():
                 prof.toggle_collection_dynamic(on, cpu)
 
-        with quiet_native_stderr():
+        with quiet_native_output():
             prof.start()
         try:
             # Compiling runs thousands of fake-tensor ops; not recording them keeps the
@@ -126,7 +157,7 @@ class CoverageRecorder:
             with around_compiles(lambda: toggle(False), lambda: toggle(True)):
                 yield
         finally:
-            with quiet_native_stderr():
+            with quiet_native_output():
                 prof.stop()
         self._prof = prof
 
@@ -138,8 +169,8 @@ class CoverageRecorder:
 
 
 def _where(event: Any) -> tuple[str, str, Any]:
-    """("graph" | "compile" | "eager", compile id of the innermost compiled frame running,
-    the innermost autograd engine event above the op or None)."""
+    """("graph" | "compile" | "glue" | "eager", compile id of the innermost compiled frame
+    running, the innermost autograd engine event above the op or None)."""
     region = ""
     engine = None
     parent = event.cpu_parent
@@ -147,6 +178,8 @@ def _where(event: Any) -> tuple[str, str, Any]:
         name = parent.name
         if name == GRAPH_MARK:
             return "graph", region, engine
+        if name == _PREGRAPH:
+            return "glue", region, engine
         if name.endswith(_COMPILE_SUFFIX) or name.startswith(_BACKWARD_COMPILE):
             return "compile", region, engine
         if engine is None and name.startswith(_ENGINE):
@@ -171,8 +204,8 @@ def _forwards(events: Any) -> dict[tuple[int, int], tuple[bool, str]]:
         if seq < 0 or ev.name.startswith(_ENGINE):
             continue
         kind, region, engine = _where(ev)
-        if kind == "compile" or engine is not None:
-            continue  # compile-time tracing, or the backward side of a node
+        if kind in ("compile", "glue") or engine is not None:
+            continue  # compile-time tracing, Dynamo's glue, or the backward side of a node
         key = (ev.thread, seq)
         start = ev.time_range.start
         if key not in best or start >= best[key][0]:
@@ -183,7 +216,7 @@ def _forwards(events: Any) -> dict[tuple[int, int], tuple[bool, str]]:
 def counts_from_events(events: Any) -> OpCounts:
     """Sort top-level aten ops (see the module docstring) into graph and eager ones."""
     forwards = _forwards(events)
-    in_graphs = 0
+    in_graphs = glue = 0
     eager: Counter[tuple[str, str]] = Counter()
     eager_us: dict[tuple[str, str], float] = {}
     for ev in events:
@@ -200,10 +233,12 @@ def counts_from_events(events: Any) -> OpCounts:
             kind = "graph" if in_graph else "eager"
         if kind == "graph":
             in_graphs += 1
+        elif kind == "glue":
+            glue += 1
         elif kind == "eager":
             eager[(region, ev.name)] += 1
             eager_us[(region, ev.name)] = eager_us.get((region, ev.name), 0.0) + float(ev.time_range.elapsed_us())
-    return OpCounts(in_graphs=in_graphs, eager=eager, eager_us=eager_us)
+    return OpCounts(in_graphs=in_graphs, eager=eager, eager_us=eager_us, glue=glue)
 
 
 # -- kernel times of one compiled graph ------------------------------------------------------
@@ -245,10 +280,17 @@ def kernel_times(run: Any, units: list[list[tuple[str, tuple[str, ...]]]], runs:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
+    prof = profile(activities=activities)
+    # Starting and stopping is where the profiler's native code prints: not the runs.
+    with quiet_native_output():
+        prof.start()
+    try:
         for _ in range(runs):
             with record_function(_RUN_MARK):
                 run()
+    finally:
+        with quiet_native_output():
+            prof.stop()
     events = list(prof.events())
     marks = sorted((e for e in events if e.name == _RUN_MARK), key=lambda e: e.time_range.start)
     calls = sorted((e for e in events if e.name.startswith(_CALL_MARK)), key=lambda e: e.time_range.start)

@@ -69,6 +69,14 @@ def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (torch_root, dynscope_root, *sorted(std)), tuple(sorted(site))
 
 
+def is_dynscope_file(filename: str) -> bool:
+    """True for a file of dynscope itself (its own frames never belong in a report)."""
+    if not filename or filename.startswith("<"):
+        return False
+    (_, dynscope_root, *_), _ = _library_roots()
+    return os.path.abspath(filename).startswith(dynscope_root + os.sep)
+
+
 def is_user_file(filename: str) -> bool:
     """True unless the file belongs to torch, dynscope or the Python standard library.
 

@@ -1,5 +1,6 @@
-"""What dynscope's remedies touch in PyTorch: Dynamo's config, mark_dynamic, and the recompile
-reasons that name an input's dimension (follows torch 2.13).
+"""What dynscope's remedies touch in PyTorch: Dynamo's config, mark_dynamic, the recompile
+reasons that name an input's dimension, and the constraint errors a mark_dynamic meets
+(follows torch 2.13).
 
 Every change here is scoped to a ``with`` block and put back when it ends: advise() tries
 remedies one at a time and must leave the user's process as it found it.
@@ -21,14 +22,17 @@ if TYPE_CHECKING:
 __all__ = [
     "IGNORE_LOGGING",
     "config_line",
+    "constraint_dims",
     "dynamo_config",
     "has_dynamo_option",
+    "is_constraint_violation",
     "is_reorderable",
     "mark_dynamic",
     "mark_dynamic_line",
     "matmul_precision",
     "reorderable_line",
     "size_changes",
+    "specialised_dims",
 ]
 
 
@@ -110,6 +114,58 @@ def size_changes(reasons: Iterable[str]) -> tuple[tuple[str, int], ...]:
             pair = (local["name"] if local else name, int(m["i"]))
             if pair not in out:
                 out.append(pair)
+    return tuple(out)
+
+
+# -- what PyTorch says when a dimension marked dynamic cannot be -----------------------------
+
+# A size source as PyTorch prints it in constraint errors: L['x'].size()[1] (2.1 .. 2.13),
+# x.size()[1] (newer), L['kwargs']['x'].size()[1] through **kwargs.
+_SIZE_SOURCE = r"(?:L\['kwargs'\]\['(?P<kw>[^']+)'\]|L\['(?P<local>[^']+)'\]|(?P<bare>[A-Za-z_]\w*))\.size\(\)\[(?P<dim>\d+)\]"
+_SIZE_SOURCE_RE = re.compile(_SIZE_SOURCE)
+# "You marked L['x'].size()[1] as dynamic but your code specialized it to be a constant (4)"
+# (torch.fx.experimental.symbolic_shapes.produce_guards_verbose, torch 2.4 .. 2.14).
+_SPECIALISED = re.compile(rf"You marked {_SIZE_SOURCE} as dynamic but your code specialized it to be a constant \((?P<value>-?\d+)\)")
+
+
+def _source_name(m: re.Match[str]) -> str:
+    return m["kw"] or m["local"] or m["bare"]
+
+
+def is_constraint_violation(err: BaseException) -> bool:
+    """True when ``err`` (or what caused it) is PyTorch's ConstraintViolationError: a
+    dimension marked dynamic that the code specialised or tied to another."""
+    # By class name along the MRO and the cause chain: the class lives in
+    # torch.fx.experimental.symbolic_shapes (2.1 .. 2.14) and dynscope wraps it in a CaptureError.
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if any(c.__name__ == "ConstraintViolationError" for c in type(cur).__mro__):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def specialised_dims(text: str) -> tuple[tuple[str, int, int], ...]:
+    """(input name, dim, constant) for each dimension a ConstraintViolationError says was
+    marked dynamic but specialised to a constant, in order."""
+    out: list[tuple[str, int, int]] = []
+    for m in _SPECIALISED.finditer(text):
+        item = (_source_name(m), int(m["dim"]), int(m["value"]))
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
+def constraint_dims(text: str) -> tuple[tuple[str, int], ...]:
+    """(input name, dim) for every input size a constraint error names (the marked one, and
+    any PyTorch says it is tied to: "... must be equal to L['y'].size()[0]"), in order."""
+    out: list[tuple[str, int]] = []
+    for m in _SIZE_SOURCE_RE.finditer(text):
+        item = (_source_name(m), int(m["dim"]))
+        if item not in out:
+            out.append(item)
     return tuple(out)
 
 

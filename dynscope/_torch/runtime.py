@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from dynscope._torch.registry import is_user_file
-from dynscope._torch.wording import DROPPED_REASON, TRACE_LOGGER_NAME
+from dynscope._torch.wording import DROPPED_REASON, TRACE_LOGGER_NAME, is_resume_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -365,11 +365,13 @@ class DynamoSandbox:
         edits = _metrics_edits()
         self._edits_len = len(edits) if edits is not None else 0
         # Frames given up on earlier hold Dynamo state but no cache entry: unmark them.
-        # Only user files: generated code (GraphModule forwards) is skipped on purpose.
+        # Only user files and Dynamo's resume functions (a resume function in torch/optim
+        # is a frame PyTorch compiles, and the user's earlier run marks it as much as
+        # ours): generated code (GraphModule forwards) is skipped on purpose.
         self._unskipped = [
             code
             for code in _seen_codes()
-            if is_user_file(code.co_filename)
+            if (is_user_file(code.co_filename) or is_resume_name(code.co_name))
             and not _cache_entries(code)
             and _has_dynamo_state(code)
         ]

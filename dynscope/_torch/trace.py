@@ -18,7 +18,8 @@ from typing import Any
 
 #: Top-level event names kept; everything else is dropped on arrival.
 KEPT_EVENTS = frozenset(
-    {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics"}
+    {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics",
+     "create_symbol"}  # a dynamic size's symbol and the value it ran at (inputs of trace-only graphs)
 )
 #: Artifact names kept.
 KEPT_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})

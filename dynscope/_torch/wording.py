@@ -7,7 +7,8 @@ _SECONDARY_BREAK = "Failed to handle graph break gracefully"
 
 
 def is_secondary_break(gb_type: str) -> bool:
-    """True for a payload that repeats a break already reported (not a new event)."""
+    """True for a payload on which Dynamo gave up on the whole frame ("Failed to handle graph
+    break gracefully"): a record of its own, in the frame that broke again (torch 2.11-2.14)."""
     return gb_type.strip().startswith(_SECONDARY_BREAK)
 
 

@@ -1,0 +1,215 @@
+"""What must hold for every Report the suite makes (issue 18), checked in one place.
+
+``tests/conftest.py`` runs :func:`check` on every report that ``report()``, ``capture()`` and
+``load()`` return during the suite (a hook around the three, not a mock: the reports are the
+real ones), and, for captures, compares the report with the records PyTorch's trace logger
+emitted while the capture was open (:class:`TraceCounts`, a handler of the suite's own on the
+same logger). ``checked`` counts the reports checked; the suite prints it at the end.
+
+The invariants:
+
+1. No share, coverage or "in graphs" figure above 100% (nor below 0).
+2. The header's compile time equals the phases it is made of (Dynamo + backend + the lazy
+   backward compile, and the per-phase split when there is one), and the report's total
+   equals the sum of its frames.
+3. ``break_count`` equals the sum of the sites' counts and the number of break events; the
+   events on which Dynamo gave up are counted on their sites. Under a capture, it equals
+   the ``dynamo_graph_break_reason`` records PyTorch logged (one event per record).
+4. Under a capture, the frames equal the frames PyTorch compiled (``compilation_metrics``
+   records).
+5. Nothing of dynscope appears in a report: no frame, stack entry, call chain, PyTorch text,
+   graph, program picture or summary line names a dynscope file.
+6. The "fix ... first" line names a site in the user's code.
+7. Every share the summary prints as a percentage lies in 0..100 (spreads and changes aside), and the coverage the summary prints is
+   the model's: "100%" only when the ratio is 1, "0%" only when it is 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import dynscope
+
+if TYPE_CHECKING:
+    from dynscope._model import Report
+
+DYNSCOPE_DIR = str(Path(dynscope.__file__).resolve().parent)
+#: Stored reports name files under the repository as "<root>/..." (tests/conftest.py normalise).
+_ROOT = str(Path(__file__).resolve().parent.parent)
+#: dynscope's own modules, by the names a shortened path shows ("_capture.py:365").
+_OWN_NAMES = re.compile(
+    r"\b(" + "|".join(sorted(p.stem for p in Path(DYNSCOPE_DIR).glob("_*.py") if not p.stem.startswith("__")))
+    + r")\.py\b"
+)
+#: A share printed as a percentage; a spread ("IQR 353%") or a change ("+12%") is not a share.
+_PERCENT = re.compile(r"(?<![\w.+±-])(?<!IQR )(?<!spread )(\d+(?:\.\d+)?)%")
+
+#: Reports checked so far in this process (the suite prints it at the end).
+checked = 0
+#: Of those, the ones compared with PyTorch's own trace records.
+compared = 0
+
+
+class TraceCounts(logging.Handler):
+    """Counts the records PyTorch's trace logger emits from one thread: graph-break records
+    and compiled frames. Attached beside dynscope's own handler, never instead of it."""
+
+    def __init__(self, thread: int) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.thread = thread
+        self.breaks = 0
+        self.frames = 0
+        self.recompiles = 0  # compiles of a frame after its first (frame_compile_id > 0)
+        self.graphs = 0  # graphs Dynamo produced (dynamo_output_graph records)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread != self.thread:
+            return
+        meta = getattr(record, "metadata", None) or {}
+        artifact = meta.get("artifact")
+        if isinstance(artifact, dict) and artifact.get("name") == "dynamo_graph_break_reason":
+            self.breaks += 1
+        if "dynamo_output_graph" in meta:
+            self.graphs += 1
+        if "compilation_metrics" in meta:
+            self.frames += 1
+            self.recompiles += int((meta.get("frame_compile_id") or 0) > 0)
+
+
+def trace_logger() -> logging.Logger:
+    return logging.getLogger("torch.__trace")
+
+
+def _fail(rep: Report, what: str) -> None:
+    raise AssertionError(f"invariant broken in report {rep.title!r}: {what}")
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a plain-data value (the report's JSON form)."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+            stack.extend(k for k in v if isinstance(k, str))
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return out
+
+
+def check(rep: Report, counts: TraceCounts | None = None) -> None:
+    """Assert every invariant on ``rep`` (see the module docstring); AssertionError names the first broken."""
+    global checked, compared
+    from dynscope._render_text import NOTHING_TO_FIX_FIRST, fix_first_line
+    from dynscope._torch.registry import is_user_file
+
+    checked += 1
+    # 1. shares
+    cov = rep.coverage
+    if cov is not None and not 0.0 <= cov.ratio <= 1.0:
+        _fail(rep, f"coverage {cov.ratio} outside 0..1")
+    for t in rep.timing:
+        if not 0.0 <= t.in_graphs_share <= 1.0:
+            _fail(rep, f"in-graphs share {t.in_graphs_share} of {t.mode} outside 0..1")
+    for g in rep.graphs:
+        low = g.lowering
+        if low is None:
+            continue
+        if not -1e-9 <= low.mapped_share <= 1.0 + 1e-9:
+            _fail(rep, f"graph {g.id}: mapped share {low.mapped_share} outside 0..1")
+        for k in low.kernels:
+            if k.share is not None and not -1e-9 <= k.share <= 1.0 + 1e-9:
+                _fail(rep, f"graph {g.id}: kernel {k.name} share {k.share} outside 0..1")
+    # 2. compile time
+    ct = rep.compile_time
+    if not math.isclose(ct.total_s, ct.dynamo_s + ct.backend_s + ct.backward_s, rel_tol=1e-6, abs_tol=1e-6):
+        _fail(rep, f"compile time {ct.total_s} s is not dynamo {ct.dynamo_s} s + backend {ct.backend_s} s "
+                   f"+ backward compile {ct.backward_s} s")
+    # The phases shown add up to the header's figure (reports saved before phases have none).
+    if ct.phases and not math.isclose(ct.total_s, sum(s for _, s in ct.phases), rel_tol=1e-3, abs_tol=5e-3):
+        _fail(rep, f"compile time {ct.total_s} s is not the sum of its phases {ct.phases}")
+    frames_total = sum(f.compile_time.total_s for f in rep.frames)
+    if not math.isclose(ct.total_s, frames_total, rel_tol=1e-6, abs_tol=1e-6):
+        _fail(rep, f"compile time {ct.total_s} s is not the sum of its frames {frames_total} s")
+    # 3. break events
+    if rep.break_count != sum(b.count for b in rep.breaks) or rep.break_count != len(rep.break_events):
+        _fail(rep, f"break_count {rep.break_count}, site counts {[b.count for b in rep.breaks]}, events {len(rep.break_events)}")
+    if sum(b.gave_up for b in rep.breaks) != sum(e.gave_up for e in rep.break_events):
+        _fail(rep, "events that gave up on their frame are not counted on their sites")
+    if counts is not None:
+        compared += 1
+        if not rep.break_count <= counts.breaks <= rep.break_count + rep.unparsed:
+            _fail(rep, f"{rep.break_count} break events (+{rep.unparsed} unparsed) against {counts.breaks} records PyTorch logged")
+        # 4. frames
+        if len(rep.frames) != counts.frames:
+            _fail(rep, f"{len(rep.frames)} frames against {counts.frames} compiles PyTorch logged")
+    # 5. nothing of dynscope
+    from dynscope._codec import to_plain
+
+    texts = _strings(to_plain(rep))
+    summary = rep.summary()
+    texts.append(summary)
+    if len(rep.graphs) <= 60:  # the program picture of a big synthetic report costs seconds
+        texts.append(rep.program_dot())
+    for text in texts:
+        if DYNSCOPE_DIR + "/" in text:
+            _fail(rep, f"a dynscope file in the report: {text[:300]!r}")
+    for text in texts[-2:]:  # the summary and the picture show short paths ("_backend.py:62")
+        own = _OWN_NAMES.search(text)
+        if own:
+            _fail(rep, f"dynscope's own file {own.group(0)} named in the summary or the program picture")
+    for f in rep.frames:
+        if f.filename.startswith(DYNSCOPE_DIR):
+            _fail(rep, f"dynscope's own code as a frame: {f.function} {f.filename}")
+    for b in rep.breaks:
+        for sf in (*b.user_stack, *b.call_chain):
+            if sf.filename.startswith(DYNSCOPE_DIR):
+                _fail(rep, f"dynscope's own frame in a break stack: {sf.filename}:{sf.lineno}")
+    # 6. fix first
+    line = fix_first_line(rep)
+    if line and line != NOTHING_TO_FIX_FIRST:  # that one names no site, on purpose
+        named = [b for b in rep.breaks if b.location in line]
+        if not named:
+            _fail(rep, f"'fix first' names no break site: {line!r}")
+        if not any(is_user_file(b.filename.replace("<root>", _ROOT, 1)) for b in named):
+            _fail(rep, f"'fix first' names a site outside the user's code: {line!r}")
+        if not any(b.actionable for b in named):
+            _fail(rep, f"'fix first' names a site PyTorch or a library breaks on purpose: {line!r}")
+    # 7. percentages in the summary
+    for m in _PERCENT.finditer(summary):
+        value = float(m.group(1))
+        if not 0.0 <= value <= 100.0:
+            _fail(rep, f"a percentage outside 0..100 in the summary: {m.group(0)}")
+    if cov is not None:
+        header = summary.splitlines()[2] if len(summary.splitlines()) > 2 else ""
+        shown = re.search(r"coverage (\d+(?:\.\d+)?)%", header)
+        if shown:
+            value = float(shown.group(1))
+            if value == 100.0 and cov.ratio < 1.0:
+                _fail(rep, f"coverage {cov.ratio!r} printed as 100%")
+            if value == 0.0 and cov.ratio > 0.0:
+                _fail(rep, f"coverage {cov.ratio!r} printed as 0%")
+            if abs(value - 100 * cov.ratio) > 1.0:
+                _fail(rep, f"coverage printed {value}% for a ratio of {cov.ratio!r}")
+
+
+def counting(capture: Any) -> TraceCounts:
+    """Attach a :class:`TraceCounts` for the thread that opens ``capture``."""
+    handler = TraceCounts(threading.get_ident())
+    trace_logger().addHandler(handler)
+    capture._dynscope_test_counts = handler
+    return handler
+
+
+def stop_counting(capture: Any) -> None:
+    handler = getattr(capture, "_dynscope_test_counts", None)
+    if handler is not None:
+        trace_logger().removeHandler(handler)

@@ -1,0 +1,134 @@
+"""Real-shaped programs (tests/corpus/real.py): dynscope's counts are PyTorch's own.
+
+Each program runs twice in this process: once compiled by plain ``torch.compile`` with
+PyTorch's ``CompileCounter`` backend and a trace handler of the suite's own counting the
+records PyTorch logs (graph-break records, compiled frames, recompiles), once under dynscope
+(``report()`` or ``capture()``). PyTorch's run starts from ``torch._dynamo.reset()`` (a test
+may; dynscope never does) and dynscope's runs after it, so dynscope also has to give a fresh
+process's answer after the user's own compiles.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch._dynamo.testing import CompileCounter
+
+import dynscope
+from dynscope._torch.runtime import attached
+from tests.corpus.real import REAL_PROGRAMS, RealProgram
+from tests.invariants import DYNSCOPE_DIR, TraceCounts
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from dynscope import Report
+
+
+def _run(prog: RealProgram, compile: Any) -> None:
+    if prog.kind == "calls":
+        fn, calls = prog.factory()
+        compiled = compile(fn)
+        for call in calls:
+            compiled(*call) if isinstance(call, tuple) else compiled(call)
+    else:
+        prog.factory()(compile)
+
+
+def pytorch_counts(prog: RealProgram) -> dict[str, int]:
+    """What PyTorch itself compiled and logged for ``prog``, without dynscope."""
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    counts = TraceCounts(threading.get_ident())
+    with attached(counts):  # the handler on PyTorch's trace logger, as TORCH_TRACE's would be
+        _run(prog, lambda f: torch.compile(f, backend=counter))
+    assert counts.graphs <= counter.frame_count  # DDP's optimizer hands the backend pieces of one graph
+    return {"graphs": counts.graphs, "breaks": counts.breaks, "frames": counts.frames, "recompiles": counts.recompiles,
+            "backend_calls": counter.frame_count}
+
+
+def dynscope_report(prog: RealProgram) -> Report:
+    if prog.kind == "calls":
+        fn, calls = prog.factory()
+        return dynscope.report(fn, calls=calls)
+    # capture() reports what happened in this process, so compiles of the same code before
+    # the block are real history (a recompile there is PyTorch's too): start it fresh, as
+    # PyTorch's run was. report() needs no such help: it answers as a fresh process would.
+    torch._dynamo.reset()
+    with dynscope.capture(title=prog.name) as cap:
+        prog.factory()(lambda m: torch.compile(m, backend="eager"))
+    return cap.report
+
+
+def counts_of(rep: Report) -> dict[str, int]:
+    """dynscope's counts, named as :func:`pytorch_counts` names PyTorch's (graphs: Dynamo's
+    graphs, a DDP-split graph once; backend calls: the graphs a backend was handed)."""
+    return {
+        "graphs": len({(g.compile_id, g.split_by) if g.split_by else g.id for g in rep.graphs}),
+        "breaks": rep.break_count,
+        "frames": len(rep.frames),
+        "recompiles": rep.recompile_count,
+        "backend_calls": rep.graph_count,
+    }
+
+
+@pytest.fixture
+def process_group(tmp_path: Path) -> Iterator[None]:
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("prog", REAL_PROGRAMS, ids=[p.name for p in REAL_PROGRAMS])
+def test_counts_are_pytorchs(prog: RealProgram, request: pytest.FixtureRequest) -> None:
+    if prog.needs == "distributed":
+        request.getfixturevalue("process_group")
+    expected = pytorch_counts(prog)
+    rep = dynscope_report(prog)
+    got = counts_of(rep)
+    if prog.kind == "loop":
+        # With the user's own backend dynscope sees Dynamo's graphs through the trace, not
+        # the pieces DDP's optimizer hands that backend (issue 21 reads those from the trace).
+        del got["backend_calls"], expected["backend_calls"]
+    assert got == expected
+    assert not any(f.filename.startswith(DYNSCOPE_DIR) for f in rep.frames)
+    if prog.kind == "calls":
+        assert rep.coverage is not None and 0.0 < rep.coverage.ratio <= 1.0
+
+
+def test_train_step_lists_no_dynscope_frame() -> None:
+    # The backward-counting hook dynscope puts on a graph's output ran under the user's
+    # compiled frame and was compiled as a frame of the program (8 frames where PyTorch
+    # compiled 7); break stacks carried report()'s own frames.
+    fn, calls = REAL_PROGRAMS[0].factory()
+    rep = dynscope.report(fn, calls=calls)
+    names = [f.function for f in rep.frames]
+    assert "seen" not in names and names.count("train_step") == 1
+    assert rep.graphs[0].backward_runs == len(calls)  # the hook still counts the backward runs
+    for b in rep.breaks:
+        assert b.user_stack and b.user_stack[0].function == "train_step", b.user_stack
+        assert "_capture.py" not in b.torch_text and DYNSCOPE_DIR not in b.torch_text
+    assert "_backend.py" not in rep.program_dot() and "_backend.py" not in rep.summary()
+
+
+def test_dynamic_shapes_glue_is_not_eager_work() -> None:
+    # Under dynamic=True Dynamo passes Embedding's Python float norm_type as a tensor: its
+    # "Pregraph bytecode" runs aten::empty/lift_fresh/to before each graph call. They were
+    # counted as eager work at GPT.forward's def line (nanoGPT with no break showed 74%).
+    from tests.corpus.real import GPT, _batch
+
+    torch.manual_seed(0)
+    model = GPT()
+    rep = dynscope.report(model, calls=[_batch(1), _batch(2, t=9)], dynamic=True)
+    assert rep.break_count == 0
+    assert rep.coverage is not None
+    assert rep.coverage.ratio == 1.0 and rep.coverage.eager_sites == ()
+    assert rep.coverage.ops_dynamo > 0
+    assert "ops Dynamo ran to build graph arguments" in rep.summary()
