@@ -22,8 +22,8 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dynscope import TimingOptions
-from dynscope._backend import RecordingBackend
-from dynscope._timing import _Clock, interleaved
+from dynscope._capture.backend import RecordingBackend
+from dynscope._capture.timing import _Clock, interleaved
 
 if TYPE_CHECKING:
     from collections.abc import Callable

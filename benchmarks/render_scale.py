@@ -16,7 +16,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dynscope
-from dynscope._svg import dot_to_svg
+from dynscope._render.svg import dot_to_svg
 
 
 def stack(depth: int) -> nn.Module:

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dynscope
 from dynscope import _torch
-from dynscope._backend import RecordingBackend
-from dynscope._timing import time_graph
+from dynscope._capture.backend import RecordingBackend
+from dynscope._capture.timing import time_graph
 
 ROUNDS = 5
 

@@ -14,8 +14,6 @@ torch is not installed.
 import importlib
 import typing
 
-from dynscope._budget import Budget
-from dynscope._codec import load
 from dynscope._errors import (
     CaptureError,
     CompileBudgetError,
@@ -24,7 +22,10 @@ from dynscope._errors import (
     InputError,
     SchemaError,
 )
-from dynscope._model import (
+from dynscope._model.budget import Budget
+from dynscope._model.codec import load
+from dynscope._model.ranks import Divergence, MultiRankReport, merge, save_rank
+from dynscope._model.types import (
     Advice,
     AotGraph,
     BreakEvent,
@@ -48,24 +49,23 @@ from dynscope._model import (
     Timing,
     Trial,
 )
-from dynscope._ranks import Divergence, MultiRankReport, merge, save_rank
 
 if typing.TYPE_CHECKING:
-    from dynscope._advise import advise
-    from dynscope._capture import Capture, capture, report
+    from dynscope._capture.advise import advise
+    from dynscope._capture.capture import Capture, capture, report
+    from dynscope._capture.timing import TimingOptions
     from dynscope._testing import assert_compiles
-    from dynscope._timing import TimingOptions
 
 __version__ = "0.1.0"
 
 #: Public names that need torch -> the module that defines them (imported on first use).
 _LAZY = {
-    "advise": "dynscope._advise",
-    "Capture": "dynscope._capture",
-    "capture": "dynscope._capture",
-    "report": "dynscope._capture",
+    "advise": "dynscope._capture.advise",
+    "Capture": "dynscope._capture.capture",
+    "capture": "dynscope._capture.capture",
+    "report": "dynscope._capture.capture",
     "assert_compiles": "dynscope._testing",
-    "TimingOptions": "dynscope._timing",
+    "TimingOptions": "dynscope._capture.timing",
 }
 
 __all__ = [

@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from dynscope._color import paint_summary, use_color
 from dynscope._errors import DynscopeError
-from dynscope._render_text import strip_controls
+from dynscope._render.color import paint_summary, use_color
+from dynscope._render.text import strip_controls
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -75,7 +75,7 @@ def _printable(rep: Any) -> Any:
     Stripped before rendering, so a control character cannot bend the layout either
     (a carriage return splits a table cell); ``_out`` strips the printed text again.
     """
-    from dynscope._codec import report_from_dict
+    from dynscope._model.codec import report_from_dict
 
     def clean(value: Any) -> Any:
         if isinstance(value, str):
@@ -91,7 +91,7 @@ def _printable(rep: Any) -> Any:
 
 def _out(text: str, *, summary: bool = False) -> None:
     """Print report text to stdout without terminal control sequences from the data; a
-    summary is then coloured when stdout is a terminal (see dynscope._color)."""
+    summary is then coloured when stdout is a terminal (see dynscope._render.color)."""
     clean = strip_controls(text)
     if summary and use_color(None, sys.stdout):
         clean = paint_summary(clean)
@@ -294,7 +294,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.html:
-        from dynscope._bundle import render_bundle
+        from dynscope._render.bundle import render_bundle
 
         print(f"wrote {render_bundle(rep, Path(args.html)) / 'index.html'}")
     failed = _gates(rep, args)
@@ -305,7 +305,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_advise(args: argparse.Namespace) -> int:
     import dynscope
-    from dynscope._render_text import advice_section, advice_title, totals_line
+    from dynscope._render.text import advice_section, advice_title, totals_line
 
     _cwd_on_path()
     model, kwargs = _program(args.target)
@@ -324,7 +324,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.output:
-        from dynscope._bundle import render_bundle
+        from dynscope._render.bundle import render_bundle
 
         print(f"wrote {render_bundle(rep, Path(args.output)) / 'index.html'}")
     return 0
@@ -332,8 +332,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 
 def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
     """What each gate the command line asked for found over its limit (empty: all pass)."""
-    from dynscope._budget import Budget
     from dynscope._format import plural
+    from dynscope._model.budget import Budget
 
     failed = []
     # Each gate checks its own count only; unread trace messages are shown, not gated.
@@ -414,8 +414,8 @@ def _cwd_on_path() -> None:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from dynscope._codec import load
-    from dynscope._ranks import is_merged_file, load_merged
+    from dynscope._model.codec import load
+    from dynscope._model.ranks import is_merged_file, load_merged
 
     if is_merged_file(_existing(args.file)):  # a merged many-rank report (dynscope merge)
         merged = load_merged(args.file)
@@ -434,8 +434,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from dynscope._codec import load
-    from dynscope._diff import diff_reports, render_diff
+    from dynscope._model.codec import load
+    from dynscope._model.diff import diff_reports, render_diff
 
     d = diff_reports(_printable(load(_existing(args.old))), _printable(load(_existing(args.new))))
     _out(render_diff(d))
@@ -443,8 +443,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from dynscope._bundle import render_bundle
-    from dynscope._codec import load
+    from dynscope._model.codec import load
+    from dynscope._render.bundle import render_bundle
 
     out = render_bundle(load(_existing(args.file)), Path(args.output))
     print(f"wrote {out / 'index.html'}")
@@ -452,7 +452,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from dynscope._ranks import merge
+    from dynscope._model.ranks import merge
     from dynscope._write import ensure_folder, write_text
 
     folder = Path(args.folder)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dynscope._budget import Budget
-from dynscope._capture import _MISSING, report
+from dynscope._capture.capture import _MISSING, report
+from dynscope._model.budget import Budget
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from dynscope._model import Report
+    from dynscope._model.types import Report
 
 
 def assert_compiles(

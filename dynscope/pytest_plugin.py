@@ -99,8 +99,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     possibly after a long suite; as a usage error it stops the run before any test starts,
     naming the test and the keyword.
     """
-    from dynscope._budget import Budget
     from dynscope._errors import InputError  # torch-free: collection stays cheap
+    from dynscope._model.budget import Budget
 
     problems = []
     for item in items:
@@ -123,7 +123,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
         with _trace_records_hidden():
             return (yield)
     import dynscope
-    from dynscope._budget import Budget
+    from dynscope._model.budget import Budget
 
     try:
         budget = Budget.from_marker(mark)  # checked before the test runs
@@ -189,7 +189,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(_STATE, None)
     if state is None or state.report_dir is None or not state.watched:
         return
-    from dynscope._bundle import render_bundle
+    from dynscope._render.bundle import render_bundle
 
     seen: dict[str, int] = {}
     for nodeid, rep in state.watched:

@@ -18,11 +18,11 @@ import torch._dynamo
 from torch import nn
 
 import dynscope
-from dynscope._categories import classify, fix_for
-from dynscope._codec import report_from_dict
-from dynscope._model import Outcome, Trial
-from dynscope._render_card import render_card
-from dynscope._render_text import NOTHING_TO_FIX_FIRST, advice_section, fix_first_line
+from dynscope._capture.break_fixes import classify, fix_for
+from dynscope._model.codec import report_from_dict
+from dynscope._model.types import Outcome, Trial
+from dynscope._render.card import render_card
+from dynscope._render.text import NOTHING_TO_FIX_FIRST, advice_section, fix_first_line
 from dynscope._torch.break_kinds import LIBRARY_BREAK, OPTIMIZER
 
 if TYPE_CHECKING:

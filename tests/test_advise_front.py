@@ -16,8 +16,8 @@ import pytest
 
 import dynscope
 from dynscope import Outcome, Trial
-from dynscope._codec import report_from_dict
-from dynscope._render_text import advice_section, advice_title
+from dynscope._model.codec import report_from_dict
+from dynscope._render.text import advice_section, advice_title
 
 STORED = Path(__file__).parent / "golden" / "reports"
 
@@ -179,7 +179,7 @@ def _category_programs() -> list[tuple[str, str, str]]:
 
 
 def test_recommendations_are_listed() -> None:
-    from dynscope._categories import CATEGORIES
+    from dynscope._capture.break_fixes import CATEGORIES
 
     for c in CATEGORIES:
         named = tuple(r for r in KNOWN_REMEDIES if r in c.fix)
@@ -204,7 +204,7 @@ def _advise(name: str) -> dynscope.Advice:
 
 @pytest.mark.parametrize(("category", "program", "remedy"), _category_programs())
 def test_recommended_fix_helps_or_says_it_may_not(category: str, program: str, remedy: str) -> None:
-    from dynscope._categories import fix_for
+    from dynscope._capture.break_fixes import fix_for
 
     advice = _advise(program)
     trials = [t for t in advice.trials if t.remedy == remedy]

@@ -18,7 +18,7 @@ import torch
 
 import dynscope
 from dynscope import _torch
-from dynscope._assemble import build_report
+from dynscope._capture.assemble import build_report
 from dynscope._torch.trace import TraceCollector
 from tests.conftest import ROOT
 from tests.corpus.programs import MLP, PrintModel, _x

@@ -27,11 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynscope
-from dynscope._diff import diff_reports, render_diff
-from dynscope._model import Report
-from dynscope._render_html import render_html
-from dynscope._render_text import strip_controls
-from dynscope._svg import dot_to_svg
+from dynscope._model.diff import diff_reports, render_diff
+from dynscope._model.types import Report
+from dynscope._render.html import render_html
+from dynscope._render.svg import dot_to_svg
+from dynscope._render.text import strip_controls
 from tests.corpus.markers import break_line
 from tests.corpus.programs import MLP, PrintModel, _x
 

@@ -11,7 +11,7 @@ import torch._dynamo.repro.after_dynamo
 from torch import nn
 
 import dynscope
-from dynscope._categories import classify, fix_for
+from dynscope._capture.break_fixes import classify, fix_for
 from dynscope._torch.guard_text import explain_reason
 from tests.corpus.programs import PROGRAMS, _x
 

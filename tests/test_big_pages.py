@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 import dynscope
-from dynscope._analysis import structure_hash
-from dynscope._render_dot import REPEAT_MIN_NODES, DotOptions, graph_to_dot
-from dynscope._render_html import INLINE_SVG_MAX
+from dynscope._model.analysis import structure_hash
+from dynscope._render.dot import REPEAT_MIN_NODES, DotOptions, graph_to_dot
+from dynscope._render.html import INLINE_SVG_MAX
 from tests.test_html_browser import _run
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import torch
 
 import dynscope
 from dynscope._cli import main
-from dynscope._codec import report_from_dict
+from dynscope._model.codec import report_from_dict
 from tests.corpus.markers import break_line
 from tests.corpus.programs import MLP, PrintModel, _x
 

@@ -24,10 +24,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dynscope
-from dynscope._assemble import build_report
-from dynscope._codec import report_from_dict
-from dynscope._render_text import render_summary
-from dynscope._timing import contention, fresh_inputs, read_machine
+from dynscope._capture.assemble import build_report
+from dynscope._capture.timing import contention, fresh_inputs, read_machine
+from dynscope._model.codec import report_from_dict
+from dynscope._render.text import render_summary
 from dynscope._torch import lowering_text as lt
 from dynscope._torch.profiler import quiet_native_output
 from dynscope._torch.trace import TraceEvent, event_from

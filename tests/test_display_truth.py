@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 import dynscope
 from dynscope._errors import DynscopeError, GraphvizNotFoundError
 from dynscope._format import percent
-from dynscope._model import Coverage, Timing
-from dynscope._render_card import render_card
-from dynscope._svg import dot_to_svg
+from dynscope._model.types import Coverage, Timing
+from dynscope._render.card import render_card
+from dynscope._render.svg import dot_to_svg
 
 STORED = Path(__file__).parent / "golden" / "reports"
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz's dot")

@@ -26,23 +26,23 @@ PACKAGE = ROOT / "dynscope"
 #: Modules that turn a saved report into text, pictures and pages: none may import torch.
 READERS = (
     "dynscope",
-    "dynscope._model",
-    "dynscope._codec",
-    "dynscope._render_text",
-    "dynscope._render_dot",
-    "dynscope._render_html",
-    "dynscope._render_card",
-    "dynscope._bundle",
-    "dynscope._svg",
+    "dynscope._model.types",
+    "dynscope._model.codec",
+    "dynscope._render.text",
+    "dynscope._render.dot",
+    "dynscope._render.html",
+    "dynscope._render.card",
+    "dynscope._render.bundle",
+    "dynscope._render.svg",
     "dynscope._write",
-    "dynscope._diff",
-    "dynscope._analysis",
+    "dynscope._model.diff",
+    "dynscope._model.analysis",
     "dynscope._cli",
 )
 #: Renderers and analysis: model types for annotations only (a TYPE_CHECKING import).
-PURE = ("render_text", "render_dot", "render_html", "render_card", "bundle", "svg", "diff", "analysis")
+PURE = ("_render.text", "_render.dot", "_render.html", "_render.card", "_render.bundle", "_render.svg", "_model.diff", "_model.analysis")
 #: Shared helpers: leaves that import nothing from dynscope.
-LEAVES = ("format", "palette", "color")
+LEAVES = ("_format", "_render.palette", "_render.color")
 
 
 def _module_name(path: Path, package: Path) -> str:
@@ -130,12 +130,12 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
 
 def test_the_graph_sees_dynscope_modules() -> None:
     graph = import_graph()
-    assert "dynscope._torch.fx" in graph["dynscope._backend"]  # from dynscope._torch.fx import ...
-    assert "dynscope._torch" in graph["dynscope._capture"]  # from dynscope import _torch
-    assert "dynscope._model" in graph["dynscope._codec"]
+    assert "dynscope._torch.fx" in graph["dynscope._capture.backend"]  # from dynscope._torch.fx import ...
+    assert "dynscope._torch" in graph["dynscope._capture.capture"]  # from dynscope import _torch
+    assert "dynscope._model.types" in graph["dynscope._model.codec"]
     # Typing-only and function-local imports are not import-time edges.
-    assert "dynscope._model" not in graph["dynscope._errors"]
-    assert "dynscope._codec" not in graph["dynscope._model"]
+    assert "dynscope._model.types" not in graph["dynscope._errors"]
+    assert "dynscope._model.codec" not in graph["dynscope._model.types"]
 
 
 def test_find_cycle_finds_one() -> None:
@@ -150,14 +150,14 @@ def test_no_import_cycle() -> None:
 
 @pytest.mark.parametrize("name", PURE)
 def test_renderers_import_model_types_for_typing_only(name: str) -> None:
-    imports = import_graph()[f"dynscope._{name}"]
-    assert "dynscope._model" not in imports, f"dynscope._{name} imports dynscope._model at run time"
-    assert "dynscope._capture" not in imports and "dynscope._timing" not in imports
+    imports = import_graph()[f"dynscope.{name}"]
+    assert "dynscope._model.types" not in imports, f"dynscope.{name} imports dynscope._model.types at run time"
+    assert "dynscope._capture.capture" not in imports and "dynscope._capture.timing" not in imports
 
 
 @pytest.mark.parametrize("name", LEAVES)
 def test_shared_helpers_are_leaves(name: str) -> None:
-    imports = import_graph()[f"dynscope._{name}"]
+    imports = import_graph()[f"dynscope.{name}"]
     assert imports == set(), f"dynscope._{name} imports {sorted(imports)}"
 
 
@@ -182,14 +182,14 @@ def test_reading_a_report_never_imports_torch(tmp_path: Path) -> None:
     code = f"""
 import sys
 import dynscope
-from dynscope._analysis import graph_stats
-from dynscope._diff import diff_reports, render_diff
+from dynscope._model.analysis import graph_stats
+from dynscope._model.diff import diff_reports, render_diff
 rep = dynscope.load({str(saved)!r})
 assert rep.summary() and rep.program_dot() and rep.to_html(pictures=False)
 assert all(g.to_dot() for g in rep.graphs) and graph_stats(rep.graphs[0])["nodes"]
 assert render_diff(diff_reports(rep, rep))
 assert (rep.render({str(tmp_path / "out")!r}) / "index.html").is_file()
-assert dynscope._codec.report_from_dict(rep.to_dict()) == rep
+assert dynscope._model.codec.report_from_dict(rep.to_dict()) == rep
 print("torch" in sys.modules)
 """
     res = _run(code)

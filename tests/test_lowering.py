@@ -22,12 +22,12 @@ from torch import nn
 
 import dynscope
 from dynscope import TimingOptions
-from dynscope._assemble import build_report
+from dynscope._capture.assemble import build_report
 from dynscope._torch import lowering_text as lt
 from dynscope._torch.trace import KEPT_ARTIFACTS, KEPT_EVENTS, TraceEvent, event_from
 
 if TYPE_CHECKING:
-    from dynscope._model import Graph, Lowering, Report
+    from dynscope._model.types import Graph, Lowering, Report
 
 TRACES = Path(__file__).parent / "traces"
 VERSIONS = sorted(p.parent.name for p in TRACES.glob("torch-*/lowering"))

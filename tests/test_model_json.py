@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynscope
-from dynscope._codec import report_from_dict
-from dynscope._model import (
+from dynscope._model.codec import report_from_dict
+from dynscope._model.types import (
     SCHEMA_VERSION,
     BreakEvent,
     CompileTime,
@@ -109,7 +109,7 @@ def test_loading_a_big_report_works_out_type_hints_once_per_type(tmp_path, monke
     import dataclasses
     import typing
 
-    from dynscope import _codec
+    from dynscope._model import codec as _codec
 
     stored = dynscope.load(Path(__file__).parent / "golden" / "reports" / "print_model.json")
     big = dataclasses.replace(stored, graphs=stored.graphs * 100)

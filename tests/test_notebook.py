@@ -275,7 +275,7 @@ def test_what_is_coloured() -> None:
 
 
 def test_colour_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dynscope._color import use_color
+    from dynscope._render.color import use_color
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)

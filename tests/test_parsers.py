@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynscope._categories import CATEGORY_NAMES, classify
+from dynscope._capture.break_fixes import CATEGORY_NAMES, classify
 from dynscope._torch.break_text import parse_break
 from dynscope._torch.guard_text import explain_reason, parse_guards, parse_recompile_reasons
 

@@ -54,7 +54,7 @@ def test_types_a_user_receives_are_exported() -> None:
     import dataclasses
     import typing
 
-    from dynscope import _model
+    from dynscope._model import types as _model
 
     seen: set[type] = set()
     todo: list[type] = [dynscope.Report]

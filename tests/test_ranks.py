@@ -15,7 +15,7 @@ import torch
 
 import dynscope
 from dynscope._cli import main
-from dynscope._ranks import load_merged
+from dynscope._model.ranks import load_merged
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -172,7 +172,7 @@ _COLLECTIVES_JOB = textwrap.dedent(
     import sys
     import torch, torch.distributed as dist
     import dynscope
-    from dynscope._ranks import collective_sequence
+    from dynscope._model.ranks import collective_sequence
     dist.init_process_group("gloo", init_method="file://" + sys.argv[1] + "/store", rank=0, world_size=1)
 
     def step(x):

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dynscope._assemble import build_report
+from dynscope._capture.assemble import build_report
 from dynscope._torch.trace import TraceEvent, event_from
 from tests.corpus.markers import markers
 from tests.corpus.programs import CORPUS_OVERRIDES, PROGRAMS, Program
 
 if TYPE_CHECKING:
-    from dynscope._model import Report
+    from dynscope._model.types import Report
 
 TRACES = Path(__file__).parent / "traces"
 VERSIONS = sorted(p.name for p in TRACES.glob("torch-*"))

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 import dynscope
-from dynscope._model import Graph, Node, TensorMeta
-from dynscope._render_dot import AUTO_COLLAPSE_NODES, PALETTE, op_category
+from dynscope._model.types import Graph, Node, TensorMeta
+from dynscope._render.dot import AUTO_COLLAPSE_NODES, PALETTE, op_category
 from tests.conftest import normalise
 from tests.corpus.markers import break_line
 from tests.corpus.programs import MLP, PROGRAMS, PrintModel, _x
@@ -83,7 +83,7 @@ def test_networkx(mlp_report) -> None:
     data = nxg.nodes[linears[0]]
     assert data["category"] == "matmul/conv" and data["shape"] == (4, 8) and data["module"].startswith("layers.")
     assert all("shape" in d for _, _, d in nxg.edges(data=True))
-    from dynscope._analysis import graph_stats
+    from dynscope._model.analysis import graph_stats
 
     stats = graph_stats(g)
     assert stats["nodes"] == g.node_count and stats["depth"] >= 7

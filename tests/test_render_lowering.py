@@ -23,11 +23,11 @@ import torch
 
 import dynscope
 from dynscope import InputError
-from dynscope._bundle import render_bundle
-from dynscope._model import AotGraph, Graph, Kernel, Lowering, Node
-from dynscope._palette import KERNEL_PALETTE, PALETTE, op_category
-from dynscope._render_dot import AUTO_COLLAPSE_NODES, aot_graph_to_dot
-from dynscope._svg import dot_to_svg, report_pictures
+from dynscope._model.types import AotGraph, Graph, Kernel, Lowering, Node
+from dynscope._render.bundle import render_bundle
+from dynscope._render.dot import AUTO_COLLAPSE_NODES, aot_graph_to_dot
+from dynscope._render.palette import KERNEL_PALETTE, PALETTE, op_category
+from dynscope._render.svg import dot_to_svg, report_pictures
 from tests.conftest import normalise
 from tests.test_text_golden import stored
 

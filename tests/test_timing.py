@@ -7,7 +7,7 @@ import torch
 
 import dynscope
 from dynscope import _torch
-from dynscope._timing import MODES, compare_outputs, validate_modes
+from dynscope._capture.timing import MODES, compare_outputs, validate_modes
 
 FAST = dynscope.TimingOptions(warmup=1, repeats=7, min_time_s=0.02, min_sample_ms=0.2, progress=False)
 

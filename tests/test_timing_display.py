@@ -15,9 +15,9 @@ import pytest
 import torch
 
 import dynscope
+from dynscope._capture.timing import Samples
 from dynscope._format import OVERHEAD_MS, ms, timer_resolution_ms
-from dynscope._model import ModeTiming, Report, Timing
-from dynscope._timing import Samples
+from dynscope._model.types import ModeTiming, Report, Timing
 
 FAST = dynscope.TimingOptions(warmup=1, repeats=6, min_time_s=0.02, min_sample_ms=0.2, progress=False)
 

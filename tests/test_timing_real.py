@@ -43,7 +43,7 @@ def test_dynamic_shape_graph_is_timed_at_its_recorded_sizes() -> None:
 
 def test_dynamic_graph_is_compiled_dynamic_like_dynamo() -> None:
     from dynscope import _torch
-    from dynscope._backend import RecordingBackend
+    from dynscope._capture.backend import RecordingBackend
 
     backend = RecordingBackend(keep_inputs=True)
     compiled = torch.compile(Tiny(), backend=backend)
@@ -62,8 +62,8 @@ def test_dynamic_graph_is_compiled_dynamic_like_dynamo() -> None:
 
 
 def test_failed_graph_does_not_claim_numerics() -> None:
-    from dynscope._backend import RecordingBackend
-    from dynscope._timing import time_graph
+    from dynscope._capture.backend import RecordingBackend
+    from dynscope._capture.timing import time_graph
 
     backend = RecordingBackend(keep_inputs=True)
     compiled = torch.compile(Tiny(), backend=backend)

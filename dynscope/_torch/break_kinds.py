@@ -2,7 +2,7 @@
 
 Rules match the graph-break type and explanation PyTorch writes (torch 2.11 .. 2.14, see
 tests/traces and tests/test_attack_wording.py); the categories and dynscope's advice for
-each live in ``dynscope._categories``.
+each live in ``dynscope._capture.break_fixes``.
 """
 
 from __future__ import annotations

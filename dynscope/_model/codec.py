@@ -3,7 +3,7 @@
 ``Report.to_dict``/``to_json``/``save`` and ``dynscope.load`` are one-line delegations to
 this module. Reading checks every value against the model's type hints, so a file that is
 not a dynscope report fails with a ``SchemaError`` that says where it differs.
-The layout is versioned by ``dynscope._model.SCHEMA_VERSION``.
+The layout is versioned by ``dynscope._model.types.SCHEMA_VERSION``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, TypeVar, Union
 
 from dynscope._errors import SchemaError
 from dynscope._format import clip
-from dynscope._model import SCHEMA_VERSION, Report
+from dynscope._model.types import SCHEMA_VERSION, Report
 
 __all__ = ["from_plain", "load", "report_from_dict", "save", "to_json", "to_plain"]
 

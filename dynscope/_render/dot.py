@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 from dynscope._errors import InputError
 from dynscope._format import clip, location, ms, percent, plural
-from dynscope._palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, op_category, time_colour
-from dynscope._render_text import grads_text, speedup_text
+from dynscope._render.palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, op_category, time_colour
+from dynscope._render.text import grads_text, speedup_text
 from dynscope._torch.wording import base_function, resume_label, resume_site
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from dynscope._model import AotGraph, Frame, Graph, Kernel, Lowering, Node, Report, Timing
+    from dynscope._model.types import AotGraph, Frame, Graph, Kernel, Lowering, Node, Report, Timing
 
 __all__ = [
     "AUTO_COLLAPSE_NODES",

@@ -10,7 +10,7 @@ from tabulate import tabulate
 from dynscope._format import percent
 
 if TYPE_CHECKING:
-    from dynscope._model import GraphBreak, Report
+    from dynscope._model.types import GraphBreak, Report
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from dynscope._analysis import structure_hash
 from dynscope._format import plural
+from dynscope._model.analysis import structure_hash
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope._model import Report
-    from dynscope._ranks import MultiRankReport
+    from dynscope._model.ranks import MultiRankReport
+    from dynscope._model.types import Report
 
 #: What each kind of divergence means, in a few words (the page's legend; docs/distributed.md says more).
 MEANING = {
@@ -33,7 +33,7 @@ def _ddp_splits(rep: Report) -> int:
 
 
 def _collectives(rep: Report) -> str:
-    from dynscope._ranks import collective_sequence
+    from dynscope._model.ranks import collective_sequence
 
     seq = collective_sequence(rep)
     if not seq:

@@ -15,7 +15,7 @@ from dynscope._errors import DynscopeError, GraphvizNotFoundError
 from dynscope._write import write_text
 
 if TYPE_CHECKING:
-    from dynscope._model import Report
+    from dynscope._model.types import Report
 
 INSTALL_HINT = (
     "Graphviz's `dot` program is needed for SVG pictures and was not found on PATH. "

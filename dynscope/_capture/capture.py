@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
-from dynscope._assemble import build_report
-from dynscope._backend import RecordingBackend
-from dynscope._coverage import with_coverage
+from dynscope._capture.assemble import build_report
+from dynscope._capture.backend import RecordingBackend
+from dynscope._capture.coverage import with_coverage
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
 from dynscope._torch.profiler import CoverageRecorder
 from dynscope._torch.trace import TraceCollector
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dynscope._model import Report
-    from dynscope._timing import TimingOptions
+    from dynscope._capture.timing import TimingOptions
+    from dynscope._model.types import Report
 
 _MISSING: Any = object()
 
@@ -244,7 +244,7 @@ def _check_options(dynamic: Any, timing_options: Any) -> None:
             f"{_short_repr(dynamic)}"
         )
     if timing_options is not None:
-        from dynscope._timing import TimingOptions
+        from dynscope._capture.timing import TimingOptions
 
         if not isinstance(timing_options, TimingOptions):
             raise InputError(
@@ -313,7 +313,7 @@ def report(
     model, note = check_model(model)
     notes = [note] if note else []
     if timing:
-        from dynscope._timing import device_of, validate_modes
+        from dynscope._capture.timing import device_of, validate_modes
 
         validate_modes(modes, device_of([c[0] for c in call_list] + [c[1] for c in call_list]))
     if coverage and _torch.profiler_running():
@@ -383,7 +383,7 @@ def _report_locked(
             call_index=index,
         ) from err
     if timing:
-        from dynscope._timing import time_report
+        from dynscope._capture.timing import time_report
 
         with _torch.DynamoSandbox():
             rep = time_report(

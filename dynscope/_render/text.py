@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from dynscope._color import paint_summary
 from dynscope._errors import InputError
 from dynscope._format import (
     ADD_UP_TOLERANCE,
@@ -21,12 +20,22 @@ from dynscope._format import (
     plural,
     timer_resolution_ms,
 )
+from dynscope._render.color import paint_summary
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from dynscope._model import CompileTime, Graph, GraphBreak, Kernel, ModeTiming, Report, Timing, Trial
+    from dynscope._model.types import (
+        CompileTime,
+        Graph,
+        GraphBreak,
+        Kernel,
+        ModeTiming,
+        Report,
+        Timing,
+        Trial,
+    )
 
 # Terminal control sequences: CSI (ESC [ ... final byte, or the one-byte C1 CSI), OSC, DCS,
 # SOS, PM and APC strings (up to BEL or ST), other two-byte ESC sequences; then any C0/C1
@@ -347,7 +356,7 @@ def program_line(rep: Report) -> str:
     """The program in execution order, one arrow per step: each frame's graphs (a
     recompiled frame lists every variant) or "eager" for a frame Dynamo gave up on, then
     the breaks it hits."""
-    from dynscope._render_dot import program_order  # the one ordering, shared with the picture
+    from dynscope._render.dot import program_order  # the one ordering, shared with the picture
 
     graph_ids = {g.compile_id: g.id for g in rep.graphs}
     frames = {f.compile_id: f for f in rep.frames}
@@ -859,7 +868,7 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
 
     Args:
         rep: the report.
-        color: add ANSI colour (dynscope._color.paint_summary); the text is otherwise the same.
+        color: add ANSI colour (dynscope._render.color.paint_summary); the text is otherwise the same.
     """
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
     out = [title, "=" * len(title), totals_line(rep)]

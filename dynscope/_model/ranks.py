@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynscope._analysis import structure_hash
 from dynscope._errors import InputError, SchemaError
 from dynscope._format import plural
-from dynscope._model import SCHEMA_VERSION, Graph, Report, _brief
+from dynscope._model.analysis import structure_hash
+from dynscope._model.types import SCHEMA_VERSION, Graph, Report, _brief
 from dynscope._torch.distributed import collective_name
 from dynscope._torch.wording import resume_label
 
@@ -91,7 +91,7 @@ class MultiRankReport:
 
     def summary(self) -> str:
         """Divergences first, then each rank's figures side by side (plain text)."""
-        from dynscope._render_ranks import render_merged_text
+        from dynscope._render.ranks import render_merged_text
 
         return render_merged_text(self)
 
@@ -100,13 +100,13 @@ class MultiRankReport:
 
     def to_html(self) -> str:
         """One self-contained HTML page: divergences first, then ranks as columns."""
-        from dynscope._render_ranks import render_merged_html
+        from dynscope._render.ranks import render_merged_html
 
         return render_merged_html(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict."""
-        from dynscope._codec import to_plain
+        from dynscope._model.codec import to_plain
 
         result: dict[str, Any] = to_plain(self)
         return result
@@ -173,7 +173,7 @@ def is_merged_file(path: str | Path) -> bool:
 
 def merged_from_dict(data: Any, where: str = "merged report") -> MultiRankReport:
     """Rebuild a MultiRankReport from :meth:`MultiRankReport.to_dict` output."""
-    from dynscope._codec import from_plain
+    from dynscope._model.codec import from_plain
 
     if not is_merged(data):
         raise SchemaError(f"{where}: not a merged dynscope report (no \"kind\": \"{MERGED_KIND}\"); "
@@ -230,7 +230,7 @@ def merge(paths: str | Path | Iterable[str | Path], *, compile_skew_s: float = C
             world sizes (the message names the files).
         SchemaError: a file is not a dynscope report.
     """
-    from dynscope._codec import load
+    from dynscope._model.codec import load
 
     files = _files(paths)
     loaded = [(load(f), str(f)) for f in files]

@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
+from dynscope._capture.lowering import LoweringRecorder
 from dynscope._errors import InputError
 from dynscope._format import plural
-from dynscope._lowering import LoweringRecorder
-from dynscope._model import Graph, Lowering, ModeTiming, Report, Timing
+from dynscope._model.types import Graph, Lowering, ModeTiming, Report, Timing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-    from dynscope._backend import RecordedGraph
+    from dynscope._capture.backend import RecordedGraph
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_ONLY_MODES = ("reduce-overhead",)

@@ -16,10 +16,10 @@ from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from dynscope._analysis import structure_hash
 from dynscope._format import location, ms, percent, plural
-from dynscope._palette import PALETTE
-from dynscope._render_text import (
+from dynscope._model.analysis import structure_hash
+from dynscope._render.palette import PALETTE
+from dynscope._render.text import (
     PHASE_SOURCES,
     advice_title,
     cache_text,
@@ -55,7 +55,7 @@ from dynscope._torch.wording import resume_label
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from dynscope._model import Graph, Kernel, Lowering, Report, Timing
+    from dynscope._model.types import Graph, Kernel, Lowering, Report, Timing
 
 __all__ = ["BUNDLE_CSP", "CSP", "CSS", "INLINE_SVG_MAX", "NO_PICTURES", "SCRIPT", "render_html", "safe_url"]
 
@@ -762,7 +762,7 @@ def render_html(
 ) -> str:
     """The whole page as a string. Pure: it never looks for or runs Graphviz.
 
-    The caller lays the pictures out (``dynscope._svg.report_pictures``; ``Report.to_html``
+    The caller lays the pictures out (``dynscope._render.svg.report_pictures``; ``Report.to_html``
     and the bundle do) and passes the SVG text; each picture left out is replaced by a
     note saying how to get Graphviz.
 
@@ -777,7 +777,7 @@ def render_html(
             only then the page's CSP is BUNDLE_CSP, letting <img> load those files). False
             (a single-file page): such a picture is left out, with a note on how to get it.
         pictures_note: why there are no pictures when Graphviz is installed but failed
-            (``dynscope._bundle`` passes the error): said in place of each picture and
+            (``dynscope._render.bundle`` passes the error): said in place of each picture and
             under "Read this first". Defaults to "" (the install hint when pictures are missing).
 
     Graphs of one structure (``structure_hash``) are drawn once; a table of every graph

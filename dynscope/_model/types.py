@@ -1,7 +1,7 @@
 """The report model: frozen, plain-data dataclasses with no torch objects inside.
 
 Everything here can be written to JSON and read back (:func:`Report.to_json`,
-:func:`dynscope.load`; the codec is ``dynscope._codec``). Live ``torch.fx.GraphModule``
+:func:`dynscope.load`; the codec is ``dynscope._model.codec``). Live ``torch.fx.GraphModule``
 objects are kept beside the model in a holder that JSON never sees and equality ignores
 (``Graph.module``).
 """
@@ -318,15 +318,15 @@ class AotGraph:
         )
 
     def to_dot(self, lowering: Lowering | None = None) -> str:
-        """DOT source of the graph (see dynscope._render_dot.aot_graph_to_dot); pass the
+        """DOT source of the graph (see dynscope._render.dot.aot_graph_to_dot); pass the
         ``Lowering`` it belongs to so a backward graph highlights the saved activations."""
-        from dynscope._render_dot import aot_graph_to_dot
+        from dynscope._render.dot import aot_graph_to_dot
 
         return aot_graph_to_dot(self, lowering)
 
     def to_svg(self, path: str | Path | None = None, lowering: Lowering | None = None) -> str:
         """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
-        from dynscope._svg import dot_to_svg
+        from dynscope._render.svg import dot_to_svg
 
         return dot_to_svg(self.to_dot(lowering), path)
 
@@ -487,8 +487,8 @@ class Graph:
     def _repr_html_(self) -> str:
         """Its picture in a notebook (its summary when Graphviz is not installed or does not work)."""
         from dynscope._errors import GraphvizNotFoundError
-        from dynscope._render_card import graph_card
-        from dynscope._svg import dot_to_svg, have_graphviz
+        from dynscope._render.card import graph_card
+        from dynscope._render.svg import dot_to_svg, have_graphviz
 
         try:
             svg = dot_to_svg(self.to_dot()) if have_graphviz() else None
@@ -517,13 +517,13 @@ class Graph:
         return dict(self.op_counts).get(target, 0)
 
     def to_dot(self, *, depth: int | None = None, fold_params: bool = True, color_by: str = "auto") -> str:
-        """DOT source of the graph (see dynscope._render_dot).
+        """DOT source of the graph (see dynscope._render.dot).
 
         ``color_by``: "op" (op category), "kernel" (the Inductor kernel each node was fused
         into), "time" (share of the graph's time, when kernels were timed) or "auto"
         ("kernel" when the graph has a lowering with kernels, else "op").
         """
-        from dynscope._render_dot import DotOptions, graph_to_dot
+        from dynscope._render.dot import DotOptions, graph_to_dot
 
         return graph_to_dot(self, DotOptions(depth=depth, fold_params=fold_params, color_by=color_by))
 
@@ -536,13 +536,13 @@ class Graph:
         color_by: str = "auto",
     ) -> str:
         """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
-        from dynscope._svg import dot_to_svg
+        from dynscope._render.svg import dot_to_svg
 
         return dot_to_svg(self.to_dot(depth=depth, fold_params=fold_params, color_by=color_by), path)
 
     def to_networkx(self) -> Any:
         """The graph as a ``networkx.DiGraph`` with node and edge attributes."""
-        from dynscope._analysis import to_networkx
+        from dynscope._model.analysis import to_networkx
 
         return to_networkx(self)
 
@@ -575,7 +575,7 @@ class GraphBreak:
     function: str  # the user's function
     source: str  # the user's line of code, stripped
     reason: str  # one line: why Dynamo broke
-    category: str  # one of dynscope._categories.CATEGORIES
+    category: str  # one of dynscope._capture.break_fixes.CATEGORIES
     fix: str  # dynscope's own advice for this category
     explanation: str = ""  # PyTorch's explanation
     hints: tuple[str, ...] = ()  # PyTorch's hints
@@ -616,7 +616,7 @@ class GraphBreak:
 
     def _repr_html_(self) -> str:
         """The code around the site with the line marked, the reason and the fix, in a notebook."""
-        from dynscope._render_card import break_card
+        from dynscope._render.card import break_card
 
         return break_card(self)
 
@@ -966,8 +966,8 @@ class Report:
                 terminal, unless ``NO_COLOR`` is set (``FORCE_COLOR`` colours a pipe too).
                 Pass False for text that goes to a file.
         """
-        from dynscope._color import use_color
-        from dynscope._render_text import render_summary
+        from dynscope._render.color import use_color
+        from dynscope._render.text import render_summary
 
         return render_summary(self, color=use_color(color))
 
@@ -994,13 +994,13 @@ class Report:
 
     def program_dot(self) -> str:
         """DOT of the whole program: graphs chained through the breaks."""
-        from dynscope._render_dot import program_to_dot
+        from dynscope._render.dot import program_to_dot
 
         return program_to_dot(self)
 
     def program_svg(self, path: str | Path | None = None) -> str:
         """SVG of the whole program; also written to ``path`` when given."""
-        from dynscope._svg import dot_to_svg
+        from dynscope._render.svg import dot_to_svg
 
         return dot_to_svg(self.program_dot(), path)
 
@@ -1011,31 +1011,31 @@ class Report:
             pictures: include SVG pictures; None (default) includes them when Graphviz is
                 installed and says how to get it otherwise.
         """
-        from dynscope._bundle import html_page
+        from dynscope._render.bundle import html_page
 
         return html_page(self, pictures=pictures)
 
     def _repr_html_(self) -> str:
         """A compact card in a notebook; ``to_html()`` / ``render(folder)`` give the whole page."""
-        from dynscope._render_card import render_card
+        from dynscope._render.card import render_card
 
         return render_card(self)
 
     def render(self, folder: str | Path) -> Path:
         """Write index.html, graph_<id>.svg, program.svg, report.json to ``folder``."""
-        from dynscope._bundle import render_bundle
+        from dynscope._render.bundle import render_bundle
 
         return render_bundle(self, Path(folder))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (live modules left out)."""
-        from dynscope._codec import to_plain
+        from dynscope._model.codec import to_plain
 
         return to_plain(self)
 
     def to_json(self, *, indent: int | None = 1) -> str:
         """The report as JSON text."""
-        from dynscope._codec import to_json
+        from dynscope._model.codec import to_json
 
         return to_json(self, indent=indent)
 
@@ -1048,7 +1048,7 @@ class Report:
             InputError: ``path`` is a folder, or its folder cannot be written.
             DynscopeError: writing failed midway (disk full, ...).
         """
-        from dynscope._codec import save
+        from dynscope._model.codec import save
 
         return save(self, path)
 
@@ -1056,7 +1056,7 @@ class Report:
         """Try PyTorch's remedies on the model and calls this report ran (see
         :func:`dynscope.advise`); InputError when the report no longer holds them (a loaded
         report, or one made by ``capture()``)."""
-        from dynscope._advise import advise_report
+        from dynscope._capture.advise import advise_report
 
         return advise_report(self, timing=timing, **report_kwargs)
 
@@ -1075,7 +1075,7 @@ class Report:
         ``allow_unparsed``: its counts may be short.
         """
         __tracebackhide__ = True
-        from dynscope._budget import Budget
+        from dynscope._model.budget import Budget
 
         return Budget(
             max_graph_breaks=max_graph_breaks,
@@ -1103,7 +1103,7 @@ class Advice:
 
     def summary(self) -> str:
         """A plain-text table of the trials, best first."""
-        from dynscope import _render_text
+        from dynscope._render import text as _render_text
 
         # The renderer's own section when it has one (the HTML/CLI front shares it).
         advice_section = getattr(_render_text, "advice_section", None)

@@ -7,9 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynscope._breaks import fold_breaks, is_decorator_wrapper, qualified_name, without_dynscope, wrapped_name
-from dynscope._lowering import build_lowering, compile_times
-from dynscope._model import CompileTime, Frame, Graph, GraphBreak, Guard, Recompile, Report, _Live
+from dynscope._capture.break_sites import (
+    fold_breaks,
+    is_decorator_wrapper,
+    qualified_name,
+    without_dynscope,
+    wrapped_name,
+)
+from dynscope._capture.lowering import build_lowering, compile_times
+from dynscope._model.types import CompileTime, Frame, Graph, GraphBreak, Guard, Recompile, Report, _Live
 from dynscope._torch.break_text import ParsedBreak, parse_break
 from dynscope._torch.distributed import rank_info
 from dynscope._torch.fx import inputs_from_code, op_counts_from_code, readable_code, symbol_created
@@ -36,7 +42,7 @@ from dynscope._torch.wording import (
 )
 
 if TYPE_CHECKING:
-    from dynscope._backend import RecordedGraph
+    from dynscope._capture.backend import RecordedGraph
     from dynscope._torch.trace import TraceEvent
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dynscope._errors import GraphvizNotFoundError
-from dynscope._render_html import render_html
-from dynscope._svg import have_graphviz, report_pictures
+from dynscope._render.html import render_html
+from dynscope._render.svg import have_graphviz, report_pictures
 from dynscope._write import ensure_folder, write_text
 
 if TYPE_CHECKING:
-    from dynscope._model import Report
+    from dynscope._model.types import Report
 
 #: AOT graph kinds that get a picture file (graph_<id>_<kind>.svg). A fixed list: the kind
 #: comes from the report's data and must never make a path.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
-from dynscope._capture import (
+from dynscope._capture.capture import (
     _MISSING,
     _REPORT_LOCK,
     KEPT_OUTPUTS,
@@ -32,7 +32,7 @@ from dynscope._capture import (
 )
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
-from dynscope._model import Advice, Outcome, Report, Trial
+from dynscope._model.types import Advice, Outcome, Report, Trial
 from dynscope._torch import remedies
 
 if TYPE_CHECKING:
@@ -592,7 +592,7 @@ def _compiled_outputs(model: Any, call_list: list[Call], plan: _Plan, report_kwa
 
 def _compare(expected: list[Any], got: list[Any], rtol: float, atol: float) -> tuple[float, bool]:
     """(max abs difference, match) over every call's outputs; non-tensor values must be equal."""
-    from dynscope._timing import compare_outputs
+    from dynscope._capture.timing import compare_outputs
 
     max_abs, _, ok = compare_outputs(expected, got, rtol, atol)
     return max_abs, ok and _plain_values(expected) == _plain_values(got)
@@ -839,7 +839,7 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[_Pl
 
 
 def _timing_plans(model: Any, call_list: list[Call]) -> list[_Plan]:
-    from dynscope._timing import device_of
+    from dynscope._capture.timing import device_of
 
     device = device_of([a for a, _ in call_list] + [k for _, k in call_list])
     precision = _Plan("matmul_precision_high", 'torch.set_float32_matmul_precision("high")', (),

@@ -30,7 +30,7 @@ KERNEL_PALETTE: tuple[str, ...] = (
     "#b3de69", "#fccde5", "#bc80bd", "#ccebc5", "#ffed6f",
 )
 
-#: Node borders that mark how a node was lowered (see dynscope._render_dot).
+#: Node borders that mark how a node was lowered (see dynscope._render.dot).
 BORDERS: dict[str, str] = {
     "fallback": "#b2182b",  # dashed red: an ATen op Inductor did not lower
     "unmapped": "#888888",  # dotted grey: a compute node no kernel was traced to

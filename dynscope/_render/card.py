@@ -14,14 +14,14 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from dynscope._format import clip, location, ms, percent, plural
-from dynscope._render_html import safe_url
-from dynscope._render_text import kernel_label, pass_label, warning_lines
+from dynscope._render.html import safe_url
+from dynscope._render.text import kernel_label, pass_label, warning_lines
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from dynscope._model import Graph, GraphBreak, ModeTiming, Report
+    from dynscope._model.types import Graph, GraphBreak, ModeTiming, Report
 
 __all__ = ["CARD_CSS", "TOP", "break_card", "graph_card", "render_card"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dynscope._format import location
-from dynscope._palette import op_category
+from dynscope._render.palette import op_category
 
 if TYPE_CHECKING:
-    from dynscope._model import Graph
+    from dynscope._model.types import Graph
 
 
 def to_networkx(graph: Graph) -> Any:

@@ -1,7 +1,7 @@
 """Turn PyTorch's graph-break reports into user-facing break sites.
 
 Input: the text of ``dynamo_graph_break_reason`` trace artifacts. Output: one
-:class:`~dynscope._model.GraphBreak` per distinct site (the user's line), with every event
+:class:`~dynscope._model.types.GraphBreak` per distinct site (the user's line), with every event
 that hit the site folded into ``count``.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from dynscope._categories import classify, fix_for
-from dynscope._model import BreakEvent, GraphBreak, StackFrame
+from dynscope._capture.break_fixes import classify, fix_for
+from dynscope._model.types import BreakEvent, GraphBreak, StackFrame
 from dynscope._torch.break_text import without_outer_frames
 from dynscope._torch.registry import is_dynscope_file, is_user_file
 from dynscope._torch.wording import RESUME_PREFIX, base_function, is_resume_name
@@ -27,7 +27,7 @@ def without_dynscope(parsed: ParsedBreak) -> ParsedBreak:
     """The break as the user's program saw it: the stack from the frame ``report()`` called on.
 
     PyTorch's user stack runs from the outermost Python frame, so a break under ``report()``
-    carries dynscope's own frames (``_capture.py``) and the script that called report(). Those
+    carries dynscope's own frames (``_capture/capture.py``) and the script that called report(). Those
     are not the program's story: everything up to the innermost dynscope frame is dropped,
     from the stack and from PyTorch's text alike. A stack with no dynscope frame (``capture()``
     of the user's own compile) is left whole.
