@@ -22,15 +22,14 @@ from dynscope._errors import (
     InputError,
     SchemaError,
 )
-from dynscope._model.budget import Budget
-from dynscope._model.codec import load
-from dynscope._model.ranks import Divergence, MultiRankReport, merge, save_rank
-from dynscope._model.types import (
+from dynscope._model import (
     Advice,
     AotGraph,
     BreakEvent,
+    Budget,
     CompileTime,
     Coverage,
+    Divergence,
     Frame,
     Graph,
     GraphBreak,
@@ -38,6 +37,7 @@ from dynscope._model.types import (
     Kernel,
     Lowering,
     ModeTiming,
+    MultiRankReport,
     Node,
     Outcome,
     Recompile,
@@ -49,6 +49,8 @@ from dynscope._model.types import (
     Timing,
     Trial,
 )
+from dynscope._model.codec import load
+from dynscope._model.merge import merge, save_rank
 
 if typing.TYPE_CHECKING:
     from dynscope._capture.advise import advise
@@ -115,7 +117,8 @@ __all__ = [
 def _rehome(obj: typing.Any) -> typing.Any:
     """Show a public name as ``dynscope.X`` (tracebacks, help()), not its private module.
 
-    Model dataclasses keep their module: the codec resolves their annotations there.
+    The model dataclasses the codec reads (Report and all it holds, MultiRankReport) keep
+    their module: the codec resolves their annotations there (Budget is never decoded).
     """
     obj.__module__ = __name__
     return obj

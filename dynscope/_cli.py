@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from dynscope._errors import DynscopeError
-from dynscope._render.color import paint_summary, use_color
+from dynscope._render.terminal import paint_summary, use_color
 from dynscope._render.text import strip_controls
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def _printable(rep: Any) -> Any:
 
 def _out(text: str, *, summary: bool = False) -> None:
     """Print report text to stdout without terminal control sequences from the data; a
-    summary is then coloured when stdout is a terminal (see dynscope._render.color)."""
+    summary is then coloured when stdout is a terminal (see dynscope._render.terminal)."""
     clean = strip_controls(text)
     if summary and use_color(None, sys.stdout):
         clean = paint_summary(clean)
@@ -305,7 +305,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_advise(args: argparse.Namespace) -> int:
     import dynscope
-    from dynscope._render.text import advice_section, advice_title, totals_line
+    from dynscope._render.text import advice_section
+    from dynscope._render.words import advice_title, totals_line
 
     _cwd_on_path()
     model, kwargs = _program(args.target)
@@ -415,7 +416,7 @@ def _cwd_on_path() -> None:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from dynscope._model.codec import load
-    from dynscope._model.ranks import is_merged_file, load_merged
+    from dynscope._model.merge import is_merged_file, load_merged
 
     if is_merged_file(_existing(args.file)):  # a merged many-rank report (dynscope merge)
         merged = load_merged(args.file)
@@ -452,7 +453,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from dynscope._model.ranks import merge
+    from dynscope._model.merge import merge
     from dynscope._write import ensure_folder, write_text
 
     folder = Path(args.folder)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from dynscope._model.types import Report
+    from dynscope._model import Report
 
 __all__ = [
     "CaptureError",

@@ -10,7 +10,7 @@ from dynscope._model.budget import Budget
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from dynscope._model.types import Report
+    from dynscope._model import Report
 
 
 def assert_compiles(

@@ -56,8 +56,8 @@ def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
     result, and each capture's report, compared with the records PyTorch logged while it
     was open. A test marked ``synthetic_reports`` loads reports built from random data
     (hypothesis), which need not be what any run could make: its loads are not checked."""
-    from dynscope._model import codec as _codec
     from dynscope._capture import capture as _capture
+    from dynscope._model import codec as _codec
     from tests import invariants
 
     report_locked, enter, exit_, build, from_dict = (

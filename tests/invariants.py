@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import dynscope
 
 if TYPE_CHECKING:
-    from dynscope._model.types import Report
+    from dynscope._model import Report
 
 DYNSCOPE_DIR = str(Path(dynscope.__file__).resolve().parent)
 #: Stored reports name files under the repository as "<root>/..." (tests/conftest.py normalise).
@@ -103,7 +103,7 @@ def _strings(value: Any) -> list[str]:
 def check(rep: Report, counts: TraceCounts | None = None) -> None:
     """Assert every invariant on ``rep`` (see the module docstring); AssertionError names the first broken."""
     global checked, compared
-    from dynscope._render.text import NOTHING_TO_FIX_FIRST, fix_first_line
+    from dynscope._render.words import NOTHING_TO_FIX_FIRST, fix_first_line
     from dynscope._torch.registry import is_user_file
 
     checked += 1

@@ -19,14 +19,17 @@ from torch import nn
 
 import dynscope
 from dynscope._capture.break_fixes import classify, fix_for
+from dynscope._model import Outcome, Trial
 from dynscope._model.codec import report_from_dict
-from dynscope._model.types import Outcome, Trial
 from dynscope._render.card import render_card
-from dynscope._render.text import NOTHING_TO_FIX_FIRST, advice_section, fix_first_line
-from dynscope._torch.break_kinds import LIBRARY_BREAK, OPTIMIZER
+from dynscope._render.text import advice_section
+from dynscope._render.words import NOTHING_TO_FIX_FIRST, fix_first_line
+from dynscope._torch.break_categories import LIBRARY_BREAK, OPTIMIZER
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+pytestmark = pytest.mark.heavy
 
 #: PyTorch's wording of the two breaks inside torch.optim (torch 2.13).
 GRAPH_BREAK = ("Call to `torch._dynamo.graph_break()`", "User-inserted graph break. Message: None")

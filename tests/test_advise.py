@@ -150,7 +150,7 @@ def test_advise_leaves_no_config_or_mark_changed() -> None:
 def test_report_advise_reuses_its_model_and_calls() -> None:
     model, calls = _corpus("item_break")
     rep = dynscope.report(model, calls=calls)
-    adv = rep.advise()
+    adv = dynscope.advise(rep)
     assert adv.report is not rep and adv.report.break_count == rep.break_count == 1
     assert _trial(adv, "capture_scalar_outputs").helped
     assert rep.trials == ()  # the report itself is not changed
@@ -161,7 +161,7 @@ def test_report_advise_keeps_the_reports_options() -> None:
     # program the way the report ran it.
     model, calls = _corpus("item_break")
     rep = dynscope.report(model, calls=calls, coverage=False)
-    t = _trial(rep.advise(), "capture_scalar_outputs")
+    t = _trial(dynscope.advise(rep), "capture_scalar_outputs")
     assert rep.coverage is None and t.before.coverage is None
     assert t.after is not None and t.after.coverage is None and t.helped
 
@@ -170,7 +170,15 @@ def test_advise_on_a_loaded_report_says_what_to_do(tmp_path: Path) -> None:
     model, calls = _corpus("item_break")
     loaded = dynscope.load(dynscope.report(model, calls=calls).save(tmp_path / "r.json"))
     with pytest.raises(dynscope.InputError, match=r"call dynscope\.advise\(model, inputs\)"):
-        loaded.advise()
+        dynscope.advise(loaded)
+
+
+def test_advise_on_a_report_takes_no_inputs() -> None:
+    # A report brings its own calls: giving it inputs too is one mistake, named.
+    model, calls = _corpus("item_break")
+    rep = dynscope.report(model, calls=calls)
+    with pytest.raises(dynscope.InputError, match=r"got a report and inputs"):
+        dynscope.advise(rep, calls=calls)
 
 
 def test_advise_rejects_an_unknown_report_argument() -> None:

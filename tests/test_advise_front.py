@@ -17,7 +17,8 @@ import pytest
 import dynscope
 from dynscope import Outcome, Trial
 from dynscope._model.codec import report_from_dict
-from dynscope._render.text import advice_section, advice_title
+from dynscope._render.text import advice_section
+from dynscope._render.words import advice_title
 
 STORED = Path(__file__).parent / "golden" / "reports"
 
@@ -202,6 +203,7 @@ def _advise(name: str) -> dynscope.Advice:
     return _ADVICE[name]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("category", "program", "remedy"), _category_programs())
 def test_recommended_fix_helps_or_says_it_may_not(category: str, program: str, remedy: str) -> None:
     from dynscope._capture.break_fixes import fix_for
@@ -220,6 +222,7 @@ def test_recommended_fix_helps_or_says_it_may_not(category: str, program: str, r
         assert caveat in fix_for(category), f"{category}'s fix text must say {remedy} may not help: {caveat!r}"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("program", ["recompile_shape", "recompile_scalar"])
 def test_recompile_fix_text_names_remedies_that_help(program: str) -> None:
     """The recompile groups' fix text (mark_dynamic, dynamic=True) is checked the same way."""

@@ -6,6 +6,7 @@ Every test here runs real torch.compile; each one failed before its fix.
 from __future__ import annotations
 
 import gc
+import json
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ import torch
 import dynscope
 from dynscope import _torch
 from dynscope._capture.assemble import build_report
+from dynscope._model.codec import report_from_dict
 from dynscope._torch.trace import TraceCollector
 from tests.conftest import ROOT
 from tests.corpus.programs import MLP, PrintModel, _x
@@ -100,6 +102,7 @@ def test_skip_mark_is_restored_after_the_report() -> None:
     assert second_compile_sees(between=True) == second_compile_sees(between=False) == (0, 0)
 
 
+@pytest.mark.heavy
 def test_thirty_reports_give_the_same_counts_and_leave_the_users_cache_alone() -> None:
     model = PrintModel()
     compiled = torch.compile(model, backend="eager")
@@ -158,6 +161,12 @@ def test_unreadable_payloads_are_counted_and_fail_the_budget() -> None:
     rep = build_report(future, graphs, ignore_backend_mismatch=True)
     changed = sum(ev.name in ("dynamo_graph_break_reason", "recompile_reasons") for ev in events)
     assert rep.unparsed == changed
+    # Counted per kind (tlparse's Stats), by event name; the kinds add up to the total.
+    per_kind = {name: sum(ev.name == name for ev in events) for name in ("dynamo_graph_break_reason", "recompile_reasons")}
+    assert dict(rep.unparsed_kinds) == {k: n for k, n in per_kind.items() if n}
+    assert sum(n for _, n in rep.unparsed_kinds) == rep.unparsed
+    assert "dynamo_graph_break_reason" in rep.summary()
+    assert report_from_dict(json.loads(rep.to_json())).unparsed_kinds == rep.unparsed_kinds
     # Recompiles come from compile ids: an unreadable reason still counts.
     assert rep.recompile_count == clean.recompile_count
     assert "could not read" in rep.summary()
@@ -170,6 +179,7 @@ def test_unreadable_payloads_are_counted_and_fail_the_budget() -> None:
 # -- threads -------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_two_threads_reporting_at_once_do_not_crash_and_agree() -> None:
     model = PrintModel()
     expected = _counts(dynscope.report(model, calls=[_x(4, 8), _x(6, 8)]))
@@ -295,6 +305,7 @@ def test_report_inside_users_profiler_keeps_their_profile() -> None:
     assert any("coverage not measured" in n for n in rep.notes)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "setup",
     ["sys.stderr = None", "import os; os.close(2)"],

@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynscope
+from dynscope._model import Report
 from dynscope._model.diff import diff_reports, render_diff
-from dynscope._model.types import Report
 from dynscope._render.html import render_html
 from dynscope._render.svg import dot_to_svg
 from dynscope._render.text import strip_controls
@@ -381,6 +381,7 @@ def _report_strategy() -> st.SearchStrategy[Report]:
     return st.builds(Report, **fields)
 
 
+@pytest.mark.heavy
 @pytest.mark.synthetic_reports
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(rep=_report_strategy())

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import dynscope
-from dynscope._model.analysis import structure_hash
+from dynscope._model.structure import structure_hash
 from dynscope._render.dot import REPEAT_MIN_NODES, DotOptions, graph_to_dot
 from dynscope._render.html import INLINE_SVG_MAX
 from tests.test_html_browser import _run
@@ -70,6 +70,7 @@ def _section(page: str, graph_id: int) -> str:
     return page[start:page.index("</section>", start)]
 
 
+@pytest.mark.heavy
 def test_identical_graphs_share_a_structure_hash(big: dynscope.Report, tmp_path: Path) -> None:
     first, second, tail = big.graphs
     assert first.node_count == second.node_count > 300
@@ -81,6 +82,7 @@ def test_identical_graphs_share_a_structure_hash(big: dynscope.Report, tmp_path:
     assert [structure_hash(g) for g in loaded.graphs] == [structure_hash(g) for g in big.graphs]
 
 
+@pytest.mark.heavy
 def test_repeated_blocks_are_drawn_once_with_a_count(big: dynscope.Report) -> None:
     dot = big.graphs[0].to_dot()
     assert f"x{BLOCKS} (identical blocks, drawn once)" in dot
@@ -122,6 +124,7 @@ def test_parallel_identical_blocks_are_not_folded() -> None:
     assert all(f'"cluster_towers.{i}"' in dot for i in range(3))
 
 
+@pytest.mark.heavy
 def test_bundle_page_is_small_folds_graphs_and_keeps_large_pictures_off(big: dynscope.Report, bundle: Path) -> None:
     page = (bundle / "index.html").read_text()
     assert len(page.encode()) < 600_000, len(page.encode())
@@ -142,6 +145,7 @@ def test_bundle_page_is_small_folds_graphs_and_keeps_large_pictures_off(big: dyn
     assert "<svg" in _section(page, 0)
 
 
+@pytest.mark.heavy
 def test_single_file_page_leaves_large_pictures_out(big: dynscope.Report) -> None:
     page = big.to_html(pictures=True)
     tail = _section(page, 2)
@@ -150,6 +154,7 @@ def test_single_file_page_leaves_large_pictures_out(big: dynscope.Report) -> Non
     assert "img-src data:;" in page and "'self'" not in page
 
 
+@pytest.mark.browser
 def test_big_page_in_chromium_searches_zooms_and_shows_pictures(bundle: Path, tmp_path: Path) -> None:
     uri = (bundle / "index.html").as_uri()
     dom = _run(["--virtual-time-budget=5000", "--dump-dom", uri + "#find=layer_norm"], tmp_path / "p1")

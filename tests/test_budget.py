@@ -223,6 +223,7 @@ def test_plugin_silent_when_unused(pytester: pytest.Pytester) -> None:
     assert "dynscope:" not in result.stdout.str()
 
 
+@pytest.mark.heavy
 def test_example_budget_file_passes(pytester: pytest.Pytester) -> None:
     from pathlib import Path
 
@@ -246,6 +247,7 @@ def _example_programs() -> dict:
     }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", ["quickstart", "timing_transformer", "compile_budget_classifier"])
 def test_examples_hold_their_budget(name: str) -> None:
     """What dynscope sees in each example model is pinned: a change that alters it is caught."""

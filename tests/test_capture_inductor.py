@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import dynscope
@@ -15,6 +16,7 @@ def tiny(x: torch.Tensor) -> torch.Tensor:
     return y.relu() + 1
 
 
+@pytest.mark.slow
 def test_capture_default_inductor() -> None:
     x = _x(16)
     with dynscope.capture() as cap:

@@ -45,6 +45,7 @@ def test_diff_gates_on_worse(saved, capsys) -> None:
     assert "Breaks removed:" in capsys.readouterr().out
 
 
+@pytest.mark.heavy
 def test_report_target_file(tmp_path: Path, capsys) -> None:
     js = tmp_path / "run.json"
     html = tmp_path / "html"
@@ -111,6 +112,7 @@ def build():
 '''
 
 
+@pytest.mark.heavy
 def test_console_script_imports_a_package_from_the_current_folder(tmp_path: Path) -> None:
     """`dynscope report mypkg.models:build` works from the package's folder, like `python -m dynscope`."""
     script = Path(sys.executable).with_name("dynscope")  # the installed console script (editable install)

@@ -267,6 +267,7 @@ def captured() -> dynscope.Report:
     return cap.report
 
 
+@pytest.mark.slow
 def test_capture_of_inductor_shows_one_compile_time(captured: dynscope.Report, tmp_path: Path, capsys) -> None:
     t = captured.compile_time
     assert t.backend_s > 0 and t.measure_builds == 0, "the user's compile only: dynscope built nothing"
@@ -296,6 +297,7 @@ def _timed() -> dynscope.Report:
     return dynscope.report(_Net(), torch.randn(4, 8), timing=True, timing_options=FAST)
 
 
+@pytest.mark.slow
 def test_timed_report_writes_nothing_to_stdout(capfd: pytest.CaptureFixture[str]) -> None:
     # First in this module's timed tests: the report is made here, under capfd.
     _timed.cache_clear()
@@ -307,6 +309,7 @@ def test_timed_report_writes_nothing_to_stdout(capfd: pytest.CaptureFixture[str]
     assert "profiler_start" not in err and "USDT" not in err
 
 
+@pytest.mark.slow
 def test_resume_graph_with_inputs_needing_grad_times_forward_and_backward() -> None:
     rep = _timed()
     assert rep.graph_count == 2 and rep.graphs[1].is_resume
@@ -317,6 +320,7 @@ def test_resume_graph_with_inputs_needing_grad_times_forward_and_backward() -> N
         assert t.trains and t.train_compiled_ms > 0 and t.grads_checked and t.numerics_ok
 
 
+@pytest.mark.slow
 def test_timed_report_keeps_its_builds_apart_from_the_compile_time() -> None:
     rep = _timed()
     _agree(rep)
@@ -337,6 +341,7 @@ def test_timed_report_keeps_its_builds_apart_from_the_compile_time() -> None:
     assert f"measurement builds (timing=True) took {t.measure_s:.2f} s" in page
 
 
+@pytest.mark.slow
 def test_timed_report_carries_the_machine_figures() -> None:
     rep = _timed()
     machine = read_machine()

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import dynscope
 from dynscope._errors import DynscopeError, GraphvizNotFoundError
 from dynscope._format import percent
-from dynscope._model.types import Coverage, Timing
+from dynscope._model import Coverage, Timing
 from dynscope._render.card import render_card
 from dynscope._render.svg import dot_to_svg
 

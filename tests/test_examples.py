@@ -5,16 +5,15 @@ from __future__ import annotations
 import runpy
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import pytest
 
 import dynscope
-
-if TYPE_CHECKING:
-    import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+@pytest.mark.heavy
 def test_quickstart(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["quickstart.py", str(tmp_path / "out")])
     runpy.run_path(str(EXAMPLES / "quickstart.py"), run_name="__main__")
@@ -27,6 +26,7 @@ def test_quickstart(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypa
     assert (tmp_path / "out" / "summary.txt").read_text() == rep.summary()
 
 
+@pytest.mark.slow
 def test_timing_transformer(capsys: pytest.CaptureFixture[str]) -> None:
     rep = runpy.run_path(str(EXAMPLES / "timing_transformer.py"))["main"]()
     out = capsys.readouterr().out
@@ -38,6 +38,7 @@ def test_timing_transformer(capsys: pytest.CaptureFixture[str]) -> None:
     assert e2e.eager_ms > 0 and e2e.compiled_ms > 0
 
 
+@pytest.mark.slow
 def test_lowering_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "lowering"
     rep = runpy.run_path(str(EXAMPLES / "lowering_training.py"))["main"](str(out))

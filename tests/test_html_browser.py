@@ -18,6 +18,8 @@ from examples.quickstart import build
 if TYPE_CHECKING:
     import types
 
+pytestmark = pytest.mark.browser
+
 DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

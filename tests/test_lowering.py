@@ -27,7 +27,7 @@ from dynscope._torch import lowering_text as lt
 from dynscope._torch.trace import KEPT_ARTIFACTS, KEPT_EVENTS, TraceEvent, event_from
 
 if TYPE_CHECKING:
-    from dynscope._model.types import Graph, Lowering, Report
+    from dynscope._model import Graph, Lowering, Report
 
 TRACES = Path(__file__).parent / "traces"
 VERSIONS = sorted(p.parent.name for p in TRACES.glob("torch-*/lowering"))
@@ -311,6 +311,7 @@ def _lowered(rep: Report) -> list[Graph]:
     return [g for g in rep.graphs if g.timing is not None and not g.timing.failed]
 
 
+@pytest.mark.slow
 def test_timed_training_graph_has_timed_forward_and_backward(timed: Report) -> None:
     graphs = _lowered(timed)
     assert graphs, "a graph was timed"
@@ -330,6 +331,7 @@ def test_timed_training_graph_has_timed_forward_and_backward(timed: Report) -> N
     assert timed.top_kernels(3) and all(ms > 0 for _, _, ms in timed.top_kernels(3))
 
 
+@pytest.mark.slow
 def test_timed_report_round_trips(timed: Report, tmp_path: Path) -> None:
     assert dynscope.load(timed.save(tmp_path / "r.json")) == timed
 
@@ -350,6 +352,7 @@ def _untimed(rep: Report) -> None:
         assert low.mapped_share >= 0.95 and low.notes == ()
 
 
+@pytest.mark.slow
 def test_capture_of_users_inductor_compile_reads_lowering() -> None:
     # nn.Sequential's inference graph logs no user stack traces: kernels are tied through
     # the node mapping alone (a regression: this used to raise KeyError in build_lowering).
@@ -359,6 +362,7 @@ def test_capture_of_users_inductor_compile_reads_lowering() -> None:
     _untimed(cap.report)
 
 
+@pytest.mark.slow
 def test_report_inner_inductor_reads_lowering() -> None:
     with torch.no_grad():
         rep = dynscope.report(_small_mlp(), torch.randn(4, 16), inner="inductor")

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 import dynscope
-from dynscope._model.types import AotGraph, Kernel, Report
+from dynscope._model import AotGraph, Kernel, Report
 from dynscope._render.html import code_anchor, render_html
-from dynscope._render.text import cache_text, kernels_table, phase_seconds, phases_text
+from dynscope._render.text import kernels_table
+from dynscope._render.words import cache_text, phase_seconds, phases_text
 
 STORED = Path(__file__).parent / "golden" / "reports"
 HOSTILE = "<script>alert(1)</script>\"'&{}\\\n</pre></table>"

@@ -9,8 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynscope
-from dynscope._model.codec import report_from_dict
-from dynscope._model.types import (
+from dynscope._model import (
     SCHEMA_VERSION,
     BreakEvent,
     CompileTime,
@@ -27,6 +26,7 @@ from dynscope._model.types import (
     TensorMeta,
     Timing,
 )
+from dynscope._model.codec import report_from_dict
 from tests.corpus.programs import PrintModel, _x
 
 text = st.text(max_size=12)

@@ -25,6 +25,8 @@ import pytest
 import dynscope
 from tests.corpus.programs import MLP, PrintModel, _x
 
+pytestmark = pytest.mark.venv
+
 ROOT = Path(__file__).resolve().parent.parent
 #: In pyproject's dependencies for torch's sake only: left out here on purpose.
 TORCH_ONLY = {"torch", "numpy"}

@@ -50,6 +50,7 @@ def model_objects(value: object) -> Iterator[object]:
 # -- 1. short reprs ---------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_quickstart_repr_is_one_short_line(quickstart: dynscope.Report) -> None:
     rep = quickstart
     assert repr(rep) == (
@@ -275,7 +276,7 @@ def test_what_is_coloured() -> None:
 
 
 def test_colour_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dynscope._render.color import use_color
+    from dynscope._render.terminal import use_color
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)

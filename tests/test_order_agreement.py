@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ def _load_generator() -> ModuleType:
 oa = _load_generator()
 
 
+@pytest.mark.heavy
 def test_generated_programs_hit_the_history_sensitive_cases() -> None:
     # The property below only means something if the programs contain the cases that
     # history used to change: a loop break that makes Dynamo skip the frame.
@@ -55,6 +57,7 @@ def test_generated_programs_hit_the_history_sensitive_cases() -> None:
     assert fresh[1] >= 2 and fresh[3] >= 1, "breaks and a recompile (batch 2 then 3) are seen"
 
 
+@pytest.mark.heavy
 @settings(
     max_examples=12,
     derandomize=True,

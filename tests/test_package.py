@@ -49,6 +49,7 @@ def _compat_versions() -> list[Version]:
     return found
 
 
+@pytest.mark.venv
 def test_license_is_bsd3_and_ships_in_the_wheel(wheel: zipfile.ZipFile) -> None:
     meta = _metadata(wheel)
     assert meta["License-Expression"] == "BSD-3-Clause"
@@ -58,6 +59,7 @@ def test_license_is_bsd3_and_ships_in_the_wheel(wheel: zipfile.ZipFile) -> None:
     assert shipped.startswith("BSD 3-Clause License") and "the dynscope authors" in shipped
 
 
+@pytest.mark.venv
 def test_classifiers_and_urls(wheel: zipfile.ZipFile) -> None:
     meta = _metadata(wheel)
     classifiers = set(meta.get_all("Classifier"))
@@ -80,6 +82,7 @@ def test_classifiers_and_urls(wheel: zipfile.ZipFile) -> None:
     assert meta["Version"] == dynscope.__version__
 
 
+@pytest.mark.venv
 def test_requirements_and_extras(wheel: zipfile.ZipFile) -> None:
     meta = _metadata(wheel)
     reqs = [Requirement(r) for r in meta.get_all("Requires-Dist")]
@@ -104,6 +107,7 @@ def test_requirements_and_extras(wheel: zipfile.ZipFile) -> None:
     assert "pytest" in by_extra["test"]
 
 
+@pytest.mark.venv
 def test_entry_points_and_typing(wheel: zipfile.ZipFile) -> None:
     entry_points = wheel.read(f"dynscope-{dynscope.__version__}.dist-info/entry_points.txt").decode()
     assert "dynscope = dynscope._cli:main" in entry_points
@@ -127,6 +131,7 @@ def _quickstart_code() -> str:
     return blocks[0]
 
 
+@pytest.mark.heavy
 def test_quickstart_runs_without_a_clone(tmp_path: Path) -> None:
     """The quick start's code works pasted into a file anywhere: nothing from the repo's examples/."""
     code = _quickstart_code()

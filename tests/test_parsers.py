@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynscope._capture.break_fixes import CATEGORY_NAMES, classify
-from dynscope._torch.break_text import parse_break
+from dynscope._torch.break_report import parse_break
 from dynscope._torch.guard_text import explain_reason, parse_guards, parse_recompile_reasons
 
 GUARDS = """

@@ -54,7 +54,7 @@ def test_types_a_user_receives_are_exported() -> None:
     import dataclasses
     import typing
 
-    from dynscope._model import types as _model
+    import dynscope._model as _model
 
     seen: set[type] = set()
     todo: list[type] = [dynscope.Report]
@@ -63,16 +63,39 @@ def test_types_a_user_receives_are_exported() -> None:
         if cls in seen:
             continue
         seen.add(cls)
-        hints = typing.get_type_hints(cls, vars(_model))
+        # Each class's hints resolve in its own module, as the codec reads them.
+        hints = typing.get_type_hints(cls)
         for hint in hints.values():
             for arg in _flatten(hint):
-                if dataclasses.is_dataclass(arg) and isinstance(arg, type) and arg.__module__ == _model.__name__:
+                if dataclasses.is_dataclass(arg) and isinstance(arg, type) and arg.__module__.startswith("dynscope._model."):
                     todo.append(arg)
     seen.add(_model.RecompileGroup)  # handed out by Report.recompile_groups()
     missing = sorted(c.__name__ for c in seen if not c.__name__.startswith("_") and c.__name__ not in dynscope.__all__)
     assert not missing, f"model types a user receives but cannot import from dynscope: {missing}"
     assert all(t.__name__ in dynscope.__all__ for t in received)
     assert dynscope.CaptureError.__module__ == "dynscope"
+
+
+def test_the_model_package_exports_every_model_type() -> None:
+    # Code outside the model imports ``from dynscope._model import Report``: one __all__
+    # names every public dataclass of the model's modules, each once (ReportDiff aside: the
+    # result of ``dynscope diff``, read by the CLI from dynscope._model.diff beside its renderer).
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    import dynscope._model as _model
+
+    found = set()
+    for info in pkgutil.iter_modules(_model.__path__):
+        module = importlib.import_module(f"dynscope._model.{info.name}")
+        for name, obj in vars(module).items():
+            if (dataclasses.is_dataclass(obj) and isinstance(obj, type) and obj.__module__ == module.__name__
+                    and not name.startswith("_") and name not in ("ReportDiff",)):
+                found.add(name)
+    assert found <= set(_model.__all__), sorted(found - set(_model.__all__))
+    assert len(_model.__all__) == len(set(_model.__all__))
+    assert all(hasattr(_model, n) for n in _model.__all__)
 
 
 def _flatten(hint: object) -> list[object]:

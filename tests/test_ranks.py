@@ -15,7 +15,7 @@ import torch
 
 import dynscope
 from dynscope._cli import main
-from dynscope._model.ranks import load_merged
+from dynscope._model.merge import load_merged
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -50,6 +50,7 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return folder, _torchrun(folder)
 
 
+@pytest.mark.torchrun
 def test_planted_job_names_the_recompile_and_break_on_rank_1(planted: tuple[Path, str]) -> None:
     folder, out = planted
     assert sorted(p.name for p in folder.iterdir()) == ["rank-0.json", "rank-1.json"]
@@ -70,6 +71,7 @@ def test_planted_job_names_the_recompile_and_break_on_rank_1(planted: tuple[Path
     assert m.report(1).recompile_count >= 1 and m.report(0).recompile_count == 0
 
 
+@pytest.mark.torchrun
 def test_job_without_plants_has_no_divergences(clean: tuple[Path, str]) -> None:
     folder, out = clean
     m = dynscope.merge(folder)
@@ -77,6 +79,7 @@ def test_job_without_plants_has_no_divergences(clean: tuple[Path, str]) -> None:
     assert "No divergences" in out and "No divergences" in m.summary()
 
 
+@pytest.mark.torchrun
 def test_ddp_bucket_splits_are_labelled_and_not_counted(clean: tuple[Path, str]) -> None:
     rep = dynscope.merge(clean[0]).report(0)
     # 3 layers of 1 MiB with bucket_cap_mb=1: DDP's optimizer splits the one compile in 3.
@@ -90,6 +93,7 @@ def test_ddp_bucket_splits_are_labelled_and_not_counted(clean: tuple[Path, str])
         rep.check(max_graphs=0)
 
 
+@pytest.mark.torchrun
 def test_cli_merge_page_exit_status_and_show(
     planted: tuple[Path, str], clean: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -107,6 +111,7 @@ def test_cli_merge_page_exit_status_and_show(
     assert main(["merge", str(planted[0]), "-o", str(tmp_path / "no-gate")]) == 0
 
 
+@pytest.mark.torchrun
 def test_merged_json_round_trip(planted: tuple[Path, str], tmp_path: Path) -> None:
     m = dynscope.merge(planted[0])
     back = load_merged(m.save(tmp_path / "merged.json"))
@@ -172,7 +177,7 @@ _COLLECTIVES_JOB = textwrap.dedent(
     import sys
     import torch, torch.distributed as dist
     import dynscope
-    from dynscope._model.ranks import collective_sequence
+    from dynscope._model.merge import collective_sequence
     dist.init_process_group("gloo", init_method="file://" + sys.argv[1] + "/store", rank=0, world_size=1)
 
     def step(x):
@@ -194,6 +199,7 @@ _COLLECTIVES_JOB = textwrap.dedent(
 )
 
 
+@pytest.mark.heavy
 def test_collectives_inside_graphs_are_compared(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
@@ -241,6 +247,7 @@ _FSDP2_JOB = textwrap.dedent(
 )
 
 
+@pytest.mark.torchrun
 def test_fsdp2_blocks_compile_and_report(tmp_path: Path) -> None:
     script = tmp_path / "fsdp2_job.py"
     script.write_text(_FSDP2_JOB)

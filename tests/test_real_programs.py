@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torch._dynamo.testing import CompileCounter
 
 import dynscope
-from dynscope._torch.runtime import attached
+from dynscope._torch.logger import attached
 from tests.corpus.real import REAL_PROGRAMS, RealProgram
 from tests.invariants import DYNSCOPE_DIR, TraceCounts
 
@@ -86,6 +86,7 @@ def process_group(tmp_path: Path) -> Iterator[None]:
         dist.destroy_process_group()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("prog", REAL_PROGRAMS, ids=[p.name for p in REAL_PROGRAMS])
 def test_counts_are_pytorchs(prog: RealProgram, request: pytest.FixtureRequest) -> None:
     if prog.needs == "distributed":
@@ -103,6 +104,7 @@ def test_counts_are_pytorchs(prog: RealProgram, request: pytest.FixtureRequest) 
         assert rep.coverage is not None and 0.0 < rep.coverage.ratio <= 1.0
 
 
+@pytest.mark.heavy
 def test_train_step_lists_no_dynscope_frame() -> None:
     # The backward-counting hook dynscope puts on a graph's output ran under the user's
     # compiled frame and was compiled as a frame of the program (8 frames where PyTorch
@@ -118,6 +120,7 @@ def test_train_step_lists_no_dynscope_frame() -> None:
     assert "backend.py" not in rep.program_dot() and "seen" not in rep.program_dot()
 
 
+@pytest.mark.heavy
 def test_dynamic_shapes_glue_is_not_eager_work() -> None:
     # Under dynamic=True Dynamo passes Embedding's Python float norm_type as a tensor: its
     # "Pregraph bytecode" runs aten::empty/lift_fresh/to before each graph call. They were

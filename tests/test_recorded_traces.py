@@ -19,7 +19,7 @@ from tests.corpus.markers import markers
 from tests.corpus.programs import CORPUS_OVERRIDES, PROGRAMS, Program
 
 if TYPE_CHECKING:
-    from dynscope._model.types import Report
+    from dynscope._model import Report
 
 TRACES = Path(__file__).parent / "traces"
 VERSIONS = sorted(p.name for p in TRACES.glob("torch-*"))
@@ -92,6 +92,19 @@ def test_corpus_counts_from_recorded_trace(
     assert rep.unparsed == 0, "every stored payload is one dynscope reads"
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_recorded_trace_says_what_it_was_given(version: str) -> None:
+    # Assembly never asks the running process: the rank, world size and torch version are
+    # what the caller passed (a stored trace names none: rank 0 of 1, version unknown).
+    events = _events(TRACES / version / "a_loop_break.jsonl")
+    plain = build_report(events, [], ignore_backend_mismatch=False)
+    assert (plain.rank, plain.world_size, plain.torch_version) == (0, 1, "")
+    given = build_report(events, [], ignore_backend_mismatch=False, rank=3, world_size=8,
+                         torch_version=version.removeprefix("torch-"))
+    assert (given.rank, given.world_size, given.torch_version) == (3, 8, version.removeprefix("torch-"))
+    assert given.graphs == plain.graphs and given.breaks == plain.breaks
+
+
 def test_three_releases_are_stored() -> None:
     assert {"torch-2.11", "torch-2.13", "torch-2.14"} <= set(VERSIONS)
 
@@ -137,3 +150,14 @@ def test_recompile_limit_and_kwargs_reason_in_words(version: str) -> None:
     kwargs = _report(version, "d_kwargs_recompile")
     (recompile,) = kwargs.recompiles
     assert recompile.explained == ("input kw['x'] changed size in dim 1: compiled for 4, called with 6",)
+
+
+def test_every_kept_event_kind_has_a_handler() -> None:
+    # Assembly is a table from trace-event name to handler (tlparse's one parser per
+    # artifact): a kind the collector keeps and no handler reads would be lost silently.
+    from dynscope._capture.assemble import _HANDLERS
+    from dynscope._torch.trace import KEPT_ARTIFACTS, KEPT_EVENTS, LOWERING_ARTIFACTS, LOWERING_EVENTS
+
+    read_in_a_pass_of_its_own = {"create_symbol"}  # symbol sizes, read before the handlers run
+    kept = KEPT_EVENTS | KEPT_ARTIFACTS | LOWERING_EVENTS | LOWERING_ARTIFACTS
+    assert kept - read_in_a_pass_of_its_own == set(_HANDLERS)

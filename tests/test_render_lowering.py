@@ -23,9 +23,9 @@ import torch
 
 import dynscope
 from dynscope import InputError
-from dynscope._model.types import AotGraph, Graph, Kernel, Lowering, Node
+from dynscope._model import AotGraph, Graph, Kernel, Lowering, Node
 from dynscope._render.bundle import render_bundle
-from dynscope._render.dot import AUTO_COLLAPSE_NODES, aot_graph_to_dot
+from dynscope._render.dot import AUTO_COLLAPSE_NODES, aot_graph_to_dot, report_dots
 from dynscope._render.palette import KERNEL_PALETTE, PALETTE, op_category
 from dynscope._render.svg import dot_to_svg, report_pictures
 from tests.conftest import normalise
@@ -112,6 +112,7 @@ def test_kernel_colours_and_extern_border(train) -> None:
     assert "cpp_fused_sum_1" not in dot
 
 
+@pytest.mark.slow
 def test_one_kernel_one_colour_live(fused) -> None:
     (graph,) = fused.graphs
     low = graph.lowering
@@ -146,6 +147,7 @@ def test_time_shades_by_share(train) -> None:
     assert "white 0% to red 100%" in dot
 
 
+@pytest.mark.slow
 def test_time_splits_a_kernel_over_its_nodes(fused) -> None:
     # The live report is untimed: "time" falls back to kernels and says so.
     (graph,) = fused.graphs
@@ -279,7 +281,7 @@ def test_hostile_strings_still_render(train) -> None:
 
 
 def test_report_pictures_and_bundle(train, tmp_path: Path) -> None:
-    program, graphs, aot = report_pictures(train)
+    program, graphs, aot = report_pictures(*report_dots(train))
     assert program.startswith("<svg") and set(graphs) == {0, 1, 2}
     assert set(aot) == {(g, kind) for g in (0, 1, 2) for kind in ("forward", "backward")}
     assert "saved le" in aot[(1, "backward")]

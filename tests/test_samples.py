@@ -37,6 +37,7 @@ def _graph_fn(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.gelu(x @ x.T).sum(-1)
 
 
+@pytest.mark.slow
 def test_live_timing_fields_are_the_samples_view() -> None:
     """Per graph and end to end, medians, spread and noisy are what Samples derives."""
     x = torch.randn(16, 16, generator=torch.Generator().manual_seed(0))

@@ -8,6 +8,7 @@ import inspect
 import re
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import torch
 
 import dynscope
@@ -114,6 +115,7 @@ def test_frames_and_breaks_are_named_by_qualified_function_and_wrapped_function(
     assert "graph 0 Block.forward" in rep.summary(color=False)
 
 
+@pytest.mark.heavy
 def test_hugging_face_graphs_are_named_after_the_model_not_its_decorators() -> None:
     from transformers import GPT2Config, GPT2Model
 

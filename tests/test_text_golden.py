@@ -68,7 +68,7 @@ def test_lowered_summary_golden(golden) -> None:
 
 
 def test_kernels_table_golden(golden) -> None:
-    from dynscope._render_text import kernels_table
+    from dynscope._render.text import kernels_table
 
     rep = stored("lowered_train")
     tables = [kernels_table(g) for g in rep.graphs]

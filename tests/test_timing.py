@@ -32,11 +32,13 @@ def timed() -> dynscope.Report:
     return rep
 
 
+@pytest.mark.slow
 def test_timing_leaves_counters_and_state_as_they_were(timed: dynscope.Report) -> None:
     # Inductor's compiles count into torch._dynamo.utils.counters ("inductor", "aot_autograd").
     assert STATE["after"] == STATE["before"]
 
 
+@pytest.mark.slow
 def test_per_graph_timing(timed: dynscope.Report) -> None:
     assert timed.graph_count == 2
     for g in timed.graphs:
@@ -51,6 +53,7 @@ def test_per_graph_timing(timed: dynscope.Report) -> None:
     assert timed.graphs[1].inputs[-1].dtype == "int64", "index tensors keep their real values"
 
 
+@pytest.mark.slow
 def test_end_to_end_timing(timed: dynscope.Report) -> None:
     (m,) = timed.timing
     assert m.mode == "default" and not m.error
@@ -61,6 +64,7 @@ def test_end_to_end_timing(timed: dynscope.Report) -> None:
     assert "Timing (end to end)" in text and "inductor" in text and "speedup" in text
 
 
+@pytest.mark.slow
 def test_timing_round_trips(timed: dynscope.Report, tmp_path) -> None:
     back = dynscope.load(timed.save(tmp_path / "t.json"))
     assert back == timed and back.graphs[0].timing.speedup == timed.graphs[0].timing.speedup
@@ -82,6 +86,7 @@ def _(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
+@pytest.mark.slow
 def test_failing_graph_is_reported_not_raised() -> None:
     def program(x: torch.Tensor) -> torch.Tensor:
         y = fragile(x.sin())

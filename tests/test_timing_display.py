@@ -17,7 +17,7 @@ import torch
 import dynscope
 from dynscope._capture.timing import Samples
 from dynscope._format import OVERHEAD_MS, ms, timer_resolution_ms
-from dynscope._model.types import ModeTiming, Report, Timing
+from dynscope._model import ModeTiming, Report, Timing
 
 FAST = dynscope.TimingOptions(warmup=1, repeats=6, min_time_s=0.02, min_sample_ms=0.2, progress=False)
 
@@ -66,6 +66,7 @@ def graph_row(text: str, graph_id: int) -> str:
     return next(line for line in text.splitlines() if line.split()[:1] == [str(graph_id)])
 
 
+@pytest.mark.slow
 def test_clean_measurement_reads_as_a_plain_figure(timed: Report) -> None:
     rep = steady(timed)
     text = rep.summary()
@@ -75,6 +76,7 @@ def test_clean_measurement_reads_as_a_plain_figure(timed: Report) -> None:
     assert "83%" in text  # in graphs: 0.5 of 0.6 ms
 
 
+@pytest.mark.slow
 def test_samples_and_spread_come_from_the_real_run(timed: Report) -> None:
     text = timed.summary()
     for g in timed.graphs:
@@ -85,6 +87,7 @@ def test_samples_and_spread_come_from_the_real_run(timed: Report) -> None:
     assert "<th>samples</th>" in html and f"{timed.graphs[0].timing.samples}, IQR" in html
 
 
+@pytest.mark.slow
 def test_in_graphs_share_is_capped_and_explained(timed: Report) -> None:
     (m,) = steady(timed).timing
     # What a real run printed: the graphs' own times added up to 11.35 compiled calls.
@@ -98,6 +101,7 @@ def test_in_graphs_share_is_capped_and_explained(timed: Report) -> None:
     assert "1135%" not in html and "100% capped" in html and "is not a measurement" in html
 
 
+@pytest.mark.slow
 def test_tiny_graph_ratio_is_called_overhead_not_603x(timed: Report) -> None:
     g = timed.graphs[1]
     assert g.timing is not None
@@ -112,6 +116,7 @@ def test_tiny_graph_ratio_is_called_overhead_not_603x(timed: Report) -> None:
     assert "launch overhead" in rep.to_html(pictures=False)
 
 
+@pytest.mark.slow
 def test_below_resolution_alone_is_flagged(timed: Report) -> None:
     g = timed.graphs[0]
     assert g.timing is not None
@@ -123,6 +128,7 @@ def test_below_resolution_alone_is_flagged(timed: Report) -> None:
     assert timer_resolution_ms("cuda:0") < timer_resolution_ms("cpu")
 
 
+@pytest.mark.slow
 def test_noisy_graph_shows_its_spread(timed: Report) -> None:
     g = timed.graphs[0]
     assert g.timing is not None
@@ -133,6 +139,7 @@ def test_noisy_graph_shows_its_spread(timed: Report) -> None:
     assert f"graph 0: noisy: the samples spread {t.spread:.0%} (IQR / median) over 7 samples" in text
 
 
+@pytest.mark.slow
 def test_twin_graphs_at_different_speeds_are_called_noise(timed: Report) -> None:
     first, second = timed.graphs
     assert first.timing is not None and second.timing is not None
@@ -146,6 +153,7 @@ def test_twin_graphs_at_different_speeds_are_called_noise(timed: Report) -> None
     assert "are the same code" not in steady(timed).summary()
 
 
+@pytest.mark.slow
 def test_per_graph_eager_times_that_do_not_add_up_are_explained(timed: Report) -> None:
     rep = steady(timed)
     eager_sum, compiled_sum, left_out = rep.graphs_ms("default")
@@ -159,6 +167,7 @@ def test_per_graph_eager_times_that_do_not_add_up_are_explained(timed: Report) -
     assert "the other 3.000 ms runs outside any graph" in text
 
 
+@pytest.mark.slow
 def test_compiled_time_outside_graphs_is_named(timed: Report) -> None:
     rep = steady(timed)
     (m,) = rep.timing
@@ -168,6 +177,7 @@ def test_compiled_time_outside_graphs_is_named(timed: Report) -> None:
     assert "entering 1 resume function" in text and "eager torch ops at 1 graph break" in text
 
 
+@pytest.mark.slow
 def test_failed_graph_reason_is_in_the_summary(timed: Report) -> None:
     g = timed.graphs[0]
     assert g.timing is not None
@@ -182,6 +192,7 @@ def test_failed_graph_reason_is_in_the_summary(timed: Report) -> None:
     assert rep.graphs_ms("default")[2] == 1
 
 
+@pytest.mark.slow
 def test_numerics_not_ok_stands_next_to_the_speedup(timed: Report) -> None:
     g = timed.graphs[1]
     assert g.timing is not None
@@ -194,6 +205,7 @@ def test_numerics_not_ok_stands_next_to_the_speedup(timed: Report) -> None:
     assert "<td>2.00x numerics_ok=False</td>" in rep.to_html(pictures=False)
 
 
+@pytest.mark.slow
 def test_loaded_report_renders_the_same_flags(timed: Report, tmp_path) -> None:
     g = timed.graphs[1]
     assert g.timing is not None
@@ -224,6 +236,7 @@ def trained(rep: Report, graph_id: int = 0, **fields: Any) -> Report:
     return with_graph_timing(steady(rep), graph_id, replace(t, **{**train, **fields}))
 
 
+@pytest.mark.slow
 def test_inference_graphs_show_no_training_columns(timed: Report) -> None:
     rep = steady(timed)
     assert not any(g.timing is not None and g.timing.trains for g in rep.graphs)
@@ -233,6 +246,7 @@ def test_inference_graphs_show_no_training_columns(timed: Report) -> None:
     assert "2.00x" in graph_row(text, 0) and "fwd" not in graph_row(text, 0)
 
 
+@pytest.mark.slow
 def test_training_graph_shows_forward_and_backward_separately(timed: Report) -> None:
     rep = trained(timed)
     t = rep.graphs[0].timing
@@ -251,6 +265,7 @@ def test_training_graph_shows_forward_and_backward_separately(timed: Report) -> 
     assert "fwd 2.00x, fwd+bwd 1.10x" in dot and "600.0 us fwd+bwd" in dot and "grads ok (max err 3.10e-07)" in dot
 
 
+@pytest.mark.slow
 def test_wrong_gradients_are_numerics_not_ok(timed: Report) -> None:
     rep = trained(timed, numerics_ok=False, max_grad_err=0.5)
     text = rep.summary()
@@ -263,6 +278,7 @@ def test_wrong_gradients_are_numerics_not_ok(timed: Report) -> None:
     assert "<td>max err 5.00e-01</td>" in rep.to_html(pictures=False)
 
 
+@pytest.mark.slow
 def test_failed_backward_says_why_and_keeps_the_forward_figures(timed: Report) -> None:
     err = "RuntimeError: derivative for fragile_op is not implemented"
     rep = trained(timed, train_eager_ms=0.0, train_compiled_ms=0.0, grads_checked=False, max_grad_err=0.0,
@@ -279,6 +295,7 @@ def test_failed_backward_says_why_and_keeps_the_forward_figures(timed: Report) -
     assert "fwd 2.00x, fwd+bwd failed" in dot and "backward failed: RuntimeError" in dot
 
 
+@pytest.mark.slow
 def test_fwd_bwd_below_resolution_is_flagged(timed: Report) -> None:
     rep = trained(timed, train_eager_ms=0.005, train_compiled_ms=0.004)
     t = rep.graphs[0].timing
@@ -288,6 +305,7 @@ def test_fwd_bwd_below_resolution_is_flagged(timed: Report) -> None:
     assert "the fwd+bwd 1.25x is not a measurement" in text.replace("\n      ", " ")
 
 
+@pytest.mark.slow
 def test_fwd_bwd_faster_than_forward_alone_is_not_a_measurement(timed: Report) -> None:
     # Seen live on a busy machine: fwd+bwd eager 390 us against 15.2 ms for the forward.
     t0 = steady(timed).graphs[0].timing
@@ -300,6 +318,7 @@ def test_fwd_bwd_faster_than_forward_alone_is_not_a_measurement(timed: Report) -
     assert "timed faster than the forward alone" in flat and "is not a measurement" in flat
 
 
+@pytest.mark.slow
 def test_fallback_random_numerics_are_named(timed: Report) -> None:
     rep = trained(timed, numerics_mode="fallback_random")
     flat = rep.summary().replace("\n      ", " ")
@@ -310,6 +329,7 @@ def test_fallback_random_numerics_are_named(timed: Report) -> None:
     assert "eager-matching" not in trained(timed, numerics_mode="default").summary()
 
 
+@pytest.mark.slow
 def test_real_training_graph_renders_its_backward(tmp_path) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))

@@ -25,6 +25,7 @@ class Tiny(torch.nn.Module):
         return y.reshape(x.shape[0] * x.shape[1], 8).sum(0)
 
 
+@pytest.mark.slow
 def test_dynamic_shape_graph_is_timed_at_its_recorded_sizes() -> None:
     torch.manual_seed(0)
     calls = [torch.randn(2, 5, 8), torch.randn(2, 7, 8)]
@@ -41,6 +42,7 @@ def test_dynamic_shape_graph_is_timed_at_its_recorded_sizes() -> None:
     assert not m.error and m.speedup > 0
 
 
+@pytest.mark.slow
 def test_dynamic_graph_is_compiled_dynamic_like_dynamo() -> None:
     from dynscope import _torch
     from dynscope._capture.backend import RecordingBackend
@@ -61,6 +63,7 @@ def test_dynamic_graph_is_compiled_dynamic_like_dynamo() -> None:
         assert torch.allclose(fn(*args)[0], rec.module(*args)[0], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_failed_graph_does_not_claim_numerics() -> None:
     from dynscope._capture.backend import RecordingBackend
     from dynscope._capture.timing import time_graph
@@ -86,6 +89,7 @@ class Dropout(torch.nn.Module):
         return self.drop(torch.relu(self.lin(x)))
 
 
+@pytest.mark.slow
 def test_dropout_numerics_judged_with_eager_matching_randomness() -> None:
     model = Dropout().train()
     x = torch.randn(4, 8)
@@ -101,12 +105,14 @@ def test_dropout_numerics_judged_with_eager_matching_randomness() -> None:
     assert torch.equal(torch.get_rng_state(), before), "the RNG state is restored"
 
 
+@pytest.mark.slow
 def test_deterministic_graph_numerics_use_the_default_build() -> None:
     rep = dynscope.report(Dropout().eval(), torch.randn(4, 8), timing=True, timing_options=FAST)
     t = rep.graphs[0].timing
     assert t is not None and t.numerics_ok and t.numerics_mode == "default"
 
 
+@pytest.mark.slow
 def test_train_step_times_end_to_end_with_gradients() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
@@ -137,6 +143,7 @@ def test_train_step_times_end_to_end_with_gradients() -> None:
     assert m.in_graphs_ms == pytest.approx(forward_only + graph.timing.backward_share("compiled"))
 
 
+@pytest.mark.slow
 def test_training_graph_times_forward_and_backward_with_gradients_checked() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
-
-import torch
 
 from dynscope._capture.break_sites import (
     fold_breaks,
@@ -15,9 +14,9 @@ from dynscope._capture.break_sites import (
     wrapped_name,
 )
 from dynscope._capture.lowering import build_lowering, compile_times
-from dynscope._model.types import CompileTime, Frame, Graph, GraphBreak, Guard, Recompile, Report, _Live
-from dynscope._torch.break_text import ParsedBreak, parse_break
-from dynscope._torch.distributed import rank_info
+from dynscope._model import CompileTime, Frame, Graph, GraphBreak, Guard, Recompile, Report
+from dynscope._model.base import _Live
+from dynscope._torch.break_report import ParsedBreak, parse_break
 from dynscope._torch.fx import inputs_from_code, op_counts_from_code, readable_code, symbol_created
 from dynscope._torch.guard_text import (
     causes_of,
@@ -42,6 +41,8 @@ from dynscope._torch.wording import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from dynscope._capture.backend import RecordedGraph
     from dynscope._torch.trace import TraceEvent
 
@@ -142,6 +143,134 @@ def _metrics_frame(cid: str, m: CompileMetrics, graph_ids: tuple[int, ...]) -> F
     )
 
 
+def _symbol_sizes(events: list[TraceEvent]) -> dict[str, dict[str, int]]:
+    """compile id -> symbol -> the size it ran at (ShapeEnv's create_symbol, logged while the
+    frame is traced, before its graph): what a trace-only graph's dynamic inputs ran at.
+
+    Read in a pass of its own, before the handlers run, so a graph sees every symbol of its
+    compile whatever order the trace logged them in.
+    """
+    sizes: dict[str, dict[str, int]] = {}
+    for ev in events:
+        if ev.name == "create_symbol" and (made := symbol_created(ev.metadata)):
+            sizes.setdefault(ev.compile_id, {}).setdefault(*made)
+    return sizes
+
+
+@dataclass
+class _Assembly:
+    """What the trace handlers build up, event by event, for one report.
+
+    The first four fields are given (what the backend recorded, the options); the rest
+    grow as the handlers in ``_HANDLERS`` read the events.
+    """
+
+    by_cid: dict[str, RecordedGraph]  # compile id -> the graph the backend saw for it
+    ddp_split: dict[str, list[RecordedGraph]]  # compile id -> DDP's pieces of its graph
+    symbol_sizes: dict[str, dict[str, int]]  # compile id -> symbol -> size it ran at
+    ignore_backend_mismatch: bool  # drop "another backend compiled this before" recompiles
+    graphs: list[Graph] = field(default_factory=list)
+    graph_ids: dict[str, list[int]] = field(default_factory=dict)  # compile id -> its graphs
+    metrics: dict[str, CompileMetrics] = field(default_factory=dict)
+    names: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # compile id -> (function, file, line)
+    frame_names: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # frame id -> its first named compile
+    guards: list[Guard] = field(default_factory=list)
+    break_items: list[tuple[str, ParsedBreak]] = field(default_factory=list)
+    pending_reasons: dict[str, tuple[str, ...]] = field(default_factory=dict)  # compile id -> failed guards
+    used: set[str] = field(default_factory=set)  # compile ids whose graph the trace announced
+    lowering_events: dict[str, list[TraceEvent]] = field(default_factory=dict)  # compile id -> Inductor's events
+    # Payloads no parser understood, per event kind: counted, never dropped silently
+    # (Report.unparsed is their total, Report.unparsed_kinds the split).
+    unparsed: Counter[str] = field(default_factory=Counter)
+
+
+def _on_output_graph(st: _Assembly, ev: TraceEvent) -> None:
+    """dynamo_output_graph: the graph a compile produced (once per compile id)."""
+    cid = ev.compile_id
+    if cid in st.used:
+        return
+    st.used.add(cid)
+    # The trace's code is of the graph before DDP split it: pieces keep their own.
+    pieces: list[RecordedGraph | None] = [*st.ddp_split.get(cid, [])] or [st.by_cid.get(cid)]
+    for piece in pieces:
+        code = "" if cid in st.ddp_split else ev.payload
+        st.graphs.append(_graph(len(st.graphs), cid, piece, code, st.names.get(cid), st.symbol_sizes.get(cid)))
+        st.graph_ids.setdefault(cid, []).append(st.graphs[-1].id)
+
+
+def _on_dynamo_start(st: _Assembly, ev: TraceEvent) -> None:
+    """dynamo_start: a first name for the frame, from the top of the stack Dynamo starts on."""
+    stack = ev.metadata.get("stack") or []
+    if stack:
+        top = stack[-1]
+        st.names[ev.compile_id] = (str(top.get("name", "")), "", int(top.get("line") or 0))
+
+
+def _on_metrics(st: _Assembly, ev: TraceEvent) -> None:
+    """compilation_metrics: the compile's numbers and the code object it compiled."""
+    cid = ev.compile_id
+    m = st.metrics[cid] = read_metrics(ev.metadata)
+    # A compile that failed early (recompile limit) names no code: it is the
+    # same frame as the frame's earlier compiles.
+    same_frame = st.frame_names.get(cid.split("/")[0], ("", "", 0))
+    filename, lineno = m.co_filename or same_frame[1], m.co_firstlineno or same_frame[2]
+    st.names[cid] = (
+        _frame_name(m.co_name, filename, lineno, st.by_cid.get(cid)) or same_frame[0],
+        filename,
+        lineno,
+    )
+    if st.names[cid][0]:
+        st.frame_names.setdefault(cid.split("/")[0], st.names[cid])
+
+
+def _on_guards(st: _Assembly, ev: TraceEvent) -> None:
+    """dynamo_cpp_guards_str: the guard tree of a compile."""
+    parsed_guards = parse_guards(ev.payload, ev.compile_id)
+    if ev.payload.strip() and not parsed_guards:
+        st.unparsed[ev.name] += 1
+    st.guards.extend(parsed_guards)
+
+
+def _on_break(st: _Assembly, ev: TraceEvent) -> None:
+    """dynamo_graph_break_reason: one break event."""
+    parsed = parse_break(ev.payload)
+    # One event per record, as PyTorch's own tests count them: a helper that breaks
+    # inlined and again in its own frame (where Dynamo gives up) is two events.
+    if parsed is None:
+        st.unparsed[ev.name] += 1
+    else:
+        st.break_items.append((ev.compile_id, without_dynscope(parsed)))
+
+
+def _on_recompile_reasons(st: _Assembly, ev: TraceEvent) -> None:
+    """recompile_reasons: the guards that failed before a compile."""
+    reasons = parse_recompile_reasons(ev.payload)
+    if ev.payload.strip() and not reasons:
+        st.unparsed[ev.name] += 1
+    reasons = _users_reasons(reasons, st.ignore_backend_mismatch)
+    if reasons:
+        st.pending_reasons[ev.compile_id] = reasons
+
+
+def _on_lowering(st: _Assembly, ev: TraceEvent) -> None:
+    """Inductor's events and artifacts: kept per compile, read once the graphs exist."""
+    st.lowering_events.setdefault(ev.compile_id, []).append(ev)
+
+
+# Trace-event name -> its handler, one per artifact (as tlparse registers one parser per
+# structured-log artifact): a new artifact is one new entry. Events of other names are
+# kept by the trace collector for other readers (create_symbol, compile times) or ignored.
+_HANDLERS: dict[str, Callable[[_Assembly, TraceEvent], None]] = {
+    "dynamo_output_graph": _on_output_graph,
+    "dynamo_start": _on_dynamo_start,
+    "compilation_metrics": _on_metrics,
+    "dynamo_cpp_guards_str": _on_guards,
+    "dynamo_graph_break_reason": _on_break,
+    "recompile_reasons": _on_recompile_reasons,
+    **{name: _on_lowering for name in sorted(LOWERING_EVENTS | LOWERING_ARTIFACTS)},
+}
+
+
 def build_report(
     events: list[TraceEvent],
     recorded: list[RecordedGraph],
@@ -149,8 +278,11 @@ def build_report(
     ignore_backend_mismatch: bool,
     title: str = "",
     calls: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+    torch_version: str = "",
 ) -> Report:
-    """Assemble a Report.
+    """Assemble a Report from what was captured, without asking the running process.
 
     Args:
         events: kept trace events in arrival order.
@@ -159,6 +291,10 @@ def build_report(
             compiled the code earlier (report() compiles with a fresh backend of its own).
         title: what was captured.
         calls: how many calls report() made.
+        rank: the process's rank in a distributed job. Defaults to 0.
+        world_size: how many ranks the job had. Defaults to 1.
+        torch_version: the torch that produced the events. Defaults to "" (not known:
+            a recorded trace assembled elsewhere).
     """
     renumber = _renumbering(events, recorded)
     events = [replace(ev, compile_id=renumber.get(ev.compile_id, ev.compile_id)) for ev in events]
@@ -179,79 +315,23 @@ def build_report(
         else:
             unmatched.append(rec)
 
-    graphs: list[Graph] = []
-    graph_ids: dict[str, list[int]] = {}
-    metrics: dict[str, CompileMetrics] = {}
-    names: dict[str, tuple[str, str, int]] = {}
-    frame_names: dict[str, tuple[str, str, int]] = {}  # frame id -> its first named compile
-    guards: list[Guard] = []
-    break_items: list[tuple[str, ParsedBreak]] = []
-    recompiles: list[Recompile] = []
-    pending_reasons: dict[str, tuple[str, ...]] = {}
-    used: set[str] = set()
-    # Payloads no parser understood: counted, never dropped silently (Report.unparsed).
-    unparsed = 0
-
-    # compile id -> symbol -> the size it ran at (ShapeEnv's create_symbol, logged while the
-    # frame is traced, before its graph): what a trace-only graph's dynamic inputs ran at.
-    symbol_sizes: dict[str, dict[str, int]] = {}
+    st = _Assembly(
+        by_cid=by_cid,
+        ddp_split=ddp_split,
+        symbol_sizes=_symbol_sizes(events),
+        ignore_backend_mismatch=ignore_backend_mismatch,
+    )
     for ev in events:
-        if ev.name == "create_symbol" and (made := symbol_created(ev.metadata)):
-            symbol_sizes.setdefault(ev.compile_id, {}).setdefault(*made)
-
-    for ev in events:
-        cid = ev.compile_id
-        if ev.name == "dynamo_output_graph" and cid not in used:
-            used.add(cid)
-            # The trace's code is of the graph before DDP split it: pieces keep their own.
-            pieces: list[RecordedGraph | None] = [*ddp_split.get(cid, [])] or [by_cid.get(cid)]
-            for piece in pieces:
-                code = "" if cid in ddp_split else ev.payload
-                graphs.append(_graph(len(graphs), cid, piece, code, names.get(cid), symbol_sizes.get(cid)))
-                graph_ids.setdefault(cid, []).append(graphs[-1].id)
-        elif ev.name == "dynamo_start":
-            stack = ev.metadata.get("stack") or []
-            if stack:
-                top = stack[-1]
-                names[cid] = (str(top.get("name", "")), "", int(top.get("line") or 0))
-        elif ev.name == "compilation_metrics":
-            m = metrics[cid] = read_metrics(ev.metadata)
-            # A compile that failed early (recompile limit) names no code: it is the
-            # same frame as the frame's earlier compiles.
-            same_frame = frame_names.get(cid.split("/")[0], ("", "", 0))
-            filename, lineno = m.co_filename or same_frame[1], m.co_firstlineno or same_frame[2]
-            names[cid] = (
-                _frame_name(m.co_name, filename, lineno, by_cid.get(cid)) or same_frame[0],
-                filename,
-                lineno,
-            )
-            if names[cid][0]:
-                frame_names.setdefault(cid.split("/")[0], names[cid])
-        elif ev.name == "dynamo_cpp_guards_str":
-            parsed_guards = parse_guards(ev.payload, cid)
-            if ev.payload.strip() and not parsed_guards:
-                unparsed += 1
-            guards.extend(parsed_guards)
-        elif ev.name == "dynamo_graph_break_reason":
-            parsed = parse_break(ev.payload)
-            # One event per record, as PyTorch's own tests count them: a helper that breaks
-            # inlined and again in its own frame (where Dynamo gives up) is two events.
-            if parsed is None:
-                unparsed += 1
-            else:
-                break_items.append((cid, without_dynscope(parsed)))
-        elif ev.name == "recompile_reasons":
-            reasons = parse_recompile_reasons(ev.payload)
-            if ev.payload.strip() and not reasons:
-                unparsed += 1
-            reasons = _users_reasons(reasons, ignore_backend_mismatch)
-            if reasons:
-                pending_reasons[cid] = reasons
+        handler = _HANDLERS.get(ev.name)
+        if handler is not None:
+            handler(st, ev)
+    graphs, graph_ids, metrics, names = st.graphs, st.graph_ids, st.metrics, st.names
+    pending_reasons = st.pending_reasons
 
     # Graphs the backend saw that the trace did not announce (no trace handler, or a
     # compile id PyTorch did not give): keep them rather than lose them.
-    split_unseen = [r for cid, pieces in ddp_split.items() if cid not in used for r in pieces]
-    for rec in [r for cid, r in by_cid.items() if cid not in used] + split_unseen + unmatched:
+    split_unseen = [r for cid, pieces in ddp_split.items() if cid not in st.used for r in pieces]
+    for rec in [r for cid, r in by_cid.items() if cid not in st.used] + split_unseen + unmatched:
         graphs.append(_graph(len(graphs), rec.compile_id, rec, "", names.get(rec.compile_id)))
         graph_ids.setdefault(rec.compile_id, []).append(graphs[-1].id)
 
@@ -267,33 +347,8 @@ def build_report(
             if reasons:
                 pending_reasons[cid] = reasons
 
-    # A recompile is a second (third...) compile of one frame: counted from compile ids,
-    # so a reason PyTorch did not give, or that no parser read, still counts. report()
-    # counts within its own run (renumbered ids); capture() counts PyTorch's own ids, as
-    # code compiled before the block that recompiles inside it is a real recompile.
-    compiled_ids = [cid for cid in dict.fromkeys([*metrics, *pending_reasons]) if cid]
-    states = {g.compile_id: state_values(g.detail) for g in guards if g.kind == "GLOBAL_STATE"}
-    for cid in compiled_ids:
-        counted_id = cid if ignore_backend_mismatch else raw_ids.get(cid, cid)
-        if not _is_recompile(counted_id):
-            continue
-        reasons = pending_reasons.get(cid, ())
-        explained = tuple(_explained(r, cid, states) for r in reasons)
-        if not reasons:
-            explained = ("PyTorch gave no reason this dynscope could read",)
-        pairs = tuple(dict.fromkeys(pair for r in reasons for pair in causes_of(r)))
-        recompiles.append(
-            Recompile(
-                compile_id=cid,
-                frame=names.get(cid, ("", "", 0))[0],
-                reasons=reasons,
-                explained=explained,
-                causes=tuple(c for c, _ in pairs),
-                fixes=tuple(f for _, f in pairs),
-            )
-        )
-
-    graphs = _lowered(graphs, events)
+    recompiles = _recompiles(st, raw_ids)
+    graphs = _with_lowering(graphs, st.lowering_events)
 
     frames = tuple(
         replace(
@@ -306,9 +361,9 @@ def build_report(
         for cid, m in metrics.items()
     )
     # One definition of the user's compile time (frame compile + lazy backward compile, by
-    # phase), in _lowering.compile_times: header, phases, CLI and JSON all read it.
+    # phase), in lowering.compile_times: header, phases, CLI and JSON all read it.
     frames, total = compile_times(frames, events)
-    breaks, break_events = fold_breaks(break_items)
+    breaks, break_events = fold_breaks(st.break_items)
     breaks = _costed(breaks, [g.frame for g in graphs], [r.frame for r in recompiles])
     notes = tuple(
         f"recompile limit hit in {f.function or 'a frame'} ({f.compile_id}): PyTorch stopped "
@@ -317,23 +372,56 @@ def build_report(
         for f in frames
         if is_recompile_limit(f.fail_reason)
     )
-    rank, world_size = rank_info()
     return Report(
         rank=rank,
         world_size=world_size,
         graphs=tuple(graphs),
         breaks=breaks,
         break_events=break_events,
-        recompiles=tuple(recompiles),
-        guards=tuple(guards),
+        recompiles=recompiles,
+        guards=tuple(st.guards),
         frames=frames,
         compile_time=total,
         calls=calls,
-        torch_version=str(torch.__version__),
+        torch_version=torch_version,
         title=title,
         notes=notes,
-        unparsed=unparsed,
+        unparsed=sum(st.unparsed.values()),
+        unparsed_kinds=tuple(sorted(st.unparsed.items())),
     )
+
+
+def _recompiles(st: _Assembly, raw_ids: dict[str, str]) -> tuple[Recompile, ...]:
+    """The recompiles, with their failed guards in words.
+
+    A recompile is a second (third...) compile of one frame: counted from compile ids,
+    so a reason PyTorch did not give, or that no parser read, still counts. report()
+    counts within its own run (renumbered ids); capture() counts PyTorch's own ids, as
+    code compiled before the block that recompiles inside it is a real recompile.
+    """
+    compiled_ids = [cid for cid in dict.fromkeys([*st.metrics, *st.pending_reasons]) if cid]
+    states = {g.compile_id: state_values(g.detail) for g in st.guards if g.kind == "GLOBAL_STATE"}
+    recompiles: list[Recompile] = []
+    for cid in compiled_ids:
+        counted_id = cid if st.ignore_backend_mismatch else raw_ids.get(cid, cid)
+        if not _is_recompile(counted_id):
+            continue
+        reasons = st.pending_reasons.get(cid, ())
+        explained = tuple(_explained(r, cid, states) for r in reasons)
+        if not reasons:
+            explained = ("PyTorch gave no reason this dynscope could read",)
+        pairs = tuple(dict.fromkeys(pair for r in reasons for pair in causes_of(r)))
+        recompiles.append(
+            Recompile(
+                compile_id=cid,
+                frame=st.names.get(cid, ("", "", 0))[0],
+                reasons=reasons,
+                explained=explained,
+                causes=tuple(c for c, _ in pairs),
+                fixes=tuple(f for _, f in pairs),
+            )
+        )
+    return tuple(recompiles)
 
 
 def _costed(breaks: tuple[GraphBreak, ...], graph_frames: list[str], recompiled: list[str]) -> tuple[GraphBreak, ...]:
@@ -354,15 +442,16 @@ def _costed(breaks: tuple[GraphBreak, ...], graph_frames: list[str], recompiled:
     return tuple(out)
 
 
-def _lowered(graphs: list[Graph], events: list[TraceEvent]) -> list[Graph]:
-    """Graphs with the lowering PyTorch logged for their compile (Inductor compiles only)."""
-    by_cid: dict[str, list[TraceEvent]] = {}
-    for ev in events:
-        if ev.name in LOWERING_EVENTS or ev.name in LOWERING_ARTIFACTS:
-            by_cid.setdefault(ev.compile_id, []).append(ev)
+def _with_lowering(graphs: list[Graph], lowering_events: dict[str, list[TraceEvent]]) -> list[Graph]:
+    """Graphs with the lowering PyTorch logged for their compile (Inductor compiles only).
+
+    Args:
+        graphs: the report's graphs.
+        lowering_events: compile id -> the AOTAutograd and Inductor events of that compile.
+    """
     out = []
     for g in graphs:
-        evs = by_cid.get(g.compile_id, [])
+        evs = lowering_events.get(g.compile_id, [])
         if any(ev.name == "inductor_output_code" for ev in evs):
             g = replace(g, lowering=build_lowering(g, evs, source="trace"))
         out.append(g)

@@ -1,7 +1,7 @@
 """Graph-break categories and dynscope's own fix advice for each.
 
-The categories come from breaks seen in real models (DESIGN.md), most common first.
-``classify`` (in ``dynscope._torch.break_kinds``) is a pure function of PyTorch's graph-break type, explanation and the
+The categories come from breaks seen in real models (docs/report-model.md), most common first.
+``classify`` (in ``dynscope._torch.break_categories``) is a pure function of PyTorch's graph-break type, explanation and the
 user's source line, so it can be tested without compiling anything; the ``classify`` here
 adds where Dynamo reported the break (inside torch.optim, a library, or the user's code).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dynscope._torch import break_kinds
-from dynscope._torch.break_kinds import LIBRARY_BREAK, OPTIMIZER
+from dynscope._torch import break_categories
+from dynscope._torch.break_categories import LIBRARY_BREAK, OPTIMIZER
 
 __all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category", "classify", "fix_for", "is_actionable", "raised_in"]
 
@@ -27,7 +27,7 @@ class Category:
     def actionable(self) -> bool:
         """False: PyTorch or a library breaks here on purpose; no change at the user's line
         removes the break ("fix first" never names such a site; the fix says what helps)."""
-        return self.name not in break_kinds.ON_PURPOSE
+        return self.name not in break_categories.ON_PURPOSE
 
 
 CATEGORIES: tuple[Category, ...] = (
@@ -144,7 +144,7 @@ _BY_NAME = {c.name: c for c in CATEGORIES}
 
 
 def classify(gb_type: str, explanation: str = "", source: str = "", *, raised_at: str = "") -> str:
-    """The category name for one break (:func:`dynscope._torch.break_kinds.classify`), told
+    """The category name for one break (:func:`dynscope._torch.break_categories.classify`), told
     where Dynamo reported it.
 
     Args:
@@ -155,7 +155,7 @@ def classify(gb_type: str, explanation: str = "", source: str = "", *, raised_at
             FILE:LINE"): a ``graph_break()`` there inside torch.optim or a library is one
             the user cannot remove. Defaults to "" (not known: the user's code).
     """
-    return break_kinds.classify(gb_type, explanation, source, raised_in=raised_in(raised_at))
+    return break_categories.classify(gb_type, explanation, source, raised_in=raised_in(raised_at))
 
 
 def raised_in(filename: str) -> str:
@@ -165,14 +165,14 @@ def raised_in(filename: str) -> str:
         return ""
     path = filename.replace("\\", "/")
     if "/torch/optim/" in path:
-        return break_kinds.RAISED_IN_OPTIM
+        return break_categories.RAISED_IN_OPTIM
     # Deferred: the registry needs torch, and reading a saved report must not import it.
     from dynscope._torch.registry import is_user_file
 
-    # Third-party packages count as the user's code for the site (DESIGN.md), but a
+    # Third-party packages count as the user's code for the site (docs/report-model.md), but a
     # graph_break() they call is theirs to remove, not the user's.
     if not is_user_file(filename) or "/site-packages/" in path or "/dist-packages/" in path:
-        return break_kinds.RAISED_IN_LIBRARY
+        return break_categories.RAISED_IN_LIBRARY
     return ""
 
 
@@ -184,4 +184,4 @@ def fix_for(category: str) -> str:
 def is_actionable(category: str) -> bool:
     """False for breaks PyTorch or a library makes on purpose (no change at the line removes
     them); True otherwise, unknown categories included."""
-    return category not in break_kinds.ON_PURPOSE
+    return category not in break_categories.ON_PURPOSE

@@ -1,7 +1,7 @@
 """Turn PyTorch's graph-break reports into user-facing break sites.
 
 Input: the text of ``dynamo_graph_break_reason`` trace artifacts. Output: one
-:class:`~dynscope._model.types.GraphBreak` per distinct site (the user's line), with every event
+:class:`~dynscope._model.GraphBreak` per distinct site (the user's line), with every event
 that hit the site folded into ``count``.
 """
 
@@ -14,13 +14,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from dynscope._capture.break_fixes import classify, fix_for
-from dynscope._model.types import BreakEvent, GraphBreak, StackFrame
-from dynscope._torch.break_text import without_outer_frames
+from dynscope._model import BreakEvent, GraphBreak, StackFrame
+from dynscope._torch.break_report import without_outer_frames
 from dynscope._torch.registry import is_dynscope_file, is_user_file
 from dynscope._torch.wording import RESUME_PREFIX, base_function, is_resume_name
 
 if TYPE_CHECKING:
-    from dynscope._torch.break_text import ParsedBreak
+    from dynscope._torch.break_report import ParsedBreak
 
 
 def without_dynscope(parsed: ParsedBreak) -> ParsedBreak:

@@ -18,12 +18,13 @@ from dynscope._capture.backend import RecordingBackend
 from dynscope._capture.coverage import with_coverage
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
+from dynscope._torch.distributed import rank_info
 from dynscope._torch.profiler import CoverageRecorder
 from dynscope._torch.trace import TraceCollector
 
 if TYPE_CHECKING:  # pragma: no cover
     from dynscope._capture.timing import TimingOptions
-    from dynscope._model.types import Report
+    from dynscope._model import Report
 
 _MISSING: Any = object()
 
@@ -104,12 +105,18 @@ class Capture:
         self._report = self._build()
 
     def _build(self) -> Report:
+        rank, world_size = rank_info()
         rep = build_report(
             self._collector.snapshot(),
             list(self.backend.graphs),
             ignore_backend_mismatch=self._ignore_backend_mismatch,
             title=self.title,
             calls=self.calls,
+            # The live process is read here, where the capture ran, not by assembly: a
+            # recorded trace assembles without asking the running process.
+            rank=rank,
+            world_size=world_size,
+            torch_version=str(torch.__version__),
         )
         counts = self._coverage.counts() if self._coverage is not None else None
         if counts is not None:
@@ -171,7 +178,7 @@ def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Ca
 
 
 def _call_shape(value: Any, what: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """(args, kwargs) for one call, by DESIGN.md's rule."""
+    """(args, kwargs) for one call: a Tensor is the one argument, a tuple or list is spread, a dict passed by keyword."""
     if isinstance(value, torch.Tensor):
         return (value,), {}
     if isinstance(value, (tuple, list)):
@@ -328,7 +335,7 @@ def report(
             model, call_list, inner=inner, dynamic=dynamic, timing=timing, modes=modes,
             timing_options=timing_options, coverage=coverage, notes=tuple(notes),
         )
-    # Kept beside the model (never saved) so rep.advise() can rerun the same program the
+    # Kept beside the model (never saved) so dynscope.advise(rep) can rerun the same program the
     # same way (the options timing does not decide).
     options = {"inner": inner, "dynamic": dynamic, "coverage": coverage, "restore_state": restore_state}
     rep._subject.value = (model, call_list, options)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dynscope._format import location
-from dynscope._model.types import Coverage, Report
+from dynscope._model import Coverage, Report
 
 if TYPE_CHECKING:
     from dynscope._torch.profiler import OpCounts

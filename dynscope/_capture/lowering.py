@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from dynscope._model.types import (
+from dynscope._model import (
     AotGraph,
     CompileTime,
     Frame,

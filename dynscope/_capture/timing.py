@@ -27,9 +27,10 @@ import torch
 
 from dynscope import _torch
 from dynscope._capture.lowering import LoweringRecorder
+from dynscope._capture.raised import what_raised
 from dynscope._errors import InputError
 from dynscope._format import plural
-from dynscope._model.types import Graph, Lowering, ModeTiming, Report, Timing
+from dynscope._model import Graph, Lowering, ModeTiming, Report, Timing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -425,7 +426,7 @@ def time_graph_lowered(
     except Exception as err:  # noqa: BLE001 - reported in the timing, the report goes on
         # Nothing was compared: a failed graph never claims matching numerics.
         return (
-            Timing(mode=mode, device=device, error=_error_text(err), numerics_ok=False, **builds.fields(), **machine.fields()),
+            Timing(mode=mode, device=device, error=what_raised(err), numerics_ok=False, **builds.fields(), **machine.fields()),
             None,
         )
     max_abs, max_rel, ok = compare_outputs(expected, got, opts.rtol, opts.atol)
@@ -449,11 +450,11 @@ def time_graph_lowered(
         with torch.no_grad():
             eager, comp = interleaved(lambda: gm(*inputs), call, clock, opts)
     except Exception as err:  # noqa: BLE001
-        return Timing(**checked, error=_error_text(err), **builds.fields()), None
+        return Timing(**checked, error=what_raised(err), **builds.fields()), None
     timing = Timing(**checked, kernels=kernels, **_sample_fields(eager, comp))
     lowering = None
     if recorder is not None and graph is not None:
-        lowering = _lowered(recorder, graph, call, timing)
+        lowering = _lowering_with_kernel_times(recorder, graph, call, timing)
     if opts.backward and rec.trains:
         timing, trained = _time_training(timing, rec, gm, inputs, opts, clock, builds, symbolic=symbolic, graph=graph)
         lowering = trained or lowering
@@ -465,7 +466,7 @@ _PROFILE_RUNS = 3
 _PROFILE_MS = 50.0
 
 
-def _lowered(
+def _lowering_with_kernel_times(
     recorder: LoweringRecorder,
     graph: Graph,
     run: Callable[[], Any],
@@ -485,7 +486,7 @@ def _lowered(
             try:
                 times = _torch.kernel_times(run, units, runs, cuda=timing.device.startswith("cuda"))
             except Exception as err:  # noqa: BLE001 - the lowering stands without times
-                notes.append(f"kernel times not measured: {_error_text(err)}")
+                notes.append(f"kernel times not measured: {what_raised(err)}")
             else:
                 if times.calls != runs * len(units):
                     notes.append(
@@ -558,9 +559,9 @@ def _time_training(
             max_abs, _rel, grads_ok = compare_outputs(expected, got, opts.rtol, opts.atol)
             eager, comp = interleaved(step(gm), step(build), clock, opts)
             if recorder is not None and graph is not None:
-                lowering = _lowered(recorder, graph, step(build), timing, per_run_ms=comp.median)
+                lowering = _lowering_with_kernel_times(recorder, graph, step(build), timing, per_run_ms=comp.median)
     except Exception as err:  # noqa: BLE001 - the forward numbers stand; say why backward is missing
-        return replace(timing, train_error=_error_text(err)), None
+        return replace(timing, train_error=what_raised(err)), None
     trained = replace(
         timing,
         train_eager_ms=eager.median,
@@ -596,12 +597,6 @@ def _is_random(gm: Callable[..., Any], inputs: list[Any], device: str) -> bool:
     first = _seeded(gm, inputs, device, _SEED)
     second = _seeded(gm, inputs, device, _SEED + 1)
     return not compare_outputs(first, second, 0.0, 0.0)[2]
-
-
-def _error_text(err: BaseException) -> str:
-    """"Type: first line of the message" (Inductor errors can run to pages)."""
-    text = str(err).strip()
-    return f"{type(err).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
 # -- end to end --------------------------------------------------------------------------------
@@ -642,7 +637,7 @@ def time_end_to_end(
                 peak_compiled = _peak_mb(run(compiled_model))
             eager, comp = interleaved(eager_fn, run(compiled_model), clock, opts)
     except Exception as err:  # noqa: BLE001
-        return ModeTiming(mode, device, 0.0, 0.0, 0.0, error=_error_text(err))
+        return ModeTiming(mode, device, 0.0, 0.0, 0.0, error=what_raised(err))
     return ModeTiming(
         mode=mode,
         device=device,

@@ -1,3 +1,70 @@
 """The model: frozen plain data (no torch objects), its JSON codec, budgets, diffs, merges and
 the analyses that draw nothing. Imports nothing above it except the one deferred door into
-``dynscope._render`` that the output shortcuts go through."""
+``dynscope._render`` that the output shortcuts go through (``dynscope._model.display``).
+
+Every model type is re-exported here: code outside the model imports ``from dynscope._model
+import Report``; modules inside it import their siblings directly (an import of this package
+would load every family and circle back).
+
+    base       what the families share (the live holder, the one-line repr)
+    graph      TensorMeta, Node, Graph, AotGraph, SavedTensors, Kernel, Lowering
+    breaks     StackFrame, BreakEvent, GraphBreak
+    timing     CompileTime, Timing, ModeTiming, Coverage
+    advice     Outcome, Trial, Advice
+    report     Report, Frame, Guard, Recompile, RecompileGroup, SCHEMA_VERSION
+    ranks      MultiRankReport, Divergence
+    budget     Budget (Report.check)
+    display    the output shortcuts (summary(), to_html(), to_svg()...): the door's one caller
+    plain, codec   model -> JSON and back, checked
+    merge      rank folders saved, read and compared
+    diff       two reports compared
+    ops, structure, order   analyses that draw nothing: op categories; a graph's structure,
+               hash and repeated blocks; the program's order through its breaks
+"""
+
+from dynscope._model.advice import Advice, Outcome, Trial
+from dynscope._model.breaks import BreakEvent, GraphBreak, StackFrame
+from dynscope._model.budget import Budget
+from dynscope._model.graph import (
+    SHORT_DTYPES,
+    AotGraph,
+    Graph,
+    Kernel,
+    Lowering,
+    Node,
+    SavedTensors,
+    TensorMeta,
+)
+from dynscope._model.ranks import Divergence, MultiRankReport
+from dynscope._model.report import SCHEMA_VERSION, Frame, Guard, Recompile, RecompileGroup, Report
+from dynscope._model.timing import CompileTime, Coverage, ModeTiming, Timing
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SHORT_DTYPES",
+    "Advice",
+    "AotGraph",
+    "BreakEvent",
+    "Budget",
+    "CompileTime",
+    "Coverage",
+    "Divergence",
+    "Frame",
+    "Graph",
+    "GraphBreak",
+    "Guard",
+    "Kernel",
+    "Lowering",
+    "ModeTiming",
+    "MultiRankReport",
+    "Node",
+    "Outcome",
+    "Recompile",
+    "RecompileGroup",
+    "Report",
+    "SavedTensors",
+    "StackFrame",
+    "TensorMeta",
+    "Timing",
+    "Trial",
+]

@@ -16,7 +16,7 @@ from dynscope._errors import CompileBudgetError, InputError
 from dynscope._format import location, percent, plural
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dynscope._model.types import Report
+    from dynscope._model.report import Report
 
 #: ``@pytest.mark.compile_budget`` keyword -> Budget field
 MARKER_KEYWORDS = {

@@ -1,9 +1,10 @@
 """The report's JSON codec: model -> plain data -> JSON text, and back, checked.
 
-``Report.to_dict``/``to_json``/``save`` and ``dynscope.load`` are one-line delegations to
-this module. Reading checks every value against the model's type hints, so a file that is
-not a dynscope report fails with a ``SchemaError`` that says where it differs.
-The layout is versioned by ``dynscope._model.types.SCHEMA_VERSION``.
+``dynscope.load`` is a one-line delegation to this module; the writing half
+(``Report.to_dict``/``to_json``/``save``) is ``dynscope._model.plain``, re-exported here.
+Reading checks every value against the model's type hints, so a file that is not a
+dynscope report fails with a ``SchemaError`` that says where it differs.
+The layout is versioned by ``dynscope._model.report.SCHEMA_VERSION``.
 """
 
 from __future__ import annotations
@@ -21,30 +22,12 @@ from typing import Any, TypeVar, Union
 
 from dynscope._errors import SchemaError
 from dynscope._format import clip
-from dynscope._model.types import SCHEMA_VERSION, Report
+from dynscope._model.plain import _plain_fields, save, to_json, to_plain
+from dynscope._model.report import SCHEMA_VERSION, Report
 
 __all__ = ["from_plain", "load", "report_from_dict", "save", "to_json", "to_plain"]
 
 _T = TypeVar("_T")
-
-
-@functools.cache
-def _plain_fields(cls: type) -> tuple[str, ...]:
-    """Names of the fields JSON carries (live holders left out); cached per class."""
-    return tuple(f.name for f in dataclasses.fields(cls) if not f.metadata.get("live"))
-
-
-def to_plain(obj: Any) -> Any:
-    """A model value as plain JSON-able data (dataclasses -> dicts without live holders, tuples -> lists)."""
-    if obj is None or isinstance(obj, (str, int, float)):
-        return obj  # the common case first: most values in a report are scalars
-    if isinstance(obj, (tuple, list)):
-        return [to_plain(v) for v in obj]
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {name: to_plain(getattr(obj, name)) for name in _plain_fields(type(obj))}
-    if isinstance(obj, dict):
-        return {str(k): to_plain(v) for k, v in obj.items()}
-    return obj
 
 
 class _Mismatch(Exception):
@@ -188,24 +171,6 @@ def _dataclass_decoder(cls: type) -> _Decoder:
             raise _Mismatch(str(err)) from err
 
     return dataclass
-
-
-def to_json(rep: Report, *, indent: int | None = 1) -> str:
-    """The report as JSON text (``Report.to_json``)."""
-    return json.dumps(to_plain(rep), indent=indent, sort_keys=False)
-
-
-def save(rep: Report, path: str | Path) -> Path:
-    """Write the report as JSON to ``path`` atomically; returns the path (``Report.save``).
-
-    Raises:
-        InputError: ``path`` is a folder, or its folder cannot be written.
-        DynscopeError: writing failed midway (disk full, ...).
-    """
-    from dynscope._write import write_text
-
-    # Streamed: the same text as to_json(), without holding a second copy of a big report.
-    return write_text(Path(path), json.JSONEncoder(indent=1).iterencode(to_plain(rep)))
 
 
 def from_plain(cls: type[_T], data: Any) -> _T:

@@ -10,7 +10,8 @@ from tabulate import tabulate
 from dynscope._format import percent
 
 if TYPE_CHECKING:
-    from dynscope._model.types import GraphBreak, Report
+    from dynscope._model.breaks import GraphBreak
+    from dynscope._model.report import Report
 
 
 @dataclass(frozen=True)

@@ -1,29 +1,22 @@
-"""Many ranks: each rank's report saved to one folder, merged, and compared.
+"""Many ranks side by side: the merged report of a job and the ways its ranks diverge.
 
-``save_rank`` writes ``folder/rank-<r>.json``; ``merge`` reads them back into a
-:class:`MultiRankReport` whose ``divergences`` say where the ranks compiled differently:
-the things that make one rank wait for another in the next collective, or issue a
-different collective and hang. No torch import: merging runs anywhere the reports are.
+Reading rank folders, merging and finding divergences is ``dynscope._model.merge``.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from dynscope._errors import InputError, SchemaError
+import dynscope._model.plain as _plain
 from dynscope._format import plural
-from dynscope._model.analysis import structure_hash
-from dynscope._model.types import SCHEMA_VERSION, Graph, Report, _brief
-from dynscope._torch.distributed import collective_name
-from dynscope._torch.wording import resume_label
+from dynscope._model.base import _brief
+from dynscope._model.display import MergedShortcuts
+from dynscope._model.report import SCHEMA_VERSION, Report
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable, Iterable, Sequence
+__all__ = ["KINDS", "MERGED_KIND", "Divergence", "MultiRankReport"]
 
 #: The kinds of divergence, in the order a reader should look at them.
 KINDS = (
@@ -33,10 +26,6 @@ KINDS = (
 
 #: Marks a merged report's JSON (a single report has no ``kind`` field).
 MERGED_KIND = "dynscope-merged"
-
-#: Default compile-time skew worth a word: the slowest rank compiled this many seconds
-#: longer than the fastest (the others wait that long in the next collective).
-COMPILE_SKEW_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -52,7 +41,7 @@ class Divergence:
 
 
 @dataclass(frozen=True)
-class MultiRankReport:
+class MultiRankReport(MergedShortcuts):
     """The reports of every rank of one job side by side, and how they diverge."""
 
     # First, so a reader can tell a merged file from a single report by its first bytes.
@@ -89,30 +78,13 @@ class MultiRankReport:
         kinds = ", ".join(dict.fromkeys(d.kind for d in self.divergences)) or "none"
         return _brief("MultiRankReport", f"{plural(len(self.reports), 'rank')} of {self.world_size}, divergences: {kinds}")
 
-    def summary(self) -> str:
-        """Divergences first, then each rank's figures side by side (plain text)."""
-        from dynscope._render.ranks import render_merged_text
-
-        return render_merged_text(self)
-
-    def __str__(self) -> str:
-        return self.summary()
-
-    def to_html(self) -> str:
-        """One self-contained HTML page: divergences first, then ranks as columns."""
-        from dynscope._render.ranks import render_merged_html
-
-        return render_merged_html(self)
-
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict."""
-        from dynscope._model.codec import to_plain
-
-        result: dict[str, Any] = to_plain(self)
+        result: dict[str, Any] = _plain.to_plain(self)
         return result
 
     def to_json(self, *, indent: int | None = 1) -> str:
-        """The merged report as JSON text (read back with :func:`load_merged`)."""
+        """The merged report as JSON text (read back with :func:`dynscope._model.merge.load_merged`)."""
         return json.dumps(self.to_dict(), indent=indent)
 
     def save(self, path: str | Path) -> Path:
@@ -120,370 +92,3 @@ class MultiRankReport:
         from dynscope._write import write_text
 
         return write_text(Path(path), self.to_json())
-
-
-# -- saving and reading ------------------------------------------------------------------
-
-def save_rank(rep: Report, folder: str | Path) -> Path:
-    """Write one rank's report to ``folder/rank-<rank>.json``; returns the path.
-
-    Call it in every rank with the same (shared) folder; ``merge(folder)`` reads them all.
-    The folder is made when missing; the write is atomic (a half-written file is never
-    read by a rank that merges early).
-
-    Raises:
-        InputError: ``rep`` is not a Report, or the folder cannot be written.
-    """
-    if not isinstance(rep, Report):
-        raise InputError(f"save_rank takes a dynscope Report (cap.report, dynscope.report(...)); got {type(rep).__name__}")
-    from dynscope._write import ensure_folder
-
-    return rep.save(ensure_folder(Path(folder)) / f"rank-{rep.rank}.json")
-
-
-def load_merged(path: str | Path) -> MultiRankReport:
-    """Read a merged report written by :meth:`MultiRankReport.save`.
-
-    Raises:
-        SchemaError: the file is not a merged dynscope report, or comes from a newer schema.
-    """
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError) as err:
-        raise SchemaError(f"cannot read {p} as JSON: {err}") from None
-    return merged_from_dict(data, str(p))
-
-
-def is_merged(data: Any) -> bool:
-    """True when plain data (a JSON file's content) is a merged report."""
-    return isinstance(data, dict) and data.get("kind") == MERGED_KIND
-
-
-def is_merged_file(path: str | Path) -> bool:
-    """True when the JSON file at ``path`` is a merged report (read from its first bytes:
-    ``MultiRankReport.save`` writes ``kind`` first)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(256).decode("utf-8", "replace")
-    except OSError:
-        return False
-    return re.match(r'\ufeff?\s*\{\s*"kind"\s*:\s*"' + MERGED_KIND + '"', head) is not None
-
-
-def merged_from_dict(data: Any, where: str = "merged report") -> MultiRankReport:
-    """Rebuild a MultiRankReport from :meth:`MultiRankReport.to_dict` output."""
-    from dynscope._model.codec import from_plain
-
-    if not is_merged(data):
-        raise SchemaError(f"{where}: not a merged dynscope report (no \"kind\": \"{MERGED_KIND}\"); "
-                          "a single rank's report is read with dynscope.load")
-    version = data.get("schema_version")
-    if type(version) is not int or version > SCHEMA_VERSION:
-        raise SchemaError(f"{where}: schema version {version!r} is newer than this dynscope reads "
-                          f"({SCHEMA_VERSION}); upgrade dynscope")
-    try:
-        return from_plain(MultiRankReport, data)
-    except SchemaError as err:
-        raise SchemaError(f"{where}: {err}") from None
-
-
-def _files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    if isinstance(paths, (str, Path)):
-        p = Path(paths)
-        if p.is_dir():
-            found = sorted(p.glob("rank-*.json"))
-            if not found:
-                raise InputError(
-                    f"{p} holds no rank-*.json files: each rank writes one with "
-                    f"dynscope.save_rank(report, {str(p)!r})"
-                )
-            return found
-        files = [p]
-    else:
-        files = [Path(x) for x in paths]
-    if not files:
-        raise InputError("merge needs a folder of rank-*.json files or a list of report files; got an empty list")
-    for f in files:
-        if f.is_dir():
-            raise InputError(f"{f} is a folder; pass the folder alone (merge(folder)) or a list of report files")
-        if not f.exists():
-            raise InputError(f"no such report file: {f}")
-    return files
-
-
-def merge(paths: str | Path | Iterable[str | Path], *, compile_skew_s: float = COMPILE_SKEW_S) -> MultiRankReport:
-    """Merge the reports of a job's ranks and find where they diverge.
-
-    Args:
-        paths: a folder of ``rank-<r>.json`` files (written by :func:`save_rank`), or a
-            list of report files.
-        compile_skew_s: seconds of compile time between the fastest and the slowest rank
-            that count as a ``compile_time_skew`` divergence. Defaults to 5.0.
-
-    Returns:
-        A :class:`MultiRankReport`; its ``divergences`` are empty when every rank compiled
-        the same.
-
-    Raises:
-        InputError: no reports, two reports of one rank, or reports of jobs of different
-            world sizes (the message names the files).
-        SchemaError: a file is not a dynscope report.
-    """
-    from dynscope._model.codec import load
-
-    files = _files(paths)
-    loaded = [(load(f), str(f)) for f in files]
-    sizes = {rep.world_size for rep, _ in loaded}
-    if len(sizes) > 1:
-        listed = ", ".join(f"{Path(src).name} (world size {rep.world_size})" for rep, src in loaded)
-        raise InputError(f"reports come from jobs of different sizes: {listed}; merge the reports of one job")
-    seen: dict[int, str] = {}
-    for rep, src in loaded:
-        if rep.rank in seen:
-            raise InputError(
-                f"rank {rep.rank} appears twice: {seen[rep.rank]} and {src}. Each rank saves its own "
-                f"report; if every file says rank 0, torch.distributed was not initialised when "
-                f"the reports were made (init_process_group before dynscope.capture)"
-            )
-        seen[rep.rank] = src
-    loaded.sort(key=lambda item: item[0].rank)
-    world = sizes.pop()
-    notes: list[str] = []
-    missing = sorted(set(range(world)) - set(seen))
-    if missing:
-        notes.append(
-            f"{_who(missing)} of world size {world} wrote no report (crashed, hung, or saved "
-            f"elsewhere): divergences are among the {plural(len(seen), 'rank')} read"
-        )
-    reports = tuple(rep for rep, _ in loaded)
-    return MultiRankReport(
-        reports=reports,
-        divergences=divergences(reports, compile_skew_s=compile_skew_s),
-        world_size=world,
-        sources=tuple(src for _, src in loaded),
-        notes=tuple(notes),
-    )
-
-
-# -- divergences -------------------------------------------------------------------------
-
-def _who(ranks: Iterable[int]) -> str:
-    """"rank 1" or "ranks 0, 2, 3"."""
-    rs = sorted(ranks)
-    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + ", ".join(str(r) for r in rs)
-
-
-def _groups(reports: Sequence[Report], key: Callable[[Report], Hashable]) -> list[list[Report]]:
-    """Reports grouped by ``key``; the majority first (the group of the lowest rank on a tie)."""
-    by: dict[Hashable, list[Report]] = {}
-    for rep in reports:
-        by.setdefault(key(rep), []).append(rep)
-    return sorted(by.values(), key=lambda g: (-len(g), min(r.rank for r in g)))
-
-
-def _minority(groups: list[list[Report]]) -> tuple[int, ...]:
-    return tuple(sorted(r.rank for g in groups[1:] for r in g))
-
-
-def _ranks_of(group: Sequence[Report]) -> list[int]:
-    return [r.rank for r in group]
-
-
-def _name(graph: Graph) -> str:
-    return resume_label(graph.frame) or "a graph"
-
-
-def _graph_count(reports: Sequence[Report]) -> list[Divergence]:
-    groups = _groups(reports, lambda r: r.graph_count)
-    if len(groups) < 2:
-        return []
-    ref = groups[0]
-    parts = [f"{_who(_ranks_of(g))} captured {plural(g[0].graph_count, 'graph')}" for g in groups[1:]]
-    detail = "; ".join(parts) + f"; {_who(_ranks_of(ref))} captured {ref[0].graph_count}"
-    return [Divergence("graph_count", _minority(groups), detail)]
-
-
-def _inputs_text(graph: Graph) -> str:
-    user, _ = graph.user_inputs()
-    return ", ".join(m.describe() for m in user) or "no inputs"
-
-
-def _graph_text(graph: Graph) -> str:
-    """"Mlp.forward [DDP bucket split]: linear, relu on f32[8, 512]"."""
-    ops = [n.target.split(".")[-1] for n in graph.nodes if n.is_op] or [t.split(".")[-1] for t, _ in graph.op_counts]
-    shown = ", ".join(ops[:8]) + (f", +{len(ops) - 8}" if len(ops) > 8 else "")
-    split = " [DDP bucket split]" if graph.split_by == "ddp_bucket" else ""
-    return f"{_name(graph)}{split}: {shown or 'no ops'} on {_inputs_text(graph)}"
-
-
-def _graph_structure(reports: Sequence[Report]) -> list[Divergence]:
-    hashes = {r.rank: [structure_hash(g) for g in r.graphs] for r in reports}
-    common = min(len(r.graphs) for r in reports)
-    for i in range(common):
-
-        def at(rep: Report, i: int = i) -> str:
-            return hashes[rep.rank][i]
-
-        groups = _groups(reports, at)
-        if len(groups) < 2:
-            continue
-        ref = groups[0]
-        parts = [f"{_who(_ranks_of(g))} made graph {i} as {_graph_text(g[0].graphs[i])}" for g in groups[1:]]
-        detail = "; ".join(parts) + f"; {_who(_ranks_of(ref))} as {_graph_text(ref[0].graphs[i])}"
-        # The first graph that differs is what to look at; later ones usually follow from it.
-        return [Divergence("graph_structure", _minority(groups), detail)]
-    return []
-
-
-def _site(rep: Report) -> frozenset[tuple[str, str]]:
-    return frozenset((b.location, b.reason) for b in rep.breaks)
-
-
-def _break_sites(reports: Sequence[Report]) -> list[Divergence]:
-    groups = _groups(reports, _site)
-    if len(groups) < 2:
-        return []
-    ref, ref_sites = groups[0], _site(groups[0][0])
-    parts = []
-    for g in groups[1:]:
-        sites = _site(g[0])
-        extra = sorted(sites - ref_sites)
-        lacking = sorted(ref_sites - sites)
-        if extra:
-            parts.append(
-                f"{_who(_ranks_of(g))} broke the graph at "
-                + ", ".join(f"{loc} ({reason})" for loc, reason in extra)
-                + f"; {_who(_ranks_of(ref))} did not"
-            )
-        if lacking:
-            parts.append(
-                f"{_who(_ranks_of(ref))} broke the graph at "
-                + ", ".join(f"{loc} ({reason})" for loc, reason in lacking)
-                + f"; {_who(_ranks_of(g))} did not"
-            )
-    return [Divergence("break_sites", _minority(groups), "; ".join(parts))]
-
-
-def _recompile_key(rep: Report) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    # Causes carry no values, so two ranks that recompiled for the same reason with
-    # different sizes agree; a recompile PyTorch gave no cause for is keyed by its words.
-    return tuple((r.frame, r.causes or r.explained) for r in rep.recompiles)
-
-
-def _recompile_words(rep: Report, known: set[tuple[str, tuple[str, ...]]]) -> list[str]:
-    return [
-        f"{resume_label(r.frame) or 'a frame'} ({r.compile_id}): " + "; ".join(r.explained or r.reasons or ("no reason given",))
-        for r in rep.recompiles
-        if (r.frame, r.causes or r.explained) not in known
-    ]
-
-
-def _recompiles(reports: Sequence[Report]) -> list[Divergence]:
-    groups = _groups(reports, _recompile_key)
-    if len(groups) < 2:
-        return []
-    ref = groups[0]
-    ref_keys = set(_recompile_key(ref[0]))
-    parts = []
-    for g in groups[1:]:
-        keys = set(_recompile_key(g[0]))
-        mine = _recompile_words(g[0], ref_keys)
-        if mine:
-            parts.append(f"{_who(_ranks_of(g))} recompiled " + "; ".join(mine) + f"; {_who(_ranks_of(ref))} did not")
-        theirs = _recompile_words(ref[0], keys)
-        if theirs:
-            parts.append(f"{_who(_ranks_of(ref))} recompiled " + "; ".join(theirs) + f"; {_who(_ranks_of(g))} did not")
-        if not mine and not theirs:
-            parts.append(f"{_who(_ranks_of(g))} recompiled in another order than {_who(_ranks_of(ref))}")
-    return [Divergence("recompiles", _minority(groups), "; ".join(parts))]
-
-
-#: Object ids and addresses in guard text differ between processes without meaning anything.
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]+|\b\d{6,}\b")
-
-
-def _guard_set(rep: Report, cids: set[str]) -> Counter[tuple[str, str, str, str]]:
-    return Counter(
-        (g.compile_id, g.kind, g.source, _ADDRESS.sub("#", g.detail)) for g in rep.guards if g.compile_id in cids
-    )
-
-
-def _guards(reports: Sequence[Report]) -> list[Divergence]:
-    # Only compiles every rank made: a compile one rank alone made (a recompile) is
-    # already a recompiles divergence.
-    cids = set.intersection(*({g.compile_id for g in r.guards} for r in reports))
-    sets = {r.rank: _guard_set(r, cids) for r in reports}
-    groups = _groups(reports, lambda r: frozenset(sets[r.rank].items()))
-    if len(groups) < 2:
-        return []
-    ref = groups[0]
-    parts = []
-    for g in groups[1:]:
-        extra = sorted((sets[g[0].rank] - sets[ref[0].rank]).elements())
-        lacking = sorted((sets[ref[0].rank] - sets[g[0].rank]).elements())
-        said = []
-        if extra:
-            cid, kind, source, detail = extra[0]
-            said.append(f"{_who(_ranks_of(g))} guard {cid} on {source or kind}: {detail}")
-        if lacking:
-            cid, kind, source, detail = lacking[0]
-            said.append(f"{_who(_ranks_of(ref))} guard {cid} on {source or kind}: {detail}")
-        more = max(len(extra), len(lacking)) - 1
-        parts.append("; ".join(said) + (f" (and {plural(more, 'more guard')} differ)" if more > 0 else ""))
-    return [Divergence("guards", _minority(groups), "; ".join(parts))]
-
-
-def collectives_of(graph: Graph) -> tuple[str, ...]:
-    """The collectives a graph issues, in graph order ("all_reduce", "all_gather_into_tensor"...)."""
-    found = (collective_name(n.target) for n in graph.nodes if n.is_op)
-    return tuple(c for c in found if c)
-
-
-def collective_sequence(rep: Report) -> tuple[str, ...]:
-    """Every collective inside the report's graphs, in compile order then graph order."""
-    return tuple(c for g in rep.graphs for c in collectives_of(g))
-
-
-def _collectives(reports: Sequence[Report]) -> list[Divergence]:
-    groups = _groups(reports, collective_sequence)
-    if len(groups) < 2:
-        return []
-
-    def said(rep: Report) -> str:
-        seq = collective_sequence(rep)
-        return ", ".join(seq) if seq else "none"
-
-    ref = groups[0]
-    parts = [f"{_who(_ranks_of(g))} issue {said(g[0])} inside graphs" for g in groups[1:]]
-    detail = "; ".join(parts) + f"; {_who(_ranks_of(ref))} issue {said(ref[0])}: a different sequence hangs the job"
-    return [Divergence("collectives", _minority(groups), detail)]
-
-
-def _compile_skew(reports: Sequence[Report], skew_s: float) -> list[Divergence]:
-    times = {r.rank: r.compile_time.total_s for r in reports}
-    fastest = min(times.values())
-    slow = sorted(r for r, t in times.items() if t - fastest >= skew_s)
-    if not slow:
-        return []
-    quick = sorted(r for r in times if r not in slow)
-    detail = (
-        "; ".join(f"rank {r} spent {times[r]:.1f} s compiling" for r in slow)
-        + f"; {_who(quick)} {fastest:.1f} s: the others wait that long in the next collective"
-    )
-    return [Divergence("compile_time_skew", tuple(slow), detail)]
-
-
-def divergences(reports: Sequence[Report], *, compile_skew_s: float = COMPILE_SKEW_S) -> tuple[Divergence, ...]:
-    """How the ranks' reports differ, in :data:`KINDS` order (empty for fewer than two)."""
-    if len(reports) < 2:
-        return ()
-    found: list[Divergence] = []
-    found += _graph_count(reports)
-    found += _graph_structure(reports)
-    found += _break_sites(reports)
-    found += _recompiles(reports)
-    found += _guards(reports)
-    found += _collectives(reports)
-    found += _compile_skew(reports, compile_skew_s)
-    return tuple(found)

@@ -1,1 +1,157 @@
-"""Renderers: model in, str/bytes out (text, DOT, HTML, card, SVG through Graphviz, the bundle)."""
+"""Renderers: model in, str/bytes out (text, DOT, HTML, card, SVG through Graphviz, the bundle).
+
+This package's own namespace is the door the model goes through, and its only way up:
+the output shortcuts (``Report.summary()``, ``to_html()``, ``render()``, ``Graph.to_svg()``,
+``_repr_html_``..., in ``dynscope._model.display``) each call one function below, and
+nothing else in the model imports a renderer. Each function imports its renderer when
+called, so importing the model (or one renderer) loads no other renderer. Internal code
+(bundle, svg, the CLI) calls the renderers themselves, never the shortcuts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from dynscope._model import Advice, AotGraph, Graph, GraphBreak, Lowering, MultiRankReport, Report
+
+__all__ = [
+    "advice_text",
+    "aot_graph_dot",
+    "aot_graph_svg",
+    "break_card",
+    "graph_card",
+    "graph_dot",
+    "graph_svg",
+    "merged_html",
+    "merged_text",
+    "program_dot",
+    "program_svg",
+    "render_folder",
+    "report_card",
+    "report_html",
+    "summary_text",
+]
+
+
+def summary_text(rep: Report, *, color: bool | None = None) -> str:
+    """The terminal summary; ``color`` None colours when stdout is a terminal (``Report.summary``)."""
+    from dynscope._render.terminal import use_color
+    from dynscope._render.text import render_summary
+
+    return render_summary(rep, color=use_color(color))
+
+
+def report_html(rep: Report, *, pictures: bool | None = None) -> str:
+    """The self-contained HTML page (``Report.to_html``)."""
+    from dynscope._render.bundle import html_page
+
+    return html_page(rep, pictures=pictures)
+
+
+def report_card(rep: Report) -> str:
+    """The compact notebook card (``Report._repr_html_``)."""
+    from dynscope._render.card import render_card
+
+    return render_card(rep)
+
+
+def render_folder(rep: Report, folder: Path) -> Path:
+    """index.html, the SVGs and report.json written to ``folder`` (``Report.render``)."""
+    from dynscope._render.bundle import render_bundle
+
+    return render_bundle(rep, folder)
+
+
+def program_dot(rep: Report) -> str:
+    """DOT of the whole program (``Report.program_dot``)."""
+    from dynscope._render.dot import program_to_dot
+
+    return program_to_dot(rep)
+
+
+def program_svg(rep: Report, path: str | Path | None = None) -> str:
+    """SVG of the whole program, also written to ``path`` when given (``Report.program_svg``)."""
+    from dynscope._render.dot import program_to_dot
+    from dynscope._render.svg import dot_to_svg
+
+    return dot_to_svg(program_to_dot(rep), path)
+
+
+def graph_dot(graph: Graph, *, depth: int | None = None, fold_params: bool = True, color_by: str = "auto") -> str:
+    """DOT of one captured graph (``Graph.to_dot``; the options are ``DotOptions``')."""
+    from dynscope._render.dot import DotOptions, graph_to_dot
+
+    return graph_to_dot(graph, DotOptions(depth=depth, fold_params=fold_params, color_by=color_by))
+
+
+def graph_svg(
+    graph: Graph,
+    path: str | Path | None = None,
+    *,
+    depth: int | None = None,
+    fold_params: bool = True,
+    color_by: str = "auto",
+) -> str:
+    """SVG of one captured graph, also written to ``path`` when given (``Graph.to_svg``)."""
+    from dynscope._render.svg import dot_to_svg
+
+    return dot_to_svg(graph_dot(graph, depth=depth, fold_params=fold_params, color_by=color_by), path)
+
+
+def graph_card(graph: Graph) -> str:
+    """A graph's notebook card: its picture, or its summary when Graphviz is missing or
+    does not work (``Graph._repr_html_``)."""
+    from dynscope._errors import GraphvizNotFoundError
+    from dynscope._render.card import graph_card as card
+    from dynscope._render.svg import dot_to_svg, have_graphviz
+
+    try:
+        svg = dot_to_svg(graph_dot(graph)) if have_graphviz() else None
+    except GraphvizNotFoundError:  # a dot on PATH that does not work: as if missing
+        svg = None
+    return card(graph, svg)
+
+
+def aot_graph_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
+    """DOT of one AOTAutograd graph; ``lowering`` marks a backward's saved activations (``AotGraph.to_dot``)."""
+    from dynscope._render.dot import aot_graph_to_dot
+
+    return aot_graph_to_dot(aot, lowering)
+
+
+def aot_graph_svg(aot: AotGraph, path: str | Path | None = None, lowering: Lowering | None = None) -> str:
+    """SVG of one AOTAutograd graph, also written to ``path`` when given (``AotGraph.to_svg``)."""
+    from dynscope._render.svg import dot_to_svg
+
+    return dot_to_svg(aot_graph_dot(aot, lowering), path)
+
+
+def break_card(brk: GraphBreak) -> str:
+    """A break site's notebook card (``GraphBreak._repr_html_``)."""
+    from dynscope._render.card import break_card as card
+
+    return card(brk)
+
+
+def advice_text(advice: Advice) -> str:
+    """The trials as a plain-text table, best first (``Advice.summary``)."""
+    from dynscope._render.text import advice_section
+
+    return str(advice_section(advice.trials, empty=advice.note))
+
+
+def merged_text(merged: MultiRankReport) -> str:
+    """A merged job's divergences and ranks as plain text (``MultiRankReport.summary``)."""
+    from dynscope._render.ranks import render_merged_text
+
+    return render_merged_text(merged)
+
+
+def merged_html(merged: MultiRankReport) -> str:
+    """A merged job's self-contained HTML page (``MultiRankReport.to_html``)."""
+    from dynscope._render.ranks import render_merged_html
+
+    return render_merged_html(merged)

@@ -1,4 +1,8 @@
-"""Write a report bundle to a folder: the one place that lays files out."""
+"""Write a report bundle to a folder: the one place that lays files out.
+
+It calls the codec and the renderers themselves (never the model's shortcuts such as
+``Report.save()`` or ``summary()``, which lead back up here through the render door).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dynscope._errors import GraphvizNotFoundError
+from dynscope._model import plain
+from dynscope._render.dot import report_dots
 from dynscope._render.html import render_html
 from dynscope._render.svg import have_graphviz, report_pictures
+from dynscope._render.text import render_summary
 from dynscope._write import ensure_folder, write_text
 
 if TYPE_CHECKING:
-    from dynscope._model.types import Report
+    from dynscope._model import Report
 
 #: AOT graph kinds that get a picture file (graph_<id>_<kind>.svg). A fixed list: the kind
 #: comes from the report's data and must never make a path.
@@ -41,8 +48,8 @@ def render_bundle(rep: Report, folder: Path) -> Path:
     """
     folder = ensure_folder(Path(folder))
     written: set[str] = set()
-    rep.save(folder / "report.json")
-    write_text(folder / "summary.txt", rep.summary(color=False))
+    plain.save(rep, folder / "report.json")
+    write_text(folder / "summary.txt", render_summary(rep, color=False))
     pictures = _pictures(rep) if have_graphviz() else None
     if isinstance(pictures, tuple):
         program_svg, graph_svgs, aot_svgs = pictures
@@ -80,7 +87,7 @@ def html_page(rep: Report, *, pictures: bool | None = None) -> str:
     if pictures is False or (pictures is None and not have_graphviz()):
         return render_html(rep)
     if pictures:  # asked for: a dot that does not work raises
-        program_svg, graph_svgs, aot_svgs = report_pictures(rep)
+        program_svg, graph_svgs, aot_svgs = report_pictures(*report_dots(rep))
         return render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs)
     laid_out = _pictures(rep)
     if isinstance(laid_out, str):
@@ -90,9 +97,10 @@ def html_page(rep: Report, *, pictures: bool | None = None) -> str:
 
 
 def _pictures(rep: Report) -> tuple[str, dict[int, str], dict[tuple[int, str], str]] | str:
-    """The report's pictures laid out (``report_pictures``), or, when the installed ``dot``
-    does not work, what went wrong (for the page to say in place of the pictures)."""
+    """The report's pictures laid out (``report_pictures`` of its ``report_dots``), or, when
+    the installed ``dot`` does not work, what went wrong (for the page to say in place of the
+    pictures)."""
     try:
-        return report_pictures(rep)
+        return report_pictures(*report_dots(rep))
     except GraphvizNotFoundError as err:
         return str(err)

@@ -10,64 +10,34 @@ no script and nothing is fetched. Every string from user code or PyTorch is esca
 
 from __future__ import annotations
 
-from html import escape
 from typing import TYPE_CHECKING
 
 from dynscope._format import clip, location, ms, percent, plural
-from dynscope._render.html import safe_url
-from dynscope._render.text import kernel_label, pass_label, warning_lines
+from dynscope._render.html_parts import asset, esc, html_table, safe_url
+from dynscope._render.words import kernel_label, pass_label, warning_lines
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
 
-    from dynscope._model.types import Graph, GraphBreak, ModeTiming, Report
+    from dynscope._model import Graph, GraphBreak, ModeTiming, Report
 
 __all__ = ["CARD_CSS", "TOP", "break_card", "graph_card", "render_card"]
 
 #: How many break sites, recompile causes, warnings and kernels a card lists (the page has all).
 TOP = 5
 
-CARD_CSS = """
-.dynscope-card{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;font-size:13px;line-height:1.4;color:#1f2937;background:#fff;border:1px solid #d1d5db;border-radius:8px;padding:10px 14px;max-width:1000px}
-.dynscope-card .ds-title{font-weight:600;font-size:15px}
-.dynscope-card .ds-totals{margin:4px 0 6px}
-.dynscope-card .ds-bad{color:#b91c1c;font-weight:600}
-.dynscope-card .ds-good{color:#15803d}
-.dynscope-card .ds-warn{color:#92400e}
-.dynscope-card h4{font-size:13px;margin:10px 0 4px}
-.dynscope-card table{border-collapse:collapse;font-size:12px;margin:0}
-.dynscope-card th,.dynscope-card td{border-bottom:1px solid #eee;padding:2px 8px;text-align:left;vertical-align:top;background:none}
-.dynscope-card th{background:#f3f4f6}
-.dynscope-card code,.dynscope-card pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
-.dynscope-card pre{background:#f6f8fa;color:#1f2937;padding:6px 8px;margin:4px 0;overflow:auto}
-.dynscope-card .ds-hit{background:#fde2e2;font-weight:600}
-.dynscope-card .ds-cat{display:inline-block;border-radius:10px;padding:0 8px;background:#fee2e2}
-.dynscope-card .ds-svg{overflow:auto;max-height:640px;border:1px solid #eee;background:#fff}
-.dynscope-card .ds-svg svg{max-width:none}
-.dynscope-card .ds-hint{color:#6b7280;font-size:12px;margin-top:8px}
-.dynscope-card ul{margin:2px 0;padding-left:20px}
-"""
-
-
-def _e(text: object) -> str:
-    return escape(str(text), quote=True)
+# The card's style is a file (assets/card.css); the block opens on a new line after <style>,
+# as it always has.
+CARD_CSS = "\n" + asset("card.css")
 
 
 def _card(body: str) -> str:
     return f'<div class="dynscope-card"><style>{CARD_CSS}</style>{body}</div>'
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Cells are HTML already (callers escape what they put in)."""
-    head = "".join(f"<th>{h}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
 def _count(n: int, text: str) -> str:
     """A count that is bad when non-zero (breaks, recompiles)."""
-    return f'<span class="ds-bad">{_e(text)}</span>' if n else _e(text)
+    return f'<span class="ds-bad">{esc(text)}</span>' if n else esc(text)
 
 
 def _more(shown: int, total: int, what: str) -> str:
@@ -76,11 +46,11 @@ def _more(shown: int, total: int, what: str) -> str:
 
 def _speedup(m: ModeTiming) -> str:
     if m.error:
-        return f"{_e(m.mode)} on {_e(m.device)}: failed: {_e(clip(m.error, 200))}"
+        return f"{esc(m.mode)} on {esc(m.device)}: failed: {esc(clip(m.error, 200))}"
     mark = " ?" if m.below_resolution else " ~" if m.noisy else ""
     return (
-        f"{_e(m.mode)} on {_e(m.device)}: <b>{m.speedup:.2f}x{mark}</b> "
-        f"(eager {_e(ms(m.eager_ms))}, compiled {_e(ms(m.compiled_ms))} per call; "
+        f"{esc(m.mode)} on {esc(m.device)}: <b>{m.speedup:.2f}x{mark}</b> "
+        f"(eager {esc(ms(m.eager_ms))}, compiled {esc(ms(m.compiled_ms))} per call; "
         f"first call {m.first_call_s:.2f} s)"
     )
 
@@ -91,17 +61,17 @@ def _breaks(rep: Report) -> str:
     sites = sorted(rep.breaks, key=lambda b: (not b.actionable, -b.count))
     rows = [
         [
-            f'<code title="{_e(location(b.filename, b.lineno, full=True))}">{_e(b.location)}</code>',
-            f"<code>{_e(b.function or '?')}</code>",
-            f'<span class="ds-cat">{_e(b.category)}</span>',
+            f'<code title="{esc(location(b.filename, b.lineno, full=True))}">{esc(b.location)}</code>',
+            f"<code>{esc(b.function or '?')}</code>",
+            f'<span class="ds-cat">{esc(b.category)}</span>',
             str(b.count),
-            f"<code>{_e(clip(b.source, 60))}</code>",
+            f"<code>{esc(clip(b.source, 60))}</code>",
         ]
         for b in sites[:TOP]
     ]
     return (
         f"<h4>Break sites ({plural(len(rep.breaks), 'site')}, most hit first)</h4>"
-        + _table(["location", "function", "category", "breaks", "code"], rows)
+        + html_table(["location", "function", "category", "breaks", "code"], rows)
         + _more(TOP, len(sites), "site")
     )
 
@@ -115,7 +85,7 @@ def _recompiles(rep: Report) -> str:
         causes[key] = causes.get(key, 0) + 1
     top = sorted(causes.items(), key=lambda kv: -kv[1])
     items = "".join(
-        f"<li>{n}x <code>{_e(frame)}</code>: {_e(clip(said, 200))}</li>" for (frame, said), n in top[:TOP]
+        f"<li>{n}x <code>{esc(frame)}</code>: {esc(clip(said, 200))}</li>" for (frame, said), n in top[:TOP]
     )
     return f"<h4>Recompiles ({rep.recompile_count})</h4><ul>{items}</ul>" + _more(TOP, len(top), "cause")
 
@@ -125,11 +95,11 @@ def _kernels(rep: Report) -> str:
     if not top:
         return ""
     rows = [
-        [str(g.id), f"<code>{_e(kernel_label(k.name))}</code>", _e(k.kind), _e(pass_label(k)), _e(ms(cost)),
+        [str(g.id), f"<code>{esc(kernel_label(k.name))}</code>", esc(k.kind), esc(pass_label(k)), esc(ms(cost)),
          percent(k.share)]
         for g, k, cost in top
     ]
-    return "<h4>Costliest kernels</h4>" + _table(["graph", "kernel", "kind", "pass", "time", "share"], rows)
+    return "<h4>Costliest kernels</h4>" + html_table(["graph", "kernel", "kind", "pass", "time", "share"], rows)
 
 
 def render_card(rep: Report) -> str:
@@ -138,7 +108,7 @@ def render_card(rep: Report) -> str:
     whole page. Small whatever the model's size (each list stops at ``TOP``)."""
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
     totals = [
-        _e(plural(rep.graph_count, "graph")),
+        esc(plural(rep.graph_count, "graph")),
         _count(rep.break_count, f"{plural(rep.break_count, 'graph break')} at {plural(len(rep.breaks), 'site')}"),
         _count(rep.recompile_count, plural(rep.recompile_count, "recompile")),
     ]
@@ -146,11 +116,11 @@ def render_card(rep: Report) -> str:
         totals.append(f"coverage {percent(rep.coverage.ratio)}")
     totals.append(f"compile {rep.compile_time.total_s:.2f} s")
     if rep.torch_version:
-        totals.append(f"torch {_e(rep.torch_version)}")
-    out = [f'<div class="ds-title">{_e(title)}</div>', f'<div class="ds-totals">{", ".join(totals)}</div>']
+        totals.append(f"torch {esc(rep.torch_version)}")
+    out = [f'<div class="ds-title">{esc(title)}</div>', f'<div class="ds-totals">{", ".join(totals)}</div>']
     warnings = warning_lines(rep)
     if warnings:
-        items = "".join(f"<li>{_e(clip(w, 300))}</li>" for w in warnings[:TOP])
+        items = "".join(f"<li>{esc(clip(w, 300))}</li>" for w in warnings[:TOP])
         out.append(f'<ul class="ds-warn">{items}</ul>' + _more(TOP, len(warnings), "note"))
     if rep.timing:
         out.append("<h4>Speedup, end to end</h4>" + "<br>".join(_speedup(m) for m in rep.timing))
@@ -159,7 +129,7 @@ def render_card(rep: Report) -> str:
         out.append(_recompiles(rep))
     if rep.coverage is not None:
         c = rep.coverage
-        eager = ", ".join(f"<code>{_e(site)}</code> x{n}" for site, n in c.eager_sites[:3])
+        eager = ", ".join(f"<code>{esc(site)}</code> x{n}" for site, n in c.eager_sites[:3])
         out.append(
             f"<h4>Coverage {percent(c.ratio, 1)}</h4>torch ops run: {c.ops_in_graphs} in graphs, {c.ops_eager} eagerly"
             + (f"; eager: {eager}" if eager else "")
@@ -179,9 +149,9 @@ def _graph_title(graph: Graph) -> str:
     user, params = graph.user_inputs()
     inputs = ", ".join(m.describe() for m in user[:4]) + (f", +{len(user) - 4}" if len(user) > 4 else "")
     return (
-        f'<div class="ds-title">Graph {graph.id} <code>{_e(resume_label(graph.frame))}</code>{_e(where)}</div>'
-        f"<div>compile {_e(graph.compile_id)}: {plural(graph.op_count, 'graph op')}, "
-        f"{plural(graph.node_count, 'node')}; inputs: {_e(inputs or '-')}"
+        f'<div class="ds-title">Graph {graph.id} <code>{esc(resume_label(graph.frame))}</code>{esc(where)}</div>'
+        f"<div>compile {esc(graph.compile_id)}: {plural(graph.op_count, 'graph op')}, "
+        f"{plural(graph.node_count, 'node')}; inputs: {esc(inputs or '-')}"
         f"{f' (+{params} params)' if params else ''}</div>"
     )
 
@@ -191,10 +161,10 @@ def graph_card(graph: Graph, svg: str | None) -> str:
     with no picture (Graphviz not installed), its op counts and how to get Graphviz."""
     if svg is not None:
         return _card(_graph_title(graph) + f'<div class="ds-svg">{svg}</div>')
-    rows = [[f"<code>{_e(t)}</code>", str(n)] for t, n in graph.op_counts[:10]]
+    rows = [[f"<code>{esc(t)}</code>", str(n)] for t, n in graph.op_counts[:10]]
     return _card(
         _graph_title(graph)
-        + "<h4>Graph ops</h4>" + _table(["graph op", "count"], rows) + _more(10, len(graph.op_counts), "op kind")
+        + "<h4>Graph ops</h4>" + html_table(["graph op", "count"], rows) + _more(10, len(graph.op_counts), "op kind")
         + '<div class="ds-hint">The picture needs Graphviz\'s <code>dot</code> program (Debian/Ubuntu: '
         "<code>apt-get install graphviz</code>; macOS: <code>brew install graphviz</code>); "
         "<code>graph.code</code> is the graph as Python.</div>"
@@ -208,18 +178,18 @@ def break_card(brk: GraphBreak) -> str:
     for n, text in brk.excerpt or ((brk.lineno, brk.source),):
         # The marker shows the line even where the style is stripped (an untrusted notebook).
         if n == brk.lineno:
-            lines.append(f'<span class="ds-hit">&gt;{n:5d}  {_e(text)}</span>')
+            lines.append(f'<span class="ds-hit">&gt;{n:5d}  {esc(text)}</span>')
         else:
-            lines.append(f" {n:5d}  {_e(text)}")
-    hints = "".join(f"<li>{_e(h)}</li>" for h in brk.hints)
+            lines.append(f" {n:5d}  {esc(text)}")
+    hints = "".join(f"<li>{esc(h)}</li>" for h in brk.hints)
     url = safe_url(brk.doc_url)
-    doc = f'<div><a href="{_e(url)}" rel="noopener noreferrer">PyTorch\'s page on {_e(brk.gb_id or brk.gb_type)}</a></div>'
+    doc = f'<div><a href="{esc(url)}" rel="noopener noreferrer">PyTorch\'s page on {esc(brk.gb_id or brk.gb_type)}</a></div>'
     return _card(
-        f'<div class="ds-title">Graph break at <code>{_e(location(brk.filename, brk.lineno, full=True))}</code> '
-        f"in <code>{_e(brk.function or '?')}</code></div>"
-        f'<div><span class="ds-cat">{_e(brk.category)}</span> {_e(plural(brk.count, "break"))} here</div>'
+        f'<div class="ds-title">Graph break at <code>{esc(location(brk.filename, brk.lineno, full=True))}</code> '
+        f"in <code>{esc(brk.function or '?')}</code></div>"
+        f'<div><span class="ds-cat">{esc(brk.category)}</span> {esc(plural(brk.count, "break"))} here</div>'
         "<pre>" + "\n".join(lines) + "</pre>"
-        f"<div><b>Why:</b> {_e(brk.reason)}</div><div><b>Fix:</b> {_e(brk.fix)}</div>"
+        f"<div><b>Why:</b> {esc(brk.reason)}</div><div><b>Fix:</b> {esc(brk.fix)}</div>"
         + (f"<div><b>PyTorch's hints:</b></div><ul>{hints}</ul>" if hints else "")
         + (doc if url else "")
     )

@@ -14,14 +14,16 @@ from typing import TYPE_CHECKING
 
 from dynscope._errors import InputError
 from dynscope._format import clip, location, ms, percent, plural
+from dynscope._model.order import break_hosts, program_order
+from dynscope._model.structure import repeated_blocks
 from dynscope._render.palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, op_category, time_colour
-from dynscope._render.text import grads_text, speedup_text
+from dynscope._render.words import grads_text, speedup_text
 from dynscope._torch.wording import base_function, resume_label, resume_site
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
 
-    from dynscope._model.types import AotGraph, Frame, Graph, Kernel, Lowering, Node, Report, Timing
+    from dynscope._model import AotGraph, Frame, Graph, Kernel, Lowering, Node, Report, Timing
 
 __all__ = [
     "AUTO_COLLAPSE_NODES",
@@ -35,6 +37,7 @@ __all__ = [
     "op_category",
     "program_to_dot",
     "quote",
+    "report_dots",
 ]
 
 #: Above this many nodes a graph is drawn at module level automatically.
@@ -43,10 +46,6 @@ AUTO_COLLAPSE_NODES = 3000
 #: From this many nodes up, repeated sibling blocks (same module class, same inner
 #: structure) are drawn once with a count; smaller graphs are drawn node by node.
 REPEAT_MIN_NODES = 150
-
-#: A repeated block is folded when it has at least this many ops (a repeated Linear alone
-#: gains nothing from a box and a count).
-REPEAT_MIN_BLOCK_OPS = 3
 
 #: What a graph picture's fill colours can show (DotOptions.color_by).
 COLOR_BY = ("auto", "op", "kernel", "time")
@@ -168,7 +167,7 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     member: dict[str, list[tuple[int, int]]] = {}  # node -> (repeat group, block number)
     counts: dict[str, int] = {}  # module path of a drawn block -> how many it stands for
     if opts.fold_repeats and depth is None and len(graph.nodes) >= REPEAT_MIN_NODES:
-        same_as, member, counts = _repeats(graph.nodes, hidden)
+        same_as, member, counts = repeated_blocks(graph.nodes, hidden)
         # Weights drawn as inputs (fold_params=False) that only the blocks not drawn read:
         # not drawn either (mapped to themselves, so no edge of theirs is drawn).
         users: dict[str, list[str]] = {}
@@ -396,69 +395,6 @@ def _kernel_legend(kernels: tuple[Kernel, ...], colour: dict[int, str]) -> list[
     return out
 
 
-def _repeats(nodes: Sequence[Node], hidden: set[str]) -> tuple[dict[str, str], dict[str, list[tuple[int, int]]], dict[str, int]]:
-    """Sibling module blocks of one class and identical inner structure, to draw once.
-
-    Returns (node of a repeat not drawn -> its twin in the first block, node -> the
-    (group, block number) of each repeated group it is in, first block's path -> block
-    count). Blocks are compared by what they compute (ops, shapes, edges inside the block,
-    which inputs are weights), not by names; repeats inside the first block fold too.
-    """
-    same_as: dict[str, str] = {}
-    member: dict[str, list[tuple[int, int]]] = {}
-    counts: dict[str, int] = {}
-    drawn = [n for n in nodes if n.is_op and n.name not in hidden]
-    position = {n.name: i for i, n in enumerate(drawn)}  # place among the ops, in run order
-    ops = [n for n in drawn if n.module_stack]
-
-    def fold(level: int, members: list[Node]) -> None:
-        # Children of this level in the order they first run, with their nodes.
-        children: dict[tuple[str, str], list[Node]] = {}
-        for n in members:
-            if len(n.module_stack) > level:
-                children.setdefault(n.module_stack[level], []).append(n)
-        keys = list(children)
-        sign = {key: (key[1], _block_signature(key[0], children[key], hidden)) for key in keys}
-        start = 0
-        while start < len(keys):
-            # A run: blocks one after the other, each reading the one before (layer 3 ->
-            # layer 4), not parallel siblings (q, k, v projections) nor blocks with other
-            # ops between them, which one box could not stand for.
-            end = start + 1
-            while (end < len(keys) and sign[keys[end]] == sign[keys[start]]
-                   and _in_series(children[keys[end - 1]], children[keys[end]], position)):
-                end += 1
-            run, first = keys[start:end], keys[start]
-            if len(run) > 1 and len(children[first]) >= REPEAT_MIN_BLOCK_OPS:
-                gid = len(counts)
-                counts[first[0]] = len(run)
-                for i, key in enumerate(run):
-                    for n, twin in zip(children[key], children[first], strict=True):
-                        member.setdefault(n.name, []).append((gid, i))
-                        if i:
-                            same_as[n.name] = twin.name
-            fold(level + 1, children[first])
-            start = end
-
-    fold(0, ops)
-    for name, twin in same_as.items():  # a twin inside a folded inner repeat: its own twin
-        while twin in same_as:
-            twin = same_as[twin]
-        same_as[name] = twin
-    return same_as, member, counts
-
-
-def _in_series(before: list[Node], after: list[Node], position: Mapping[str, int]) -> bool:
-    """True when block ``after`` runs right after block ``before`` (each block's ops in one
-    stretch, no other op between them) and reads something ``before`` made."""
-    a = [position[n.name] for n in before]
-    b = [position[n.name] for n in after]
-    if max(a) - min(a) + 1 != len(a) or max(b) - min(b) + 1 != len(b) or min(b) != max(a) + 1:
-        return False
-    made = {n.name for n in before}
-    return any(arg in made for n in after for arg in n.args)
-
-
 def _between_repeats(a: str, b: str, same_as: Mapping[str, str], member: Mapping[str, list[tuple[int, int]]]) -> bool:
     """True for an edge drawn by the first block already: inside a repeat not drawn, or from
     one block of a group to another (layer 3 -> layer 4)."""
@@ -466,18 +402,6 @@ def _between_repeats(a: str, b: str, same_as: Mapping[str, str], member: Mapping
         return True
     blocks = dict(member.get(a, ()))
     return any(gid in blocks and blocks[gid] != i for gid, i in member.get(b, ()))
-
-
-def _block_signature(path: str, nodes: list[Node], hidden: set[str]) -> str:
-    """What a module block computes, without its names: two blocks with one signature look
-    the same when drawn."""
-    index = {n.name: i for i, n in enumerate(nodes)}
-    parts = []
-    for n in nodes:
-        inner = tuple((p[len(path):] if p.startswith(path) else p, c) for p, c in n.module_stack)
-        args = tuple(index.get(a, "W" if a in hidden else "in") for a in n.args)
-        parts.append(repr((n.op, n.target, tuple(m.describe() for m in n.outputs), inner, args)))
-    return "\n".join(parts)
 
 
 def _clusters(tree: dict[tuple[tuple[str, str], ...], list[str]], counts: Mapping[str, int] | None = None) -> list[str]:
@@ -675,69 +599,6 @@ def program_to_dot(rep: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def program_order(rep: Report) -> list[tuple[list[list[str]], list[int]]]:
-    """The program in execution order: steps of (frames, each as its compile ids with the
-    first compile first; the indexes in ``rep.breaks`` of the breaks that end the step).
-
-    A frame runs when it is first compiled, so frames in order of first appearance are in
-    execution order. After a break, the resume functions Dynamo made at its line (one per
-    branch of a data-dependent ``if``, compiled in whichever call took it) form one step.
-    A break follows the step holding the last of the compiles that hit it
-    (:func:`break_hosts`).
-    """
-    compiles: dict[str, list[str]] = {}
-    for f in rep.frames:
-        compiles.setdefault(f.compile_id.split("/")[0], []).append(f.compile_id)
-    order = sorted(compiles, key=_frame_key)
-    function = {f.compile_id: f.function for f in rep.frames}
-    frame_of = {cid: no for no, cids in compiles.items() for cid in cids}
-    hosts = break_hosts(rep)
-    after: dict[int, list[str]] = {
-        i: [no for no in order if resume_site(function[compiles[no][0]]) == (base_function(b.function), b.lineno)]
-        for i, b in enumerate(rep.breaks)
-    }
-    steps: list[tuple[list[list[str]], list[int]]] = []
-    placed: set[str] = set()
-    ended: set[int] = set()
-    for no in order:
-        if no in placed:
-            continue
-        group = next(([n for n in after[i] if n not in placed] for i in ended if no in after[i]), [no])
-        placed.update(group)
-        ends = [
-            i for i in range(len(rep.breaks))
-            if i not in ended and hosts[i] and all(frame_of[c] in placed for c in hosts[i])
-        ]
-        ended.update(ends)
-        steps.append(([compiles[n] for n in group], ends))
-    return steps
-
-
-def break_hosts(rep: Report) -> list[tuple[str, ...]]:
-    """Per break, the compiles (of this report's frames) it ended.
-
-    A break belongs to the compile of the function it sits in: Dynamo also logs it in each
-    caller that inlined that function, but there the break only ends the caller's graph at
-    the call, and the callee runs (and breaks) as a frame of its own. A break that no
-    compile's function names stays with every compile that logged it.
-    """
-    function = {f.compile_id: f.function for f in rep.frames}
-    out = []
-    for b in rep.breaks:
-        cids = tuple(c for c in dict.fromkeys(b.compile_ids) if c in function)
-        own = tuple(c for c in cids if base_function(function[c]) == base_function(b.function))
-        out.append(own or cids)
-    return out
-
-
-def _frame_key(frame_no: str) -> tuple[int, int, str]:
-    """Frames in numeric order; odd ids (hand-edited or foreign reports) after them."""
-    try:
-        return (0, int(frame_no), "")
-    except ValueError:
-        return (1, 0, frame_no)
-
-
 def _box(lines: list[str], cid: str, graph: Graph | None, frame: Frame | None, *, variant: bool = False) -> str:
     node_id = dot_id("c_" + cid)
     func = getattr(frame, "function", "") or (graph.frame if graph else "")
@@ -782,3 +643,24 @@ def _timing_label(t: Timing) -> str:
 
 def _wrap(text: str, width: int) -> str:
     return "\n".join(textwrap.wrap(text, width)[:3])
+
+
+# -- every picture of a report ---------------------------------------------------------------
+
+
+def report_dots(rep: Report) -> tuple[str, dict[int, str], dict[tuple[int, str], str]]:
+    """The DOT of every picture the page and the bundle show, for ``dynscope._render.svg``
+    to lay out: (program, graph id -> graph, (graph id, AOT graph kind) -> AOT graph).
+
+    Graphs are drawn with the default options (as ``Graph.to_dot()``); the AOT graphs are
+    those of graphs with a lowering: kinds "forward" and "backward" for a training graph,
+    "inference" otherwise, a backward marking the activations its forward saved.
+    """
+    aot = {
+        (g.id, graph.kind): aot_graph_to_dot(graph, g.lowering)
+        for g in rep.graphs
+        if g.lowering is not None
+        for graph in (g.lowering.forward, g.lowering.backward)
+        if graph is not None
+    }
+    return program_to_dot(rep), {g.id: graph_to_dot(g) for g in rep.graphs}, aot

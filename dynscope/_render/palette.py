@@ -1,11 +1,13 @@
-"""Op categories and their colours (a leaf: imports nothing from dynscope).
+"""The colours of op categories, kernels and times (imports only the model's op categories).
 
-The DOT pictures fill each node by its op's category, the HTML page's legend shows the
-same colours, and ``Graph.to_networkx`` tags nodes with the same categories; all three
-read them from here. The palette is documented in docs/reading-a-report.md.
+The DOT pictures fill each node by its op's category (``dynscope._model.ops.op_category``,
+re-exported here), the HTML page's legend shows the same colours, and ``Graph.to_networkx``
+tags nodes with the same categories. The palette is documented in docs/reading-a-report.md.
 """
 
 from __future__ import annotations
+
+from dynscope._model.ops import op_category
 
 __all__ = ["AOT_COLOURS", "BORDERS", "KERNEL_PALETTE", "PALETTE", "kernel_colour", "op_category", "time_colour"]
 
@@ -62,37 +64,3 @@ def time_colour(share: float) -> str:
     t = min(max(share, 0.0), 1.0) ** 0.5
     r, g, b = (round(255 + (c - 255) * t) for c in _HOT)
     return f"#{r:02x}{g:02x}{b:02x}"
-
-
-_MATMUL = ("linear", "matmul", "mm", "bmm", "addmm", "conv", "einsum", "baddbmm", "scaled_dot_product", "attention", "__matmul__")
-_REDUCTION = ("sum", "mean", "max", "min", "amax", "amin", "prod", "norm", "softmax", "log_softmax", "var", "std",
-              "argmax", "argmin", "layer_norm", "batch_norm", "group_norm", "cumsum", "logsumexp", "any", "all")
-_VIEW = ("view", "reshape", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "unflatten", "expand",
-         "t", "chunk", "split", "narrow", "select", "getitem", "unbind", "contiguous", "as_strided", "movedim", "size")
-_MOVE = ("cat", "stack", "to", "copy", "clone", "index", "gather", "scatter", "pad", "repeat", "roll", "flip",
-         "embedding", "masked_fill", "where", "cuda", "cpu", "float", "half", "type_as", "new_", "zeros", "ones",
-         "full", "empty", "arange", "tensor", "detach")
-_POINTWISE = ("add", "sub", "mul", "div", "truediv", "floordiv", "pow", "neg", "relu", "gelu", "silu", "sigmoid",
-              "tanh", "exp", "log", "sin", "cos", "sqrt", "rsqrt", "abs", "clamp", "dropout", "erf", "softplus",
-              "mish", "leaky_relu", "elu", "hardtanh", "maximum", "minimum", "eq", "ne", "lt", "gt", "le", "ge",
-              "and", "or", "xor", "not", "floor", "ceil", "round", "sign", "reciprocal", "lerp", "addcmul", "mod",
-              "iadd", "imul", "isub", "itruediv", "hardswish", "logical")
-
-
-def op_category(target: str) -> str:
-    """Category of an op by its target name (see PALETTE)."""
-    parts = target.split(".")
-    # ATen targets name an overload last ("aten.mm.default", "aten.sum.dim_IntList"): the
-    # op is the part before it.
-    base = parts[-2] if len(parts) >= 3 and parts[0] in ("aten", "prims", "quantized") else parts[-1]
-    name = base.lower().strip("_")
-    for category, names in (
-        ("matmul/conv", _MATMUL),
-        ("reduction", _REDUCTION),
-        ("view/reshape", _VIEW),
-        ("data movement", _MOVE),
-        ("pointwise", _POINTWISE),
-    ):
-        if any(name == n or name.startswith(n + "_") or (len(n) > 3 and n in name) for n in names):
-            return category
-    return "other"

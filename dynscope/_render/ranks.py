@@ -5,16 +5,16 @@ Pure: a MultiRankReport in, a string out. No torch, no files.
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING
 
 from dynscope._format import plural
-from dynscope._model.analysis import structure_hash
+from dynscope._model.merge import collective_sequence
+from dynscope._model.structure import structure_hash
+from dynscope._render.html_parts import asset, esc
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
-    from dynscope._model.ranks import MultiRankReport
-    from dynscope._model.types import Report
+    from dynscope._model import MultiRankReport, Report
 
 #: What each kind of divergence means, in a few words (the page's legend; docs/distributed.md says more).
 MEANING = {
@@ -33,8 +33,6 @@ def _ddp_splits(rep: Report) -> int:
 
 
 def _collectives(rep: Report) -> str:
-    from dynscope._model.ranks import collective_sequence
-
     seq = collective_sequence(rep)
     if not seq:
         return "none"
@@ -91,34 +89,25 @@ def render_merged_text(m: MultiRankReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;margin:1em 0}
-th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;font-size:.9em}
-th{background:#f3f3f3}
-td.differs{background:#fde2e1}
-.div{border-left:4px solid #c0392b;background:#fff5f4;padding:.4em .8em;margin:.4em 0}
-.ok{border-left:4px solid #27ae60;background:#f2fbf5;padding:.4em .8em}
-code{font-size:.9em}
-"""
+#: The merged page's style (assets/ranks.css), opening on a new line after <style>.
+_CSS = "\n" + asset("ranks.css")
 
 
 def render_merged_html(m: MultiRankReport) -> str:
     """One self-contained page: divergences first, then ranks as columns, then graph by graph."""
-    e = html.escape
     out = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>dynscope: {len(m.reports)} ranks</title><style>{_CSS}</style></head><body>",
-        f"<h1>{e(plural(len(m.reports), 'rank'))} of world size {m.world_size}</h1>",
+        f"<h1>{esc(plural(len(m.reports), 'rank'))} of world size {m.world_size}</h1>",
     ]
-    out += [f"<p class='note'>{e(n)}</p>" for n in m.notes]
+    out += [f"<p class='note'>{esc(n)}</p>" for n in m.notes]
     out.append("<h2 id='divergences'>Divergences</h2>")
     if m.divergences:
         for d in m.divergences:
             out.append(
-                f"<div class='div' data-kind='{e(d.kind)}'><b>{e(d.kind)}</b> "
-                f"(ranks {e(', '.join(map(str, d.ranks)))}): {e(d.detail)}"
-                f"<br><small>{e(MEANING.get(d.kind, ''))}</small></div>"
+                f"<div class='div' data-kind='{esc(d.kind)}'><b>{esc(d.kind)}</b> "
+                f"(ranks {esc(', '.join(map(str, d.ranks)))}): {esc(d.detail)}"
+                f"<br><small>{esc(MEANING.get(d.kind, ''))}</small></div>"
             )
     else:
         out.append("<p class='ok'>No divergences: every rank captured the same graphs, breaks, "
@@ -130,7 +119,7 @@ def render_merged_html(m: MultiRankReport) -> str:
     for label, cells in rank_rows(m):
         differs = len(set(cells)) > 1
         cls = " class='differs'" if differs else ""
-        out.append(f"<tr><th>{e(label)}</th>" + "".join(f"<td{cls}>{e(c)}</td>" for c in cells) + "</tr>")
+        out.append(f"<tr><th>{esc(label)}</th>" + "".join(f"<td{cls}>{esc(c)}</td>" for c in cells) + "</tr>")
     out.append("</table>")
     most = max((len(r.graphs) for r in m.reports), default=0)
     if most:
@@ -141,9 +130,9 @@ def render_merged_html(m: MultiRankReport) -> str:
             shown = [_graph_cell(r, i) for r in m.reports]
             differs = len({h for _, h in shown}) > 1
             cls = " class='differs'" if differs else ""
-            out.append(f"<tr><th>{i}</th>" + "".join(f"<td{cls}><code>{e(t)}</code></td>" for t, _ in shown) + "</tr>")
+            out.append(f"<tr><th>{i}</th>" + "".join(f"<td{cls}><code>{esc(t)}</code></td>" for t, _ in shown) + "</tr>")
         out.append("</table>")
     if m.sources:
-        out.append("<h2>Files</h2><ul>" + "".join(f"<li><code>{e(s)}</code></li>" for s in m.sources) + "</ul>")
+        out.append("<h2>Files</h2><ul>" + "".join(f"<li><code>{esc(s)}</code></li>" for s in m.sources) + "</ul>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -1,7 +1,9 @@
 """Lay DOT out as SVG with Graphviz's ``dot`` program: the one place that runs Graphviz.
 
-The renderers are pure (model in, text out); whoever wants pictures (``Graph.to_svg``,
-``Report.to_html``, the bundle) lays them out here and hands the SVG text on.
+The renderers are pure (model in, text out) and this module knows no model type: it gets
+DOT text (from dynscope._render.dot) and gives SVG text back; whoever wants pictures
+(``Graph.to_svg``, ``Report.to_html``, the bundle) builds the DOT, lays it out here and hands
+the SVG on.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dynscope._errors import DynscopeError, GraphvizNotFoundError
 from dynscope._write import write_text
 
 if TYPE_CHECKING:
-    from dynscope._model.types import Report
+    from collections.abc import Mapping
 
 INSTALL_HINT = (
     "Graphviz's `dot` program is needed for SVG pictures and was not found on PATH. "
@@ -136,25 +138,20 @@ def scope_ids(svg: str, prefix: str) -> str:
     return _ID_REF.sub(lambda m: m.group(1) + prefix, _ID.sub(lambda m: m.group(1) + prefix + m.group(2), svg))
 
 
-def report_pictures(rep: Report) -> tuple[str, dict[int, str], dict[tuple[int, str], str]]:
-    """Every picture of a report laid out: (program SVG, graph id -> graph SVG,
-    (graph id, AOT graph kind) -> AOT graph SVG).
+def report_pictures(
+    program_dot: str,
+    graph_dots: Mapping[int, str],
+    aot_dots: Mapping[tuple[int, str], str],
+) -> tuple[str, dict[int, str], dict[tuple[int, str], str]]:
+    """Every picture of a report laid out from its DOT (``dynscope._render.dot.report_dots``
+    builds it): (program SVG, graph id -> graph SVG, (graph id, AOT graph kind) -> AOT graph SVG).
 
-    The AOT pictures are those of graphs with a lowering: kind "forward" and "backward"
-    for a training graph, "inference" otherwise. Element ids are unique across all of
-    them (``scope_ids``: "program-", "g<id>-", "g<id>-<kind>-").
+    Element ids are unique across all of them (``scope_ids``: "program-", "g<id>-",
+    "g<id>-<kind>-"), since the page inlines them all.
 
     Raises:
         GraphvizNotFoundError: ``dot`` is not installed.
     """
-    aot: dict[tuple[int, str], str] = {}
-    for g in rep.graphs:
-        low = g.lowering
-        if low is None:
-            continue
-        for graph in (low.forward, low.backward):
-            if graph is not None:
-                aot[(g.id, graph.kind)] = scope_ids(dot_to_svg(graph.to_dot(low)), f"g{g.id}-{graph.kind}-")
-    # Each picture's ids get its own prefix: the page inlines them all (scope_ids).
-    program = scope_ids(dot_to_svg(rep.program_dot()), "program-")
-    return program, {g.id: scope_ids(dot_to_svg(g.to_dot()), f"g{g.id}-") for g in rep.graphs}, aot
+    aot = {(gid, kind): scope_ids(dot_to_svg(dot), f"g{gid}-{kind}-") for (gid, kind), dot in aot_dots.items()}
+    program = scope_ids(dot_to_svg(program_dot), "program-")
+    return program, {gid: scope_ids(dot_to_svg(dot), f"g{gid}-") for gid, dot in graph_dots.items()}, aot

@@ -3,13 +3,17 @@
 Outside this package dynscope never imports a private torch name nor matches a torch text
 format. Modules, one job each (every shim names the torch release it follows):
 
-- ``runtime``: the trace logger, compile ids, backends, Dynamo's caches and process state
-  (``DynamoSandbox``), Inductor calls, the user's profiler and model state;
+- ``logger``: the trace logger, compile ids and callbacks around compiles;
+- ``sandbox``: Dynamo's process state read and put back (``DynamoSandbox``: code caches,
+  skip marks, cached backends, counters, stance, config, code state), backends;
+- ``inductor``: the Inductor calls (``compile_fx``, mode options, ``lowering_config``);
+- ``user_model``: what a compiled model wraps, and its state put back after the calls;
 - ``trace``: the trace collector, records read into ``TraceEvent``;
 - ``metrics``: ``compilation_metrics`` read into ``CompileMetrics``;
-- ``break_text``, ``guard_text``: the graph-break report and guard/recompile grammars;
+- ``break_report``, ``guard_text``: the graph-break report and guard/recompile grammars;
 - ``fx``: FX node metadata and the printed graph code;
-- ``profiler``: the profiler's event names, the coverage recorder and kernel times;
+- ``profiler``: the profiler's event names, the coverage recorder, kernel times, and
+  whether the user's profiler is running;
 - ``remedies``: applying a remedy for one isolated re-run (advise) and the code lines shown;
 - ``lowering_text``: what AOTAutograd and Inductor log (printed graphs, output code,
   provenance, compile steps);
@@ -25,29 +29,29 @@ import importlib
 from typing import Any
 
 # name -> submodule. Loaded on first use, so importing a torch-free part of this package
-# (wording, break_kinds) or dynscope itself never imports torch.
+# (wording, break_categories) or dynscope itself never imports torch.
 _HOME = {
     "doc_url_for": "registry",
     "gb_id_for_type": "registry",
     "graph_break_registry": "registry",
     "is_user_file": "registry",
-    "DynamoSandbox": "runtime",
-    "around_compiles": "runtime",
-    "attached": "runtime",
-    "compile_kwargs": "runtime",
-    "current_compile_id": "runtime",
-    "inductor_cache_dir": "runtime",
-    "inductor_compile": "runtime",
-    "kernel_count": "runtime",
+    "DynamoSandbox": "sandbox",
+    "around_compiles": "logger",
+    "attached": "logger",
+    "compile_kwargs": "sandbox",
+    "current_compile_id": "logger",
+    "inductor_cache_dir": "inductor",
+    "inductor_compile": "inductor",
+    "kernel_count": "inductor",
     "kernel_times": "profiler",
-    "lowering_config": "runtime",
-    "lookup_backend": "runtime",
-    "mode_options": "runtime",
-    "profiler_running": "runtime",
-    "restored_model_state": "runtime",
-    "snapshot_state": "runtime",
-    "trace_logger": "runtime",
-    "unwrap_compiled": "runtime",
+    "lowering_config": "inductor",
+    "lookup_backend": "sandbox",
+    "mode_options": "inductor",
+    "profiler_running": "profiler",
+    "restored_model_state": "user_model",
+    "snapshot_state": "sandbox",
+    "trace_logger": "logger",
+    "unwrap_compiled": "user_model",
     "is_recompile_limit": "wording",
     "is_secondary_break": "wording",
 }

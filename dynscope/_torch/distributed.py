@@ -4,28 +4,12 @@
 - :func:`ddp_split_active`: whether a graph handed to a backend right now comes from
   ``DDPOptimizer``, which splits one Dynamo graph at DDP's gradient-bucket boundaries and
   hands each piece to the backend under the same compile id.
-- :func:`collective_name`: which FX node targets are collectives, by the names Dynamo gives
-  traced ``torch.distributed`` calls (``torch._ops._c10d_functional.all_reduce``).
 """
 
 from __future__ import annotations
 
-# torch is imported inside the functions that need it: merging saved reports
-# (collective_name) must not import torch.
-
-#: Collective ops, by the op's own name (the last dotted part of a node target, overload
-#: dropped). ``wait_tensor`` is not one: it waits for a collective already issued.
-COLLECTIVES = frozenset({
-    "all_reduce", "all_reduce_", "all_reduce_coalesced", "all_reduce_coalesced_",
-    "all_gather", "all_gather_into_tensor", "all_gather_into_tensor_coalesced",
-    "all_gather_into_tensor_out", "reduce_scatter", "reduce_scatter_tensor",
-    "reduce_scatter_tensor_coalesced", "all_to_all", "all_to_all_single", "broadcast",
-    "broadcast_", "reduce", "scatter", "gather", "barrier", "send", "recv", "isend", "irecv",
-})
-
-#: Namespaces whose ops are collectives; a target outside them is not one even when its
-#: last name matches (a user function called ``reduce``).
-_NAMESPACES = ("_c10d_functional", "c10d_functional", "c10d", "torch.distributed", "_functional_collectives")
+# torch is imported inside the functions that need it. Which node targets are collectives
+# (read from saved reports, no torch) is dynscope._model.ops.collective_name.
 
 
 def rank_info() -> tuple[int, int]:
@@ -56,18 +40,3 @@ def ddp_split_active() -> bool:
     if active is None:  # pragma: no cover
         return False
     return bool(active()) and get_optimize_ddp_mode() == "ddp_optimizer"
-
-
-def collective_name(target: str) -> str:
-    """The collective a node target calls ("all_reduce"), or "" when it calls none.
-
-    Targets are as dynscope records them: ``torch._ops._c10d_functional.all_reduce``,
-    ``_c10d_functional.all_reduce.default``, ``torch.distributed.all_reduce``. No torch import.
-    """
-    if not any(ns in target for ns in _NAMESPACES):
-        return ""
-    parts = [p for p in target.split(".") if p]
-    for part in reversed(parts[-2:]):  # "all_reduce" or "all_reduce.default"
-        if part in COLLECTIVES:
-            return part.rstrip("_") or part
-    return ""

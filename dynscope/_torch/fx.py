@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynscope._model.types import SHORT_DTYPES, Node, TensorMeta
+from dynscope._model import SHORT_DTYPES, Node, TensorMeta
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

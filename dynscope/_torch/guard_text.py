@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 
-from dynscope._model.types import Guard
+from dynscope._model import Guard
 
 _SOURCE_EXPR = re.compile(r"((?:L|G)\[[^\]]+\](?:\[[^\]]+\]|\.[A-Za-z_]\w*)*)")
 _MANAGER_SOURCE = re.compile(r"source=([^,]+(?:\[[^\]]*\])*)")

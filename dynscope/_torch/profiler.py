@@ -134,7 +134,7 @@ class CoverageRecorder:
         import torch
         from torch.profiler import ProfilerActivity, profile
 
-        from dynscope._torch.runtime import around_compiles
+        from dynscope._torch.logger import around_compiles
 
         cpu = [ProfilerActivity.CPU]
         prof = profile(activities=cpu, record_shapes=False)
@@ -361,3 +361,13 @@ def _device_kernels(event: Any, device_type: Any) -> list[Any]:
     for child in event.cpu_children:
         out.extend(_device_kernels(child, device_type))
     return out
+
+
+def profiler_running() -> bool:
+    """True while a torch profiler session (the user's) is recording in this process."""
+    import torch
+
+    try:
+        return bool(torch.autograd._profiler_enabled())
+    except AttributeError:  # pragma: no cover
+        return False

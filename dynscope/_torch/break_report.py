@@ -13,7 +13,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from dynscope._model.types import StackFrame
+from dynscope._model import StackFrame
 from dynscope._torch.registry import doc_url_for, gb_id_for_type
 from dynscope._torch.wording import is_secondary_break
 

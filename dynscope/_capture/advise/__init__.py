@@ -1,0 +1,152 @@
+"""``dynscope.advise``: try PyTorch's remedies on a program, one at a time, and measure each.
+
+For every break category and recompile cause with a known remedy, the program is reported
+again (``dynscope.report``, same isolation) with only that remedy applied, and its outputs
+are compared with eager's. Nothing a trial sets (Dynamo config, matmul precision, dynamic
+marks) outlives it: config goes through scoped patches and marks go on clones of the inputs.
+
+    plans     which remedies apply to a report (the catalog, one Plan per remedy)
+    trials    the trial runner: one plan run in isolation, its outputs compared with eager's
+    ranking   judging trials (did the remedy help?) and ordering them, best first
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from dynscope._capture.advise.plans import REMEDIES, Call, Remedy, plans_for, why_nothing_to_try
+from dynscope._capture.advise.ranking import outcome, ranked
+from dynscope._capture.advise.trials import NO_REMEDY, eager_outputs, retry_tied, run_report, run_trial
+from dynscope._capture.capture import _MISSING, check_model, normalise_calls, report
+from dynscope._errors import InputError
+from dynscope._model import Advice, Report
+from dynscope._torch import remedies
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = ["REMEDIES", "Remedy", "advise", "advise_report"]
+
+
+def advise(
+    model: Callable[..., Any] | Report,
+    inputs: Any = _MISSING,
+    *,
+    calls: Sequence[Any] | None = None,
+    timing: bool = False,
+    **report_kwargs: Any,
+) -> Advice:
+    """Report on ``model``, then try each remedy that applies, one at a time, and measure it.
+
+    Each remedy (PyTorch config such as ``capture_scalar_outputs``, ``mark_dynamic`` on the
+    dimension a recompile names, ``dynamic=True``, ``reorderable_logging_functions``; on
+    CUDA when timing, TF32 matmuls and ``mode="max-autotune"``) reruns
+    :func:`dynscope.report` on the same calls with only that remedy applied, and the
+    program's outputs are compared with eager's. Code changes dynscope cannot make (an
+    ``is_compiling()`` guard) are shown, not run. No config or tensor mark is left changed.
+
+    Args:
+        model: an ``nn.Module`` or any callable; or a live :class:`Report` (one
+            :func:`dynscope.report` made in this process), whose model, calls and options
+            are reused (no ``inputs`` nor ``calls`` then).
+        inputs: one call's inputs, as for :func:`dynscope.report`.
+        calls: several calls' inputs. Not together with ``inputs``.
+        timing: also time each run (Inductor against eager; slow) and try the CUDA timing
+            remedies. Defaults to False.
+        **report_kwargs: passed to every :func:`dynscope.report` run (``inner``,
+            ``dynamic``, ``coverage``, ``modes``, ``timing_options``, ``restore_state``).
+
+    Returns:
+        An :class:`Advice`: ``trials`` best first, ``best``, ``report`` (the before report).
+
+    Raises:
+        InputError: the arguments are not usable.
+        CaptureError: the model raised without any remedy (``err.report`` holds what was captured).
+
+    Note:
+        The calls run many times (eager, then once per report). A training step updates
+        parameters each time, as it does under report(); an ``nn.Module``'s parameters are
+        put back after each run here.
+
+    Example:
+        >>> adv = dynscope.advise(model, torch.randn(8, 16))
+        >>> adv = dynscope.advise(dynscope.report(model, x))  # the report's model and calls
+        >>> print(adv)
+    """
+    if isinstance(model, Report):
+        if inputs is not _MISSING or calls is not None:
+            raise InputError(
+                "advise() got a report and inputs: a report brings its own calls; pass "
+                "dynscope.advise(rep) or dynscope.advise(model, inputs)"
+            )
+        return advise_report(model, timing=timing, **report_kwargs)
+    _check_kwargs(report_kwargs)
+    call_list = normalise_calls(model, inputs, calls)
+    inner, _ = check_model(model)
+    before = run_report(inner, call_list, NO_REMEDY, timing, report_kwargs)
+    return _advise(before, inner, call_list, timing, report_kwargs)
+
+
+def advise_report(rep: Report, *, timing: bool = False, **report_kwargs: Any) -> Advice:
+    """``dynscope.advise(rep)``: advise on the model and calls a live report ran, with its options.
+
+    Args:
+        rep: a report :func:`dynscope.report` made in this process (it holds its model and calls).
+        timing: as for :func:`advise`; the report is run again, timed, when it was not.
+        **report_kwargs: override the report's own options (``inner``, ``dynamic``...).
+
+    Raises:
+        InputError: ``rep`` does not hold its model (loaded from JSON, or made by capture()).
+    """
+    subject = rep._subject.value
+    if subject is None:
+        raise InputError(
+            "this report does not hold its model and inputs (it was loaded from JSON or made "
+            "by dynscope.capture()); call dynscope.advise(model, inputs) instead"
+        )
+    _check_kwargs(report_kwargs)
+    model, call_list, options = typing.cast("tuple[Any, list[Call], dict[str, Any]]", subject)
+    # The report's own options (inner backend, dynamic...) unless the caller overrides them.
+    report_kwargs = {**options, **report_kwargs}
+    before = rep
+    if timing and not rep.timing:
+        before = run_report(model, call_list, NO_REMEDY, timing, report_kwargs)
+    return _advise(before, model, call_list, timing, report_kwargs)
+
+
+def _check_kwargs(report_kwargs: dict[str, Any]) -> None:
+    taken = sorted(set(report_kwargs) & {"inputs", "calls", "timing"})
+    if taken:
+        raise InputError(f"advise() got {taken[0]!r} twice; pass it once, as advise's own argument")
+    allowed = set(inspect.signature(report).parameters) - {"model", "inputs", "calls", "timing"}
+    unknown = sorted(set(report_kwargs) - allowed)
+    if unknown:
+        raise InputError(
+            f"advise() got an unknown argument {unknown[0]!r}; it passes these to "
+            f"dynscope.report: {', '.join(sorted(allowed))}"
+        )
+
+
+def _advise(
+    before: Report, model: Any, call_list: list[Call], timing: bool, report_kwargs: dict[str, Any]
+) -> Advice:
+    """Plan, run each trial, rank them: the engine both entry points share."""
+    plans = plans_for(before, model, call_list, timing)
+    base = outcome(before)
+    reference = eager_outputs(model, call_list) if any(p.tried for p in plans) else None
+    trials = []
+    for plan in plans:
+        raised: list[BaseException] = []
+        t = run_trial(plan, base, model, call_list, timing, report_kwargs, reference, raised)
+        if plan.marks and raised and remedies.is_constraint_violation(raised[0]):
+            # PyTorch refused the mark because the code ties the dimension to another
+            # input's (a KV cache's x.size(1) and input_pos.size(0)): mark those too.
+            t = retry_tied(plan, t, raised[0], base, model, call_list, timing, report_kwargs, reference)
+        trials.append(t)
+    ordered = ranked(trials)
+    note = "" if ordered else why_nothing_to_try(before)
+    rep = replace(before, trials=ordered, notes=(*before.notes, f"advise: {note}") if note else before.notes)
+    return Advice(report=rep, trials=ordered, note=note)

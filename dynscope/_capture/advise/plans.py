@@ -1,0 +1,459 @@
+"""Which of PyTorch's remedies apply to a report: the catalog and one ``Plan`` per remedy.
+
+A plan says what a trial changes (Dynamo config, dynamic marks, matmul precision, Inductor
+modes) and what its Trial will say (the code line shown, the sites it is for). Plans are
+read from the report and the model's calls; nothing here runs the model.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynscope._errors import CaptureError
+from dynscope._format import clip
+from dynscope._torch import remedies
+
+if TYPE_CHECKING:
+    from dynscope._model import Report
+
+#: One normalised call of the model: (positional arguments, keyword arguments).
+Call = tuple[tuple[Any, ...], dict[str, Any]]
+
+# The break categories (dynscope._capture.break_fixes) a remedy addresses.
+SCALAR = ".item()/scalar output"
+DYNAMIC_SHAPE = "data-dependent guard/shape"
+LOGGING = "logging/print side effect"
+BACKWARD = "backward() in compiled code"
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One remedy in the catalog: where it applies and what it changes."""
+
+    name: str  # the Trial's ``remedy``
+    categories: tuple[str, ...] = ()  # break categories it addresses
+    recompiles: bool = False  # addresses recompiles whose cause names an input's size
+    automatic: bool = True  # False: a code change dynscope cannot make (shown, not run)
+    cuda_only: bool = False  # only on CUDA, and only when timing
+    doc: str = ""  # what it does, for the catalog
+
+
+REMEDIES: tuple[Remedy, ...] = (
+    Remedy("capture_scalar_outputs", (SCALAR,),
+           doc="Dynamo traces .item()/int()/float() into the graph as an unbacked SymInt/SymFloat."),
+    Remedy("capture_dynamic_output_shape_ops", (DYNAMIC_SHAPE,),
+           doc="Dynamo traces ops whose output shape depends on values (nonzero, unique...)."),
+    Remedy("trace_autograd_ops", (BACKWARD,),
+           doc="Dynamo traces loss.backward() / torch.autograd.grad into the graph instead of breaking."),
+    Remedy("mark_dynamic", recompiles=True,
+           doc="The input dimension a recompile names is compiled dynamic from the first call."),
+    Remedy("dynamic=True", recompiles=True,
+           doc="torch.compile(..., dynamic=True): every size and int input compiled dynamic."),
+    Remedy("reorderable_logging_functions", (LOGGING,),
+           doc="Dynamo records the logging call and runs it after the graph instead of breaking."),
+    Remedy("is_compiling guard", (LOGGING,), automatic=False,
+           doc="The logging line skipped under torch.compile (a code change)."),
+    Remedy("matmul_precision_high", cuda_only=True,
+           doc='torch.set_float32_matmul_precision("high"): TF32 matmuls on CUDA.'),
+    Remedy("max-autotune", cuda_only=True,
+           doc='torch.compile(..., mode="max-autotune"): Inductor benchmarks kernel choices.'),
+)
+
+
+@dataclass
+class Plan:
+    """How to run one trial: what to change, and what the Trial says about it."""
+
+    remedy: str  # the catalog name (``Remedy.name``)
+    code: str  # the code a user writes to apply it, as the Trial shows it
+    target: tuple[str, ...]  # the break sites or recompiles it is for
+    config: dict[str, Any] = field(default_factory=dict)  # Dynamo config for the run
+    dynamic: bool | None = None  # report(dynamic=...) override; None: the user's
+    marks: tuple[tuple[int | str, int], ...] = ()  # (argument index or keyword, dim) to mark dynamic
+    precision: str = ""  # float32 matmul precision for the run
+    modes: tuple[str, ...] = ()  # Inductor modes to time (timing remedies)
+    loose: bool = False  # compare outputs with the loose tolerance
+    tried: bool = True  # False: shown, not run (a code change, or not possible here)
+    note: str = ""  # what the Trial says beside its numbers
+    unhelped: str = ""  # added to the note when the remedy ran and did not help
+    cuda: bool = False  # a timing remedy: its speedup is what counts
+
+
+def why_nothing_to_try(rep: Report) -> str:
+    """Why advise() tried no remedy on this report: what it found, and where the fixes are."""
+    if not rep.breaks and not rep.recompiles:
+        return "no remedy to try: the program has no graph break and no recompile."
+    parts = []
+    by_category: dict[str, list[str]] = {}
+    for b in rep.breaks:
+        by_category.setdefault(b.category, []).append(b.location)
+    if by_category:
+        sites = "; ".join(f"{c} at {', '.join(locs)}" for c, locs in by_category.items())
+        parts.append(
+            "PyTorch has no switch that removes the graph breaks here, so their fix is a code change, "
+            f"given with each break in the report: {sites}"
+        )
+    causes = list(dict.fromkeys(c for r in rep.recompiles for c in (r.causes or r.explained or r.reasons)))
+    if causes:
+        parts.append(
+            f"the recompiles ({'; '.join(causes)}) do not come from an input's size or a Python "
+            "value changing, which mark_dynamic and dynamic=True address: see each recompile's fix"
+        )
+    return "no remedy to try: " + "; ".join(parts) + "."
+
+
+# -- which remedies apply -------------------------------------------------------------------
+
+
+def plans_for(rep: Report, model: Any, call_list: list[Call], timing: bool) -> list[Plan]:
+    """One plan per remedy that applies to what ``rep`` found, in catalog order.
+
+    Args:
+        rep: the report before any remedy.
+        model: what the report ran (its inputs' names are read from its signature).
+        call_list: the normalised calls.
+        timing: also plan the CUDA timing remedies.
+    """
+    plans: list[Plan] = []
+    by_category: dict[str, list[str]] = {}
+    for b in rep.breaks:
+        by_category.setdefault(b.category, []).append(b.location)
+
+    if SCALAR in by_category:
+        plans.append(_config_plan("capture_scalar_outputs", by_category[SCALAR]))
+    if DYNAMIC_SHAPE in by_category:
+        plans.append(_config_plan("capture_dynamic_output_shape_ops", by_category[DYNAMIC_SHAPE]))
+    if BACKWARD in by_category:
+        plans.append(_backward_plan(rep, by_category[BACKWARD]))
+    if LOGGING in by_category:
+        plans.extend(_logging_plans(rep))
+    plans.extend(_recompile_plans(rep, model, call_list))
+    if timing:
+        plans.extend(_timing_plans(model, call_list))
+    return plans
+
+
+def compiled_name(model: Any) -> str:
+    """What the user passes to torch.compile in the code a trial shows: ``model`` for an
+    nn.Module (its variable's name is not known), a function's own name (``train_step``)."""
+    if isinstance(model, torch.nn.Module):
+        return "model"
+    name = getattr(model, "__name__", "")
+    return name if isinstance(name, str) and name.isidentifier() else "fn"
+
+
+def _config_plan(option: str, sites: list[str]) -> Plan:
+    if not remedies.has_dynamo_option(option):
+        return Plan(option, remedies.config_line(option), tuple(sites), tried=False,
+                     note=f"this torch has no Dynamo config option {option}")
+    return Plan(option, remedies.config_line(option), tuple(sites), config={option: True})
+
+
+def _backward_plan(rep: Report, sites: list[str]) -> Plan:
+    """trace_autograd_ops; when it cannot help because a break follows backward() in the same
+    function (the loss then leaves the graph as an output), the trial says which."""
+    plan = _config_plan("trace_autograd_ops", sites)
+    backward = [b for b in rep.breaks if b.category == BACKWARD]
+    later = [
+        o for o in rep.breaks
+        if any(o.filename == b.filename and o.function == b.function and o.lineno > b.lineno for b in backward)
+    ]
+    if later:
+        where = ", ".join(f"{o.location} ({o.category})" for o in later)
+        plan.unhelped = (
+            "PyTorch traces backward() only when nothing after it in the compiled function breaks "
+            f"(the loss would leave the graph as an output); here {where} {'does' if len(later) == 1 else 'do'}: "
+            "move it out of the compiled function (for torch.optim: compile opt.step on its own), then try again"
+        )
+    return plan
+
+
+def _logging_plans(rep: Report) -> list[Plan]:
+    """reorderable_logging_functions with the function each logging break calls; where the
+    break sits in a helper of the user's (a ``log_stats(t)`` that prints), a second trial with
+    that helper (Dynamo then runs the whole helper after the graph), and the is_compiling
+    guard, shown."""
+    sites = [b for b in rep.breaks if b.category == LOGGING]
+    direct: list[tuple[str, Any]] = []
+    helpers: list[tuple[str, Any]] = []
+    notes: list[str] = []
+    for b in sites:
+        expr = _callee(b.source)
+        fn = _resolve(expr, b.filename) if expr else None
+        if fn is None:
+            notes.append(f"{b.location}: could not tell which function `{clip(b.source, 60)}` calls")
+        else:
+            if not remedies.is_reorderable(fn):
+                notes.append(
+                    f"{b.location}: `{expr}` is a {type(fn).__name__}, and PyTorch reorders only plain "
+                    "functions and builtins (a logging.Logger method goes through Dynamo's logger "
+                    f"handling, which honours only {remedies.IGNORE_LOGGING}: the "
+                    "call is then dropped under compile)"
+                )
+            if all(f is not fn for _, f in direct):
+                direct.append((expr, fn))
+        helper = _helper(b)
+        if helper is not None and all(f is not helper[1] for _, f in helpers):
+            helpers.append(helper)
+    plans = []
+    target = tuple(dict.fromkeys(b.location for b in sites))
+    for chosen, note in (
+        (direct, "; ".join(notes)),
+        (helpers, "your logging helper is added whole: Dynamo runs it after the graph, with the "
+                  "graph's values, so it must not change what the program computes"),
+    ):
+        if chosen:
+            plans.append(Plan(
+                "reorderable_logging_functions",
+                "\n".join(remedies.reorderable_line(e) for e, _ in chosen),
+                target, config={"reorderable_logging_functions": {f for _, f in chosen}}, note=note,
+            ))
+    guarded = "\n".join(
+        f"# {b.location}\nif not torch.compiler.is_compiling():\n    {b.source}" for b in sites if b.source
+    )
+    plans.append(Plan(
+        "is_compiling guard", guarded or "if not torch.compiler.is_compiling():\n    ...", target, tried=False,
+        note="a code change dynscope cannot make for you: the line is skipped while compiled (no output "
+             "under torch.compile), and the graph no longer breaks there",
+    ))
+    return plans
+
+
+def _helper(b: Any) -> tuple[str, Any] | None:
+    """(name, function) of the user's helper the break sits in, when its caller's line calls
+    it by a name the caller's module knows; None otherwise."""
+    if len(b.call_chain) < 2:
+        return None
+    caller = b.call_chain[-2]
+    expr = _callee(caller.line)
+    fn = _resolve(expr, caller.filename) if expr else None
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_name != b.function or not remedies.is_reorderable(fn):
+        return None
+    return expr, fn
+
+
+def _callee(source: str) -> str:
+    """The called function's dotted name in a line of code (``print``, ``log.info``), or ""."""
+    try:
+        tree = ast.parse(source.strip())
+    except SyntaxError:
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name:
+                return name
+    return ""
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def _resolve(expr: str, filename: str) -> Any:
+    """The object ``expr`` names in the module of ``filename`` (then builtins), or None."""
+    module = _module_of(filename)
+    scope: dict[str, Any] = dict(vars(builtins))
+    if module is not None:
+        scope.update(vars(module))
+    head, *rest = expr.split(".")
+    if head not in scope:
+        return None
+    value = scope[head]
+    for part in rest:
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value
+
+
+def _module_of(filename: str) -> Any:
+    if not filename:
+        return None
+    want = os.path.realpath(filename)
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and os.path.realpath(path) == want:
+            return module
+    return None
+
+
+def _signature_names(model: Any) -> list[str]:
+    """Positional parameter names of the model's call, in order (forward for a module)."""
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _argument(name: str, names: list[str], call_list: list[Call]) -> int | str | None:
+    """Where input ``name`` is in every call: its positional index, its keyword, or None."""
+    if name in names and all(names.index(name) < len(a) for a, _ in call_list):
+        return names.index(name)
+    if all(name in k for _, k in call_list):
+        return name
+    return None
+
+
+def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Plan]:
+    if not rep.recompiles:
+        return []
+    names = _signature_names(model)
+    marks: list[tuple[int | str, int]] = []
+    lines: list[str] = []
+    targets: list[str] = []
+    notes: list[str] = []
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    # Report frames are named by qualified name ("MLP.forward"); older ones by plain name.
+    top = {getattr(fn, "__qualname__", ""), getattr(fn, "__name__", "")} - {""}
+    sized = False
+    for r in rep.recompiles:
+        changes = remedies.size_changes(r.reasons)
+        if not changes:
+            continue
+        sized = True
+        targets.append(f"{r.frame}: " + "; ".join(r.causes or r.explained or r.reasons))
+        for name, dim in changes:
+            where = _argument(name, names, call_list) if r.frame in top else None
+            if where is None:
+                notes.append(f"input {name} of {r.frame} is not an argument of the model's call: mark it by hand")
+                continue
+            if (where, dim) not in marks:
+                marks.append((where, dim))
+                lines.append(remedies.mark_dynamic_line(name, dim))
+    plans: list[Plan] = []
+    target = tuple(dict.fromkeys(targets))
+    if marks:
+        plans.append(Plan("mark_dynamic", "\n".join(lines), target, marks=tuple(marks), note="; ".join(dict.fromkeys(notes))))
+    value_changed = any(c.startswith("Python value") for r in rep.recompiles for c in r.causes)
+    if sized or value_changed:
+        value_targets = target or tuple(f"{r.frame}: " + "; ".join(r.causes) for r in rep.recompiles)
+        plans.append(Plan("dynamic=True", f"torch.compile({compiled_name(model)}, dynamic=True)", value_targets, dynamic=True))
+    return plans
+
+
+def _timing_plans(model: Any, call_list: list[Call]) -> list[Plan]:
+    from dynscope._capture.timing import device_of
+
+    device = device_of([a for a, _ in call_list] + [k for _, k in call_list])
+    precision = Plan("matmul_precision_high", 'torch.set_float32_matmul_precision("high")', (),
+                      precision="high", loose=True, cuda=True, modes=("default",))
+    autotune = Plan("max-autotune", f'torch.compile({compiled_name(model)}, mode="max-autotune")', (),
+                     modes=("max-autotune",), loose=True, cuda=True)
+    if not device.startswith("cuda"):
+        for p in (precision, autotune):
+            p.tried = False
+            p.note = f"CUDA only: not tried, the inputs are on {device}"
+    return [precision, autotune]
+
+
+# -- dimensions tied together (a mark PyTorch refused) --------------------------------------
+
+
+def tied_retry(plan: Plan, err: BaseException, model: Any, call_list: list[Call]) -> tuple[Plan | None, str]:
+    """The mark_dynamic plan again, with the dimensions the marked ones are tied to marked too.
+
+    PyTorch's ConstraintViolationError names the dimension it specialised and the constant
+    it specialised it to ("You marked L['x'].size()[1] as dynamic but your code specialized
+    it to be a constant (4)"), and sometimes the other size it must equal. A size the code
+    ties to another input's (``k_cache[:, :, input_pos] = k`` ties ``x.size(1)`` to
+    ``input_pos.size(0)``) is found as PyTorch names it, or as the dimensions of the other
+    inputs whose size equals the marked one in every call.
+
+    Returns:
+        (the plan to retry, "") when something is tied; (None, why not) when nothing is.
+    """
+    cause = err.__cause__ if isinstance(err, CaptureError) and err.__cause__ is not None else err
+    text = str(cause)
+    names = _signature_names(model)
+    marked = list(plan.marks)
+    tied: list[tuple[int | str, int]] = []
+    for name, dim in remedies.constraint_dims(text):
+        where = _argument(name, names, call_list)
+        if where is not None and (where, dim) not in marked and (where, dim) not in tied:
+            tied.append((where, dim))
+    specialised = remedies.specialised_dims(text)
+    for name, dim, _ in specialised:
+        where = _argument(name, names, call_list)
+        if where is None:
+            continue
+        for other in _same_sizes(call_list, (where, dim)):
+            if other not in marked and other not in tied:
+                tied.append(other)
+    what = ", ".join(f"{n}.size({d}) to the constant {v}" for n, d, v in specialised) or "a dimension"
+    if not tied:
+        return None, (
+            f"PyTorch specialised {what}: no other input of the call has a dimension of the same size "
+            "in every call, so the code itself fixes it (a buffer, a constant, a view of a fixed size)"
+        )
+    shown = ", ".join(_dim_text(w, d, names) for w, d in tied)
+    alone = ", ".join(_dim_text(w, d, names) for w, d in marked)
+    note = (
+        f"marking {alone} alone failed (ConstraintViolationError: PyTorch specialised {what}): the code "
+        f"ties it to {shown}, the same size in every call, so {'both are' if len(tied) == 1 else 'all are'} "
+        "marked"
+    )
+    lines = [remedies.mark_dynamic_line(_dim_name(w, names), d) for w, d in tied]
+    retry = replace(
+        plan, marks=(*plan.marks, *tied), code="\n".join([plan.code, *lines]),
+        note="; ".join(x for x in (plan.note, note) if x),
+    )
+    return retry, ""
+
+
+def _dim_name(where: int | str, names: list[str]) -> str:
+    """The argument's name as the user calls it (``args[2]`` past the named ones)."""
+    if isinstance(where, str):
+        return where
+    return names[where] if where < len(names) else f"args[{where}]"
+
+
+def _dim_text(where: int | str, dim: int, names: list[str]) -> str:
+    return f"{_dim_name(where, names)}.size({dim})"
+
+
+def _tensor_at(call: Call, where: int | str) -> torch.Tensor | None:
+    args, kwargs = call
+    value = kwargs.get(where) if isinstance(where, str) else (args[where] if where < len(args) else None)
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _same_sizes(call_list: list[Call], mark: tuple[int | str, int]) -> list[tuple[int | str, int]]:
+    """The (argument, dim) of every other tensor input whose size equals ``mark``'s in every
+    call (the sizes the code ties together move together)."""
+    sizes = []
+    for call in call_list:
+        t = _tensor_at(call, mark[0])
+        if t is None or mark[1] >= t.dim():
+            return []
+        sizes.append(t.shape[mark[1]])
+    args, kwargs = call_list[0]
+    places: list[int | str] = [*range(len(args)), *kwargs]
+    out: list[tuple[int | str, int]] = []
+    for where in places:
+        first = _tensor_at(call_list[0], where)
+        if first is None:
+            continue
+        for dim in range(first.dim()):
+            if (where, dim) == mark:
+                continue
+            found = [_tensor_at(c, where) for c in call_list]
+            if all(t is not None and dim < t.dim() and t.shape[dim] == s for t, s in zip(found, sizes, strict=True)):
+                out.append((where, dim))
+    return out

@@ -1,0 +1,77 @@
+"""Judging trials and ordering them: what a run counted, whether a remedy helped, best first."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dynscope._capture.advise.plans import REMEDIES
+from dynscope._model import Outcome, Report, Trial
+
+if TYPE_CHECKING:
+    from dynscope._capture.advise.plans import Plan
+
+#: Outputs of a trial must match eager's within these (the eager inner backend runs the
+#: same ATen ops, so differences are reordering noise at most).
+RTOL, ATOL = 1e-4, 1e-5
+#: Looser for remedies that change numerics on purpose (TF32 matmuls, Inductor autotuning).
+LOOSE_RTOL, LOOSE_ATOL = 1e-2, 1e-2
+#: A timing remedy helps when the end-to-end speedup grows by more than this share.
+SPEEDUP_MARGIN = 0.05
+#: A coverage gain smaller than this is noise.
+COVERAGE_MARGIN = 0.01
+
+_ORDER = {r.name: i for i, r in enumerate(REMEDIES)}
+
+
+def outcome(rep: Report) -> Outcome:
+    """What a report counted, as one side of a Trial."""
+    speedup = None
+    if rep.timing:
+        first = rep.timing[0]
+        speedup = first.speedup if not first.error else None
+    return Outcome(
+        graphs=rep.graph_count,
+        breaks=rep.break_count,
+        break_sites=len(rep.breaks),
+        recompiles=rep.recompile_count,
+        coverage=rep.coverage.ratio if rep.coverage is not None else None,
+        speedup=speedup,
+        compile_s=rep.compile_time.total_s,
+    )
+
+
+def helped(plan: Plan, before: Outcome, after: Outcome) -> bool:
+    """True when the run with the plan applied is better than the one before, and no worse
+    elsewhere: fewer breaks or recompiles, more coverage, or (timing remedies) faster."""
+    fewer_breaks = after.breaks < before.breaks and after.recompiles <= before.recompiles
+    fewer_recompiles = after.recompiles < before.recompiles and after.breaks <= before.breaks
+    more_coverage = (
+        after.coverage is not None and before.coverage is not None
+        and after.coverage > before.coverage + COVERAGE_MARGIN
+        and after.breaks <= before.breaks and after.recompiles <= before.recompiles
+    )
+    faster = (
+        plan.cuda and after.speedup is not None and before.speedup is not None
+        and after.speedup > before.speedup * (1 + SPEEDUP_MARGIN)
+    )
+    return fewer_breaks or fewer_recompiles or more_coverage or faster
+
+
+def rank_key(t: Trial) -> tuple[int, float, int]:
+    """Sort key, best first: what helped (by how much), then what ran and did not, failures,
+    not run; ties in catalog order (the narrower remedy first: mark_dynamic before dynamic=True)."""
+    order = _ORDER.get(t.remedy, len(_ORDER))
+    if t.helped:
+        d = t.delta
+        gain = -d.get("breaks", 0.0) - d.get("recompiles", 0.0) + 10 * d.get("coverage", 0.0) + d.get("speedup", 0.0)
+        return (0, -gain, order)
+    if t.tried and not t.error:
+        return (1, 0.0, order)
+    if t.tried:
+        return (2, 0.0, order)
+    return (3, 0.0, order)
+
+
+def ranked(trials: list[Trial]) -> tuple[Trial, ...]:
+    """The trials, best first."""
+    return tuple(sorted(trials, key=rank_key))

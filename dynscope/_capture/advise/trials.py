@@ -1,0 +1,260 @@
+"""The trial runner: one plan run in isolation (a fresh report with only its remedy applied),
+its outputs compared with eager's, and the Trial that says what it bought.
+
+Nothing a trial sets outlives it: config goes through scoped patches, marks go on clones of
+the inputs, an ``nn.Module``'s parameters and buffers and the RNG state are put back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynscope import _torch
+from dynscope._capture.advise.plans import Call, Plan, tied_retry
+from dynscope._capture.advise.ranking import ATOL, LOOSE_ATOL, LOOSE_RTOL, RTOL, helped, outcome
+from dynscope._capture.capture import _REPORT_LOCK, KEPT_OUTPUTS, detached, report
+from dynscope._capture.raised import what_raised
+from dynscope._format import clip
+from dynscope._model import Outcome, Report, Trial
+from dynscope._torch import remedies
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+#: The plan of the report before any remedy (nothing changed).
+NO_REMEDY = Plan("", "", ())
+
+
+def run_trial(
+    plan: Plan,
+    before: Outcome,
+    model: Any,
+    call_list: list[Call],
+    timing: bool,
+    report_kwargs: dict[str, Any],
+    reference: Reference | None,
+    raised: list[BaseException] | None = None,
+) -> Trial:
+    """Run one plan and judge it; what the run raised is appended to ``raised`` when given."""
+    common: dict[str, Any] = {"remedy": plan.remedy, "code": plan.code, "target": plan.target, "before": before}
+    if not plan.tried:
+        return Trial(**common, tried=False, note=plan.note)
+    notes = [plan.note] if plan.note else []
+    outputs: list[Any] = []
+    token = KEPT_OUTPUTS.set(outputs)
+    try:
+        with remedies.quiet_trial():
+            rep = run_report(model, call_list, plan, timing, report_kwargs)
+    except Exception as err:  # noqa: BLE001 - a remedy that breaks the model is a finding
+        if raised is not None:
+            raised.append(err)
+        return Trial(**common, error=what_raised(err), note="; ".join(notes))
+    finally:
+        KEPT_OUTPUTS.reset(token)
+    after = outcome(rep)
+    outputs_match = True
+    error = ""
+    if reference is not None and reference.comparable:
+        try:
+            # The report's run went through the inner backend; a mode or CUDA remedy changes
+            # the code that runs (Inductor), so its outputs come from a build of their own.
+            if plan.modes or plan.cuda:
+                with remedies.quiet_trial():
+                    outputs = _compiled_outputs(model, call_list, plan, report_kwargs)
+            got = outputs
+        except Exception as err:  # noqa: BLE001
+            return Trial(**common, after=after, error=what_raised(err), note="; ".join(notes))
+        rtol, atol = (LOOSE_RTOL, LOOSE_ATOL) if plan.loose else (RTOL, ATOL)
+        max_abs, ok = _compare(reference.outputs, got, rtol, atol)
+        if not ok:
+            outputs_match = False
+            error = f"changed outputs: max abs diff {max_abs:.3g} from eager"
+    elif reference is not None:
+        notes.append(reference.why)
+    better = not error and helped(plan, before, after)
+    if not better and not error and plan.unhelped:
+        notes.append(plan.unhelped)
+    if not better and not error:
+        # What PyTorch said at the sites the remedy was for, in the run with it applied.
+        # PyTorch's first hint says what would let the remedy work ("Detach ... before
+        # returning: e.g. `loss.detach()`" for trace_autograd_ops).
+        notes.extend(
+            f"still breaks at {b.location}: {clip(b.reason, 160)}" + (f" (PyTorch: {clip(b.hints[0], 120)})" if b.hints else "")
+            for b in rep.breaks if b.location in plan.target
+        )
+    return Trial(**common, after=after, helped=better, outputs_match=outputs_match, error=error, note="; ".join(notes))
+
+
+def retry_tied(
+    plan: Plan,
+    first: Trial,
+    err: BaseException,
+    before: Outcome,
+    model: Any,
+    call_list: list[Call],
+    timing: bool,
+    report_kwargs: dict[str, Any],
+    reference: Reference | None,
+) -> Trial:
+    """mark_dynamic again, with the dimensions the marked ones are tied to marked too
+    (:func:`~dynscope._capture.advise.plans.tied_retry`). The trial says what was tied;
+    when nothing is, the first failure stands, with a note why."""
+    retry, why = tied_retry(plan, err, model, call_list)
+    if retry is None:
+        return replace(first, note="; ".join(x for x in (first.note, why) if x))
+    t = run_trial(retry, before, model, call_list, timing, report_kwargs, reference)
+    if t.error:
+        return replace(t, note="; ".join(x for x in (t.note, f"the first try failed too: {first.error}") if x))
+    return t
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _applied(plan: Plan) -> Iterator[None]:
+    """The plan's config for the block; everything back after it."""
+    with contextlib.ExitStack() as stack:
+        if plan.config:
+            stack.enter_context(remedies.dynamo_config(**plan.config))
+        if plan.precision:
+            stack.enter_context(remedies.matmul_precision(plan.precision))
+        yield
+
+
+@contextlib.contextmanager
+def _kept_parameters(model: Any) -> Iterator[None]:
+    """An nn.Module's parameters put back after the block: each run starts from the same
+    weights (a training step would otherwise move them between trials)."""
+    if not isinstance(model, torch.nn.Module):
+        yield
+        return
+    with torch.no_grad():
+        saved = [(p, p.detach().clone()) for p in model.parameters()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for live, copy in saved:
+                if live.shape == copy.shape:
+                    live.copy_(copy)
+
+
+def _clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    if isinstance(value, tuple):
+        return tuple(_clone(v) for v in value)
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    return value
+
+
+def _fresh_calls(call_list: list[Call], plan: Plan) -> list[Call]:
+    """Clones of the calls' tensors (the user's are never marked nor mutated), with the
+    plan's dimensions marked dynamic."""
+    out: list[Call] = []
+    for args, kwargs in call_list:
+        new_args, new_kwargs = list(_clone(args)), _clone(kwargs)
+        for where, dim in plan.marks:
+            value = new_kwargs.get(where) if isinstance(where, str) else new_args[where]
+            if isinstance(value, torch.Tensor) and dim < value.dim():
+                remedies.mark_dynamic(value, dim)
+        out.append((tuple(new_args), new_kwargs))
+    return out
+
+
+def _as_report_call(call: Call) -> Any:
+    """A normalised call back in report()'s form (a dict, or a tuple of arguments)."""
+    args, kwargs = call
+    return dict(kwargs) if kwargs else tuple(args)
+
+
+def run_report(
+    model: Any, call_list: list[Call], plan: Plan, timing: bool, report_kwargs: dict[str, Any]
+) -> Report:
+    """:func:`dynscope.report` on fresh clones of the calls, with the plan applied for the run."""
+    kwargs = dict(report_kwargs)
+    if plan.dynamic is not None:
+        kwargs["dynamic"] = plan.dynamic
+    if plan.modes:
+        kwargs["modes"] = plan.modes
+    calls = [_as_report_call(c) for c in _fresh_calls(call_list, plan)]
+    with _kept_parameters(model), _applied(plan):
+        return report(model, calls=calls, timing=timing or plan.cuda, **kwargs)
+
+
+@dataclass
+class Reference:
+    """Eager's outputs of the calls, which a trial's must match; or why they cannot be compared."""
+
+    outputs: list[Any]  # one per call, detached
+    comparable: bool = True  # False: two eager runs differ, so no comparison means anything
+    why: str = ""  # the note a trial carries when not comparable
+
+
+def eager_outputs(model: Any, call_list: list[Call]) -> Reference:
+    """The calls' outputs run eagerly (twice: a program whose two eager runs differ, one
+    that updates state it reads, cannot be compared)."""
+    runs = []
+    for _ in range(2):
+        outs = []
+        with _REPORT_LOCK, _torch.restored_model_state(model), _kept_parameters(model):
+            for args, kwargs in _fresh_calls(call_list, NO_REMEDY):
+                outs.append(detached(model(*args, **kwargs)))
+        runs.append(outs)
+    _, same = _compare(runs[0], runs[1], 0.0, 0.0)
+    if not same:
+        return Reference(runs[0], False, "outputs not compared: two eager runs of the calls differ")
+    return Reference(runs[0])
+
+
+def _compiled_outputs(model: Any, call_list: list[Call], plan: Plan, report_kwargs: dict[str, Any]) -> list[Any]:
+    """The calls' outputs through torch.compile with the plan applied, in the same isolation
+    as report() (Dynamo state, model buffers and RNG put back)."""
+    inner = report_kwargs.get("inner", "eager")
+    dynamic = plan.dynamic if plan.dynamic is not None else report_kwargs.get("dynamic")
+    options: dict[str, Any] = {}
+    if plan.modes and plan.modes[0] != "default":
+        inner, options = "inductor", {"mode": plan.modes[0]}
+    elif plan.cuda:
+        inner = "inductor"
+    backend = _torch.lookup_backend(inner) if isinstance(inner, str) else inner
+    if options:
+        backend = inner  # a mode goes with the backend's name (torch.compile's rule)
+    outs = []
+    calls = _fresh_calls(call_list, plan)
+    with _REPORT_LOCK, _torch.restored_model_state(model), _kept_parameters(model), _applied(plan):
+        with _torch.DynamoSandbox() as sandbox:
+            if not isinstance(backend, str):
+                sandbox.own(backend=backend)
+            compiled = torch.compile(model, backend=backend, dynamic=dynamic, **options, **_torch.compile_kwargs())
+            sandbox.own(compiled)
+            for args, kwargs in calls:
+                outs.append(detached(compiled(*args, **kwargs)))
+            del compiled
+    return outs
+
+
+def _compare(expected: list[Any], got: list[Any], rtol: float, atol: float) -> tuple[float, bool]:
+    """(max abs difference, match) over every call's outputs; non-tensor values must be equal."""
+    from dynscope._capture.timing import compare_outputs
+
+    max_abs, _, ok = compare_outputs(expected, got, rtol, atol)
+    return max_abs, ok and _plain_values(expected) == _plain_values(got)
+
+
+def _plain_values(value: Any) -> list[Any]:
+    if isinstance(value, torch.Tensor):
+        return []
+    if isinstance(value, (list, tuple)):
+        return [v for x in value for v in _plain_values(x)]
+    if isinstance(value, dict):
+        return [v for x in value.values() for v in _plain_values(x)]
+    return [value]

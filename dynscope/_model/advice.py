@@ -1,0 +1,84 @@
+"""Remedies tried on the program: what each one changed, and the advice they add up to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dynscope._format import plural
+from dynscope._model.base import _brief
+from dynscope._model.display import AdviceShortcuts
+
+if TYPE_CHECKING:
+    # Not at run time: the report holds trials (report -> advice); Advice is never decoded
+    # from JSON, so its ``report`` hint need not resolve here.
+    from dynscope._model.report import Report
+
+__all__ = ["Advice", "Outcome", "Trial"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a capture counted: the "before" or "after" side of a :class:`Trial`."""
+
+    graphs: int = 0
+    breaks: int = 0  # break events
+    break_sites: int = 0
+    recompiles: int = 0
+    coverage: float | None = None  # share of torch ops run inside graphs; None when not measured
+    speedup: float | None = None  # end to end, eager / compiled (default mode), when timed
+    compile_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One remedy dynscope tried on the program, in isolation, and what it changed."""
+
+    remedy: str  # short name: "capture_scalar_outputs", "mark_dynamic", "dynamic=True", ...
+    code: str  # the exact line(s) you would add
+    target: tuple[str, ...] = ()  # what it addresses: break sites "file.py:LINE", recompiles "frame: cause"
+    before: Outcome = Outcome()
+    after: Outcome | None = None  # None when the remedy was not run (tried False) or failed to run
+    helped: bool = False  # fewer breaks or recompiles (or more coverage / speed) with outputs unchanged
+    tried: bool = True  # False: a code change dynscope cannot make for you (shown, not run)
+    outputs_match: bool = True  # the program's outputs with the remedy equal eager's
+    error: str = ""  # why the remedy failed or was rejected ("changed outputs: ...")
+    note: str = ""  # what else to know
+
+    @property
+    def delta(self) -> dict[str, float]:
+        """after - before for the counts (empty when not run)."""
+        if self.after is None:
+            return {}
+        out = {
+            "graphs": float(self.after.graphs - self.before.graphs),
+            "breaks": float(self.after.breaks - self.before.breaks),
+            "recompiles": float(self.after.recompiles - self.before.recompiles),
+        }
+        if self.after.coverage is not None and self.before.coverage is not None:
+            out["coverage"] = self.after.coverage - self.before.coverage
+        if self.after.speedup is not None and self.before.speedup is not None:
+            out["speedup"] = self.after.speedup - self.before.speedup
+        return out
+
+
+
+@dataclass(frozen=True)
+class Advice(AdviceShortcuts):
+    """What :func:`dynscope.advise` found: each remedy tried on the program and what it bought."""
+
+    report: Report  # the "before" report, its ``trials`` filled, best first
+    trials: tuple[Trial, ...] = ()  # the same trials, best first
+    # Why no remedy was tried ("" when some were); the report's notes carry it too, so a
+    # saved report and its page say it.
+    note: str = ""
+
+    @property
+    def best(self) -> Trial | None:
+        """The trial that helped most, or None when none helped."""
+        return next((t for t in self.trials if t.helped), None)
+
+    def __repr__(self) -> str:
+        helped = sum(1 for t in self.trials if t.helped)
+        best = f", best {self.best.remedy}" if self.best is not None else ""
+        return _brief("Advice", f"{plural(len(self.trials), 'trial')}, {helped} helped{best}")

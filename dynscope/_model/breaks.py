@@ -1,0 +1,94 @@
+"""Graph breaks: each event PyTorch logged, and the sites they fold into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dynscope._format import location
+from dynscope._model.base import _brief
+from dynscope._model.display import BreakShortcuts
+from dynscope._torch.break_categories import ON_PURPOSE
+
+__all__ = ["BreakEvent", "GraphBreak", "StackFrame"]
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    """One frame of a user stack."""
+
+    filename: str  # absolute path as Python reported it
+    lineno: int  # 1-based line number
+    function: str  # function name
+    line: str = ""  # the source line, stripped
+
+    def __repr__(self) -> str:
+        return _brief("StackFrame", f"{location(self.filename, self.lineno)} in {self.function}: {self.line}")
+
+
+
+@dataclass(frozen=True)
+class BreakEvent:
+    """One graph break as PyTorch reported it (before folding by site)."""
+
+    compile_id: str  # the compile that hit the break
+    filename: str  # the site (the user's line, see GraphBreak)
+    lineno: int
+    reported_filename: str  # where Dynamo said the break was (may be inside copy.py, torch...)
+    reported_lineno: int
+    # Dynamo gave up on the frame at this record ("Failed to handle graph break gracefully"):
+    # the frame ran eagerly. Still one event (one record PyTorch logged).
+    gave_up: bool = False
+
+    def __repr__(self) -> str:
+        site, reported = location(self.filename, self.lineno), location(self.reported_filename, self.reported_lineno)
+        where = f" (reported at {reported})" if reported != site else ""
+        return _brief("BreakEvent", f"{self.compile_id} {site}{where}" + (", gave up on the frame" if self.gave_up else ""))
+
+
+@dataclass(frozen=True)
+class GraphBreak(BreakShortcuts):
+    """One distinct graph-break site, with every event that hit it folded into ``count``."""
+
+    filename: str  # the user's file: innermost user frame outside torch and the stdlib
+    lineno: int  # the user's line
+    function: str  # the user's function
+    source: str  # the user's line of code, stripped
+    reason: str  # one line: why Dynamo broke
+    category: str  # one of dynscope._capture.break_fixes.CATEGORIES
+    fix: str  # dynscope's own advice for this category
+    explanation: str = ""  # PyTorch's explanation
+    hints: tuple[str, ...] = ()  # PyTorch's hints
+    gb_type: str = ""  # PyTorch's graph-break type ("Failed to trace builtin operator")
+    gb_id: str = ""  # PyTorch's graph-break id ("gb0059"), "" when unknown
+    doc_url: str = ""  # PyTorch's page about this break
+    # Outermost first, as PyTorch reported it, from the frame the program was called in
+    # (under report(), the frames above the compiled call, dynscope's own among them, are dropped).
+    user_stack: tuple[StackFrame, ...] = ()
+    count: int = 1  # break events at this site (one per graph-break record PyTorch logged)
+    gave_up: int = 0  # of ``count``, events on which Dynamo gave up on the frame (it ran eagerly)
+    compile_ids: tuple[str, ...] = ()  # compiles that hit the site, in order
+    excerpt: tuple[tuple[int, str], ...] = ()  # (line number, text) around the site, read at capture
+    detail: str = ""  # PyTorch's further explanation (how a branch condition was computed), as it wrote it
+    debug_context: str = ""  # PyTorch's "Developer debug context"
+    torch_text: str = ""  # PyTorch's whole report of the site's first break (without Dynamo's own traceback)
+    call_chain: tuple[StackFrame, ...] = ()  # the user's frames leading to the site (the end of user_stack), outermost first
+    # What the site costs (Report.breaks_by_cost ranks by these); -1: not known (coverage
+    # not measured; a report saved before dynscope counted them):
+    eager_ms: float = -1.0  # per call, time of the eager ops run at the site
+    graphs_split: int = -1  # graphs of resume functions Dynamo made after this site
+    recompiles_caused: int = -1  # recompiles of those resume functions
+
+    @property
+    def location(self) -> str:
+        """``file.py:LINE``: the base name and line."""
+        return location(self.filename, self.lineno)
+
+    @property
+    def actionable(self) -> bool:
+        """False when PyTorch or a library breaks here on purpose (torch.optim's step, a
+        library's own ``graph_break()``): no change at this line removes the break, so "fix
+        first" never names the site (``fix`` says what helps instead)."""
+        return self.category not in ON_PURPOSE
+
+    def __repr__(self) -> str:
+        return _brief("GraphBreak", f"{self.location} {self.category} x{self.count}: {self.source}")

@@ -1,0 +1,172 @@
+"""The model's output shortcuts (``summary()``, ``str()``, ``to_html()``, ``render()``,
+``to_dot()``, ``to_svg()``, ``_repr_html_``): mixins whose every method hands the object to
+one function of the render door, ``dynscope._render``.
+
+This is the model's only way up the stack, and it is taken late (:func:`_door`, at the first
+call), as Rich's ``JupyterMixin`` reaches the console: importing the model imports no
+renderer, and nothing else in the model imports above it. Internal code never calls these
+shortcuts; it calls the renderers.
+
+Each mixin serves one model class (named in its docstring); ``self`` is left unannotated
+(mypy does not accept a mixin's self typed as the class that inherits it), and the door's
+functions carry the types.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from dynscope._model.graph import Lowering
+
+__all__ = [
+    "AdviceShortcuts",
+    "AotGraphShortcuts",
+    "BreakShortcuts",
+    "GraphShortcuts",
+    "MergedShortcuts",
+    "ReportShortcuts",
+]
+
+
+def _door() -> ModuleType:
+    """The render door, imported on first use (the model's one upward import).
+
+    Spelled ``import dynscope._render`` rather than ``from dynscope import _render``: the
+    latter also names the front package ``dynscope``, an edge the import graph would count.
+    """
+    import dynscope._render as _render
+
+    return _render
+
+
+class ReportShortcuts:
+    """``Report``'s ways to be shown: summary text, the page, the card, the bundle, the program picture."""
+
+    __slots__ = ()
+
+    def summary(self, *, color: bool | None = None) -> str:
+        """The terminal summary (also ``str(report)``).
+
+        Args:
+            color: ANSI colour: True or False; None (default) colours when stdout is a
+                terminal, unless ``NO_COLOR`` is set (``FORCE_COLOR`` colours a pipe too).
+                Pass False for text that goes to a file.
+        """
+        return str(_door().summary_text(self, color=color))
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_html(self, *, pictures: bool | None = None) -> str:
+        """One self-contained HTML page (inline CSS and SVG; no network).
+
+        Args:
+            pictures: include SVG pictures; None (default) includes them when Graphviz is
+                installed and says how to get it otherwise.
+        """
+        return str(_door().report_html(self, pictures=pictures))
+
+    def _repr_html_(self) -> str:
+        """A compact card in a notebook; ``to_html()`` / ``render(folder)`` give the whole page."""
+        return str(_door().report_card(self))
+
+    def render(self, folder: str | Path) -> Path:
+        """Write index.html, graph_<id>.svg, program.svg, report.json to ``folder``."""
+        return Path(_door().render_folder(self, Path(folder)))
+
+    def program_dot(self) -> str:
+        """DOT of the whole program: graphs chained through the breaks."""
+        return str(_door().program_dot(self))
+
+    def program_svg(self, path: str | Path | None = None) -> str:
+        """SVG of the whole program; also written to ``path`` when given."""
+        return str(_door().program_svg(self, path))
+
+
+class GraphShortcuts:
+    """``Graph``'s pictures: DOT, SVG and the notebook card."""
+
+    __slots__ = ()
+
+    def to_dot(self, *, depth: int | None = None, fold_params: bool = True, color_by: str = "auto") -> str:
+        """DOT source of the graph (see dynscope._render.dot).
+
+        ``color_by``: "op" (op category), "kernel" (the Inductor kernel each node was fused
+        into), "time" (share of the graph's time, when kernels were timed) or "auto"
+        ("kernel" when the graph has a lowering with kernels, else "op").
+        """
+        return str(_door().graph_dot(self, depth=depth, fold_params=fold_params, color_by=color_by))
+
+    def to_svg(
+        self,
+        path: str | Path | None = None,
+        *,
+        depth: int | None = None,
+        fold_params: bool = True,
+        color_by: str = "auto",
+    ) -> str:
+        """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
+        return str(_door().graph_svg(self, path, depth=depth, fold_params=fold_params, color_by=color_by))
+
+    def _repr_html_(self) -> str:
+        """Its picture in a notebook (its summary when Graphviz is not installed or does not work)."""
+        return str(_door().graph_card(self))
+
+
+class AotGraphShortcuts:
+    """``AotGraph``'s pictures: DOT and SVG."""
+
+    __slots__ = ()
+
+    def to_dot(self, lowering: Lowering | None = None) -> str:
+        """DOT source of the graph (see dynscope._render.dot.aot_graph_to_dot); pass the
+        ``Lowering`` it belongs to so a backward graph highlights the saved activations."""
+        return str(_door().aot_graph_dot(self, lowering))
+
+    def to_svg(self, path: str | Path | None = None, lowering: Lowering | None = None) -> str:
+        """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
+        return str(_door().aot_graph_svg(self, path, lowering))
+
+
+class BreakShortcuts:
+    """``GraphBreak``'s notebook card."""
+
+    __slots__ = ()
+
+    def _repr_html_(self) -> str:
+        """The code around the site with the line marked, the reason and the fix, in a notebook."""
+        return str(_door().break_card(self))
+
+
+class AdviceShortcuts:
+    """``Advice``'s table of trials."""
+
+    __slots__ = ()
+
+    def summary(self) -> str:
+        """A plain-text table of the trials, best first."""
+        return str(_door().advice_text(self))
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+class MergedShortcuts:
+    """``MultiRankReport``'s text and page."""
+
+    __slots__ = ()
+
+    def summary(self) -> str:
+        """Divergences first, then each rank's figures side by side (plain text)."""
+        return str(_door().merged_text(self))
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_html(self) -> str:
+        """One self-contained HTML page: divergences first, then ranks as columns."""
+        return str(_door().merged_html(self))

@@ -1,0 +1,53 @@
+"""The writing half of the JSON codec: model values -> plain data -> JSON text -> a file.
+
+It knows no model type (it walks dataclass fields), so the model's own ``to_dict()``,
+``to_json()`` and ``save()`` call it without a cycle; reading back, which checks every value
+against the model's type hints, is ``dynscope._model.codec``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["save", "to_json", "to_plain"]
+
+
+@functools.cache
+def _plain_fields(cls: type) -> tuple[str, ...]:
+    """Names of the fields JSON carries (live holders left out); cached per class."""
+    return tuple(f.name for f in dataclasses.fields(cls) if not f.metadata.get("live"))
+
+
+def to_plain(obj: Any) -> Any:
+    """A model value as plain JSON-able data (dataclasses -> dicts without live holders, tuples -> lists)."""
+    if obj is None or isinstance(obj, (str, int, float)):
+        return obj  # the common case first: most values in a report are scalars
+    if isinstance(obj, (tuple, list)):
+        return [to_plain(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {name: to_plain(getattr(obj, name)) for name in _plain_fields(type(obj))}
+    if isinstance(obj, dict):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+def to_json(rep: Any, *, indent: int | None = 1) -> str:
+    """The report as JSON text (``Report.to_json``)."""
+    return json.dumps(to_plain(rep), indent=indent, sort_keys=False)
+
+
+def save(rep: Any, path: str | Path) -> Path:
+    """Write the report as JSON to ``path`` atomically; returns the path (``Report.save``).
+
+    Raises:
+        InputError: ``path`` is a folder, or its folder cannot be written.
+        DynscopeError: writing failed midway (disk full, ...).
+    """
+    from dynscope._write import write_text
+
+    # Streamed: the same text as to_json(), without holding a second copy of a big report.
+    return write_text(Path(path), json.JSONEncoder(indent=1).iterencode(to_plain(rep)))
