@@ -9,7 +9,8 @@ same logger). ``checked`` counts the reports checked; the suite prints it at the
 The invariants:
 
 1. No share, coverage or "in graphs" figure above 100% (nor below 0).
-2. The header's compile time equals the phases it is made of (Dynamo + backend + the lazy
+2. The header's compile time equals the phases it is made of; dynscope's own builds shown
+   per phase are part of (never more than) all its measurement builds (Dynamo + backend + the lazy
    backward compile, and the per-phase split when there is one), and the report's total
    equals the sum of its frames.
 3. ``break_count`` equals the sum of the sites' counts and the number of break events; the
@@ -131,6 +132,9 @@ def check(rep: Report, counts: TraceCounts | None = None) -> None:
     # The phases shown add up to the header's figure (reports saved before phases have none).
     if ct.phases and not math.isclose(ct.total_s, sum(s for _, s in ct.phases), rel_tol=1e-3, abs_tol=5e-3):
         _fail(rep, f"compile time {ct.total_s} s is not the sum of its phases {ct.phases}")
+    built = sum(s for g in rep.graphs if g.lowering is not None and g.lowering.source == "timing" for _, s in g.lowering.phases)
+    if ct.measure_builds and built > ct.measure_s + 1e-6:
+        _fail(rep, f"dynscope's builds shown per phase ({built} s) exceed all its measurement builds ({ct.measure_s} s)")
     frames_total = sum(f.compile_time.total_s for f in rep.frames)
     if not math.isclose(ct.total_s, frames_total, rel_tol=1e-6, abs_tol=1e-6):
         _fail(rep, f"compile time {ct.total_s} s is not the sum of its frames {frames_total} s")

@@ -84,7 +84,7 @@ def test_recompile_reasons() -> None:
     assert explain_reason("L['n'] == 2") == (
         "Python value n changed: the graph was specialised to n == 2")
     said = explain_reason("___stack0 <= 0.0  # if y > 0:  # mp/probe/t1.py:9 in resume (_dynamo/x.py:1 in f)")
-    assert said == "a value the code depends on changed: guard `___stack0 <= 0.0` failed (from `if y > 0:` at mp/probe/t1.py:9 in resume)"
+    assert said == "a value the code depends on changed: guard `___stack0 <= 0.0` failed (from `if y > 0:` at t1.py:9 in resume)"
 
 
 @given(st.text(), st.text(), st.text())
@@ -128,3 +128,15 @@ def test_parse_break_other_form() -> None:
     assert (parsed.reported_filename, parsed.reported_lineno) == ("/home/u/model.py", 12)
     assert [f.lineno for f in parsed.user_stack] == [40, 12]
     assert parsed.gb_type == "Graph break: skip: from user code at"
+
+
+def test_guard_origin_keeps_the_file_name_pytorch_shortened() -> None:
+    # PyTorch shortens file names against its install folder, so a user file outside it
+    # loses its first characters ("/tmp/review/gpt.py" -> "mp/review/gpt.py"; text as
+    # torch 2.13 logged it for a nanoGPT generate): the explanation names gpt.py:12.
+    reason = (
+        "idx.size()[1] != 16  # att = att.masked_fill(s.bias[:,:,:T,:T]==0, float('-inf'))  "
+        "# mp/review/gpt.py:12 in forward (_prims_common/__init__.py:288 in check_contiguous_sizes_strides)"
+    )
+    text = explain_reason(reason)
+    assert "at gpt.py:12 in forward" in text and "mp/review" not in text

@@ -135,3 +135,40 @@ def test_dynamic_shapes_glue_is_not_eager_work() -> None:
     assert rep.coverage.ratio == 1.0 and rep.coverage.eager_sites == ()
     assert rep.coverage.ops_dynamo > 0
     assert "ops Dynamo ran to build graph arguments" in rep.summary()
+
+
+def test_advise_trials_count_the_programs_ops_only() -> None:
+    # advise() copies each call's outputs to compare them later; the copy ran under the
+    # coverage profiler and counted as eager ops: the KV decoder's dynamic=True trial said
+    # "100% -> 96%" where report(dynamic=True) says 100%.
+    from tests.corpus.real import kv_decode
+
+    fn, calls = kv_decode()
+    adv = dynscope.advise(fn, calls=calls)
+    direct = dynscope.report(*kv_decode()[:1], calls=calls, dynamic=True)
+    assert direct.coverage is not None and direct.coverage.ratio == 1.0
+    trial = next(t for t in adv.trials if t.remedy == "dynamic=True")
+    assert trial.before.coverage == 1.0
+    assert trial.after is not None and trial.after.coverage == direct.coverage.ratio
+
+
+def test_trial_coverage_is_never_rounded_to_a_bound() -> None:
+    from dynscope._model import Outcome, Trial
+    from dynscope._render.words import trial_cells
+
+    t = Trial(remedy="x", code="", before=Outcome(coverage=0.9956), after=Outcome(coverage=0.9936))
+    cells = trial_cells(t, timed=False)
+    assert "99.6% -> 99%" in cells, cells  # _format.percent: a share below 1 is never "100%"
+
+
+def test_eager_ops_of_frames_dynamo_gave_up_on_say_so() -> None:
+    # A break under a try block makes Dynamo give up on the helper's frame: its ops ran all
+    # over the helper, and were listed at the break's line as if they ran there.
+    from tests.corpus.real import try_three_deep
+
+    fn, calls = try_three_deep()
+    rep = dynscope.report(fn, calls=calls)
+    assert rep.coverage is not None and rep.coverage.eager_sites
+    (site,) = rep.breaks
+    assert all(s.startswith(f"{site.location} (_try_inner ran eagerly) aten::") for s, _ in rep.coverage.eager_sites)
+    assert rep.coverage.ops_eager == sum(n for _, n in rep.coverage.eager_sites)

@@ -19,7 +19,7 @@ from dynscope._capture.coverage import with_coverage
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
 from dynscope._torch.distributed import rank_info
-from dynscope._torch.profiler import CoverageRecorder
+from dynscope._torch.profiler import OWN_MARK, CoverageRecorder
 from dynscope._torch.trace import TraceCollector
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -374,7 +374,9 @@ def _report_locked(
                     failure = (index, raised)
                     break
                 if kept is not None:
-                    kept.append(detached(out))
+                    # Under the coverage profiler: dynscope's own copy, not the program's ops.
+                    with torch.profiler.record_function(OWN_MARK):
+                        kept.append(detached(out))
         del compiled
     rep = cap.report
     if notes:

@@ -30,10 +30,15 @@ def coverage_of(rep: Report, counts: OpCounts) -> Coverage:
     """
     report_id = {f.torch_compile_id: f.compile_id for f in rep.frames}
     frames = {f.compile_id: f for f in rep.frames}
+    # A break on which Dynamo gave up on frames left those frames eager from top to bottom:
+    # the ops tied to the break ran all over them, not at its line, and the label says so.
+    gave_up = {e.compile_id for e in rep.break_events if e.gave_up}
     site_of: dict[str, str] = {}
     for b in rep.breaks:
+        eager = list(dict.fromkeys(frames[c].function for c in b.compile_ids if c in gave_up and c in frames))
+        label = b.location + (f" ({', '.join(eager)} ran eagerly)" if eager else "")
         for cid in b.compile_ids:
-            site_of.setdefault(cid, b.location)
+            site_of.setdefault(cid, label)
     sites: Counter[str] = Counter()
     for (region, op), n in counts.eager.items():
         cid = report_id.get(region, "")

@@ -594,7 +594,7 @@ def render_html(
     cov = ""
     if rep.coverage is not None:
         c = rep.coverage
-        eager = ", ".join(f"{esc(site)} x{n}" for site, n in c.eager_sites[:10])
+        eager = ", ".join(f"{esc(site)} x{n}" for site, n in c.eager_sites)  # every site: the summary shows 5
         cov = (
             f"<section><h2>Coverage</h2><p>{percent(c.ratio, 1)} of the torch ops run were inside graphs "
             f"(torch ops run: {c.ops_in_graphs} in graphs, {c.ops_eager} eagerly){': ' + eager if eager else ''}</p></section>"

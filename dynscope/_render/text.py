@@ -464,6 +464,9 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
         )
         for site, n in c.eager_sites[:5]:
             out.append(f"    eager: {site} x{n}")
+        if len(c.eager_sites) > 5:
+            rest = c.eager_sites[5:]
+            out.append(f"    eager: +{sum(n for _, n in rest)} more at {plural(len(rest), 'other site')} (all in the JSON and on the page)")
         if c.ops_dynamo:
             out.append(f"    not counted: {c.ops_dynamo} ops Dynamo ran to build graph arguments (its runtime, not your code)")
         out.append("")

@@ -172,7 +172,10 @@ def explain_reason(reason: str) -> str:
         else:
             pieces = re.split(r"\s+#\s", comment, maxsplit=1)
             code, loc = pieces[0].strip(), (pieces[1] if len(pieces) > 1 else "")
-        loc = loc.split(" (", 1)[0].strip()
+        # PyTorch shortens the file name against its own install folder, which mangles a
+        # file outside it ("/tmp/job/model.py" -> "mp/job/model.py", torch 2.11-2.14): keep
+        # the file's name and line, as every dynscope location reads.
+        loc = re.sub(r"^\S*/(?=[^/\s]+:\d+)", "", loc.split(" (", 1)[0].strip())
         if code and loc:
             origin = f" (from `{code}` at {loc})"
         elif code or loc:

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 GRAPH_MARK = "dynscope::graph"
+#: dynscope's mark around its own work between the calls it profiles (advise() copying each
+#: call's outputs to compare them later): its ops are nobody's, counted neither way.
+OWN_MARK = "dynscope::own"
 _COMPILE_SUFFIX = "(dynamo_timed)"
 # AOTAutograd compiles the backward graph lazily, on the first backward call.
 _BACKWARD_COMPILE = "entire_backward_compile"
@@ -180,6 +183,8 @@ def _where(event: Any) -> tuple[str, str, Any]:
             return "graph", region, engine
         if name == _PREGRAPH:
             return "glue", region, engine
+        if name == OWN_MARK:
+            return "compile", region, engine  # ignored, like compile-time tracing
         if name.endswith(_COMPILE_SUFFIX) or name.startswith(_BACKWARD_COMPILE):
             return "compile", region, engine
         if engine is None and name.startswith(_ENGINE):
