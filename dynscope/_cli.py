@@ -436,7 +436,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     from dynscope._model.codec import load
-    from dynscope._model.diff import diff_reports, render_diff
+    from dynscope._model.diff import diff_reports
+    from dynscope._render.diff import render_diff
 
     d = diff_reports(_printable(load(_existing(args.old))), _printable(load(_existing(args.new))))
     _out(render_diff(d))

@@ -151,7 +151,7 @@ def check(rep: Report, counts: TraceCounts | None = None) -> None:
         if len(rep.frames) != counts.frames:
             _fail(rep, f"{len(rep.frames)} frames against {counts.frames} compiles PyTorch logged")
     # 5. nothing of dynscope
-    from dynscope._model.codec import to_plain
+    from dynscope._model.plain import to_plain
 
     texts = _strings(to_plain(rep))
     summary = rep.summary()

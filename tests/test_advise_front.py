@@ -139,7 +139,7 @@ KNOWN_REMEDIES = (
 )
 
 #: Category -> the remedies its fix text recommends. Kept by hand so that a new mention of
-#: a remedy in _categories.py fails test_recommendations_are_listed until it is checked here.
+#: a remedy in _capture/break_fixes.py fails test_recommendations_are_listed until it is checked here.
 RECOMMENDS: dict[str, tuple[str, ...]] = {
     ".item()/scalar output": ("capture_scalar_outputs",),
     "data-dependent guard/shape": ("capture_dynamic_output_shape_ops",),

@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 import dynscope
 from dynscope._model import Report
-from dynscope._model.diff import diff_reports, render_diff
+from dynscope._model.diff import diff_reports
+from dynscope._render.diff import render_diff
 from dynscope._render.html import render_html
 from dynscope._render.svg import dot_to_svg
 from dynscope._render.text import strip_controls

@@ -24,9 +24,10 @@ import torch
 import dynscope
 from dynscope import InputError
 from dynscope._model import AotGraph, Graph, Kernel, Lowering, Node
+from dynscope._model.ops import op_category
 from dynscope._render.bundle import render_bundle
 from dynscope._render.dot import AUTO_COLLAPSE_NODES, aot_graph_to_dot, report_dots
-from dynscope._render.palette import KERNEL_PALETTE, PALETTE, op_category
+from dynscope._render.palette import KERNEL_PALETTE, PALETTE
 from dynscope._render.svg import dot_to_svg, report_pictures
 from tests.conftest import normalise
 from tests.test_text_golden import stored

@@ -121,6 +121,7 @@ def test_compare_outputs() -> None:
     assert compare_outputs((a, torch.tensor([1])), (a, torch.tensor([2])), 1e-3, 1e-4)[2] is False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA timing needs a CUDA GPU")
 def test_cuda_timing() -> None:
     x = torch.randn(256, 256, device="cuda")
@@ -136,6 +137,7 @@ def test_cuda_timing() -> None:
     assert m_default.peak_mem_eager_mb > 0 and m_default.peak_mem_compiled_mb > 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU")
 def test_cuda_reduce_overhead() -> None:
     x = torch.randn(64, 64, device="cuda")

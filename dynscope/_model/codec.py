@@ -22,10 +22,10 @@ from typing import Any, TypeVar, Union
 
 from dynscope._errors import SchemaError
 from dynscope._format import clip
-from dynscope._model.plain import _plain_fields, save, to_json, to_plain
+from dynscope._model.plain import _plain_fields
 from dynscope._model.report import SCHEMA_VERSION, Report
 
-__all__ = ["from_plain", "load", "report_from_dict", "save", "to_json", "to_plain"]
+__all__ = ["from_plain", "load", "report_from_dict"]
 
 _T = TypeVar("_T")
 

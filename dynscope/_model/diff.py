@@ -1,11 +1,10 @@
-"""Compare two reports: what changed, and whether the new one is worse."""
+"""Compare two reports: what changed, and whether the new one is worse (plain data;
+``dynscope._render.diff`` draws it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from tabulate import tabulate
 
 from dynscope._format import percent
 
@@ -84,19 +83,3 @@ def diff_reports(old: Report, new: Report) -> ReportDiff:
         if a_ops.get(op, 0) != b_ops.get(op, 0)
     )
     return ReportDiff(tuple(rows), added, removed, ops_changed, tuple(worse))
-
-
-def render_diff(d: ReportDiff) -> str:
-    """The diff as terminal text."""
-    out = [tabulate(d.rows, headers=["", "old", "new", "change"], tablefmt="simple"), ""]
-    if d.breaks_added:
-        out += ["Breaks added:"] + [f"  + {s}" for s in d.breaks_added] + [""]
-    if d.breaks_removed:
-        out += ["Breaks removed:"] + [f"  - {s}" for s in d.breaks_removed] + [""]
-    if d.ops_changed:
-        out += ["Graph ops changed:"] + [f"  {op}: {a} -> {b}" for op, a, b in d.ops_changed] + [""]
-    if d.worse:
-        out += ["WORSE: " + "; ".join(d.worse_because)]
-    else:
-        out += ["not worse"]
-    return "\n".join(out) + "\n"

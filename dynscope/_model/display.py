@@ -35,8 +35,7 @@ __all__ = [
 def _door() -> ModuleType:
     """The render door, imported on first use (the model's one upward import).
 
-    Spelled ``import dynscope._render`` rather than ``from dynscope import _render``: the
-    latter also names the front package ``dynscope``, an edge the import graph would count.
+    Spelled ``import dynscope._render``: it names the door and nothing else.
     """
     import dynscope._render as _render
 

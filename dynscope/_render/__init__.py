@@ -5,7 +5,7 @@ the output shortcuts (``Report.summary()``, ``to_html()``, ``render()``, ``Graph
 ``_repr_html_``..., in ``dynscope._model.display``) each call one function below, and
 nothing else in the model imports a renderer. Each function imports its renderer when
 called, so importing the model (or one renderer) loads no other renderer. Internal code
-(bundle, svg, the CLI) calls the renderers themselves, never the shortcuts.
+(bundle, svg) calls the renderers themselves, never the shortcuts; front ends may use both.
 """
 
 from __future__ import annotations

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from dynscope._errors import InputError
 from dynscope._format import clip, location, ms, percent, plural
+from dynscope._model.ops import op_category
 from dynscope._model.order import break_hosts, program_order
 from dynscope._model.structure import repeated_blocks
-from dynscope._render.palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, op_category, time_colour
+from dynscope._render.palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, time_colour
 from dynscope._render.words import grads_text, speedup_text
 from dynscope._torch.wording import base_function, resume_label, resume_site
 
@@ -34,7 +35,6 @@ __all__ = [
     "aot_graph_to_dot",
     "dot_id",
     "graph_to_dot",
-    "op_category",
     "program_to_dot",
     "quote",
     "report_dots",

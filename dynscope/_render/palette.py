@@ -7,9 +7,7 @@ tags nodes with the same categories. The palette is documented in docs/reading-a
 
 from __future__ import annotations
 
-from dynscope._model.ops import op_category
-
-__all__ = ["AOT_COLOURS", "BORDERS", "KERNEL_PALETTE", "PALETTE", "kernel_colour", "op_category", "time_colour"]
+__all__ = ["AOT_COLOURS", "BORDERS", "KERNEL_PALETTE", "PALETTE", "kernel_colour", "time_colour"]
 
 #: op category -> fill colour. Fixed: the docs and the HTML legend show the same.
 PALETTE: dict[str, str] = {

@@ -110,7 +110,6 @@ def quiet_native_output() -> Iterator[None]:
 
 
 #: The earlier name (it silenced stderr only; the chatter can come on stdout too).
-quiet_native_stderr = quiet_native_output
 
 
 @dataclass(frozen=True)
