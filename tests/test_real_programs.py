@@ -172,3 +172,18 @@ def test_eager_ops_of_frames_dynamo_gave_up_on_say_so() -> None:
     (site,) = rep.breaks
     assert all(s.startswith(f"{site.location} (_try_inner ran eagerly) aten::") for s, _ in rep.coverage.eager_sites)
     assert rep.coverage.ops_eager == sum(n for _, n in rep.coverage.eager_sites)
+
+
+def test_torch_optim_sites_do_not_tell_the_user_to_remove_torchs_graph_break() -> None:
+    # PyTorch's hint at torch.optim's own graph_break() is "Remove the graph_break() call":
+    # advice to whoever wrote torch/optim, shown beside dynscope's fix as if it were the user's.
+    fn, calls = REAL_PROGRAMS[0].factory()
+    rep = dynscope.report(fn, calls=calls)
+    optim = [b for b in rep.breaks if not b.actionable]
+    assert optim and any("graph_break()" in h for b in optim for h in b.hints)  # PyTorch said it
+    text, page = rep.summary(), rep.to_html(pictures=False)
+    for b in optim:
+        for hint in b.hints:
+            assert f"torch hint: {hint[:40]}" not in text.replace("\n      ", " ")
+    # The page keeps PyTorch's whole report verbatim (its words, labelled so), not as a hint list.
+    assert "<li>Remove the `torch._dynamo.graph_break()` call" not in page

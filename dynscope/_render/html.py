@@ -128,7 +128,8 @@ def _breaks(rep: Report) -> str:
         for n, text in b.excerpt or ((b.lineno, b.source),):
             cls = ' class="hit"' if n == b.lineno else ""
             lines.append(f"<span{cls}>{n:5d}  {esc(text)}</span>")
-        hints = "".join(f"<li>{esc(h)}</li>" for h in b.hints)
+        # PyTorch's hints are for whoever wrote the break: not shown where torch breaks on purpose.
+        hints = "".join(f"<li>{esc(h)}</li>" for h in b.hints) if b.actionable else ""
         url = safe_url(b.doc_url)
         doc = (
             f'<p><a href="{esc(url)}" rel="noopener noreferrer">PyTorch documentation for {esc(b.gb_id or b.gb_type)}</a></p>'

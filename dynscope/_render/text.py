@@ -197,7 +197,9 @@ def breaks_section(rep: Report, *, width: int = 100) -> str:
         if b.gave_up:
             lines.extend(textwrap.wrap(gave_up_text(b), width, initial_indent="    ", subsequent_indent="      "))
         lines.extend(textwrap.wrap(f"fix: {b.fix}", width, initial_indent="    ", subsequent_indent="      "))
-        for hint in b.hints:
+        # PyTorch's hints speak to whoever wrote the break ("Remove the graph_break() call"):
+        # where torch or a library breaks on purpose they are not the user's to follow.
+        for hint in b.hints if b.actionable else ():
             lines.extend(textwrap.wrap(f"torch hint: {hint}", width, initial_indent="    ", subsequent_indent="      "))
         if b.doc_url:
             lines.append(f"    docs: {b.doc_url}")
