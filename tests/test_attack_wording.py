@@ -11,7 +11,7 @@ import torch._dynamo.repro.after_dynamo
 from torch import nn
 
 import dynscope
-from dynscope._capture.break_fixes import classify, fix_for
+from dynscope._capture.break_fixes import category_of, fix_for
 from dynscope._torch.guard_text import explain_reason
 from tests.corpus.programs import PROGRAMS, _x
 
@@ -123,9 +123,9 @@ def test_data_dependent_operator_local_scalar_dense_is_a_scalar_output() -> None
         "Operator `aten._local_scalar_dense.default` has a non-Tensor output whose value is "
         "dependent on the data of Tensor inputs."
     )
-    assert classify("Data dependent operator", explanation) == ".item()/scalar output"
+    assert category_of("Data dependent operator", explanation) == ".item()/scalar output"
     nonzero = "Operator `aten.nonzero.default`'s output shape depends on input Tensor data."
-    assert classify("Dynamic shape operator", nonzero) == "data-dependent guard/shape"
+    assert category_of("Dynamic shape operator", nonzero) == "data-dependent guard/shape"
 
 
 # -- backward() in compiled code, generators and iterators --------------------------------
@@ -175,29 +175,29 @@ def test_generator_passed_in_is_a_generator_break(name: str) -> None:
 
 def test_generator_wordings_of_other_torch_versions() -> None:
     # torch 2.11 (enable_faithful_generator_behavior)
-    assert classify(
+    assert category_of(
         "call_method on generator",
         "Detected a method call to a user-defined generator object. This is not fully supported.",
     ) == "generator/iterator"
     # torch 2.13
-    assert classify(
+    assert category_of(
         "Missing tp_iternext",
         "Dynamo does not support next() on generator. Add tp_iternext_impl to this "
         "VariableTracker subclass.",
     ) == "generator/iterator"
     # torch 2.14: the type alone is about any C slot; the user's line says it is iteration.
     c_slot = "C-implemented special method without VariableTracker model"
-    assert classify(c_slot, "", "return x * next(scales)") == "generator/iterator"
-    assert classify(c_slot, "", "for t in gen:") == "generator/iterator"
-    assert classify(c_slot, "", "h = hash(key)") == "unsupported builtin or C/numpy call"
+    assert category_of(c_slot, "", "return x * next(scales)") == "generator/iterator"
+    assert category_of(c_slot, "", "for t in gen:") == "generator/iterator"
+    assert category_of(c_slot, "", "h = hash(key)") == "unsupported builtin or C/numpy call"
     # A random-number generator is not a Python generator.
-    assert classify(
+    assert category_of(
         "torch.Generator method",
         "torch.Generator.manual_seed() is a stateful RNG operation that cannot be soundly "
         "traced in the FX graph.",
     ) != "generator/iterator"
     # torch 2.11 words the backward break without trace_autograd_ops.
-    assert classify(
+    assert category_of(
         "Unsupported Tensor.backward() call",
         "Dynamo currently does not support tracing `Tensor.backward()`.",
     ) == "backward() in compiled code"

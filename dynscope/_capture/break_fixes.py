@@ -2,7 +2,7 @@
 
 The categories come from breaks seen in real models (docs/report-model.md), most common first.
 ``classify`` (in ``dynscope._torch.break_categories``) is a pure function of PyTorch's graph-break type, explanation and the
-user's source line, so it can be tested without compiling anything; the ``classify`` here
+user's source line, so it can be tested without compiling anything; ``category_of`` here
 adds where Dynamo reported the break (inside torch.optim, a library, or the user's code).
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from dynscope._torch import break_categories
 from dynscope._torch.break_categories import LIBRARY_BREAK, OPTIMIZER
 
-__all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category", "classify", "fix_for", "is_actionable", "raised_in"]
+__all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category", "category_of", "fix_for", "is_actionable", "raised_in"]
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ CATEGORY_NAMES: tuple[str, ...] = tuple(c.name for c in CATEGORIES)
 _BY_NAME = {c.name: c for c in CATEGORIES}
 
 
-def classify(gb_type: str, explanation: str = "", source: str = "", *, raised_at: str = "") -> str:
+def category_of(gb_type: str, explanation: str = "", source: str = "", *, raised_at: str = "") -> str:
     """The category name for one break (:func:`dynscope._torch.break_categories.classify`), told
     where Dynamo reported it.
 
@@ -159,7 +159,7 @@ def classify(gb_type: str, explanation: str = "", source: str = "", *, raised_at
 
 
 def raised_in(filename: str) -> str:
-    """Where a break was raised, for :func:`classify`: "torch.optim", "library" (torch or a
+    """Where a break was raised, for :func:`category_of`: "torch.optim", "library" (torch or a
     third-party package) or "" (the user's code, or not known)."""
     if not filename or filename.startswith("<"):
         return ""

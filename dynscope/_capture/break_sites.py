@@ -13,7 +13,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from dynscope._capture.break_fixes import classify, fix_for
+from dynscope._capture.break_fixes import category_of, fix_for
 from dynscope._model import BreakEvent, GraphBreak, StackFrame
 from dynscope._torch.break_report import without_outer_frames
 from dynscope._torch.registry import is_dynscope_file, is_user_file
@@ -204,7 +204,7 @@ def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak,
             sites[key] = _with_event(known, compile_id, parsed.gave_up)
             continue
         source = frame.line or source_line(frame.filename, frame.lineno)
-        category = classify(parsed.gb_type, parsed.explanation, source, raised_at=parsed.reported_filename)
+        category = category_of(parsed.gb_type, parsed.explanation, source, raised_at=parsed.reported_filename)
         reason = parsed.gb_type
         if parsed.explanation:
             reason = f"{parsed.gb_type}: {parsed.explanation}" if parsed.gb_type else parsed.explanation
