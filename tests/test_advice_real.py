@@ -18,7 +18,7 @@ import torch._dynamo
 from torch import nn
 
 import dynscope
-from dynscope._capture.break_fixes import classify, fix_for
+from dynscope._capture.break_fixes import category_of, fix_for
 from dynscope._model import Outcome, Trial
 from dynscope._model.codec import report_from_dict
 from dynscope._render.card import render_card
@@ -122,8 +122,8 @@ def test_graph_break_inside_a_library_is_the_librarys(tmp_path: Path, monkeypatc
     assert b.category == LIBRARY_BREAK and not b.actionable
     assert "no change at this line removes it" in b.fix
     # The same words raised in the user's own file are the user's explicit graph_break().
-    assert classify(*GRAPH_BREAK, raised_at=__file__) == "explicit graph_break()"
-    assert classify(*GRAPH_BREAK, raised_at="/venv/lib/python3.11/site-packages/torch/optim/optimizer.py") == OPTIMIZER
+    assert category_of(*GRAPH_BREAK, raised_at=__file__) == "explicit graph_break()"
+    assert category_of(*GRAPH_BREAK, raised_at="/venv/lib/python3.11/site-packages/torch/optim/optimizer.py") == OPTIMIZER
     assert fix_for(OPTIMIZER) != fix_for("explicit graph_break()")
 
 

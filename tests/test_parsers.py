@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynscope._capture.break_fixes import CATEGORY_NAMES, classify
+from dynscope._capture.break_fixes import CATEGORY_NAMES, category_of
 from dynscope._torch.break_report import parse_break
 from dynscope._torch.guard_text import explain_reason, parse_guards, parse_recompile_reasons
 
@@ -89,19 +89,19 @@ def test_recompile_reasons() -> None:
 
 @given(st.text(), st.text(), st.text())
 def test_classify_always_names_a_category(gb_type: str, explanation: str, source: str) -> None:
-    assert classify(gb_type, explanation, source) in CATEGORY_NAMES
+    assert category_of(gb_type, explanation, source) in CATEGORY_NAMES
 
 
 def test_classify_real_types() -> None:
-    assert classify("Data-dependent branching") == "data-dependent branch"
-    assert classify("Failed to trace builtin operator", "does not know how to trace builtin operator `print`") == \
+    assert category_of("Data-dependent branching") == "data-dependent branch"
+    assert category_of("Failed to trace builtin operator", "does not know how to trace builtin operator `print`") == \
         "logging/print side effect"
-    assert classify("Attempted to call function marked as skipped",
+    assert category_of("Attempted to call function marked as skipped",
                     "Dynamo does not know how to trace the builtin `zlib.crc32.` (e.g. _warnings.warn)") == \
         "unsupported builtin or C/numpy call"
-    assert classify("Observed exception") == "observed exception"
-    assert classify("Something new", "", "m2 = copy.deepcopy(m)") == "deepcopy"
-    assert classify("Something new") == "other"
+    assert category_of("Observed exception") == "observed exception"
+    assert category_of("Something new", "", "m2 = copy.deepcopy(m)") == "deepcopy"
+    assert category_of("Something new") == "other"
 
 
 def test_recompile_payload_with_user_stack() -> None:
