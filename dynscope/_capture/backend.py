@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,30 +53,32 @@ def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+def _seen(record: RecordedGraph, grad_inputs: Any, grad_outputs: Any) -> None:
+    record.backward_runs += 1
+
+
+# Autograd calls the hook while the user's compiled frame is still running (a backward()
+# that broke the graph runs under Dynamo's frame callback), so Dynamo would compile the hook
+# as if it were the user's code: a frame PyTorch does not compile without dynscope. Disabled
+# once here (not per graph run: this is on every run's path), Dynamo never sees it.
+_SEEN = torch.compiler.disable(_seen)
+
+
 def _count_backward(outputs: Any, record: RecordedGraph) -> None:
     """Count one backward run of this graph run, if autograd ever goes back through it.
 
     A hook on the autograd node of the first output that has one fires when backward
     reaches it: the graph's backward ran (a training step), not only its forward with
-    gradients on.
+    gradients on. A hook on the node (not the tensor) runs after the node's backward and
+    leaves the gradients and the recorded backward ops untouched.
     """
     items = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
     for out in items:
         node = getattr(out, "grad_fn", None) if isinstance(out, torch.Tensor) else None
         if node is None:
             continue
-
-        # A hook on the autograd node (not the tensor) runs after the node's backward and
-        # leaves the gradients and the recorded backward ops untouched.
-        def seen(grad_inputs: Any, grad_outputs: Any) -> None:
-            record.backward_runs += 1
-
-        # Autograd calls the hook while the user's compiled frame is still running (a
-        # backward() that broke the graph runs under Dynamo's frame callback), so Dynamo
-        # would compile this hook as if it were the user's code: a frame PyTorch does not
-        # compile without dynscope. Disabled, Dynamo never sees it.
         try:
-            node.register_hook(torch.compiler.disable(seen))
+            node.register_hook(functools.partial(_SEEN, record))
         except RuntimeError:  # a node that takes no hooks
             continue
         return

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from dynscope._torch import break_categories
 from dynscope._torch.break_categories import LIBRARY_BREAK, OPTIMIZER
 
-__all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category", "category_of", "fix_for", "is_actionable", "raised_in"]
+__all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category", "category_of", "fix_for", "raised_in"]
 
 
 @dataclass(frozen=True)
@@ -179,9 +179,3 @@ def raised_in(filename: str) -> str:
 def fix_for(category: str) -> str:
     """dynscope's advice for a category."""
     return _BY_NAME.get(category, _BY_NAME["other"]).fix
-
-
-def is_actionable(category: str) -> bool:
-    """False for breaks PyTorch or a library makes on purpose (no change at the line removes
-    them); True otherwise, unknown categories included."""
-    return category not in break_categories.ON_PURPOSE

@@ -50,17 +50,21 @@ def have_graphviz() -> bool:
     return shutil.which("dot") is not None
 
 
-def _broken_dot(err: Exception) -> GraphvizNotFoundError:
-    """The error for a ``dot`` that is on PATH but does not work (it failed on a one-node
-    graph too): the environment's fault, not the report's, so pictures are left out as
-    when ``dot`` is missing."""
+def _dot_said(err: Exception) -> str:
+    """The first line ``dot`` wrote on stderr when it failed, or its exit status."""
     import graphviz
 
     if isinstance(err, graphviz.CalledProcessError):
         said = (err.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-        what = said[0] if said else f"exit status {err.returncode}"
-    else:
-        what = f"{type(err).__name__}: {err}"
+        return said[0] if said else f"exit status {err.returncode}"
+    return f"{type(err).__name__}: {err}"
+
+
+def _broken_dot(err: Exception) -> GraphvizNotFoundError:
+    """The error for a ``dot`` that is on PATH but does not work (it failed on a one-node
+    graph too): the environment's fault, not the report's, so pictures are left out as
+    when ``dot`` is missing."""
+    what = _dot_said(err)
     return GraphvizNotFoundError(
         f"Graphviz's `dot` program on PATH ({shutil.which('dot') or 'dot'}) does not work: it failed "
         f"on a one-node graph ({what}). Reinstall Graphviz (Debian/Ubuntu `sudo apt-get install "
@@ -108,9 +112,8 @@ def dot_to_svg(dot: str, path: str | Path | None = None) -> str:
             raise _broken_dot(err) from err
         if not isinstance(err, graphviz.CalledProcessError):
             raise
-        said = (err.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         raise DynscopeError(
-            f"Graphviz's dot could not lay out a picture ({said[0] if said else f'exit status {err.returncode}'}); "
+            f"Graphviz's dot could not lay out a picture ({_dot_said(err)}); "
             "this is a dynscope bug, please report it with the report's JSON"
         ) from err
     svg = _UNSAFE_LINK.sub("", svg)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -64,6 +65,12 @@ _PREGRAPH = "Pregraph bytecode"
 _QUIET_LOCK = threading.RLock()
 
 
+@functools.lru_cache(maxsize=1)
+def _libc() -> Any:
+    """The process's C library (opened once: the flush runs around every profiler toggle)."""
+    return ctypes.CDLL(None)
+
+
 def _flush_all() -> None:
     """Flush Python's stdout/stderr buffers and C's stdio buffers (what printf holds)."""
     for stream in (sys.stdout, sys.stderr):
@@ -71,7 +78,7 @@ def _flush_all() -> None:
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()
     with contextlib.suppress(Exception):  # no C library to ask (an unusual platform)
-        ctypes.CDLL(None).fflush(None)
+        _libc().fflush(None)
 
 
 @contextlib.contextmanager
