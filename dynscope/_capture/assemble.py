@@ -483,6 +483,7 @@ def _graph(
             runs=rec.runs,
             backward_runs=rec.backward_runs,
             split_by=rec.split_by,
+            grad_enabled=rec.grad_enabled,
             _module=_Live(rec.module),
         )
     op_counts = op_counts_from_code(trace_code)

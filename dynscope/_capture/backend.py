@@ -36,6 +36,9 @@ class RecordedGraph:
     # ("ddp_bucket"); "" otherwise. The assembler keeps the label only when a compile made
     # several pieces.
     split_by: str = ""
+    # Grad mode when Dynamo compiled it: torch.compile builds an inference graph under
+    # no_grad and a training graph (saving activations) otherwise; timing builds the same.
+    grad_enabled: bool = True
 
 
 def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -151,6 +154,7 @@ class RecordingBackend:
             dynamic=has_symbolic_inputs(gm),
             trains=outputs_need_grad(gm),
             split_by="ddp_bucket" if ddp_split_active() else "",
+            grad_enabled=torch.is_grad_enabled(),
         )
         self.graphs.append(record)
         compiled = self._inner(gm, example_inputs)

@@ -238,6 +238,11 @@ class Graph(GraphShortcuts):
     # "ddp_bucket" (DDP's optimizer split it at gradient-bucket boundaries; not the user's
     # break, not counted against budgets; see docs/distributed.md).
     split_by: str = ""
+    # Grad mode when Dynamo compiled it (torch.is_grad_enabled()): under no_grad torch.compile
+    # builds an inference graph, otherwise a training graph that saves activations for
+    # backward; timing times the build torch.compile made. True for trace-only graphs and in
+    # reports saved without it.
+    grad_enabled: bool = True
     _module: _Live = _live_field()  # live GraphModule (not saved)
 
     @property
