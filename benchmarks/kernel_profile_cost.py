@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dynscope import TimingOptions
 from dynscope._capture.backend import RecordingBackend
-from dynscope._capture.timing import _Clock, interleaved
+from dynscope._capture.sampling import Clock as _Clock
+from dynscope._capture.sampling import interleaved
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -47,6 +47,7 @@ from dynscope._model import (
     StackFrame,
     TensorMeta,
     Timing,
+    TimingCost,
     Trial,
 )
 from dynscope._model.codec import load
@@ -55,7 +56,7 @@ from dynscope._model.merge import merge, save_rank
 if typing.TYPE_CHECKING:
     from dynscope._capture.advise import advise
     from dynscope._capture.capture import Capture, capture, report
-    from dynscope._capture.timing import TimingOptions
+    from dynscope._capture.timing_options import TimingOptions
     from dynscope._testing import assert_compiles
 
 __version__ = "0.1.0"
@@ -67,7 +68,7 @@ _LAZY = {
     "capture": "dynscope._capture.capture",
     "report": "dynscope._capture.capture",
     "assert_compiles": "dynscope._testing",
-    "TimingOptions": "dynscope._capture.timing",
+    "TimingOptions": "dynscope._capture.timing_options",
 }
 
 __all__ = [
@@ -102,6 +103,7 @@ __all__ = [
     "StackFrame",
     "TensorMeta",
     "Timing",
+    "TimingCost",
     "TimingOptions",
     "Trial",
     "advise",

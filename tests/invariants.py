@@ -132,8 +132,21 @@ def check(rep: Report, counts: TraceCounts | None = None) -> None:
     # The phases shown add up to the header's figure (reports saved before phases have none).
     if ct.phases and not math.isclose(ct.total_s, sum(s for _, s in ct.phases), rel_tol=1e-3, abs_tol=5e-3):
         _fail(rep, f"compile time {ct.total_s} s is not the sum of its phases {ct.phases}")
-    built = sum(s for g in rep.graphs if g.lowering is not None and g.lowering.source == "timing" for _, s in g.lowering.phases)
-    if ct.measure_builds and built > ct.measure_s + 1e-6:
+    # The builds timing ran on (torch.compile's compile of the program, and dynscope's extra
+    # builds) took at least the seconds their phases show (Dynamo tracing is not shown below Dynamo).
+    built = sum(s for g in rep.graphs if g.lowering is not None and g.lowering.source == "timing"
+                for p, s in g.lowering.phases if p != "dynamo")
+    cost = rep.timing_cost
+    if cost is not None:
+        spent = cost.seconds("compile") + cost.seconds("extra builds") + cost.seconds("graph runs")
+        if built > spent + 1e-6:
+            _fail(rep, f"the builds shown per phase ({built} s) exceed the compile and builds timing made ({spent} s)")
+        if not math.isclose(cost.seconds("extra builds"), ct.measure_s, rel_tol=0.05, abs_tol=0.05):
+            _fail(rep, f"timing's extra builds ({cost.seconds('extra builds')} s) are not compile_time.measure_s "
+                       f"({ct.measure_s} s)")
+        if any(s < 0 for _, s in cost.phases):
+            _fail(rep, f"a timing phase with negative seconds: {cost.phases}")
+    elif ct.measure_builds and built > ct.measure_s + 1e-6:
         _fail(rep, f"dynscope's builds shown per phase ({built} s) exceed all its measurement builds ({ct.measure_s} s)")
     frames_total = sum(f.compile_time.total_s for f in rep.frames)
     if not math.isclose(ct.total_s, frames_total, rel_tol=1e-6, abs_tol=1e-6):

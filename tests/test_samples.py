@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import dynscope
-from dynscope._capture.timing import Samples
+from dynscope._capture.sampling import Samples
 
 FAST = dynscope.TimingOptions(warmup=1, repeats=6, min_time_s=0.01, min_sample_ms=0.2, progress=False)
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import dynscope
-from dynscope._capture.timing import Samples
+from dynscope._capture.sampling import Samples
 from dynscope._format import OVERHEAD_MS, ms, timer_resolution_ms
 from dynscope._model import ModeTiming, Report, Timing
 

@@ -66,7 +66,7 @@ def test_dynamic_graph_is_compiled_dynamic_like_dynamo() -> None:
 @pytest.mark.slow
 def test_failed_graph_does_not_claim_numerics() -> None:
     from dynscope._capture.backend import RecordingBackend
-    from dynscope._capture.timing import time_graph
+    from dynscope._capture.graph_timing import time_graph
 
     backend = RecordingBackend(keep_inputs=True)
     compiled = torch.compile(Tiny(), backend=backend)

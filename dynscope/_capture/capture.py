@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -23,7 +24,7 @@ from dynscope._torch.profiler import OWN_MARK, CoverageRecorder
 from dynscope._torch.trace import TraceCollector
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dynscope._capture.timing import TimingOptions
+    from dynscope._capture.timing_options import TimingOptions
     from dynscope._model import Report
 
 _MISSING: Any = object()
@@ -251,7 +252,7 @@ def _check_options(dynamic: Any, timing_options: Any) -> None:
             f"{_short_repr(dynamic)}"
         )
     if timing_options is not None:
-        from dynscope._capture.timing import TimingOptions
+        from dynscope._capture.timing_options import TimingOptions
 
         if not isinstance(timing_options, TimingOptions):
             raise InputError(
@@ -320,7 +321,7 @@ def report(
     model, note = check_model(model)
     notes = [note] if note else []
     if timing:
-        from dynscope._capture.timing import device_of, validate_modes
+        from dynscope._capture.timing_options import device_of, validate_modes
 
         validate_modes(modes, device_of([c[0] for c in call_list] + [c[1] for c in call_list]))
     if coverage and _torch.profiler_running():
@@ -355,6 +356,7 @@ def _report_locked(
     notes: tuple[str, ...],
 ) -> Report:
     failure: tuple[int, BaseException] | None = None
+    started = time.perf_counter()
     recorder = CoverageRecorder() if coverage else None
     cap = _ReportCapture(inner=inner, title=title_of(model), coverage=recorder)
     profiling = recorder.recording() if recorder is not None else contextlib.nullcontext()
@@ -396,6 +398,7 @@ def _report_locked(
 
         with _torch.DynamoSandbox():
             rep = time_report(
-                rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options
+                rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options,
+                capture_s=time.perf_counter() - started,
             )
     return rep

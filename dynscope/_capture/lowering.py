@@ -152,8 +152,13 @@ def build_lowering(
             if pn.filename and pre not in by_line.get((pn.filename, pn.lineno), ()):
                 by_line.setdefault((pn.filename, pn.lineno), []).append(pre)
 
-    # Kernel shares are of the timer's median of this build when known, else of the profile.
-    whole = measured_ms if measured_ms is not None else (times.profiled_ms if times is not None else None)
+    # Kernel shares are of the timer's median of this build when known, else of the profile;
+    # of the profiled run when that was slower (a busy machine during profiling): a kernel
+    # never takes more than the run it is in.
+    profiled = times.profiled_ms if times is not None else None
+    whole = measured_ms if measured_ms is not None else profiled
+    if whole is not None and profiled is not None:
+        whole = max(whole, profiled)
     kernels: list[Kernel] = []
     out_notes = list(notes)
     for index, unit in enumerate(units[: len(kinds)]):
@@ -420,13 +425,48 @@ class LoweringRecorder:
             self.missing = list(missing)
             yield
 
+    def compiled(self) -> CompileEvents:
+        """Everything recorded, as one compile's events."""
+        return CompileEvents(self.collector.snapshot(), self.missing)
+
+    def by_compile(self) -> dict[str, CompileEvents]:
+        """The recorded events grouped by PyTorch's compile id (Dynamo compiles only: a
+        training graph's lazy backward compile logs under its forward's id)."""
+        groups: dict[str, list[TraceEvent]] = {}
+        for ev in self.collector.snapshot():
+            if ev.compile_id:
+                groups.setdefault(ev.compile_id, []).append(ev)
+        return {cid: CompileEvents(evs, self.missing) for cid, evs in groups.items()}
+
     def kernel_units(self) -> list[list[tuple[str, tuple[str, ...]]]]:
         """Per output code, its kernel calls as ("name:n", profiler names), in call order."""
-        _, units, _, _ = split_units(self.collector.snapshot())
+        return self.compiled().kernel_units()
+
+    def lowering(self, graph: Graph, *, notes: Sequence[str] = (), **kwargs: Any) -> Lowering | None:
+        return self.compiled().lowering(graph, notes=notes, **kwargs)
+
+
+@dataclass(frozen=True)
+class CompileEvents:
+    """The AOTAutograd and Inductor events of one compile, ready for profiling its kernels
+    (:meth:`kernel_units`) and for :func:`build_lowering`.
+
+    Attributes:
+        events: the compile's trace events, in arrival order.
+        missing: Inductor settings this torch lacks (said in the lowering's notes).
+    """
+
+    events: Sequence[TraceEvent]
+    missing: Sequence[str] = ()
+
+    def kernel_units(self) -> list[list[tuple[str, tuple[str, ...]]]]:
+        """Per output code, its kernel calls as ("name:n", profiler names), in call order."""
+        _, units, _, _ = split_units(self.events)
         return [
             [(key, lt.profiler_names(lt.split_handle(key)[0])) for key, _ in lt.kernel_calls(u.code)] for u in units
         ]
 
     def lowering(self, graph: Graph, *, notes: Sequence[str] = (), **kwargs: Any) -> Lowering | None:
+        """The lowering of ``graph`` from these events (:func:`build_lowering`)."""
         said = [f"this torch has no Inductor setting {m}" for m in self.missing] + list(notes)
-        return build_lowering(graph, self.collector.snapshot(), notes=said, **kwargs)
+        return build_lowering(graph, self.events, notes=said, **kwargs)

@@ -9,7 +9,7 @@ would load every family and circle back).
     base       what the families share (the live holder, the one-line repr)
     graph      TensorMeta, Node, Graph, AotGraph, SavedTensors, Kernel, Lowering
     breaks     StackFrame, BreakEvent, GraphBreak
-    timing     CompileTime, Timing, ModeTiming, Coverage
+    timing     CompileTime, Timing, ModeTiming, Coverage, TimingCost
     advice     Outcome, Trial, Advice
     report     Report, Frame, Guard, Recompile, RecompileGroup, SCHEMA_VERSION
     ranks      MultiRankReport, Divergence
@@ -37,7 +37,7 @@ from dynscope._model.graph import (
 )
 from dynscope._model.ranks import Divergence, MultiRankReport
 from dynscope._model.report import SCHEMA_VERSION, Frame, Guard, Recompile, RecompileGroup, Report
-from dynscope._model.timing import CompileTime, Coverage, ModeTiming, Timing
+from dynscope._model.timing import CompileTime, Coverage, ModeTiming, Timing, TimingCost
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -66,5 +66,6 @@ __all__ = [
     "StackFrame",
     "TensorMeta",
     "Timing",
+    "TimingCost",
     "Trial",
 ]

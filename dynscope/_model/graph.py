@@ -152,7 +152,10 @@ class Lowering:
     """What happened below Dynamo for one graph: AOTAutograd's graphs and Inductor's kernels."""
 
     mode: str = "default"  # the Inductor mode of the build described
-    source: str = "timing"  # "timing": dynscope's timed build; "trace": the compile PyTorch logged
+    # "timing": the build timing=True timed (torch.compile's own compile of the program, or
+    # dynscope's build of a graph that compile did not make); "trace": the compile PyTorch
+    # logged under capture()
+    source: str = "timing"
     forward: AotGraph | None = None  # the forward (training) or inference graph
     backward: AotGraph | None = None  # None when the graph did not train
     saved_for_backward: SavedTensors | None = None  # None when there is no backward
@@ -162,8 +165,8 @@ class Lowering:
     code: str = ""  # Inductor's output code for the forward (or inference) graph
     backward_code: str = ""  # ... and for the backward
     cache: tuple[tuple[str, str], ...] = ()  # ("fx_graph forward", "hit"/"miss"/"bypass"), ...
-    # (phase, seconds) in pipeline order, of the build described: source "timing", dynscope's
-    # timed build (not the user's compile); source "trace", the user's compile of the graph's
+    # (phase, seconds) in pipeline order, of the build described: source "timing", the build
+    # timing ran on (not the user's compile); source "trace", the user's compile of the graph's
     # frame as Report.compile_time counts it (frame compile and lazy backward compile).
     phases: tuple[tuple[str, float], ...] = ()
     profiled_ms: float | None = None  # one call's time under the profiler, wrappers included (fwd+bwd when training)

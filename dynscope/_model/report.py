@@ -15,7 +15,7 @@ from dynscope._model.base import _brief, _Live, _live_field
 from dynscope._model.breaks import BreakEvent, GraphBreak  # noqa: TC001
 from dynscope._model.display import ReportShortcuts
 from dynscope._model.graph import Graph, Kernel  # noqa: TC001
-from dynscope._model.timing import CompileTime, Coverage, ModeTiming
+from dynscope._model.timing import CompileTime, Coverage, ModeTiming, TimingCost
 from dynscope._torch.wording import is_resume_name, resume_label
 
 if TYPE_CHECKING:
@@ -130,6 +130,8 @@ class Report(ReportShortcuts):
     compile_time: CompileTime = CompileTime()  # summed over frames
     coverage: Coverage | None = None  # None when not measured (capture() of foreign code)
     timing: tuple[ModeTiming, ...] = ()  # end to end, one per mode, when timing ran
+    # Where timing=True's wall time went (dynscope's measurement by phase); None without timing.
+    timing_cost: TimingCost | None = None
     calls: int = 0  # calls dynscope made (report()); 0 for capture()
     torch_version: str = ""
     title: str = ""  # what was captured, e.g. the model's class name

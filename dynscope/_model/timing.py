@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from dynscope._format import OVERHEAD_MS, ms, percent, plural, timer_resolution_ms
 from dynscope._model.base import _brief
 
-__all__ = ["CompileTime", "Coverage", "ModeTiming", "Timing"]
+__all__ = ["CompileTime", "Coverage", "ModeTiming", "Timing", "TimingCost"]
 
 
 def _below_resolution(device: str, eager_ms: float, compiled_ms: float, failed: bool) -> bool:
@@ -35,7 +35,7 @@ class CompileTime:
     # chromium_event; or, when it logged none, "dynamo"/"backend"/"inductor" from
     # compilation_metrics). They add up to total_s. () in reports saved before dynscope had them.
     phases: tuple[tuple[str, float], ...] = ()
-    # dynscope's own Inductor builds of the captured graphs for timing=True (summed over the
+    # dynscope's own Inductor builds beyond torch.compile's for timing=True (summed over the
     # report's graphs and modes: Timing.build_s): not the user's compile, not in total_s.
     measure_s: float = 0.0
     measure_builds: int = 0  # how many builds measure_s is of
@@ -49,7 +49,9 @@ class Timing:
     device: str  # "cpu", "cuda:0"
     eager_ms: float = 0.0  # median eager time of one run
     compiled_ms: float = 0.0  # median compiled time of one run
-    compile_s: float = 0.0  # seconds of the timed Inductor build: compile and first run
+    # Seconds to build what was timed: torch.compile's backend call for this graph
+    # (AOTAutograd + Inductor, forward), or dynscope's own build with its first run.
+    compile_s: float = 0.0
     max_abs_err: float = 0.0  # largest absolute difference between compiled and eager outputs
     max_rel_err: float = 0.0  # largest relative difference
     kernels: int = -1  # generated kernels, -1 when unknown
@@ -70,9 +72,10 @@ class Timing:
     grads_checked: bool = False  # input/parameter gradients were compared with eager
     max_grad_err: float = 0.0  # largest absolute gradient difference
     train_error: str = ""  # why forward+backward could not be timed; "" when it was or was not tried
-    # Every Inductor build dynscope made of this graph for this mode (the timed build, the
-    # forward+backward build, numerics builds), compile and first run: dynscope's own
-    # measurement cost, not the user's compile (Report.compile_time.measure_s adds them up).
+    # Every Inductor build dynscope made of this graph for this mode beyond torch.compile's
+    # own (numerics builds for random ops, a backward the program never compiled, the graph
+    # itself when torch.compile's run did not build it), compile and first run: dynscope's
+    # own measurement cost, not the user's compile (Report.compile_time.measure_s adds them up).
     build_s: float = 0.0
     builds: int = 0  # how many builds build_s is of
     # The machine while timing: torch's intra-op threads, the cores this process may use, the
@@ -243,3 +246,41 @@ class ModeTiming:
     def below_resolution(self) -> bool:
         """A median under what the clock can tell apart on this device (:func:`timer_resolution_ms`)."""
         return _below_resolution(self.device, self.eager_ms, self.compiled_ms, bool(self.error))
+
+
+@dataclass(frozen=True)
+class TimingCost:
+    """Where the wall time of ``report(timing=True)`` went, phase by phase: dynscope's own
+    measurement, said apart from the user's compile (``Report.compile_time``).
+
+    ``phases``: (phase, seconds) in the order they first ran, each counted once (a phase
+    inside another pauses it):
+
+    - "capture": the calls under dynscope's recording backend (eager), the report built;
+    - "compile": torch.compile of the whole program with Inductor, its first call: every
+      graph built once, as the user's compile builds it (``ModeTiming.first_call_s``);
+    - "extra builds": Inductor builds beyond torch.compile's own (``CompileTime.measure_s``):
+      numerics under eager's random numbers (graphs with random ops only), backward
+      compiles of graphs the program never ran backward through, graphs torch.compile's
+      run did not build;
+    - "graph runs": per graph, numerics, warm-up and samples, forward and forward+backward;
+    - "kernel profiling": the profiled runs that time each kernel;
+    - "program runs": the whole program's samples, eager against compiled.
+    """
+
+    phases: tuple[tuple[str, float], ...] = ()
+    reused: int = 0  # graph timings made on torch.compile's own build
+    rebuilt: int = 0  # graph timings made on a build of dynscope's (torch.compile built no such graph)
+
+    @property
+    def total_s(self) -> float:
+        """Seconds over all phases."""
+        return sum(s for _, s in self.phases)
+
+    def seconds(self, phase: str) -> float:
+        """One phase's seconds; 0.0 when it did not run."""
+        return sum(s for p, s in self.phases if p == phase)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{p} {s:.2f} s" for p, s in self.phases)
+        return _brief("TimingCost", f"{self.total_s:.2f} s: {parts}" if parts else "nothing measured")

@@ -319,7 +319,7 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str]) -> str:
     low = g.lowering
     if low is None:
         return ""
-    how = "dynscope's timed build" if low.source == "timing" else "the compile PyTorch logged"
+    how = "the build timing ran on" if low.source == "timing" else "the compile PyTorch logged"
     facts = [f"Inductor ({esc(low.mode)}, {how}): {plural(len(low.kernels), 'kernel')}",
              f"{percent(low.mapped_share)} of the graph's compute nodes mapped to a kernel"]
     if low.unmapped:

@@ -275,21 +275,42 @@ def compile_parts(t: CompileTime, digits: int = 3) -> str:
     return text + ")"
 
 
+#: The phases of TimingCost in words (report(timing=True)'s own wall time).
+COST_LABELS = {
+    "capture": "capture",
+    "compile": "torch.compile of the program with Inductor, first call",
+    "extra builds": "extra Inductor builds",
+    "graph runs": "graph runs",
+    "kernel profiling": "kernel profiling",
+    "program runs": "program runs",
+}
+
+
 def measurement_text(rep: Report) -> str:
-    """dynscope's own Inductor builds for timing=True, said apart from the user's compile;
-    "" when there were none."""
+    """What timing=True cost, phase by phase, said apart from the user's compile; "" when
+    timing did not run."""
+    cost = rep.timing_cost
     t = rep.compile_time
-    if not t.measure_builds:
-        return ""
-    text = (
-        f"not in that total: dynscope's own measurement builds (timing=True) took {t.measure_s:.2f} s "
-        f"over {plural(t.measure_builds, 'Inductor build')}"
-    )
+    if cost is None:  # reports saved before dynscope kept the split
+        if not t.measure_builds:
+            return ""
+        return (
+            f"not in that total: dynscope's own measurement builds (timing=True) took {t.measure_s:.2f} s "
+            f"over {plural(t.measure_builds, 'Inductor build')}"
+        )
+    parts = []
+    for phase, seconds in cost.phases:
+        label = COST_LABELS.get(phase, phase)
+        if phase == "extra builds":
+            label += f" ({plural(t.measure_builds, 'build')}: numerics, backward compiles, graphs rebuilt)"
+        parts.append(f"{label} {seconds:.2f} s")
+    text = f"not in that total: timing=True took {cost.total_s:.2f} s: " + ", ".join(parts)
+    timed = cost.reused + cost.rebuilt
+    if timed:
+        text += f"; {cost.reused} of {plural(timed, 'graph timing')} ran on torch.compile's own build"
     firsts = [m for m in rep.timing if not m.error]
     if firsts:
-        text += ", and torch.compile's first call end to end " + ", ".join(
-            f"{m.first_call_s:.2f} s ({m.mode})" for m in firsts
-        )
+        text += "; torch.compile's first call " + ", ".join(f"{m.first_call_s:.2f} s ({m.mode})" for m in firsts)
     return text
 
 
@@ -443,7 +464,7 @@ def phase_seconds(graphs: list[Graph] | tuple[Graph, ...], *, source: str | None
 #: What a lowering's phases are of, by its source, in words.
 PHASE_SOURCES = {
     "trace": "your compile",
-    "timing": "dynscope's timed build (not your compile)",
+    "timing": "the build timing ran on (not your compile)",
 }
 
 
@@ -457,9 +478,15 @@ def lowering_phase_lines(rep: Report) -> list[tuple[str, str]]:
         user = list(rep.compile_time.phases) or phase_seconds(lowered, source="trace")
         out.append(("your program's compile per phase (the header's figure)", phases_text(user)))
     built = phase_seconds(lowered, source="timing")
-    if built:
-        # The lowerings are of each graph's first-mode build; the measurement total also
-        # holds the forward+backward, numerics and other modes' builds: say how the two meet.
+    if built and rep.timing_cost is not None:
+        # The lowerings are of each graph's first-mode build: torch.compile's own compile of
+        # the program (timing=True times each graph on it), or dynscope's build of a graph
+        # that compile did not make. Other modes and the extra builds are in the cost line.
+        label = "the builds timing ran on (first mode), per phase (not in the compile time above"
+        if rep.compile_time.measure_builds:
+            label += f"; {plural(rep.compile_time.measure_builds, 'extra build')} apart, in timing=True's cost"
+        out.append((label + ")", phases_text(built)))
+    elif built:  # a report saved before timing ran on torch.compile's builds: all dynscope's own
         label = "dynscope's first-mode builds shown here, per phase (not in the compile time"
         whole = rep.compile_time.measure_s
         shown = sum(s for _, s in built)

@@ -47,6 +47,7 @@ _HOME = {
     "lowering_config": "inductor",
     "lookup_backend": "sandbox",
     "mode_options": "inductor",
+    "recording_inductor": "inductor",
     "profiler_running": "profiler",
     "restored_model_state": "user_model",
     "snapshot_state": "sandbox",

@@ -154,3 +154,49 @@ def lowering_config(*, kernel_profile: bool) -> Iterator[list[str]]:
             missing.append("cpp.enable_kernel_profile")
     with inductor_config.patch(patches):
         yield missing
+
+
+def recording_inductor(
+    mode: str, key_of: Callable[[Any, list[Any]], Any], on_build: Callable[[Any, Callable[..., Any], float], None]
+) -> Any:
+    """A torch.compile backend that is ``torch.compile(mode=mode)``'s own Inductor backend,
+    calling ``on_build(key_of(gm, example_inputs), compiled, seconds)`` after each graph it
+    builds (``key_of`` runs first: Inductor's passes rewrite the GraphModule they are given).
+
+    ``torch.compile(model, backend=recording_inductor(m, ...))`` compiles exactly as
+    ``torch.compile(model, mode=m)``: the backend is torch's own Inductor wrapper
+    (``torch._TorchCompileInductorWrapper``, torch 2.1 .. 2.14: its mode options, compiler
+    config and cudagraph reset), subclassed only to hand each compiled callable over.
+    ``seconds``: the backend call (AOTAutograd and Inductor's forward or inference compile;
+    a training graph's backward compiles later, at its first backward).
+    """
+    import time
+
+    base = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if base is None:  # pragma: no cover - every torch dynscope supports has it
+        options = mode_options(mode)
+
+        def plain(gm: Any, example_inputs: list[Any]) -> Any:
+            from torch._inductor.compile_fx import compile_fx
+
+            key = key_of(gm, list(example_inputs))
+            start = time.perf_counter()
+            compiled: Any = compile_fx(gm, example_inputs, config_patches=options)
+            on_build(key, compiled, time.perf_counter() - start)
+            return compiled
+
+        return plain
+
+    class _Recording(base):  # type: ignore[misc, valid-type]
+        def __repr__(self) -> str:  # errors name the backend: say it is torch's Inductor
+            return "inductor"
+
+        def __call__(self, model_: Any, inputs_: Any, **kwargs: Any) -> Any:
+            key = key_of(model_, list(inputs_))
+            start = time.perf_counter()
+            compiled = super().__call__(model_, inputs_, **kwargs)
+            on_build(key, compiled, time.perf_counter() - start)
+            return compiled
+
+    # dynamic=None: torch.compile's default (automatic dynamic), as report() compiles.
+    return _Recording(None if mode == "default" else mode, None, None)

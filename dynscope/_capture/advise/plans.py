@@ -349,7 +349,7 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Pla
 
 
 def _timing_plans(model: Any, call_list: list[Call]) -> list[Plan]:
-    from dynscope._capture.timing import device_of
+    from dynscope._capture.timing_options import device_of
 
     device = device_of([a for a, _ in call_list] + [k for _, k in call_list])
     precision = Plan("matmul_precision_high", 'torch.set_float32_matmul_precision("high")', (),

@@ -244,7 +244,7 @@ def _compiled_outputs(model: Any, call_list: list[Call], plan: Plan, report_kwar
 
 def _compare(expected: list[Any], got: list[Any], rtol: float, atol: float) -> tuple[float, bool]:
     """(max abs difference, match) over every call's outputs; non-tensor values must be equal."""
-    from dynscope._capture.timing import compare_outputs
+    from dynscope._capture.sampling import compare_outputs
 
     max_abs, _, ok = compare_outputs(expected, got, rtol, atol)
     return max_abs, ok and _plain_values(expected) == _plain_values(got)
