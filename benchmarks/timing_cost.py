@@ -92,10 +92,12 @@ def _child(side: str, name: str) -> dict[str, Any]:
         rep = dynscope.report(model, calls=list(calls), timing=True,
                               timing_options=dynscope.TimingOptions(progress=False))
         wall = time.perf_counter() - start
-    cost = rep.timing_cost
+    # Reports of dynscope before issue 20 have no timing_cost: their builds stand alone.
+    cost = getattr(rep, "timing_cost", None)
+    old = [("dynscope builds", rep.compile_time.measure_s)] + [("first call", m.first_call_s) for m in rep.timing]
     return {
         "wall_s": wall,
-        "phases": list(cost.phases) if cost else [],
+        "phases": list(cost.phases) if cost else old,
         "reused": cost.reused if cost else 0,
         "rebuilt": cost.rebuilt if cost else 0,
         "graphs": rep.graph_count,

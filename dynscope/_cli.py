@@ -7,6 +7,8 @@ Commands:
     dynscope diff OLD NEW    what changed between two saved reports (exit 1 when worse)
     dynscope render FILE -o DIR   write the HTML bundle of a saved report
     dynscope merge FOLDER -o DIR  merge each rank's report: one HTML page and merged.json
+    dynscope script FILE GRAPH -o OUT.py   a standalone script that reruns one graph, eager
+                             against Inductor (needs only torch)
 
 Exit status: 0 fine, 1 the program broke a gate (--fail-on-break, --max-recompiles,
 --max-compile-s, a worse diff), 2 any error: bad usage, a bad or unreadable file, a program
@@ -40,6 +42,7 @@ EXAMPLES = {
     "diff": "example: dynscope diff before.json after.json   (exit 1 when after is worse)",
     "render": "example: dynscope render run.json -o report/",
     "merge": "example: dynscope merge ranks/ -o merged/ --fail-on-divergence   (exit 1 when ranks differ)",
+    "script": "example: dynscope script run.json 0 -o graph_0.py && python graph_0.py   (needs only torch)",
 }
 
 
@@ -224,6 +227,22 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("folder", help="the folder every rank saved its report to with dynscope.save_rank")
     g.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write")
     g.add_argument("--fail-on-divergence", action="store_true", help="exit 1 when the ranks compiled differently")
+
+    c = sub.add_parser(
+        "script",
+        help="write a standalone script that rebuilds one graph and times it eager against Inductor",
+        description="Write OUT.py: it rebuilds graph GRAPH of the saved report from its code, makes "
+        "inputs from the recorded shapes, dtypes and strides (random data, seed 0), checks Inductor's "
+        "numerics and times eager against Inductor as dynscope does, printing its figures beside the "
+        "report's. It needs only torch (never dynscope): attach it to a bug report or rerun it after "
+        "a torch upgrade.",
+        epilog=EXAMPLES["script"],
+    )
+    c.add_argument("file", help="a report saved with Report.save or --json")
+    c.add_argument("graph", help="the graph's id, as the report prints it (0, 1, ...)")
+    c.add_argument("-o", "--output", required=True, metavar="OUT.py", help="the script to write")
+    c.add_argument("--no-timing", action="store_true", help="the script only compiles and checks numerics")
+    c.add_argument("--mode", default=None, help="Inductor mode (default: the mode the report timed, else default)")
     return p
 
 
@@ -469,6 +488,20 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return 1 if args.fail_on_divergence and merged.diverged else 0
 
 
+def _cmd_script(args: argparse.Namespace) -> int:
+    from dynscope._model.codec import load
+
+    rep = load(_existing(args.file))
+    ids = ", ".join(str(g.id) for g in rep.graphs) or "none (the report captured no graph)"
+    try:
+        graph = rep.graph(int(args.graph))
+    except (ValueError, KeyError):
+        raise UsageError(f"no graph {args.graph!r} in {args.file}; its graph ids are {ids}") from None
+    graph.to_script(Path(args.output), timing=not args.no_timing, mode=args.mode, report=rep)
+    print(f"wrote {args.output} (graph {graph.id}, {graph.frame}): run it with python {args.output}")
+    return 0
+
+
 def _existing(path: str) -> Path:
     p = Path(path)
     if p.is_dir():
@@ -478,7 +511,10 @@ def _existing(path: str) -> Path:
     return p
 
 
-COMMANDS = {"report": _cmd_report, "advise": _cmd_advise, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render, "merge": _cmd_merge}
+COMMANDS = {
+    "report": _cmd_report, "advise": _cmd_advise, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render,
+    "merge": _cmd_merge, "script": _cmd_script,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 """The model's output shortcuts (``summary()``, ``str()``, ``to_html()``, ``render()``,
-``to_dot()``, ``to_svg()``, ``_repr_html_``): mixins whose every method hands the object to
+``to_dot()``, ``to_svg()``, ``to_script()``, ``_repr_html_``): mixins whose every method hands the object to
 one function of the render door, ``dynscope._render``.
 
 This is the model's only way up the stack, and it is taken late (:func:`_door`, at the first
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from dynscope._model.graph import Lowering
+    from dynscope._model.report import Report
 
 __all__ = [
     "AdviceShortcuts",
@@ -87,7 +88,7 @@ class ReportShortcuts:
 
 
 class GraphShortcuts:
-    """``Graph``'s pictures: DOT, SVG and the notebook card."""
+    """``Graph``'s pictures (DOT, SVG, the notebook card) and its standalone script."""
 
     __slots__ = ()
 
@@ -110,6 +111,44 @@ class GraphShortcuts:
     ) -> str:
         """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
         return str(_door().graph_svg(self, path, depth=depth, fold_params=fold_params, color_by=color_by))
+
+    def to_script(
+        self,
+        path: str | Path | None,
+        *,
+        timing: bool = True,
+        mode: str | None = None,
+        report: Report | None = None,
+    ) -> str:
+        """Write a standalone Python script that rebuilds this graph and runs it eager against
+        Inductor; returns its text.
+
+        The script needs only torch (it never imports dynscope): it rebuilds the GraphModule
+        from the graph's code, makes inputs from the recorded shapes, dtypes and strides
+        (random data, seed 0; symbolic sizes as they ran), checks numerics and times the two
+        as dynscope did, printing ``eager_ms=... compiled_ms=... speedup=...`` beside the
+        report's figures (``--json`` for one JSON line). Attach it to a bug report, or rerun
+        it after a torch upgrade. See docs/timing.md, "Rerunning one graph".
+
+        Args:
+            path: the file to write; None only returns the text.
+            timing: the script times eager against Inductor; False: it compiles and checks
+                numerics only. Defaults to True.
+            mode: Inductor mode; None takes the mode of the graph's first timing, else
+                "default". Defaults to None.
+            report: the report the graph belongs to (its title and torch version go into
+                the script's header). Defaults to None.
+
+        Raises:
+            InputError: the graph cannot be rebuilt standalone (its code reads a constant or
+                calls a function of the program the report does not keep; an input is not a
+                tensor or a number...): the message says why. Or a bad ``mode``, or a
+                ``path`` that cannot be written.
+
+        Example:
+            >>> rep.graph(0).to_script("graph_0.py", report=rep)
+        """
+        return str(_door().graph_script(self, path, timing=timing, mode=mode, report=report))
 
     def _repr_html_(self) -> str:
         """Its picture in a notebook (its summary when Graphviz is not installed or does not work)."""

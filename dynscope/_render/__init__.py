@@ -24,6 +24,7 @@ __all__ = [
     "break_card",
     "graph_card",
     "graph_dot",
+    "graph_script",
     "graph_svg",
     "merged_html",
     "merged_text",
@@ -99,6 +100,27 @@ def graph_svg(
     from dynscope._render.svg import dot_to_svg
 
     return dot_to_svg(graph_dot(graph, depth=depth, fold_params=fold_params, color_by=color_by), path)
+
+
+def graph_script(
+    graph: Graph,
+    path: str | Path | None = None,
+    *,
+    timing: bool = True,
+    mode: str | None = None,
+    report: Report | None = None,
+) -> str:
+    """A standalone script that rebuilds one graph and times it eager against Inductor, also
+    written to ``path`` when given (``Graph.to_script``; see dynscope._render.script)."""
+    from pathlib import Path
+
+    from dynscope._render.script import graph_script as script
+    from dynscope._write import write_text
+
+    text = script(graph, timing=timing, mode=mode, report=report)
+    if path is not None:
+        write_text(Path(path), text)
+    return text
 
 
 def graph_card(graph: Graph) -> str:
