@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dynscope._capture.break_sites import (
     fold_breaks,
@@ -67,6 +67,15 @@ def _renumbering(events: list[TraceEvent], recorded: list[RecordedGraph]) -> dic
         c_new = per.setdefault(cid, len(per))
         out[cid] = f"{f_new}/{c_new}"
     return out
+
+
+_Numbered = TypeVar("_Numbered", "TraceEvent", "RecordedGraph")
+
+
+def _renumbered(item: _Numbered, renumber: dict[str, str]) -> _Numbered:
+    """``item`` (a trace event or a recorded graph) with its compile id renumbered."""
+    new = renumber.get(item.compile_id, item.compile_id)
+    return item if new == item.compile_id else replace(item, compile_id=new)
 
 
 def _users_reasons(reasons: tuple[str, ...], ignore_backend_mismatch: bool) -> tuple[str, ...]:
@@ -297,8 +306,10 @@ def build_report(
             a recorded trace assembled elsewhere).
     """
     renumber = _renumbering(events, recorded)
-    events = [replace(ev, compile_id=renumber.get(ev.compile_id, ev.compile_id)) for ev in events]
-    recorded = [replace(r, compile_id=renumber.get(r.compile_id, r.compile_id)) for r in recorded]
+    # Only what changes is copied: a report's trace runs to thousands of events (compile
+    # steps, guards), and after torch._dynamo.reset() most ids are already the capture's own.
+    events = [_renumbered(ev, renumber) for ev in events]
+    recorded = [_renumbered(r, renumber) for r in recorded]
     raw_ids = {new: old for old, new in renumber.items()}
     # DDP's optimizer hands one compile's graph to the backend in pieces (bucket splits):
     # they all stand where the trace announces that compile's graph, in order. A compile

@@ -86,10 +86,11 @@ class ProgramBuilds:
     mode: str
     builds: list[Build] = field(default_factory=list)
     thread: int = field(default_factory=threading.get_ident)
+    dynamic: bool | None = None  # torch.compile's ``dynamic``, which its Inductor backend is told too
 
     def backend(self) -> Any:
-        """torch.compile(mode=...)'s own Inductor backend, recording each build here."""
-        return _torch.recording_inductor(self.mode, self._key, self._keep)
+        """torch.compile(mode=..., dynamic=...)'s own Inductor backend, recording each build here."""
+        return _torch.recording_inductor(self.mode, self._key, self._keep, dynamic=self.dynamic)
 
     def _key(self, gm: Any, _inputs: list[Any]) -> Any:
         return graph_key(gm) if threading.get_ident() == self.thread else None

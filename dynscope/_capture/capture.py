@@ -399,6 +399,6 @@ def _report_locked(
         with _torch.DynamoSandbox():
             rep = time_report(
                 rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options,
-                capture_s=time.perf_counter() - started,
+                capture_s=time.perf_counter() - started, dynamic=dynamic,
             )
     return rep

@@ -38,6 +38,7 @@ from dynscope._capture.sampling import (
 )
 from dynscope._capture.timing_options import TimingOptions, device_of
 from dynscope._model import Graph, Lowering, Timing
+from dynscope._torch.fx import written_inputs
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -124,6 +125,52 @@ def fresh_inputs(values: Sequence[Any]) -> list[Any]:
     return out
 
 
+class Written:
+    """The inputs a graph writes to, kept as they were before any run of dynscope's.
+
+    Each numerics run starts from these values (otherwise eager runs on ``x`` and compiled
+    on ``x + 1``, and two seeds "differ" on any graph that writes its input); the tensors
+    are put back when the graph is done, as the program's own run left them.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> None:
+        with torch.no_grad():
+            self.saved = [
+                (inputs[i], inputs[i].detach().clone())
+                for i in written_inputs(gm)
+                if i < len(inputs) and isinstance(inputs[i], torch.Tensor)
+            ]
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for live, value in self.saved:
+                live.copy_(value)
+
+    def fresh(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` run on the kept input values, its tensor outputs copied (an output may be
+        the input itself, which the next run overwrites); ``fn`` itself when nothing is written."""
+        if not self.saved:
+            return fn
+
+        def run(*args: Any) -> Any:
+            self.restore()
+            return _copied(fn(*args))
+
+        return run
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()  # differentiable: a training step's gradients flow through it
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+        return type(value)(*(_copied(v) for v in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
+
+
 def time_graph(rec: RecordedGraph, mode: str, opts: TimingOptions) -> Timing:
     """Time one captured graph eagerly and through an Inductor build of dynscope's."""
     return time_graph_lowered(rec, mode, opts)[0]
@@ -173,6 +220,26 @@ def time_graph_lowered(
         cost: where the seconds of builds and profiling are counted.
     """
     inputs = fresh_inputs(rec.example_inputs)
+    written = Written(rec.module, inputs)
+    try:
+        return _time_graph(rec, mode, opts, graph, inputs, written, machine=machine, build=build, events=events, cost=cost)
+    finally:
+        written.restore()
+
+
+def _time_graph(
+    rec: RecordedGraph,
+    mode: str,
+    opts: TimingOptions,
+    graph: Graph | None,
+    inputs: list[Any],
+    written: Written,
+    *,
+    machine: Machine | None,
+    build: Build | None,
+    events: Callable[[], CompileEvents | None] | None,
+    cost: Cost | None,
+) -> tuple[Timing, Lowering | None]:
     machine = machine or read_machine()
     builds = Builds(cost or Cost())
     device = device_of(inputs)
@@ -193,7 +260,7 @@ def time_graph_lowered(
             compile_s = builds.seconds
         numerics_mode, checker = "default", compiled
         with torch.set_grad_enabled(subject.grad):
-            if is_random(subject.gm, inputs, device):
+            if is_random(written.fresh(subject.gm), inputs, device):
                 # Inductor draws random numbers its own way (philox): even under one seed its
                 # dropout masks are not eager's. Judge numerics on a build whose random ops
                 # call eager's kernels; the times below stay those of the normal build.
@@ -201,8 +268,8 @@ def time_graph_lowered(
                 with builds.timed():
                     checker = _own_build(rec, inputs, mode, symbolic, grad=subject.grad, eager_random=True)
                     seeded(checker, inputs, device)  # its first run, as for the timed build
-            expected = seeded(subject.gm, inputs, device)
-            got = seeded(checker, inputs, device)
+            expected = seeded(written.fresh(subject.gm), inputs, device)
+            got = seeded(written.fresh(checker), inputs, device)
     except Exception as err:  # noqa: BLE001 - reported in the timing, the report goes on
         # Nothing was compared: a failed graph never claims matching numerics.
         return (
@@ -236,7 +303,8 @@ def time_graph_lowered(
         # dynscope's own build logs its backward compile to the same recorder as its forward.
         record = recorder.recording if recorder is not None else contextlib.nullcontext
         timing, step = _time_training(
-            timing, subject, compiled, checker, opts, builds, backward_built=backward_built, recording=record
+            timing, subject, compiled, checker, opts, builds,
+            backward_built=backward_built, recording=record, fresh=written.fresh,
         )
         if step is not None and graph is not None:
             lowering = _lowering(graph, recorder, events, step, timing, timing.train_compiled_ms, builds.cost)
@@ -316,6 +384,7 @@ def _time_training(
     *,
     backward_built: bool,
     recording: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    fresh: Callable[[Callable[..., Any]], Callable[..., Any]] = lambda fn: fn,
 ) -> tuple[Timing, Callable[[], Any] | None]:
     """Forward+backward of a training graph: eager autograd against the build (AOTAutograd's
     forward and backward, what torch.compile runs in a training step), with gradients
@@ -323,6 +392,7 @@ def _time_training(
 
     ``checker``: the build numerics are judged on (``build`` itself, or its fallback_random
     twin). Gradients are taken with ``torch.autograd.grad``, so no parameter's ``.grad`` changes.
+    ``fresh``: wraps a side for the numerics runs (:meth:`Written.fresh`: the same input values).
     """
     inputs, device = subject.inputs, subject.device
     wrt = [v for v in inputs if isinstance(v, torch.Tensor) and v.requires_grad]
@@ -349,8 +419,8 @@ def _time_training(
             if checker is not build:  # its backward compiles on its first backward too
                 with builds.timed():
                     seeded(step(checker), [], device)
-            expected = seeded(step(subject.gm), [], device)
-            got = seeded(step(checker), [], device)
+            expected = seeded(step(fresh(subject.gm)), [], device)
+            got = seeded(step(fresh(checker)), [], device)
             max_abs, _rel, grads_ok = compare_outputs(expected, got, opts.rtol, opts.atol)
             del expected, got
             eager, comp = interleaved(step(subject.gm), step(build), subject.clock, opts)

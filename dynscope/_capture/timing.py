@@ -15,6 +15,7 @@ memory on CUDA. Where the time went is kept in ``Report.timing_cost``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import replace
@@ -31,9 +32,10 @@ from dynscope._capture.raised import what_raised
 from dynscope._capture.sampling import Clock, cuda_devices, interleaved, sample_fields
 from dynscope._capture.timing_options import TimingOptions, device_of, validate_modes
 from dynscope._model import Lowering, ModeTiming, Report, Timing, TimingCost
+from dynscope._torch.fx import written_inputs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from dynscope._capture.backend import RecordedGraph
 
@@ -67,8 +69,11 @@ def _run(fn: Callable[..., Any], calls: Calls) -> Callable[[], None]:
 class _Program:
     """The whole program compiled once with Inductor in one mode, its builds kept."""
 
-    def __init__(self, model: Callable[..., Any], calls: Calls, mode: str, clock: Clock) -> None:
-        self.builds = ProgramBuilds(mode)
+    def __init__(
+        self, model: Callable[..., Any], calls: Calls, mode: str, clock: Clock, *, dynamic: bool | None = None
+    ) -> None:
+        self.builds = ProgramBuilds(mode, dynamic=dynamic)
+        self.dynamic = dynamic
         self.calls = calls
         self.clock = clock
         self.compiled: Callable[..., Any] | None = None
@@ -82,7 +87,10 @@ class _Program:
         try:
             # No torch.no_grad() here: the callable runs as the user wrote it, so a training
             # step's loss.backward() works and grad mode is the model code's own choice.
-            compiled = torch.compile(self._model, backend=self.builds.backend(), **_torch.compile_kwargs())
+            # dynamic as report() compiled: else torch.compile builds other graphs than it captured.
+            compiled = torch.compile(
+                self._model, backend=self.builds.backend(), dynamic=self.dynamic, **_torch.compile_kwargs()
+            )
             sandbox.own(compiled)
             start = time.perf_counter()
             _run(compiled, self.calls)()
@@ -137,6 +145,38 @@ def _events_of(recorder: LoweringRecorder, compile_id: str, shared: set[str]) ->
     return read
 
 
+@contextlib.contextmanager
+def _as_captured(model: Callable[..., Any], recorded: list[RecordedGraph]) -> Iterator[None]:
+    """Put back, after timing, what its many runs of the program change: the tensors its
+    graphs write to (an input's ``x.add_(1)``, a KV cache) and the gradients each
+    ``loss.backward()`` adds to ``.grad``, as the capture's own run left them (report()
+    without timing leaves them so)."""
+    written: dict[int, torch.Tensor] = {}
+    leaves: dict[int, torch.Tensor] = {}
+    for rec in recorded:
+        values = rec.example_inputs
+        for i in written_inputs(rec.module):
+            if i < len(values) and isinstance(values[i], torch.Tensor):
+                written.setdefault(id(values[i]), values[i])
+        for v in values:
+            if isinstance(v, torch.Tensor) and v.is_leaf and v.requires_grad:
+                leaves.setdefault(id(v), v)
+    if isinstance(model, torch.nn.Module):  # parameters a graph reads as attributes, not inputs
+        for param in model.parameters():
+            leaves.setdefault(id(param), param)
+    with torch.no_grad():
+        kept = [(t, t.detach().clone()) for t in written.values()]
+        grads = [(p, None if p.grad is None else p.grad.detach().clone()) for p in leaves.values()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for t, value in kept:
+                t.copy_(value)
+        for p, grad in grads:
+            p.grad = grad
+
+
 def time_report(
     rep: Report,
     model: Callable[..., Any],
@@ -146,10 +186,12 @@ def time_report(
     modes: Sequence[str],
     options: TimingOptions | None = None,
     capture_s: float = 0.0,
+    dynamic: bool | None = None,
 ) -> Report:
     """The report with per-graph and end-to-end timing filled in, and where the time went.
 
     ``capture_s``: the seconds report() spent capturing, counted as the "capture" phase.
+    ``dynamic``: report()'s own, so the program is compiled as it was captured.
     """
     opts = options or TimingOptions()
     device = device_of([c[0] for c in calls] + [c[1] for c in calls])
@@ -170,9 +212,13 @@ def time_report(
     reused = rebuilt = 0
     failed: list[str] = []
     # Timing runs random ops (dropout) many times: leave the user's RNG streams as found.
-    with _torch.inductor_cache_dir(opts.cache_dir), torch.random.fork_rng(devices=cuda_devices(device)):
+    with (
+        _torch.inductor_cache_dir(opts.cache_dir),
+        torch.random.fork_rng(devices=cuda_devices(device)),
+        _as_captured(model, recorded),
+    ):
         for first, mode in enumerate(mode_list):
-            program = _Program(model, calls, mode, Clock(device))
+            program = _Program(model, calls, mode, Clock(device), dynamic=dynamic)
             # Attached for the whole mode: a backward compiles at its graph's first backward.
             recorder = LoweringRecorder()
             with _torch.DynamoSandbox() as sandbox, recorder.recording():

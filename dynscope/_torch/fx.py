@@ -9,6 +9,8 @@ same on 2.11, 2.13 and 2.14 (tests/traces).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 from collections import Counter
 from dataclasses import replace
@@ -147,6 +149,22 @@ _C_MODULES = {
 }
 
 
+def written_inputs(gm: torch.fx.GraphModule) -> list[int]:
+    """Positions of the inputs the graph writes to (``x.add_(1)``, ``cache.index_copy_(...)``).
+
+    Dynamo traced the graph on fake tensors, its placeholders' ``example_value``: each
+    in-place op on an input or a view of it bumped that fake tensor's version counter.
+    (An op that writes inside its kernel without an in-place call, BatchNorm's running
+    statistics, does not show here: its outputs never read what it writes.)
+    """
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return [
+        i
+        for i, node in enumerate(placeholders)
+        if isinstance(ev := node.meta.get("example_value"), torch.Tensor) and ev._version > 0  # a private counter (torch 2.0 .. 2.14)
+    ]
+
+
 def public_name(module: str, name: str) -> str:
     """Name a callable by the public function users call (C bindings renamed)."""
     module = _C_MODULES.get(module, module)
@@ -183,12 +201,22 @@ def _module_stack(node: torch.fx.Node) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+_SELF_PREFIX = re.compile(r"^L\['self'\]\.?")
+_MODULES_ITEM = re.compile(r"\._modules\['([^']+)'\]")
+_INDEX_ITEM = re.compile(r"\[(\d+)\]")
+_KEY_ITEM = re.compile(r"\['([^']+)'\]")
+
+
+@functools.lru_cache(maxsize=4096)
 def _clean_path(path: str) -> str:
-    """L['self'].encoder.layers[0] -> encoder.layers.0 (how users name submodules)."""
-    path = re.sub(r"^L\['self'\]\.?", "", path)
-    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
-    path = re.sub(r"\[(\d+)\]", r".\1", path)
-    path = re.sub(r"\['([^']+)'\]", r".\1", path)
+    """L['self'].encoder.layers[0] -> encoder.layers.0 (how users name submodules).
+
+    Cached: every node of a module repeats its ancestors' paths, so a graph of a few hundred
+    nodes would clean the same few dozen paths thousands of times."""
+    path = _SELF_PREFIX.sub("", path)
+    path = _MODULES_ITEM.sub(r".\1", path)
+    path = _INDEX_ITEM.sub(r".\1", path)
+    path = _KEY_ITEM.sub(r".\1", path)
     return path.strip(".")
 
 
@@ -198,12 +226,23 @@ _STACK_ENTRY = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<f
 _STACKS_KEPT = 8
 
 
-def _source(node: torch.fx.Node) -> tuple[str, int, str]:
-    trace = node.meta.get("stack_trace") or ""
+def _last_entry(trace: str) -> re.Match[str] | None:
+    """The last stack entry of a node's ``stack_trace``: read from the last ``File "`` that
+    starts a line (the innermost frame) rather than scanning a deep stack from its top;
+    the whole text is scanned only when that one does not read as an entry."""
+    at = trace.rfind('File "')
+    if at >= 0 and not trace[trace.rfind("\n", 0, at) + 1 : at].strip():
+        last = _STACK_ENTRY.match(trace, at)
+        if last is not None:
+            return last
     entries = list(_STACK_ENTRY.finditer(trace))
-    if not entries:
+    return entries[-1] if entries else None
+
+
+def _source(node: torch.fx.Node) -> tuple[str, int, str]:
+    last = _last_entry(node.meta.get("stack_trace") or "")
+    if last is None:
         return "", 0, ""
-    last = entries[-1]
     return last["file"], int(last["line"]), last["code"].strip()
 
 
@@ -219,7 +258,8 @@ def extract(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> dict[str, An
         if node.op in _OPS:
             ops[target] += 1
             if len(stacks) < _STACKS_KEPT:
-                head = [(e["file"], int(e["line"])) for e in _STACK_ENTRY.finditer(node.meta.get("stack_trace") or "")][:8]
+                entries = _STACK_ENTRY.finditer(node.meta.get("stack_trace") or "")
+                head = [(e["file"], int(e["line"])) for e in itertools.islice(entries, 8)]
                 if head and head not in stacks:
                     stacks.append(head)
         filename, lineno, code = _source(node)

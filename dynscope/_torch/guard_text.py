@@ -20,6 +20,8 @@ from dynscope._model import Guard
 _SOURCE_EXPR = re.compile(r"((?:L|G)\[[^\]]+\](?:\[[^\]]+\]|\.[A-Za-z_]\w*)*)")
 _MANAGER_SOURCE = re.compile(r"source=([^,]+(?:\[[^\]]*\])*)")
 _KIND_LINE = re.compile(r"^(?P<kind>[A-Z][A-Z0-9_]*): (?P<rest>.*)$")
+#: A line of the guard tree: indentation of "|" and " ", then "+- " and the entry.
+_TREE_LINE = re.compile(r"^(?P<indent>[| ]*)\+- (?P<body>.*)$", re.M)
 
 
 def parse_guards(text: str, compile_id: str) -> tuple[Guard, ...]:
@@ -31,13 +33,13 @@ def parse_guards(text: str, compile_id: str) -> tuple[Guard, ...]:
     """
     guards: list[Guard] = []
     manager_sources: dict[int, str] = {}
-    for raw in text.splitlines():
-        stripped = raw.lstrip("| ")
-        depth = (len(raw) - len(stripped)) // 2
-        if not stripped.startswith("+- "):
-            continue
-        body = stripped[3:].strip()
-        if "GuardManager" in body.split(":", 1)[0]:
+    # One pass over the lines that hold a tree entry ("| | +- ..."); a T5-sized frame has
+    # a few thousand guards, so the work per line is kept to a few string operations.
+    for entry in _TREE_LINE.finditer(text):
+        depth = len(entry["indent"]) // 2
+        body = entry["body"].strip()
+        colon = body.find(":")
+        if "GuardManager" in (body if colon < 0 else body[:colon]):
             m = _MANAGER_SOURCE.search(body)
             manager_sources[depth] = m.group(1).strip() if m else ""
             continue
@@ -48,7 +50,7 @@ def parse_guards(text: str, compile_id: str) -> tuple[Guard, ...]:
         detail = detail.strip()
         found = _SOURCE_EXPR.search(detail)
         source = found.group(1) if found else _nearest(manager_sources, depth)
-        user_line = comment.split("  # ")[0].strip() if comment else ""
+        user_line = comment.split("  # ", 1)[0].strip() if comment else ""
         guards.append(Guard(compile_id, m["kind"], source, detail, user_line))
     return tuple(guards)
 

@@ -157,9 +157,13 @@ def lowering_config(*, kernel_profile: bool) -> Iterator[list[str]]:
 
 
 def recording_inductor(
-    mode: str, key_of: Callable[[Any, list[Any]], Any], on_build: Callable[[Any, Callable[..., Any], float], None]
+    mode: str,
+    key_of: Callable[[Any, list[Any]], Any],
+    on_build: Callable[[Any, Callable[..., Any], float], None],
+    *,
+    dynamic: bool | None = None,
 ) -> Any:
-    """A torch.compile backend that is ``torch.compile(mode=mode)``'s own Inductor backend,
+    """A torch.compile backend that is ``torch.compile(mode=mode, dynamic=dynamic)``'s own Inductor backend,
     calling ``on_build(key_of(gm, example_inputs), compiled, seconds)`` after each graph it
     builds (``key_of`` runs first: Inductor's passes rewrite the GraphModule they are given).
 
@@ -198,5 +202,6 @@ def recording_inductor(
             on_build(key, compiled, time.perf_counter() - start)
             return compiled
 
-    # dynamic=None: torch.compile's default (automatic dynamic), as report() compiles.
-    return _Recording(None if mode == "default" else mode, None, None)
+    # dynamic as torch.compile hands it to its wrapper (None: automatic dynamic); the
+    # mode's options depend on it (list_mode_options(mode, dynamic)).
+    return _Recording(None if mode == "default" else mode, None, dynamic)

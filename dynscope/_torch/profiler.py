@@ -174,7 +174,126 @@ class CoverageRecorder:
         """Ops in graphs and eager ops by frame, or None when nothing was recorded."""
         if self._prof is None:
             return None
-        return counts_from_events(self._prof.events())
+        return counts_from_events(recorded_ops(self._prof))
+
+
+class _Op:
+    """One CPU event of a profile, with what coverage reads of it (times in ns)."""
+
+    __slots__ = ("cpu_parent", "end_ns", "fwd_thread", "name", "sequence_nr", "start_ns", "thread")
+
+    def __init__(self, name: str, thread: int, fwd_thread: int, sequence_nr: int, start_ns: int, end_ns: int) -> None:
+        self.name = name
+        self.thread = thread
+        self.fwd_thread = fwd_thread
+        self.sequence_nr = sequence_nr
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.cpu_parent: _Op | None = None
+
+    @property
+    def elapsed_us(self) -> float:
+        return (self.end_ns - self.start_ns) / 1000.0
+
+
+#: What the profiler's own reader leaves out (torch.autograd.profiler_util._filter_name,
+#: torch 2.0 .. 2.14): utility ops and memory records, never in its event tree.
+_FILTERED = frozenset(
+    {
+        "[memory]",
+        "[OutOfMemory]",
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
+
+
+def recorded_ops(prof: Any) -> list[_Op]:
+    """The CPU events of a finished CPU-only profile, each with its ``cpu_parent``: the tree
+    ``prof.events()`` builds, read straight from the raw kineto events.
+
+    ``prof.events()`` makes a Python ``FunctionEvent`` of some thirty fields per event and
+    costs most of a report's own time on a model with a few thousand ops; coverage needs
+    names, threads, sequence numbers and times. The tree is the one PyTorch builds
+    (``EventList._populate_cpu_children`` and ``_remove_dup_nodes``, torch 2.0 .. 2.14):
+    same filtered names, async events left out of it, parents by interval nesting per
+    thread. Falls back to ``prof.events()`` where the raw results are not there.
+    """
+    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if results is None:
+        return _ops_from_function_events(prof.events())
+    from torch.autograd import DeviceType
+
+    cpu = DeviceType.CPU
+    ops: list[_Op] = []
+    by_thread: dict[int, list[_Op]] = {}
+    for ev in results.events():
+        name = ev.name()
+        # is_hidden_event: newer releases only (PyTorch's reader asks with getattr too).
+        if name in _FILTERED or getattr(ev, "is_hidden_event", _never)():
+            continue
+        thread = ev.start_thread_id()
+        op = _Op(name, thread, ev.fwd_thread_id(), ev.sequence_nr(), ev.start_ns(), ev.end_ns())
+        ops.append(op)
+        if ev.device_type() == cpu and not ev.is_async() and thread == ev.end_thread_id():
+            by_thread.setdefault(thread, []).append(op)
+    dropped: set[int] = set()
+    for thread_ops in by_thread.values():
+        dropped |= _nest(thread_ops)
+    return [op for op in ops if id(op) not in dropped] if dropped else ops
+
+
+def _never() -> bool:
+    return False
+
+
+def _nest(ops: list[_Op]) -> set[int]:
+    """Set each op's ``cpu_parent``: the innermost op whose interval holds it (one thread).
+
+    Returns the ids of the ops PyTorch's tree leaves out: a node that is the only child of
+    a parent of the same name is dropped, its children handed to that parent
+    (``EventList._remove_dup_nodes``; done in one pass here, as each drop hands over
+    exactly the children the dropped node had).
+    """
+    children: dict[int, int] = {}
+    open_ops: list[_Op] = []
+    for op in sorted(ops, key=lambda o: (o.start_ns, -o.end_ns)):
+        while open_ops:
+            top = open_ops[-1]
+            if op.start_ns >= top.end_ns or op.end_ns > top.end_ns:
+                open_ops.pop()
+                continue
+            op.cpu_parent = top
+            children[id(top)] = children.get(id(top), 0) + 1
+            break
+        open_ops.append(op)
+    dropped = {
+        id(op) for op in ops
+        if op.cpu_parent is not None and op.cpu_parent.name == op.name and children[id(op.cpu_parent)] == 1
+    }
+    if dropped:
+        for op in ops:
+            parent = op.cpu_parent
+            while parent is not None and id(parent) in dropped:
+                parent = parent.cpu_parent
+            op.cpu_parent = parent
+    return dropped
+
+
+def _ops_from_function_events(events: Any) -> list[_Op]:
+    """The same view of ``prof.events()`` (older layouts without raw results)."""
+    ops = {id(ev): _Op(ev.name, ev.thread, ev.fwd_thread, ev.sequence_nr, 0, 0) for ev in events}
+    for ev in events:
+        op = ops[id(ev)]
+        # Microseconds (floats) to ns: only differences and order are read.
+        op.start_ns, op.end_ns = int(ev.time_range.start * 1000), int(ev.time_range.end * 1000)
+        parent = ev.cpu_parent
+        op.cpu_parent = ops.get(id(parent)) if parent is not None else None
+    return list(ops.values())
 
 
 def _where(event: Any) -> tuple[str, str, Any]:
@@ -201,7 +320,7 @@ def _where(event: Any) -> tuple[str, str, Any]:
     return "eager", region, engine
 
 
-def _forwards(events: Any) -> dict[tuple[int, int], tuple[bool, str]]:
+def _forwards(events: list[_Op]) -> dict[tuple[int, int], tuple[bool, str]]:
     """(thread, sequence number) -> (ran in a graph, region) of the forward op that made
     the autograd node with that number.
 
@@ -218,13 +337,13 @@ def _forwards(events: Any) -> dict[tuple[int, int], tuple[bool, str]]:
         if kind in ("compile", "glue") or engine is not None:
             continue  # compile-time tracing, Dynamo's glue, or the backward side of a node
         key = (ev.thread, seq)
-        start = ev.time_range.start
+        start = ev.start_ns
         if key not in best or start >= best[key][0]:
             best[key] = (start, kind == "graph", region)
     return {key: (in_graph, region) for key, (_, in_graph, region) in best.items()}
 
 
-def counts_from_events(events: Any) -> OpCounts:
+def counts_from_events(events: list[_Op]) -> OpCounts:
     """Sort top-level aten ops (see the module docstring) into graph and eager ones."""
     forwards = _forwards(events)
     in_graphs = glue = 0
@@ -248,7 +367,7 @@ def counts_from_events(events: Any) -> OpCounts:
             glue += 1
         elif kind == "eager":
             eager[(region, ev.name)] += 1
-            eager_us[(region, ev.name)] = eager_us.get((region, ev.name), 0.0) + float(ev.time_range.elapsed_us())
+            eager_us[(region, ev.name)] = eager_us.get((region, ev.name), 0.0) + ev.elapsed_us
     return OpCounts(in_graphs=in_graphs, eager=eager, eager_us=eager_us, glue=glue)
 
 
