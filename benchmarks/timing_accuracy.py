@@ -83,7 +83,7 @@ def main() -> int:
     target = 0.05 if device == "cuda" else 0.10
     print(f"device: {device}; target: speedup within {target:.0%}; threads: {torch.get_num_threads()} (both timers)")
     opts = dynscope.TimingOptions(repeats=30, min_time_s=0.3, end_to_end=False, progress=False, backward=False)
-    print(f"{'model':22s} {'graph':>5s} {'side':>8s} {'dynscope':>10s} {'independent':>12s} {'ratio':>6s} {'control':>8s}")
+    print(f"{'model':22s} {'graph':>5s} {'side':>8s} {'dynscope':>11s} {'independent':>13s} {'ratio':>6s} {'control':>8s}")
     worst = worst_control = 0.0
     for name, model, x, grad in models(device):
         # The independent side: the same captured graphs, compiled by compile_fx in their grad mode.
@@ -123,8 +123,8 @@ def main() -> int:
                 if side == "speedup":
                     worst = max(worst, abs(ratio - 1))
                     worst_control = max(worst_control, abs(control - 1))
-                unit = "x" if side == "speedup" else " ms"
-                print(f"{name:22s} {gid:5d} {side:>8s} {m:9.4f}{unit[-1]} {t:11.4f}{unit[-1]} {ratio:6.2f} {control:8.2f}")
+                unit = "x " if side == "speedup" else "ms"
+                print(f"{name:22s} {gid:5d} {side:>8s} {m:9.4f}{unit} {t:11.4f}{unit} {ratio:6.2f} {control:8.2f}")
     ok = worst <= target
     print(f"largest speedup deviation: {worst:.1%} (independent timer against itself: {worst_control:.1%}); "
           f"{'within' if ok else 'OVER'} the {target:.0%} target")

@@ -67,6 +67,7 @@ PROGRAMS = {"gpt": _gpt, "bert": _bert}
 
 def _child(side: str, name: str) -> dict[str, Any]:
     """One measurement, in this (fresh) process."""
+    sys.path.insert(0, str(ROOT))  # this checkout's dynscope, not another one installed
     import torch
 
     model, calls, trains = PROGRAMS[name]()
