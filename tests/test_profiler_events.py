@@ -53,4 +53,6 @@ def test_raw_events_give_the_counts_pytorchs_event_tree_gives() -> None:
     assert (ours.in_graphs, ours.eager, ours.glue) == (theirs.in_graphs, theirs.eager, theirs.glue)
     assert ours.eager_us.keys() == theirs.eager_us.keys()
     for key, us in ours.eager_us.items():
-        assert abs(us - theirs.eager_us[key]) <= 1e-6 * max(us, 1.0), key
+        # PyTorch's events turn nanosecond clocks into microseconds its own way (seen: 1 ns
+        # apart on one op); 50 ns over a site's few ops is rounding, not a different tree.
+        assert abs(us - theirs.eager_us[key]) <= max(1e-6 * us, 0.05), key
