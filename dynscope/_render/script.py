@@ -22,6 +22,7 @@ written out as text for the user's torch to run, never called by dynscope itself
 from __future__ import annotations
 
 import ast
+import inspect
 import math
 import textwrap
 from dataclasses import dataclass, field
@@ -119,9 +120,17 @@ def graph_script(graph: Graph, *, timing: bool = True, mode: str | None = None, 
         + "import statistics\nimport sys\nimport time\n\nimport torch\n",
         _constants(graph, mode, timing, report, spec),
         _builders(modules),
+        _human_ms(),
         _RUNTIME,
     ]
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
+
+
+def _human_ms() -> str:
+    """dynscope's own ``ms()`` (the report's way of writing a duration), as the script's
+    ``human_ms``: one rule for both, the script carrying its copy (it imports no dynscope)."""
+    source = inspect.getsource(ms)
+    return source.replace("def ms(value: float) -> str:", "def human_ms(value):", 1)
 
 
 def _mode(graph: Graph, mode: str | None) -> str:
@@ -914,16 +923,6 @@ def spread(xs):
     q = statistics.quantiles(xs, n=4)
     m = median(xs)
     return (q[2] - q[0]) / m if m > 0 else 0.0
-
-
-def human_ms(value):
-    if value <= 0:
-        return "-"
-    if value < 0.001:
-        return f"{value * 1e6:.0f} ns"
-    if value < 1:
-        return f"{value * 1000:.1f} us"
-    return f"{value:.3f} ms" if value < 100 else f"{value:.1f} ms"
 
 
 def parse_args(argv):
