@@ -234,7 +234,10 @@ def time_report(
                     build = program.builds.take(rec)
                     how = "torch.compile's build" if build is not None else "a build of dynscope's"
                     say(f"graph {k}/{len(timed)} ({g.frame}), mode {mode}: timing on {how}")
-                    reused, rebuilt = (reused + 1, rebuilt) if build is not None else (reused, rebuilt + 1)
+                    if build is not None:
+                        reused += 1
+                    else:
+                        rebuilt += 1
                     events = _events_of(recorder, build.compile_id, shared) if build is not None else None
                     with cost.phase("graph runs"):
                         timing, lowered = time_graph_lowered(
