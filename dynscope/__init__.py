@@ -7,8 +7,8 @@ Example:
 
 Importing dynscope does not import torch: the names that need it (``report``,
 ``capture``, ``Capture``, ``advise``, ``assert_compiles``, ``TimingOptions``) load on first use, so
-reading a saved report (``dynscope.load``, ``dynscope show|diff|render``) works where
-torch is not installed.
+reading a saved report or a TORCH_TRACE log (``dynscope.load``, ``dynscope.load_trace``,
+``dynscope show|diff|render|trace``) works where torch is not installed.
 """
 
 import importlib
@@ -57,12 +57,15 @@ if typing.TYPE_CHECKING:
     from dynscope._capture.advise import advise
     from dynscope._capture.capture import Capture, capture, report
     from dynscope._capture.timing_options import TimingOptions
+    from dynscope._capture.trace_file import load_trace
     from dynscope._testing import assert_compiles
 
 __version__ = "0.1.0"
 
-#: Public names that need torch -> the module that defines them (imported on first use).
+#: Public names loaded on first use -> the module that defines them: those that need torch,
+#: and load_trace (torch-free, but it brings the trace assembly, unneeded to read a report).
 _LAZY = {
+    "load_trace": "dynscope._capture.trace_file",
     "advise": "dynscope._capture.advise",
     "Capture": "dynscope._capture.capture",
     "capture": "dynscope._capture.capture",
@@ -110,6 +113,7 @@ __all__ = [
     "assert_compiles",
     "capture",
     "load",
+    "load_trace",
     "merge",
     "report",
     "save_rank",

@@ -7,6 +7,7 @@ Commands:
     dynscope diff OLD NEW    what changed between two saved reports (exit 1 when worse)
     dynscope render FILE -o DIR   write the HTML bundle of a saved report
     dynscope merge FOLDER -o DIR  merge each rank's report: one HTML page and merged.json
+    dynscope trace PATH [-o DIR]  read a TORCH_TRACE log or a job's folder of rank logs
     dynscope script FILE GRAPH -o OUT.py   a standalone script that reruns one graph, eager
                              against Inductor (needs only torch)
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from dynscope._errors import DynscopeError
+from dynscope._model.report import Report
 from dynscope._render.terminal import paint_summary, use_color
 from dynscope._render.text import strip_controls
 
@@ -42,6 +44,7 @@ EXAMPLES = {
     "diff": "example: dynscope diff before.json after.json   (exit 1 when after is worse)",
     "render": "example: dynscope render run.json -o report/",
     "merge": "example: dynscope merge ranks/ -o merged/ --fail-on-divergence   (exit 1 when ranks differ)",
+    "trace": "example: dynscope trace /tmp/trace/ -o trace-report/ --fail-on-divergence   (the folder TORCH_TRACE named)",
     "script": "example: dynscope script run.json 0 -o graph_0.py && python graph_0.py   (needs only torch)",
 }
 
@@ -199,8 +202,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--json", metavar="FILE", help="save the report, with its trials, as JSON")
     a.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle (with the \"What each fix buys\" table) to DIR")
 
-    s = sub.add_parser("show", help="print the summary of a saved report", epilog=EXAMPLES["show"])
-    s.add_argument("file", help="a report saved with Report.save or --json")
+    s = sub.add_parser("show", help="print the summary of a saved report or a trace log", epilog=EXAMPLES["show"])
+    s.add_argument("file", help="a report saved with Report.save or --json, a merged.json, or a TORCH_TRACE log or folder")
     s.add_argument("--json", action="store_true", help="print the whole report as JSON instead of the summary")
 
     d = sub.add_parser(
@@ -210,11 +213,11 @@ def _parser() -> argparse.ArgumentParser:
         "Worse means more breaks or recompiles, or lower coverage.",
         epilog=EXAMPLES["diff"],
     )
-    d.add_argument("old")
-    d.add_argument("new")
+    d.add_argument("old", help="a saved report or a TORCH_TRACE log")
+    d.add_argument("new", help="a saved report or a TORCH_TRACE log")
 
-    n = sub.add_parser("render", help="write the HTML bundle of a saved report", epilog=EXAMPLES["render"])
-    n.add_argument("file")
+    n = sub.add_parser("render", help="write the HTML bundle of a saved report or a trace log", epilog=EXAMPLES["render"])
+    n.add_argument("file", help="a saved report, a merged.json, or a TORCH_TRACE log or folder")
     n.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write")
 
     g = sub.add_parser(
@@ -227,6 +230,24 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("folder", help="the folder every rank saved its report to with dynscope.save_rank")
     g.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write")
     g.add_argument("--fail-on-divergence", action="store_true", help="exit 1 when the ranks compiled differently")
+
+    t = sub.add_parser(
+        "trace",
+        help="read a TORCH_TRACE log, or the folder of a job's rank logs: the same report, no rerun",
+        description="Reads what PyTorch wrote with TORCH_TRACE=<folder> set (no torch needed): one log "
+        "is one report; a folder of rank logs is merged as `dynscope merge` merges saved reports, "
+        "divergences first. Prints the summary; with -o writes the HTML bundle (a folder of rank logs: "
+        "DIR/index.html and DIR/merged.json).",
+        epilog=EXAMPLES["trace"],
+    )
+    t.add_argument("path", help="a dedicated_log_torch_trace_*.log file, or the folder TORCH_TRACE named")
+    t.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle to DIR")
+    t.add_argument("--json", action="store_true", help="print the whole report as JSON instead of the summary")
+    t.add_argument("--jobs", type=_count, default=None, help="processes reading rank logs (default: CPU count for large folders)")
+    t.add_argument("--fail-on-divergence", action="store_true", help="exit 1 when the ranks compiled differently")
+    t.add_argument("--fail-on-break", action="store_true", help="exit 1 when any rank has graph breaks")
+    t.add_argument("--max-recompiles", type=_count, default=None, metavar="N", help="exit 1 when any rank recompiled more than N times")
+    t.add_argument("--max-compile-s", type=_seconds, default=None, metavar="S", help="exit 1 when any rank's compile took more than S seconds")
 
     c = sub.add_parser(
         "script",
@@ -433,43 +454,95 @@ def _cwd_on_path() -> None:
         sys.path.insert(0, cwd)
 
 
-def _cmd_show(args: argparse.Namespace) -> int:
+def _read(path: str, *, merged_ok: bool = True) -> Any:
+    """What a path holds: a saved report, a merged report, or a TORCH_TRACE log or folder."""
     from dynscope._model.codec import load
     from dynscope._model.merge import is_merged_file, load_merged
+    from dynscope._torch.trace_log import is_trace_log
 
-    if is_merged_file(_existing(args.file)):  # a merged many-rank report (dynscope merge)
-        merged = load_merged(args.file)
-        if args.json:
-            sys.stdout.write(merged.to_json() + "\n")
-        else:
-            _out(merged.summary())
-        return 0
-    rep = load(_existing(args.file))
+    p = Path(path)
+    if p.is_dir() or (p.is_file() and is_trace_log(p)):
+        from dynscope._capture.trace_file import load_trace, trace_files
+
+        if p.is_dir() and not trace_files(p):
+            raise UsageError(
+                f"{path} is a folder with no TORCH_TRACE log; pass a report file (a rendered folder keeps "
+                f"it as report.json) or the folder TORCH_TRACE named"
+            )
+        got = load_trace(p)
+    elif is_merged_file(_existing(path)):
+        got = load_merged(path)
+    else:
+        got = load(_existing(path))
+    if not merged_ok and not isinstance(got, Report):
+        raise UsageError(f"{path} holds many ranks; pass one rank's report or log (diff compares two reports)")
+    return got
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    rep = _read(args.file)
     if args.json:
         # json escapes control characters and non-ASCII text, so nothing reaches the terminal raw.
         sys.stdout.write(rep.to_json() + "\n")
+        return 0
+    if not isinstance(rep, Report):  # a merged many-rank report
+        _out(rep.summary())
         return 0
     _out(_printable(rep).summary(color=False), summary=True)
     return 0
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from dynscope._model.codec import load
     from dynscope._model.diff import diff_reports
     from dynscope._render.diff import render_diff
 
-    d = diff_reports(_printable(load(_existing(args.old))), _printable(load(_existing(args.new))))
+    d = diff_reports(_printable(_read(args.old, merged_ok=False)), _printable(_read(args.new, merged_ok=False)))
     _out(render_diff(d))
     return 1 if d.worse else 0
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from dynscope._model.codec import load
-    from dynscope._render.bundle import render_bundle
-
-    out = render_bundle(load(_existing(args.file)), Path(args.output))
-    print(f"wrote {out / 'index.html'}")
+    out = _write_bundle(_read(args.file), Path(args.output))
+    print(f"wrote {out}")
     return 0
+
+
+def _write_bundle(rep: Any, folder: Path) -> Path:
+    """The HTML bundle of a report (index.html, SVGs, report.json) or of a merged one
+    (index.html, merged.json); returns its index.html."""
+    from dynscope._render.bundle import render_bundle
+    from dynscope._write import ensure_folder, write_text
+
+    if isinstance(rep, Report):
+        return render_bundle(rep, folder) / "index.html"
+    out = ensure_folder(folder)
+    rep.save(out / "merged.json")
+    write_text(out / "index.html", rep.to_html())
+    return out / "index.html"
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from dynscope._capture.trace_file import load_trace
+
+    p = Path(args.path)
+    if not p.exists():
+        raise UsageError(f"no such trace log or folder: {args.path}; pass the folder TORCH_TRACE named")
+    rep = load_trace(p, jobs=args.jobs)
+    if args.json:
+        sys.stdout.write(rep.to_json() + "\n")
+    elif isinstance(rep, Report):
+        _out(_printable(rep).summary(color=False), summary=True)
+    else:
+        _out(rep.summary())
+    if args.output:
+        print(f"wrote {_write_bundle(rep, Path(args.output))}")
+    ranks = [rep] if isinstance(rep, Report) else list(rep.reports)
+    failed = [f"rank {r.rank}: {problem}" if len(ranks) > 1 else problem for r in ranks for problem in _gates(r, args)]
+    if args.fail_on_divergence and not isinstance(rep, Report) and rep.diverged:
+        failed.append(f"the ranks compiled differently ({len(rep.divergences)} divergences; --fail-on-divergence)")
+    for problem in failed:
+        sys.stderr.write(f"dynscope: {strip_controls(problem)}\n")
+    return 1 if failed else 0
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
@@ -513,7 +586,7 @@ def _existing(path: str) -> Path:
 
 COMMANDS = {
     "report": _cmd_report, "advise": _cmd_advise, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render,
-    "merge": _cmd_merge, "script": _cmd_script,
+    "merge": _cmd_merge, "trace": _cmd_trace, "script": _cmd_script,
 }
 
 

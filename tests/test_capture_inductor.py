@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import dynscope
-from dynscope._torch.fx import op_counts_from_code
+from dynscope._torch.graph_text import op_counts_from_code
 from tests.corpus.programs import _x
 
 

@@ -17,7 +17,13 @@ from dynscope._capture.lowering import build_lowering, compile_times
 from dynscope._model import CompileTime, Frame, Graph, GraphBreak, Guard, Recompile, Report
 from dynscope._model.base import _Live
 from dynscope._torch.break_report import ParsedBreak, parse_break
-from dynscope._torch.fx import inputs_from_code, op_counts_from_code, readable_code, symbol_created
+from dynscope._torch.graph_text import (
+    inputs_from_code,
+    node_count_from_code,
+    op_counts_from_code,
+    readable_code,
+    symbol_created,
+)
 from dynscope._torch.guard_text import (
     causes_of,
     explain_global_state,
@@ -152,6 +158,18 @@ def _metrics_frame(cid: str, m: CompileMetrics, graph_ids: tuple[int, ...]) -> F
     )
 
 
+def _ddp_traced(events: list[TraceEvent]) -> dict[str, list[TraceEvent]]:
+    """compile id -> the pieces DDP's optimizer split its graph into, as the trace logged them
+    (``optimize_ddp_split_child``, one per piece, during the backend compile), for compiles
+    split in two or more. Of a compile that restarted, the last attempt's pieces."""
+    pieces: dict[str, dict[int, list[TraceEvent]]] = {}
+    for ev in events:
+        if ev.name == "optimize_ddp_split_child" and ev.compile_id:
+            pieces.setdefault(ev.compile_id, {}).setdefault(ev.attempt, []).append(ev)
+    last = {cid: by_attempt[max(by_attempt)] for cid, by_attempt in pieces.items()}
+    return {cid: evs for cid, evs in last.items() if len(evs) > 1}
+
+
 def _symbol_sizes(events: list[TraceEvent]) -> dict[str, dict[str, int]]:
     """compile id -> symbol -> the size it ran at (ShapeEnv's create_symbol, logged while the
     frame is traced, before its graph): what a trace-only graph's dynamic inputs ran at.
@@ -176,6 +194,7 @@ class _Assembly:
 
     by_cid: dict[str, RecordedGraph]  # compile id -> the graph the backend saw for it
     ddp_split: dict[str, list[RecordedGraph]]  # compile id -> DDP's pieces of its graph
+    ddp_traced: dict[str, list[TraceEvent]]  # compile id -> the pieces the trace logged (its code only)
     symbol_sizes: dict[str, dict[str, int]]  # compile id -> symbol -> size it ran at
     ignore_backend_mismatch: bool  # drop "another backend compiled this before" recompiles
     graphs: list[Graph] = field(default_factory=list)
@@ -199,7 +218,17 @@ def _on_output_graph(st: _Assembly, ev: TraceEvent) -> None:
     if cid in st.used:
         return
     st.used.add(cid)
-    # The trace's code is of the graph before DDP split it: pieces keep their own.
+    # The trace's code is of the graph before DDP split it: pieces keep their own. Pieces
+    # the backend did not see (the user's own backend, a trace file) are read from the
+    # trace's optimize_ddp_split_child records.
+    if cid not in st.ddp_split and cid in st.ddp_traced:
+        device = next((i.device for i in inputs_from_code(ev.payload) if i.device), "")
+        for child in st.ddp_traced[cid]:
+            g = _graph(len(st.graphs), cid, None, child.payload, st.names.get(cid), st.symbol_sizes.get(cid))
+            inputs = tuple(replace(i, device=i.device or device) if i.kind == "tensor" else i for i in g.inputs)
+            st.graphs.append(replace(g, split_by="ddp_bucket", inputs=inputs, node_count=node_count_from_code(child.payload)))
+            st.graph_ids.setdefault(cid, []).append(st.graphs[-1].id)
+        return
     pieces: list[RecordedGraph | None] = [*st.ddp_split.get(cid, [])] or [st.by_cid.get(cid)]
     for piece in pieces:
         code = "" if cid in st.ddp_split else ev.payload
@@ -329,6 +358,7 @@ def build_report(
     st = _Assembly(
         by_cid=by_cid,
         ddp_split=ddp_split,
+        ddp_traced=_ddp_traced(events),
         symbol_sizes=_symbol_sizes(events),
         ignore_backend_mismatch=ignore_backend_mismatch,
     )
@@ -529,7 +559,7 @@ def _named(
             filename=filename or graph.filename,
             lineno=lineno or graph.lineno,
         )
-    if graph.origin == "trace" and metrics:
+    if graph.origin == "trace" and metrics and not graph.split_by:  # a piece is not its whole compile
         graph = replace(
             graph,
             op_count=metrics.op_count or graph.op_count,

@@ -37,6 +37,7 @@ __all__ = [
     "is_merged_file",
     "load_merged",
     "merge",
+    "merge_reports",
     "merged_from_dict",
     "save_rank",
 ]
@@ -157,7 +158,30 @@ def merge(paths: str | Path | Iterable[str | Path], *, compile_skew_s: float = C
     from dynscope._model.codec import load
 
     files = _files(paths)
-    loaded = [(load(f), str(f)) for f in files]
+    return merge_reports([(load(f), str(f)) for f in files], compile_skew_s=compile_skew_s)
+
+
+def merge_reports(
+    loaded: list[tuple[Report, str]],
+    *,
+    compile_skew_s: float = COMPILE_SKEW_S,
+    duplicate_hint: str = "",
+    written: str = "report",
+) -> MultiRankReport:
+    """Merge reports already read (each with the file it came from): :func:`merge`'s work.
+
+    Args:
+        loaded: (report, source) per rank, in any order.
+        compile_skew_s: as in :func:`merge`.
+        duplicate_hint: what to say when two reports are of one rank. Defaults to the
+            advice for saved reports (init_process_group before capture).
+        written: what each rank wrote, for the note on missing ranks. Defaults to "report".
+
+    Raises:
+        InputError: no reports, two of one rank, or reports of different world sizes.
+    """
+    if not loaded:
+        raise InputError("merge needs at least one report")
     sizes = {rep.world_size for rep, _ in loaded}
     if len(sizes) > 1:
         listed = ", ".join(f"{Path(src).name} (world size {rep.world_size})" for rep, src in loaded)
@@ -166,18 +190,20 @@ def merge(paths: str | Path | Iterable[str | Path], *, compile_skew_s: float = C
     for rep, src in loaded:
         if rep.rank in seen:
             raise InputError(
-                f"rank {rep.rank} appears twice: {seen[rep.rank]} and {src}. Each rank saves its own "
-                f"report; if every file says rank 0, torch.distributed was not initialised when "
-                f"the reports were made (init_process_group before dynscope.capture)"
+                f"rank {rep.rank} appears twice: {seen[rep.rank]} and {src}. "
+                + (duplicate_hint or (
+                    "Each rank saves its own report; if every file says rank 0, torch.distributed was "
+                    "not initialised when the reports were made (init_process_group before dynscope.capture)"
+                ))
             )
         seen[rep.rank] = src
-    loaded.sort(key=lambda item: item[0].rank)
+    loaded = sorted(loaded, key=lambda item: item[0].rank)
     world = sizes.pop()
     notes: list[str] = []
     missing = sorted(set(range(world)) - set(seen))
     if missing:
         notes.append(
-            f"{_who(missing)} of world size {world} wrote no report (crashed, hung, or saved "
+            f"{_who(missing)} of world size {world} wrote no {written} (crashed, hung, or saved "
             f"elsewhere): divergences are among the {plural(len(seen), 'rank')} read"
         )
     reports = tuple(rep for rep, _ in loaded)

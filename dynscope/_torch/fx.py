@@ -14,14 +14,12 @@ import itertools
 import re
 from collections import Counter
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from dynscope._model import SHORT_DTYPES, Node, TensorMeta
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
+from dynscope._model import Node, TensorMeta
+from dynscope._torch.graph_text import public_name
 
 _OPS = ("call_function", "call_method", "call_module")
 
@@ -141,14 +139,6 @@ def outputs_need_grad(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
-_C_MODULES = {
-    "torch._C._nn": "torch.nn.functional",
-    "torch._C._VariableFunctions": "torch",
-    "torch._C": "torch",
-    "torch.functional": "torch",
-}
-
-
 def written_inputs(gm: torch.fx.GraphModule) -> list[int]:
     """Positions of the inputs the graph writes to (``x.add_(1)``, ``cache.index_copy_(...)``).
 
@@ -163,14 +153,6 @@ def written_inputs(gm: torch.fx.GraphModule) -> list[int]:
         for i, node in enumerate(placeholders)
         if isinstance(ev := node.meta.get("example_value"), torch.Tensor) and ev._version > 0  # a private counter (torch 2.0 .. 2.14)
     ]
-
-
-def public_name(module: str, name: str) -> str:
-    """Name a callable by the public function users call (C bindings renamed)."""
-    module = _C_MODULES.get(module, module)
-    if module in ("_operator", "operator", "builtins", ""):
-        return name
-    return f"{module}.{name}"
 
 
 def target_name(node: torch.fx.Node) -> str:
@@ -297,99 +279,3 @@ def _inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[Tensor
     )
 
 
-def readable_code(gm: torch.fx.GraphModule) -> str:
-    """The graph's readable code (used when the trace did not already give it)."""
-    try:
-        return gm.print_readable(print_output=False)
-    except Exception:  # noqa: BLE001 - fall back to the plain code
-        return gm.code
-
-
-_SIG = re.compile(r"def forward\(self,?(?P<args>.*?)\):", re.S)
-_ANNOT = re.compile(r'(?P<name>\w+): "(?P<ann>[^"]+)"')
-_TENSOR_ANN = re.compile(r"^(?P<dt>[a-z]+\d*)\[(?P<shape>[^\]]*)\]\[(?P<stride>[^\]]*)\](?P<dev>\S+)$")
-_DTYPES = {short: name for name, short in SHORT_DTYPES.items()}  # "f32" -> "float32"
-
-
-def inputs_from_code(code: str, sizes: Mapping[str, int] | None = None) -> tuple[TensorMeta, ...]:
-    """Input metadata read from the annotations of a graph's printed ``forward``.
-
-    Used for graphs known only from the trace (the user's own backend compiled them).
-    ``sizes``: symbol -> the value it ran at (from the compile's ``create_symbol`` events,
-    :func:`symbol_created`); a tensor whose symbolic dims all have one gets ``ran_at``, a
-    symint its value, as :func:`input_meta` gives a graph dynscope's backend saw.
-    """
-    sizes = sizes or {}
-    m = _SIG.search(code)
-    if not m:
-        return ()
-    out: list[TensorMeta] = []
-    for ann in _ANNOT.finditer(m["args"]):
-        text = ann["ann"]
-        t = _TENSOR_ANN.match(text)
-        if t:
-            shape = _dims(t["shape"])
-            ran = tuple(d if isinstance(d, int) else sizes.get(d) for d in shape)
-            out.append(
-                TensorMeta(
-                    kind="tensor",
-                    shape=shape,
-                    dtype=_DTYPES.get(t["dt"], t["dt"]),
-                    device=t["dev"],
-                    stride=_dims(t["stride"]),
-                    # Only a tensor with symbolic dims has sizes to tell, and only all or none.
-                    ran_at=tuple(r for r in ran if r is not None)
-                    if any(isinstance(d, str) for d in shape) and None not in ran else (),
-                )
-            )
-        elif text.startswith("Sym("):
-            symbol = text[4:-1]
-            out.append(TensorMeta(kind="symint", value=symbol, ran_at=(sizes[symbol],) if symbol in sizes else ()))
-        else:
-            out.append(TensorMeta(kind="other", value=text))
-    return tuple(out)
-
-
-def symbol_created(body: Mapping[str, Any]) -> tuple[str, int] | None:
-    """(symbol, the value it was created at) from a ``create_symbol`` trace event's body
-    (``TraceEvent.metadata``: ShapeEnv.create_symbol logs ``{"symbol": "s77", "val": "4",
-    ...}``, seen on torch 2.13), or None when it does not hold an integer value."""
-    symbol, val = body.get("symbol"), str(body.get("val", ""))
-    if not isinstance(symbol, str) or not val.lstrip("-").isdigit():
-        return None
-    return symbol, int(val)
-
-
-def _dims(text: str) -> tuple[int | str, ...]:
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    return tuple(int(p) if p.lstrip("-").isdigit() else p for p in parts)
-
-
-_CALL_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = (?P<fn>[\w.]+)\(')
-_BINOP_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = \S+ (?P<op>\*\*|//|[-+*/@%]|<<|>>|&|\||\^) \S+')
-_BINOPS = {"*": "mul", "+": "add", "-": "sub", "/": "truediv", "@": "matmul", "//": "floordiv",
-           "**": "pow", "%": "mod", "<<": "lshift", ">>": "rshift", "&": "and_", "|": "or_", "^": "xor"}
-_ROOTS = ("torch", "operator", "math", "builtins", "_operator")
-
-
-def op_counts_from_code(code: str) -> tuple[tuple[str, int], ...]:
-    """Op counts read from printed graph code, named as :func:`target_name` names them.
-
-    ``torch._C._nn.linear(...)`` is a function call; ``x.relu()`` is a method call
-    (counted as "relu", like FX's call_method target).
-    """
-    ops: Counter[str] = Counter()
-    for line in code.splitlines():
-        m = _CALL_LINE.match(line)
-        if not m:
-            b = _BINOP_LINE.match(line)
-            if b:  # FX prints operator.mul(a, b) as "a * b"
-                ops[_BINOPS[b["op"]]] += 1
-            continue
-        fn = m["fn"]
-        if fn.split(".", 1)[0] in _ROOTS:
-            module, _, name = fn.rpartition(".")
-            ops[public_name(module, name)] += 1
-        else:
-            ops[fn.rsplit(".", 1)[-1]] += 1
-    return tuple(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))

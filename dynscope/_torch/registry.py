@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -10,15 +11,31 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import torch
+# torch is found, never imported, here: reading a trace log runs where torch is not installed
+# (and importing it would cost a second where it is).
+
+
+@lru_cache(maxsize=1)
+def _torch_root() -> str:
+    """The folder of the installed torch package, "" where torch is not installed."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return ""
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return os.path.abspath(locations[0]) if locations else ""
+
 
 # -- graph-break registry ---------------------------------------------------------------
 
 
 @lru_cache(maxsize=1)
 def graph_break_registry() -> dict[str, dict[str, Any]]:
-    """gb id -> {"Gb_type", "Explanation", "Hints"} from torch's registry (torch >= 2.8)."""
-    path = Path(torch.__file__).parent / "_dynamo" / "graph_break_registry.json"
+    """gb id -> {"Gb_type", "Explanation", "Hints"} from torch's registry (torch >= 2.8);
+    empty where torch is not installed."""
+    if not _torch_root():
+        return {}
+    path = Path(_torch_root()) / "_dynamo" / "graph_break_registry.json"
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -39,19 +56,17 @@ def gb_id_for_type(gb_type: str) -> str:
     return ""
 
 
-def doc_url_for(gb_type: str, gb_id: str) -> str:
-    """PyTorch's documentation page for a graph break, or ""."""
-    try:
-        from torch._dynamo.exc import get_gbid_documentation_link  # torch >= 2.9
+#: Where PyTorch documents each graph break (torch._dynamo.exc.get_gbid_documentation_link,
+#: torch 2.9 .. 2.14: "GB0170" -> ".../gb/gb0170.html").
+GRAPH_BREAK_SITE = "https://meta-pytorch.github.io/compile-graph-break-site/gb/"
 
-        url = get_gbid_documentation_link(gb_type)
-        if url:
-            return str(url)
-    except Exception:  # noqa: BLE001 - fall back to the URL pattern
-        pass
-    if gb_id:
-        return f"https://meta-pytorch.github.io/compile-graph-break-site/gb/{gb_id}.html"
-    return ""
+
+def doc_url_for(gb_type: str, gb_id: str) -> str:
+    """PyTorch's documentation page for a graph break, or "" without a gb id."""
+    gb_id = gb_id or gb_id_for_type(gb_type)
+    if not gb_id:
+        return ""
+    return f"{GRAPH_BREAK_SITE}gb{gb_id.upper().lstrip('GB')}.html"
 
 
 # -- what counts as user code -------------------------------------------------------------
@@ -59,7 +74,7 @@ def doc_url_for(gb_type: str, gb_id: str) -> str:
 
 @lru_cache(maxsize=1)
 def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    torch_root = os.path.dirname(os.path.abspath(torch.__file__))
+    torch_root = _torch_root() or os.sep + "torch-not-installed"
     dynscope_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = sysconfig.get_paths()
     std = {os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib") if k in paths}

@@ -19,7 +19,11 @@ from typing import Any
 #: Top-level event names kept; everything else is dropped on arrival.
 KEPT_EVENTS = frozenset(
     {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics",
-     "create_symbol"}  # a dynamic size's symbol and the value it ran at (inputs of trace-only graphs)
+     "create_symbol",  # a dynamic size's symbol and the value it ran at (inputs of trace-only graphs)
+     # a piece of a compile's graph DDP's optimizer split at gradient buckets, logged inside
+     # the backend compile: the pieces of graphs dynscope's backend did not see (the user's
+     # own backend, a trace file)
+     "optimize_ddp_split_child"}
 )
 #: Artifact names kept.
 KEPT_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
@@ -117,6 +121,11 @@ def event_from(metadata: Any, payload: Any, *, lowering: bool = False) -> TraceE
         metadata=body if isinstance(body, dict) else {},
         payload=payload if isinstance(payload, str) else "",
     )
+
+
+def kept_kind(kind: str, *, lowering: bool = False) -> bool:
+    """True when records of this kind (an event's name or an artifact's) are kept."""
+    return kind in KEPT_EVENTS or kind in KEPT_ARTIFACTS or (lowering and (kind in LOWERING_EVENTS or kind in LOWERING_ARTIFACTS))
 
 
 def _event_name(metadata: dict[str, Any], lowering: bool) -> str | None:

@@ -1,0 +1,166 @@
+"""Reports from TORCH_TRACE logs: any job's trace, one file or a folder of rank logs.
+
+``load_trace(path)`` reads what PyTorch wrote with ``TORCH_TRACE=<folder>`` (the same records
+``capture()`` listens to in process) and assembles them as ``capture()`` does: one log file is
+a :class:`Report`; a folder of a job's rank logs is a :class:`MultiRankReport`, merged and
+compared as ``dynscope.merge`` merges the reports ranks saved. Nothing here imports torch:
+logs are read where the job's results land, often a machine with no torch and no GPU.
+
+Ranks are read in parallel processes when there are many (each streams its own file, so
+memory grows with the largest log, not with the number of ranks).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dynscope._capture.assemble import build_report
+from dynscope._errors import InputError
+from dynscope._format import plural
+from dynscope._model.merge import COMPILE_SKEW_S, merge_reports
+from dynscope._torch.trace_log import is_trace_log, rank_from_name, read_log
+
+if TYPE_CHECKING:
+    from dynscope._model import MultiRankReport, Report
+
+__all__ = ["TRACE_NOTE", "load_trace", "trace_files"]
+
+#: What a report read from a trace does not have, said once (Report.notes).
+TRACE_NOTE = (
+    "read from PyTorch's trace log alone: no timing, no compile coverage, no live graph "
+    "modules and no call count (what a run under dynscope.report() adds)"
+)
+#: Name patterns of the logs TORCH_TRACE writes (gzip-compressed copies read too).
+_PATTERNS = ("dedicated_log_torch_trace*.log", "dedicated_log_torch_trace*.log.gz")
+#: Below this many bytes in all, ranks are read in this process: starting workers costs more.
+_PARALLEL_FROM_BYTES = 16 << 20
+
+
+def trace_files(folder: Path) -> list[Path]:
+    """The TORCH_TRACE logs in a folder: PyTorch's file names first, else any ``*.log``
+    file that starts like a trace log (logs renamed when copied off a cluster)."""
+    found = sorted({p for pattern in _PATTERNS for p in folder.glob(pattern) if p.is_file()})
+    if not found:
+        found = sorted(p for p in [*folder.glob("*.log"), *folder.glob("*.log.gz")] if p.is_file() and is_trace_log(p))
+    return found
+
+
+def load_trace(
+    path: str | Path,
+    *,
+    jobs: int | None = None,
+    compile_skew_s: float = COMPILE_SKEW_S,
+) -> Report | MultiRankReport:
+    """Read a TORCH_TRACE log, or a folder of a job's rank logs, into a report.
+
+    Args:
+        path: a log file PyTorch wrote with ``TORCH_TRACE=<folder>`` (``.gz`` too), or that
+            folder. A folder holding one log without a rank (a single process) gives a Report.
+        jobs: processes reading rank logs at once. Defaults to the CPU count for folders
+            over 16 MB in all, else 1 (reading in this process).
+        compile_skew_s: seconds between the fastest and slowest rank's compile time that
+            count as a divergence, as in :func:`dynscope.merge`. Defaults to 5.0.
+
+    Returns:
+        A :class:`Report` for one log; a :class:`MultiRankReport` for the ranks of a job.
+
+    Raises:
+        InputError: the path does not exist, holds no trace log, is not a trace log, or a
+            folder mixes logs of different processes that are not ranks of one job.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"no such trace log or folder: {p}. Pass the folder TORCH_TRACE named, or one of its files")
+    if p.is_file():
+        return _one(p, single=True)
+    files = trace_files(p)
+    if not files:
+        raise InputError(
+            f"{p} holds no TORCH_TRACE log (dedicated_log_torch_trace_*.log). Run the job with "
+            f"TORCH_TRACE={p} set (docs/traces.md), then read that folder"
+        )
+    ranks = [rank_from_name(f) for f in files]
+    if len(files) == 1 and ranks[0] is None:
+        return _one(files[0], single=True)
+    if None in ranks:
+        plain = [f.name for f, r in zip(files, ranks, strict=True) if r is None]
+        raise InputError(
+            f"{p} holds {plural(len(files), 'trace log')}, {len(plain)} with no rank in "
+            f"the name ({', '.join(plain[:3])}{', ...' if len(plain) > 3 else ''}): these are separate "
+            f"processes, not the ranks of one job. Read one file with load_trace(FILE), or keep one "
+            f"job's rank logs in a folder of their own"
+        )
+    reports = _read_all(files, jobs)
+    return _merged(reports, [str(f) for f in files], compile_skew_s)
+
+
+def _one(path: Path, *, single: bool) -> Report:
+    """The report of one log file."""
+    if not is_trace_log(path):
+        raise InputError(
+            f"{path} is not a TORCH_TRACE log: its first line is not a trace record "
+            f"('V1201 12:00:00.000000 123 torch/...py:12] {{...}}'). A saved dynscope report "
+            f"is read with dynscope.load"
+        )
+    log = read_log(path)
+    rank = log.rank if log.rank is not None else 0
+    rep = build_report(
+        log.events,
+        [],
+        ignore_backend_mismatch=False,
+        title=f"trace of rank {rank}" if log.rank is not None else f"trace {path.name}",
+        rank=rank,
+        world_size=rank + 1 if single and log.rank is not None else 1,
+        torch_version=log.torch_version,
+    )
+    notes = [TRACE_NOTE] if single else []
+    if single and log.rank is not None:
+        notes.append(f"one rank's log (rank {rank}): the job's other ranks were not read; read the folder for all")
+    unread = dict(rep.unparsed_kinds)
+    for kind, n in log.unreadable.items():
+        unread[kind] = unread.get(kind, 0) + n
+    return replace(
+        rep,
+        notes=(*notes, *rep.notes),
+        unparsed=sum(unread.values()),
+        unparsed_kinds=tuple(sorted(unread.items())),
+    )
+
+
+def _rank_report(path: str) -> Report:
+    """One rank's report (run in a worker process)."""
+    return _one(Path(path), single=False)
+
+
+def _read_all(files: list[Path], jobs: int | None) -> list[Report]:
+    """Every rank's report, read in parallel processes when it pays."""
+    size = sum(f.stat().st_size for f in files)
+    workers = jobs if jobs is not None else (os.cpu_count() or 1) if size >= _PARALLEL_FROM_BYTES else 1
+    workers = max(1, min(workers, len(files)))
+    if workers == 1:
+        return [_rank_report(str(f)) for f in files]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: the caller may hold threads or torch state a forked child must not copy.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_rank_report, [str(f) for f in files], chunksize=max(1, len(files) // (workers * 4))))
+
+
+def _merged(reports: list[Report], sources: list[str], compile_skew_s: float) -> MultiRankReport:
+    world = max(r.rank for r in reports) + 1
+    reports = [replace(r, world_size=world) for r in reports]
+    merged = merge_reports(
+        list(zip(reports, sources, strict=True)),
+        compile_skew_s=compile_skew_s,
+        duplicate_hint=(
+            "two logs of one rank: the folder holds the traces of more than one run of the job; "
+            "keep one run's logs in a folder of their own"
+        ),
+        written="trace log",
+    )
+    note = f"{TRACE_NOTE}; the world size is read as the highest rank + 1 ({world})"
+    return replace(merged, notes=(note, *merged.notes))
