@@ -25,6 +25,7 @@ from dynscope._torch.trace_log import is_trace_log, rank_from_name, read_log
 
 if TYPE_CHECKING:
     from dynscope._model import MultiRankReport, Report
+    from dynscope._torch.trace import TraceEvent
 
 __all__ = ["TRACE_NOTE", "load_trace", "trace_files"]
 
@@ -114,7 +115,7 @@ def _one(path: Path, *, single: bool) -> Report:
         title=f"trace of rank {rank}" if log.rank is not None else f"trace {path.name}",
         rank=rank,
         world_size=rank + 1 if single and log.rank is not None else 1,
-        torch_version=log.torch_version,
+        torch_version=log.torch_version or _version_in_metrics(log.events),
     )
     notes = [TRACE_NOTE] if single else []
     if single and log.rank is not None:
@@ -128,6 +129,15 @@ def _one(path: Path, *, single: bool) -> Report:
         unparsed=sum(unread.values()),
         unparsed_kinds=tuple(sorted(unread.items())),
     )
+
+
+def _version_in_metrics(events: list[TraceEvent]) -> str:
+    """The torch release compilation_metrics names (torch_version is logged once a process,
+    so a log that starts after it, or a release that omits it, still says which torch)."""
+    for ev in events:
+        if ev.name == "compilation_metrics" and isinstance(version := ev.metadata.get("pytorch_version"), str):
+            return version
+    return ""
 
 
 def _rank_report(path: str) -> Report:

@@ -103,9 +103,10 @@ def _dims(text: str) -> tuple[int | str, ...]:
 
 
 _CALL_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = (?P<fn>[\w.]+)\(')
-_BINOP_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = \S+ (?P<op>\*\*|//|[-+*/@%]|<<|>>|&|\||\^) \S+')
+_BINOP_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = \S+ (?P<op>\*\*|//|<<|>>|>=|<=|==|!=|[-+*/@%<>]|&|\||\^) \S+')
 _BINOPS = {"*": "mul", "+": "add", "-": "sub", "/": "truediv", "@": "matmul", "//": "floordiv",
-           "**": "pow", "%": "mod", "<<": "lshift", ">>": "rshift", "&": "and_", "|": "or_", "^": "xor"}
+           "**": "pow", "%": "mod", "<<": "lshift", ">>": "rshift", "&": "and_", "|": "or_", "^": "xor",
+           ">": "gt", "<": "lt", ">=": "ge", "<=": "le", "==": "eq", "!=": "ne"}
 _ROOTS = ("torch", "operator", "math", "builtins", "_operator")
 
 

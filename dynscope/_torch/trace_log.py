@@ -115,13 +115,15 @@ def _open(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
-def read_log(path: str | Path, *, lowering: bool = True) -> TraceLog:
+def read_log(path: str | Path, *, lowering: bool = True, block_size: int = 0) -> TraceLog:
     """Read one TORCH_TRACE log into its kept events.
 
     Args:
         path: the log file (``.gz`` is read through gzip).
         lowering: keep AOTAutograd's and Inductor's records too (AOT graphs, kernels,
             compile steps). Defaults to True.
+        block_size: bytes read at a time. Defaults to 4 MiB (tests read in tiny blocks to
+            cut records at every place).
 
     Raises:
         OSError: the file cannot be opened.
@@ -129,7 +131,7 @@ def read_log(path: str | Path, *, lowering: bool = True) -> TraceLog:
     p = Path(path)
     log = TraceLog(path=str(p), rank=rank_from_name(p))
     with _open(p) as f:
-        for raw in _records(f, log):
+        for raw in _records(f, log, block_size or _BLOCK):
             _keep(raw, log, lowering)
     return log
 
@@ -152,13 +154,13 @@ _BLOCK = 1 << 22
 _LINE_START = re.compile(rb"\n(?!\t)")
 
 
-def _records(f: IO[bytes], log: TraceLog) -> Iterator[_Raw]:
+def _records(f: IO[bytes], log: TraceLog, block_size: int) -> Iterator[_Raw]:
     """The records of a log, in order; lines outside any record counted in ``log.unreadable``."""
     current: _Raw | None = None
     pending: list[bytes] = []  # the tail of the last block: a piece not yet known to be whole
     ended_cleanly = True
     while True:
-        block = f.read(_BLOCK)
+        block = f.read(block_size)
         if not block:
             break
         ended_cleanly = block.endswith(b"\n")
@@ -247,6 +249,9 @@ def _text(data: bytes, log: TraceLog) -> str:
 def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
     """Turn one record into an event (or an interned string); count what cannot be read."""
     if raw.payload is None:
+        if not raw.complete:  # a record dynscope skips, but the user should know the log was cut
+            log.unreadable[CUT_SHORT] += 1
+            return
         if not raw.artifact and raw.kind not in KNOWN_SKIPPED:
             log.unreadable[unknown_kind(raw.kind or "?")] += 1
         return
