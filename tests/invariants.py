@@ -4,7 +4,8 @@
 ``load()`` return during the suite (a hook around the three, not a mock: the reports are the
 real ones), and, for captures, compares the report with the records PyTorch's trace logger
 emitted while the capture was open (:class:`TraceCounts`, a handler of the suite's own on the
-same logger). ``checked`` counts the reports checked; the suite prints it at the end.
+same logger); each log ``load_trace()`` reads is compared with its records counted line by
+line (:class:`LogCounts`). ``checked`` counts the reports checked; the suite prints it at the end.
 
 The invariants:
 
@@ -207,6 +208,25 @@ def check(rep: Report, counts: TraceCounts | None = None) -> None:
                 _fail(rep, f"coverage {cov.ratio!r} printed as 0%")
             if abs(value - 100 * cov.ratio) > 1.0:
                 _fail(rep, f"coverage printed {value}% for a ratio of {cov.ratio!r}")
+
+
+class LogCounts:
+    """The records of a TORCH_TRACE log counted line by line, apart from dynscope's reader:
+    a record's first line names its kind (``{"compilation_metrics": ...`` or
+    ``{"artifact": {"name": "dynamo_graph_break_reason"...``)."""
+
+    def __init__(self, path: Path) -> None:
+        import gzip
+
+        opened = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+        self.breaks = self.frames = 0
+        with opened as f:
+            for line in f:
+                if line.startswith(b"\t"):
+                    continue
+                head = line[:400]
+                self.breaks += b'] {"artifact": {"name": "dynamo_graph_break_reason"' in head
+                self.frames += b'] {"compilation_metrics": ' in head
 
 
 def counting(capture: Any) -> TraceCounts:

@@ -60,6 +60,12 @@ def _python(venv: Path) -> Path:
 @pytest.fixture(scope="module")
 def no_torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The python of a venv with dynscope (this working tree) and without torch."""
+    return build_no_torch_venv(tmp_path_factory)
+
+
+def build_no_torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Make (or reuse) the venv without torch, install this working tree's dynscope in it,
+    and return its python (tests/test_ranks.py reads a job's trace there too)."""
     deps = _runtime_deps() + ["setuptools>=77"]  # setuptools: to build dynscope without fetching it each run
     key = hashlib.sha256("\n".join([sys.version, *deps]).encode()).hexdigest()[:12]
     venv = Path(tempfile.gettempdir()) / f"dynscope-test-no-torch-{key}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -25,9 +26,15 @@ EXAMPLE = ROOT / "examples" / "ddp_two_ranks.py"
 JOB_TIMEOUT_S = 120
 
 
+def trace_dir(folder: Path) -> Path:
+    """Where the job run for ``folder`` wrote its TORCH_TRACE logs (beside the saved reports)."""
+    return folder.parent / f"{folder.name}-trace"
+
+
 def _torchrun(folder: Path, *extra: str) -> str:
-    """Run examples/ddp_two_ranks.py under torchrun with 2 gloo ranks on CPU; its output."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    """Run examples/ddp_two_ranks.py under torchrun with 2 gloo ranks on CPU, with TORCH_TRACE
+    set (logs in :func:`trace_dir`); its output."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TORCH_TRACE": str(trace_dir(folder))}
     env.pop("DYNSCOPE_PLANT", None)
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
@@ -117,6 +124,54 @@ def test_merged_json_round_trip(planted: tuple[Path, str], tmp_path: Path) -> No
     back = load_merged(m.save(tmp_path / "merged.json"))
     assert back == m
     assert back.divergences == m.divergences and back.report(1).graphs[0].split_by == m.report(1).graphs[0].split_by
+
+
+def _same_job(from_trace: dynscope.MultiRankReport, saved: dynscope.MultiRankReport) -> None:
+    """The trace's merged report and the saved reports' agree on what the job compiled."""
+    from tests.test_trace_logs import signature
+
+    assert from_trace.ranks == saved.ranks and from_trace.world_size == saved.world_size
+    for a, b in zip(from_trace.reports, saved.reports, strict=True):
+        assert signature(a) == signature(b), f"rank {a.rank}"
+    assert [(d.kind, d.ranks) for d in from_trace.divergences] == [(d.kind, d.ranks) for d in saved.divergences]
+
+
+@pytest.mark.torchrun
+def test_the_jobs_trace_is_its_merged_report(planted: tuple[Path, str], clean: tuple[Path, str]) -> None:
+    """Issue 21: the TORCH_TRACE folder of a real 2-rank job reads to what save_rank + merge gave."""
+    for folder, _ in (planted, clean):
+        logs = sorted(p.name for p in trace_dir(folder).iterdir())
+        assert len(logs) == 2 and logs[0].startswith("dedicated_log_torch_trace_rank_0_"), logs
+        from_trace = dynscope.load_trace(trace_dir(folder))
+        assert isinstance(from_trace, dynscope.MultiRankReport)
+        _same_job(from_trace, dynscope.merge(folder))
+    split = dynscope.load_trace(trace_dir(clean[0])).report(0)
+    assert [g.split_by for g in split.graphs] == ["ddp_bucket"] * 3 and split.break_count == 0
+
+
+@pytest.fixture(scope="module")
+def no_torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a venv with dynscope and without torch (tests/test_no_torch.py)."""
+    from tests.test_no_torch import build_no_torch_venv
+
+    return build_no_torch_venv(tmp_path_factory)
+
+
+@pytest.mark.torchrun
+@pytest.mark.venv
+def test_the_jobs_trace_reads_without_torch(planted: tuple[Path, str], no_torch_python: Path, tmp_path: Path) -> None:
+    from tests.test_no_torch import _run
+
+    folder, _ = planted
+    res = _run([str(no_torch_python), "-m", "dynscope", "trace", str(trace_dir(folder)), "--json",
+                "-o", str(tmp_path / "page"), "--fail-on-divergence"], cwd=tmp_path)
+    assert res.returncode == 1, res.stderr  # the planted job diverges
+    assert "the ranks compiled differently" in res.stderr
+    from_trace = load_merged(tmp_path / "page" / "merged.json")
+    _same_job(from_trace, dynscope.merge(folder))
+    assert json.loads(res.stdout.split("\nwrote ")[0])["kind"] == "dynscope-merged"
+    page = (tmp_path / "page" / "index.html").read_text(encoding="utf-8")
+    assert page.index("Divergences") < page.index("<h2>Ranks</h2>")
 
 
 def _small_report() -> dynscope.Report:

@@ -78,7 +78,8 @@ def structure_hash(graph: Graph) -> str:
     draw them once ("graphs 3, 5, 7 are the same graph"). Node names, source lines, module
     paths and compile ids are left out: they differ between two captures of one function
     without changing what runs. A graph known only from the trace (no nodes) is hashed by
-    its op counts. The hash is the same in every process (sha256, no ``hash()``).
+    its op counts and its inputs in order (shapes and dtypes). The hash is the same in every
+    process (sha256, no ``hash()``).
     """
     import hashlib
     import json
@@ -91,7 +92,7 @@ def structure_hash(graph: Graph) -> str:
             for n in graph.nodes
         ]
     else:
-        items = ["counts", [[t, c] for t, c in graph.op_counts]]
+        items = ["counts", [[t, c] for t, c in graph.op_counts], [[i.kind, i.shape, i.dtype] for i in graph.inputs]]
     text = json.dumps(items, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
 

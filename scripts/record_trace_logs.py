@@ -1,0 +1,313 @@
+"""Record real TORCH_TRACE logs, written by torch itself, as test data for one torch release.
+
+Standalone (torch, numpy and the repo's tests/corpus modules; no dynscope import) so it runs
+in a side venv with another torch. One command per release, one job at a time:
+
+    CUDA_VISIBLE_DEVICES="" /work/venv-2.11/bin/python scripts/record_trace_logs.py
+    CUDA_VISIBLE_DEVICES="" /work/main/.venv/bin/python scripts/record_trace_logs.py
+    CUDA_VISIBLE_DEVICES="" /work/venv-2.14/bin/python scripts/record_trace_logs.py
+
+``scripts/record_trace_logs.py TARGET ...`` records only those targets: corpus program names
+(tests/corpus/programs.py), ``inductor-train`` and ``ddp-2ranks``. Everything lands in
+``tests/traces/torch-<major.minor>/logs/``:
+
+- ``corpus-<program>.log``: each corpus program compiled as scripts/record_corpus.py compiles
+  it (``torch._dynamo.reset()``, ``torch.compile(model, backend="eager")``, the program's
+  calls in order), in a child process of its own with ``TORCH_TRACE`` set to a fresh folder.
+- ``inductor-train.log``: two SGD steps of a 2-layer MLP with a ``print`` graph break
+  between the layers, compiled with the default Inductor backend (fresh
+  ``TORCHINDUCTOR_CACHE_DIR``, provenance tracking on where the release has it), so the log
+  carries AOTAutograd's forward and backward graphs and Inductor's output code.
+- ``ddp-2ranks/``: both rank logs of a real 2-rank gloo DDP job (``torch.distributed.run``),
+  file names as torch wrote them (``dedicated_log_torch_trace_rank_<r>_<random>.log``). It is
+  examples/ddp_two_ranks.py with its plants on and without dynscope: rank 1 prints inside
+  forward (a break only rank 1 has) and runs batch 7 on step 1 (a recompile only rank 1 has).
+
+Every child runs with ``CUDA_VISIBLE_DEVICES=""`` and ``OMP_NUM_THREADS=1``. The parent moves
+the log file(s) each child wrote into place and fails loudly when the count is not the
+expected one; it then prints each file's size and record count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SCRIPT = Path(__file__).resolve()
+INDUCTOR_TARGET = "inductor-train"
+DDP_TARGET = "ddp-2ranks"
+DDP_WIDTH = 512  # 512 x 512 float32 = 1 MiB per layer: with bucket_cap_mb=1, one bucket per layer
+LOG_PREFIX = "dedicated_log_torch_trace_"  # torch/_logging/_internal.py LOG_PREFIX
+SIZE_LIMIT = 400_000  # bytes: the logs are test data checked into the repo
+
+
+# --- children: what runs with TORCH_TRACE set ---------------------------------------------
+
+
+def _call(value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """(args, kwargs) for one entry of ``calls``, by report()'s rule (as record_corpus.py)."""
+    if isinstance(value, torch.Tensor):
+        return (value,), {}
+    if isinstance(value, (tuple, list)):
+        return tuple(value), {}
+    if isinstance(value, Mapping):
+        return (), dict(value)
+    raise TypeError(f"a corpus call must be a Tensor, tuple, list or dict; got {type(value).__name__}")
+
+
+def child_corpus(name: str) -> None:
+    """Compile one corpus program exactly as scripts/record_corpus.py does."""
+    import torch._dynamo
+
+    from tests.corpus.programs import PROGRAMS  # needs ROOT on sys.path
+
+    (prog,) = [p for p in PROGRAMS if p.name == name]
+    torch._dynamo.reset()
+    model, calls = prog.make()
+    compiled = torch.compile(model, backend="eager")
+    for value in calls:
+        args, kwargs = _call(value)
+        compiled(*args, **kwargs)
+
+
+class TwoLayerMlp(torch.nn.Module):
+    """Linear 32->64, relu, a print (a graph break), Linear 64->8."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(32, 64)
+        self.fc2 = torch.nn.Linear(64, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc1(x))
+        print("between layers")  # the graph break: two forward graphs, two backward graphs
+        return self.fc2(h)
+
+
+def child_inductor_train() -> None:
+    """Two SGD steps of TwoLayerMlp compiled with the default Inductor backend."""
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+
+    # Feature-detected as dynscope/_torch/inductor.py does: the setting is
+    # trace.provenance_tracking_level from torch 2.9, trace.provenance_tracking before.
+    if hasattr(inductor_config.trace, "provenance_tracking_level"):
+        inductor_config.trace.provenance_tracking_level = 1
+    elif hasattr(inductor_config.trace, "provenance_tracking"):
+        inductor_config.trace.provenance_tracking = True
+    else:
+        print("this torch has no Inductor provenance tracking setting", file=sys.stderr)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = TwoLayerMlp()
+    compiled = torch.compile(model)  # the model only; the optimizer step stays eager
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(2):
+        x, y = torch.randn(16, 32), torch.randn(16, 8)
+        loss = torch.nn.functional.mse_loss(compiled(x), y)
+        loss.backward()  # AOTAutograd compiles the backward graphs on the first step
+        opt.step()
+        opt.zero_grad()
+
+
+class DdpMlp(torch.nn.Module):
+    """examples/ddp_two_ranks.py's Mlp: three Linear(512, 512), one gradient bucket each."""
+
+    def __init__(self, plant_break: bool) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(DDP_WIDTH, DDP_WIDTH) for _ in range(3))
+        self.plant_break = plant_break
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.layers[0](x))
+        if self.plant_break:
+            print("rank-dependent print")  # a graph break on this rank only
+        x = torch.relu(self.layers[1](x))
+        return torch.relu(self.layers[2](x))
+
+
+def child_ddp(steps: int = 3) -> None:
+    """One rank of examples/ddp_two_ranks.py --plant --no-dynscope (run under torchrun)."""
+    import torch.distributed as dist
+
+    # Before any compile: the trace file opens on the first record and takes its
+    # rank_<r>_ name only when the process group is up by then.
+    dist.init_process_group("gloo")
+    try:
+        rank = dist.get_rank()
+        torch.manual_seed(0)
+        model = DdpMlp(plant_break=rank == 1)
+        # Compile the module DDP wraps: DDP's optimizer then splits its graph at buckets.
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            torch.compile(model, backend="eager"), bucket_cap_mb=1
+        )
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        for step in range(steps):
+            batch = 7 if (rank == 1 and step == 1) else 8  # a recompile on rank 1 only
+            loss = ddp(torch.randn(batch, DDP_WIDTH)).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+# --- parent: run the children, move their logs into place ---------------------------------
+
+
+def _child_env(trace_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of a recording child: TORCH_TRACE on, CPU only, one OpenMP thread."""
+    env = dict(os.environ)
+    env.update(TORCH_TRACE=str(trace_dir), CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", **extra)
+    return env
+
+
+def _run(cmd: list[str], env: dict[str, str], what: str) -> None:
+    """Run one child; a failing child stops the recording with its output shown."""
+    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-4000:] + done.stderr[-8000:])
+        raise SystemExit(f"{what}: the child exited with {done.returncode}: {' '.join(cmd)}")
+
+
+def _logs_in(trace_dir: Path) -> list[Path]:
+    return sorted(p for p in trace_dir.iterdir() if p.is_file())
+
+
+def _only_log(trace_dir: Path, what: str) -> Path:
+    """The one file a child wrote under TORCH_TRACE; anything else is an error."""
+    found = _logs_in(trace_dir)
+    if len(found) != 1 or not found[0].name.startswith(LOG_PREFIX):
+        names = ", ".join(p.name for p in found) or "nothing"
+        raise SystemExit(f"{what}: expected exactly one {LOG_PREFIX}*.log in {trace_dir}, found {names}")
+    return found[0]
+
+
+def record_count(path: Path) -> int:
+    """Records in a TORCH_TRACE log: every line that is not a tab-led payload line."""
+    with path.open(encoding="utf-8") as lines:
+        return sum(1 for line in lines if line.strip() and not line.startswith("\t"))
+
+
+def record_corpus(name: str, folder: Path) -> list[Path]:
+    """corpus-<name>.log, from a child compiling the program with TORCH_TRACE set."""
+    with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
+        trace_dir = Path(tmp)
+        _run([sys.executable, str(SCRIPT), "--child", name], _child_env(trace_dir), name)
+        target = folder / f"corpus-{name}.log"
+        shutil.move(_only_log(trace_dir, name), target)
+    return [target]
+
+
+def record_inductor(folder: Path) -> list[Path]:
+    """inductor-train.log, from a child with a fresh Inductor cache (every compile a miss)."""
+    with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
+        trace_dir = Path(tmp) / "trace"
+        cache = Path(tmp) / "inductor-cache"
+        # One compile thread: no worker pool on a shared 2-core machine, and every record
+        # comes from the one process that owns the trace file.
+        env = _child_env(trace_dir, TORCHINDUCTOR_CACHE_DIR=str(cache), TORCHINDUCTOR_COMPILE_THREADS="1")
+        trace_dir.mkdir()
+        _run([sys.executable, str(SCRIPT), "--child", INDUCTOR_TARGET], env, INDUCTOR_TARGET)
+        target = folder / f"{INDUCTOR_TARGET}.log"
+        shutil.move(_only_log(trace_dir, INDUCTOR_TARGET), target)
+    return [target]
+
+
+def record_ddp(folder: Path) -> list[Path]:
+    """ddp-2ranks/: the rank_0 and rank_1 logs of a torchrun job, names as torch chose them."""
+    out = folder / DDP_TARGET
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.iterdir():  # rank log names are random: an old run's would linger
+        stale.unlink()
+    with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
+        trace_dir = Path(tmp)
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            str(SCRIPT),
+            "--ddp",
+        ]
+        _run(cmd, _child_env(trace_dir), DDP_TARGET)
+        found = _logs_in(trace_dir)
+        ranks = sorted(
+            p.name.removeprefix(LOG_PREFIX).split("_")[1]
+            for p in found
+            if p.name.startswith(LOG_PREFIX + "rank_")
+        )
+        if len(found) != 2 or ranks != ["0", "1"]:
+            names = ", ".join(p.name for p in found) or "nothing"
+            raise SystemExit(
+                f"{DDP_TARGET}: expected one {LOG_PREFIX}rank_<r>_*.log per rank 0 and 1, found {names}"
+            )
+        targets = []
+        for path in found:
+            targets.append(out / path.name)
+            shutil.move(path, targets[-1])
+    return targets
+
+
+def main(argv: list[str]) -> int:
+    """Record the chosen targets (all when none are named) and print what was written."""
+    from tests.corpus.programs import PROGRAMS  # needs ROOT on sys.path
+
+    corpus = [p.name for p in PROGRAMS]
+    known = [*corpus, INDUCTOR_TARGET, DDP_TARGET]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("targets", nargs="*", metavar="TARGET", help=f"any of: {', '.join(known)}")
+    parser.add_argument("--child", choices=[*corpus, INDUCTOR_TARGET], help=argparse.SUPPRESS)
+    parser.add_argument("--ddp", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv[1:])
+    if args.ddp:  # one rank of the torchrun job
+        child_ddp()
+        return 0
+    if args.child == INDUCTOR_TARGET:
+        child_inductor_train()
+        return 0
+    if args.child:
+        child_corpus(args.child)
+        return 0
+    unknown = sorted(set(args.targets) - set(known))
+    if unknown:
+        print(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
+        return 2
+    chosen = [t for t in known if not args.targets or t in args.targets]
+    version = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    folder = ROOT / "tests" / "traces" / f"torch-{version}" / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"torch {torch.__version__} -> {folder.relative_to(ROOT)}")
+    total = 0
+    for target in chosen:
+        if target == INDUCTOR_TARGET:
+            written = record_inductor(folder)
+        elif target == DDP_TARGET:
+            written = record_ddp(folder)
+        else:
+            written = record_corpus(target, folder)
+        for path in written:
+            size = path.stat().st_size
+            total += size
+            flag = f"  OVER {SIZE_LIMIT // 1000} KB" if size > SIZE_LIMIT else ""
+            print(f"{path.relative_to(folder)}: {size} bytes, {record_count(path)} records{flag}", flush=True)
+    print(f"total {total} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
