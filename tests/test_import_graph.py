@@ -38,6 +38,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dynscope"
+TRACE_LOGS = ROOT / "tests" / "traces"
 STORED = ROOT / "tests" / "golden" / "reports"
 
 FRONT_ENDS = frozenset({"dynscope", "dynscope.__main__", "dynscope._cli", "dynscope.pytest_plugin", "dynscope._testing"})
@@ -321,6 +322,31 @@ print("torch" in sys.modules)
     res = _run(code)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "False", "reading and rendering a saved report imported torch"
+
+
+def test_reading_a_trace_never_imports_torch(tmp_path: Path) -> None:
+    # Real TORCH_TRACE logs of three releases (tests/traces/torch-*/logs): one rank, a job's
+    # folder of two ranks (read in parallel processes too), the command line on both.
+    code = f"""
+import contextlib, io, sys
+from pathlib import Path
+import dynscope
+from dynscope._cli import main
+logs = sorted(Path({str(TRACE_LOGS)!r}).glob("torch-*/logs"))
+assert len(logs) == 3, logs
+for folder in logs:
+    rep = dynscope.load_trace(folder / "corpus-print_break.log")
+    assert rep.summary() and rep.to_html(pictures=False)
+    job = dynscope.load_trace(folder / "ddp-2ranks")
+    assert job.ranks == (0, 1) and dynscope.load_trace(folder / "ddp-2ranks", jobs=2) == job
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["trace", str(folder / "ddp-2ranks"), "-o", str(Path({str(tmp_path)!r}) / folder.parent.name)]) == 0
+        assert main(["show", str(folder / "inductor-train.log")]) == 0
+print("torch" in sys.modules)
+"""
+    res = _run(code)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "False", "reading a trace log imported torch"
 
 
 @pytest.mark.heavy

@@ -365,3 +365,27 @@ def test_folder_of_separate_processes_is_refused(traced: Path, tmp_path: Path) -
         shutil.copy(_log_of(traced), tmp_path / name)
     with pytest.raises(InputError, match="separate processes, not the ranks of one job"):
         load_trace(tmp_path)
+
+
+@pytest.mark.parametrize("version", sorted(p.parent.parent.name for p in TRACES.glob("torch-*/logs/inductor-train.log")))
+def test_inductor_log_reads_kernels_the_same_without_torch(version: str) -> None:
+    """AOT graphs and Inductor kernels (with the ops each computes) from the trace alone, the
+    same in a fresh process that never imports torch as in this one (torch loaded)."""
+    log = TRACES / version / "logs" / "inductor-train.log"
+    code = (
+        "import json, sys, dynscope\n"
+        f"rep = dynscope.load_trace({str(log)!r})\n"
+        "print(json.dumps([[g.id, [[k.name, list(k.aten_ops), k.graph] for k in g.lowering.kernels]]"
+        " for g in rep.graphs if g.lowering is not None]))\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    kernels, imported = done.stdout.splitlines()
+    assert imported == "False"
+    rep = load_trace(log)
+    here = [[g.id, [[k.name, list(k.aten_ops), k.graph] for k in g.lowering.kernels]] for g in rep.graphs if g.lowering is not None]
+    assert json.loads(kernels) == here
+    assert len(here) == 2 and all(ks for _, ks in here)  # both graphs of the train step: forward and backward kernels
+    assert {k[2] for _, ks in here for k in ks} >= {"forward", "backward"}
+    assert all(k[1] for _, ks in here for k in ks), "every kernel names the ops it computes"

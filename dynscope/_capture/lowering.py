@@ -18,6 +18,7 @@ include an op that is not a view) that some forward kernel computes.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -58,8 +59,20 @@ class _Unit:
 
 
 @lru_cache(maxsize=1)
-def _vocabulary() -> frozenset[str]:
+def _registry() -> frozenset[str]:
     return lt.aten_vocabulary()
+
+
+def _vocabulary(aot: dict[str, str], unit: _Unit) -> frozenset[str]:
+    """The ATen op names a fused kernel's name can be read with: those dynscope ships
+    (dynscope/_torch/aten_ops.txt), those the compile's own graphs call (a newer torch's new
+    ops), and, where torch is already loaded, every registered one. Reading a trace log never
+    imports torch for it."""
+    named = {lt.op_name(n.target) for n in unit.post_grad.nodes if n.target.startswith("torch.ops.aten.")}
+    for text in aot.values():
+        named |= lt.aten_ops_in(text)
+    known = lt.shipped_aten_ops() | named
+    return known | _registry() if "torch" in sys.modules else known
 
 
 def split_units(events: Sequence[TraceEvent]) -> tuple[dict[str, str], list[_Unit], list[tuple[str, str, float]], str]:
@@ -185,7 +198,7 @@ def build_lowering(
             if kkind in ("extern", "fallback"):
                 ops = (lt.kernel_op(name),)
             elif not ops:
-                ops = lt.name_ops(name, _vocabulary())
+                ops = lt.name_ops(name, _vocabulary(aot, unit))
             lines = unit.lines.get(key, ())
             if not lines:
                 lines = tuple(

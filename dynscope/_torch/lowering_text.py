@@ -24,9 +24,11 @@ result, never an exception (the caller notes what is missing).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 #: ATen ops that only reinterpret memory (or read metadata): Inductor computes nothing for
@@ -376,6 +378,22 @@ def name_ops(name: str, vocabulary: frozenset[str]) -> tuple[str, ...]:
         else:
             i += 1
     return tuple(dict.fromkeys(out))
+
+
+_ATEN_CALL = re.compile(r"torch\.ops\.aten\.(\w+)\.")
+
+
+def aten_ops_in(text: str) -> set[str]:
+    """The short names of the ATen ops a printed AOT or post-grad graph calls
+    ("torch.ops.aten.addmm.default" -> "addmm")."""
+    return set(_ATEN_CALL.findall(text))
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_aten_ops() -> frozenset[str]:
+    """The ATen op short names dynscope ships (aten_ops.txt, made by scripts/aten_ops.py)."""
+    text = (Path(__file__).parent / "aten_ops.txt").read_text(encoding="utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
 
 
 def aten_vocabulary() -> frozenset[str]:
