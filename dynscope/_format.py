@@ -8,6 +8,10 @@ and judge alike when a measured duration is too small to be read as a fact.
 from __future__ import annotations
 
 from pathlib import PurePath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "ADD_UP_TOLERANCE",
@@ -25,6 +29,22 @@ __all__ = [
 def plural(n: int, word: str) -> str:
     """"1 graph", "2 graphs"."""
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def rank_ranges(ranks: Iterable[int], limit: int = 8) -> str:
+    """Ranks as runs: "0-4, 6, 8-10"; past ``limit`` runs the first ones, "...", the last,
+    and how many ("0-4, 6-20, ..., 246-255 (240 ranks)"), so a 256-rank job reads in a line."""
+    rs = sorted(set(ranks))
+    runs: list[tuple[int, int]] = []
+    for r in rs:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], r)
+        else:
+            runs.append((r, r))
+    words = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}" for a, b in runs]
+    if len(words) <= limit:
+        return ", ".join(words)
+    return ", ".join([*words[: limit - 1], "...", words[-1]]) + f" ({len(rs)} ranks)"
 
 
 def clip(text: str, n: int) -> str:

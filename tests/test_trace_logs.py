@@ -18,7 +18,7 @@ import sys
 import textwrap
 import tracemalloc
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,6 +30,9 @@ from dynscope._cli import main
 from dynscope._errors import InputError
 from dynscope._torch.trace_log import CUT_SHORT, INTERLEAVED, NOT_UTF8, read_log, unknown_kind
 from tests.corpus.programs import PROGRAMS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "traces"
@@ -389,3 +392,80 @@ def test_inductor_log_reads_kernels_the_same_without_torch(version: str) -> None
     assert len(here) == 2 and all(ks for _, ks in here)  # both graphs of the train step: forward and backward kernels
     assert {k[2] for _, ks in here for k in ks} >= {"forward", "backward"}
     assert all(k[1] for _, ks in here for k in ks), "every kernel names the ops it computes"
+
+
+def _job_folder(folder: Path, ranks: int, odd: Callable[[int], bool]) -> tuple[int, ...]:
+    """A job of ``ranks`` ranks made from the recorded 2-rank job (torch 2.13): rank 0's log
+    for most ranks, rank 1's (a print break and a recompile) where ``odd``; the odd ranks."""
+    src = TRACES / "torch-2.13" / "logs" / "ddp-2ranks"
+    (r0,) = src.glob("*_rank_0_*.log")
+    (r1,) = src.glob("*_rank_1_*.log")
+    texts = {0: r0.read_text(encoding="utf-8"), 1: r1.read_text(encoding="utf-8")}
+    for r in range(ranks):
+        orig = 1 if odd(r) else 0
+        (folder / f"dedicated_log_torch_trace_rank_{r}_x.log").write_text(
+            texts[orig].replace(f'"rank": {orig},', f'"rank": {r},'), encoding="utf-8")
+    return tuple(r for r in range(ranks) if odd(r))
+
+
+@pytest.mark.heavy
+def test_256_ranks_read_in_parallel_and_the_page_opens_on_the_diverging_ranks(tmp_path: Path) -> None:
+    odd = _job_folder(tmp_path, 256, lambda r: r % 37 == 5)
+    merged = load_trace(tmp_path)  # 27 MB: read by worker processes
+    assert isinstance(merged, dynscope.MultiRankReport)
+    assert merged.ranks == tuple(range(256)) and merged.world_size == 256
+    assert {d.kind for d in merged.divergences} >= {"graph_count", "break_sites", "recompiles"}
+    assert all(d.ranks == odd for d in merged.divergences)
+    assert load_trace(tmp_path, jobs=1) == merged, "read in this process or in workers: the same report"
+    page = merged.to_html()
+    assert len(page.encode("utf-8")) < 1_500_000
+    first_column = page.split("<h2>Ranks</h2>")[1].split("<th>")[2]
+    assert first_column.startswith("ranks 5, 42, 79, 116, 153, 190, 227 *"), first_column[:80]
+    summary = merged.summary()
+    assert summary.splitlines()[0] == "dynscope: 256 ranks of world size 256 (0-255)"
+    assert max(len(line) for line in summary.splitlines()) < 600  # ranks as runs, not 256 columns
+
+
+def test_a_small_job_keeps_one_column_a_rank(tmp_path: Path) -> None:
+    _job_folder(tmp_path, 4, lambda r: r == 2)
+    merged = load_trace(tmp_path)
+    assert isinstance(merged, dynscope.MultiRankReport)
+    header = merged.summary().splitlines()
+    assert any(line.split() == ["rank", "0", "rank", "1", "rank", "2", "rank", "3"] for line in header)
+    assert "<th>rank 2 *</th>" in merged.to_html()
+
+
+@given(st.sets(st.integers(min_value=0, max_value=300), min_size=1, max_size=60))
+def test_rank_runs_say_every_rank(ranks: set[int]) -> None:
+    from dynscope._format import rank_ranges
+
+    text = rank_ranges(ranks, limit=1000)
+    said: set[int] = set()
+    for word in text.split(", "):
+        a, _, b = word.partition("-")
+        said.update(range(int(a), int(b or a) + 1))
+    assert said == ranks
+    short = rank_ranges(ranks, limit=3)
+    assert short == text or short.endswith(f"({len(ranks)} ranks)")
+
+
+_RECORDED_LOG = TRACES / "torch-2.14" / "logs" / "corpus-nested_break.log"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    cut=st.floats(min_value=0.0, max_value=1.0),
+    junk=st.lists(st.tuples(st.floats(min_value=0.0, max_value=1.0), st.binary(max_size=80)), max_size=6),
+)
+def test_a_mangled_log_reads_without_raising(tmp_path_factory: pytest.TempPathFactory, cut: float, junk: list[tuple[float, bytes]]) -> None:
+    """Any prefix of a real log, with any bytes put in at any places, reads into a report
+    (what cannot be read counted), never an exception."""
+    data = bytearray(_RECORDED_LOG.read_bytes())
+    for where, bytes_ in junk:
+        at = int(where * len(data))
+        data[at:at] = bytes_
+    path = tmp_path_factory.mktemp("mangled") / "dedicated_log_torch_trace_x.log"
+    path.write_bytes(b'V1201 10:00:00.000000 1 torch/x.py:1] {"str": ["f", 0]}\n' + bytes(data[: int(cut * len(data))]))
+    rep = load_trace(path)
+    assert isinstance(rep, dynscope.Report)
+    assert rep.unparsed == sum(n for _, n in rep.unparsed_kinds)

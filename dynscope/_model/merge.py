@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import dynscope._model.plain as _plain
 from dynscope._errors import InputError, SchemaError
-from dynscope._format import plural
+from dynscope._format import plural, rank_ranges
 from dynscope._model.ops import collective_name
 from dynscope._model.ranks import MERGED_KIND, Divergence, MultiRankReport
 from dynscope._model.report import SCHEMA_VERSION, Report
@@ -219,9 +219,9 @@ def merge_reports(
 # -- divergences -------------------------------------------------------------------------
 
 def _who(ranks: Iterable[int]) -> str:
-    """"rank 1" or "ranks 0, 2, 3"."""
+    """"rank 1", "ranks 0, 2, 3" or, for many, "ranks 0-4, 6-20, ..., 246-255 (240 ranks)"."""
     rs = sorted(ranks)
-    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + ", ".join(str(r) for r in rs)
+    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + rank_ranges(rs)
 
 
 def _groups(reports: Sequence[Report], key: Callable[[Report], Hashable]) -> list[list[Report]]:

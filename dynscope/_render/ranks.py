@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dynscope._format import plural
+from dynscope._format import plural, rank_ranges
 from dynscope._model.merge import collective_sequence
 from dynscope._model.structure import structure_hash
 from dynscope._render.html_parts import asset, esc
@@ -42,20 +42,58 @@ def _collectives(rep: Report) -> str:
     return ", ".join(f"{c} x{n}" for c, n in counts.items())
 
 
-def rank_rows(m: MultiRankReport) -> list[tuple[str, list[str]]]:
-    """(row label, one cell per rank) for the side-by-side table."""
-    reps = m.reports
+#: Up to this many ranks, one column each; past it, ranks whose columns read the same share one.
+PER_RANK_COLUMNS = 8
+_LABELS = ("title", "graphs", "of which DDP bucket splits", "graph breaks", "recompiles", "guards",
+           "collectives in graphs", "compile time", "torch")
+
+
+def _cells(r: Report) -> list[str]:
     return [
-        ("title", [r.title or "-" for r in reps]),
-        ("graphs", [str(r.graph_count) for r in reps]),
-        ("of which DDP bucket splits", [str(_ddp_splits(r)) for r in reps]),
-        ("graph breaks", [f"{r.break_count} at {plural(len(r.breaks), 'site')}" for r in reps]),
-        ("recompiles", [str(r.recompile_count) for r in reps]),
-        ("guards", [str(len(r.guards)) for r in reps]),
-        ("collectives in graphs", [_collectives(r) for r in reps]),
-        ("compile time", [f"{r.compile_time.total_s:.2f} s" for r in reps]),
-        ("torch", [r.torch_version or "-" for r in reps]),
+        r.title or "-",
+        str(r.graph_count),
+        str(_ddp_splits(r)),
+        f"{r.break_count} at {plural(len(r.breaks), 'site')}",
+        str(r.recompile_count),
+        str(len(r.guards)),
+        _collectives(r),
+        f"{r.compile_time.total_s:.2f} s",
+        r.torch_version or "-",
     ]
+
+
+def rank_columns(m: MultiRankReport) -> list[tuple[str, list[Report]]]:
+    """(column heading, the ranks it stands for), in order.
+
+    One column a rank for a small job. For a large one, ranks whose rows and graphs read the
+    same (title and compile time aside: those differ on every rank) share a column, headed
+    by their ranks as runs; the columns holding ranks a divergence names come first, so a
+    256-rank page opens on the ranks that differ.
+    """
+    if len(m.reports) <= PER_RANK_COLUMNS:
+        return [(f"rank {r.rank}", [r]) for r in m.reports]
+    flagged = {r for d in m.divergences for r in d.ranks}
+    groups: dict[tuple[object, ...], list[Report]] = {}
+    for r in m.reports:
+        cells = _cells(r)
+        key = (*cells[1:7], cells[8], tuple(structure_hash(g) for g in r.graphs), tuple(g.split_by for g in r.graphs))
+        groups.setdefault(key, []).append(r)
+    ordered = sorted(groups.values(), key=lambda g: (not any(r.rank in flagged for r in g), -len(g), g[0].rank))
+    return [(f"rank {g[0].rank}" if len(g) == 1 else f"ranks {rank_ranges(r.rank for r in g)}", g) for g in ordered]
+
+
+def rank_rows(m: MultiRankReport, columns: list[tuple[str, list[Report]]] | None = None) -> list[tuple[str, list[str]]]:
+    """(row label, one cell per column of :func:`rank_columns`) for the side-by-side table."""
+    columns = columns if columns is not None else rank_columns(m)
+    per_column: list[list[str]] = []
+    for _, reps in columns:
+        cells = _cells(reps[0])
+        if len(reps) > 1:
+            cells[0] = plural(len(reps), "rank")
+            times = [r.compile_time.total_s for r in reps]
+            cells[7] = f"{min(times):.2f}-{max(times):.2f} s" if max(times) - min(times) >= 0.005 else cells[7]
+        per_column.append(cells)
+    return [(label, [col[i] for col in per_column]) for i, label in enumerate(_LABELS)]
 
 
 def _graph_cell(rep: Report, i: int) -> tuple[str, str]:
@@ -70,17 +108,18 @@ def _graph_cell(rep: Report, i: int) -> tuple[str, str]:
 
 def render_merged_text(m: MultiRankReport) -> str:
     """The terminal summary of a merged report."""
-    lines = [f"dynscope: {plural(len(m.reports), 'rank')} of world size {m.world_size} ({', '.join(map(str, m.ranks))})"]
+    lines = [f"dynscope: {plural(len(m.reports), 'rank')} of world size {m.world_size} ({rank_ranges(m.ranks)})"]
     for note in m.notes:
         lines.append(f"note: {note}")
     if m.divergences:
         lines.append(f"{plural(len(m.divergences), 'divergence')}:")
         for d in m.divergences:
-            lines.append(f"  {d.kind} (ranks {', '.join(map(str, d.ranks))}): {d.detail}")
+            lines.append(f"  {d.kind} (ranks {rank_ranges(d.ranks)}): {d.detail}")
     else:
         lines.append("No divergences: every rank captured the same graphs, breaks, recompiles, guards and collectives.")
-    rows = rank_rows(m)
-    header = ["", *(f"rank {r}" for r in m.ranks)]
+    columns = rank_columns(m)
+    rows = rank_rows(m, columns)
+    header = ["", *(heading for heading, _ in columns)]
     table = [header] + [[label, *cells] for label, cells in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines.append("")
@@ -106,17 +145,18 @@ def render_merged_html(m: MultiRankReport) -> str:
         for d in m.divergences:
             out.append(
                 f"<div class='div' data-kind='{esc(d.kind)}'><b>{esc(d.kind)}</b> "
-                f"(ranks {esc(', '.join(map(str, d.ranks)))}): {esc(d.detail)}"
+                f"(ranks {esc(rank_ranges(d.ranks))}): {esc(d.detail)}"
                 f"<br><small>{esc(MEANING.get(d.kind, ''))}</small></div>"
             )
     else:
         out.append("<p class='ok'>No divergences: every rank captured the same graphs, breaks, "
                    "recompiles, guards and collectives.</p>")
     flagged = {r for d in m.divergences for r in d.ranks}
+    columns = rank_columns(m)
     out.append("<h2>Ranks</h2><table><tr><th></th>")
-    out += [f"<th>rank {r}{' *' if r in flagged else ''}</th>" for r in m.ranks]
+    out += [f"<th>{esc(h)}{' *' if any(r.rank in flagged for r in reps) else ''}</th>" for h, reps in columns]
     out.append("</tr>")
-    for label, cells in rank_rows(m):
+    for label, cells in rank_rows(m, columns):
         differs = len(set(cells)) > 1
         cls = " class='differs'" if differs else ""
         out.append(f"<tr><th>{esc(label)}</th>" + "".join(f"<td{cls}>{esc(c)}</td>" for c in cells) + "</tr>")
@@ -124,10 +164,10 @@ def render_merged_html(m: MultiRankReport) -> str:
     most = max((len(r.graphs) for r in m.reports), default=0)
     if most:
         out.append("<h2>Graphs, in compile order</h2><table><tr><th>#</th>")
-        out += [f"<th>rank {r}</th>" for r in m.ranks]
+        out += [f"<th>{esc(h)}</th>" for h, _ in columns]
         out.append("</tr>")
         for i in range(most):
-            shown = [_graph_cell(r, i) for r in m.reports]
+            shown = [_graph_cell(reps[0], i) for _, reps in columns]
             differs = len({h for _, h in shown}) > 1
             cls = " class='differs'" if differs else ""
             out.append(f"<tr><th>{i}</th>" + "".join(f"<td{cls}><code>{esc(t)}</code></td>" for t, _ in shown) + "</tr>")
