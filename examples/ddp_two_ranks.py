@@ -12,7 +12,12 @@ shows those graphs as "DDP bucket split", not as graph breaks.
 ``--plant`` (or DYNSCOPE_PLANT=1) plants two divergences that would hurt a real job: rank 1
 gets a smaller batch on the second step (it recompiles, rank 0 does not), and rank 1
 prints from inside forward (a graph break only rank 1 has). ``--no-dynscope`` runs the
-same job without dynscope (benchmarks/ranks_overhead.py times both).
+same job without dynscope (benchmarks/ranks_overhead.py times both). ``--own-backend`` compiles
+with ``backend="eager"`` as a user's own code would, dynscope only listening (``capture()``
+then reads DDP's pieces from PyTorch's trace).
+
+With ``TORCH_TRACE=<dir>`` set, PyTorch also writes each rank's trace log there;
+``dynscope trace <dir>`` reads the same merged report from those logs (docs/traces.md).
 """
 
 from __future__ import annotations
@@ -46,7 +51,9 @@ class Mlp(nn.Module):
         return torch.relu(self.layers[2](x))
 
 
-def run(*, plant: bool, folder: str, steps: int = 3, use_dynscope: bool = True) -> dynscope.MultiRankReport | None:
+def run(
+    *, plant: bool, folder: str, steps: int = 3, use_dynscope: bool = True, own_backend: bool = False
+) -> dynscope.MultiRankReport | None:
     """Train for ``steps`` steps in this rank; rank 0 returns the merged report."""
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -54,7 +61,7 @@ def run(*, plant: bool, folder: str, steps: int = 3, use_dynscope: bool = True) 
     started = time.perf_counter()  # both ways include importing Dynamo (first compile or capture())
     cap = dynscope.capture(title=f"Mlp rank {rank}") if use_dynscope else None
     with cap if cap is not None else contextlib.nullcontext():
-        backend: Any = cap.backend if cap is not None else "eager"
+        backend: Any = cap.backend if cap is not None and not own_backend else "eager"
         # Compile the module DDP wraps: DDP's optimizer then splits its graph at buckets.
         ddp = nn.parallel.DistributedDataParallel(torch.compile(model, backend=backend), bucket_cap_mb=1)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
@@ -85,10 +92,12 @@ def main() -> None:
     parser.add_argument("--folder", default="dynscope-ranks", help="where each rank saves rank-<r>.json")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--no-dynscope", action="store_true", help="the same job without dynscope")
+    parser.add_argument("--own-backend", action="store_true", help="compile with backend='eager'; dynscope only listens")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     try:
-        run(plant=args.plant, folder=args.folder, steps=args.steps, use_dynscope=not args.no_dynscope)
+        run(plant=args.plant, folder=args.folder, steps=args.steps, use_dynscope=not args.no_dynscope,
+            own_backend=args.own_backend)
     finally:
         dist.destroy_process_group()
 

@@ -158,6 +158,22 @@ def no_torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.torchrun
+def test_capture_with_the_users_own_backend_reads_ddp_pieces_from_the_trace(
+    planted: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Issue 21: under DDP(torch.compile(model, backend="eager")) and capture() only listening,
+    the pieces DDP's optimizer made come from the trace: labelled, not breaks, and the same
+    merged report as with dynscope's backend."""
+    folder = tmp_path / "own"
+    _torchrun(folder, "--plant", "--own-backend")
+    own = dynscope.merge(folder)
+    assert [g.split_by for g in own.report(0).graphs] == ["ddp_bucket"] * 3
+    assert all(g.origin == "trace" for g in own.report(0).graphs) and own.report(0).break_count == 0
+    _same_job(own, dynscope.merge(planted[0]))
+    _same_job(dynscope.load_trace(trace_dir(folder)), own)
+
+
+@pytest.mark.torchrun
 @pytest.mark.venv
 def test_the_jobs_trace_reads_without_torch(planted: tuple[Path, str], no_torch_python: Path, tmp_path: Path) -> None:
     from tests.test_no_torch import _run
