@@ -469,3 +469,16 @@ def test_a_mangled_log_reads_without_raising(tmp_path_factory: pytest.TempPathFa
     rep = load_trace(path)
     assert isinstance(rep, dynscope.Report)
     assert rep.unparsed == sum(n for _, n in rep.unparsed_kinds)
+
+
+def test_renamed_and_compressed_rank_logs_keep_their_ranks(tmp_path: Path) -> None:
+    """Logs copied off a cluster under other names, some gzipped: the rank is the records' own."""
+    src = TRACES / "torch-2.14" / "logs" / "ddp-2ranks"
+    (r0,) = src.glob("*_rank_0_*.log")
+    (r1,) = src.glob("*_rank_1_*.log")
+    shutil.copy(r0, tmp_path / "node-a.log")
+    (tmp_path / "node-b.log.gz").write_bytes(gzip.compress(r1.read_bytes()))
+    merged = load_trace(tmp_path)
+    assert isinstance(merged, dynscope.MultiRankReport)
+    assert merged.ranks == (0, 1)
+    assert [(d.kind, d.ranks) for d in merged.divergences] == [(d.kind, d.ranks) for d in load_trace(src).divergences]

@@ -21,7 +21,7 @@ from dynscope._capture.assemble import build_report
 from dynscope._errors import InputError
 from dynscope._format import plural
 from dynscope._model.merge import COMPILE_SKEW_S, merge_reports
-from dynscope._torch.trace_log import is_trace_log, rank_from_name, read_log
+from dynscope._torch.trace_log import is_trace_log, rank_of, read_log
 
 if TYPE_CHECKING:
     from dynscope._model import MultiRankReport, Report
@@ -83,7 +83,7 @@ def load_trace(
             f"{p} holds no TORCH_TRACE log (dedicated_log_torch_trace_*.log). Run the job with "
             f"TORCH_TRACE={p} set (docs/traces.md), then read that folder"
         )
-    ranks = [rank_from_name(f) for f in files]
+    ranks = [rank_of(f) for f in files]
     if len(files) == 1 and ranks[0] is None:
         return _one(files[0], single=True)
     if None in ranks:

@@ -85,7 +85,7 @@ class TraceLog:
 
     path: str
     events: list[TraceEvent] = field(default_factory=list)
-    rank: int | None = None  # from the records' "rank", else the file name; None: not in a job
+    rank: int | None = None  # the records' "rank", else the file name's; None: not in a job
     records: int = 0  # records read, kept or not
     unreadable: Counter[str] = field(default_factory=Counter)  # what could not be read, per kind
     torch_version: str = ""  # from the torch_version artifact, when the log has it
@@ -96,6 +96,23 @@ def rank_from_name(path: str | Path) -> int | None:
     """The rank in a trace file's name (``..._rank_3_x.log`` -> 3), None without one."""
     m = _RANK_IN_NAME.search(Path(path).name)
     return int(m.group(1)) if m else None
+
+
+_RANK_FIELD = re.compile(rb'"rank": (\d+)[,}]')
+
+
+def rank_of(path: str | Path) -> int | None:
+    """A trace file's rank: the "rank" its records carry (torch.distributed was initialised),
+    else the one in its name, None when neither says (a single process). Reads only the
+    first records."""
+    try:
+        with _open(Path(path)) as f:
+            for _, line in zip(range(2000), f, strict=False):
+                if line[:1] != b"\t" and (m := _RANK_FIELD.search(line, 0, 600)):
+                    return int(m.group(1))
+    except (OSError, EOFError, gzip.BadGzipFile):
+        pass
+    return rank_from_name(path)
 
 
 def is_trace_log(path: str | Path) -> bool:
@@ -129,10 +146,12 @@ def read_log(path: str | Path, *, lowering: bool = True, block_size: int = 0) ->
         OSError: the file cannot be opened.
     """
     p = Path(path)
-    log = TraceLog(path=str(p), rank=rank_from_name(p))
+    log = TraceLog(path=str(p))
     with _open(p) as f:
         for raw in _records(f, log, block_size or _BLOCK):
             _keep(raw, log, lowering)
+    if log.rank is None:
+        log.rank = rank_from_name(p)
     return log
 
 
@@ -273,7 +292,7 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         log.unreadable[CUT_SHORT] += 1
         return
     if log.rank is None and isinstance(metadata.get("rank"), int):
-        log.rank = metadata["rank"]
+        log.rank = metadata["rank"]  # the records' own word; the file name is only a fallback
     if raw.kind == "str":
         _intern(metadata.get("str"), log)
         return
