@@ -161,6 +161,45 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return logs
 
 
+_FAILING_PROGRAM = textwrap.dedent(
+    """
+    import sys
+    import torch
+    import torch._dynamo
+    import dynscope
+
+    torch._dynamo.config.recompile_limit = 1
+
+    def scale(x):
+        return x * 2
+
+    with dynscope.capture() as cap:
+        compiled = torch.compile(scale, backend="eager")
+        for dtype in (torch.float32, torch.float64):   # the second compile hits the limit
+            compiled(torch.ones(3, dtype=dtype))
+    cap.report.save(sys.argv[1])
+    """
+)
+
+
+def test_a_frame_that_hit_the_recompile_limit_reads_as_capture_says(tmp_path: Path) -> None:
+    script = tmp_path / "limit.py"
+    script.write_text(_FAILING_PROGRAM, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "captured.json")], cwd=tmp_path,
+        env=_child_env(TORCH_TRACE=str(tmp_path / "logs")),
+        capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rep = load_trace(tmp_path / "logs")
+    assert isinstance(rep, dynscope.Report)
+    failed = [f for f in rep.frames if f.status == "failed"]
+    assert len(failed) == 1 and "recompile" in failed[0].fail_reason.lower()
+    assert any("recompile limit hit in scale" in n for n in rep.notes)
+    assert rep.recompile_count == 1 and rep.graph_count == 1
+    assert signature(rep) == signature(dynscope.load(tmp_path / "captured.json"))
+
+
 def _log_of(folder: Path) -> Path:
     (log,) = folder.glob("dedicated_log_torch_trace_*.log")
     return log
@@ -392,6 +431,14 @@ def test_inductor_log_reads_kernels_the_same_without_torch(version: str) -> None
     assert len(here) == 2 and all(ks for _, ks in here)  # both graphs of the train step: forward and backward kernels
     assert {k[2] for _, ks in here for k in ks} >= {"forward", "backward"}
     assert all(k[1] for _, ks in here for k in ks), "every kernel names the ops it computes"
+    # Compile phases, cache results, AOT graphs and provenance (each kernel's user lines).
+    assert dict(rep.compile_time.phases).get("compile", 0) > 0 and dict(rep.compile_time.phases).get("aot_autograd", 0) > 0
+    for g in rep.graphs:
+        low = g.lowering
+        assert low is not None and low.source == "trace"
+        assert low.forward is not None and low.backward is not None and low.saved_for_backward is not None
+        assert ("aot_autograd", "miss") in low.cache and low.code and low.backward_code
+        assert all(k.source_lines and k.source_lines[0].split(":")[0].endswith("record_trace_logs.py") for k in low.kernels)
 
 
 def _job_folder(folder: Path, ranks: int, odd: Callable[[int], bool]) -> tuple[int, ...]:
