@@ -241,6 +241,16 @@ def test_cli_trace_show_render_and_gates(traced: Path, tmp_path: Path, capsys: p
     capsys.readouterr()
     assert main(["render", str(traced), "-o", str(tmp_path / "r")]) == 0
     assert (tmp_path / "r" / "index.html").exists()
+    capsys.readouterr()
+    # Bad paths: one line on stderr, exit 2, never a traceback.
+    assert main(["trace", str(tmp_path / "nowhere")]) == 2
+    assert "no such trace log or folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["trace", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert "holds no TORCH_TRACE log" in err and "Traceback" not in err
+    assert main(["show", str(tmp_path / "empty")]) == 2
+    assert "no TORCH_TRACE log" in capsys.readouterr().err
 
 
 # -- bad logs keep what could be read ------------------------------------------------------------
