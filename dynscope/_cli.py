@@ -528,8 +528,13 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     if not p.exists():
         raise UsageError(f"no such trace log or folder: {args.path}; pass the folder TORCH_TRACE named")
     rep = load_trace(p, jobs=args.jobs)
-    if args.json:
+    if args.json and isinstance(rep, Report):
         sys.stdout.write(rep.to_json() + "\n")
+    elif args.json:
+        from dynscope._model.plain import iter_json
+
+        for piece in iter_json(rep):  # a big job's JSON, rank by rank
+            sys.stdout.write(piece)
     elif isinstance(rep, Report):
         _out(_printable(rep).summary(color=False), summary=True)
     else:

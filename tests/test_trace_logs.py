@@ -539,3 +539,21 @@ def test_renamed_and_compressed_rank_logs_keep_their_ranks(tmp_path: Path) -> No
     assert isinstance(merged, dynscope.MultiRankReport)
     assert merged.ranks == (0, 1)
     assert [(d.kind, d.ranks) for d in merged.divergences] == [(d.kind, d.ranks) for d in load_trace(src).divergences]
+
+
+def test_workers_start_from_a_script_without_a_main_guard(tmp_path: Path) -> None:
+    """Rank logs read in worker processes from a plain script (no ``if __name__ ==
+    "__main__":``, which multiprocessing's spawn would run again in every worker)."""
+    script = tmp_path / "read.py"
+    folder = TRACES / "torch-2.13" / "logs" / "ddp-2ranks"
+    script.write_text(
+        "import dynscope\n"
+        f"m = dynscope.load_trace({str(folder)!r}, jobs=2)\n"
+        "print(m.ranks, [d.kind for d in m.divergences])\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    merged = load_trace(folder)
+    assert isinstance(merged, dynscope.MultiRankReport)
+    assert done.stdout.strip() == f"{merged.ranks} {[d.kind for d in merged.divergences]}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from dynscope._capture.assemble import build_report
 from dynscope._errors import InputError
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from dynscope._torch.trace import TraceEvent
 
 __all__ = ["TRACE_NOTE", "load_trace", "trace_files"]
+
+_T = TypeVar("_T")
 
 #: What a report read from a trace does not have, said once (Report.notes).
 TRACE_NOTE = (
@@ -141,23 +143,54 @@ def _version_in_metrics(events: list[TraceEvent]) -> str:
 
 
 def _rank_report(path: str) -> Report:
-    """One rank's report (run in a worker process)."""
+    """One rank's report (also what a worker process runs, dynscope._capture.trace_worker)."""
     return _one(Path(path), single=False)
 
 
 def _read_all(files: list[Path], jobs: int | None) -> list[Report]:
-    """Every rank's report, read in parallel processes when it pays."""
+    """Every rank's report in the order of ``files``, read by worker processes when it pays;
+    values the ranks have in common (code, guards, kernels) are kept once."""
     size = sum(f.stat().st_size for f in files)
     workers = jobs if jobs is not None else (os.cpu_count() or 1) if size >= _PARALLEL_FROM_BYTES else 1
     workers = max(1, min(workers, len(files)))
+    memo: dict[object, object] = {}
     if workers == 1:
-        return [_rank_report(str(f)) for f in files]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+        return [_shared(_rank_report(str(f)), memo) for f in files]
+    from dynscope._capture.trace_worker import read_in_workers
 
-    # spawn, not fork: the caller may hold threads or torch state a forked child must not copy.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_rank_report, [str(f) for f in files], chunksize=max(1, len(files) // (workers * 4))))
+    by_path = read_in_workers([str(f) for f in files], workers, lambda rep: _shared(rep, memo))
+    # A worker that died (killed, out of memory) leaves its files unread: read them here.
+    return [by_path.get(str(f)) or _shared(_rank_report(str(f)), memo) for f in files]
+
+
+def _shared(rep: Report, memo: dict[object, object]) -> Report:
+    """``rep`` with the values it has in common with the ranks read before it made the same
+    objects: the ranks of a data-parallel job compile the same graphs, so a 256-rank job holds
+    each graph's code, kernels and guards about once, not 256 times."""
+
+    def one(value: _T) -> _T:
+        try:
+            return memo.setdefault(value, value)  # type: ignore[return-value]
+        except TypeError:  # a value holding something unhashable: kept as it is
+            return value
+
+    graphs = []
+    for g in rep.graphs:
+        low = g.lowering
+        if low is not None:
+            low = replace(
+                low, code=one(low.code), backward_code=one(low.backward_code), forward=one(low.forward),
+                backward=one(low.backward), kernels=one(low.kernels), saved_for_backward=one(low.saved_for_backward),
+            )
+        graphs.append(replace(g, code=one(g.code), inputs=one(g.inputs), op_counts=one(g.op_counts), lowering=low))
+    return replace(
+        rep,
+        graphs=tuple(graphs),
+        guards=tuple(one(guard) for guard in rep.guards),
+        breaks=one(rep.breaks),
+        break_events=one(rep.break_events),
+        recompiles=one(rep.recompiles),
+    )
 
 
 def _merged(reports: list[Report], sources: list[str], compile_skew_s: float) -> MultiRankReport:

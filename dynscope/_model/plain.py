@@ -11,9 +11,12 @@ import dataclasses
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["save", "to_json", "to_plain"]
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["iter_json", "save", "to_json", "to_plain"]
 
 
 @functools.cache
@@ -51,3 +54,22 @@ def save(rep: Any, path: str | Path) -> Path:
 
     # Streamed: the same text as to_json(), without holding a second copy of a big report.
     return write_text(Path(path), json.JSONEncoder(indent=1).iterencode(to_plain(rep)))
+
+
+def iter_json(obj: Any) -> Iterator[str]:
+    """A dataclass as JSON text in pieces, one item at a time for its fields that hold many
+    dataclasses (a merged report's ranks): never the whole as plain data or as one string,
+    and each item through json's C encoder (``indent`` would select its slow Python one)."""
+    yield "{"
+    cls: Any = type(obj)
+    for i, name in enumerate(_plain_fields(cls)):
+        value = getattr(obj, name)
+        yield ("," if i else "") + "\n" + json.dumps(name) + ": "
+        if isinstance(value, (tuple, list)) and value and all(dataclasses.is_dataclass(v) for v in value):
+            yield "["
+            for j, item in enumerate(value):
+                yield ("," if j else "") + "\n" + json.dumps(to_plain(item))
+            yield "\n]"
+        else:
+            yield json.dumps(to_plain(value))
+    yield "\n}\n"

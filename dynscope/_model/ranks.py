@@ -88,7 +88,10 @@ class MultiRankReport(MergedShortcuts):
         return json.dumps(self.to_dict(), indent=indent)
 
     def save(self, path: str | Path) -> Path:
-        """Write the merged report as JSON to ``path`` (atomically); returns the path."""
+        """Write the merged report as JSON to ``path`` (atomically); returns the path.
+
+        Written rank by rank: a 256-rank job is never held as one string or as plain data.
+        """
         from dynscope._write import write_text
 
-        return write_text(Path(path), self.to_json())
+        return write_text(Path(path), _plain.iter_json(self))

@@ -1,0 +1,100 @@
+"""Read TORCH_TRACE logs in child processes for ``load_trace`` (a large job's folder).
+
+Each worker is ``python -m dynscope._capture.trace_worker OUT FILE...``: a fresh interpreter
+(never a fork of the caller, which may hold threads or torch state, and never one that runs
+the caller's ``__main__`` again, as multiprocessing's spawn does for a script without an
+``if __name__ == "__main__":`` guard). It reads its files one by one and appends each rank's
+report to OUT as a pickle, so a worker holds one report at a time and the parent takes them
+in one by one too.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dynscope._errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from dynscope._model import Report
+
+
+def _shares(files: list[str], workers: int) -> list[list[str]]:
+    """The files split into ``workers`` lists of about equal bytes (largest first, each to
+    the lightest list)."""
+    loads = [0] * workers
+    parts: list[list[str]] = [[] for _ in range(workers)]
+    for f in sorted(files, key=lambda f: -os.path.getsize(f)):
+        i = loads.index(min(loads))
+        parts[i].append(f)
+        loads[i] += os.path.getsize(f)
+    return [p for p in parts if p]
+
+
+def read_in_workers(files: list[str], workers: int, take: Callable[[Report], Report]) -> dict[str, Report]:
+    """path -> its rank's report, read by ``workers`` child processes; each report passes
+    through ``take`` as it is read back. Files of a worker that died are left out (the
+    caller reads them itself); a file a worker could not read raises its error here.
+
+    Raises:
+        InputError: a file is not a trace log (the worker's message).
+    """
+    import dynscope
+
+    env = dict(os.environ)
+    # The child imports the same dynscope as this process, wherever it is installed.
+    root = str(Path(dynscope.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    got: dict[str, Report] = {}
+    with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
+        procs = []
+        for i, part in enumerate(_shares(files, workers)):
+            out = Path(tmp) / f"worker-{i}.pickle"
+            cmd = [sys.executable, "-m", "dynscope._capture.trace_worker", str(out), *part]
+            # Output dropped: results come back in OUT; a worker that fails leaves its files to the caller.
+            procs.append((subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), out))
+        for proc, out in procs:
+            proc.wait()
+            if not out.exists():
+                continue
+            with out.open("rb") as f:
+                while True:
+                    try:
+                        item = pickle.load(f)
+                    except EOFError:
+                        break
+                    except pickle.UnpicklingError:  # cut short by a worker that died mid-write
+                        break
+                    if item[0] == "error":
+                        raise InputError(item[2])
+                    got[item[1]] = take(item[2])
+    return got
+
+
+def main(argv: list[str]) -> int:
+    """Read each file of ``argv[1:]`` and append ("ok", path, report) or ("error", path,
+    message) to the file ``argv[0]``."""
+    from dynscope._capture.trace_file import _rank_report
+
+    out, files = argv[0], argv[1:]
+    with open(out, "wb") as f:
+        for path in files:
+            item: tuple[Any, ...]
+            try:
+                item = ("ok", path, _rank_report(path))
+            except InputError as err:
+                item = ("error", path, str(err))
+            pickle.dump(item, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
