@@ -39,7 +39,8 @@ from tests.corpus.programs import PROGRAMS  # noqa: E402 - needs ROOT on sys.pat
 # import dynscope, which may not be installed in the side venv. Keep the two in step.
 KEPT_EVENTS = frozenset(
     {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics",
-     "create_symbol"}  # a dynamic size's symbol and the value it ran at (inputs of trace-only graphs)
+     "create_symbol",  # a dynamic size's symbol and the value it ran at (inputs of trace-only graphs)
+     "optimize_ddp_split_child"}  # a piece of a graph DDP's optimizer split (none in the corpus)
 )
 KEPT_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
 
