@@ -57,13 +57,13 @@ def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
     was open. A test marked ``synthetic_reports`` loads reports built from random data
     (hypothesis), which need not be what any run could make: its loads are not checked."""
     from dynscope._capture import capture as _capture
-    from dynscope._capture import trace_file as _trace_file
+    from dynscope._capture import trace_report as _trace_report
     from dynscope._model import codec as _codec
     from tests import invariants
 
     report_locked, enter, exit_, build, from_dict, from_log = (
         _capture._report_locked, _capture.Capture.__enter__, _capture.Capture.__exit__,
-        _capture.Capture._build, _codec.report_from_dict, _trace_file._one,
+        _capture.Capture._build, _codec.report_from_dict, _trace_report.report_of_log,
     )
 
     def checked_report(*args: object, **kwargs: object) -> object:
@@ -101,7 +101,7 @@ def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
         return rep
 
     monkeypatch.setattr(_capture, "_report_locked", checked_report)
-    monkeypatch.setattr(_trace_file, "_one", checked_log)
+    monkeypatch.setattr(_trace_report, "report_of_log", checked_log)
     monkeypatch.setattr(_capture.Capture, "__enter__", counted_enter)
     monkeypatch.setattr(_capture.Capture, "__exit__", counted_exit)
     monkeypatch.setattr(_capture.Capture, "_build", checked_build)

@@ -182,6 +182,7 @@ _FAILING_PROGRAM = textwrap.dedent(
 )
 
 
+@pytest.mark.heavy
 def test_a_frame_that_hit_the_recompile_limit_reads_as_capture_says(tmp_path: Path) -> None:
     script = tmp_path / "limit.py"
     script.write_text(_FAILING_PROGRAM, encoding="utf-8")
@@ -200,11 +201,16 @@ def test_a_frame_that_hit_the_recompile_limit_reads_as_capture_says(tmp_path: Pa
     assert signature(rep) == signature(dynscope.load(tmp_path / "captured.json"))
 
 
+#: A real log (torch 2.13, scripts/record_trace_logs.py): 4 graphs, 3 break events, a recompile.
+SAMPLE = TRACES / "torch-2.13" / "logs" / "corpus-nested_break.log"
+
+
 def _log_of(folder: Path) -> Path:
     (log,) = folder.glob("dedicated_log_torch_trace_*.log")
     return log
 
 
+@pytest.mark.heavy
 def test_folder_of_one_process_is_a_report(traced: Path) -> None:
     rep = load_trace(traced)
     assert isinstance(rep, dynscope.Report)
@@ -221,23 +227,28 @@ def test_folder_of_one_process_is_a_report(traced: Path) -> None:
     assert rep == load_trace(_log_of(traced)), "the folder and its one file read the same"
 
 
-def test_cli_trace_show_render_and_gates(traced: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_trace_show_render_and_gates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    traced = tmp_path / "trace"  # the folder TORCH_TRACE named, for one process
+    traced.mkdir()
+    log = traced / "dedicated_log_torch_trace_ab12cd.log"
+    shutil.copy(SAMPLE, log)
     assert main(["trace", str(traced), "-o", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert "4 graph breaks at 2 sites" in out and "wrote " in out
+    assert "4 graphs, 3 graph breaks at 1 site, 1 recompile" in out and "wrote " in out
     page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert page.count("read from PyTorch&#x27;s trace log alone") + page.count("read from PyTorch's trace log alone") == 1
-    assert dynscope.load(tmp_path / "out" / "report.json").break_count == 4
+    assert dynscope.load(tmp_path / "out" / "report.json").break_count == 3
     assert main(["trace", str(traced), "--fail-on-break"]) == 1
-    assert "4 graph breaks (--fail-on-break)" in capsys.readouterr().err
-    assert main(["trace", str(traced), "--max-recompiles", "3"]) == 0
-    assert main(["trace", str(traced), "--max-recompiles", "2"]) == 1
+    assert "3 graph breaks (--fail-on-break)" in capsys.readouterr().err
+    assert main(["trace", str(traced), "--max-recompiles", "1"]) == 0
+    assert main(["trace", str(traced), "--max-recompiles", "0"]) == 1
     capsys.readouterr()
-    assert main(["trace", str(_log_of(traced)), "--json"]) == 0
+    assert main(["trace", str(log), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["graphs"]
-    assert main(["show", str(_log_of(traced))]) == 0
-    assert "6 graphs, 4 graph breaks" in capsys.readouterr().out
-    assert main(["diff", str(_log_of(traced)), str(_log_of(traced))]) == 0
+    assert main(["show", str(log)]) == 0
+    assert "4 graphs, 3 graph breaks" in capsys.readouterr().out
+    assert main(["diff", str(log), str(log)]) == 0
+    assert main(["diff", str(TRACES / "torch-2.13" / "logs" / "corpus-mlp_no_break.log"), str(log)]) == 1  # worse
     capsys.readouterr()
     assert main(["render", str(traced), "-o", str(tmp_path / "r")]) == 0
     assert (tmp_path / "r" / "index.html").exists()
@@ -255,8 +266,8 @@ def test_cli_trace_show_render_and_gates(traced: Path, tmp_path: Path, capsys: p
 
 # -- bad logs keep what could be read ------------------------------------------------------------
 
-def test_truncated_last_record_keeps_the_rest(traced: Path, tmp_path: Path) -> None:
-    data = _log_of(traced).read_bytes()
+def test_truncated_last_record_keeps_the_rest(tmp_path: Path) -> None:
+    data = SAMPLE.read_bytes()
     # Cut inside the payload of the last break record: a job killed mid-write.
     last_break = data.rindex(b'"dynamo_graph_break_reason"')
     record_start = data.rindex(b"\n", 0, last_break) + 1
@@ -267,7 +278,7 @@ def test_truncated_last_record_keeps_the_rest(traced: Path, tmp_path: Path) -> N
     rep, kept = load_trace(cut), load_trace(before)
     assert isinstance(rep, dynscope.Report) and isinstance(kept, dynscope.Report)
     # Everything before the cut record is kept; the cut record is counted, not read.
-    assert signature(rep) == signature(kept) and rep.break_count == 3
+    assert signature(rep) == signature(kept) and rep.break_count == load_trace(SAMPLE).break_count - 1
     assert dict(rep.unparsed_kinds).get(CUT_SHORT) == 1 and kept.unparsed == 0
     # Cut inside the metadata line of a record.
     meta = tmp_path / "meta.log"
@@ -280,9 +291,9 @@ def test_truncated_last_record_keeps_the_rest(traced: Path, tmp_path: Path) -> N
     assert load_trace(clean).unparsed == 0
 
 
-def test_interleaved_unknown_and_non_utf8_are_counted(traced: Path, tmp_path: Path) -> None:
-    lines = _log_of(traced).read_bytes().splitlines(keepends=True)
-    whole = load_trace(_log_of(traced))
+def test_interleaved_unknown_and_non_utf8_are_counted(tmp_path: Path) -> None:
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    whole = load_trace(SAMPLE)
     hostile = []
     for i, line in enumerate(lines):
         hostile.append(line)
@@ -303,16 +314,16 @@ def test_interleaved_unknown_and_non_utf8_are_counted(traced: Path, tmp_path: Pa
     assert "\ufffd" in " ".join(b.torch_text for b in rep.breaks)
 
 
-def test_gzip_copy_reads_the_same(traced: Path, tmp_path: Path) -> None:
+def test_gzip_copy_reads_the_same(tmp_path: Path) -> None:
     gz = tmp_path / "copied.log.gz"
-    gz.write_bytes(gzip.compress(_log_of(traced).read_bytes()))
-    assert signature(load_trace(gz)) == signature(load_trace(_log_of(traced)))
+    gz.write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    assert signature(load_trace(gz)) == signature(load_trace(SAMPLE))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(block=st.integers(min_value=1, max_value=5000))
-def test_any_read_size_cuts_records_the_same(traced: Path, block: int) -> None:
-    log = _log_of(traced)
+def test_any_read_size_cuts_records_the_same(block: int) -> None:
+    log = SAMPLE
     assert read_log(log, block_size=block).events == read_log(log).events
 
 
@@ -327,13 +338,13 @@ def test_not_a_log_and_empty_folders_are_clear_errors(tmp_path: Path) -> None:
         load_trace(saved)
 
 
-def test_big_skipped_payload_is_streamed(tmp_path: Path, traced: Path) -> None:
+def test_big_skipped_payload_is_streamed(tmp_path: Path) -> None:
     """A log is never read whole: a 64 MB payload of a record dynscope does not read costs
     the reader about one read block, not the payload."""
     big = tmp_path / "big.log"
     line = b"\t" + b"x" * 1023 + b"\n"
     with big.open("wb") as f:
-        f.write(_log_of(traced).read_bytes())
+        f.write(SAMPLE.read_bytes())
         f.write(b'V1201 10:00:00.000000 1 torch/x.py:1] {"artifact": {"name": "inductor_aot_wrapper_code"}, "has_payload": "0"}\n')
         for _ in range(64 * 1024):
             f.write(line)
@@ -343,7 +354,7 @@ def test_big_skipped_payload_is_streamed(tmp_path: Path, traced: Path) -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert rep.graph_count == 6
+    assert rep.graph_count == load_trace(SAMPLE).graph_count
     assert peak < 24 << 20, f"reading a 64 MB log peaked at {peak / 2**20:.1f} MB"
 
 
@@ -412,9 +423,9 @@ def test_folder_with_a_missing_rank_and_a_duplicate(tmp_path: Path) -> None:
         load_trace(tmp_path)
 
 
-def test_folder_of_separate_processes_is_refused(traced: Path, tmp_path: Path) -> None:
+def test_folder_of_separate_processes_is_refused(tmp_path: Path) -> None:
     for name in ("dedicated_log_torch_trace_a.log", "dedicated_log_torch_trace_b.log"):
-        shutil.copy(_log_of(traced), tmp_path / name)
+        shutil.copy(SAMPLE, tmp_path / name)
     with pytest.raises(InputError, match="separate processes, not the ranks of one job"):
         load_trace(tmp_path)
 

@@ -17,25 +17,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from dynscope._capture.assemble import build_report
+from dynscope._capture import trace_report
+from dynscope._capture.trace_report import TRACE_NOTE
 from dynscope._errors import InputError
 from dynscope._format import plural
 from dynscope._model.merge import COMPILE_SKEW_S, merge_reports
-from dynscope._torch.trace_log import is_trace_log, rank_of, read_log
+from dynscope._torch.trace_log import is_trace_log, rank_of
 
 if TYPE_CHECKING:
     from dynscope._model import MultiRankReport, Report
-    from dynscope._torch.trace import TraceEvent
 
 __all__ = ["TRACE_NOTE", "load_trace", "trace_files"]
 
 _T = TypeVar("_T")
 
-#: What a report read from a trace does not have, said once (Report.notes).
-TRACE_NOTE = (
-    "read from PyTorch's trace log alone: no timing, no compile coverage, no live graph "
-    "modules and no call count (what a run under dynscope.report() adds)"
-)
 #: Name patterns of the logs TORCH_TRACE writes (gzip-compressed copies read too).
 _PATTERNS = ("dedicated_log_torch_trace*.log", "dedicated_log_torch_trace*.log.gz")
 #: Below this many bytes in all, ranks are read in this process: starting workers costs more.
@@ -78,7 +73,7 @@ def load_trace(
     if not p.exists():
         raise InputError(f"no such trace log or folder: {p}. Pass the folder TORCH_TRACE named, or one of its files")
     if p.is_file():
-        return _one(p, single=True)
+        return trace_report.report_of_log(p, single=True)
     files = trace_files(p)
     if not files:
         raise InputError(
@@ -87,7 +82,7 @@ def load_trace(
         )
     ranks = [rank_of(f) for f in files]
     if len(files) == 1 and ranks[0] is None:
-        return _one(files[0], single=True)
+        return trace_report.report_of_log(files[0], single=True)
     if None in ranks:
         plain = [f.name for f, r in zip(files, ranks, strict=True) if r is None]
         raise InputError(
@@ -100,53 +95,6 @@ def load_trace(
     return _merged(reports, [str(f) for f in files], compile_skew_s)
 
 
-def _one(path: Path, *, single: bool) -> Report:
-    """The report of one log file."""
-    if not is_trace_log(path):
-        raise InputError(
-            f"{path} is not a TORCH_TRACE log: its first line is not a trace record "
-            f"('V1201 12:00:00.000000 123 torch/...py:12] {{...}}'). A saved dynscope report "
-            f"is read with dynscope.load"
-        )
-    log = read_log(path)
-    rank = log.rank if log.rank is not None else 0
-    rep = build_report(
-        log.events,
-        [],
-        ignore_backend_mismatch=False,
-        title=f"trace of rank {rank}" if log.rank is not None else f"trace {path.name}",
-        rank=rank,
-        world_size=rank + 1 if single and log.rank is not None else 1,
-        torch_version=log.torch_version or _version_in_metrics(log.events),
-    )
-    notes = [TRACE_NOTE] if single else []
-    if single and log.rank is not None:
-        notes.append(f"one rank's log (rank {rank}): the job's other ranks were not read; read the folder for all")
-    unread = dict(rep.unparsed_kinds)
-    for kind, n in log.unreadable.items():
-        unread[kind] = unread.get(kind, 0) + n
-    return replace(
-        rep,
-        notes=(*notes, *rep.notes),
-        unparsed=sum(unread.values()),
-        unparsed_kinds=tuple(sorted(unread.items())),
-    )
-
-
-def _version_in_metrics(events: list[TraceEvent]) -> str:
-    """The torch release compilation_metrics names (torch_version is logged once a process,
-    so a log that starts after it, or a release that omits it, still says which torch)."""
-    for ev in events:
-        if ev.name == "compilation_metrics" and isinstance(version := ev.metadata.get("pytorch_version"), str):
-            return version
-    return ""
-
-
-def _rank_report(path: str) -> Report:
-    """One rank's report (also what a worker process runs, dynscope._capture.trace_worker)."""
-    return _one(Path(path), single=False)
-
-
 def _read_all(files: list[Path], jobs: int | None) -> list[Report]:
     """Every rank's report in the order of ``files``, read by worker processes when it pays;
     values the ranks have in common (code, guards, kernels) are kept once."""
@@ -155,12 +103,12 @@ def _read_all(files: list[Path], jobs: int | None) -> list[Report]:
     workers = max(1, min(workers, len(files)))
     memo: dict[object, object] = {}
     if workers == 1:
-        return [_shared(_rank_report(str(f)), memo) for f in files]
+        return [_shared(trace_report.rank_report(str(f)), memo) for f in files]
     from dynscope._capture.trace_worker import read_in_workers
 
     by_path = read_in_workers([str(f) for f in files], workers, lambda rep: _shared(rep, memo))
     # A worker that died (killed, out of memory) leaves its files unread: read them here.
-    return [by_path.get(str(f)) or _shared(_rank_report(str(f)), memo) for f in files]
+    return [by_path.get(str(f)) or _shared(trace_report.rank_report(str(f)), memo) for f in files]
 
 
 def _shared(rep: Report, memo: dict[object, object]) -> Report:

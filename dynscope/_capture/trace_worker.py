@@ -81,14 +81,14 @@ def read_in_workers(files: list[str], workers: int, take: Callable[[Report], Rep
 def main(argv: list[str]) -> int:
     """Read each file of ``argv[1:]`` and append ("ok", path, report) or ("error", path,
     message) to the file ``argv[0]``."""
-    from dynscope._capture.trace_file import _rank_report
+    from dynscope._capture.trace_report import rank_report
 
     out, files = argv[0], argv[1:]
     with open(out, "wb") as f:
         for path in files:
             item: tuple[Any, ...]
             try:
-                item = ("ok", path, _rank_report(path))
+                item = ("ok", path, rank_report(path))
             except InputError as err:
                 item = ("error", path, str(err))
             pickle.dump(item, f, protocol=pickle.HIGHEST_PROTOCOL)
