@@ -40,7 +40,8 @@ from tests.corpus.programs import PROGRAMS  # noqa: E402 - needs ROOT on sys.pat
 KEPT_EVENTS = frozenset(
     {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics",
      "create_symbol",  # a dynamic size's symbol and the value it ran at (inputs of trace-only graphs)
-     "optimize_ddp_split_child"}  # a piece of a graph DDP's optimizer split (none in the corpus)
+     "optimize_ddp_split_child",  # a piece of a graph DDP's optimizer split (none in the corpus)
+     "symbolic_shape_specialization", "guard_added_fast"}  # where sizes came from
 )
 KEPT_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
 

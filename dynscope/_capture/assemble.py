@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -14,7 +15,18 @@ from dynscope._capture.break_sites import (
     wrapped_name,
 )
 from dynscope._capture.lowering import build_lowering, compile_times
-from dynscope._model import CompileTime, Frame, Graph, GraphBreak, Guard, Recompile, Report
+from dynscope._format import location
+from dynscope._model import (
+    CompileTime,
+    Frame,
+    Graph,
+    GraphBreak,
+    Guard,
+    GuardFailure,
+    Recompile,
+    Report,
+    SizeFix,
+)
 from dynscope._model.base import _Live
 from dynscope._torch.break_report import ParsedBreak, parse_break
 from dynscope._torch.graph_text import (
@@ -36,6 +48,7 @@ from dynscope._torch.guard_text import (
     states_differ,
 )
 from dynscope._torch.metrics import CompileMetrics, read_metrics
+from dynscope._torch.shape_text import entry_failures, size_fixes
 from dynscope._torch.trace import LOWERING_ARTIFACTS, LOWERING_EVENTS
 from dynscope._torch.wording import (
     RESUME_PREFIX,
@@ -197,6 +210,7 @@ class _Assembly:
     ddp_traced: dict[str, list[TraceEvent]]  # compile id -> the pieces the trace logged (its code only)
     symbol_sizes: dict[str, dict[str, int]]  # compile id -> symbol -> size it ran at
     ignore_backend_mismatch: bool  # drop "another backend compiled this before" recompiles
+    renumber: dict[str, str]  # PyTorch's compile id -> this report's (_renumbering)
     graphs: list[Graph] = field(default_factory=list)
     graph_ids: dict[str, list[int]] = field(default_factory=dict)  # compile id -> its graphs
     metrics: dict[str, CompileMetrics] = field(default_factory=dict)
@@ -205,6 +219,8 @@ class _Assembly:
     guards: list[Guard] = field(default_factory=list)
     break_items: list[tuple[str, ParsedBreak]] = field(default_factory=list)
     pending_reasons: dict[str, tuple[str, ...]] = field(default_factory=dict)  # compile id -> failed guards
+    failures: dict[str, tuple[GuardFailure, ...]] = field(default_factory=dict)  # compile id -> per-entry failures
+    shape_events: dict[str, list[TraceEvent]] = field(default_factory=dict)  # compile id -> its shape records
     used: set[str] = field(default_factory=set)  # compile ids whose graph the trace announced
     lowering_events: dict[str, list[TraceEvent]] = field(default_factory=dict)  # compile id -> Inductor's events
     # Payloads no parser understood, per event kind: counted, never dropped silently
@@ -288,6 +304,20 @@ def _on_recompile_reasons(st: _Assembly, ev: TraceEvent) -> None:
     reasons = _users_reasons(reasons, st.ignore_backend_mismatch)
     if reasons:
         st.pending_reasons[ev.compile_id] = reasons
+        # Per earlier entry, in this report's compile ids. report() keeps only its own entries
+        # (not those of the user's compiles before it, nor entries it made inert).
+        st.failures[ev.compile_id] = tuple(
+            replace(f, entry=st.renumber.get(f.entry, f.entry))
+            for f in entry_failures(ev.payload, explain_reason)
+            if _users_reasons((f.guard,), st.ignore_backend_mismatch)
+            and (f.entry in st.renumber or not st.ignore_backend_mismatch)
+        )
+
+
+def _on_shape(st: _Assembly, ev: TraceEvent) -> None:
+    """create_symbol, symbolic_shape_specialization, guard_added_fast: where a compile's
+    sizes came from, read once the compile's records are all in (Frame.shapes)."""
+    st.shape_events.setdefault(ev.compile_id, []).append(ev)
 
 
 def _on_lowering(st: _Assembly, ev: TraceEvent) -> None:
@@ -305,6 +335,8 @@ _HANDLERS: dict[str, Callable[[_Assembly, TraceEvent], None]] = {
     "dynamo_cpp_guards_str": _on_guards,
     "dynamo_graph_break_reason": _on_break,
     "recompile_reasons": _on_recompile_reasons,
+    "symbolic_shape_specialization": _on_shape,
+    "guard_added_fast": _on_shape,
     **{name: _on_lowering for name in sorted(LOWERING_EVENTS | LOWERING_ARTIFACTS)},
 }
 
@@ -359,6 +391,7 @@ def build_report(
         by_cid=by_cid,
         ddp_split=ddp_split,
         ddp_traced=_ddp_traced(events),
+        renumber=renumber,
         symbol_sizes=_symbol_sizes(events),
         ignore_backend_mismatch=ignore_backend_mismatch,
     )
@@ -366,6 +399,8 @@ def build_report(
         handler = _HANDLERS.get(ev.name)
         if handler is not None:
             handler(st, ev)
+        elif ev.name == "create_symbol":  # read in a pass of its own too (sizes), and here for shapes
+            _on_shape(st, ev)
     graphs, graph_ids, metrics, names = st.graphs, st.graph_ids, st.metrics, st.names
     pending_reasons = st.pending_reasons
 
@@ -388,7 +423,8 @@ def build_report(
             if reasons:
                 pending_reasons[cid] = reasons
 
-    recompiles = _recompiles(st, raw_ids)
+    shapes = {cid: size_fixes(evs) for cid, evs in st.shape_events.items()}
+    recompiles = _recompiles(st, raw_ids, {cid: fixes for cid, (fixes, _) in shapes.items()})
     graphs = _with_lowering(graphs, st.lowering_events)
 
     frames = tuple(
@@ -398,6 +434,8 @@ def build_report(
             filename=names.get(cid, ("", "", 0))[1],
             lineno=names.get(cid, ("", "", 0))[2],
             torch_compile_id=raw_ids.get(cid, cid),
+            shapes=shapes.get(cid, ((), ()))[0],
+            dynamic_sizes=shapes.get(cid, ((), ()))[1],
         )
         for cid, m in metrics.items()
     )
@@ -432,7 +470,35 @@ def build_report(
     )
 
 
-def _recompiles(st: _Assembly, raw_ids: dict[str, str]) -> tuple[Recompile, ...]:
+_SIZE_FAILURE = re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)")
+
+
+def _fixed_by_code(
+    failures: tuple[GuardFailure, ...], shapes: dict[str, tuple[SizeFix, ...]], cid: str
+) -> dict[str, str]:
+    """input name -> the fix to say when a size the new call changed was fixed by the user's
+    own code, in the entry that failed or in the recompile itself (PyTorch made it dynamic and
+    the code made it static again): marking it dynamic cannot help there."""
+    out: dict[str, str] = {}
+    for f in failures:
+        m = _SIZE_FAILURE.search(f.guard)
+        if not m:
+            continue
+        size = f"{m['n']}.size({m['i']})"
+        for fix in (*shapes.get(cid, ()), *shapes.get(f.entry, ())):
+            if fix.kind == "fixed" and fix.size == size and m["n"] not in out:
+                where = location(fix.filename, fix.lineno) if fix.filename else "your code"
+                where += f" `{fix.code}`" if fix.code else ""
+                out[m["n"]] = (
+                    f"{size} was made dynamic, then fixed to {fix.value} by {where} (compile {fix.compile_id}): "
+                    f"mark_dynamic({m['n']}, {m['i']}) fails there (ConstraintViolationError) and dynamic=True "
+                    f"cannot keep it dynamic. Make that line not depend on {size} (a tensor op instead of a "
+                    f"Python loop or branch on it), or pad {m['n']} to a few fixed sizes"
+                )
+    return out
+
+
+def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[SizeFix, ...]]) -> tuple[Recompile, ...]:
     """The recompiles, with their failed guards in words.
 
     A recompile is a second (third...) compile of one frame: counted from compile ids,
@@ -452,6 +518,12 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str]) -> tuple[Recompile, ...]
         if not reasons:
             explained = ("PyTorch gave no reason this dynscope could read",)
         pairs = tuple(dict.fromkeys(pair for r in reasons for pair in causes_of(r)))
+        failures = st.failures.get(cid, ())
+        fixed = _fixed_by_code(failures, shapes, cid)
+        pairs = tuple(
+            (cause, next((said for n, said in fixed.items() if cause.startswith(f"size of input {n} changed")), fix))
+            for cause, fix in pairs
+        )
         recompiles.append(
             Recompile(
                 compile_id=cid,
@@ -460,6 +532,7 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str]) -> tuple[Recompile, ...]
                 explained=explained,
                 causes=tuple(c for c, _ in pairs),
                 fixes=tuple(f for _, f in pairs),
+                failures=failures,
             )
         )
     return tuple(recompiles)

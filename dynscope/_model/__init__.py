@@ -11,7 +11,7 @@ would load every family and circle back).
     breaks     StackFrame, BreakEvent, GraphBreak
     timing     CompileTime, Timing, ModeTiming, Coverage, TimingCost
     advice     Outcome, Trial, Advice
-    report     Report, Frame, Guard, Recompile, RecompileGroup, SCHEMA_VERSION
+    report     Report, Frame, Guard, GuardFailure, Recompile, RecompileGroup, SizeFix, SCHEMA_VERSION
     ranks      MultiRankReport, Divergence
     budget     Budget (Report.check)
     display    the output shortcuts (summary(), to_html(), to_svg()...): the door's one caller
@@ -36,7 +36,16 @@ from dynscope._model.graph import (
     TensorMeta,
 )
 from dynscope._model.ranks import Divergence, MultiRankReport
-from dynscope._model.report import SCHEMA_VERSION, Frame, Guard, Recompile, RecompileGroup, Report
+from dynscope._model.report import (
+    SCHEMA_VERSION,
+    Frame,
+    Guard,
+    GuardFailure,
+    Recompile,
+    RecompileGroup,
+    Report,
+    SizeFix,
+)
 from dynscope._model.timing import CompileTime, Coverage, ModeTiming, Timing, TimingCost
 
 __all__ = [
@@ -59,8 +68,10 @@ __all__ = [
     "MultiRankReport",
     "Node",
     "Outcome",
+    "GuardFailure",
     "Recompile",
     "RecompileGroup",
+    "SizeFix",
     "Report",
     "SavedTensors",
     "StackFrame",

@@ -28,8 +28,47 @@ __all__ = ["SCHEMA_VERSION", "Frame", "Guard", "Recompile", "RecompileGroup", "R
 #: new layer a reader must not silently drop; older files still load (missing fields take
 #: their defaults). 2: Graph.lowering. 3: ranks (Report.rank/world_size, Graph.split_by),
 #: what a break costs and PyTorch's whole words (GraphBreak), Recompile.causes, Report.trials.
-SCHEMA_VERSION = 3
+#: 4: where sizes came from (Frame.shapes, Frame.dynamic_sizes), Recompile.failures.
+SCHEMA_VERSION = 4
 
+
+
+@dataclass(frozen=True)
+class GuardFailure:
+    """A guard of an earlier cache entry that failed on the call that recompiled."""
+
+    entry: str  # the earlier compile whose guard failed ("0/0")
+    guard: str  # the guard as PyTorch words it ("tensor 'x' size mismatch at index 0. expected 5, actual 6")
+    explained: str = ""  # the same, said plainly
+    then: str = ""  # what the entry was compiled for ("5"), "" when PyTorch's words do not say
+    now: str = ""  # what the new call brought ("6"), "" when PyTorch's words do not say
+
+    def __repr__(self) -> str:
+        return _brief("GuardFailure", f"{self.entry}: {self.explained or self.guard}")
+
+
+@dataclass(frozen=True)
+class SizeFix:
+    """An input size a compile fixed to one value, or guarded, and the user line that did it.
+
+    PyTorch's ``symbolic_shape_specialization`` (kind "fixed": a dynamic size the program
+    made static, ``range(x.size(0))``, ``if x.shape[1] == 8:``) and ``guard_added_fast``
+    (kind "guarded": ``x.size(0) < 1024`` from ``torch.arange(x.size(0))``) records.
+    """
+
+    compile_id: str  # the compile
+    size: str  # the input size, as the user writes it ("x.size(0)", "pos")
+    kind: str  # "fixed" or "guarded"
+    value: str  # "fixed": the value ("5"); "guarded": the guard in words ("x.size(0) < 1024")
+    reason: str = ""  # PyTorch's reason for a fix ("range_refined_to_singleton")
+    filename: str = ""  # the user line that fixed or guarded it
+    lineno: int = 0
+    function: str = ""
+    code: str = ""  # that line's source
+
+    def __repr__(self) -> str:
+        what = f"{self.size} fixed to {self.value}" if self.kind == "fixed" else self.value
+        return _brief("SizeFix", f"{self.compile_id} {what} at {location(self.filename, self.lineno)}")
 
 
 @dataclass(frozen=True)
@@ -42,6 +81,9 @@ class Recompile:
     explained: tuple[str, ...] = ()  # the same, said plainly by dynscope
     causes: tuple[str, ...] = ()  # what changed, without values ("requires_grad changed on input x")
     fixes: tuple[str, ...] = ()  # what to do about each cause, in the same order
+    # The failed guard of every earlier cache entry of the frame (PyTorch checks each entry
+    # and logs, per entry, the first guard that failed), in PyTorch's order: newest entry first.
+    failures: tuple[GuardFailure, ...] = ()
 
     def __repr__(self) -> str:
         return _brief("Recompile", f"{self.compile_id} {resume_label(self.frame)}: " + "; ".join(self.explained or self.reasons))
@@ -96,6 +138,10 @@ class Frame:
     status: str = "compiled"  # "compiled", "empty" (no ops, so no graph) or "failed"
     fail_reason: str = ""  # why compiling failed or was skipped
     torch_compile_id: str = ""  # PyTorch's own id (process-wide; matches TORCH_LOGS / tlparse)
+    # Dynamic shapes: the input sizes this compile fixed or guarded, each with the user line
+    # that did it, and the input sizes that stayed dynamic ("x.size(0)"); empty when static.
+    shapes: tuple[SizeFix, ...] = ()
+    dynamic_sizes: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         status = f"failed: {self.fail_summary}" if self.status == "failed" else self.status

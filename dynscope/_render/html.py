@@ -26,6 +26,7 @@ from dynscope._render.words import (
     compile_parts,
     cost_text,
     end_to_end_lines,
+    failure_rows,
     few,
     fix_first_line,
     gave_up_text,
@@ -40,6 +41,8 @@ from dynscope._render.words import (
     phases_text,
     samples_text,
     saved_text,
+    size_fix_line,
+    sizes_of,
     source_label,
     speedup_text,
     timing_notes,
@@ -54,7 +57,7 @@ from dynscope._torch.wording import resume_label
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from dynscope._model import Graph, Kernel, Lowering, Report, Timing
+    from dynscope._model import Frame, Graph, Kernel, Lowering, Report, Timing
 
 __all__ = ["BUNDLE_CSP", "CSP", "CSS", "INLINE_SVG_MAX", "NO_PICTURES", "SCRIPT", "render_html"]
 
@@ -160,14 +163,27 @@ def _recompiles(rep: Report) -> str:
         texts = dict.fromkeys(x for cid in ids for x in (by_id[cid].explained or by_id[cid].reasons))
         return "<ul>" + "".join(f"<li>{esc(x)}</li>" for x in texts) + "</ul>"
 
-    return html_table(
+    groups = rep.recompile_groups()
+    out = html_table(
         ["recompiles", "function", "cause", "fix", "compiles and failed guards"],
         (
             [str(g.count), esc(resume_label(g.frame)), esc(g.cause), esc(g.fix),
              f"<code>{esc(', '.join(g.compile_ids))}</code>" + said(g.compile_ids)]
-            for g in rep.recompile_groups()
+            for g in groups
         ),
     )
+    ids = [cid for g in groups for cid in g.compile_ids]
+    sizes = sizes_of(rep, ids)
+    if sizes:
+        out += "<h3>Where sizes were fixed or guarded</h3><ul class='sizes'>" + "".join(
+            f"<li>{esc(size_fix_line(fx))}</li>" for fx in sizes) + "</ul>"
+    rows = failure_rows(rep, ids)
+    if rows:
+        out += "<h3>Every failed guard, per earlier cache entry</h3>" + html_table(
+            ["compile", "earlier entry", "guard that failed", "compiled for", "called with"],
+            ([f"<code>{esc(c)}</code>", f"<code>{esc(e)}</code>", esc(w), esc(t), esc(n)] for c, e, w, t, n in rows),
+        )
+    return out
 
 
 def _fallbacks(rep: Report) -> str:
@@ -423,9 +439,11 @@ def _graph(
     files: bool = False,
     same: Sequence[int] = (),
     no_pictures: str = NO_PICTURES,
+    frame: Frame | None = None,
 ) -> str:
     """One graph's section; ``same`` lists the graphs of its structure (itself included)
-    when there are several: the first is drawn, the others point to it."""
+    when there are several: the first is drawn, the others point to it. ``frame``: its
+    compile, whose dynamic and fixed sizes are said beside the inputs."""
     head = (
         f'<h2>Graph {g.id} <small>({esc(g.compile_id)}, {esc(g.frame)}{_ddp_split(g)} in '
         f"{esc(location(g.filename, g.lineno))})</small></h2>"
@@ -439,6 +457,10 @@ def _graph(
         )
     ops = html_table(["graph op", "count"], ([f"<code>{esc(t)}</code>", str(n)] for t, n in g.op_counts))
     inputs = ", ".join(esc(m.describe()) for m in g.inputs)
+    if frame is not None and (frame.shapes or frame.dynamic_sizes):
+        said = [f"dynamic: {', '.join(frame.dynamic_sizes)}"] if frame.dynamic_sizes else []
+        said += [size_fix_line(fx) for fx in frame.shapes if fx.kind == "fixed"]
+        inputs += f" <small class='sizes'>({esc('; '.join(said))})</small>"
     box, _, where = _picture(g, svg, files, no_pictures)
     folded = f"<p>Graphs {_ids(same)} are the same graph (same ops, shapes and edges), drawn once here.</p>" if same else ""
     return (
@@ -586,10 +608,12 @@ def render_html(
     program = no_pictures if program_svg is None else program_svg
     svgs = graph_svgs or {}
     same = same_graphs(rep)
+    frames = {f.compile_id: f for f in rep.frames}
     # The page loads picture files only when one is off the page: else its CSP loads none.
     files = picture_files and any(len(svg) > INLINE_SVG_MAX for svg in svgs.values())
     graphs = "\n".join(
-        _graph(g, svgs.get(g.id), aot_svgs, files=picture_files, same=same.get(g.id, ()), no_pictures=no_pictures)
+        _graph(g, svgs.get(g.id), aot_svgs, files=picture_files, same=same.get(g.id, ()), no_pictures=no_pictures,
+               frame=frames.get(g.compile_id))
         for g in rep.graphs
     )
     cov = ""

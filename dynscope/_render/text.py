@@ -28,6 +28,7 @@ from dynscope._render.words import (
     compile_parts,
     cost_text,
     end_to_end_lines,
+    failure_rows,
     few,
     fix_first_line,
     gave_up_text,
@@ -41,6 +42,8 @@ from dynscope._render.words import (
     phases_text,
     samples_text,
     saved_text,
+    size_fix_line,
+    sizes_of,
     source_label,
     speedup_text,
     timing_doubts,
@@ -239,6 +242,24 @@ def recompiles_section(rep: Report, *, width: int = 100) -> str:
             lines.extend(textwrap.wrap(f"- {x}", width, initial_indent="    ", subsequent_indent="      "))
         if len(said) > 3:
             lines.append(f"    ... {plural(len(said) - 3, 'more failed guard')} (Report.recompiles)")
+        sizes = sizes_of(rep, g.compile_ids)
+        if sizes:
+            lines.append("    where sizes were fixed or guarded:")
+            for fx in sizes[:5]:
+                lines.extend(textwrap.wrap(size_fix_line(fx), width, initial_indent="      ", subsequent_indent="        "))
+            if len(sizes) > 5:
+                lines.append(f"      ... {plural(len(sizes) - 5, 'more size')} (Frame.shapes)")
+        rows = failure_rows(rep, g.compile_ids)
+        if rows:
+            lines.append("    every failed guard, per earlier cache entry:")
+            table = tabulate(
+                [[c, e, clip(w, 60), then, now] for c, e, w, then, now in rows[:8]],
+                headers=["compile", "entry", "guard that failed", "compiled for", "called with"],
+                tablefmt="simple",
+            )
+            lines.extend("      " + ln for ln in table.splitlines())
+            if len(rows) > 8:
+                lines.append(f"      ... {plural(len(rows) - 8, 'more row')} (Recompile.failures)")
     return "\n".join(lines)
 
 

@@ -23,9 +23,19 @@ from dynscope._format import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
-    from dynscope._model import CompileTime, Graph, GraphBreak, Kernel, ModeTiming, Report, Timing, Trial
+    from dynscope._model import (
+        CompileTime,
+        Graph,
+        GraphBreak,
+        Kernel,
+        ModeTiming,
+        Report,
+        SizeFix,
+        Timing,
+        Trial,
+    )
 
 
 def totals_line(rep: Report) -> str:
@@ -540,3 +550,36 @@ def saved_text(graphs: list[Graph] | tuple[Graph, ...]) -> str:
     if symbolic:
         text += f" ({symbolic} of symbolic size, counted at size 1)"
     return text
+
+
+# -- where sizes came from (Frame.shapes, Recompile.failures) ------------------------------
+
+
+def size_fix_line(fix: SizeFix) -> str:
+    """One size a compile fixed or guarded, and the line that did it:
+    "x.size(0) fixed to 5 at model.py:41 `for i in range(x.size(0)):` (compile 0/1)"."""
+    what = f"{fix.size} fixed to {fix.value}" if fix.kind == "fixed" else f"{fix.value} guarded"
+    where = f" at {location(fix.filename, fix.lineno)}" if fix.filename else ""
+    code = f" `{fix.code}`" if fix.code else ""
+    return f"{what}{where}{code} (compile {fix.compile_id})"
+
+
+def sizes_of(rep: Report, compile_ids: Iterable[str]) -> list[SizeFix]:
+    """The sizes the given compiles (and the entries their recompiles failed on) fixed or
+    guarded, fixes first, once each."""
+    ids = set(compile_ids)
+    for r in rep.recompiles:
+        if r.compile_id in ids:
+            ids.update(f.entry for f in r.failures)
+    fixes = [fx for fr in rep.frames if fr.compile_id in ids for fx in fr.shapes]
+    return sorted(dict.fromkeys(fixes), key=lambda fx: (fx.kind != "fixed", fx.compile_id))
+
+
+def failure_rows(rep: Report, compile_ids: Iterable[str]) -> list[list[str]]:
+    """[compile, earlier entry, failed guard in words, compiled for, called with] of every
+    failed guard of the given recompiles ("" where PyTorch's words do not say)."""
+    ids = set(compile_ids)
+    return [
+        [r.compile_id, f.entry, f.explained or f.guard, f.then or "-", f.now or "-"]
+        for r in rep.recompiles if r.compile_id in ids for f in r.failures
+    ]

@@ -23,8 +23,14 @@ KEPT_EVENTS = frozenset(
      # a piece of a compile's graph DDP's optimizer split at gradient buckets, logged inside
      # the backend compile: the pieces of graphs dynscope's backend did not see (the user's
      # own backend, a trace file)
-     "optimize_ddp_split_child"}
+     "optimize_ddp_split_child",
+     # where sizes came from: a dynamic size the program fixed, a shape guard, each with
+     # its user line (Frame.shapes)
+     "symbolic_shape_specialization", "guard_added_fast"}
 )
+#: Of those, events whose full Python stack ("stack") is dropped on arrival: only the user's
+#: frames ("user_stack") are read, and a dynamic model logs hundreds of shape guards.
+_USER_STACK_ONLY = frozenset({"symbolic_shape_specialization", "guard_added_fast", "create_symbol"})
 #: Artifact names kept.
 KEPT_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
 #: Kept too when a collector watches lowering (what AOTAutograd and Inductor did): the AOT
@@ -75,6 +81,8 @@ class TraceCollector(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
         self.events: list[TraceEvent] = []
+        # PyTorch's interned strings ("str" records): the file names its stacks give by number.
+        self.strings: dict[int, str] = {}
         self._lock_events = threading.Lock()
         # When set, only records logged by this thread (threading.get_ident()) are kept.
         self.thread: int | None = None
@@ -84,7 +92,14 @@ class TraceCollector(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if self.thread is not None and record.thread != self.thread:
             return
-        event = event_from(getattr(record, "metadata", None), getattr(record, "payload", None), lowering=self.lowering)
+        metadata = getattr(record, "metadata", None)
+        if isinstance(metadata, dict) and "str" in metadata:
+            entry = metadata["str"]
+            if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], int):
+                with self._lock_events:
+                    self.strings[entry[1]] = str(entry[0])
+            return
+        event = event_from(metadata, getattr(record, "payload", None), lowering=self.lowering, strings=self.strings)
         if event is None:
             return
         with self._lock_events:
@@ -96,11 +111,14 @@ class TraceCollector(logging.Handler):
             return list(self.events)
 
 
-def event_from(metadata: Any, payload: Any, *, lowering: bool = False) -> TraceEvent | None:
+def event_from(
+    metadata: Any, payload: Any, *, lowering: bool = False, strings: dict[int, str] | None = None
+) -> TraceEvent | None:
     """The kept event for one trace record's metadata and payload; None if not kept.
 
     With ``lowering``, AOTAutograd's and Inductor's events are kept too. Also reads records
-    stored as JSON (tests/traces), which carry the same two fields.
+    stored as JSON (tests/traces), which carry the same two fields. ``strings``: the
+    interned strings read so far, to put file names back into the event's stacks.
     """
     if not isinstance(metadata, dict):
         return None
@@ -114,13 +132,35 @@ def event_from(metadata: Any, payload: Any, *, lowering: bool = False) -> TraceE
     frame_id = metadata.get("frame_id")
     compile_id = f"{frame_id}/{metadata.get('frame_compile_id')}" if frame_id is not None else ""
     body = metadata.get(name if name in KEPT_EVENTS or name in LOWERING_EVENTS else "artifact")
+    body = body if isinstance(body, dict) else {}
+    if name in _USER_STACK_ONLY:
+        body = {k: v for k, v in body.items() if k != "stack"}
+    if strings:
+        body = with_files(body, strings)
     return TraceEvent(
         name=name,
         compile_id=compile_id,
         attempt=int(metadata.get("attempt") or 0),
-        metadata=body if isinstance(body, dict) else {},
+        metadata=body,
         payload=payload if isinstance(payload, str) else "",
     )
+
+
+def with_files(body: dict[str, Any], strings: dict[int, str]) -> dict[str, Any]:
+    """An event body with the interned file numbers of its stacks put back as file names
+    (a copy where anything changed)."""
+    out = body
+    for key in ("stack", "user_stack"):
+        frames = body.get(key)
+        if isinstance(frames, list) and any(isinstance(f, dict) and isinstance(f.get("filename"), int) for f in frames):
+            if out is body:
+                out = dict(body)
+            out[key] = [
+                {**f, "filename": strings.get(f["filename"], str(f["filename"]))}
+                if isinstance(f, dict) and isinstance(f.get("filename"), int) else f
+                for f in frames
+            ]
+    return out
 
 
 def kept_kind(kind: str, *, lowering: bool = False) -> bool:

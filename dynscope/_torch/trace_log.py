@@ -60,10 +60,10 @@ KNOWN_SKIPPED = frozenset(
     {
         "aot_joint_graph", "bwd_compilation_metrics", "compiled_autograd_graph", "create_unbacked_symbol",
         "describe_source", "describe_storage", "describe_tensor", "dump_file", "dynamo_guards", "export",
-        "exported_program", "expression_created", "graph_dump", "guard_added", "guard_added_fast",
+        "exported_program", "expression_created", "graph_dump", "guard_added",
         "guard_on_data_dependent_error", "inductor_input_graph", "link", "mismatched_fake_kernel",
         "missing_fake_kernel", "propagate_real_tensors", "propagate_real_tensors_provenance",
-        "symbolic_shape_specialization", "unbacked_symbol_created",
+        "unbacked_symbol_created",
     }
 )
 
@@ -302,7 +302,7 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         except (ValueError, AttributeError):
             log.unreadable["torch_version"] += 1
         return
-    event = event_from(_with_files(metadata, log.strings), payload, lowering=lowering)
+    event = event_from(metadata, payload, lowering=lowering, strings=log.strings)
     if event is not None:
         log.events.append(event)
 
@@ -324,19 +324,3 @@ def _intern(entry: Any, log: TraceLog) -> None:
         log.strings[entry[1]] = entry[0]
     else:
         log.unreadable["str"] += 1
-
-
-def _with_files(metadata: dict[str, Any], strings: dict[int, str]) -> dict[str, Any]:
-    """Metadata with interned file numbers in its stacks put back as the file names."""
-    if not strings:
-        return metadata
-    for body in metadata.values():
-        if not isinstance(body, dict):
-            continue
-        for key in ("stack", "user_stack", "frame_locals"):
-            frames = body.get(key)
-            if isinstance(frames, list):
-                for fr in frames:
-                    if isinstance(fr, dict) and isinstance(fr.get("filename"), int):
-                        fr["filename"] = strings.get(fr["filename"], str(fr["filename"]))
-    return metadata

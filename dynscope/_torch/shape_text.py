@@ -1,0 +1,187 @@
+"""Where each size came from: PyTorch's shape records and per-entry guard failures, in words.
+
+Read from the structured trace (torch 2.11 .. 2.14, torch/fx/experimental/symbolic_shapes.py
+and torch/_dynamo/guards.py), in process or from a TORCH_TRACE log; no torch import:
+
+- ``create_symbol`` ``{"symbol": "s77", "val": "5", "source": "L['x'].size()[0]", ...}``: a
+  size made dynamic (a symbol), the value it was created at;
+- ``symbolic_shape_specialization`` ``{"symbol", "sources", "value", "reason",
+  "user_stack"}``: a dynamic size the program fixed to one value (``range(x.size(0))``,
+  ``if x.shape[1] == 8:``), with the user line that did it;
+- ``guard_added_fast`` ``{"expr": "Eq(s77, 5)", "user_stack"}``: a shape guard, with the line
+  that added it (``s77 < 1024`` from ``torch.arange(x.size(0))``...);
+- ``recompile_reasons`` payload: one "F/C: <guard>" block per earlier cache entry of the
+  frame, the first guard of that entry that failed on the new call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dynscope._model import GuardFailure, SizeFix
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from dynscope._torch.trace import TraceEvent
+
+_LOCAL = re.compile(r"L\['(?P<name>[^']+)'\]")
+_KWARG = re.compile(r"L\['kwargs'\]\['(?P<key>[^']+)'\]")
+_SIZE = re.compile(r"\.(?P<what>size|stride)\(\)\[(?P<i>\d+)\]")
+_SYMBOL = re.compile(r"\b[su]\d+\b")
+_ENTRY = re.compile(r"^(?P<entry>\d+/\d+):\s*(?P<guard>.*)$", re.S)
+
+
+def source_words(source: str) -> str:
+    """A guard source as the user writes it: ``L['x'].size()[0]`` -> ``x.size(0)``,
+    ``L['kwargs']['pos']`` -> ``pos``, ``L['self']._modules['attn']`` -> ``self.attn``."""
+    s = _KWARG.sub(lambda m: m["key"], source.strip())
+    s = re.sub(r"\._(?:modules|parameters|buffers)\['([^']+)'\]", r".\1", s)
+    s = _LOCAL.sub(lambda m: m["name"], s)
+    return _SIZE.sub(lambda m: f".{m['what']}({m['i']})", s)
+
+
+_RELATIONS = (
+    (re.compile(r"^Eq\((?P<a>.+), (?P<b>[^,]+)\)$"), "{a} == {b}"),
+    (re.compile(r"^Ne\((?P<a>.+), (?P<b>[^,]+)\)$"), "{a} != {b}"),
+)
+
+
+def expr_words(expr: str, symbols: Mapping[str, str]) -> str:
+    """A sympy guard with its symbols named by their sources: ``Eq(s77, 5)`` ->
+    ``x.size(0) == 5``; ``s77 < 1024`` -> ``x.size(0) < 1024``."""
+    for pattern, template in _RELATIONS:
+        m = pattern.match(expr.strip())
+        if m:
+            expr = template.format(a=m["a"], b=m["b"])
+            break
+    return _SYMBOL.sub(lambda m: symbols.get(m.group(0), m.group(0)), expr)
+
+
+@dataclass(frozen=True)
+class _Site:
+    filename: str
+    lineno: int
+    function: str
+    code: str
+
+
+def _user_site(stack: Any) -> _Site:
+    """The innermost frame of a record's ``user_stack`` (the user's line)."""
+    frames = [f for f in stack if isinstance(f, dict)] if isinstance(stack, list) else []
+    if not frames:
+        return _Site("", 0, "", "")
+    last = frames[-1]
+    filename = last.get("filename", "")
+    return _Site(
+        filename=filename if isinstance(filename, str) else "",
+        lineno=int(last.get("line") or 0),
+        function=str(last.get("name") or ""),
+        code=str(last.get("loc") or "").strip(),
+    )
+
+
+def symbol_sources(events: Iterable[TraceEvent]) -> dict[str, str]:
+    """symbol -> the input size it stands for, in words (``s77`` -> ``x.size(0)``), of one compile."""
+    out: dict[str, str] = {}
+    for ev in events:
+        if ev.name == "create_symbol":
+            symbol, source = ev.metadata.get("symbol"), ev.metadata.get("source")
+            if isinstance(symbol, str) and isinstance(source, str):
+                out.setdefault(symbol, source_words(source))
+    return out
+
+
+def size_fixes(events: list[TraceEvent]) -> tuple[tuple[SizeFix, ...], tuple[str, ...]]:
+    """(the sizes one compile fixed or guarded, with the user line of each; its input sizes
+    that stayed dynamic), from that compile's shape records in order.
+
+    A size fixed to a value (``symbolic_shape_specialization``) is one ``SizeFix`` of kind
+    "fixed"; the ``Eq`` guard PyTorch adds for the same fix is not listed again. Other shape
+    guards are kind "guarded", once per distinct guard and line.
+    """
+    symbols = symbol_sources(events)
+    fixes: list[SizeFix] = []
+    # PyTorch may log a fix's Eq guard before the fix itself: know every fixed symbol first.
+    fixed_symbols = {str(ev.metadata.get("symbol") or "") for ev in events if ev.name == "symbolic_shape_specialization"}
+    seen: set[tuple[str, str, int]] = set()
+    for ev in sorted(events, key=lambda e: e.name != "symbolic_shape_specialization"):
+        body = ev.metadata
+        if ev.name == "symbolic_shape_specialization":
+            symbol = str(body.get("symbol") or "")
+            sources = body.get("sources") or []
+            words = source_words(str(sources[0])) if sources else symbols.get(symbol, symbol)
+            site = _user_site(body.get("user_stack"))
+            key = (words, site.filename, site.lineno)
+            if key in seen:
+                continue
+            seen.add(key)
+            fixes.append(SizeFix(
+                compile_id=ev.compile_id, size=words, kind="fixed", value=str(body.get("value", "")),
+                reason=str(body.get("reason") or ""), filename=site.filename, lineno=site.lineno,
+                function=site.function, code=site.code,
+            ))
+        elif ev.name == "guard_added_fast":
+            expr = str(body.get("expr") or "")
+            site = _user_site(body.get("user_stack"))
+            said = expr_words(expr, symbols)
+            named = _SYMBOL.findall(expr)
+            if expr.startswith("Eq(") and any(s in fixed_symbols for s in named):
+                continue  # the guard of a fix already listed
+            key = (said, site.filename, site.lineno)
+            if key in seen or not named:
+                continue
+            seen.add(key)
+            fixes.append(SizeFix(
+                compile_id=ev.compile_id, size=", ".join(dict.fromkeys(symbols.get(s, s) for s in named)),
+                kind="guarded", value=said, reason="", filename=site.filename, lineno=site.lineno,
+                function=site.function, code=site.code,
+            ))
+    dynamic = tuple(dict.fromkeys(words for symbol, words in symbols.items() if symbol not in fixed_symbols))
+    return tuple(fixes), dynamic
+
+
+_THEN_NOW = (
+    re.compile(r"expected (?P<then>\S+?),? actual (?P<now>\S+)"),
+    re.compile(r"expected requires_grad=(?P<then>\S+)"),
+)
+
+
+def entry_failures(payload: str, explain: Any) -> tuple[GuardFailure, ...]:
+    """The failed guard of each earlier cache entry, from a ``recompile_reasons`` payload
+    (a JSON list of "F/C: <guard>" blocks, or one block as text), with what the guard held
+    when that entry was compiled and what the new call brought, where PyTorch's words say.
+
+    ``explain``: the one-line explanation of a guard (guard_text.explain_reason).
+    """
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        data = None
+    blocks = [str(item) for item in data] if isinstance(data, list) else re.split(r"\n(?=\d+/\d+:)", payload)
+    out: list[GuardFailure] = []
+    for block in blocks:
+        m = _ENTRY.match(block.strip())
+        if not m:
+            continue
+        entry, rest = m["entry"], m["guard"]
+        for guard in (g.strip() for g in rest.split("User stack trace:")[0].split("; ")):
+            if not guard:
+                continue
+            then = now = ""
+            for pattern in _THEN_NOW:
+                tn = pattern.search(guard)
+                if tn:
+                    then, now = tn["then"].rstrip("."), (tn.groupdict().get("now") or "").rstrip(".")
+                    break
+            else:
+                expr = re.split(r"\s+#\s", guard, maxsplit=1)[0].strip()
+                eq = re.match(r"^(?P<lhs>.+?) == (?P<rhs>.+)$", expr)
+                if eq:
+                    then = eq["rhs"].strip()
+            out.append(GuardFailure(entry=entry, guard=re.split(r"\s+#\s", guard, maxsplit=1)[0].strip(),
+                                    explained=explain(guard), then=then, now=now))
+    return tuple(out)

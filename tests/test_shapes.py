@@ -1,0 +1,160 @@
+"""Why it recompiled, down to the line (issue 22): where each size was fixed or guarded, and
+every earlier cache entry's failed guard. Live torch.compile runs of programs whose sizes
+the user's own code specialises, checked against PyTorch's own shape records."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+from torch import nn
+
+import dynscope
+
+
+def _line(fn: Any, needle: str) -> int:
+    """The file line of the first line of ``fn`` that holds ``needle``."""
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, ln in enumerate(lines) if needle in ln)
+
+
+def _fixes(rep: dynscope.Report, kind: str) -> list[dynscope.SizeFix]:
+    return [fx for f in rep.frames for fx in f.shapes if fx.kind == kind]
+
+
+def loop_over_size(x: torch.Tensor) -> torch.Tensor:
+    for i in range(x.size(0)):  # fixes x.size(0)
+        x = x + i
+    return x
+
+
+def branch_on_size(x: torch.Tensor) -> torch.Tensor:
+    if x.shape[1] == 8:  # guards x.size(1) != 8 once dynamic
+        return x * 2
+    return x - 1
+
+
+def view_from_other(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x.view(y.size(0), -1) + 1  # ties x's sizes to y's
+
+
+def scale_by(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x * n  # an int argument
+
+
+class KwargsModel(nn.Module):
+    """An HF-style forward: a size passed through **kwargs."""
+
+    def forward(self, input_ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        keep = kwargs["keep"]
+        return input_ids[:, :keep].sum(-1)  # uses the kwarg as a size
+
+
+class Decoder(nn.Module):
+    """A KV-cache decode step whose position moves each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 16, 8))
+
+    def forward(self, x: torch.Tensor, pos: int) -> torch.Tensor:
+        self.cache[:, pos] = x  # the position moves
+        return self.cache[:, : pos + 1].mean(1)
+
+
+def test_a_loop_over_a_size_names_the_line_that_fixed_it() -> None:
+    rep = dynscope.report(loop_over_size, calls=[torch.ones(4, 3), torch.ones(5, 3), torch.ones(6, 3)])
+    assert rep.recompile_count == 2
+    fixed = _fixes(rep, "fixed")
+    assert [(fx.size, fx.value) for fx in fixed] == [("x.size(0)", "5"), ("x.size(0)", "6")]
+    line = _line(loop_over_size, "for i in range")
+    assert all(fx.lineno == line and fx.code.startswith("for i in range(x.size(0))") for fx in fixed)
+    assert all(fx.filename == __file__ and fx.reason for fx in fixed)
+    # The fix says the size is fixed by that line: marking it dynamic cannot help.
+    last = rep.recompiles[-1]
+    assert "ConstraintViolationError" in last.fixes[0] and f"test_shapes.py:{line}" in last.fixes[0]
+    # Every earlier entry's failed guard, with what it was compiled for and what came.
+    assert [(f.entry, f.then, f.now) for f in last.failures] == [("0/1", "5", "6"), ("0/0", "4", "6")]
+    text = rep.summary()
+    assert "where sizes were fixed or guarded:" in text and f"x.size(0) fixed to 5 at test_shapes.py:{line}" in text
+    assert "every failed guard, per earlier cache entry:" in text
+    page = rep.to_html(pictures=False)
+    assert "Every failed guard, per earlier cache entry" in page and "x.size(0) fixed to 6" in page
+    back = dynscope.load(rep.save(_tmp() / "loop.json"))
+    assert back.frames == rep.frames and back.recompiles == rep.recompiles
+
+
+def _tmp() -> Any:
+    import tempfile
+    from pathlib import Path
+
+    return Path(tempfile.mkdtemp(prefix="dynscope-shapes-"))
+
+
+def test_a_branch_on_a_size_is_a_guard_at_its_line() -> None:
+    rep = dynscope.report(branch_on_size, calls=[torch.ones(2, 8), torch.ones(2, 9), torch.ones(2, 10)])
+    assert rep.recompile_count == 1  # 8 -> 9 made dim 1 dynamic; 10 reuses it
+    guarded = _fixes(rep, "guarded")
+    line = _line(branch_on_size, "if x.shape[1]")
+    assert any(fx.size == "x.size(1)" and "!= 8" in fx.value and fx.lineno == line for fx in guarded), guarded
+    frame = rep.frames[-1]
+    assert "x.size(1)" in frame.dynamic_sizes
+    (rec,) = rep.recompiles
+    assert [(f.entry, f.then, f.now) for f in rec.failures] == [("0/0", "8", "9")]
+
+
+def test_a_view_with_another_tensors_size_guards_the_relation() -> None:
+    rep = dynscope.report(view_from_other, calls=[(torch.ones(4, 6), torch.ones(4)), (torch.ones(6, 6), torch.ones(6)),
+                                                  (torch.ones(8, 6), torch.ones(8))])
+    assert rep.recompile_count == 1
+    frame = rep.frames[-1]
+    assert {"x.size(0)", "y.size(0)"} <= set(frame.dynamic_sizes) or any(
+        fx.size in ("x.size(0)", "y.size(0)") for fx in frame.shapes)
+    assert rep.recompiles[0].failures and rep.recompiles[0].failures[0].entry == "0/0"
+
+
+def test_an_int_argument_that_changes_is_a_value_guard_then_dynamic() -> None:
+    rep = dynscope.report(scale_by, calls=[(torch.ones(3), 2), (torch.ones(3), 3), (torch.ones(3), 4)])
+    assert rep.recompile_count == 1
+    (rec,) = rep.recompiles
+    assert rec.failures[0].entry == "0/0" and rec.failures[0].then == "2"
+    assert "n" in rep.frames[-1].dynamic_sizes
+
+
+def test_a_size_through_kwargs_is_named_by_its_key() -> None:
+    model = KwargsModel()
+    ids = torch.arange(24.0).reshape(2, 12)
+    rep = dynscope.report(model, calls=[{"input_ids": ids, "keep": 4}, {"input_ids": ids, "keep": 5},
+                                        {"input_ids": ids, "keep": 6}])
+    assert rep.recompile_count >= 1
+    said = " ".join(f.explained for r in rep.recompiles for f in r.failures)
+    assert "keep" in said and "kwargs" not in said.replace("keep", "")
+    assert any("keep" in s for f in rep.frames for s in f.dynamic_sizes) or any(
+        fx.size == "keep" for f in rep.frames for fx in f.shapes)
+
+
+def test_a_kv_cache_position_that_moves() -> None:
+    model = Decoder()
+    rep = dynscope.report(model, calls=[(torch.ones(1, 8), 0), (torch.ones(1, 8), 1), (torch.ones(1, 8), 2),
+                                        (torch.ones(1, 8), 3)])
+    assert rep.recompile_count >= 1
+    first = rep.recompiles[0]
+    assert first.failures and first.failures[0].then == "0"
+    assert any("pos" in s for f in rep.frames for s in f.dynamic_sizes) or any(
+        "pos" in fx.size for f in rep.frames for fx in f.shapes)
+    # Where the moving position was guarded: the lines of forward that use it.
+    lines = {fx.lineno for f in rep.frames for fx in f.shapes}
+    assert lines <= {_line(Decoder.forward, "self.cache[:, pos] = x"), _line(Decoder.forward, "return self.cache")} | {0}
+
+
+def test_the_trace_alone_tells_the_same(tmp_path: Any) -> None:
+    """capture() with the user's backend reads the same shape records as report()."""
+    with dynscope.capture() as cap:
+        compiled = torch.compile(loop_over_size, backend="eager")
+        for n in (4, 5, 6):
+            compiled(torch.ones(n, 3))
+    got = [(fx.size, fx.value, fx.lineno) for f in cap.report.frames for fx in f.shapes]
+    rep = dynscope.report(loop_over_size, calls=[torch.ones(4, 3), torch.ones(5, 3), torch.ones(6, 3)])
+    assert got == [(fx.size, fx.value, fx.lineno) for f in rep.frames for fx in f.shapes]
+    assert [r.failures for r in cap.report.recompiles][-1] == rep.recompiles[-1].failures
