@@ -17,6 +17,7 @@ from dynscope import _torch
 from dynscope._capture.assemble import build_report
 from dynscope._capture.backend import RecordingBackend
 from dynscope._capture.coverage import with_coverage
+from dynscope._capture.guard_check import describe_call
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
 from dynscope._torch.distributed import rank_info
@@ -155,6 +156,18 @@ class _ReportCapture(Capture):
         self.backend.mark_runs = coverage is not None
         self._coverage = coverage
         self._ignore_backend_mismatch = True
+        # Per call: how many trace events had arrived before it, and its inputs described
+        # (guard_check: every guard an earlier entry failed on the call that recompiled).
+        self.call_starts: list[int] = []
+        self.call_values: list[dict[str, Any]] = []
+
+    def _build(self) -> Report:
+        rep = super()._build()
+        if not self.call_values:
+            return rep
+        from dynscope._capture.guard_check import with_all_failures
+
+        return with_all_failures(rep, self._collector.snapshot(), self.call_starts, self.call_values)
 
 
 def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Capture:
@@ -370,6 +383,8 @@ def _report_locked(
             kept = KEPT_OUTPUTS.get()
             for index, (args, kwargs) in enumerate(call_list):
                 cap.calls += 1
+                cap.call_starts.append(len(cap._collector.events))
+                cap.call_values.append(describe_call(model, args, kwargs))
                 try:
                     out = compiled(*args, **kwargs)
                 except Exception as raised:  # noqa: BLE001 - re-raised below with the report

@@ -42,6 +42,9 @@ class GuardFailure:
     explained: str = ""  # the same, said plainly
     then: str = ""  # what the entry was compiled for ("5"), "" when PyTorch's words do not say
     now: str = ""  # what the new call brought ("6"), "" when PyTorch's words do not say
+    # "pytorch": the failure PyTorch logged for the entry (its first failed guard);
+    # "dynscope": found by report() checking the entry's guards on the call's own inputs.
+    source: str = "pytorch"
 
     def __repr__(self) -> str:
         return _brief("GuardFailure", f"{self.entry}: {self.explained or self.guard}")

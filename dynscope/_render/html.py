@@ -180,8 +180,9 @@ def _recompiles(rep: Report) -> str:
     rows = failure_rows(rep, ids)
     if rows:
         out += "<h3>Every failed guard, per earlier cache entry</h3>" + html_table(
-            ["compile", "earlier entry", "guard that failed", "compiled for", "called with"],
-            ([f"<code>{esc(c)}</code>", f"<code>{esc(e)}</code>", esc(w), esc(t), esc(n)] for c, e, w, t, n in rows),
+            ["compile", "earlier entry", "guard that failed", "compiled for", "called with", "found by"],
+            ([f"<code>{esc(c)}</code>", f"<code>{esc(e)}</code>", esc(w), esc(t), esc(n), esc(by)]
+             for c, e, w, t, n, by in rows),
         )
     return out
 

@@ -253,8 +253,8 @@ def recompiles_section(rep: Report, *, width: int = 100) -> str:
         if rows:
             lines.append("    every failed guard, per earlier cache entry:")
             table = tabulate(
-                [[c, e, clip(w, 60), then, now] for c, e, w, then, now in rows[:8]],
-                headers=["compile", "entry", "guard that failed", "compiled for", "called with"],
+                [[c, e, clip(w, 60), then, now, by] for c, e, w, then, now, by in rows[:8]],
+                headers=["compile", "entry", "guard that failed", "compiled for", "called with", "found by"],
                 tablefmt="simple",
             )
             lines.extend("      " + ln for ln in table.splitlines())

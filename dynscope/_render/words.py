@@ -576,10 +576,13 @@ def sizes_of(rep: Report, compile_ids: Iterable[str]) -> list[SizeFix]:
 
 
 def failure_rows(rep: Report, compile_ids: Iterable[str]) -> list[list[str]]:
-    """[compile, earlier entry, failed guard in words, compiled for, called with] of every
-    failed guard of the given recompiles ("" where PyTorch's words do not say)."""
+    """[compile, earlier entry, failed guard in words, compiled for, called with, found by]
+    of every failed guard of the given recompiles ("-" where the words do not say; found by
+    "PyTorch" for the failure it logged, "dynscope" for those report() found checking the
+    entry's guards on the call's inputs)."""
     ids = set(compile_ids)
     return [
-        [r.compile_id, f.entry, f.explained or f.guard, f.then or "-", f.now or "-"]
+        [r.compile_id, f.entry, f.explained or f.guard, f.then or "-", f.now or "-",
+         "PyTorch" if f.source == "pytorch" else "dynscope"]
         for r in rep.recompiles if r.compile_id in ids for f in r.failures
     ]

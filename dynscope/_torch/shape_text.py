@@ -185,3 +185,24 @@ def entry_failures(payload: str, explain: Any) -> tuple[GuardFailure, ...]:
             out.append(GuardFailure(entry=entry, guard=re.split(r"\s+#\s", guard, maxsplit=1)[0].strip(),
                                     explained=explain(guard), then=then, now=now))
     return tuple(out)
+
+
+_CHECK_TENSOR = re.compile(
+    r"check_tensor\((?P<src>[^,]+), \w+, DispatchKeySet\([^)]*\), (?P<dtype>torch\.\w+), device=(?P<device>[^,]+), "
+    r"requires_grad=(?P<rg>True|False), size=\[(?P<size>[^\]]*)\], stride=\[(?P<stride>[^\]]*)\]\)"
+)
+
+
+def tensor_guard(detail: str) -> dict[str, Any]:
+    """What a TENSOR_MATCH guard holds (torch 2.11 .. 2.14 print it as ``check_tensor(L['x'],
+    Tensor, DispatchKeySet(...), torch.float32, device=None, requires_grad=False, size=[4, 8],
+    stride=[8, 1])``; a dynamic dim is ``None``): dtype, requires_grad, size, stride; {} when
+    the text is not that."""
+    m = _CHECK_TENSOR.search(detail)
+    if not m:
+        return {}
+
+    def dims(text: str) -> tuple[int | None, ...]:
+        return tuple(int(p) if p.strip().lstrip("-").isdigit() else None for p in text.split(",") if p.strip())
+
+    return {"dtype": m["dtype"], "requires_grad": m["rg"] == "True", "size": dims(m["size"]), "stride": dims(m["stride"])}

@@ -1,0 +1,166 @@
+"""Every guard that failed, not only the first: report()'s own check of each earlier cache entry.
+
+PyTorch checks each earlier cache entry of a frame against the new call and logs, per entry,
+the first guard that failed (``recompile_reasons``; pytorch#147428 asks for all of them).
+report() knows the calls it made, so for the function it was given (the frame every call
+enters) it checks each earlier entry's guards on the inputs themselves: dtype, device,
+requires_grad, sizes and strides of each tensor, and the value of each Python scalar the
+entry was specialised on. Each mismatch is a ``GuardFailure`` marked ``source="dynscope"``;
+PyTorch's own are kept beside them.
+
+The call's inputs are described as plain data before the call (``describe_call``): nothing
+live is kept.
+"""
+
+from __future__ import annotations
+
+import bisect
+import inspect
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynscope._model import GuardFailure
+from dynscope._torch.shape_text import tensor_guard
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from dynscope._model import Report
+    from dynscope._torch.trace import TraceEvent
+
+#: A described input: ("tensor", dtype, device, requires_grad, sizes, strides) or ("value", repr).
+Described = tuple[Any, ...]
+
+
+def describe_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Described]:
+    """Guard source -> what the call brings there (``L['x']``, ``L['kwargs']['keep']``), for
+    the arguments of ``fn`` (a module's forward, or a function); {} when they cannot be bound."""
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    try:
+        bound = inspect.signature(target).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return {}
+    out: dict[str, Described] = {}
+    params = inspect.signature(target).parameters
+    for name, value in bound.arguments.items():
+        kind = params[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD and isinstance(value, dict):
+            for key, v in value.items():
+                out[f"L['{name}']['{key}']"] = _describe(v)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            out[f"L['{name}']"] = _describe(value)
+    return out
+
+
+def _describe(value: Any) -> Described:
+    if isinstance(value, torch.Tensor):
+        try:
+            stride: tuple[int, ...] = tuple(value.stride())
+        except (RuntimeError, NotImplementedError):
+            stride = ()
+        return ("tensor", str(value.dtype), str(value.device), bool(value.requires_grad), tuple(value.shape), stride)
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return ("value", repr(value))
+    return ("other", type(value).__name__)
+
+
+def _tensor_failures(entry: str, name: str, guard: dict[str, Any], now: Described) -> list[GuardFailure]:
+    _, dtype, _device, requires_grad, sizes, strides = now
+    out: list[GuardFailure] = []
+    if guard.get("dtype") and guard["dtype"] != dtype:
+        out.append(GuardFailure(entry, f"tensor '{name}' dtype mismatch", f"input {name} changed dtype: compiled for {guard['dtype'].removeprefix('torch.')}, called with {dtype.removeprefix('torch.')}",
+                                guard["dtype"].removeprefix("torch."), dtype.removeprefix("torch."), "dynscope"))
+    if "requires_grad" in guard and guard["requires_grad"] != requires_grad:
+        out.append(GuardFailure(entry, f"tensor '{name}' requires_grad mismatch", f"input {name} changed requires_grad",
+                                str(guard["requires_grad"]), str(requires_grad), "dynscope"))
+    want = guard.get("size")
+    if want is not None and len(want) != len(sizes):
+        out.append(GuardFailure(entry, f"tensor '{name}' rank mismatch", f"input {name} changed number of dims: compiled for {len(want)}, called with {len(sizes)}",
+                                str(len(want)), str(len(sizes)), "dynscope"))
+        return out
+    for i, (a, b) in enumerate(zip(want or (), sizes, strict=False)):
+        if a is not None and a != b:
+            out.append(GuardFailure(entry, f"tensor '{name}' size mismatch at index {i}",
+                                    f"input {name} changed size in dim {i}: compiled for {a}, called with {b}", str(a), str(b), "dynscope"))
+    stride = guard.get("stride")
+    if stride is not None and len(stride) == len(strides):
+        for i, (a, b) in enumerate(zip(stride, strides, strict=True)):
+            if a is not None and a != b:
+                out.append(GuardFailure(entry, f"tensor '{name}' stride mismatch at index {i}",
+                                        f"input {name} changed strides (dim {i}): compiled for stride {a}, called with {b}",
+                                        str(a), str(b), "dynscope"))
+    return out
+
+
+def _name(source: str) -> str:
+    return source.replace("L['kwargs']['", "").replace("L['", "").replace("']", "")
+
+
+def entry_checks(rep: Report, entry: str, values: Mapping[str, Described]) -> list[GuardFailure] | None:
+    """The guards of cache entry ``entry`` that the call's inputs fail; None when none of its
+    input guards could be checked (its guards name nothing the call brings)."""
+    out: list[GuardFailure] = []
+    checked = False
+    for g in rep.guards:
+        if g.compile_id != entry or g.source not in values:
+            continue
+        now = values[g.source]
+        if g.kind == "TENSOR_MATCH" and now[0] == "tensor":
+            parsed = tensor_guard(g.detail)
+            if parsed:
+                checked = True
+                out.extend(_tensor_failures(entry, _name(g.source), parsed, now))
+        elif g.kind == "EQUALS_MATCH" and now[0] == "value":
+            then = g.detail.rsplit("==", 1)[-1].strip()
+            checked = True
+            if then != now[1]:
+                out.append(GuardFailure(entry, g.detail, f"Python value {_name(g.source)} changed: compiled for {then}, called with {now[1]}",
+                                        then, now[1], "dynscope"))
+    return out if checked else None
+
+
+def with_all_failures(
+    rep: Report, events: list[TraceEvent], call_starts: list[int], call_values: list[dict[str, Described]]
+) -> Report:
+    """``rep`` with each recompile of the entry frame carrying every guard its earlier
+    entries failed on the call that recompiled (besides PyTorch's first per entry).
+
+    Args:
+        rep: the report built from ``events``.
+        events: the trace events of the capture, in order (PyTorch's compile ids).
+        call_starts: for each call, how many events had arrived before it.
+        call_values: for each call, :func:`describe_call` of its inputs.
+    """
+    if not rep.frames or not call_values:
+        return rep
+    entry_frame = rep.frames[0].compile_id.split("/")[0]
+    raw_to_new = {f.torch_compile_id: f.compile_id for f in rep.frames}
+    call_of: dict[str, int] = {}
+    for index, ev in enumerate(events):
+        if ev.name == "compilation_metrics" and ev.compile_id in raw_to_new:
+            call_of.setdefault(raw_to_new[ev.compile_id], bisect.bisect_right(call_starts, index) - 1)
+    recompiles = []
+    for r in rep.recompiles:
+        frame, _, number = r.compile_id.partition("/")
+        call = call_of.get(r.compile_id, -1)
+        if frame != entry_frame or not number.isdigit() or not 0 <= call < len(call_values):
+            recompiles.append(r)
+            continue
+        found: list[GuardFailure] = []
+        logged = {f.entry: f for f in r.failures}
+        for n in range(int(number) - 1, -1, -1):  # newest entry first, as PyTorch lists them
+            entry = f"{frame}/{n}"
+            mine = entry_checks(rep, entry, call_values[call])
+            if mine is None:
+                found.extend(f for f in r.failures if f.entry == entry)
+                continue
+            # PyTorch's failure of this entry stays first when dynscope's check did not find it
+            # (a guard kind dynscope does not check).
+            pytorch = logged.get(entry)
+            if pytorch is not None and not any(m.then == pytorch.then and pytorch.now in ("", m.now) for m in mine):
+                found.append(pytorch)
+            found.extend(mine)
+        recompiles.append(replace(r, failures=tuple(found) or r.failures))
+    return replace(rep, recompiles=tuple(recompiles))
