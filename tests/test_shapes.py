@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 
@@ -169,3 +170,40 @@ def test_the_trace_alone_tells_the_same(tmp_path: Any) -> None:
     logged = {(f.entry, f.then, f.now) for f in cap.report.recompiles[-1].failures}
     assert logged and logged <= {(f.entry, f.then, f.now) for f in rep.recompiles[-1].failures}
     assert all(f.source == "pytorch" for f in cap.report.recompiles[-1].failures)
+
+
+# -- the smallest change that helps, tried ----------------------------------------------------
+
+@pytest.mark.heavy
+def test_advise_keeps_the_narrowest_change_that_removes_the_recompile() -> None:
+    # A size tied to another input's: mark_dynamic (with the tied dim) is the narrowest fix.
+    adv = dynscope.advise(view_from_other, calls=[(torch.ones(4, 6), torch.ones(4)), (torch.ones(6, 6), torch.ones(6)),
+                                                  (torch.ones(8, 6), torch.ones(8))])
+    assert adv.best is not None and adv.best.remedy == "mark_dynamic" and adv.best.after.recompiles == 0
+    assert "mark_dynamic(y, 0)" in adv.best.code and adv.best.outputs_match
+    # An int argument: passing it as a 0-d tensor beats dynamic=True (narrower), outputs equal.
+    adv = dynscope.advise(scale_by, calls=[(torch.ones(3), 2), (torch.ones(3), 3), (torch.ones(3), 4)])
+    assert adv.best is not None and adv.best.remedy == "value as tensor" and adv.best.outputs_match
+    assert {t.remedy for t in adv.trials if t.helped} == {"value as tensor", "dynamic=True"}
+
+
+@pytest.mark.heavy
+def test_advise_says_when_the_users_line_fixes_the_size() -> None:
+    adv = dynscope.advise(loop_over_size, calls=[torch.ones(4, 3), torch.ones(5, 3), torch.ones(6, 3)])
+    by = {t.remedy: t for t in adv.trials}
+    assert "ConstraintViolationError" in by["mark_dynamic"].error
+    assert not any(t.helped for t in adv.trials)  # no mark gets past range(x.size(0))
+    shown = by["size independence"]
+    assert not shown.tried and f"test_shapes.py:{_line(loop_over_size, 'for i in range')}" in shown.code
+    assert "range(x.size(0))" in shown.code
+
+
+def test_file_names_interned_before_a_report_are_still_read() -> None:
+    """PyTorch logs an interned file name once a process: a report after the user's own
+    compile of the same file still names the user's file, from PyTorch's string table."""
+    compiled = torch.compile(loop_over_size, backend="eager")
+    for n in (4, 5):
+        compiled(torch.ones(n, 3))
+    rep = dynscope.report(loop_over_size, calls=[torch.ones(4, 3), torch.ones(5, 3)])
+    (fx,) = [fx for f in rep.frames for fx in f.shapes]
+    assert fx.filename == __file__ and fx.lineno == _line(loop_over_size, "for i in range")

@@ -97,6 +97,9 @@ class Capture:
         self._collector.lowering = True
         self._attached = contextlib.ExitStack()
         self._attached.enter_context(_torch.attached(self._collector))
+        # PyTorch logs an interned file name once a process (and only while a handler is
+        # attached): the names interned before this block are read from its table.
+        self._collector.strings.update(_torch.interned_strings())
         self._attached.enter_context(_torch.lowering_config(kernel_profile=False))
         return self
 

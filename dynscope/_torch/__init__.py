@@ -38,6 +38,7 @@ _HOME = {
     "DynamoSandbox": "sandbox",
     "around_compiles": "logger",
     "attached": "logger",
+    "interned_strings": "logger",
     "compile_kwargs": "sandbox",
     "current_compile_id": "logger",
     "inductor_cache_dir": "inductor",

@@ -48,6 +48,16 @@ def attached(handler: logging.Handler) -> Iterator[None]:
         log.propagate = propagate
 
 
+def interned_strings() -> dict[int, str]:
+    """number -> string of PyTorch's trace string table (file names in stacks are given by
+    number; torch._logging.structured.INTERN_TABLE, torch 2.2 .. 2.14); {} where missing."""
+    try:
+        from torch._logging.structured import INTERN_TABLE
+    except ImportError:  # pragma: no cover - older layouts
+        return {}
+    return {n: s for s, n in dict(INTERN_TABLE).items()}
+
+
 # -- compile ids -------------------------------------------------------------------------
 
 

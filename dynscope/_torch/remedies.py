@@ -52,9 +52,11 @@ def reorderable_line(expr: str) -> str:
     return f"torch._dynamo.config.reorderable_logging_functions.add({expr})"
 
 
-def mark_dynamic_line(name: str, dim: int) -> str:
-    """The line marking input ``name``'s dimension ``dim`` dynamic."""
-    return f"torch._dynamo.mark_dynamic({name}, {dim})  # before the first call"
+def mark_dynamic_line(name: str, dim: int, how: str = "mark_dynamic") -> str:
+    """The line marking input ``name``'s dimension ``dim`` dynamic (``how``: mark_dynamic,
+    maybe_mark_dynamic or mark_unbacked)."""
+    where = "torch._dynamo.decorators" if how == "mark_unbacked" else "torch._dynamo"
+    return f"{where}.{how}({name}, {dim})  # before the first call"
 
 
 def has_dynamo_option(name: str) -> bool:
@@ -90,11 +92,28 @@ def is_reorderable(fn: Any) -> bool:
     return isinstance(fn, (types.FunctionType, types.BuiltinFunctionType))
 
 
-def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
-    """``torch._dynamo.mark_dynamic(tensor, dim)`` (call it on dynscope's clones only)."""
+def mark_dynamic(tensor: torch.Tensor, dim: int, how: str = "mark_dynamic") -> None:
+    """Mark ``tensor``'s dimension ``dim`` (call it on dynscope's clones only), ``how``:
+    ``torch._dynamo.mark_dynamic`` (the code must keep it dynamic, or compiling fails),
+    ``maybe_mark_dynamic`` (dynamic unless the code fixes it) or ``mark_unbacked`` (a size
+    Dynamo may assume nothing about, not even that it is not 0 or 1), torch >= 2.4."""
     import torch._dynamo
 
-    torch._dynamo.mark_dynamic(tensor, dim)
+    mark = {"mark_dynamic": torch._dynamo.mark_dynamic,
+            "maybe_mark_dynamic": getattr(torch._dynamo, "maybe_mark_dynamic", None),
+            "mark_unbacked": getattr(torch._dynamo.decorators, "mark_unbacked", None)}.get(how)
+    if mark is None:
+        raise ValueError(f"this torch has no torch._dynamo {how}")
+    mark(tensor, dim)
+
+
+def has_mark(how: str) -> bool:
+    """True when the installed torch has the marking function ``how``."""
+    import torch._dynamo
+
+    if how == "mark_unbacked":
+        return hasattr(torch._dynamo.decorators, "mark_unbacked")
+    return hasattr(torch._dynamo, how)
 
 
 # "tensor 'x' size mismatch at index 0. expected 4, actual 6" (torch 2.1 .. 2.14), where

@@ -11,6 +11,7 @@ import ast
 import builtins
 import inspect
 import os
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope._errors import CaptureError
-from dynscope._format import clip
+from dynscope._format import clip, location
 from dynscope._torch import remedies
 
 if TYPE_CHECKING:
@@ -55,6 +56,14 @@ REMEDIES: tuple[Remedy, ...] = (
            doc="Dynamo traces loss.backward() / torch.autograd.grad into the graph instead of breaking."),
     Remedy("mark_dynamic", recompiles=True,
            doc="The input dimension a recompile names is compiled dynamic from the first call."),
+    Remedy("maybe_mark_dynamic", recompiles=True,
+           doc="The same dimension marked dynamic unless the code fixes it (no ConstraintViolationError)."),
+    Remedy("mark_unbacked", recompiles=True,
+           doc="The same dimension as a size Dynamo assumes nothing about (not even that it is not 0 or 1)."),
+    Remedy("value as tensor", recompiles=True,
+           doc="A Python int the graph was specialised on passed as a 0-d tensor (one graph for every value)."),
+    Remedy("size independence", recompiles=True, automatic=False,
+           doc="The line that fixed a size to one value rewritten not to depend on it (a code change, shown)."),
     Remedy("dynamic=True", recompiles=True,
            doc="torch.compile(..., dynamic=True): every size and int input compiled dynamic."),
     Remedy("reorderable_logging_functions", (LOGGING,),
@@ -78,6 +87,8 @@ class Plan:
     config: dict[str, Any] = field(default_factory=dict)  # Dynamo config for the run
     dynamic: bool | None = None  # report(dynamic=...) override; None: the user's
     marks: tuple[tuple[int | str, int], ...] = ()  # (argument index or keyword, dim) to mark dynamic
+    mark_with: str = "mark_dynamic"  # how: mark_dynamic, maybe_mark_dynamic or mark_unbacked
+    as_tensor: tuple[int | str, ...] = ()  # arguments (index or keyword) passed as 0-d tensors
     precision: str = ""  # float32 matmul precision for the run
     modes: tuple[str, ...] = ()  # Inductor modes to time (timing remedies)
     loose: bool = False  # compare outputs with the loose tolerance
@@ -340,11 +351,79 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Pla
     plans: list[Plan] = []
     target = tuple(dict.fromkeys(targets))
     if marks:
-        plans.append(Plan("mark_dynamic", "\n".join(lines), target, marks=tuple(marks), note="; ".join(dict.fromkeys(notes))))
+        note = "; ".join(dict.fromkeys(notes))
+        plans.append(Plan("mark_dynamic", "\n".join(lines), target, marks=tuple(marks), note=note))
+        # Wider nets over the same dimensions, in order of reach: each tried, the narrowest
+        # that removes the recompile with outputs unchanged ranks first (catalog order).
+        # The dims of other inputs the same size in every call go with them (what mark_dynamic
+        # finds on its retry when PyTorch says they are tied).
+        wide = list(marks)
+        for mark in marks:
+            wide.extend(o for o in _same_sizes(call_list, mark) if o not in wide)
+        for how in ("maybe_mark_dynamic", "mark_unbacked"):
+            if remedies.has_mark(how):
+                code = "\n".join(remedies.mark_dynamic_line(_dim_name(w, names), d, how) for w, d in wide)
+                plans.append(Plan(how, code, target, marks=tuple(wide), mark_with=how, note=note))
+    plans.extend(_value_plans(rep, names, call_list, top))
+    plans.extend(_independence_plans(rep))
     value_changed = any(c.startswith("Python value") for r in rep.recompiles for c in r.causes)
     if sized or value_changed:
         value_targets = target or tuple(f"{r.frame}: " + "; ".join(r.causes) for r in rep.recompiles)
         plans.append(Plan("dynamic=True", f"torch.compile({compiled_name(model)}, dynamic=True)", value_targets, dynamic=True))
+    return plans
+
+
+_VALUE_CAUSE = re.compile(r"^Python value (?P<n>\w+) changed")
+
+
+def _value_plans(rep: Report, names: list[str], call_list: list[Call], top: set[str]) -> list[Plan]:
+    """For Python ints of the model's call that a recompile names ("Python value n changed"):
+    the same calls with each passed as a 0-d tensor, so one graph takes every value (the
+    model must accept a tensor there; the trial checks the outputs)."""
+    where: list[int | str] = []
+    targets: list[str] = []
+    shown: list[str] = []
+    for r in rep.recompiles:
+        for cause in r.causes:
+            m = _VALUE_CAUSE.match(cause)
+            if not m or r.frame not in top:
+                continue
+            at = _argument(m["n"], names, call_list)
+            if at is None or at in where:
+                continue
+            if all(type(a[at] if isinstance(at, int) else k[at]) is int for a, k in call_list):
+                where.append(at)
+                targets.append(f"{r.frame}: {cause}")
+                shown.append(f"{m['n']} = torch.tensor({m['n']})  # pass {m['n']} as a 0-d tensor")
+    if not where:
+        return []
+    return [Plan("value as tensor", "\n".join(shown), tuple(targets), as_tensor=tuple(where))]
+
+
+def _independence_plans(rep: Report) -> list[Plan]:
+    """For each line of the user's code that fixed a dynamic size to one value (Frame.shapes):
+    the change that helps when no mark can, shown, not run (dynscope does not edit code)."""
+    plans = []
+    seen: set[tuple[str, int]] = set()
+    for f in rep.frames:
+        for fx in f.shapes:
+            # A fix, or a branch on the size (an == or != guard): what no mark gets past.
+            branch = fx.kind == "guarded" and ("==" in fx.value or "!=" in fx.value)
+            if (fx.kind != "fixed" and not branch) or not fx.filename or (fx.filename, fx.lineno) in seen:
+                continue
+            seen.add((fx.filename, fx.lineno))
+            where = location(fx.filename, fx.lineno)
+            what = f"fixes {fx.size} to one value ({fx.reason or 'specialised'})" if not branch else (
+                f"branches on {fx.size} ({fx.value})")
+            plans.append(Plan(
+                "size independence",
+                f"# {where}: {fx.code or '(the line)'}\n# {what}: write it without reading {fx.size} as a "
+                f"Python int (a tensor op such as torch.where, or a size kept symbolic)",
+                (f"{fx.size} {'fixed' if not branch else 'guarded'} at {where}",),
+                tried=False,
+                note=f"marking {fx.size} dynamic cannot help while {where} {'fixes' if not branch else 'branches on'} "
+                     f"it: mark_dynamic fails (ConstraintViolationError) and maybe_mark_dynamic recompiles",
+            ))
     return plans
 
 

@@ -165,7 +165,12 @@ def _fresh_calls(call_list: list[Call], plan: Plan) -> list[Call]:
         for where, dim in plan.marks:
             value = new_kwargs.get(where) if isinstance(where, str) else new_args[where]
             if isinstance(value, torch.Tensor) and dim < value.dim():
-                remedies.mark_dynamic(value, dim)
+                remedies.mark_dynamic(value, dim, plan.mark_with)
+        for where in plan.as_tensor:
+            if isinstance(where, str):
+                new_kwargs[where] = torch.tensor(new_kwargs[where])
+            else:
+                new_args[where] = torch.tensor(new_args[where])
         out.append((tuple(new_args), new_kwargs))
     return out
 
