@@ -207,3 +207,14 @@ def test_file_names_interned_before_a_report_are_still_read() -> None:
     rep = dynscope.report(loop_over_size, calls=[torch.ones(4, 3), torch.ones(5, 3)])
     (fx,) = [fx for f in rep.frames for fx in f.shapes]
     assert fx.filename == __file__ and fx.lineno == _line(loop_over_size, "for i in range")
+
+
+@pytest.mark.parametrize("version", ["torch-2.11", "torch-2.13", "torch-2.14"])
+def test_recorded_logs_of_three_releases_say_which_sizes_went_dynamic(version: str) -> None:
+    from pathlib import Path
+
+    log = Path(__file__).parent / "traces" / version / "logs" / "corpus-recompile_shape.log"
+    rep = dynscope.load_trace(log)
+    assert isinstance(rep, dynscope.Report)
+    assert [f.dynamic_sizes for f in rep.frames] == [(), ("x.size(0)",)]
+    assert [(f.entry, f.then, f.now, f.source) for r in rep.recompiles for f in r.failures] == [("0/0", "4", "6", "pytorch")]
