@@ -138,22 +138,25 @@ def test_a_size_through_kwargs_is_named_by_its_key() -> None:
     assert rep.recompile_count >= 1
     said = " ".join(f.explained for r in rep.recompiles for f in r.failures)
     assert "keep" in said and "kwargs" not in said.replace("keep", "")
-    assert any("keep" in s for f in rep.frames for s in f.dynamic_sizes) or any(
-        fx.size == "keep" for f in rep.frames for fx in f.shapes)
+    assert ("keep",) in [f.dynamic_sizes for f in rep.frames]
+    line = _line(KwargsModel.forward, "input_ids[:, :keep]")
+    guards = [fx for fx in _fixes(rep, "guarded") if fx.size == "keep"]
+    assert guards and all(fx.lineno == line for fx in guards)
+    assert "keep <= 12" in " ".join(fx.value for fx in guards)
 
 
 def test_a_kv_cache_position_that_moves() -> None:
     model = Decoder()
     rep = dynscope.report(model, calls=[(torch.ones(1, 8), 0), (torch.ones(1, 8), 1), (torch.ones(1, 8), 2),
                                         (torch.ones(1, 8), 3)])
-    assert rep.recompile_count >= 1
-    first = rep.recompiles[0]
-    assert first.failures and first.failures[0].then == "0"
-    assert any("pos" in s for f in rep.frames for s in f.dynamic_sizes) or any(
-        "pos" in fx.size for f in rep.frames for fx in f.shapes)
-    # Where the moving position was guarded: the lines of forward that use it.
-    lines = {fx.lineno for f in rep.frames for fx in f.shapes}
-    assert lines <= {_line(Decoder.forward, "self.cache[:, pos] = x"), _line(Decoder.forward, "return self.cache")} | {0}
+    assert rep.recompile_count == 3  # every position compiles anew
+    line = _line(Decoder.forward, "self.cache[:, pos] = x")
+    # PyTorch made pos dynamic, and the indexing line fixed it again each time.
+    fixed = _fixes(rep, "fixed")
+    assert [(fx.size, fx.value, fx.lineno) for fx in fixed] == [("pos", "1", line), ("pos", "2", line), ("pos", "3", line)]
+    last = rep.recompiles[-1]
+    assert [(f.entry, f.then, f.now) for f in last.failures] == [("0/2", "2", "3"), ("0/1", "1", "3"), ("0/0", "0", "3")]
+    assert f"test_shapes.py:{line}" in last.fixes[0] and "dynamic=True cannot keep it dynamic" in last.fixes[0]
 
 
 def test_the_trace_alone_tells_the_same(tmp_path: Any) -> None:

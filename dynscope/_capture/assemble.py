@@ -471,6 +471,7 @@ def build_report(
 
 
 _SIZE_FAILURE = re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)")
+_VALUE_FAILURE = re.compile(r"^(?:L\['(?P<local>\w+)'\]|(?P<name>\w+)) == ")
 
 
 def _fixed_by_code(
@@ -481,6 +482,20 @@ def _fixed_by_code(
     the code made it static again): marking it dynamic cannot help there."""
     out: dict[str, str] = {}
     for f in failures:
+        v = _VALUE_FAILURE.match(f.guard)
+        if v:  # a Python int the code fixed again after PyTorch made it dynamic
+            name = v["local"] or v["name"]
+            for fix in (*shapes.get(cid, ()), *shapes.get(f.entry, ())):
+                if fix.kind == "fixed" and fix.size == name and name not in out:
+                    where = location(fix.filename, fix.lineno) if fix.filename else "your code"
+                    where += f" `{fix.code}`" if fix.code else ""
+                    out[name] = (
+                        f"{name} was made dynamic, then fixed to {fix.value} by {where} (compile "
+                        f"{fix.compile_id}): dynamic=True cannot keep it dynamic, so every value compiles "
+                        f"anew. Make that line not read {name} as a Python int (pass it as a tensor and use "
+                        f"tensor indexing such as index_copy_ / narrow), or keep {name} to a few values"
+                    )
+            continue
         m = _SIZE_FAILURE.search(f.guard)
         if not m:
             continue
@@ -521,7 +536,8 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[
         failures = st.failures.get(cid, ())
         fixed = _fixed_by_code(failures, shapes, cid)
         pairs = tuple(
-            (cause, next((said for n, said in fixed.items() if cause.startswith(f"size of input {n} changed")), fix))
+            (cause, next((said for n, said in fixed.items()
+                          if cause.startswith((f"size of input {n} changed", f"Python value {n} changed"))), fix))
             for cause, fix in pairs
         )
         recompiles.append(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import inspect
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +122,19 @@ def entry_checks(rep: Report, entry: str, values: Mapping[str, Described]) -> li
     return out if checked else None
 
 
+_VALUE_GUARD = re.compile(r"^(?:L\['(?P<local>\w+)'\]|(?P<name>\w+)) == (?P<then>.+)$")
+
+
+def _with_now(failure: GuardFailure, values: Mapping[str, Described]) -> GuardFailure:
+    """PyTorch's failure of a guard on a Python value ("pos == 1", which says what the entry
+    was compiled for, not what came), with the value the call brought."""
+    m = _VALUE_GUARD.match(failure.guard)
+    if failure.now or not m:
+        return failure
+    now = values.get(f"L['{m['local'] or m['name']}']")
+    return replace(failure, now=now[1]) if now is not None and now[0] == "value" else failure
+
+
 def with_all_failures(
     rep: Report, events: list[TraceEvent], call_starts: list[int], call_values: list[dict[str, Described]]
 ) -> Report:
@@ -154,13 +168,13 @@ def with_all_failures(
             entry = f"{frame}/{n}"
             mine = entry_checks(rep, entry, call_values[call])
             if mine is None:
-                found.extend(f for f in r.failures if f.entry == entry)
+                found.extend(_with_now(f, call_values[call]) for f in r.failures if f.entry == entry)
                 continue
             # PyTorch's failure of this entry stays first when dynscope's check did not find it
             # (a guard kind dynscope does not check).
             pytorch = logged.get(entry)
             if pytorch is not None and not any(m.then == pytorch.then and pytorch.now in ("", m.now) for m in mine):
-                found.append(pytorch)
+                found.append(_with_now(pytorch, call_values[call]))
             found.extend(mine)
         recompiles.append(replace(r, failures=tuple(found) or r.failures))
     return replace(rep, recompiles=tuple(recompiles))

@@ -44,19 +44,34 @@ def source_words(source: str) -> str:
     return _SIZE.sub(lambda m: f".{m['what']}({m['i']})", s)
 
 
-_RELATIONS = (
-    (re.compile(r"^Eq\((?P<a>.+), (?P<b>[^,]+)\)$"), "{a} == {b}"),
-    (re.compile(r"^Ne\((?P<a>.+), (?P<b>[^,]+)\)$"), "{a} != {b}"),
-)
+_RELATIONS = {"Eq": "==", "Ne": "!="}
+
+
+def _split_top(text: str) -> list[str]:
+    """``text`` split at its commas outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
 
 
 def expr_words(expr: str, symbols: Mapping[str, str]) -> str:
     """A sympy guard with its symbols named by their sources: ``Eq(s77, 5)`` ->
-    ``x.size(0) == 5``; ``s77 < 1024`` -> ``x.size(0) < 1024``."""
-    for pattern, template in _RELATIONS:
-        m = pattern.match(expr.strip())
-        if m:
-            expr = template.format(a=m["a"], b=m["b"])
+    ``x.size(0) == 5``; ``s77 < 1024`` -> ``x.size(0) < 1024``; ``Ne(Max(1, s0), 12)`` ->
+    ``Max(1, x.size(0)) != 12``."""
+    expr = expr.strip()
+    for name, op in _RELATIONS.items():
+        if expr.startswith(name + "(") and expr.endswith(")"):
+            parts = _split_top(expr[len(name) + 1:-1])
+            if len(parts) == 2:
+                expr = f"{parts[0]} {op} {parts[1]}"
             break
     return _SYMBOL.sub(lambda m: symbols.get(m.group(0), m.group(0)), expr)
 
