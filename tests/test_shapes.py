@@ -221,3 +221,45 @@ def test_recorded_logs_of_three_releases_say_which_sizes_went_dynamic(version: s
     assert isinstance(rep, dynscope.Report)
     assert [f.dynamic_sizes for f in rep.frames] == [(), ("x.size(0)",)]
     assert [(f.entry, f.then, f.now, f.source) for r in rep.recompiles for f in r.failures] == [("0/0", "4", "6", "pytorch")]
+
+
+# -- a rewrite of the user's, verified: where no mark helps, the code change does -------------
+
+def loop_rewritten(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.arange(x.size(0), dtype=x.dtype).sum()  # no Python loop over the size
+
+
+def branch_rewritten(x: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.tensor(x.shape[1]) == 8, x * 2, x - 1)  # both branches, chosen in the graph
+
+
+class DecoderRewritten(Decoder):
+    """The KV-cache step with the position used as a value in tensor ops, never as an index."""
+
+    def forward(self, x: torch.Tensor, pos: int) -> torch.Tensor:
+        rows = torch.arange(self.cache.size(1))
+        self.cache.copy_(torch.where((rows == pos)[None, :, None], x[:, None, :], self.cache))
+        return (self.cache * (rows <= pos)[None, :, None]).sum(1) / (pos + 1)
+
+
+@pytest.mark.heavy
+def test_advise_verifies_the_users_rewrite_where_no_mark_helps() -> None:
+    calls = [torch.ones(4, 3), torch.ones(5, 3), torch.ones(6, 3)]
+    adv = dynscope.advise(loop_over_size, calls=calls, variants={"arange instead of a loop": loop_rewritten})
+    assert adv.best is not None and adv.best.remedy == "your rewrite"
+    assert adv.best.outputs_match and adv.best.after.recompiles < adv.best.before.recompiles
+    assert "arange instead of a loop" in adv.best.note
+    steps = [(torch.ones(1, 8) * (i + 1), i) for i in range(4)]
+    adv = dynscope.advise(Decoder(), calls=steps, variants={"pos in tensor ops": DecoderRewritten()})
+    best = adv.best
+    assert best is not None and best.remedy == "your rewrite" and best.outputs_match
+    assert (best.before.recompiles, best.after.recompiles) == (3, 1)  # one dynamic compile takes every position
+    # A branch on a size: the rewrite keeps both branches in the graph, and with the dim marked
+    # dynamic from the first call, nothing recompiles (mark_dynamic alone fails on the branch).
+    adv = dynscope.advise(branch_on_size, calls=[torch.ones(2, 8), torch.ones(2, 9), torch.ones(2, 10)],
+                          variants={"torch.where on the size": branch_rewritten})
+    best = adv.best
+    assert best is not None and best.remedy == "your rewrite" and "with mark_dynamic" in best.note
+    assert best.after.recompiles == 0 and best.after.breaks == 0 and best.outputs_match
+    with pytest.raises(dynscope.InputError, match="variants must map a name"):
+        dynscope.advise(loop_over_size, calls=calls, variants=[loop_rewritten])  # type: ignore[arg-type]

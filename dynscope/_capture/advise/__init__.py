@@ -14,10 +14,18 @@ from __future__ import annotations
 
 import inspect
 import typing
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dynscope._capture.advise.plans import REMEDIES, Call, Remedy, plans_for, why_nothing_to_try
+from dynscope._capture.advise.plans import (
+    REMEDIES,
+    Call,
+    Remedy,
+    plans_for,
+    variant_plans,
+    why_nothing_to_try,
+)
 from dynscope._capture.advise.ranking import outcome, ranked
 from dynscope._capture.advise.trials import NO_REMEDY, eager_outputs, retry_tied, run_report, run_trial
 from dynscope._capture.capture import _MISSING, check_model, normalise_calls, report
@@ -37,6 +45,7 @@ def advise(
     *,
     calls: Sequence[Any] | None = None,
     timing: bool = False,
+    variants: Mapping[str, Callable[..., Any]] | None = None,
     **report_kwargs: Any,
 ) -> Advice:
     """Report on ``model``, then try each remedy that applies, one at a time, and measure it.
@@ -56,6 +65,9 @@ def advise(
         calls: several calls' inputs. Not together with ``inputs``.
         timing: also time each run (Inductor against eager; slow) and try the CUDA timing
             remedies. Defaults to False.
+        variants: your own rewrites of the model (name -> a model or function taking the
+            same calls), each tried as a remedy "your rewrite": outputs compared with the
+            model's in eager, breaks and recompiles with the model's. Defaults to none.
         **report_kwargs: passed to every :func:`dynscope.report` run (``inner``,
             ``dynamic``, ``coverage``, ``modes``, ``timing_options``, ``restore_state``).
 
@@ -82,15 +94,18 @@ def advise(
                 "advise() got a report and inputs: a report brings its own calls; pass "
                 "dynscope.advise(rep) or dynscope.advise(model, inputs)"
             )
-        return advise_report(model, timing=timing, **report_kwargs)
+        return advise_report(model, timing=timing, variants=variants, **report_kwargs)
     _check_kwargs(report_kwargs)
     call_list = normalise_calls(model, inputs, calls)
     inner, _ = check_model(model)
+    rewrites = _checked_variants(variants)
     before = run_report(inner, call_list, NO_REMEDY, timing, report_kwargs)
-    return _advise(before, inner, call_list, timing, report_kwargs)
+    return _advise(before, inner, call_list, timing, report_kwargs, rewrites)
 
 
-def advise_report(rep: Report, *, timing: bool = False, **report_kwargs: Any) -> Advice:
+def advise_report(
+    rep: Report, *, timing: bool = False, variants: Mapping[str, Callable[..., Any]] | None = None, **report_kwargs: Any
+) -> Advice:
     """``dynscope.advise(rep)``: advise on the model and calls a live report ran, with its options.
 
     Args:
@@ -111,10 +126,28 @@ def advise_report(rep: Report, *, timing: bool = False, **report_kwargs: Any) ->
     model, call_list, options = typing.cast("tuple[Any, list[Call], dict[str, Any]]", subject)
     # The report's own options (inner backend, dynamic...) unless the caller overrides them.
     report_kwargs = {**options, **report_kwargs}
+    rewrites = _checked_variants(variants)
     before = rep
     if timing and not rep.timing:
         before = run_report(model, call_list, NO_REMEDY, timing, report_kwargs)
-    return _advise(before, model, call_list, timing, report_kwargs)
+    return _advise(before, model, call_list, timing, report_kwargs, rewrites)
+
+
+def _checked_variants(variants: Mapping[str, Callable[..., Any]] | None) -> dict[str, Any]:
+    """The rewrites, each a callable under a name; InputError otherwise."""
+    if variants is None:
+        return {}
+    if not isinstance(variants, Mapping):
+        raise InputError(
+            f"variants must map a name to a rewrite of the model (variants={{'pos as a tensor': fixed}}); "
+            f"got {type(variants).__name__}"
+        )
+    out = {}
+    for name, m in variants.items():
+        if not isinstance(name, str) or not callable(m):
+            raise InputError(f"variants[{name!r}] must be a callable (an nn.Module or a function) under a str name")
+        out[name] = check_model(m)[0]
+    return out
 
 
 def _check_kwargs(report_kwargs: dict[str, Any]) -> None:
@@ -131,10 +164,12 @@ def _check_kwargs(report_kwargs: dict[str, Any]) -> None:
 
 
 def _advise(
-    before: Report, model: Any, call_list: list[Call], timing: bool, report_kwargs: dict[str, Any]
+    before: Report, model: Any, call_list: list[Call], timing: bool, report_kwargs: dict[str, Any],
+    variants: Mapping[str, Any] | None = None,
 ) -> Advice:
     """Plan, run each trial, rank them: the engine both entry points share."""
     plans = plans_for(before, model, call_list, timing)
+    plans += variant_plans(variants or {}, before, plans)
     base = outcome(before)
     reference = eager_outputs(model, call_list) if any(p.tried for p in plans) else None
     trials = []

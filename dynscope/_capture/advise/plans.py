@@ -23,6 +23,8 @@ from dynscope._format import clip, location
 from dynscope._torch import remedies
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from dynscope._model import Report
 
 #: One normalised call of the model: (positional arguments, keyword arguments).
@@ -64,6 +66,8 @@ REMEDIES: tuple[Remedy, ...] = (
            doc="A Python int the graph was specialised on passed as a 0-d tensor (one graph for every value)."),
     Remedy("size independence", recompiles=True, automatic=False,
            doc="The line that fixed a size to one value rewritten not to depend on it (a code change, shown)."),
+    Remedy("your rewrite", recompiles=True,
+           doc="A rewrite of the model you pass (advise(..., variants={name: model})), run on the same calls."),
     Remedy("dynamic=True", recompiles=True,
            doc="torch.compile(..., dynamic=True): every size and int input compiled dynamic."),
     Remedy("reorderable_logging_functions", (LOGGING,),
@@ -89,6 +93,7 @@ class Plan:
     marks: tuple[tuple[int | str, int], ...] = ()  # (argument index or keyword, dim) to mark dynamic
     mark_with: str = "mark_dynamic"  # how: mark_dynamic, maybe_mark_dynamic or mark_unbacked
     as_tensor: tuple[int | str, ...] = ()  # arguments (index or keyword) passed as 0-d tensors
+    model: Any = None  # run this instead of the model (a rewrite the user passed); None: the model
     precision: str = ""  # float32 matmul precision for the run
     modes: tuple[str, ...] = ()  # Inductor modes to time (timing remedies)
     loose: bool = False  # compare outputs with the loose tolerance
@@ -425,6 +430,26 @@ def _independence_plans(rep: Report) -> list[Plan]:
                      f"it: mark_dynamic fails (ConstraintViolationError) and maybe_mark_dynamic recompiles",
             ))
     return plans
+
+
+def variant_plans(variants: Mapping[str, Any], rep: Report, plans: list[Plan]) -> list[Plan]:
+    """Trials of each rewrite the user passed: the same calls, its outputs compared with the
+    model's eager outputs, its breaks and recompiles with the model's; and, when recompiles
+    name sizes, the rewrite with those dimensions marked dynamic too (a rewrite that stops a
+    line fixing a size is what lets mark_dynamic keep it dynamic from the first call)."""
+    target = tuple(
+        [f"{r.frame}: " + "; ".join(r.causes or r.explained) for r in rep.recompiles]
+        + [f"{b.location}: {b.category}" for b in rep.breaks]
+    ) or ("the program",)
+    marked = next((p for p in plans if p.remedy == "mark_dynamic" and p.marks), None)
+    out = []
+    for name, m in variants.items():
+        out.append(Plan("your rewrite", f"# {name}: your rewrite of the model", target, model=m,
+                        note=f"your rewrite {name!r}"))
+        if marked is not None:
+            out.append(Plan("your rewrite", f"# {name}: your rewrite of the model\n{marked.code}", target, model=m,
+                            marks=marked.marks, note=f"your rewrite {name!r}, with mark_dynamic"))
+    return out
 
 
 def _timing_plans(model: Any, call_list: list[Call]) -> list[Plan]:

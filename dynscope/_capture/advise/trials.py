@@ -48,7 +48,7 @@ def run_trial(
     token = KEPT_OUTPUTS.set(outputs)
     try:
         with remedies.quiet_trial():
-            rep = run_report(model, call_list, plan, timing, report_kwargs)
+            rep = run_report(plan.model if plan.model is not None else model, call_list, plan, timing, report_kwargs)
     except Exception as err:  # noqa: BLE001 - a remedy that breaks the model is a finding
         if raised is not None:
             raised.append(err)
