@@ -112,6 +112,7 @@ def test_a_branch_on_a_size_is_a_guard_at_its_line() -> None:
     assert all(f.source == "dynscope" for f in rec.failures)
 
 
+@pytest.mark.heavy
 def test_a_view_with_another_tensors_size_guards_the_relation() -> None:
     rep = dynscope.report(view_from_other, calls=[(torch.ones(4, 6), torch.ones(4)), (torch.ones(6, 6), torch.ones(6)),
                                                   (torch.ones(8, 6), torch.ones(8))])
@@ -159,6 +160,7 @@ def test_a_kv_cache_position_that_moves() -> None:
     assert f"test_shapes.py:{line}" in last.fixes[0] and "dynamic=True cannot keep it dynamic" in last.fixes[0]
 
 
+@pytest.mark.heavy
 def test_the_trace_alone_tells_the_same(tmp_path: Any) -> None:
     """capture() with the user's backend reads the same shape records as report()."""
     with dynscope.capture() as cap:
@@ -201,6 +203,7 @@ def test_advise_says_when_the_users_line_fixes_the_size() -> None:
     assert "range(x.size(0))" in shown.code
 
 
+@pytest.mark.heavy
 def test_file_names_interned_before_a_report_are_still_read() -> None:
     """PyTorch logs an interned file name once a process: a report after the user's own
     compile of the same file still names the user's file, from PyTorch's string table."""

@@ -320,7 +320,7 @@ def test_gzip_copy_reads_the_same(tmp_path: Path) -> None:
     assert signature(load_trace(gz)) == signature(load_trace(SAMPLE))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(block=st.integers(min_value=1, max_value=5000))
 def test_any_read_size_cuts_records_the_same(block: int) -> None:
     log = SAMPLE
@@ -520,7 +520,7 @@ def test_rank_runs_say_every_rank(ranks: set[int]) -> None:
 _RECORDED_LOG = TRACES / "torch-2.14" / "logs" / "corpus-nested_break.log"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(
     cut=st.floats(min_value=0.0, max_value=1.0),
     junk=st.lists(st.tuples(st.floats(min_value=0.0, max_value=1.0), st.binary(max_size=80)), max_size=6),
