@@ -26,9 +26,9 @@ from dynscope._model import GuardFailure
 from dynscope._torch.shape_text import tensor_guard
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
-    from dynscope._model import Report
+    from dynscope._model import Guard, Report
     from dynscope._torch.trace import TraceEvent
 
 #: A described input: ("tensor", dtype, device, requires_grad, sizes, strides) or ("value", repr).
@@ -99,13 +99,13 @@ def _name(source: str) -> str:
     return source.replace("L['kwargs']['", "").replace("L['", "").replace("']", "")
 
 
-def entry_checks(rep: Report, entry: str, values: Mapping[str, Described]) -> list[GuardFailure] | None:
-    """The guards of cache entry ``entry`` that the call's inputs fail; None when none of its
-    input guards could be checked (its guards name nothing the call brings)."""
+def entry_checks(guards: Iterable[Guard], entry: str, values: Mapping[str, Described]) -> list[GuardFailure] | None:
+    """The guards of cache entry ``entry`` (``guards``: that entry's) that the call's inputs
+    fail; None when none of its input guards could be checked (they name nothing the call brings)."""
     out: list[GuardFailure] = []
     checked = False
-    for g in rep.guards:
-        if g.compile_id != entry or g.source not in values:
+    for g in guards:
+        if g.source not in values:
             continue
         now = values[g.source]
         if g.kind == "TENSOR_MATCH" and now[0] == "tensor":
@@ -151,6 +151,9 @@ def with_all_failures(
         return rep
     entry_frame = rep.frames[0].compile_id.split("/")[0]
     raw_to_new = {f.torch_compile_id: f.compile_id for f in rep.frames}
+    by_entry: dict[str, list[Guard]] = {}
+    for g in rep.guards:
+        by_entry.setdefault(g.compile_id, []).append(g)
     call_of: dict[str, int] = {}
     for index, ev in enumerate(events):
         if ev.name == "compilation_metrics" and ev.compile_id in raw_to_new:
@@ -166,7 +169,7 @@ def with_all_failures(
         logged = {f.entry: f for f in r.failures}
         for n in range(int(number) - 1, -1, -1):  # newest entry first, as PyTorch lists them
             entry = f"{frame}/{n}"
-            mine = entry_checks(rep, entry, call_values[call])
+            mine = entry_checks(by_entry.get(entry, ()), entry, call_values[call])
             if mine is None:
                 found.extend(_with_now(f, call_values[call]) for f in r.failures if f.entry == entry)
                 continue
