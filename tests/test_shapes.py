@@ -266,3 +266,41 @@ def test_advise_verifies_the_users_rewrite_where_no_mark_helps() -> None:
     assert best.after.recompiles == 0 and best.after.breaks == 0 and best.outputs_match
     with pytest.raises(dynscope.InputError, match="variants must map a name"):
         dynscope.advise(loop_over_size, calls=calls, variants=[loop_rewritten])  # type: ignore[arg-type]
+
+
+def _pad_helper(x: torch.Tensor) -> torch.Tensor:
+    if x.size(0) > 5:  # a branch on a size, in a helper
+        return x[:5]
+    return x * 2
+
+
+def outer_with_helper(x: torch.Tensor) -> torch.Tensor:
+    return _pad_helper(x.sin()) + 1
+
+
+def count_items(xs: list[torch.Tensor]) -> torch.Tensor:
+    out = xs[0]
+    for t in xs[1:]:
+        out = out + t
+    return out * len(xs)
+
+
+def test_a_branch_in_a_helper_names_the_helpers_line_not_the_first_use() -> None:
+    """PyTorch words such a guard with the line of the size's first use and a note that the
+    cause is elsewhere: the report names the branch, fills in what came, and its fix says so."""
+    rep = dynscope.report(outer_with_helper, calls=[torch.ones(n) for n in (3, 4, 6, 7)])
+    line = _line(_pad_helper, "if x.size(0) > 5")
+    last = rep.recompiles[-1]
+    logged = [f for f in last.failures if f.source == "pytorch"]
+    assert logged and f"test_shapes.py:{line} in _pad_helper" in logged[0].explained
+    assert "first use" not in logged[0].explained and "_dynamo" not in logged[0].explained
+    assert logged[0].now == "x.size(0) = 6"
+    assert any(f"test_shapes.py:{line}" in fix and "branched on" in fix for fix in last.fixes)
+    assert any("mark_dynamic(x, 0)" in fix for r in rep.recompiles for fix in r.fixes)
+
+
+def test_a_list_whose_length_changes_says_what_came() -> None:
+    rep = dynscope.report(count_items, calls=[([torch.ones(3)] * n,) for n in (2, 3, 4)])
+    (rec, *_) = rep.recompiles
+    assert [(f.entry, f.then, f.now) for f in rec.failures] == [("0/0", "2", "3")]
+    assert "called with 3" in rec.failures[0].explained

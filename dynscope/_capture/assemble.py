@@ -513,6 +513,43 @@ def _fixed_by_code(
     return out
 
 
+_SIZE_TERM = re.compile(r"(?:L\['(?P<local>\w+)'\]|\b(?P<name>[A-Za-z_]\w*))\.size\(\)\[(?P<i>\d+)\]")
+
+
+def _branched_on(failures: tuple[GuardFailure, ...], shapes: dict[str, tuple[SizeFix, ...]]) -> dict[str, str]:
+    """failed shape guard -> the fix to say when the entry's guard on that size came from a
+    branch of the user's code on it (``if x.size(0) > 5:``): each side compiles once."""
+    out: dict[str, str] = {}
+    for f in failures:
+        sizes = {f"{t['local'] or t['name']}.size({t['i']})" for t in _SIZE_TERM.finditer(f.guard)}
+        for fx in shapes.get(f.entry, ()):
+            if fx.kind == "guarded" and fx.size in sizes and re.match(r"^(?:if|elif|while)\b", fx.code):
+                out.setdefault(f.guard, (
+                    f"{fx.size} is branched on at {location(fx.filename, fx.lineno)} `{fx.code}` (the entry guards "
+                    f"{fx.value}): each side of the branch compiles once, which no mark removes. For one "
+                    f"graph, make the branch a tensor op (torch.where, torch.cond)"
+                ))
+    return out
+
+
+_SIZE_CAUSE = re.compile(r"^size of input (?P<n>\S+) changed \(dim (?P<i>\d+)\)")
+
+
+def _named_fix(cause: str, fix: str) -> str:
+    """The fix for a size change with the input and dimension filled in
+    (``mark_dynamic(x, dim)`` -> ``mark_dynamic(x, 1)``); for a value PyTorch passes to a
+    resume function (``___stack0``), which no one can mark, where to look instead."""
+    m = _SIZE_CAUSE.match(cause)
+    if not m:
+        return fix
+    if m["n"].startswith("___stack"):
+        return (
+            f"the size of a value Dynamo passes to a resume function changed ({m['n']}, not an input you can "
+            f"mark): mark the input of the compiled function it is computed from, or see where sizes were fixed"
+        )
+    return fix.replace("mark_dynamic(x, dim)", f"mark_dynamic({m['n']}, {m['i']})")
+
+
 def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[SizeFix, ...]]) -> tuple[Recompile, ...]:
     """The recompiles, with their failed guards in words.
 
@@ -535,9 +572,11 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[
         pairs = tuple(dict.fromkeys(pair for r in reasons for pair in causes_of(r)))
         failures = st.failures.get(cid, ())
         fixed = _fixed_by_code(failures, shapes, cid)
+        branched = _branched_on(failures, shapes)
         pairs = tuple(
             (cause, next((said for n, said in fixed.items()
-                          if cause.startswith((f"size of input {n} changed", f"Python value {n} changed"))), fix))
+                          if cause.startswith((f"size of input {n} changed", f"Python value {n} changed"))),
+                         branched.get(cause.removeprefix("guard `").split("`", 1)[0]) or _named_fix(cause, fix)))
             for cause, fix in pairs
         )
         recompiles.append(

@@ -52,6 +52,12 @@ def describe_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping
                 out[f"L['{name}']['{key}']"] = _describe(v)
         elif kind is not inspect.Parameter.VAR_POSITIONAL:
             out[f"L['{name}']"] = _describe(value)
+    # A decorator's wrapper (Hugging Face's forward) is the frame Dynamo compiles: its locals
+    # are ``args`` and ``kwargs``, so the guards name the inputs through them.
+    for i, value in enumerate(args):
+        out.setdefault(f"L['args'][{i}]", _describe(value))
+    for key, value in kwargs.items():
+        out.setdefault(f"L['kwargs']['{key}']", _describe(value))
     return out
 
 
@@ -64,6 +70,8 @@ def _describe(value: Any) -> Described:
         return ("tensor", str(value.dtype), str(value.device), bool(value.requires_grad), tuple(value.shape), stride)
     if isinstance(value, (bool, int, float, str)) or value is None:
         return ("value", repr(value))
+    if isinstance(value, (list, tuple, dict)):
+        return ("len", len(value))
     return ("other", type(value).__name__)
 
 
@@ -113,6 +121,12 @@ def entry_checks(guards: Iterable[Guard], entry: str, values: Mapping[str, Descr
             if parsed:
                 checked = True
                 out.extend(_tensor_failures(entry, _name(g.source), parsed, now))
+        elif g.kind == "LENGTH_CHECK" and now[0] == "len":
+            then = g.detail.rsplit("==", 1)[-1].strip()
+            checked = True
+            if then != str(now[1]):
+                out.append(GuardFailure(entry, g.detail, f"length of {_name(g.source)} changed: compiled for {then} "
+                                        f"items, called with {now[1]}", then, str(now[1]), "dynscope"))
         elif g.kind == "EQUALS_MATCH" and now[0] == "value":
             then = g.detail.rsplit("==", 1)[-1].strip()
             checked = True
@@ -122,17 +136,29 @@ def entry_checks(guards: Iterable[Guard], entry: str, values: Mapping[str, Descr
     return out if checked else None
 
 
-_VALUE_GUARD = re.compile(r"^(?:L\['(?P<local>\w+)'\]|(?P<name>\w+)) == (?P<then>.+)$")
+_VALUE_GUARD = re.compile(r"^(?P<len>len\()?(?:L\['(?P<local>\w+)'\]|(?P<name>\w+))\)? == (?P<then>.+)$")
+_SIZE_TERM = re.compile(r"(?:L\['(?P<local>\w+)'\]|(?P<name>\b[A-Za-z_]\w*))\.size\(\)\[(?P<i>\d+)\]")
 
 
 def _with_now(failure: GuardFailure, values: Mapping[str, Described]) -> GuardFailure:
-    """PyTorch's failure of a guard on a Python value ("pos == 1", which says what the entry
-    was compiled for, not what came), with the value the call brought."""
-    m = _VALUE_GUARD.match(failure.guard)
-    if failure.now or not m:
+    """PyTorch's failure of a guard on a Python value ("pos == 1"), a length ("len(xs) == 2")
+    or one input size ("2 <= x.size()[0] <= 5"), words that say what the entry was compiled
+    for, not what came: with what the call brought."""
+    if failure.now:
         return failure
-    now = values.get(f"L['{m['local'] or m['name']}']")
-    return replace(failure, now=now[1]) if now is not None and now[0] == "value" else failure
+    m = _VALUE_GUARD.match(failure.guard)
+    if m:
+        now = values.get(f"L['{m['local'] or m['name']}']")
+        if now is not None and now[0] == ("len" if m["len"] else "value"):
+            return replace(failure, now=str(now[1]))
+        return failure
+    sizes = {(t["local"] or t["name"], int(t["i"])) for t in _SIZE_TERM.finditer(failure.guard)}
+    if len(sizes) == 1:
+        (name, i), = sizes
+        now = values.get(f"L['{name}']")
+        if now is not None and now[0] == "tensor" and i < len(now[4]):
+            return replace(failure, now=f"{name}.size({i}) = {now[4][i]}")
+    return failure
 
 
 def with_all_failures(

@@ -157,12 +157,28 @@ _EXPLAIN: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+#: PyTorch's note on a shape guard whose first user line is not its cause ("(user code shown
+#: is first use of this value--the guard itself is not due user code but due to 0/1
+#: specialization in the framework; ...)) and <the line that caused it>", torch 2.13).
+_FIRST_USE = re.compile(r"#\s.*?\(user code shown is first use of this value--.*?\)\) and ", re.S)
+#: Where in torch the guard was made, after the user's location: "(_dynamo/variables/tensor.py:2606 in evaluate_expr)".
+_TORCH_TAIL = re.compile(r"\s*\((?:_dynamo|_inductor|_functorch|fx|_subclasses|_refs|_prims)/[^()]*\)\s*$")
+
+
+def clean_reason(reason: str) -> str:
+    """A failed guard with PyTorch's notes about itself dropped: of a "first use ... and"
+    note, the line that caused the guard is kept; a torch-internal location is dropped."""
+    reason = _FIRST_USE.sub("# ", reason, count=1)
+    return _TORCH_TAIL.sub("", reason)
+
+
 def explain_reason(reason: str) -> str:
     """A plain sentence for one failed guard; the guard itself when no pattern fits.
 
     PyTorch appends ``  # user code  # file:line in function`` to some guards; that part
     becomes "(from `code` at file:line)".
     """
+    reason = clean_reason(reason)
     parts = re.split(r"\s+#\s", reason, maxsplit=1)
     expr, comment = parts[0].strip(), (parts[1] if len(parts) > 1 else "").strip()
     if _NO_ORIGIN.match(comment):

@@ -183,7 +183,9 @@ def entry_failures(payload: str, explain: Any) -> tuple[GuardFailure, ...]:
         if not m:
             continue
         entry, rest = m["entry"], m["guard"]
-        for guard in (g.strip() for g in rest.split("User stack trace:")[0].split("; ")):
+        # One guard a block (PyTorch joins several with "; " only under recompiles_verbose, and
+        # its own notes hold "; " too).
+        for guard in [rest.split("User stack trace:")[0].strip()]:
             if not guard:
                 continue
             then = now = ""
