@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -15,7 +14,6 @@ from dynscope._capture.break_sites import (
     wrapped_name,
 )
 from dynscope._capture.lowering import build_lowering, compile_times
-from dynscope._format import location
 from dynscope._model import (
     CompileTime,
     Frame,
@@ -48,7 +46,7 @@ from dynscope._torch.guard_text import (
     states_differ,
 )
 from dynscope._torch.metrics import CompileMetrics, read_metrics
-from dynscope._torch.shape_text import entry_failures, size_fixes
+from dynscope._torch.shape_text import entry_failures, recompile_fixes, size_fixes
 from dynscope._torch.trace import LOWERING_ARTIFACTS, LOWERING_EVENTS
 from dynscope._torch.wording import (
     RESUME_PREFIX,
@@ -470,86 +468,6 @@ def build_report(
     )
 
 
-_SIZE_FAILURE = re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)")
-_VALUE_FAILURE = re.compile(r"^(?:L\['(?P<local>\w+)'\]|(?P<name>\w+)) == ")
-
-
-def _fixed_by_code(
-    failures: tuple[GuardFailure, ...], shapes: dict[str, tuple[SizeFix, ...]], cid: str
-) -> dict[str, str]:
-    """input name -> the fix to say when a size the new call changed was fixed by the user's
-    own code, in the entry that failed or in the recompile itself (PyTorch made it dynamic and
-    the code made it static again): marking it dynamic cannot help there."""
-    out: dict[str, str] = {}
-    for f in failures:
-        v = _VALUE_FAILURE.match(f.guard)
-        if v:  # a Python int the code fixed again after PyTorch made it dynamic
-            name = v["local"] or v["name"]
-            for fix in (*shapes.get(cid, ()), *shapes.get(f.entry, ())):
-                if fix.kind == "fixed" and fix.size == name and name not in out:
-                    where = location(fix.filename, fix.lineno) if fix.filename else "your code"
-                    where += f" `{fix.code}`" if fix.code else ""
-                    out[name] = (
-                        f"{name} was made dynamic, then fixed to {fix.value} by {where} (compile "
-                        f"{fix.compile_id}): dynamic=True cannot keep it dynamic, so every value compiles "
-                        f"anew. Make that line not read {name} as a Python int (pass it as a tensor and use "
-                        f"tensor indexing such as index_copy_ / narrow), or keep {name} to a few values"
-                    )
-            continue
-        m = _SIZE_FAILURE.search(f.guard)
-        if not m:
-            continue
-        size = f"{m['n']}.size({m['i']})"
-        for fix in (*shapes.get(cid, ()), *shapes.get(f.entry, ())):
-            if fix.kind == "fixed" and fix.size == size and m["n"] not in out:
-                where = location(fix.filename, fix.lineno) if fix.filename else "your code"
-                where += f" `{fix.code}`" if fix.code else ""
-                out[m["n"]] = (
-                    f"{size} was made dynamic, then fixed to {fix.value} by {where} (compile {fix.compile_id}): "
-                    f"mark_dynamic({m['n']}, {m['i']}) fails there (ConstraintViolationError) and dynamic=True "
-                    f"cannot keep it dynamic. Make that line not depend on {size} (a tensor op instead of a "
-                    f"Python loop or branch on it), or pad {m['n']} to a few fixed sizes"
-                )
-    return out
-
-
-_SIZE_TERM = re.compile(r"(?:L\['(?P<local>\w+)'\]|\b(?P<name>[A-Za-z_]\w*))\.size\(\)\[(?P<i>\d+)\]")
-
-
-def _branched_on(failures: tuple[GuardFailure, ...], shapes: dict[str, tuple[SizeFix, ...]]) -> dict[str, str]:
-    """failed shape guard -> the fix to say when the entry's guard on that size came from a
-    branch of the user's code on it (``if x.size(0) > 5:``): each side compiles once."""
-    out: dict[str, str] = {}
-    for f in failures:
-        sizes = {f"{t['local'] or t['name']}.size({t['i']})" for t in _SIZE_TERM.finditer(f.guard)}
-        for fx in shapes.get(f.entry, ()):
-            if fx.kind == "guarded" and fx.size in sizes and re.match(r"^(?:if|elif|while)\b", fx.code):
-                out.setdefault(f.guard, (
-                    f"{fx.size} is branched on at {location(fx.filename, fx.lineno)} `{fx.code}` (the entry guards "
-                    f"{fx.value}): each side of the branch compiles once, which no mark removes. For one "
-                    f"graph, make the branch a tensor op (torch.where, torch.cond)"
-                ))
-    return out
-
-
-_SIZE_CAUSE = re.compile(r"^size of input (?P<n>\S+) changed \(dim (?P<i>\d+)\)")
-
-
-def _named_fix(cause: str, fix: str) -> str:
-    """The fix for a size change with the input and dimension filled in
-    (``mark_dynamic(x, dim)`` -> ``mark_dynamic(x, 1)``); for a value PyTorch passes to a
-    resume function (``___stack0``), which no one can mark, where to look instead."""
-    m = _SIZE_CAUSE.match(cause)
-    if not m:
-        return fix
-    if m["n"].startswith("___stack"):
-        return (
-            f"the size of a value Dynamo passes to a resume function changed ({m['n']}, not an input you can "
-            f"mark): mark the input of the compiled function it is computed from, or see where sizes were fixed"
-        )
-    return fix.replace("mark_dynamic(x, dim)", f"mark_dynamic({m['n']}, {m['i']})")
-
-
 def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[SizeFix, ...]]) -> tuple[Recompile, ...]:
     """The recompiles, with their failed guards in words.
 
@@ -571,14 +489,7 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[
             explained = ("PyTorch gave no reason this dynscope could read",)
         pairs = tuple(dict.fromkeys(pair for r in reasons for pair in causes_of(r)))
         failures = st.failures.get(cid, ())
-        fixed = _fixed_by_code(failures, shapes, cid)
-        branched = _branched_on(failures, shapes)
-        pairs = tuple(
-            (cause, next((said for n, said in fixed.items()
-                          if cause.startswith((f"size of input {n} changed", f"Python value {n} changed"))),
-                         branched.get(cause.removeprefix("guard `").split("`", 1)[0]) or _named_fix(cause, fix)))
-            for cause, fix in pairs
-        )
+        pairs = recompile_fixes(pairs, failures, shapes, cid)
         recompiles.append(
             Recompile(
                 compile_id=cid,

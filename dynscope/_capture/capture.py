@@ -17,7 +17,7 @@ from dynscope import _torch
 from dynscope._capture.assemble import build_report
 from dynscope._capture.backend import RecordingBackend
 from dynscope._capture.coverage import with_coverage
-from dynscope._capture.guard_check import describe_call
+from dynscope._capture.guard_check import describe_call, with_all_failures
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip
 from dynscope._torch.distributed import rank_info
@@ -27,6 +27,7 @@ from dynscope._torch.trace import TraceCollector
 if TYPE_CHECKING:  # pragma: no cover
     from dynscope._capture.timing_options import TimingOptions
     from dynscope._model import Report
+    from dynscope._torch.trace import TraceEvent
 
 _MISSING: Any = object()
 
@@ -110,9 +111,10 @@ class Capture:
         self._report = self._build()
 
     def _build(self) -> Report:
+        events = self._collector.snapshot()
         rank, world_size = rank_info()
         rep = build_report(
-            self._collector.snapshot(),
+            events,
             list(self.backend.graphs),
             ignore_backend_mismatch=self._ignore_backend_mismatch,
             title=self.title,
@@ -126,6 +128,10 @@ class Capture:
         counts = self._coverage.counts() if self._coverage is not None else None
         if counts is not None:
             rep = with_coverage(rep, counts)
+        return self._finished(rep, events)
+
+    def _finished(self, rep: Report, events: list[TraceEvent]) -> Report:
+        """The report, with what a capture of this kind adds from the same events."""
         return rep
 
     @property
@@ -164,13 +170,10 @@ class _ReportCapture(Capture):
         self.call_starts: list[int] = []
         self.call_values: list[dict[str, Any]] = []
 
-    def _build(self) -> Report:
-        rep = super()._build()
+    def _finished(self, rep: Report, events: list[TraceEvent]) -> Report:
         if not self.call_values:
             return rep
-        from dynscope._capture.guard_check import with_all_failures
-
-        return with_all_failures(rep, self._collector.snapshot(), self.call_starts, self.call_values)
+        return with_all_failures(rep, events, self.call_starts, self.call_values)
 
 
 def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Capture:

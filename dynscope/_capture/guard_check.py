@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import bisect
 import inspect
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dynscope._model import GuardFailure
-from dynscope._torch.shape_text import tensor_guard
+from dynscope._torch.shape_text import size_terms, source_words, tensor_guard, value_guard
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -40,11 +39,12 @@ def describe_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping
     the arguments of ``fn`` (a module's forward, or a function); {} when they cannot be bound."""
     target = fn.forward if isinstance(fn, torch.nn.Module) else fn
     try:
-        bound = inspect.signature(target).bind(*args, **kwargs)
+        signature = inspect.signature(target)
+        bound = signature.bind(*args, **kwargs)
     except (TypeError, ValueError):
         return {}
     out: dict[str, Described] = {}
-    params = inspect.signature(target).parameters
+    params = signature.parameters
     for name, value in bound.arguments.items():
         kind = params[name].kind
         if kind is inspect.Parameter.VAR_KEYWORD and isinstance(value, dict):
@@ -76,35 +76,31 @@ def _describe(value: Any) -> Described:
 
 
 def _tensor_failures(entry: str, name: str, guard: dict[str, Any], now: Described) -> list[GuardFailure]:
+    """Every property of a TENSOR_MATCH guard the tensor the call brings fails."""
     _, dtype, _device, requires_grad, sizes, strides = now
     out: list[GuardFailure] = []
+
+    def fail(what: str, said: str, then: object, came: object) -> None:
+        out.append(GuardFailure(entry, f"tensor '{name}' {what}", f"input {name} {said}", str(then), str(came), "dynscope"))
+
     if guard.get("dtype") and guard["dtype"] != dtype:
-        out.append(GuardFailure(entry, f"tensor '{name}' dtype mismatch", f"input {name} changed dtype: compiled for {guard['dtype'].removeprefix('torch.')}, called with {dtype.removeprefix('torch.')}",
-                                guard["dtype"].removeprefix("torch."), dtype.removeprefix("torch."), "dynscope"))
+        then, came = guard["dtype"].removeprefix("torch."), dtype.removeprefix("torch.")
+        fail("dtype mismatch", f"changed dtype: compiled for {then}, called with {came}", then, came)
     if "requires_grad" in guard and guard["requires_grad"] != requires_grad:
-        out.append(GuardFailure(entry, f"tensor '{name}' requires_grad mismatch", f"input {name} changed requires_grad",
-                                str(guard["requires_grad"]), str(requires_grad), "dynscope"))
+        fail("requires_grad mismatch", "changed requires_grad", guard["requires_grad"], requires_grad)
     want = guard.get("size")
     if want is not None and len(want) != len(sizes):
-        out.append(GuardFailure(entry, f"tensor '{name}' rank mismatch", f"input {name} changed number of dims: compiled for {len(want)}, called with {len(sizes)}",
-                                str(len(want)), str(len(sizes)), "dynscope"))
+        fail("rank mismatch", f"changed number of dims: compiled for {len(want)}, called with {len(sizes)}", len(want), len(sizes))
         return out
     for i, (a, b) in enumerate(zip(want or (), sizes, strict=False)):
         if a is not None and a != b:
-            out.append(GuardFailure(entry, f"tensor '{name}' size mismatch at index {i}",
-                                    f"input {name} changed size in dim {i}: compiled for {a}, called with {b}", str(a), str(b), "dynscope"))
+            fail(f"size mismatch at index {i}", f"changed size in dim {i}: compiled for {a}, called with {b}", a, b)
     stride = guard.get("stride")
     if stride is not None and len(stride) == len(strides):
         for i, (a, b) in enumerate(zip(stride, strides, strict=True)):
             if a is not None and a != b:
-                out.append(GuardFailure(entry, f"tensor '{name}' stride mismatch at index {i}",
-                                        f"input {name} changed strides (dim {i}): compiled for stride {a}, called with {b}",
-                                        str(a), str(b), "dynscope"))
+                fail(f"stride mismatch at index {i}", f"changed strides (dim {i}): compiled for stride {a}, called with {b}", a, b)
     return out
-
-
-def _name(source: str) -> str:
-    return source.replace("L['kwargs']['", "").replace("L['", "").replace("']", "")
 
 
 def entry_checks(guards: Iterable[Guard], entry: str, values: Mapping[str, Described]) -> list[GuardFailure] | None:
@@ -120,24 +116,20 @@ def entry_checks(guards: Iterable[Guard], entry: str, values: Mapping[str, Descr
             parsed = tensor_guard(g.detail)
             if parsed:
                 checked = True
-                out.extend(_tensor_failures(entry, _name(g.source), parsed, now))
+                out.extend(_tensor_failures(entry, source_words(g.source), parsed, now))
         elif g.kind == "LENGTH_CHECK" and now[0] == "len":
             then = g.detail.rsplit("==", 1)[-1].strip()
             checked = True
             if then != str(now[1]):
-                out.append(GuardFailure(entry, g.detail, f"length of {_name(g.source)} changed: compiled for {then} "
+                out.append(GuardFailure(entry, g.detail, f"length of {source_words(g.source)} changed: compiled for {then} "
                                         f"items, called with {now[1]}", then, str(now[1]), "dynscope"))
         elif g.kind == "EQUALS_MATCH" and now[0] == "value":
             then = g.detail.rsplit("==", 1)[-1].strip()
             checked = True
             if then != now[1]:
-                out.append(GuardFailure(entry, g.detail, f"Python value {_name(g.source)} changed: compiled for {then}, called with {now[1]}",
+                out.append(GuardFailure(entry, g.detail, f"Python value {source_words(g.source)} changed: compiled for {then}, called with {now[1]}",
                                         then, now[1], "dynscope"))
     return out if checked else None
-
-
-_VALUE_GUARD = re.compile(r"^(?P<len>len\()?(?:L\['(?P<local>\w+)'\]|(?P<name>\w+))\)? == (?P<then>.+)$")
-_SIZE_TERM = re.compile(r"(?:L\['(?P<local>\w+)'\]|(?P<name>\b[A-Za-z_]\w*))\.size\(\)\[(?P<i>\d+)\]")
 
 
 def _with_now(failure: GuardFailure, values: Mapping[str, Described]) -> GuardFailure:
@@ -146,15 +138,16 @@ def _with_now(failure: GuardFailure, values: Mapping[str, Described]) -> GuardFa
     for, not what came: with what the call brought."""
     if failure.now:
         return failure
-    m = _VALUE_GUARD.match(failure.guard)
-    if m:
-        now = values.get(f"L['{m['local'] or m['name']}']")
-        if now is not None and now[0] == ("len" if m["len"] else "value"):
+    value = value_guard(failure.guard)
+    if value is not None:
+        name, length = value
+        now = values.get(f"L['{name}']")
+        if now is not None and now[0] == ("len" if length else "value"):
             return replace(failure, now=str(now[1]))
         return failure
-    sizes = {(t["local"] or t["name"], int(t["i"])) for t in _SIZE_TERM.finditer(failure.guard)}
+    sizes = size_terms(failure.guard)
     if len(sizes) == 1:
-        (name, i), = sizes
+        ((name, i),) = sizes
         now = values.get(f"L['{name}']")
         if now is not None and now[0] == "tensor" and i < len(now[4]):
             return replace(failure, now=f"{name}.size({i}) = {now[4][i]}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,9 @@ class GuardFailure:
         return _brief("GuardFailure", f"{self.entry}: {self.explained or self.guard}")
 
 
+_BRANCH = re.compile(r"(?:if|elif|while)\b")
+
+
 @dataclass(frozen=True)
 class SizeFix:
     """An input size a compile fixed to one value, or guarded, and the user line that did it.
@@ -68,6 +72,12 @@ class SizeFix:
     lineno: int = 0
     function: str = ""
     code: str = ""  # that line's source
+
+    @property
+    def on_branch(self) -> bool:
+        """True when the line is a branch (``if``, ``elif``, ``while``): a guard it made
+        splits the sizes into compiles, one per side."""
+        return _BRANCH.match(self.code) is not None
 
     def __repr__(self) -> str:
         what = f"{self.size} fixed to {self.value}" if self.kind == "fixed" else self.value

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dynscope._format import location
 from dynscope._model import GuardFailure, SizeFix
 
 if TYPE_CHECKING:
@@ -223,3 +224,119 @@ def tensor_guard(detail: str) -> dict[str, Any]:
         return tuple(int(p) if p.strip().lstrip("-").isdigit() else None for p in text.split(",") if p.strip())
 
     return {"dtype": m["dtype"], "requires_grad": m["rg"] == "True", "size": dims(m["size"]), "stride": dims(m["stride"])}
+
+
+# -- terms of a guard, shared by the fixes below and report()'s own guard check -------------
+
+_SIZE_TERM = re.compile(r"(?:L\['(?P<local>\w+)'\]|\b(?P<name>[A-Za-z_]\w*))\.size\(\)\[(?P<i>\d+)\]")
+_VALUE_GUARD = re.compile(r"^(?P<len>len\()?(?:L\['(?P<local>\w+)'\]|(?P<name>\w+))\)? == (?P<then>.+)$")
+_SIZE_FAILURE = re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)")
+_SIZE_CAUSE = re.compile(r"^size of input (?P<n>\S+) changed \(dim (?P<i>\d+)\)")
+
+
+def size_terms(guard: str) -> set[tuple[str, int]]:
+    """(input, dim) of each ``x.size()[i]`` (or ``L['x'].size()[i]``) a guard names."""
+    return {(t["local"] or t["name"], int(t["i"])) for t in _SIZE_TERM.finditer(guard)}
+
+
+def value_guard(guard: str) -> tuple[str, bool] | None:
+    """(the local, whether it is its length) of a guard ``n == 2``, ``L['n'] == 2`` or
+    ``len(L['xs']) == 2``; None for any other guard."""
+    m = _VALUE_GUARD.match(guard)
+    return (m["local"] or m["name"], bool(m["len"])) if m else None
+
+
+# -- recompile fixes that name the user's line ------------------------------------------------
+
+
+def _where(fx: SizeFix) -> str:
+    where = location(fx.filename, fx.lineno) if fx.filename else "your code"
+    return where + (f" `{fx.code}`" if fx.code else "")
+
+
+def _fixed_by_code(failures: tuple[GuardFailure, ...], shapes: Mapping[str, tuple[SizeFix, ...]], cid: str) -> dict[str, str]:
+    """input name -> the fix to say when a size (or a Python int) the new call changed was
+    fixed by the user's own code, in the entry that failed or in the recompile itself (PyTorch
+    made it dynamic and the code made it static again): marking it dynamic cannot help there."""
+    out: dict[str, str] = {}
+    for f in failures:
+        value = value_guard(f.guard)
+        size = _SIZE_FAILURE.search(f.guard)
+        if value is not None:
+            name, words = value[0], value[0]
+        elif size is not None:
+            name, words = size["n"], f"{size['n']}.size({size['i']})"
+        else:
+            continue
+        fx = next((x for x in (*shapes.get(cid, ()), *shapes.get(f.entry, ())) if x.kind == "fixed" and x.size == words), None)
+        if fx is None or name in out:
+            continue
+        head = f"{words} was made dynamic, then fixed to {fx.value} by {_where(fx)} (compile {fx.compile_id}): "
+        out[name] = head + (
+            f"dynamic=True cannot keep it dynamic, so every value compiles anew. Make that line not read {name} "
+            f"as a Python int (pass it as a tensor and use tensor indexing such as index_copy_ / narrow), or "
+            f"keep {name} to a few values"
+            if value is not None else
+            f"mark_dynamic({name}, {size['i'] if size else 0}) fails there (ConstraintViolationError) and "
+            f"dynamic=True cannot keep it dynamic. Make that line not depend on {words} (a tensor op instead "
+            f"of a Python loop or branch on it), or pad {name} to a few fixed sizes"
+        )
+    return out
+
+
+def _branched_on(failures: tuple[GuardFailure, ...], shapes: Mapping[str, tuple[SizeFix, ...]]) -> dict[str, str]:
+    """failed shape guard -> the fix to say when the entry's guard on that size came from a
+    branch of the user's code on it (``if x.size(0) > 5:``): each side compiles once."""
+    out: dict[str, str] = {}
+    for f in failures:
+        sizes = {f"{n}.size({i})" for n, i in size_terms(f.guard)}
+        for fx in shapes.get(f.entry, ()):
+            if fx.kind == "guarded" and fx.size in sizes and fx.on_branch:
+                out.setdefault(f.guard, (
+                    f"{fx.size} is branched on at {location(fx.filename, fx.lineno)} `{fx.code}` (the entry guards "
+                    f"{fx.value}): each side of the branch compiles once, which no mark removes. For one "
+                    f"graph, make the branch a tensor op (torch.where, torch.cond)"
+                ))
+    return out
+
+
+def _named_fix(cause: str, fix: str) -> str:
+    """The fix for a size change with the input and dimension filled in
+    (``mark_dynamic(x, dim)`` -> ``mark_dynamic(x, 1)``); for a value PyTorch passes to a
+    resume function (``___stack0``), which no one can mark, where to look instead."""
+    m = _SIZE_CAUSE.match(cause)
+    if not m:
+        return fix
+    if m["n"].startswith("___stack"):
+        return (
+            f"the size of a value Dynamo passes to a resume function changed ({m['n']}, not an input you can "
+            f"mark): mark the input of the compiled function it is computed from, or see where sizes were fixed"
+        )
+    return fix.replace("mark_dynamic(x, dim)", f"mark_dynamic({m['n']}, {m['i']})")
+
+
+def recompile_fixes(
+    pairs: tuple[tuple[str, str], ...],
+    failures: tuple[GuardFailure, ...],
+    shapes: Mapping[str, tuple[SizeFix, ...]],
+    cid: str,
+) -> tuple[tuple[str, str], ...]:
+    """(cause, fix) of a recompile with each fix made specific where the records say more:
+    the user's line that fixed the size or value that changed, the branch on a size, the input
+    and dim to mark.
+
+    Args:
+        pairs: (cause, fix) as guard_text.causes_of words them.
+        failures: the recompile's failed guards, per earlier entry.
+        shapes: compile id -> the sizes that compile fixed or guarded.
+        cid: the recompile's compile id.
+    """
+    fixed = _fixed_by_code(failures, shapes, cid)
+    branched = _branched_on(failures, shapes)
+    out = []
+    for cause, fix in pairs:
+        said = next((said for n, said in fixed.items()
+                     if cause.startswith((f"size of input {n} changed", f"Python value {n} changed"))), None)
+        guard = cause.removeprefix("guard `").split("`", 1)[0]
+        out.append((cause, said or branched.get(guard) or _named_fix(cause, fix)))
+    return tuple(out)

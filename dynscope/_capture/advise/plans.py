@@ -414,9 +414,7 @@ def _independence_plans(rep: Report) -> list[Plan]:
         for fx in f.shapes:
             # A fix, or a branch on the size (a guard made by an if/while line, or an == / !=
             # guard): what no mark gets past.
-            branch = fx.kind == "guarded" and (
-                "==" in fx.value or "!=" in fx.value or re.match(r"^(?:if|elif|while)\b", fx.code) is not None
-            )
+            branch = fx.kind == "guarded" and ("==" in fx.value or "!=" in fx.value or fx.on_branch)
             if (fx.kind != "fixed" and not branch) or not fx.filename or (fx.filename, fx.lineno) in seen:
                 continue
             seen.add((fx.filename, fx.lineno))
