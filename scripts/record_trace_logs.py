@@ -36,14 +36,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from record_corpus import _call  # noqa: E402 - report()'s rule for one entry of calls, shared
 
 SCRIPT = Path(__file__).resolve()
 INDUCTOR_TARGET = "inductor-train"
@@ -54,17 +55,6 @@ SIZE_LIMIT = 400_000  # bytes: the logs are test data checked into the repo
 
 
 # --- children: what runs with TORCH_TRACE set ---------------------------------------------
-
-
-def _call(value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """(args, kwargs) for one entry of ``calls``, by report()'s rule (as record_corpus.py)."""
-    if isinstance(value, torch.Tensor):
-        return (value,), {}
-    if isinstance(value, (tuple, list)):
-        return tuple(value), {}
-    if isinstance(value, Mapping):
-        return (), dict(value)
-    raise TypeError(f"a corpus call must be a Tensor, tuple, list or dict; got {type(value).__name__}")
 
 
 def child_corpus(name: str) -> None:

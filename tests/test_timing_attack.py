@@ -160,13 +160,18 @@ def _adds_one(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
+def _timed_one_graph(fn: Any, x: torch.Tensor) -> tuple[dynscope.Report, Any]:
+    """report(timing=True) of a one-graph program under no_grad: the report and its graph's timing."""
+    with torch.no_grad():
+        rep = dynscope.report(fn, x, timing=True, timing_options=FAST)
+    (g,) = rep.graphs
+    assert g.timing is not None
+    return rep, g.timing
+
+
 def test_a_graph_writing_to_its_input_is_judged_on_the_same_values() -> None:
     x = torch.zeros(4, 8)
-    with torch.no_grad():
-        rep = dynscope.report(_adds_one, x, timing=True, timing_options=FAST)
-    (g,) = rep.graphs
-    t = g.timing
-    assert t is not None
+    rep, t = _timed_one_graph(_adds_one, x)
     # Eager ran on x, then compiled on x + 1: without putting x back between them the
     # outputs differ by 2 and two seeds "differ" (a random graph, a numerics build).
     assert t.numerics_ok and t.max_abs_err == 0.0
@@ -182,11 +187,7 @@ def _adds_noise(x: torch.Tensor) -> torch.Tensor:
 
 def test_a_graph_returning_its_written_input_is_still_checked() -> None:
     x = torch.zeros(4, 8)
-    with torch.no_grad():
-        rep = dynscope.report(_adds_noise, x, timing=True, timing_options=FAST)
-    (g,) = rep.graphs
-    t = g.timing
-    assert t is not None
+    rep, t = _timed_one_graph(_adds_noise, x)
     # Both seeds' outputs are x itself unless copied: the second run would overwrite the
     # first, the graph would look deterministic and be judged on Inductor's own RNG.
     assert t.numerics_mode == "fallback_random" and t.numerics_ok
