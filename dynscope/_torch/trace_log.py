@@ -176,24 +176,21 @@ _LINE_START = re.compile(rb"\n(?!\t)")
 def _records(f: IO[bytes], log: TraceLog, block_size: int) -> Iterator[_Raw]:
     """The records of a log, in order; lines outside any record counted in ``log.unreadable``."""
     current: _Raw | None = None
-    pending: list[bytes] = []  # the tail of the last block: a piece not yet known to be whole
+    rest = b""  # the end of the last read: a line not yet known to be whole
     ended_cleanly = True
     while True:
         block = f.read(block_size)
-        if not block:
-            break
-        ended_cleanly = block.endswith(b"\n")
-        data = b"".join([*pending, block]) if pending else block
-        # Cut after the last whole line: a line is never split between two reads.
-        cut = data.rfind(b"\n") + 1
+        data = rest + block
+        if block:
+            ended_cleanly = block.endswith(b"\n")
+        # Cut after the last whole line (at the end of the file, all of it): a line is
+        # never split between two reads.
+        cut = data.rfind(b"\n") + 1 if block else len(data)
         whole, rest = data[:cut], data[cut:]
-        pending = [rest] if rest else []
         for segment in _segments(whole):
             current = yield from _take(segment, current, log)
-    tail = b"".join(pending)
-    if tail:
-        for segment in _segments(tail):
-            current = yield from _take(segment, current, log)
+        if not block:
+            break
     if current is not None:
         # A file that does not end in a newline was cut mid-write; its last record is whole
         # only if its payload still matches the MD5 PyTorch wrote beside it (checked in _keep).
