@@ -430,6 +430,7 @@ def test_folder_of_separate_processes_is_refused(tmp_path: Path) -> None:
         load_trace(tmp_path)
 
 
+@pytest.mark.heavy  # a fresh Python
 @pytest.mark.parametrize("version", sorted(p.parent.parent.name for p in TRACES.glob("torch-*/logs/inductor-train.log")))
 def test_inductor_log_reads_kernels_the_same_without_torch(version: str) -> None:
     """AOT graphs and Inductor kernels (with the ops each computes) from the trace alone, the
@@ -552,6 +553,7 @@ def test_renamed_and_compressed_rank_logs_keep_their_ranks(tmp_path: Path) -> No
     assert [(d.kind, d.ranks) for d in merged.divergences] == [(d.kind, d.ranks) for d in load_trace(src).divergences]
 
 
+@pytest.mark.heavy  # a fresh Python
 def test_workers_start_from_a_script_without_a_main_guard(tmp_path: Path) -> None:
     """Rank logs read in worker processes from a plain script (no ``if __name__ ==
     "__main__":``, which multiprocessing's spawn would run again in every worker)."""
