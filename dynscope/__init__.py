@@ -6,7 +6,8 @@ Example:
     >>> print(rep)
 
 Importing dynscope does not import torch: the names that need it (``report``,
-``capture``, ``Capture``, ``advise``, ``assert_compiles``, ``TimingOptions``) load on first use, so
+``capture``, ``Capture``, ``advise``, ``assert_compiles``, ``export_report``,
+``assert_exports``, ``TimingOptions``) load on first use, so
 reading a saved report or a TORCH_TRACE log (``dynscope.load``, ``dynscope.load_trace``,
 ``dynscope show|diff|render|trace``) works where torch is not installed.
 """
@@ -27,12 +28,16 @@ from dynscope._model import (
     AotGraph,
     BreakEvent,
     Budget,
+    CompileBreakMatch,
     CompileTime,
     Coverage,
     Divergence,
+    ExportBlocker,
+    ExportReport,
     Frame,
     Graph,
     GraphBreak,
+    GraphMemory,
     Guard,
     GuardFailure,
     Kernel,
@@ -41,12 +46,14 @@ from dynscope._model import (
     MultiRankReport,
     Node,
     Outcome,
+    ProgramMemory,
     Recompile,
     RecompileGroup,
     Report,
     SavedTensors,
     SizeFix,
     StackFrame,
+    SuggestedShapes,
     TensorMeta,
     Timing,
     TimingCost,
@@ -58,6 +65,7 @@ from dynscope._model.merge import merge, save_rank
 if typing.TYPE_CHECKING:
     from dynscope._capture.advise import advise
     from dynscope._capture.capture import Capture, capture, report
+    from dynscope._capture.export import assert_exports, export_report
     from dynscope._capture.timing_options import TimingOptions
     from dynscope._capture.trace_file import load_trace
     from dynscope._testing import assert_compiles
@@ -73,6 +81,8 @@ _LAZY = {
     "capture": "dynscope._capture.capture",
     "report": "dynscope._capture.capture",
     "assert_compiles": "dynscope._testing",
+    "export_report": "dynscope._capture.export",
+    "assert_exports": "dynscope._capture.export",
     "TimingOptions": "dynscope._capture.timing_options",
 }
 
@@ -83,14 +93,18 @@ __all__ = [
     "Budget",
     "Capture",
     "CaptureError",
+    "CompileBreakMatch",
     "CompileBudgetError",
     "CompileTime",
     "Coverage",
     "Divergence",
     "DynscopeError",
+    "ExportBlocker",
+    "ExportReport",
     "Frame",
     "Graph",
     "GraphBreak",
+    "GraphMemory",
     "GraphvizNotFoundError",
     "Guard",
     "GuardFailure",
@@ -101,6 +115,7 @@ __all__ = [
     "MultiRankReport",
     "Node",
     "Outcome",
+    "ProgramMemory",
     "Recompile",
     "RecompileGroup",
     "Report",
@@ -108,6 +123,7 @@ __all__ = [
     "SchemaError",
     "SizeFix",
     "StackFrame",
+    "SuggestedShapes",
     "TensorMeta",
     "Timing",
     "TimingCost",
@@ -115,7 +131,9 @@ __all__ = [
     "Trial",
     "advise",
     "assert_compiles",
+    "assert_exports",
     "capture",
+    "export_report",
     "load",
     "load_trace",
     "merge",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 EXAMPLES = {
     "report": "example: dynscope report examples/quickstart.py:build --json run.json --html out/",
     "advise": "example: dynscope advise examples/quickstart.py:build --json advised.json -o out/",
+    "export": "example: dynscope export examples/export_cnn.py:build --json export.json   (exit 1 when it does not export)",
     "show": "example: dynscope show run.json   (--json: the whole report as JSON)",
     "diff": "example: dynscope diff before.json after.json   (exit 1 when after is worse)",
     "render": "example: dynscope render run.json -o report/",
@@ -177,6 +179,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--timing", action="store_true", help="also time graphs with Inductor against eager")
     r.add_argument("--mode", action="append", default=None, help="Inductor mode to time (repeatable); default: default")
     r.add_argument("--inner", default="eager", help="backend after recording: eager (default), inductor, ...")
+    r.add_argument("--memory", action="store_true",
+                   help="measure peak memory and saved tensors, eager against Inductor (on with --timing)")
+    r.add_argument("--max-memory-ratio", type=_seconds, metavar="R",
+                   help="exit 1 when the compiled call's peak memory exceeds R times eager's (measures memory)")
     r.add_argument("--json", metavar="FILE", help="save the report as JSON")
     r.add_argument("--html", metavar="DIR", help="write the HTML bundle to DIR")
     r.add_argument("--fail-on-break", action="store_true", help="exit 1 when the program has graph breaks")
@@ -199,8 +205,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     a.add_argument("target", help="path/to/file.py:function or package.module:function")
     a.add_argument("--timing", action="store_true", help="also time each remedy with Inductor against eager")
+    a.add_argument("--memory", action="store_true",
+                   help="also try the memory remedies (activation_memory_budget, activation checkpointing), "
+                   "each measured for peak memory and step time")
     a.add_argument("--json", metavar="FILE", help="save the report, with its trials, as JSON")
     a.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle (with the \"What each fix buys\" table) to DIR")
+
+    e = sub.add_parser(
+        "export",
+        help="run torch.export on a program: what blocks it, where, and the dynamic_shapes that work",
+        description="Import TARGET as `dynscope report` does (the function returns (model, inputs), or "
+        "(model, inputs, dynamic_shapes)), run torch.export.export and, where it fails, draft_export, "
+        "and print each blocker with your file, line and fix. Exit 1 when it does not export.",
+        epilog=EXAMPLES["export"],
+    )
+    e.add_argument("target", help="path/to/file.py:function or package.module:function")
+    e.add_argument("--strict", action="store_true", help="strict export (Dynamo traces the Python)")
+    e.add_argument("--no-compile", action="store_true", help="do not compare with torch.compile's graph breaks")
+    e.add_argument("--json", metavar="FILE", help="save the export report as JSON")
 
     s = sub.add_parser("show", help="print the summary of a saved report or a trace log", epilog=EXAMPLES["show"])
     s.add_argument("file", help="a report saved with Report.save or --json, a merged.json, or a TORCH_TRACE log or folder")
@@ -300,12 +322,17 @@ def load_target(target: str) -> Any:
     return func
 
 
-def _program(target: str) -> tuple[Any, dict[str, Any]]:
+def _called(target: str) -> Any:
+    """What the target's function returns; a UsageError naming where it raised."""
     func = load_target(target)
     try:
-        result = func()
+        return func()
     except Exception as err:
         raise UsageError(f"{target}() raised {type(err).__name__}: {err}", _user_frame(err)) from err
+
+
+def _program(target: str) -> tuple[Any, dict[str, Any]]:
+    result = _called(target)
     if not (isinstance(result, tuple) and len(result) == 2):
         raise UsageError(
             f"{target}() must return (model, inputs) or (model, {{'calls': [...]}}); "
@@ -325,8 +352,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     _cwd_on_path()
     model, kwargs = _program(args.target)
     try:
+        memory = args.memory or args.timing or args.max_memory_ratio is not None
         rep = dynscope.report(
-            model, timing=args.timing, modes=tuple(args.mode or ("default",)), inner=args.inner, **kwargs
+            model, timing=args.timing, modes=tuple(args.mode or ("default",)), inner=args.inner, memory=memory,
+            **kwargs,
         )
     except dynscope.CaptureError as err:
         _model_raised(err, args)  # raises
@@ -351,7 +380,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     _cwd_on_path()
     model, kwargs = _program(args.target)
     try:
-        advice = dynscope.advise(model, timing=args.timing, **kwargs)
+        advice = dynscope.advise(model, timing=args.timing, memory=args.memory, **kwargs)
     except dynscope.CaptureError as err:
         _model_raised(err, args)  # raises
     rep = advice.report
@@ -393,6 +422,12 @@ def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
             # The user's compile (the summary's header figure); dynscope's own timing builds are not in it.
             f"compiling took {rep.compile_time.total_s:.2f} s, more than --max-compile-s {args.max_compile_s:g}"
         )
+    ratio = getattr(args, "max_memory_ratio", None)
+    if ratio is not None:
+        over = Budget(max_graph_breaks=None, max_recompiles=None, allow_unparsed=True,
+                      max_memory_ratio=ratio).problems(rep)
+        if over:
+            failed.append(f"{over[0]} (--max-memory-ratio)")
     return failed
 
 
@@ -589,9 +624,30 @@ def _existing(path: str) -> Path:
     return p
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    import dynscope
+    from dynscope._model.plain import to_plain
+
+    _cwd_on_path()
+    result = _called(args.target)
+    if not (isinstance(result, tuple) and len(result) in (2, 3)):
+        raise UsageError(
+            f"{args.target}() must return (model, inputs) or (model, inputs, dynamic_shapes); got {type(result).__name__}"
+        )
+    model, inputs, shapes = (*result, None) if len(result) == 2 else result
+    rep = dynscope.export_report(model, inputs, dynamic_shapes=shapes, strict=args.strict,
+                                 compare_compile=not args.no_compile)
+    _out(str(rep) + "\n", summary=True)
+    if args.json:
+        path = Path(args.json)
+        path.write_text(json.dumps(to_plain(rep), indent=1), encoding="utf-8")
+        print(f"saved {path}")
+    return 0 if rep.exported else 1
+
+
 COMMANDS = {
     "report": _cmd_report, "advise": _cmd_advise, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render,
-    "merge": _cmd_merge, "trace": _cmd_trace, "script": _cmd_script,
+    "merge": _cmd_merge, "trace": _cmd_trace, "script": _cmd_script, "export": _cmd_export,
 }
 
 

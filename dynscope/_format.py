@@ -121,3 +121,15 @@ ADD_UP_TOLERANCE = 0.25
 def timer_resolution_ms(device: str) -> float:
     """The smallest per-run median a sample resolves on ``device`` ("cpu", "cuda:0", ...)."""
     return TIMER_RESOLUTION_MS.get(device.split(":")[0], TIMER_RESOLUTION_MS["cpu"])
+
+
+def human_bytes(n: int) -> str:
+    """"768 B", "12.0 KiB", "3.5 MiB", "1.2 GiB"."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"

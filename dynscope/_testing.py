@@ -23,6 +23,7 @@ def assert_compiles(
     min_coverage: float | None = None,
     max_graphs: int | None = None,
     allow_unparsed: bool = False,
+    max_memory_ratio: float | None = None,
     inner: str | Callable[..., Any] = "eager",
     dynamic: bool | None = None,
 ) -> Report:
@@ -33,6 +34,9 @@ def assert_compiles(
         max_graph_breaks, max_recompiles, min_coverage, max_graphs, allow_unparsed: the
             limits, as for :class:`dynscope.Budget` (graph breaks and recompiles default
             to 0, the others to no limit).
+        max_memory_ratio: most the compiled call's peak memory may be, as a multiple of
+            eager's; set, the program is also measured (``report(memory=True)``: one
+            Inductor compile). Defaults to None.
 
     Returns:
         The report, when the budget holds.
@@ -53,8 +57,10 @@ def assert_compiles(
         min_coverage=min_coverage,
         max_graphs=max_graphs,
         allow_unparsed=allow_unparsed,
+        max_memory_ratio=max_memory_ratio,
     )
     kwargs: dict[str, Any] = {"calls": calls} if calls is not None else {}
     if inputs is not _MISSING:
         kwargs["inputs"] = inputs
-    return budget.check(report(model, inner=inner, dynamic=dynamic, **kwargs))
+    memory = max_memory_ratio is not None
+    return budget.check(report(model, inner=inner, dynamic=dynamic, memory=memory, **kwargs))

@@ -6,6 +6,10 @@
   the test compiles (its own plain ``torch.compile`` calls included) and fails the test with
   a readable message when the budget is exceeded; a bare ``@pytest.mark.compile_budget``
   means no graph breaks and no recompiles; markers are checked when tests are collected;
+  ``memory_ratio=1.1`` also holds each report the test makes through the fixture (which
+  then measures memory) to a compiled peak at most 1.1x eager's;
+- marker ``@pytest.mark.exports``: a ``torch.export`` failure in the test fails it with the
+  blocker's kind, the user's file:line and the fix;
 - option ``--dynscope-report DIR``: a report folder per watched test;
 - a terminal summary line with totals when the plugin was used.
 
@@ -15,6 +19,7 @@ Hooks only; torch is imported when a test uses the plugin, not when pytest start
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import re
 from dataclasses import dataclass, field
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Generator, Iterator
 
 MARKER = "compile_budget"
+EXPORT_MARKER = "exports"
 
 
 @dataclass
@@ -36,6 +42,8 @@ class _State:
     report_dir: Path | None
     watched: list[tuple[str, Any]] = field(default_factory=list)  # (nodeid, Report)
     written: int = 0
+    # Tests whose marker sets memory_ratio: their fixture reports measure memory.
+    memory: set[str] = field(default_factory=set)
 
 
 _STATE = pytest.StashKey[_State]()
@@ -56,8 +64,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(graph_breaks=None, recompiles=None, graphs=None, coverage=None, "
-        "allow_unparsed=False): fail the test when what it compiles exceeds the budget; "
+        "allow_unparsed=False, memory_ratio=None): fail the test when what it compiles exceeds the budget; "
         "without arguments: no graph breaks, no recompiles (dynscope)",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{EXPORT_MARKER}: a torch.export failure in the test fails it with dynscope's words: the "
+        "blocker's kind, your file:line and the fix (dynscope)",
     )
     folder = config.getoption("--dynscope-report")
     config.stash[_STATE] = _State(report_dir=Path(folder) if folder else None)
@@ -115,6 +128,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
+    __tracebackhide__ = True
+    if item.get_closest_marker(EXPORT_MARKER) is None:
+        return (yield from _budgeted(item))
+    try:
+        return (yield from _budgeted(item))
+    except Exception as err:
+        from dynscope._capture.export import explain_export_error
+
+        text = explain_export_error(err)
+        if text is None:
+            raise
+        raise AssertionError(text) from err
+
+
+def _budgeted(item: pytest.Item) -> Generator[None, None, Any]:
     __tracebackhide__ = True  # show the budget message, not the plugin's code
     mark = item.get_closest_marker(MARKER)
     if mark is None:
@@ -129,14 +157,34 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
         budget = Budget.from_marker(mark)  # checked before the test runs
     except dynscope.InputError as err:
         raise pytest.UsageError(str(err)) from None
+    state = item.config.stash[_STATE]
+    ratio = budget.max_memory_ratio
+    if ratio is not None:
+        # Memory is measured on the reports the test makes through the fixture (capture()
+        # watches the test's own compiles and cannot rerun them eagerly).
+        state.memory.add(item.nodeid)
+        budget = dataclasses.replace(budget, max_memory_ratio=None)
+    before = len(state.watched)
     cap = dynscope.capture(title=item.nodeid)
     try:
         with _trace_records_hidden(), cap:
             result = yield
     finally:
+        state.memory.discard(item.nodeid)
         # Kept for --dynscope-report even when the test itself failed.
-        item.config.stash[_STATE].watched.append((item.nodeid, cap.report))
+        state.watched.append((item.nodeid, cap.report))
     budget.check(cap.report)
+    if ratio is not None:
+        made = [rep for nodeid, rep in state.watched[before:-1] if nodeid == item.nodeid]
+        if not made:
+            raise dynscope.CompileBudgetError(
+                f"compile budget of {item.nodeid}: memory_ratio={ratio} needs a report that measured memory; "
+                "make one with the dynscope fixture (dynscope.report(model, x)) in the test",
+                report=cap.report, problems=["memory was not measured"],
+            )
+        memory_budget = Budget(max_graph_breaks=None, max_recompiles=None, max_memory_ratio=ratio)
+        for rep in made:
+            memory_budget.check(rep)
     return result
 
 
@@ -156,6 +204,8 @@ class DynscopeFixture:
         __tracebackhide__ = True  # a failure shows the test's line, not the inputs passed on
         import dynscope
 
+        if self._nodeid in self._state.memory:  # the test's marker sets memory_ratio
+            kwargs.setdefault("memory", True)
         rep = dynscope.report(*args, **kwargs)
         self._state.watched.append((self._nodeid, rep))
         return rep
@@ -172,6 +222,14 @@ class DynscopeFixture:
             raise
         self._state.watched.append((self._nodeid, rep))
         return rep
+
+
+    def assert_exports(self, *args: Any, **kwargs: Any) -> Any:
+        """``dynscope.assert_exports``: fails listing each export blocker with file:line and fix."""
+        __tracebackhide__ = True
+        import dynscope
+
+        return dynscope.assert_exports(*args, **kwargs)
 
 
 @pytest.fixture

@@ -57,15 +57,22 @@ class TraceCounts(logging.Handler):
     and compiled frames. Attached beside dynscope's own handler, never instead of it."""
 
     def __init__(self, thread: int) -> None:
+        from dynscope._torch.trace import own_depth
+
         super().__init__(level=logging.DEBUG)
         self.thread = thread
+        # dynscope's own timing and memory compiles (report(timing=True) inside the capture)
+        # are not the program's: counted by neither side.
+        self.depth = own_depth()
         self.breaks = 0
         self.frames = 0
         self.recompiles = 0  # compiles of a frame after its first (frame_compile_id > 0)
         self.graphs = 0  # graphs Dynamo produced (dynamo_output_graph records)
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.thread != self.thread:
+        from dynscope._torch.trace import own_depth
+
+        if record.thread != self.thread or own_depth() > self.depth:
             return
         meta = getattr(record, "metadata", None) or {}
         artifact = meta.get("artifact")
@@ -125,6 +132,25 @@ def check(rep: Report, counts: TraceCounts | None = None) -> None:
         for k in low.kernels:
             if k.share is not None and not -1e-9 <= k.share <= 1.0 + 1e-9:
                 _fail(rep, f"graph {g.id}: kernel {k.name} share {k.share} outside 0..1")
+    # 1b. memory: bytes are bytes; a step holds at least what its forward held; the compiled
+    # build saves at least what AOTAutograd's partitioner listed (same build, sizes known):
+    # more when Inductor saved a layout copy of an input (channels_last convolutions on CPU),
+    # a new storage the partitioner's list counts as the input itself.
+    for g in rep.graphs:
+        m = g.memory
+        if m is None or m.error:
+            continue
+        if min(m.eager_peak, m.compiled_peak, m.eager_train_peak, m.compiled_train_peak) < 0:
+            _fail(rep, f"graph {g.id}: a negative peak: {m!r}")
+        if m.trains and (m.eager_train_peak < m.eager_peak or m.compiled_train_peak < m.compiled_peak):
+            _fail(rep, f"graph {g.id}: forward+backward peaks below the forward's: {m!r}")
+        if m.trains != (m.compiled_saved >= 0) or (not m.trains and (m.eager_train_peak or m.compiled_train_peak)):
+            _fail(rep, f"graph {g.id}: saved tensors or a step measured on one side only: {m!r}")
+        sft = g.lowering.saved_for_backward if g.lowering is not None else None
+        if m.trains and sft is not None and not sft.symbolic and m.compiled_saved < sft.bytes:
+            _fail(rep, f"graph {g.id}: the compiled build saved {m.compiled_saved} B, its partitioner listed {sft.bytes} B")
+    if rep.memory is not None and not rep.memory.error and min(rep.memory.eager_peak, rep.memory.compiled_peak) < 0:
+        _fail(rep, f"a negative program peak: {rep.memory!r}")
     # 2. compile time
     ct = rep.compile_time
     if not math.isclose(ct.total_s, ct.dynamo_s + ct.backend_s + ct.backward_s, rel_tol=1e-6, abs_tol=1e-6):
@@ -139,7 +165,7 @@ def check(rep: Report, counts: TraceCounts | None = None) -> None:
                 for p, s in g.lowering.phases if p != "dynamo")
     cost = rep.timing_cost
     if cost is not None:
-        spent = cost.seconds("compile") + cost.seconds("extra builds") + cost.seconds("graph runs")
+        spent = cost.seconds("compile") + cost.seconds("extra builds") + cost.seconds("graph runs") + cost.seconds("memory runs")
         if built > spent + 1e-6:
             _fail(rep, f"the builds shown per phase ({built} s) exceed the compile and builds timing made ({spent} s)")
         if not math.isclose(cost.seconds("extra builds"), ct.measure_s, rel_tol=0.05, abs_tol=0.05):

@@ -100,7 +100,7 @@ def test_from_marker() -> None:
         Budget.from_marker(pytest.mark.compile_budget(graph_brakes=0).mark)
     assert str(info.value) == (
         "@pytest.mark.compile_budget: unknown keyword 'graph_brakes'; "
-        "use graph_breaks, recompiles, graphs, coverage, allow_unparsed"
+        "use graph_breaks, recompiles, graphs, coverage, allow_unparsed, memory_ratio"
     )
     with pytest.raises(dynscope.InputError, match=r"takes keywords only .*got positional \(0,\)"):
         Budget.from_marker(pytest.mark.compile_budget(0).mark)

@@ -300,6 +300,7 @@ def report(
     timing_options: TimingOptions | None = None,
     coverage: bool = True,
     restore_state: bool = True,
+    memory: bool | None = None,
 ) -> Report:
     """Compile ``model``, run it, and report what torch.compile did.
 
@@ -320,6 +321,10 @@ def report(
         coverage: measure compile coverage (torch's profiler runs during the calls).
             Defaults to True. Inside your own ``torch.profiler`` session coverage is not
             measured (your profile is left intact) and the report says why.
+        memory: measure memory, eager against Inductor: per graph the peak of a forward
+            (and of forward+backward for training graphs) and what the forward saves for
+            the backward, and the whole call's peak (docs/memory.md). Defaults to None:
+            on with ``timing``, else off. Costs the one Inductor compile ``timing`` makes.
         restore_state: put the module's buffers (BatchNorm statistics...) and the CPU and
             CUDA random-number state back after the calls. Defaults to True. Parameters
             are never restored: a training step you pass updates them.
@@ -339,7 +344,11 @@ def report(
     _check_options(dynamic, timing_options)
     model, note = check_model(model)
     notes = [note] if note else []
-    if timing:
+    if memory is None:
+        memory = timing
+    if not isinstance(memory, bool):
+        raise InputError(f"memory must be True, False or None; got {type(memory).__name__} {_short_repr(memory)}")
+    if timing or memory:
         from dynscope._capture.timing_options import device_of, validate_modes
 
         validate_modes(modes, device_of([c[0] for c in call_list] + [c[1] for c in call_list]))
@@ -353,7 +362,7 @@ def report(
     with _REPORT_LOCK, state:
         rep = _report_locked(
             model, call_list, inner=inner, dynamic=dynamic, timing=timing, modes=modes,
-            timing_options=timing_options, coverage=coverage, notes=tuple(notes),
+            timing_options=timing_options, coverage=coverage, notes=tuple(notes), memory=memory,
         )
     # Kept beside the model (never saved) so dynscope.advise(rep) can rerun the same program the
     # same way (the options timing does not decide).
@@ -373,6 +382,7 @@ def _report_locked(
     timing_options: TimingOptions | None,
     coverage: bool,
     notes: tuple[str, ...],
+    memory: bool = False,
 ) -> Report:
     failure: tuple[int, BaseException] | None = None
     started = time.perf_counter()
@@ -414,12 +424,13 @@ def _report_locked(
             report=rep,
             call_index=index,
         ) from err
-    if timing:
+    if timing or memory:
         from dynscope._capture.timing import time_report
+        from dynscope._torch.trace import own_work
 
-        with _torch.DynamoSandbox():
+        with _torch.DynamoSandbox(), own_work():
             rep = time_report(
                 rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options,
-                capture_s=time.perf_counter() - started, dynamic=dynamic,
+                capture_s=time.perf_counter() - started, dynamic=dynamic, timing=timing, memory=memory,
             )
     return rep

@@ -258,7 +258,7 @@ def _time_graph(
             compiled = build.compiled
         else:
             with builds.timed(), recorder.recording() if recorder is not None else contextlib.nullcontext():
-                compiled = _own_build(rec, inputs, mode, symbolic, grad=subject.grad)
+                compiled = own_build(rec, inputs, mode, symbolic, grad=subject.grad)
                 subject.call(compiled)()  # the first run (autotuning, loading) is part of the compile cost
                 clock.sync()
             compile_s = builds.seconds
@@ -270,7 +270,7 @@ def _time_graph(
                 # call eager's kernels; the times below stay those of the normal build.
                 numerics_mode = "fallback_random"
                 with builds.timed():
-                    checker = _own_build(rec, inputs, mode, symbolic, grad=subject.grad, eager_random=True)
+                    checker = own_build(rec, inputs, mode, symbolic, grad=subject.grad, eager_random=True)
                     seeded(checker, inputs, device)  # its first run, as for the timed build
             expected = seeded(written.fresh(subject.gm), inputs, device)
             got = seeded(written.fresh(checker), inputs, device)
@@ -321,7 +321,7 @@ def _time_graph(
     return replace(timing, **builds.fields()), lowering
 
 
-def _own_build(
+def own_build(
     rec: RecordedGraph, inputs: list[Any], mode: str, symbolic: Any, *, grad: bool, eager_random: bool = False
 ) -> Callable[..., Any]:
     """dynscope's Inductor build of the graph, in its grad mode (an inference build under

@@ -25,13 +25,14 @@ import torch
 
 from dynscope import _torch
 from dynscope._capture.builds import ProgramBuilds
-from dynscope._capture.graph_timing import Cost, time_graph_lowered
+from dynscope._capture.graph_timing import Builds, Cost, time_graph_lowered
 from dynscope._capture.lowering import CompileEvents, LoweringRecorder
 from dynscope._capture.machine import read_machine
+from dynscope._capture.memory import measure_graph, program_memory
 from dynscope._capture.raised import what_raised
 from dynscope._capture.sampling import Clock, cuda_devices, interleaved, sample_fields
 from dynscope._capture.timing_options import TimingOptions, device_of, validate_modes
-from dynscope._model import Lowering, ModeTiming, Report, Timing, TimingCost
+from dynscope._model import GraphMemory, Lowering, ModeTiming, ProgramMemory, Report, Timing, TimingCost
 from dynscope._torch.fx import written_inputs
 
 if TYPE_CHECKING:
@@ -125,6 +126,16 @@ class _Program:
         )
 
 
+    def memory(self, *, warm: bool) -> ProgramMemory:
+        """The whole program's peak, eager against the compiled program (one call each)."""
+        mode, device = self.builds.mode, self.clock.device
+        if self.compiled is None:
+            return ProgramMemory(mode, device, "", error=f"torch.compile of the program failed: {self.error}")
+        return program_memory(
+            _run(self._model, self.calls), _run(self.compiled, self.calls), mode=mode, device=device, warm=warm
+        )
+
+
 def _peak_mb(fn: Callable[[], None]) -> float:
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -187,15 +198,22 @@ def time_report(
     options: TimingOptions | None = None,
     capture_s: float = 0.0,
     dynamic: bool | None = None,
+    timing: bool = True,
+    memory: bool = False,
 ) -> Report:
     """The report with per-graph and end-to-end timing filled in, and where the time went.
 
     ``capture_s``: the seconds report() spent capturing, counted as the "capture" phase.
     ``dynamic``: report()'s own, so the program is compiled as it was captured.
+    ``timing``: time the graphs and the program; ``memory``: measure their memory (the
+    first mode's builds, :mod:`dynscope._capture.memory`). Either alone, on the same one
+    compile of the program.
     """
     opts = options or TimingOptions()
     device = device_of([c[0] for c in calls] + [c[1] for c in calls])
     mode_list = validate_modes(modes, device)
+    if not timing:  # memory alone: the first mode's builds
+        mode_list = mode_list[:1]
     say = _Progress(opts)
     cost = Cost()
     if capture_s:
@@ -208,6 +226,9 @@ def time_report(
     machine = read_machine()
     timings: dict[int, list[Timing]] = {g.id: [] for g, _ in timed}
     lowerings: dict[int, Lowering] = {}
+    memories: dict[int, GraphMemory] = {}
+    memory_builds = Builds(cost)  # memory's own builds of graphs torch.compile did not make
+    program_mem: ProgramMemory | None = None
     e2e: list[ModeTiming] = []
     reused = rebuilt = 0
     failed: list[str] = []
@@ -239,15 +260,29 @@ def time_report(
                     else:
                         rebuilt += 1
                     events = _events_of(recorder, build.compile_id, shared) if build is not None else None
-                    with cost.phase("graph runs"):
-                        timing, lowered = time_graph_lowered(
-                            rec, mode, opts, g if first == 0 else None,
-                            machine=machine, build=build, events=events, cost=cost,
-                        )
-                    timings[g.id].append(timing)
-                    if lowered is not None and g.id not in lowerings:  # the first mode's build is shown
-                        lowerings[g.id] = lowered
-                if opts.end_to_end:
+                    if timing:
+                        with cost.phase("graph runs"):
+                            timed_graph, lowered = time_graph_lowered(
+                                rec, mode, opts, g if first == 0 else None,
+                                machine=machine, build=build, events=events, cost=cost,
+                            )
+                        timings[g.id].append(timed_graph)
+                        if lowered is not None and g.id not in lowerings:  # the first mode's build is shown
+                            lowerings[g.id] = lowered
+                    if memory and first == 0:
+                        say(f"graph {k}/{len(timed)} ({g.frame}), mode {mode}: memory")
+                        with cost.phase("memory runs"):
+                            memories[g.id], lowered = measure_graph(
+                                rec, mode, g if g.id not in lowerings else None,
+                                build=build, events=events, builds=memory_builds,
+                            )
+                        if lowered is not None:
+                            lowerings[g.id] = lowered
+                if memory and first == 0:
+                    say(f"whole program, mode {mode}: memory")
+                    with cost.phase("memory runs"):
+                        program_mem = program.memory(warm=not timing)
+                if timing and opts.end_to_end:
                     say(f"whole program, mode {mode}: timing")
                     graphs_now = tuple(replace(g, timings=tuple(timings.get(g.id, ()))) for g in rep.graphs)
                     # Forward runs, plus the backward of each run whose backward ran (a step).
@@ -255,13 +290,22 @@ def time_report(
                     with cost.phase("program runs"):
                         e2e.append(program.time(opts, in_graphs))
     graphs = tuple(
-        replace(g, timings=tuple(timings[g.id]), lowering=lowerings.get(g.id, g.lowering)) if g.id in timings else g
+        replace(
+            g,
+            timings=tuple(timings[g.id]),
+            lowering=lowerings.get(g.id, g.lowering),
+            memory=memories.get(g.id, g.memory),
+        )
+        if g.id in timings
+        else g
         for g in rep.graphs
     )
     flat = [t for g in graphs for t in g.timings]
     # dynscope's own builds, apart from the user's compile (compile_time.total_s).
     compile_time = replace(
-        rep.compile_time, measure_s=sum(t.build_s for t in flat), measure_builds=sum(t.builds for t in flat)
+        rep.compile_time,
+        measure_s=sum(t.build_s for t in flat) + memory_builds.seconds,
+        measure_builds=sum(t.builds for t in flat) + memory_builds.count,
     )
     notes = rep.notes + ((machine.contention,) if machine.contention and flat else ())
     notes += tuple(failed)
@@ -274,6 +318,7 @@ def time_report(
         rep,
         graphs=graphs,
         timing=tuple(e2e),
+        memory=program_mem if memory else rep.memory,
         compile_time=compile_time,
         notes=notes,
         timing_cost=TimingCost(phases=cost.phases(), reused=reused, rebuilt=rebuilt),

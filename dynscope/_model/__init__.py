@@ -10,6 +10,8 @@ would load every family and circle back).
     graph      TensorMeta, Node, Graph, AotGraph, SavedTensors, Kernel, Lowering
     breaks     StackFrame, BreakEvent, GraphBreak
     timing     CompileTime, Timing, ModeTiming, Coverage, TimingCost
+    memory     GraphMemory, ProgramMemory
+    export     ExportReport, ExportBlocker, SuggestedShapes, CompileBreakMatch
     advice     Outcome, Trial, Advice
     report     Report, Frame, Guard, GuardFailure, Recompile, RecompileGroup, SizeFix, SCHEMA_VERSION
     ranks      MultiRankReport, Divergence
@@ -25,6 +27,7 @@ would load every family and circle back).
 from dynscope._model.advice import Advice, Outcome, Trial
 from dynscope._model.breaks import BreakEvent, GraphBreak, StackFrame
 from dynscope._model.budget import Budget
+from dynscope._model.export import CompileBreakMatch, ExportBlocker, ExportReport, SuggestedShapes
 from dynscope._model.graph import (
     SHORT_DTYPES,
     AotGraph,
@@ -35,6 +38,7 @@ from dynscope._model.graph import (
     SavedTensors,
     TensorMeta,
 )
+from dynscope._model.memory import GraphMemory, ProgramMemory
 from dynscope._model.ranks import Divergence, MultiRankReport
 from dynscope._model.report import (
     SCHEMA_VERSION,
@@ -55,11 +59,15 @@ __all__ = [
     "AotGraph",
     "BreakEvent",
     "Budget",
+    "CompileBreakMatch",
     "CompileTime",
     "Coverage",
     "Divergence",
+    "ExportBlocker",
+    "ExportReport",
     "Frame",
     "Graph",
+    "GraphMemory",
     "GraphBreak",
     "Guard",
     "Kernel",
@@ -68,6 +76,7 @@ __all__ = [
     "MultiRankReport",
     "Node",
     "Outcome",
+    "ProgramMemory",
     "GuardFailure",
     "Recompile",
     "RecompileGroup",
@@ -75,6 +84,7 @@ __all__ = [
     "Report",
     "SavedTensors",
     "StackFrame",
+    "SuggestedShapes",
     "TensorMeta",
     "Timing",
     "TimingCost",

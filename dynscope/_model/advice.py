@@ -28,6 +28,8 @@ class Outcome:
     coverage: float | None = None  # share of torch ops run inside graphs; None when not measured
     speedup: float | None = None  # end to end, eager / compiled (default mode), when timed
     compile_s: float = 0.0
+    peak: int | None = None  # the compiled call's peak memory in bytes (Report.memory), when measured
+    step_ms: float | None = None  # the compiled call's median time (end to end), when timed
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class Trial:
             out["coverage"] = self.after.coverage - self.before.coverage
         if self.after.speedup is not None and self.before.speedup is not None:
             out["speedup"] = self.after.speedup - self.before.speedup
+        if self.after.peak is not None and self.before.peak:
+            out["peak"] = (self.after.peak - self.before.peak) / self.before.peak  # share of the peak saved (< 0)
         return out
 
 

@@ -25,6 +25,7 @@ MARKER_KEYWORDS = {
     "graphs": "max_graphs",
     "coverage": "min_coverage",
     "allow_unparsed": "allow_unparsed",
+    "memory_ratio": "max_memory_ratio",
 }
 
 
@@ -54,6 +55,9 @@ class Budget:
         max_graphs: most graphs. Defaults to None.
         allow_unparsed: pass even when PyTorch emitted trace messages dynscope could not
             read (``Report.unparsed``; the counts may then be short). Defaults to False.
+        max_memory_ratio: most the compiled call's peak memory may be, as a multiple of
+            eager's (``Report.memory``: ``report(memory=True)`` measures it; 1.1 allows 10%
+            more). Defaults to None.
 
     Raises:
         InputError: a limit is not usable (the message names it and the value).
@@ -68,6 +72,7 @@ class Budget:
     min_coverage: float | None = None
     max_graphs: int | None = None
     allow_unparsed: bool = False
+    max_memory_ratio: float | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -80,7 +85,9 @@ class Budget:
     def from_marker(cls, mark: Any) -> Budget:
         """The budget of a ``@pytest.mark.compile_budget(graph_breaks=0, ...)`` marker.
 
-        Keywords: graph_breaks, recompiles, graphs, coverage, allow_unparsed. A bare marker
+        Keywords: graph_breaks, recompiles, graphs, coverage, allow_unparsed, memory_ratio
+        (checked on the reports the test makes through the ``dynscope`` fixture, which then
+        measure memory). A bare marker
         (no arguments) is the default budget: no graph breaks, no recompiles. A marker with
         keywords checks only the limits it names.
 
@@ -155,6 +162,8 @@ class Budget:
                 ]
                 lines += [f"  {site} x{n}" for site, n in c.eager_sites[:10]]
                 problems.append("\n".join(lines))
+        if self.max_memory_ratio is not None:
+            problems += _memory_problems(rep, self.max_memory_ratio)
         return problems
 
     def check(self, rep: Report) -> Report:
@@ -174,3 +183,32 @@ def _budget_graphs(rep: Report) -> int:
     optimizer split one compile into (``Graph.split_by == "ddp_bucket"``) count as one."""
     plain = sum(1 for g in rep.graphs if g.split_by != "ddp_bucket")
     return plain + len({g.compile_id for g in rep.graphs if g.split_by == "ddp_bucket"})
+
+
+def _memory_problems(rep: Report, limit: float) -> list[str]:
+    """What is over a memory budget: the whole call's compiled peak against eager's, with
+    the graphs that grew most; or why it cannot be told."""
+    from dynscope._format import human_bytes
+
+    m = rep.memory
+    if m is None:
+        return ["memory was not measured; use dynscope.report(..., memory=True) or "
+                "assert_compiles(..., max_memory_ratio=...)"]
+    if m.error:
+        return [f"memory could not be measured: {m.error}"]
+    if m.eager_peak <= 0 or m.ratio <= limit:
+        return []
+    lines = [
+        f"compiled peak memory {human_bytes(m.compiled_peak)} is {m.ratio:.2f}x eager's {human_bytes(m.eager_peak)} "
+        f"(budget: {limit:.2f}x; {m.method}):"
+    ]
+    grown = sorted((g for g in rep.graphs if g.memory is not None and not g.memory.error and g.memory.growth > 0),
+                   key=lambda g: -(g.memory.growth if g.memory else 0))
+    for g in grown[:5]:
+        assert g.memory is not None
+        eager, compiled = g.memory.peak
+        lines.append(f"  graph {g.id} {g.frame} ({location(g.filename, g.lineno, full=True)}): "
+                     f"{human_bytes(eager)} -> {human_bytes(compiled)} ({g.memory.ratio:.2f}x)")
+    lines.append("  try: dynscope.advise(model, inputs, memory=True) measures activation checkpointing and "
+                 "torch._functorch.config.activation_memory_budget")
+    return ["\n".join(lines)]

@@ -11,6 +11,7 @@ from dynscope._model.base import _brief, _Live, _live_field
 from dynscope._model.display import AotGraphShortcuts, GraphShortcuts
 
 # TC001: at run time though only annotations name it (the codec resolves Graph's hints here).
+from dynscope._model.memory import GraphMemory  # noqa: TC001
 from dynscope._model.timing import Timing  # noqa: TC001
 from dynscope._torch.wording import is_lifted_param, is_resume_name, resume_label
 
@@ -33,6 +34,20 @@ class TensorMeta:
     # sizes are not known (older saved reports kept none).
     ran_at: tuple[int, ...] = ()
 
+    @property
+    def nbytes(self) -> int | None:
+        """Bytes of a contiguous tensor of this shape and dtype (at the sizes it ran at when
+        symbolic); None for non-tensors and unknown sizes or dtypes."""
+        if self.kind != "tensor" or self.dtype not in DTYPE_BYTES:
+            return None
+        dims = self.ran_at if len(self.ran_at) == len(self.shape) else self.shape
+        count = 1
+        for d in dims:
+            if not isinstance(d, int):
+                return None
+            count *= d
+        return count * DTYPE_BYTES[self.dtype]
+
     def describe(self) -> str:
         """Short text such as ``f32[3, 4]`` or ``int=3``; a symbolic dim shows its symbol
         and, when known, the size it ran at: ``i64[4, s27=9]``, a symint ``s27=9``."""
@@ -48,6 +63,13 @@ class TensorMeta:
             return f"{self.kind}={self.value}"
         return self.kind
 
+
+#: Bytes per element of each torch dtype name (what a tensor of known sizes takes).
+DTYPE_BYTES = {
+    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+    "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
+    "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
 
 SHORT_DTYPES = {  # torch dtype name -> the short form PyTorch prints ("f32")
     "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
@@ -212,6 +234,16 @@ class Lowering:
         """Kernels, slowest first (untimed ones last, in call order)."""
         return tuple(sorted(self.kernels, key=lambda k: -(k.time_ms if k.time_ms is not None else -1.0)))
 
+    @property
+    def recomputed(self) -> tuple[str, ...]:
+        """Nodes of the forward that the backward computes again instead of saving them
+        (AOTAutograd's partitioner keeps a node's name when it copies it into the backward):
+        backward ops with a forward op's name and target, in backward order."""
+        if self.forward is None or self.backward is None:
+            return ()
+        ops = {n.name: n.target for n in self.forward.nodes if n.is_op}
+        return tuple(n.name for n in self.backward.nodes if n.is_op and ops.get(n.name) == n.target)
+
     def kernel_of(self, node: str) -> tuple[Kernel, ...]:
         """Kernels that compute the Dynamo graph node named ``node``."""
         return tuple(k for k in self.kernels if node in k.nodes)
@@ -246,6 +278,9 @@ class Graph(GraphShortcuts):
     # backward; timing times the build torch.compile made. True for trace-only graphs and in
     # reports saved without it.
     grad_enabled: bool = True
+    # Peak memory and saved tensors, eager against compiled (report(memory=True) or
+    # timing=True; the first mode's build); None when not measured.
+    memory: GraphMemory | None = None
     _module: _Live = _live_field()  # live GraphModule (not saved)
 
     @property

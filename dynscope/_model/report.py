@@ -16,6 +16,7 @@ from dynscope._model.base import _brief, _Live, _live_field
 from dynscope._model.breaks import BreakEvent, GraphBreak  # noqa: TC001
 from dynscope._model.display import ReportShortcuts
 from dynscope._model.graph import Graph, Kernel  # noqa: TC001
+from dynscope._model.memory import ProgramMemory  # noqa: TC001
 from dynscope._model.timing import CompileTime, Coverage, ModeTiming, TimingCost
 from dynscope._torch.wording import is_resume_name, resume_label
 
@@ -30,7 +31,8 @@ __all__ = ["SCHEMA_VERSION", "Frame", "Guard", "Recompile", "RecompileGroup", "R
 #: their defaults). 2: Graph.lowering. 3: ranks (Report.rank/world_size, Graph.split_by),
 #: what a break costs and PyTorch's whole words (GraphBreak), Recompile.causes, Report.trials.
 #: 4: where sizes came from (Frame.shapes, Frame.dynamic_sizes), Recompile.failures.
-SCHEMA_VERSION = 4
+#: 5: memory (Graph.memory, Report.memory).
+SCHEMA_VERSION = 5
 
 
 
@@ -191,6 +193,9 @@ class Report(ReportShortcuts):
     timing: tuple[ModeTiming, ...] = ()  # end to end, one per mode, when timing ran
     # Where timing=True's wall time went (dynscope's measurement by phase); None without timing.
     timing_cost: TimingCost | None = None
+    # The whole callable's peak memory, eager against compiled (report(memory=True) or
+    # timing=True; the first mode); None when not measured. Per graph: Graph.memory.
+    memory: ProgramMemory | None = None
     calls: int = 0  # calls dynscope made (report()); 0 for capture()
     torch_version: str = ""
     title: str = ""  # what was captured, e.g. the model's class name

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dynscope._errors import InputError
-from dynscope._format import clip, location, ms, percent, plural
+from dynscope._format import clip, human_bytes, location, ms, percent, plural
 from dynscope._model.ops import op_category
 from dynscope._model.order import break_hosts, program_order
 from dynscope._model.structure import repeated_blocks
@@ -447,7 +447,9 @@ def aot_graph_to_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
     saved = set(sft.names) if sft is not None and aot.kind == "backward" else set()
     title = f"AOT {aot.kind} graph: {plural(aot.op_count, 'op')}, {plural(aot.node_count, 'node')}"
     if aot.kind == "backward" and sft is not None:
-        title += f"; {plural(sft.count, 'tensor')} saved by the forward ({_bytes(sft.bytes)})"
+        title += f"; {plural(sft.count, 'tensor')} saved by the forward ({human_bytes(sft.bytes)})"
+    if aot.kind == "backward" and lowering is not None and lowering.recomputed:
+        title += f"; {plural(len(lowering.recomputed), 'forward op')} recomputed"
     if lowering is not None:
         mine = [k for k in lowering.kernels if k.graph == aot.kind]
         title += f"; Inductor made {plural(len(mine), 'kernel')}"
@@ -472,8 +474,11 @@ def aot_graph_to_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
     key = ["white ellipses: inputs and parameters (primals)"]
     if any(name.startswith("tangents") for name in inputs):
         key.append("pink: incoming gradients (tangents)")
+    recomputed = set(lowering.recomputed) if lowering is not None and aot.kind == "backward" else set()
     if saved:
-        key.append("yellow, orange border: activations saved by the forward")
+        key.append("yellow, orange border: activations saved by the forward, with their size")
+    if recomputed:
+        key.append("dashed orange border: forward ops computed again instead of saved")
     key.append("ops filled by category")
     lines.append(f"  label={quote(title + chr(10) + '; '.join(key))}; labelloc=t; fontname=\"Helvetica\";")
     names = {n.name for n in aot.nodes}
@@ -483,7 +488,9 @@ def aot_graph_to_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
         if n.op == "placeholder":
             shape = "ellipse"
             if n.name in saved:
-                fill, label = AOT_COLOURS["saved"], f"saved {_one_line(n.name)}\n{_shape(n)}"
+                size = n.outputs[0].nbytes if n.outputs else None
+                shown = f"\n{human_bytes(size)}" if size is not None else ""
+                fill, label = AOT_COLOURS["saved"], f"saved {_one_line(n.name)}\n{_shape(n)}{shown}"
                 attrs = f', color="{BORDERS["saved"]}", penwidth=2'
                 tooltip = f"{n.name}: saved by the forward for the backward"
             elif n.name.startswith("tangents"):
@@ -498,6 +505,10 @@ def aot_graph_to_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
             shape, fill = "box", PALETTE[op_category(n.target)]
             label = f"{_aten_short(_one_line(n.target))}\n{_shape(n)}"
             tooltip = f"{n.name} = {n.target}" + (f"\n{where}" if where else "")
+            if n.name in recomputed:
+                label = f"recomputed {label}"
+                attrs = f', color="{BORDERS["saved"]}", penwidth=2, style="rounded,filled,dashed"'
+                tooltip += "\nrecomputed: the forward computed it too; the partitioner chose to compute it again over saving it"
         lines.append(
             f"  {_ident(n.name)} [label={quote(label)}, shape={shape}, fillcolor=\"{fill}\", "
             f"tooltip={quote(tooltip)}{attrs}];"
@@ -517,16 +528,6 @@ def _aten_short(target: str) -> str:
     if target.startswith("aten."):
         target = target[len("aten."):]
     return target.removesuffix(".default")
-
-
-def _bytes(n: int) -> str:
-    """A size for people: "768 B", "1.5 KiB", "12.0 MiB"."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"  # pragma: no cover - the loop returns
 
 
 # -- whole program -------------------------------------------------------------------------

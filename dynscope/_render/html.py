@@ -19,6 +19,7 @@ from dynscope._model.structure import structure_hash
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
 from dynscope._render.palette import PALETTE
 from dynscope._render.words import (
+    MEMORY_HEADERS,
     PHASE_SOURCES,
     advice_title,
     cache_text,
@@ -36,9 +37,14 @@ from dynscope._render.words import (
     known_text,
     lowering_phase_lines,
     measurement_text,
+    memory_cell,
+    memory_methods,
+    memory_notes,
+    memory_rows,
     pass_label,
     phase_seconds,
     phases_text,
+    program_memory_line,
     samples_text,
     saved_text,
     size_fix_line,
@@ -48,6 +54,7 @@ from dynscope._render.words import (
     timing_notes,
     totals_line,
     trial_cells,
+    trial_memory,
     trial_timed,
     trial_verdict,
     warning_lines,
@@ -336,7 +343,7 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str]) -> str:
     low = g.lowering
     if low is None:
         return ""
-    how = "the build timing ran on" if low.source == "timing" else "the compile PyTorch logged"
+    how = "the build dynscope measured on" if low.source == "timing" else "the compile PyTorch logged"
     facts = [f"Inductor ({esc(low.mode)}, {how}): {plural(len(low.kernels), 'kernel')}",
              f"{percent(low.mapped_share)} of the graph's compute nodes mapped to a kernel"]
     if low.unmapped:
@@ -349,6 +356,10 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str]) -> str:
     if saved is not None:
         facts.append(f"saved for backward: {plural(saved.count, 'tensor')}, {esc(human_bytes(saved.bytes))}"
                      + (f" ({saved.symbolic} of symbolic size, counted at size 1)" if saved.symbolic else ""))
+    if low.recomputed:
+        facts.append(f"recomputed in the backward instead of saved: {esc(few(list(low.recomputed), 8))}")
+    if g.memory is not None and not g.memory.error:
+        facts.append(f"memory: {esc(memory_cell(g.memory))} ({'forward+backward' if g.memory.trains else 'forward'} peak)")
     out = [f'<div class="lowering" id="lowering-{g.id}"><h3>Below Dynamo</h3><p>' + "; ".join(facts) + "</p>"]
     out.append(_kernels(g, low) if low.kernels else "<p>No kernels listed.</p>")
     phases, cache = phases_text(phase_seconds([g])), cache_text([g])
@@ -492,6 +503,7 @@ def same_graphs(rep: Report) -> dict[int, list[int]]:
 
 def _graph_table(rep: Report, svgs: Mapping[int, str], files: bool, same: Mapping[int, list[int]]) -> str:
     """Every graph on one line, with a link to its section (or the section it is folded into)."""
+    measured = any(g.memory is not None for g in rep.graphs)
     rows = []
     for g in rep.graphs:
         ids = same.get(g.id, [])
@@ -506,9 +518,11 @@ def _graph_table(rep: Report, svgs: Mapping[int, str], files: bool, same: Mappin
         status = ("Inductor failed; " if g.timing is not None and g.timing.failed else "") + status
         rows.append([
             str(g.id), f"{esc(g.frame)}{_ddp_split(g)} <code>{esc(location(g.filename, g.lineno))}</code>", str(g.op_count),
-            esc(few([m.describe() for m in g.inputs], 4)), status, link,
+            esc(few([m.describe() for m in g.inputs], 4)), *([esc(memory_cell(g.memory))] if measured else []),
+            status, link,
         ])
-    return html_table(["id", "frame", "graph ops", "inputs", "status", "link"], rows, 'class="graph-table"')
+    headers = ["id", "frame", "graph ops", "inputs", *(["peak eager -> compiled"] if measured else []), "status", "link"]
+    return html_table(headers, rows, 'class="graph-table"')
 
 
 def _legend() -> str:
@@ -534,14 +548,36 @@ def _end_to_end(rep: Report) -> str:
     return f"<section><h2>Timing, end to end</h2>{table}{notes}</section>"
 
 
+def _memory(rep: Report) -> str:
+    """The "Memory" part: the whole call's peaks and each graph's, those compile grew most
+    first, with links to the graphs; "" when memory was not measured."""
+    rows = memory_rows(rep)
+    line = program_memory_line(rep)
+    if not rows and not line:
+        return ""
+    for row in rows:
+        row[0] = f'<a href="#graph-{esc(row[0])}">{esc(row[0])}</a>'
+        row[1:] = [esc(c) for c in row[1:]]
+    table = html_table(MEMORY_HEADERS, rows) if rows else ""
+    notes = "".join(f"<li>{esc(n)}</li>" for n in memory_notes(rep))
+    return (
+        f'<section id="memory"><h2>Memory</h2><p>{esc(memory_methods(rep))}; peaks above the inputs, outputs '
+        "included. Saved: what the forward keeps for the backward, counted once per storage (autograd's saved "
+        "tensors in eager; in the compiled build, what AOTAutograd's partitioner saved). Recomputed: forward ops "
+        f"the backward computes again instead of saving them.</p>{'<p>' + esc(line) + '</p>' if line else ''}"
+        f"{table}{'<ul class=' + chr(34) + 'warn' + chr(34) + '>' + notes + '</ul>' if notes else ''}</section>\n"
+    )
+
+
 def _advice(rep: Report) -> str:
     """"What each fix buys": the remedies dynscope.advise tried, best first, with the
     measured before -> after counts; "" when the report holds no trials."""
     if not rep.trials:
         return ""
-    timed = trial_timed(rep.trials)
+    timed, memory = trial_timed(rep.trials), trial_memory(rep.trials)
     headers = ["remedy", "code", "target", "graphs", "breaks", "recompiles", "coverage"]
     headers += ["speedup"] if timed else []
+    headers += ["compiled peak", "step"] if memory else []
     headers += ["helped", "error / note"]
     rows = []
     for t in rep.trials:
@@ -551,7 +587,7 @@ def _advice(rep: Report) -> str:
         said = "; ".join(x for x in (t.error, t.note) if x)
         rows.append([
             esc(t.remedy), f"<pre>{esc(t.code)}</pre>", esc(", ".join(t.target) or "-"),
-            *(esc(c) for c in trial_cells(t, timed=timed)), shown, esc(said),
+            *(esc(c) for c in trial_cells(t, timed=timed, memory=memory)), shown, esc(said),
         ])
     return (
         f'<section id="advice"><h2>{esc(advice_title(rep.trials))}</h2><p>Each remedy was run on its own, '
@@ -638,7 +674,7 @@ def render_html(
 <div class="svgbox" id="program-view">{program}</div></section>
 <section><h2>Graph breaks ({plural(rep.break_count, "event")} at {plural(len(rep.breaks), "site")})</h2>{_breaks(rep)}</section>
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
-{_advice(rep)}{_fallbacks(rep)}{cov}{_end_to_end(rep)}{_program_lowering(rep)}
+{_advice(rep)}{_fallbacks(rep)}{cov}{_end_to_end(rep)}{_memory(rep)}{_program_lowering(rep)}
 <section><h2>Guards</h2>{_guards(rep)}</section>
 <section id="graphs"><h2>Graphs ({rep.graph_count})</h2>{_legend()}{_graph_table(rep, svgs, picture_files, same)}</section>
 {graphs}

@@ -22,6 +22,7 @@ from dynscope._format import (
 from dynscope._model.order import program_order  # the one ordering, shared with the picture
 from dynscope._render.terminal import paint_summary
 from dynscope._render.words import (
+    MEMORY_HEADERS,
     advice_title,
     cache_text,
     call_chain_text,
@@ -38,8 +39,13 @@ from dynscope._render.words import (
     known_text,
     lowering_phase_lines,
     measurement_text,
+    memory_cell,
+    memory_methods,
+    memory_notes,
+    memory_rows,
     pass_label,
     phases_text,
+    program_memory_line,
     samples_text,
     saved_text,
     size_fix_line,
@@ -49,6 +55,7 @@ from dynscope._render.words import (
     timing_doubts,
     totals_line,
     trial_cells,
+    trial_memory,
     trial_timed,
     trial_verdict,
     warning_lines,
@@ -116,7 +123,10 @@ def graphs_table(rep: Report) -> str:
     # Forward+backward columns only when a graph was timed for training: an inference
     # report reads as it always did.
     trains = any(g.timing is not None and g.timing.trains for g in rep.graphs)
+    measured = any(g.memory is not None for g in rep.graphs)
     headers = ["id", "compile", "frame", "graph ops", "nodes", "inputs"]
+    if measured:
+        headers += ["peak eager -> compiled"]
     if timed:
         headers += ["eager", "inductor", "speedup", "samples"]
     if trains:
@@ -124,6 +134,8 @@ def graphs_table(rep: Report) -> str:
     rows = []
     for g in rep.graphs:
         row = [g.id, g.compile_id, _frame_label(g), g.op_count, g.node_count or "-", _inputs(g)]
+        if measured:
+            row += [memory_cell(g.memory)]
         if timed:
             t = g.timing
             if t is None:
@@ -283,12 +295,13 @@ def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = ""
     if not trials:
         said = empty or "no remedy to try: no break site or recompile here has one dynscope knows how to try."
         return "\n".join(textwrap.wrap(f"What each fix buys: {said}", width, subsequent_indent="    "))
-    timed = trial_timed(trials)
+    timed, memory = trial_timed(trials), trial_memory(trials)
     headers = ["#", "remedy", "target", "graphs", "breaks", "recompiles", "coverage"]
     headers += ["speedup"] if timed else []
+    headers += ["compiled peak", "step"] if memory else []
     headers += ["helped"]
     rows = [
-        [i + 1, clip(t.remedy, 32), trial_target(t), *trial_cells(t, timed=timed), trial_verdict(t)]
+        [i + 1, clip(t.remedy, 32), trial_target(t), *trial_cells(t, timed=timed, memory=memory), trial_verdict(t)]
         for i, t in enumerate(trials)
     ]
     lines = [tabulate(rows, headers=headers, tablefmt="simple")]
@@ -346,6 +359,22 @@ def timing_section(rep: Report) -> str:
         headers=["mode", "device", "eager", "compiled", "speedup", "samples", "first call", "in graphs"],
         tablefmt="simple",
     )
+
+
+def memory_section(rep: Report) -> list[str]:
+    """The summary's "Memory" part: the whole call's peaks, then each graph's, those
+    compile grew most first; [] when memory was not measured."""
+    if rep.memory is None and not any(g.memory is not None for g in rep.graphs):
+        return []
+    out = [f"Memory ({memory_methods(rep)}; peaks above the inputs, outputs included)"]
+    line = program_memory_line(rep)
+    if line:
+        out.append(f"    {line}")
+    rows = memory_rows(rep)
+    if rows:
+        out.append(tabulate(rows, headers=MEMORY_HEADERS, tablefmt="simple"))
+        out.append("    saved: what the forward keeps for the backward (tensors); recomputed: forward ops the backward computes again")
+    return [*out, *_flagged(memory_notes(rep)), ""]
 
 
 def guards_line(rep: Report) -> str:
@@ -495,6 +524,7 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
         out.append("")
     if rep.timing:
         out += ["Timing (end to end)", timing_section(rep), *_flagged(end_to_end_lines(rep)), ""]
+    out += memory_section(rep)
     out += below_dynamo_section(rep)
     out += ["Compile time", compile_time_section(rep)]
     text = "\n".join(out).rstrip() + "\n"

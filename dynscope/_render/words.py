@@ -15,12 +15,14 @@ from dynscope._format import (
     ADD_UP_TOLERANCE,
     OVERHEAD_MS,
     clip,
+    human_bytes,
     location,
     ms,
     percent,
     plural,
     timer_resolution_ms,
 )
+from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
         CompileTime,
         Graph,
         GraphBreak,
+        GraphMemory,
         Kernel,
         ModeTiming,
         Report,
@@ -243,12 +246,25 @@ def trial_timed(trials: Sequence[Trial]) -> bool:
     return any(o is not None and o.speedup is not None for t in trials for o in (t.before, t.after))
 
 
-def trial_cells(t: Trial, *, timed: bool) -> list[str]:
+def trial_memory(trials: Sequence[Trial]) -> bool:
+    """Whether any trial measured memory (then tables gain peak memory and step columns)."""
+    return any(o is not None and o.peak is not None for t in trials for o in (t.before, t.after))
+
+
+def _bytes_change(before: int | None, after: int | None) -> str:
+    if after is None:
+        return "-"
+    if before is None:
+        return human_bytes(after)
+    return f"{human_bytes(before)} -> {human_bytes(after)}"
+
+
+def trial_cells(t: Trial, *, timed: bool, memory: bool = False) -> list[str]:
     """Before -> after for graphs, breaks, recompiles, coverage (and speedup when
-    ``timed``); "-" for a trial not run."""
+    ``timed``; the compiled peak and step time when ``memory``); "-" for a trial not run."""
     a = t.after
     if a is None:
-        return ["-"] * (5 if timed else 4)
+        return ["-"] * (4 + timed + 2 * memory)
     b = t.before
     cells = [
         _count_change(b.graphs, a.graphs),
@@ -258,6 +274,9 @@ def trial_cells(t: Trial, *, timed: bool) -> list[str]:
     ]
     if timed:
         cells.append(_ratio_change(b.speedup, a.speedup, lambda v: f"{v:.2f}") + ("x" if a.speedup or b.speedup else ""))
+    if memory:
+        cells.append(_bytes_change(b.peak, a.peak))
+        cells.append(_ratio_change(b.step_ms, a.step_ms, ms))
     return cells
 
 
@@ -293,6 +312,7 @@ COST_LABELS = {
     "graph runs": "graph runs",
     "kernel profiling": "kernel profiling",
     "program runs": "program runs",
+    "memory runs": "memory runs (peaks and saved tensors, eager and compiled)",
 }
 
 
@@ -314,10 +334,13 @@ def measurement_text(rep: Report) -> str:
         if phase == "extra builds":
             label += f" ({plural(t.measure_builds, 'build')}: numerics, backward compiles, graphs rebuilt)"
         parts.append(f"{label} {seconds:.2f} s")
-    text = f"not in that total: timing=True took {cost.total_s:.2f} s: " + ", ".join(parts)
+    timed_graphs = any(g.timings for g in rep.graphs)
+    flag = "timing=True" if timed_graphs or rep.timing else "memory=True"
+    text = f"not in that total: {flag} took {cost.total_s:.2f} s: " + ", ".join(parts)
     timed = cost.reused + cost.rebuilt
     if timed:
-        text += f"; {cost.reused} of {plural(timed, 'graph timing')} ran on torch.compile's own build"
+        what = "graph timing" if flag == "timing=True" else "graph measurement"
+        text += f"; {cost.reused} of {plural(timed, what)} ran on torch.compile's own build"
     firsts = [m for m in rep.timing if not m.error]
     if firsts:
         text += "; torch.compile's first call " + ", ".join(f"{m.first_call_s:.2f} s ({m.mode})" for m in firsts)
@@ -443,18 +466,6 @@ def source_label(line: str) -> str:
     return f"{PurePath(path).name}:{lineno}" if sep and lineno.isdigit() else line
 
 
-def human_bytes(n: int) -> str:
-    """"768 B", "12.0 KiB", "3.5 MiB", "1.2 GiB"."""
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit}"
-
-
 def phase_seconds(graphs: list[Graph] | tuple[Graph, ...], *, source: str | None = None) -> list[tuple[str, float]]:
     """Compile seconds per phase summed over the graphs' lowerings (only those of ``source``,
     "trace" or "timing", when given), in pipeline order (phases no graph reports are left
@@ -474,7 +485,7 @@ def phase_seconds(graphs: list[Graph] | tuple[Graph, ...], *, source: str | None
 #: What a lowering's phases are of, by its source, in words.
 PHASE_SOURCES = {
     "trace": "your compile",
-    "timing": "the build timing ran on (not your compile)",
+    "timing": "the build dynscope measured on (not your compile)",
 }
 
 
@@ -492,7 +503,7 @@ def lowering_phase_lines(rep: Report) -> list[tuple[str, str]]:
         # The lowerings are of each graph's first-mode build: torch.compile's own compile of
         # the program (timing=True times each graph on it), or dynscope's build of a graph
         # that compile did not make. Other modes and the extra builds are in the cost line.
-        label = "the builds timing ran on (first mode), per phase (not in the compile time above"
+        label = "the builds dynscope measured on (first mode), per phase (not in the compile time above"
         if rep.compile_time.measure_builds:
             label += f"; {plural(rep.compile_time.measure_builds, 'extra build')} apart, in timing=True's cost"
         out.append((label + ")", phases_text(built)))
@@ -586,3 +597,85 @@ def failure_rows(rep: Report, compile_ids: Iterable[str]) -> list[list[str]]:
          "PyTorch" if f.source == "pytorch" else "dynscope"]
         for r in rep.recompiles if r.compile_id in ids for f in r.failures
     ]
+
+
+# -- memory (Graph.memory, Report.memory) ---------------------------------------------------
+
+#: How each method measured a peak, in words.
+MEMORY_METHODS = {
+    "profiler": "CPU, from torch.profiler's allocation events",
+    "cuda": "CUDA, torch.cuda.max_memory_allocated",
+}
+
+MEMORY_HEADERS = ["graph", "frame", "run", "eager peak", "compiled peak", "ratio", "saved eager", "saved compiled",
+                  "recomputed"]
+
+
+def memory_cell(m: GraphMemory | None) -> str:
+    """"7.5 MiB -> 5.5 MiB" (forward+backward for a training graph); "-" when not measured."""
+    if m is None or m.error:
+        return "-"
+    eager, compiled = m.peak
+    return f"{human_bytes(eager)} -> {human_bytes(compiled)}"
+
+
+def memory_order(rep: Report) -> list[Graph]:
+    """The measured graphs, those compile grew most first (then by id)."""
+    measured = [g for g in rep.graphs if g.memory is not None]
+    return sorted(measured, key=lambda g: (g.memory.error != "" if g.memory else True, -(g.memory.growth if g.memory else 0), g.id))
+
+
+def _saved_cell(saved: int, count: int) -> str:
+    return "-" if saved < 0 else f"{human_bytes(saved)} ({count})"
+
+
+def memory_rows(rep: Report) -> list[list[str]]:
+    """One row per measured graph (:data:`MEMORY_HEADERS`), those that grew most first."""
+    rows = []
+    for g in memory_order(rep):
+        m = g.memory
+        assert m is not None
+        if m.error:
+            rows.append([str(g.id), resume_label(g.frame), "-", "-", "-", "-", "-", "-", "not measured"])
+            continue
+        eager, compiled = m.peak
+        recomputed = g.lowering.recomputed if g.lowering is not None else ()
+        rows.append([
+            str(g.id), resume_label(g.frame), "fwd+bwd" if m.trains else "forward",
+            human_bytes(eager), human_bytes(compiled), f"{m.ratio:.2f}x" if eager > 0 or compiled == 0 else "-",
+            _saved_cell(m.eager_saved, m.eager_saved_count), _saved_cell(m.compiled_saved, m.compiled_saved_count),
+            plural(len(recomputed), "op") if m.trains else "-",
+        ])
+    return rows
+
+
+def memory_methods(rep: Report) -> str:
+    """"CPU, from torch.profiler's allocation events": how the report's peaks were measured."""
+    methods = sorted({g.memory.method for g in rep.graphs if g.memory is not None and g.memory.method})
+    if rep.memory is not None and rep.memory.method and rep.memory.method not in methods:
+        methods.append(rep.memory.method)
+    return "; ".join(MEMORY_METHODS.get(m, m) for m in methods)
+
+
+def program_memory_line(rep: Report) -> str:
+    """"whole call: eager 8.0 MiB, compiled 5.5 MiB (0.69x)"; "" when not measured."""
+    m = rep.memory
+    if m is None:
+        return ""
+    if m.error:
+        return f"whole call ({m.mode}): {m.error}"
+    return f"whole call ({m.mode}): eager {human_bytes(m.eager_peak)}, compiled {human_bytes(m.compiled_peak)} ({m.ratio:.2f}x)"
+
+
+def memory_notes(rep: Report) -> list[str]:
+    """Why a graph's memory was not measured, and what the saved figures mean; one line each."""
+    out = [f"graph {g.id}: {g.memory.error}" for g in memory_order(rep) if g.memory is not None and g.memory.error]
+    grew = [g for g in memory_order(rep) if g.memory is not None and not g.memory.error and g.memory.ratio > 1.0]
+    if grew:
+        g = grew[0]
+        assert g.memory is not None
+        out.append(
+            f"graph {g.id} grew most: compiled needs {human_bytes(g.memory.growth)} more at its peak than eager "
+            f"({g.memory.ratio:.2f}x); dynscope.advise(rep, memory=True) tries the memory remedies"
+        )
+    return out

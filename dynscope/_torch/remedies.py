@@ -222,3 +222,103 @@ def quiet_trial() -> Iterator[None]:
     finally:
         for log in loggers:
             log.removeFilter(flt)
+
+
+# -- memory remedies: the partitioner's budget, activation checkpointing ------------------
+
+#: ATen ops whose outputs a selective checkpoint saves (the costly ones to recompute).
+MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution",
+              "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+              "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_cudnn_attention")
+
+
+def memory_budget_line(level: float) -> str:
+    """The line a user writes to set AOTAutograd's activation memory budget."""
+    return f"torch._functorch.config.activation_memory_budget = {level}"
+
+
+def has_memory_budget() -> bool:
+    """Whether the installed torch has AOTAutograd's ``activation_memory_budget``."""
+    import torch._functorch.config as fc
+
+    return hasattr(fc, "activation_memory_budget")
+
+
+@contextlib.contextmanager
+def memory_budget(value: float) -> Iterator[None]:
+    """``torch._functorch.config.activation_memory_budget`` for the block (1.0 saves what the
+    default partitioner saves; lower values recompute more to save less)."""
+    import torch._functorch.config as fc
+
+    with fc.patch(activation_memory_budget=value):
+        yield
+
+
+def repeated_blocks(model: Any) -> list[tuple[str, torch.nn.Module]]:
+    """The blocks a model repeats: children of a ``ModuleList``/``Sequential`` of which at
+    least two share a class and hold parameters (a transformer's layers, a ResNet stage's
+    blocks), by their dotted names. [] when ``model`` is not a module or repeats nothing."""
+    if not isinstance(model, torch.nn.Module):
+        return []
+    out: list[tuple[str, torch.nn.Module]] = []
+    for name, parent in model.named_modules():
+        if not isinstance(parent, (torch.nn.ModuleList, torch.nn.Sequential)):
+            continue
+        by_class: dict[type, list[tuple[str, torch.nn.Module]]] = {}
+        for child_name, child in parent.named_children():
+            # Composite blocks only: checkpointing one Linear saves nothing.
+            if any(True for _ in child.children()) and any(True for _ in child.parameters()):
+                by_class.setdefault(type(child), []).append((f"{name}.{child_name}" if name else child_name, child))
+        for blocks in by_class.values():
+            if len(blocks) >= 2 and not any(n.startswith(f"{b}.") for b, _ in out for n, _ in blocks):
+                out.extend(blocks)
+    return out
+
+
+def modules_of(fn: Any) -> list[torch.nn.Module]:
+    """The modules a callable works on: itself when a module, else the modules its closure
+    and the globals it names hold (a train step closing over its model)."""
+    import inspect
+
+    if isinstance(fn, torch.nn.Module):
+        return [fn]
+    target = inspect.unwrap(fn) if callable(fn) else fn
+    try:
+        found = inspect.getclosurevars(target)
+    except TypeError:
+        return []
+    values = [*found.nonlocals.values(), *found.globals.values()]
+    return [v for v in values if isinstance(v, torch.nn.Module)]
+
+
+def _save_matmuls(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    name = getattr(getattr(op, "overloadpacket", op), "__name__", str(op))
+    return CheckpointPolicy.MUST_SAVE if name in MATMUL_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+@contextlib.contextmanager
+def checkpointed(blocks: list[torch.nn.Module], *, selective: bool) -> Iterator[None]:
+    """Each block's forward run under ``torch.utils.checkpoint.checkpoint(...,
+    use_reentrant=False)`` for the block (an instance attribute shadows the class's
+    forward; removed after); ``selective``: a policy that saves matmul outputs and
+    recomputes the rest."""
+    import functools
+
+    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+    options: dict[str, Any] = {"use_reentrant": False}
+    if selective:
+        options["context_fn"] = functools.partial(create_selective_checkpoint_contexts, _save_matmuls)
+    patched = []
+    for block in blocks:
+        # A partial, not a function of dynscope's: no frame of dynscope's code runs between
+        # the model and checkpoint (nothing of it in the graphs' stacks).
+        block.forward = functools.partial(checkpoint, block.forward, **options)
+        patched.append(block)
+    try:
+        yield
+    finally:
+        for block in patched:
+            del block.forward

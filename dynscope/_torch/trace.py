@@ -11,10 +11,15 @@ key (or ``artifact: {"name": ...}``) plus ``frame_id``, ``frame_compile_id``, ``
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: Top-level event names kept; everything else is dropped on arrival.
 KEPT_EVENTS = frozenset(
@@ -75,11 +80,34 @@ class TraceEvent:
     payload: str = ""  # the event's text, "" when none
 
 
+#: How deep in dynscope's own measurement work (its timing and memory compiles) this context
+#: is: a collector made outside it keeps none of the records that work logs.
+_OWN_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("dynscope_own_work", default=0)
+
+
+@contextlib.contextmanager
+def own_work() -> Iterator[None]:
+    """dynscope's own compiles and runs for the block (``timing=True``, ``memory=True``): a
+    ``capture()`` open around ``report()`` (a pytest ``compile_budget`` marker) does not see
+    them as the program's; the recorders made inside the block do."""
+    token = _OWN_DEPTH.set(_OWN_DEPTH.get() + 1)
+    try:
+        yield
+    finally:
+        _OWN_DEPTH.reset(token)
+
+
+def own_depth() -> int:
+    """How deep in :func:`own_work` this context is (0: the program's own code)."""
+    return _OWN_DEPTH.get()
+
+
 class TraceCollector(logging.Handler):
     """Logging handler that keeps dynscope's trace events, in arrival order."""
 
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
+        self.depth = _OWN_DEPTH.get()  # records of deeper own work are not this collector's
         self.events: list[TraceEvent] = []
         # PyTorch's interned strings ("str" records): the file names its stacks give by number.
         self.strings: dict[int, str] = {}
@@ -91,6 +119,8 @@ class TraceCollector(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.thread is not None and record.thread != self.thread:
+            return
+        if _OWN_DEPTH.get() > self.depth:
             return
         metadata = getattr(record, "metadata", None)
         if isinstance(metadata, dict) and "str" in metadata:

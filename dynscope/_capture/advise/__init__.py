@@ -46,6 +46,7 @@ def advise(
     calls: Sequence[Any] | None = None,
     timing: bool = False,
     variants: Mapping[str, Callable[..., Any]] | None = None,
+    memory: bool = False,
     **report_kwargs: Any,
 ) -> Advice:
     """Report on ``model``, then try each remedy that applies, one at a time, and measure it.
@@ -68,6 +69,11 @@ def advise(
         variants: your own rewrites of the model (name -> a model or function taking the
             same calls), each tried as a remedy "your rewrite": outputs compared with the
             model's in eager, breaks and recompiles with the model's. Defaults to none.
+        memory: also try the memory remedies (``activation_memory_budget`` at a few levels,
+            activation checkpointing of the repeated blocks, full and saving matmuls), each
+            measured for peak memory and step time (the program compiled with Inductor,
+            timed end to end) with outputs and gradients compared with eager's; the report
+            before them is measured the same way. Defaults to False.
         **report_kwargs: passed to every :func:`dynscope.report` run (``inner``,
             ``dynamic``, ``coverage``, ``modes``, ``timing_options``, ``restore_state``).
 
@@ -94,17 +100,23 @@ def advise(
                 "advise() got a report and inputs: a report brings its own calls; pass "
                 "dynscope.advise(rep) or dynscope.advise(model, inputs)"
             )
-        return advise_report(model, timing=timing, variants=variants, **report_kwargs)
+        return advise_report(model, timing=timing, variants=variants, memory=memory, **report_kwargs)
     _check_kwargs(report_kwargs)
+    memory = _checked_memory(memory)
     call_list = normalise_calls(model, inputs, calls)
     inner, _ = check_model(model)
     rewrites = _checked_variants(variants)
-    before = run_report(inner, call_list, NO_REMEDY, timing, report_kwargs)
-    return _advise(before, inner, call_list, timing, report_kwargs, rewrites)
+    before = run_report(inner, call_list, _BEFORE_MEMORY if memory else NO_REMEDY, timing, report_kwargs)
+    return _advise(before, inner, call_list, timing, report_kwargs, rewrites, memory=memory)
 
 
 def advise_report(
-    rep: Report, *, timing: bool = False, variants: Mapping[str, Callable[..., Any]] | None = None, **report_kwargs: Any
+    rep: Report,
+    *,
+    timing: bool = False,
+    variants: Mapping[str, Callable[..., Any]] | None = None,
+    memory: bool = False,
+    **report_kwargs: Any,
 ) -> Advice:
     """``dynscope.advise(rep)``: advise on the model and calls a live report ran, with its options.
 
@@ -127,10 +139,21 @@ def advise_report(
     # The report's own options (inner backend, dynamic...) unless the caller overrides them.
     report_kwargs = {**options, **report_kwargs}
     rewrites = _checked_variants(variants)
+    memory = _checked_memory(memory)
     before = rep
-    if timing and not rep.timing:
-        before = run_report(model, call_list, NO_REMEDY, timing, report_kwargs)
-    return _advise(before, model, call_list, timing, report_kwargs, rewrites)
+    if (timing and not rep.timing) or (memory and (rep.memory is None or not rep.timing)):
+        before = run_report(model, call_list, _BEFORE_MEMORY if memory else NO_REMEDY, timing, report_kwargs)
+    return _advise(before, model, call_list, timing, report_kwargs, rewrites, memory=memory)
+
+
+#: The report before the memory remedies: measured and timed as they are.
+_BEFORE_MEMORY = replace(NO_REMEDY, memory=True)
+
+
+def _checked_memory(memory: Any) -> bool:
+    if not isinstance(memory, bool):
+        raise InputError(f"memory must be True or False; got {type(memory).__name__} {memory!r:.60}")
+    return memory
 
 
 def _checked_variants(variants: Mapping[str, Callable[..., Any]] | None) -> dict[str, Any]:
@@ -151,10 +174,10 @@ def _checked_variants(variants: Mapping[str, Callable[..., Any]] | None) -> dict
 
 
 def _check_kwargs(report_kwargs: dict[str, Any]) -> None:
-    taken = sorted(set(report_kwargs) & {"inputs", "calls", "timing"})
+    taken = sorted(set(report_kwargs) & {"inputs", "calls", "timing", "memory"})
     if taken:
         raise InputError(f"advise() got {taken[0]!r} twice; pass it once, as advise's own argument")
-    allowed = set(inspect.signature(report).parameters) - {"model", "inputs", "calls", "timing"}
+    allowed = set(inspect.signature(report).parameters) - {"model", "inputs", "calls", "timing", "memory"}
     unknown = sorted(set(report_kwargs) - allowed)
     if unknown:
         raise InputError(
@@ -166,9 +189,11 @@ def _check_kwargs(report_kwargs: dict[str, Any]) -> None:
 def _advise(
     before: Report, model: Any, call_list: list[Call], timing: bool, report_kwargs: dict[str, Any],
     variants: Mapping[str, Any] | None = None,
+    *,
+    memory: bool = False,
 ) -> Advice:
     """Plan, run each trial, rank them: the engine both entry points share."""
-    plans = plans_for(before, model, call_list, timing)
+    plans = plans_for(before, model, call_list, timing, memory)
     plans += variant_plans(variants or {}, before, plans)
     base = outcome(before)
     reference = eager_outputs(model, call_list) if any(p.tried for p in plans) else None

@@ -46,6 +46,7 @@ class Remedy:
     recompiles: bool = False  # addresses recompiles whose cause names an input's size
     automatic: bool = True  # False: a code change dynscope cannot make (shown, not run)
     cuda_only: bool = False  # only on CUDA, and only when timing
+    memory: bool = False  # a memory remedy: tried with advise(memory=True)
     doc: str = ""  # what it does, for the catalog
 
 
@@ -78,7 +79,18 @@ REMEDIES: tuple[Remedy, ...] = (
            doc='torch.set_float32_matmul_precision("high"): TF32 matmuls on CUDA.'),
     Remedy("max-autotune", cuda_only=True,
            doc='torch.compile(..., mode="max-autotune"): Inductor benchmarks kernel choices.'),
+    Remedy("activation_memory_budget", memory=True,
+           doc="AOTAutograd's activation_memory_budget below 1.0: its partitioner "
+               "recomputes more in the backward to save less in the forward."),
+    Remedy("activation checkpointing", memory=True,
+           doc="Each repeated block (a transformer's layers) run under torch.utils.checkpoint "
+               "(use_reentrant=False): its activations recomputed in the backward."),
+    Remedy("selective checkpointing", memory=True,
+           doc="The same, with a policy that saves matmul and attention outputs and recomputes the rest."),
 )
+
+#: activation_memory_budget levels advise(memory=True) tries.
+MEMORY_BUDGETS = (0.5, 0.1)
 
 
 @dataclass
@@ -101,6 +113,10 @@ class Plan:
     note: str = ""  # what the Trial says beside its numbers
     unhelped: str = ""  # added to the note when the remedy ran and did not help
     cuda: bool = False  # a timing remedy: its speedup is what counts
+    memory_budget: float | None = None  # activation_memory_budget for the run
+    checkpoint: str = ""  # "full" or "selective": the repeated blocks checkpointed
+    blocks: tuple[str, ...] = ()  # the blocks checkpointed, by name
+    memory: bool = False  # a memory remedy: its compiled peak is what counts
 
 
 def why_nothing_to_try(rep: Report) -> str:
@@ -129,7 +145,33 @@ def why_nothing_to_try(rep: Report) -> str:
 # -- which remedies apply -------------------------------------------------------------------
 
 
-def plans_for(rep: Report, model: Any, call_list: list[Call], timing: bool) -> list[Plan]:
+def memory_plans(model: Any) -> list[Plan]:
+    """The memory remedies: the partitioner's budget at a few levels, and checkpointing of
+    the repeated blocks (full, and saving matmuls) of the modules ``model`` works on."""
+    plans = []
+    for level in MEMORY_BUDGETS:
+        plan = Plan("activation_memory_budget", remedies.memory_budget_line(level),
+                    ("the program",), memory_budget=level, memory=True, loose=True)
+        if not remedies.has_memory_budget():
+            plan.tried, plan.note = False, "this torch has no activation_memory_budget in AOTAutograd's config"
+        plans.append(plan)
+    blocks = [name for m in remedies.modules_of(model) for name, _ in remedies.repeated_blocks(m)]
+    shown = ", ".join(blocks[:3]) + (", ..." if len(blocks) > 3 else "")
+    for how, code in (
+        ("full", "block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)"),
+        ("selective", "block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False,\n"
+                      "    context_fn=functools.partial(create_selective_checkpoint_contexts, save_matmuls))"),
+    ):
+        name = "activation checkpointing" if how == "full" else "selective checkpointing"
+        plan = Plan(name, f"# for each repeated block ({shown or 'none found'}):\n{code}", tuple(blocks[:8]),
+                    checkpoint=how, blocks=tuple(blocks), memory=True, loose=True)
+        if not blocks:
+            plan.tried, plan.note = False, "no repeated block found (a ModuleList or Sequential of blocks of one class)"
+        plans.append(plan)
+    return plans
+
+
+def plans_for(rep: Report, model: Any, call_list: list[Call], timing: bool, memory: bool = False) -> list[Plan]:
     """One plan per remedy that applies to what ``rep`` found, in catalog order.
 
     Args:
@@ -137,6 +179,7 @@ def plans_for(rep: Report, model: Any, call_list: list[Call], timing: bool) -> l
         model: what the report ran (its inputs' names are read from its signature).
         call_list: the normalised calls.
         timing: also plan the CUDA timing remedies.
+        memory: also plan the memory remedies (:func:`memory_plans`).
     """
     plans: list[Plan] = []
     by_category: dict[str, list[str]] = {}
@@ -154,6 +197,8 @@ def plans_for(rep: Report, model: Any, call_list: list[Call], timing: bool) -> l
     plans.extend(_recompile_plans(rep, model, call_list))
     if timing:
         plans.extend(_timing_plans(model, call_list))
+    if memory:
+        plans.extend(memory_plans(model))
     return plans
 
 

@@ -17,6 +17,8 @@ RTOL, ATOL = 1e-4, 1e-5
 LOOSE_RTOL, LOOSE_ATOL = 1e-2, 1e-2
 #: A timing remedy helps when the end-to-end speedup grows by more than this share.
 SPEEDUP_MARGIN = 0.05
+#: A memory remedy must cut the compiled peak by more than this share to count as helping.
+MEMORY_MARGIN = 0.05
 #: A coverage gain smaller than this is noise.
 COVERAGE_MARGIN = 0.01
 
@@ -25,11 +27,15 @@ _ORDER = {r.name: i for i, r in enumerate(REMEDIES)}
 
 def outcome(rep: Report) -> Outcome:
     """What a report counted, as one side of a Trial."""
-    speedup = None
+    speedup = step_ms = None
     if rep.timing:
         first = rep.timing[0]
         speedup = first.speedup if not first.error else None
+        step_ms = first.compiled_ms if not first.error else None
+    peak = rep.memory.compiled_peak if rep.memory is not None and not rep.memory.error else None
     return Outcome(
+        peak=peak,
+        step_ms=step_ms,
         graphs=rep.graph_count,
         breaks=rep.break_count,
         break_sites=len(rep.breaks),
@@ -54,7 +60,13 @@ def helped(plan: Plan, before: Outcome, after: Outcome) -> bool:
         plan.cuda and after.speedup is not None and before.speedup is not None
         and after.speedup > before.speedup * (1 + SPEEDUP_MARGIN)
     )
-    return fewer_breaks or fewer_recompiles or more_coverage or faster
+    # A memory remedy helps when the compiled peak falls, the counts no worse.
+    smaller = (
+        plan.memory and after.peak is not None and before.peak is not None
+        and after.peak < before.peak * (1 - MEMORY_MARGIN)
+        and after.breaks <= before.breaks and after.recompiles <= before.recompiles
+    )
+    return fewer_breaks or fewer_recompiles or more_coverage or faster or smaller
 
 
 def rank_key(t: Trial) -> tuple[int, float, int]:
@@ -63,7 +75,8 @@ def rank_key(t: Trial) -> tuple[int, float, int]:
     order = _ORDER.get(t.remedy, len(_ORDER))
     if t.helped:
         d = t.delta
-        gain = -d.get("breaks", 0.0) - d.get("recompiles", 0.0) + 10 * d.get("coverage", 0.0) + d.get("speedup", 0.0)
+        gain = (-d.get("breaks", 0.0) - d.get("recompiles", 0.0) + 10 * d.get("coverage", 0.0) + d.get("speedup", 0.0)
+                - d.get("peak", 0.0))
         return (0, -gain, order)
     if t.tried and not t.error:
         return (1, 0.0, order)

@@ -8,7 +8,8 @@ the inputs, an ``nn.Module``'s parameters and buffers and the RNG state are put 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, replace
+import copy
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -62,14 +63,15 @@ def run_trial(
         try:
             # The report's run went through the inner backend; a mode or CUDA remedy changes
             # the code that runs (Inductor), so its outputs come from a build of their own.
-            if plan.modes or plan.cuda:
+            if plan.modes or plan.cuda or plan.memory:
                 with remedies.quiet_trial():
                     outputs = _compiled_outputs(model, call_list, plan, report_kwargs)
             got = outputs
         except Exception as err:  # noqa: BLE001
             return Trial(**common, after=after, error=what_raised(err), note="; ".join(notes))
         rtol, atol = (LOOSE_RTOL, LOOSE_ATOL) if plan.loose else (RTOL, ATOL)
-        max_abs, ok = _compare(reference.outputs, got, rtol, atol)
+        expected = [*reference.outputs, reference.state] if plan.memory else reference.outputs
+        max_abs, ok = _compare(expected, got, rtol, atol)
         if not ok:
             outputs_match = False
             error = f"changed outputs: max abs diff {max_abs:.3g} from eager"
@@ -116,32 +118,65 @@ def retry_tied(
 
 
 @contextlib.contextmanager
-def _applied(plan: Plan) -> Iterator[None]:
-    """The plan's config for the block; everything back after it."""
+def _applied(plan: Plan, model: Any = None) -> Iterator[None]:
+    """The plan's config (and checkpointed blocks of ``model``) for the block; everything
+    back after it."""
     with contextlib.ExitStack() as stack:
         if plan.config:
             stack.enter_context(remedies.dynamo_config(**plan.config))
         if plan.precision:
             stack.enter_context(remedies.matmul_precision(plan.precision))
+        if plan.memory_budget is not None:
+            stack.enter_context(remedies.memory_budget(plan.memory_budget))
+        if plan.checkpoint:
+            blocks = [b for m in remedies.modules_of(model) for _, b in remedies.repeated_blocks(m)]
+            stack.enter_context(remedies.checkpointed(blocks, selective=plan.checkpoint == "selective"))
         yield
 
 
 @contextlib.contextmanager
 def _kept_parameters(model: Any) -> Iterator[None]:
-    """An nn.Module's parameters put back after the block: each run starts from the same
-    weights (a training step would otherwise move them between trials)."""
-    if not isinstance(model, torch.nn.Module):
-        yield
-        return
+    """The parameters (and gradients) of the modules ``model`` works on (itself, or those a
+    train step closes over) put back after the block, and the state of the optimizers the
+    step names: each run starts from the same weights (a training step would otherwise
+    move them between trials)."""
+    modules = remedies.modules_of(model)
+    optimizers = _optimizers_of(model)
     with torch.no_grad():
-        saved = [(p, p.detach().clone()) for p in model.parameters()]
+        saved = [(p, p.detach().clone(), None if p.grad is None else p.grad.detach().clone())
+                 for m in modules for p in m.parameters()]
+        states = [(opt, copy.deepcopy(opt.state_dict())) for opt in optimizers]
     try:
         yield
     finally:
         with torch.no_grad():
-            for live, copy in saved:
-                if live.shape == copy.shape:
-                    live.copy_(copy)
+            for live, value, grad in saved:
+                if live.shape == value.shape:
+                    live.copy_(value)
+                    live.grad = grad
+        for opt, state in states:
+            opt.load_state_dict(state)
+
+
+def _optimizers_of(model: Any) -> list[torch.optim.Optimizer]:
+    import inspect
+
+    if isinstance(model, torch.nn.Module) or not callable(model):
+        return []
+    try:
+        found = inspect.getclosurevars(inspect.unwrap(model))
+    except TypeError:
+        return []
+    return [v for v in (*found.nonlocals.values(), *found.globals.values()) if isinstance(v, torch.optim.Optimizer)]
+
+
+def trained_state(model: Any) -> list[torch.Tensor]:
+    """What a step leaves behind to compare: each parameter's gradient, or the parameter
+    itself when it has none (an optimizer step applied it and zeroed it)."""
+    return [
+        (p.grad if p.grad is not None else p).detach().clone()
+        for m in remedies.modules_of(model) for p in m.parameters()
+    ]
 
 
 def _clone(value: Any) -> Any:
@@ -191,8 +226,11 @@ def run_report(
     if plan.modes:
         kwargs["modes"] = plan.modes
     calls = [_as_report_call(c) for c in _fresh_calls(call_list, plan)]
-    with _kept_parameters(model), _applied(plan):
-        return report(model, calls=calls, timing=timing or plan.cuda, **kwargs)
+    if plan.memory:
+        kwargs["memory"] = True
+    with _kept_parameters(model), _applied(plan, model):
+        # A memory remedy is also timed end to end: what it saves is weighed against the step time.
+        return report(model, calls=calls, timing=timing or plan.cuda or plan.memory, **kwargs)
 
 
 @dataclass
@@ -202,22 +240,25 @@ class Reference:
     outputs: list[Any]  # one per call, detached
     comparable: bool = True  # False: two eager runs differ, so no comparison means anything
     why: str = ""  # the note a trial carries when not comparable
+    state: list[Any] = field(default_factory=list)  # trained_state after the calls (gradients, weights)
 
 
 def eager_outputs(model: Any, call_list: list[Call]) -> Reference:
     """The calls' outputs run eagerly (twice: a program whose two eager runs differ, one
     that updates state it reads, cannot be compared)."""
     runs = []
+    state: list[Any] = []
     for _ in range(2):
         outs = []
         with _REPORT_LOCK, _torch.restored_model_state(model), _kept_parameters(model):
             for args, kwargs in _fresh_calls(call_list, NO_REMEDY):
                 outs.append(detached(model(*args, **kwargs)))
+            state = trained_state(model)
         runs.append(outs)
     _, same = _compare(runs[0], runs[1], 0.0, 0.0)
     if not same:
         return Reference(runs[0], False, "outputs not compared: two eager runs of the calls differ")
-    return Reference(runs[0])
+    return Reference(runs[0], state=state)
 
 
 def _compiled_outputs(model: Any, call_list: list[Call], plan: Plan, report_kwargs: dict[str, Any]) -> list[Any]:
@@ -228,14 +269,14 @@ def _compiled_outputs(model: Any, call_list: list[Call], plan: Plan, report_kwar
     options: dict[str, Any] = {}
     if plan.modes and plan.modes[0] != "default":
         inner, options = "inductor", {"mode": plan.modes[0]}
-    elif plan.cuda:
+    elif plan.cuda or plan.memory:  # a memory remedy changes what AOTAutograd and Inductor build
         inner = "inductor"
     backend = _torch.lookup_backend(inner) if isinstance(inner, str) else inner
     if options:
         backend = inner  # a mode goes with the backend's name (torch.compile's rule)
     outs = []
     calls = _fresh_calls(call_list, plan)
-    with _REPORT_LOCK, _torch.restored_model_state(model), _kept_parameters(model), _applied(plan):
+    with _REPORT_LOCK, _torch.restored_model_state(model), _kept_parameters(model), _applied(plan, model):
         with _torch.DynamoSandbox() as sandbox:
             if not isinstance(backend, str):
                 sandbox.own(backend=backend)
@@ -244,6 +285,8 @@ def _compiled_outputs(model: Any, call_list: list[Call], plan: Plan, report_kwar
             for args, kwargs in calls:
                 outs.append(detached(compiled(*args, **kwargs)))
             del compiled
+            if plan.memory:  # gradients (or the weights a step updated) are results too
+                outs.append(trained_state(model))
     return outs
 
 
