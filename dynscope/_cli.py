@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import os
 import sys
 from pathlib import Path
@@ -223,6 +222,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--strict", action="store_true", help="strict export (Dynamo traces the Python)")
     e.add_argument("--no-compile", action="store_true", help="do not compare with torch.compile's graph breaks")
     e.add_argument("--json", metavar="FILE", help="save the export report as JSON")
+    e.add_argument("--html", metavar="FILE", help="write the export report as one self-contained HTML page")
 
     s = sub.add_parser("show", help="print the summary of a saved report or a trace log", epilog=EXAMPLES["show"])
     s.add_argument("file", help="a report saved with Report.save or --json, a merged.json, or a TORCH_TRACE log or folder")
@@ -626,7 +626,6 @@ def _existing(path: str) -> Path:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     import dynscope
-    from dynscope._model.plain import to_plain
 
     _cwd_on_path()
     result = _called(args.target)
@@ -637,11 +636,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
     model, inputs, shapes = (*result, None) if len(result) == 2 else result
     rep = dynscope.export_report(model, inputs, dynamic_shapes=shapes, strict=args.strict,
                                  compare_compile=not args.no_compile)
-    _out(str(rep) + "\n", summary=True)
+    _out(rep.summary() + "\n", summary=True)
     if args.json:
-        path = Path(args.json)
-        path.write_text(json.dumps(to_plain(rep), indent=1), encoding="utf-8")
-        print(f"saved {path}")
+        print(f"saved {rep.save(args.json)}")
+    if args.html:
+        from dynscope._write import write_text
+
+        print(f"wrote {write_text(Path(args.html), rep.to_html())}")
     return 0 if rep.exported else 1
 
 

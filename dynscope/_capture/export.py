@@ -141,21 +141,11 @@ def _prepare(
 
 
 def _as_module(fn: Callable[..., Any]) -> torch.nn.Module:
-    """A Module whose forward calls ``fn`` and shows ``fn``'s signature, so dynamic_shapes
-    keyed by ``fn``'s argument names still match (torch.export reads ``forward``'s signature)."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        sig = None
-
-    def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
-
-    if sig is not None:
-        me = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        forward.__signature__ = sig.replace(parameters=[me, *sig.parameters.values()])  # type: ignore[attr-defined]
+    """A Module whose ``forward`` is ``fn`` itself (a static method): torch.export reads
+    ``fn``'s signature, so dynamic_shapes keyed by its argument names match, and no frame of
+    dynscope's runs between the module and ``fn`` (none in the exported graph's stacks)."""
     name = getattr(fn, "__name__", "function")
-    return type(f"{name}_module", (torch.nn.Module,), {"forward": forward})()
+    return type(f"{name}_module", (torch.nn.Module,), {"forward": staticmethod(fn)})()
 
 
 def _forward_names(module: torch.nn.Module) -> list[str]:

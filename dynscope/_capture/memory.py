@@ -131,10 +131,13 @@ def measure_graph(
     build: Build | None,
     events: Callable[[], CompileEvents | None] | None,
     builds: Builds,
+    backward_compiled: bool = False,
 ) -> tuple[GraphMemory, Lowering | None]:
     """One captured graph's memory on torch.compile's ``build`` of it (dynscope builds it
     when None, counted in ``builds``), and with ``graph`` its lowering (AOT graphs,
-    saved tensors; kernels untimed). The inputs a graph writes are put back afterwards."""
+    saved tensors; kernels untimed). ``backward_compiled``: timing already ran a step
+    through ``build`` (its backward is compiled). The inputs a graph writes are put back
+    afterwards."""
     inputs = fresh_inputs(rec.example_inputs)
     written = Written(rec.module, inputs)
     recorder = LoweringRecorder() if graph is not None and build is None else None
@@ -154,7 +157,7 @@ def measure_graph(
                 return GraphMemory(mode, device, _method(device), error=what_raised(err)), None
         # The compiled backward compiles at the first step unless the program's own run
         # already ran backward through torch.compile's build: then an extra build of dynscope's.
-        backward_built = build is not None and rec.backward_runs > 0
+        backward_built = build is not None and (rec.backward_runs > 0 or backward_compiled)
         with record():
             memory = graph_memory(
                 copy.deepcopy(rec.module), compiled, inputs, mode=mode, grad=rec.grad_enabled, trains=trains,

@@ -275,6 +275,7 @@ def time_report(
                             memories[g.id], lowered = measure_graph(
                                 rec, mode, g if g.id not in lowerings else None,
                                 build=build, events=events, builds=memory_builds,
+                                backward_compiled=timing and opts.backward,
                             )
                         if lowered is not None:
                             lowerings[g.id] = lowered

@@ -27,6 +27,7 @@ __all__ = [
     "AdviceShortcuts",
     "AotGraphShortcuts",
     "BreakShortcuts",
+    "ExportShortcuts",
     "GraphShortcuts",
     "MergedShortcuts",
     "ReportShortcuts",
@@ -208,3 +209,22 @@ class MergedShortcuts:
     def to_html(self) -> str:
         """One self-contained HTML page: divergences first, then ranks as columns."""
         return str(_door().merged_html(self))
+
+
+class ExportShortcuts:
+    """``ExportReport``'s text and page."""
+
+    __slots__ = ()
+
+    def summary(self) -> str:
+        """Whether it exports, each blocker at your line with its fix, draft_export's
+        findings, the suggested dynamic_shapes, the sizes, compile's breaks (plain text)."""
+        return str(_door().export_text(self))
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_html(self, *, pictures: bool | None = None) -> str:
+        """One self-contained HTML page; the exported graph drawn when Graphviz is there
+        (``pictures`` None), or as asked."""
+        return str(_door().export_html(self, pictures=pictures))

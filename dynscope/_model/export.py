@@ -8,13 +8,18 @@ Plain data (no torch): built by ``dynscope._capture.export``, saved by the codec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import dynscope._model.plain as _plain
 from dynscope._format import location, plural
 from dynscope._model.base import _brief, _Live, _live_field
+from dynscope._model.display import ExportShortcuts
 
 # TC001: at run time though only annotations name it (the codec resolves the hints here).
 from dynscope._model.graph import Graph  # noqa: TC001
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["BLOCKER_KINDS", "CompileBreakMatch", "ExportBlocker", "ExportReport", "SuggestedShapes"]
 
@@ -59,15 +64,6 @@ class ExportBlocker:
         where = f" at {self.where}" if self.where else ""
         return _brief("ExportBlocker", f"{self.kind}{where} ({self.source}): {self.summary}")
 
-    def __str__(self) -> str:
-        head = f"{self.kind}" + (f" at {self.where}" if self.where else "") + f": {self.summary}"
-        lines = [head]
-        if self.code:
-            lines.append(f"    {self.code}")
-        if self.fix:
-            lines.append(f"  fix: {self.fix}")
-        return "\n".join(lines)
-
 
 @dataclass(frozen=True)
 class SuggestedShapes:
@@ -106,7 +102,7 @@ class CompileBreakMatch:
 
 
 @dataclass(frozen=True)
-class ExportReport:
+class ExportReport(ExportShortcuts):
     """What ``torch.export`` made of a program (``dynscope.export_report``)."""
 
     title: str  # the model's name
@@ -139,6 +135,11 @@ class ExportReport:
         exported, or a loaded report)."""
         return self._program.value
 
+    def save(self, path: str | Path) -> Path:
+        """Write the report as JSON to ``path`` (atomically); returns the path. Read it back
+        with ``dynscope._model.codec.from_plain(ExportReport, json.load(...))``."""
+        return _plain.save(self, path)
+
     @property
     def suggested_exported(self) -> bool | None:
         """Whether the suggested dynamic_shapes exported; None when none were suggested or tried."""
@@ -169,29 +170,3 @@ class ExportReport:
         if self.suggested_shapes is not None:
             text += ", suggested shapes " + ("export" if self.suggested_shapes.exported else "fail")
         return _brief("ExportReport", text)
-
-    def __str__(self) -> str:
-        mode = "strict" if self.strict else "non-strict"
-        lines = [f"{self.title}: " + (f"exports ({mode})" if self.exported else f"does not export ({mode})")]
-        if self.error:
-            lines.append(f"  error: {self.error}")
-        for b in self.blockers:
-            lines.append("  " + str(b).replace("\n", "\n  "))
-        if self.draft:
-            lines.append(f"  draft_export found {plural(len(self.draft), 'issue')}:")
-            for b in self.draft:
-                lines.append("    " + str(b).replace("\n", "\n    "))
-        if self.suggested_shapes is not None:
-            s = self.suggested_shapes
-            state = {True: "exports", False: f"still fails: {s.error}", None: "not tried"}[s.exported]
-            lines.append(f"  suggested dynamic_shapes ({state}):")
-            lines += ["    " + ln for ln in s.source.splitlines()]
-        if self.range_constraints:
-            lines.append("  sizes: " + "; ".join(words for _, words in self.range_constraints))
-        if self.compile_breaks:
-            lines.append(
-                f"  torch.compile: {plural(len(self.compile_breaks), 'graph break')}, "
-                f"{len(self.break_blockers)} of them export blockers"
-            )
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)

@@ -15,13 +15,24 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from dynscope._model import Advice, AotGraph, Graph, GraphBreak, Lowering, MultiRankReport, Report
+    from dynscope._model import (
+        Advice,
+        AotGraph,
+        ExportReport,
+        Graph,
+        GraphBreak,
+        Lowering,
+        MultiRankReport,
+        Report,
+    )
 
 __all__ = [
     "advice_text",
     "aot_graph_dot",
     "aot_graph_svg",
     "break_card",
+    "export_html",
+    "export_text",
     "graph_card",
     "graph_dot",
     "graph_script",
@@ -177,3 +188,23 @@ def merged_html(merged: MultiRankReport) -> str:
     from dynscope._render.ranks import render_merged_html
 
     return render_merged_html(merged)
+
+
+def export_text(rep: ExportReport) -> str:
+    """An export report as plain text (``ExportReport.summary``)."""
+    from dynscope._render.export import render_export_text
+
+    return render_export_text(rep)
+
+
+def export_html(rep: ExportReport, *, pictures: bool | None = None) -> str:
+    """An export report's self-contained page, its graph drawn when Graphviz is there
+    (``pictures`` None) or asked for (True) (``ExportReport.to_html``)."""
+    from dynscope._render.export import render_export_html
+    from dynscope._render.svg import have_graphviz
+
+    svg = None
+    draw = have_graphviz() if pictures is None else pictures
+    if draw and rep.graph is not None:
+        svg = graph_svg(rep.graph)
+    return render_export_html(rep, graph_svg=svg)

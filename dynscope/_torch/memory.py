@@ -62,9 +62,18 @@ def profiled_peak(run: Callable[[], Any]) -> Peak:
     """
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    from dynscope._torch.profiler import quiet_native_output
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    # The profiler's C++ code prints a line on each start and stop: kept off the user's output.
+    with quiet_native_output():
+        prof.start()
+    try:
         out = run()
         del out
+    finally:
+        with quiet_native_output():
+            prof.stop()
     now = peak = 0
     for _, size in _allocations(prof, torch.device("cpu")):
         now += size

@@ -60,9 +60,16 @@ def resume_site(function: str) -> tuple[str, int]:
 def is_lifted_param(placeholder_name: str) -> bool:
     """True for a graph input Dynamo lifted from a module's parameters or buffers.
 
-    Dynamo names them after their source, e.g. ``L_self_modules_fc_parameters_weight_``.
+    Dynamo names them after their source, e.g. ``L_self_modules_fc_parameters_weight_``;
+    torch.export's program names them ``p_fc_weight`` (parameters), ``b_bn_running_mean``
+    (buffers) and ``c_...`` (lifted constants), prefixes Dynamo never gives an input (its
+    names start with ``l_``/``L_`` or are symbols such as ``s77``).
     """
-    return "_parameters_" in placeholder_name or "_buffers_" in placeholder_name
+    return (
+        "_parameters_" in placeholder_name
+        or "_buffers_" in placeholder_name
+        or placeholder_name.startswith(("p_", "b_", "c_"))
+    )
 
 
 #: The reason dynscope gives the cache entries it makes inert after a report; Dynamo may
