@@ -53,6 +53,10 @@ def test_every_corpus_program_gets_a_consistent_export_report(program: object) -
             assert b.kind in BLOCKER_KINDS and b.summary and b.fix and b.pytorch
             if b.filename:  # a line is the user's: never torch's or dynscope's
                 assert "/torch/" not in b.filename and "/dynscope/" not in b.filename
+    if program.name == "generator_break":  # type: ignore[attr-defined]
+        assert "an input export cannot take" in rep.blockers[0].summary
+    if program.name == "train_step":  # type: ignore[attr-defined]
+        assert "export the model's forward" in rep.blockers[0].fix
     # Side by side with torch.compile: one entry per break site report() found.
     compiled = dynscope.report(model, first)
     assert rep.compile_compared

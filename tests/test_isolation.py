@@ -110,3 +110,31 @@ def test_users_learnt_dynamic_shapes_do_not_change_the_report() -> None:
     plain(_x(6, 8))  # Dynamo now remembers dim 0 of x as dynamic
     rep = dynscope.report(model, _x(4, 8))
     assert rep.graphs[0].inputs[2].shape == (4, 8), "the report's graph is static, as in a fresh process"
+
+
+def _marked_fn(x: torch.Tensor) -> torch.Tensor:
+    return x.sin() + 1
+
+
+def test_a_skip_mark_missing_from_dynamos_own_list_is_lifted_for_the_report() -> None:
+    """A frame Dynamo gave up on keeps a "skip" mark; Dynamo's list of seen codes can lose
+    such a code (seen after torch._dynamo.reset() calls in a long suite). report() still
+    compiles it, and the user's mark is back after."""
+    from torch._dynamo.eval_frame import reset_code, skip_code
+
+    code = _marked_fn.__code__
+    skip_code(code)  # Dynamo's own call for a frame it gives up on; this code was never listed
+    try:
+        rep = dynscope.report(_marked_fn, torch.randn(4))
+        assert rep.graph_count == 1 and len(rep.frames) == 1
+        graphs: list[object] = []
+
+        def counting(gm: torch.fx.GraphModule, _inputs: list[object]) -> object:
+            graphs.append(gm)
+            return gm.forward
+
+        torch.compile(_marked_fn, backend=counting)(torch.randn(4))
+        assert graphs == [], "the user's skip mark is back: Dynamo skips the frame again"
+    finally:
+        reset_code(code)
+        torch._dynamo.reset()

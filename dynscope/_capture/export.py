@@ -342,6 +342,16 @@ def _blocker_of(failure: ex.ExportFailure) -> ExportBlocker:
     elif kind == "unsupported operator":
         summary = "the code reads a tensor's data (copy.deepcopy, .numpy(), .data_ptr()), but export traces fake tensors that have none"
         fix = "move it out of forward, or wrap it in a custom op (torch.library.custom_op) with a fake kernel"
+    elif "Unsupported input type" in failure.message:
+        summary = ("an input export cannot take (a generator, an object): inputs must be tensors, numbers or "
+                   "pytree containers of them")
+        fix = ("pass the values themselves (the tensor a generator yields, a list), or register the type: "
+               "torch.export.register_dataclass, torch.utils._pytree.register_pytree_node")
+    elif "fake tensor in the exported program constant" in failure.message:
+        summary = ("the code made a tensor export cannot keep as a constant: a training step's optimizer state "
+                   "or gradients, or an op it could not trace")
+        fix = ("export the model's forward (inference), not the train step: loss.backward() and optimizer.step() "
+               "are not part of an exported program; for training, see torch.export's joint graph (aot_export_joint)")
     else:
         summary = failure.first_line
         fix = "see PyTorch's words; draft_export's findings below may say more"

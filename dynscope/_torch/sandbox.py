@@ -69,6 +69,45 @@ def _seen_codes() -> list[Any]:
     return out
 
 
+def _user_module_codes() -> list[Any]:
+    """The code objects of the functions and methods the user's modules define, nested
+    ones included (in their parents' constants).
+
+    Dynamo's own list of the codes it has seen (``input_codes``) can miss a code that still
+    holds a "skip" mark: the list is keyed by ``id()`` with weakref callbacks, and after a
+    suite's ``torch._dynamo.reset()`` calls and code objects come and go, a marked code was
+    seen missing from it (tests/test_trace_logs.py after tests/test_corpus.py and
+    tests/test_export.py). The user's modules are walked too (``registry.is_user_file``).
+    """
+    import sys
+    import types
+
+    out: list[Any] = []
+    seen: set[int] = set()
+
+    def add(code: Any) -> None:
+        if id(code) in seen:
+            return
+        seen.add(id(code))
+        out.append(code)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                add(const)
+
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if not filename or not is_user_file(filename):
+            continue
+        for value in list(vars(module).values()):
+            members = list(vars(value).values()) if isinstance(value, type) else [value]
+            for member in members:
+                func = getattr(member, "__func__", member)  # staticmethod, classmethod
+                code = getattr(func, "__code__", None)
+                if isinstance(code, types.CodeType) and code.co_filename == filename:
+                    add(code)
+    return out
+
+
 def _reset_code(code: Any) -> None:
     try:
         from torch._dynamo.eval_frame import reset_code
@@ -320,9 +359,10 @@ class DynamoSandbox:
         # Only user files and Dynamo's resume functions (a resume function in torch/optim
         # is a frame PyTorch compiles, and the user's earlier run marks it as much as
         # ours): generated code (GraphModule forwards) is skipped on purpose.
+        candidates = {id(c): c for c in (*_seen_codes(), *_user_module_codes())}
         self._unskipped = [
             code
-            for code in _seen_codes()
+            for code in candidates.values()
             if (is_user_file(code.co_filename) or is_resume_name(code.co_name))
             and not _cache_entries(code)
             and _has_dynamo_state(code)
