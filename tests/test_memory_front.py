@@ -204,6 +204,7 @@ def test_memory_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert rep.memory is not None and f"whole step: eager {rep.memory.eager_peak} B" in out
 
 
+@pytest.mark.heavy
 def test_export_example_and_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     good, bad = runpy.run_path(str(EXAMPLES / "export_cnn.py"))["main"]()
     assert good.exported and not good.blockers
@@ -253,6 +254,7 @@ def test_fixture(dynscope):
 """
 
 
+@pytest.mark.heavy
 def test_exports_marker(pytester: pytest.Pytester) -> None:
     written = pytester.makepyfile(test_exp=EXPORTS)
     result = pytester.runpytest("-p", "no:cacheprovider")

@@ -389,7 +389,7 @@ def _report_locked(
     recorder = CoverageRecorder() if coverage else None
     cap = _ReportCapture(inner=inner, title=title_of(model), coverage=recorder)
     profiling = recorder.recording() if recorder is not None else contextlib.nullcontext()
-    with _torch.DynamoSandbox() as sandbox:
+    with _torch.DynamoSandbox(model) as sandbox:
         sandbox.own(backend=cap.backend)
         with cap, profiling:
             compiled = torch.compile(
@@ -428,7 +428,7 @@ def _report_locked(
         from dynscope._capture.timing import time_report
         from dynscope._torch.trace import own_work
 
-        with _torch.DynamoSandbox(), own_work():
+        with _torch.DynamoSandbox(model), own_work():
             rep = time_report(
                 rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options,
                 capture_s=time.perf_counter() - started, dynamic=dynamic, timing=timing, memory=memory,

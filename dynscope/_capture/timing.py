@@ -242,7 +242,7 @@ def time_report(
             program = _Program(model, calls, mode, Clock(device), dynamic=dynamic)
             # Attached for the whole mode: a backward compiles at its graph's first backward.
             recorder = LoweringRecorder()
-            with _torch.DynamoSandbox() as sandbox, recorder.recording():
+            with _torch.DynamoSandbox(model) as sandbox, recorder.recording():
                 say(f"compiling the program with Inductor (mode {mode}), first call")
                 with cost.phase("compile"):
                     program.compile(sandbox)

@@ -69,19 +69,28 @@ def _seen_codes() -> list[Any]:
     return out
 
 
-def _user_module_codes() -> list[Any]:
-    """The code objects of the functions and methods the user's modules define, nested
-    ones included (in their parents' constants).
+def _subject_codes(subject: Any) -> list[Any]:
+    """The code objects of the modules ``subject`` (a function or an ``nn.Module``) is
+    defined in: their functions and methods, nested ones included (in their parents'
+    constants); the module's submodules' classes' modules too.
 
     Dynamo's own list of the codes it has seen (``input_codes``) can miss a code that still
     holds a "skip" mark: the list is keyed by ``id()`` with weakref callbacks, and after a
     suite's ``torch._dynamo.reset()`` calls and code objects come and go, a marked code was
     seen missing from it (tests/test_trace_logs.py after tests/test_corpus.py and
-    tests/test_export.py). The user's modules are walked too (``registry.is_user_file``).
+    tests/test_export.py). The program's own modules are walked too.
     """
     import sys
     import types
 
+    if subject is None:
+        return []
+    owners = {getattr(subject, "__module__", None)}
+    modules_of = getattr(subject, "modules", None)
+    if callable(modules_of) and hasattr(subject, "parameters"):  # an nn.Module and its submodules
+        owners |= {type(m).__module__ for m in modules_of()}
+    else:
+        owners.add(getattr(type(subject), "__module__", None))
     out: list[Any] = []
     seen: set[int] = set()
 
@@ -94,9 +103,10 @@ def _user_module_codes() -> list[Any]:
             if isinstance(const, types.CodeType):
                 add(const)
 
-    for module in list(sys.modules.values()):
+    for name in owners:
+        module = sys.modules.get(name) if isinstance(name, str) else None
         filename = getattr(module, "__file__", None)
-        if not filename or not is_user_file(filename):
+        if module is None or not filename or not is_user_file(filename):
             continue
         for value in list(vars(module).values()):
             members = list(vars(value).values()) if isinstance(value, type) else [value]
@@ -311,9 +321,12 @@ class DynamoSandbox:
     with :meth:`own`. Not thread-safe by itself: callers hold a lock (see capture.py).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, subject: Any = None) -> None:
+        """``subject``: the program a report runs (a function or module): the skip marks
+        Dynamo left on its own module's code are lifted too, as for the codes Dynamo lists."""
         self._backends: list[Any] = []
         self._regions: set[int] = set()
+        self._subject = subject
 
     def own(self, compiled: Any = None, *, backend: Any = None) -> None:
         """Mark a torch.compile result (its recompile region) or a backend as ours."""
@@ -359,7 +372,7 @@ class DynamoSandbox:
         # Only user files and Dynamo's resume functions (a resume function in torch/optim
         # is a frame PyTorch compiles, and the user's earlier run marks it as much as
         # ours): generated code (GraphModule forwards) is skipped on purpose.
-        candidates = {id(c): c for c in (*_seen_codes(), *_user_module_codes())}
+        candidates = {id(c): c for c in (*_seen_codes(), *_subject_codes(self._subject))}
         self._unskipped = [
             code
             for code in candidates.values()

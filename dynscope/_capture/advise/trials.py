@@ -277,7 +277,7 @@ def _compiled_outputs(model: Any, call_list: list[Call], plan: Plan, report_kwar
     outs = []
     calls = _fresh_calls(call_list, plan)
     with _REPORT_LOCK, _torch.restored_model_state(model), _kept_parameters(model), _applied(plan, model):
-        with _torch.DynamoSandbox() as sandbox:
+        with _torch.DynamoSandbox(model) as sandbox:
             if not isinstance(backend, str):
                 sandbox.own(backend=backend)
             compiled = torch.compile(model, backend=backend, dynamic=dynamic, **options, **_torch.compile_kwargs())
