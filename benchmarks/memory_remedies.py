@@ -51,6 +51,9 @@ def table(name: str, step: object, args: tuple[torch.Tensor, ...]) -> None:
     print(f"{'remedy':34} {'compiled peak before -> after':32} {'change':>7} {'step before -> after':28} "
           f"{'outputs':8} helped")
     for t in adv.trials:
+        if t.tried and t.after is not None and t.after.peak is None:
+            print(f"{t.remedy:34} (not a memory remedy; ran for the report's breaks) helped: {'yes' if t.helped else 'no'}")
+            continue
         if not t.tried or t.after is None or t.after.peak is None or t.before.peak is None:
             print(f"{t.remedy:34} not run: {t.note or t.error}")
             continue
