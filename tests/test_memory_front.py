@@ -264,3 +264,20 @@ def test_exports_marker(pytester: pytest.Pytester) -> None:
     assert f"torch.export failed: data-dependent at test_exp.py:{line}" in out
     assert "fix: state what holds with torch._check" in out
     assert "assert 1 == 2" in out  # a test's own failure is left as it is
+
+
+def test_checkpoint_plans_find_the_repeated_blocks_and_warn_of_batchnorm() -> None:
+    from dynscope._capture.advise.plans import memory_plans
+    from tests.test_export_corpus import ResNetish
+
+    step, _, _ = _train_step()
+    plans = {p.remedy: p for p in memory_plans(step)}  # the modules the step closes over
+    assert plans["activation checkpointing"].blocks == ("blocks.0", "blocks.1") and plans["activation checkpointing"].tried
+    assert plans["activation checkpointing"].note == ""
+    resnet = {p.remedy: p for p in memory_plans(ResNetish())}
+    full = resnet["activation checkpointing"]
+    assert len(full.blocks) == 8 and full.tried
+    assert "BatchNorm in training mode" in full.note
+    assert "BatchNorm" not in {p.remedy: p for p in memory_plans(ResNetish().eval())}["activation checkpointing"].note
+    flat = {p.remedy: p for p in memory_plans(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))}
+    assert not flat["activation checkpointing"].tried and "no repeated block" in flat["activation checkpointing"].note

@@ -275,6 +275,14 @@ def repeated_blocks(model: Any) -> list[tuple[str, torch.nn.Module]]:
     return out
 
 
+def trains_batchnorm(blocks: list[torch.nn.Module]) -> bool:
+    """Whether any block holds a BatchNorm layer in training mode (it updates its running
+    statistics in place, which a checkpointed block's second forward trips over)."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    return any(isinstance(sub, _BatchNorm) and sub.training for block in blocks for sub in block.modules())
+
+
 def modules_of(fn: Any) -> list[torch.nn.Module]:
     """The modules a callable works on: itself when a module, else the modules its closure
     and the globals it names hold (a train step closing over its model)."""

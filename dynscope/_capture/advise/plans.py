@@ -155,7 +155,11 @@ def memory_plans(model: Any) -> list[Plan]:
         if not remedies.has_memory_budget():
             plan.tried, plan.note = False, "this torch has no activation_memory_budget in AOTAutograd's config"
         plans.append(plan)
-    blocks = [name for m in remedies.modules_of(model) for name, _ in remedies.repeated_blocks(m)]
+    found = [(name, block) for m in remedies.modules_of(model) for name, block in remedies.repeated_blocks(m)]
+    blocks = [name for name, _ in found]
+    # BatchNorm in training updates its statistics in place: checkpointing runs its forward
+    # again in the backward, which autograd's version check rejects (or counts the batch twice).
+    batchnorm = remedies.trains_batchnorm([block for _, block in found])
     shown = ", ".join(blocks[:3]) + (", ..." if len(blocks) > 3 else "")
     for how, code in (
         ("full", "block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)"),
@@ -167,6 +171,11 @@ def memory_plans(model: Any) -> list[Plan]:
                     checkpoint=how, blocks=tuple(blocks), memory=True, loose=True)
         if not blocks:
             plan.tried, plan.note = False, "no repeated block found (a ModuleList or Sequential of blocks of one class)"
+        elif batchnorm:
+            plan.note = ("the blocks hold BatchNorm in training mode, which updates its running statistics in "
+                         "place: a checkpointed block runs its forward again in the backward, so autograd may "
+                         "reject it (a tensor modified in place) and the statistics count the batch twice; "
+                         "checkpoint only blocks without BatchNorm, or use activation_memory_budget")
         plans.append(plan)
     return plans
 
