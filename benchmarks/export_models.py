@@ -11,41 +11,18 @@ Run:  .venv/bin/python benchmarks/export_models.py
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 
 import torch
-from torch import nn
 from torch.export import Dim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dynscope
 from tests.corpus.programs import PROGRAMS
+from tests.test_export import DeepCopies, FixedFeatures, ItemBranch
 from tests.test_export_corpus import ResNetish
-
-
-class ItemBranch(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n = x.sum().item()
-        if n > 0:
-            return x * 2
-        return x - 1
-
-
-class FixedFeatures(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(8, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x)
-
-
-class Deepcopy(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return copy.deepcopy(x) + 1
 
 
 def _cases() -> list[tuple[str, object, object, object, bool]]:
@@ -68,8 +45,8 @@ def _cases() -> list[tuple[str, object, object, object, bool]]:
         (".item() into a branch", ItemBranch(), (torch.ones(3),), None, False),
         ("Linear(8, 3), dim 1 marked dynamic", FixedFeatures(), (torch.randn(4, 8),),
          {"x": {0: Dim("b"), 1: Dim("f")}}, False),
-        ("copy.deepcopy in forward", Deepcopy(), (torch.ones(3),), None, False),
-        ("copy.deepcopy in forward (strict)", Deepcopy(), (torch.ones(3),), None, True),
+        ("copy.deepcopy in forward", DeepCopies(), (torch.ones(3),), None, False),
+        ("copy.deepcopy in forward (strict)", DeepCopies(), (torch.ones(3),), None, True),
     ]
     for p in PROGRAMS:
         model, calls = p.make()

@@ -17,29 +17,20 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dynscope
 from dynscope._format import human_bytes, ms
-from tests.memory_timeline import gpt_program
+from tests.memory_timeline import gpt_program, sgd_program
 from tests.test_export_corpus import ResNetish
 
 
 def resnet_program() -> tuple[str, object, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
-    model = ResNetish(width=8)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
-
-    return "ResNet-shaped conv net", step, (torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,)))
+    p = sgd_program("ResNet-shaped conv net", ResNetish(width=8),
+                    (torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))))
+    return p.name, p.step, p.args
 
 
 def table(name: str, step: object, args: tuple[torch.Tensor, ...]) -> None:

@@ -134,12 +134,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, Any]:
     try:
         return (yield from _budgeted(item))
     except Exception as err:
-        from dynscope._capture.export import explain_export_error
+        from dynscope._capture.export import export_blocker_of
+        from dynscope._render.export import blocker_text
 
-        text = explain_export_error(err)
-        if text is None:
+        blocker = export_blocker_of(err)
+        if blocker is None:
             raise
-        raise AssertionError(text) from err
+        raise AssertionError(
+            f"torch.export failed: {blocker_text(blocker)}\n  (dynscope.export_report(model, inputs, "
+            "dynamic_shapes=...) says more: draft_export's findings, the suggested dynamic_shapes, tried)"
+        ) from err
 
 
 def _budgeted(item: pytest.Item) -> Generator[None, None, Any]:

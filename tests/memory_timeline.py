@@ -337,10 +337,8 @@ def gpt_program() -> Program:
     return Program("nanoGPT", step, args, model)
 
 
-def conv_program() -> Program:
-    """One train step of :class:`ConvNet` on a batch of 16 32x32 images with SGD."""
-    torch.manual_seed(0)
-    model = ConvNet()
+def sgd_program(name: str, model: nn.Module, args: tuple[Any, ...]) -> Program:
+    """One classification train step of ``model`` (cross-entropy) with SGD and momentum."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -350,8 +348,13 @@ def conv_program() -> Program:
         opt.zero_grad(set_to_none=True)
         return loss.detach()
 
-    args = (torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,)))
-    return Program("conv net", step, args, model)
+    return Program(name, step, args, model)
+
+
+def conv_program() -> Program:
+    """One train step of :class:`ConvNet` on a batch of 16 32x32 images with SGD."""
+    torch.manual_seed(0)
+    return sgd_program("conv net", ConvNet(), (torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))))
 
 
 @dataclass(frozen=True)

@@ -102,21 +102,13 @@ def assert_exports(
     raise AssertionError("\n".join(lines))
 
 
-def explain_export_error(err: BaseException) -> str | None:
-    """A failure of ``torch.export.export`` in dynscope's words: its kind, the user's
-    file:line and source, and the fix (what the ``exports`` pytest marker shows); None when
-    ``err`` is not an export failure."""
+def export_blocker_of(err: BaseException) -> ExportBlocker | None:
+    """The blocker a failure of ``torch.export.export`` is (its kind, the user's file:line
+    and source, the fix: what the ``exports`` pytest marker shows); None when ``err`` is not
+    an export failure."""
     if not ex.is_export_error(err):
         return None
-    b = _blocker_of(ex.read_failure(err))
-    where = b.where or "(no user line)"
-    lines = [f"torch.export failed: {b.kind} at {where}: {b.summary}"]
-    if b.code:
-        lines.append(f"    {b.code}")
-    lines.append(f"  fix: {b.fix}")
-    lines.append("  (dynscope.export_report(model, inputs, dynamic_shapes=...) says more: draft_export's findings, "
-                 "the suggested dynamic_shapes, tried)")
-    return "\n".join(lines)
+    return _blocker_of(ex.read_failure(err))
 
 
 # -- arguments -------------------------------------------------------------------------------

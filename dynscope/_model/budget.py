@@ -210,5 +210,5 @@ def _memory_problems(rep: Report, limit: float) -> list[str]:
         lines.append(f"  graph {g.id} {g.frame} ({location(g.filename, g.lineno, full=True)}): "
                      f"{human_bytes(eager)} -> {human_bytes(compiled)} ({g.memory.ratio:.2f}x)")
     lines.append("  try: dynscope.advise(model, inputs, memory=True) measures activation checkpointing and "
-                 "torch._functorch.config.activation_memory_budget")
+                 "AOTAutograd's activation_memory_budget")
     return ["\n".join(lines)]

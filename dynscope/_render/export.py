@@ -14,7 +14,7 @@ from dynscope._render.html_parts import esc, html_table
 if TYPE_CHECKING:
     from dynscope._model.export import ExportBlocker, ExportReport
 
-__all__ = ["render_export_html", "render_export_text"]
+__all__ = ["blocker_text", "render_export_html", "render_export_text"]
 
 _STATES = {True: "exports", False: "still fails", None: "not tried"}
 
@@ -26,10 +26,10 @@ def render_export_text(rep: ExportReport) -> str:
     lines = [f"{rep.title}: " + (f"exports ({mode})" if rep.exported else f"does not export ({mode})")]
     if rep.error:
         lines.append(f"  error: {rep.error}")
-    lines += ["  " + _blocker_text(b).replace("\n", "\n  ") for b in rep.blockers]
+    lines += ["  " + blocker_text(b).replace("\n", "\n  ") for b in rep.blockers]
     if rep.draft:
         lines.append(f"  draft_export found {plural(len(rep.draft), 'issue')}:")
-        lines += ["    " + _blocker_text(b).replace("\n", "\n    ") for b in rep.draft]
+        lines += ["    " + blocker_text(b).replace("\n", "\n    ") for b in rep.draft]
     s = rep.suggested_shapes
     if s is not None:
         state = f"still fails: {s.error}" if s.exported is False else _STATES[s.exported]
@@ -49,7 +49,8 @@ def render_export_text(rep: ExportReport) -> str:
     return "\n".join(lines)
 
 
-def _blocker_text(b: ExportBlocker) -> str:
+def blocker_text(b: ExportBlocker) -> str:
+    """One blocker: "kind at file:line: what", its source line, its fix."""
     head = f"{b.kind}" + (f" at {b.where}" if b.where else "") + f": {b.summary}"
     lines = [head]
     if b.code:

@@ -283,20 +283,31 @@ def trains_batchnorm(blocks: list[torch.nn.Module]) -> bool:
     return any(isinstance(sub, _BatchNorm) and sub.training for block in blocks for sub in block.modules())
 
 
+def _closure_values(fn: Any) -> list[Any]:
+    """The values a plain callable closes over and the globals it names; [] for a module
+    or what ``inspect`` cannot read."""
+    import inspect
+
+    if isinstance(fn, torch.nn.Module) or not callable(fn):
+        return []
+    try:
+        found = inspect.getclosurevars(inspect.unwrap(fn))
+    except TypeError:
+        return []
+    return [*found.nonlocals.values(), *found.globals.values()]
+
+
 def modules_of(fn: Any) -> list[torch.nn.Module]:
     """The modules a callable works on: itself when a module, else the modules its closure
     and the globals it names hold (a train step closing over its model)."""
-    import inspect
-
     if isinstance(fn, torch.nn.Module):
         return [fn]
-    target = inspect.unwrap(fn) if callable(fn) else fn
-    try:
-        found = inspect.getclosurevars(target)
-    except TypeError:
-        return []
-    values = [*found.nonlocals.values(), *found.globals.values()]
-    return [v for v in values if isinstance(v, torch.nn.Module)]
+    return [v for v in _closure_values(fn) if isinstance(v, torch.nn.Module)]
+
+
+def optimizers_of(fn: Any) -> list[torch.optim.Optimizer]:
+    """The optimizers a train step closes over or names as globals."""
+    return [v for v in _closure_values(fn) if isinstance(v, torch.optim.Optimizer)]
 
 
 def _save_matmuls(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:

@@ -141,7 +141,7 @@ def _kept_parameters(model: Any) -> Iterator[None]:
     step names: each run starts from the same weights (a training step would otherwise
     move them between trials)."""
     modules = remedies.modules_of(model)
-    optimizers = _optimizers_of(model)
+    optimizers = remedies.optimizers_of(model)
     with torch.no_grad():
         saved = [(p, p.detach().clone(), None if p.grad is None else p.grad.detach().clone())
                  for m in modules for p in m.parameters()]
@@ -156,18 +156,6 @@ def _kept_parameters(model: Any) -> Iterator[None]:
                     live.grad = grad
         for opt, state in states:
             opt.load_state_dict(state)
-
-
-def _optimizers_of(model: Any) -> list[torch.optim.Optimizer]:
-    import inspect
-
-    if isinstance(model, torch.nn.Module) or not callable(model):
-        return []
-    try:
-        found = inspect.getclosurevars(inspect.unwrap(model))
-    except TypeError:
-        return []
-    return [v for v in (*found.nonlocals.values(), *found.globals.values()) if isinstance(v, torch.optim.Optimizer)]
 
 
 def trained_state(model: Any) -> list[torch.Tensor]:
