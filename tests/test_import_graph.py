@@ -44,7 +44,7 @@ STORED = ROOT / "tests" / "golden" / "reports"
 FRONT_ENDS = frozenset({"dynscope", "dynscope.__main__", "dynscope._cli", "dynscope.pytest_plugin", "dynscope._testing"})
 #: Shared leaves, and the phrasebooks of dynscope._torch that need no torch.
 LEAVES = frozenset({
-    "dynscope._errors", "dynscope._format", "dynscope._write",
+    "dynscope._errors", "dynscope._format", "dynscope._write", "dynscope._progress",
     "dynscope._torch.wording", "dynscope._torch.break_categories",
 })
 DOOR = "dynscope._render"

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 import dynscope
 from dynscope._model import Frame, Graph, Node, Report, TensorMeta
 from dynscope._model.ops import op_category
-from dynscope._render.dot import AUTO_COLLAPSE_NODES
+from dynscope._render.dot import NODE_BUDGET
 from dynscope._render.palette import PALETTE
 from tests.conftest import ROOT, normalise
 from tests.test_model_json import reports
@@ -147,8 +147,9 @@ def _big_graph(n_layers: int) -> Graph:
     prev = "x"
     for i in range(n_layers):
         name = f"op{i}"
+        # Each block of ten its own width: no two alike, so repeat folding cannot shrink it.
         nodes.append(Node(name, "call_function", "torch.relu", args=(prev,),
-                          outputs=(TensorMeta("tensor", (4, 8), "float32", "cpu"),),
+                          outputs=(TensorMeta("tensor", (4, 8 + i // 10), "float32", "cpu"),),
                           module_stack=(("layers", "Sequential"), (f"layers.{i // 10}", "Block"))))
         prev = name
     nodes.append(Node("output", "output", "output", args=(prev,)))
@@ -157,9 +158,12 @@ def _big_graph(n_layers: int) -> Graph:
 
 
 def test_big_graph_collapses_and_says_so() -> None:
-    dot = _big_graph(AUTO_COLLAPSE_NODES + 10).to_dot()
-    assert "drawn at module level" in dot
+    dot = _big_graph(NODE_BUDGET + 10).to_dot()
+    assert f"drawn at module level 1 (3 nodes drawn): {NODE_BUDGET + 12} nodes > {NODE_BUDGET}" in dot
     assert dot.count("shape=box3d") == 1  # everything under "layers" folded into one box
+    # Asked for in full: every node, no box.
+    full = _big_graph(NODE_BUDGET + 10).to_dot(full=True)
+    assert full.count("shape=box3d") == 0 and full.count('[label="relu') == NODE_BUDGET + 10
     small = _big_graph(30).to_dot(depth=2)
     assert small.count("shape=box3d") == 0 and "cluster_layers.2" in small
     assert _big_graph(30).to_dot(depth=1).count("shape=box3d") == 1
@@ -237,8 +241,7 @@ def test_trace_only_graph_draws_its_op_counts() -> None:
         'digraph "graph_0" {\n'
         "  rankdir=TB;\n"
         '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];\n'
-        '  edge [fontname="Helvetica", fontsize=8, color="#555555"];\n'
-        '  label="graph 0 (0/0) forward: 7 graph ops, 15 nodes (known from the trace only)"; labelloc=t;\n'
+        '  label="graph 0 (0/0) forward: 7 graph ops, 15 nodes (known from the trace only)"; labelloc=t; fontname="Helvetica";\n'
         '  summary [label="F.linear x3\\nF.relu x3\\nsoftmax x1", fillcolor="#e0e0e0"];\n'
         "}\n"
     )

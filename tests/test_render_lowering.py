@@ -26,7 +26,7 @@ from dynscope import InputError
 from dynscope._model import AotGraph, Graph, Kernel, Lowering, Node
 from dynscope._model.ops import op_category
 from dynscope._render.bundle import render_bundle
-from dynscope._render.dot import AUTO_COLLAPSE_NODES, aot_graph_to_dot, report_dots
+from dynscope._render.dot import NODE_BUDGET, aot_graph_to_dot, report_dots
 from dynscope._render.palette import KERNEL_PALETTE, PALETTE
 from dynscope._render.svg import dot_to_svg, report_pictures
 from tests.conftest import normalise
@@ -218,12 +218,13 @@ def test_aten_op_categories() -> None:
 
 
 def test_big_aot_graph_is_summarised() -> None:
-    nodes = tuple(Node(name=f"relu_{i}", op="call_function", target="aten.relu.default") for i in range(AUTO_COLLAPSE_NODES + 1))
+    nodes = tuple(Node(name=f"relu_{i}", op="call_function", target="aten.relu.default") for i in range(NODE_BUDGET + 1))
     aot = AotGraph(kind="forward", node_count=len(nodes), op_count=len(nodes),
                    op_counts=(("aten.relu.default", len(nodes)),), nodes=nodes)
     dot = aot_graph_to_dot(aot)
-    assert f"not drawn node by node: {AUTO_COLLAPSE_NODES + 1} nodes > {AUTO_COLLAPSE_NODES}" in dot
-    assert "relu x3001" in dot
+    assert f"not drawn node by node: {NODE_BUDGET + 1} nodes to draw > {NODE_BUDGET}" in dot
+    assert f"relu x{NODE_BUDGET + 1}" in dot
+    assert "n_relu_0" in aot_graph_to_dot(aot, max_nodes=None)  # asked for in full
     assert "n_relu_0" not in dot
 
 

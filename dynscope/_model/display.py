@@ -62,22 +62,30 @@ class ReportShortcuts:
     def __str__(self) -> str:
         return self.summary()
 
-    def to_html(self, *, pictures: bool | None = None) -> str:
+    def to_html(self, *, pictures: bool | None = None, full: bool = False, progress: bool | None = None) -> str:
         """One self-contained HTML page (inline CSS and SVG; no network).
 
         Args:
             pictures: include SVG pictures; None (default) includes them when Graphviz is
                 installed and says how to get it otherwise.
+            full: draw every node of every graph (no node budget; each layout still has
+                its time limit). Defaults to False: big graphs are folded, and the page says how.
+            progress: False says nothing on stderr while the pictures are laid out (see
+                docs/reading-a-report.md, "Big graphs"). Defaults to None (shown).
         """
-        return str(_door().report_html(self, pictures=pictures))
+        return str(_door().report_html(self, pictures=pictures, full=full, progress=progress))
 
     def _repr_html_(self) -> str:
         """A compact card in a notebook; ``to_html()`` / ``render(folder)`` give the whole page."""
         return str(_door().report_card(self))
 
-    def render(self, folder: str | Path) -> Path:
-        """Write index.html, graph_<id>.svg, program.svg, report.json to ``folder``."""
-        return Path(_door().render_folder(self, Path(folder)))
+    def render(self, folder: str | Path, *, full: bool = False, progress: bool | None = None) -> Path:
+        """Write index.html, graph_<id>.svg, program.svg, report.json to ``folder``.
+
+        ``full`` draws every node of every graph (else big graphs are folded and the page
+        says how); ``progress=False`` says nothing on stderr while pictures are laid out.
+        """
+        return Path(_door().render_folder(self, Path(folder), full=full, progress=progress))
 
     def program_dot(self) -> str:
         """DOT of the whole program: graphs chained through the breaks."""
@@ -93,14 +101,16 @@ class GraphShortcuts:
 
     __slots__ = ()
 
-    def to_dot(self, *, depth: int | None = None, fold_params: bool = True, color_by: str = "auto") -> str:
+    def to_dot(self, *, depth: int | None = None, fold_params: bool = True, color_by: str = "auto",
+               full: bool = False) -> str:
         """DOT source of the graph (see dynscope._render.dot).
 
         ``color_by``: "op" (op category), "kernel" (the Inductor kernel each node was fused
         into), "time" (share of the graph's time, when kernels were timed) or "auto"
-        ("kernel" when the graph has a lowering with kernels, else "op").
+        ("kernel" when the graph has a lowering with kernels, else "op"). ``full``: every
+        node and edge, past the node budget too (dynscope._render.dot.NODE_BUDGET).
         """
-        return str(_door().graph_dot(self, depth=depth, fold_params=fold_params, color_by=color_by))
+        return str(_door().graph_dot(self, depth=depth, fold_params=fold_params, color_by=color_by, full=full))
 
     def to_svg(
         self,
@@ -109,9 +119,14 @@ class GraphShortcuts:
         depth: int | None = None,
         fold_params: bool = True,
         color_by: str = "auto",
+        full: bool = False,
     ) -> str:
-        """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
-        return str(_door().graph_svg(self, path, depth=depth, fold_params=fold_params, color_by=color_by))
+        """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``.
+
+        ``dot`` runs under a time limit (``DYNSCOPE_DOT_TIMEOUT``, 20 s by default): past it
+        the SVG is a box saying so, with the graph's most used ops.
+        """
+        return str(_door().graph_svg(self, path, depth=depth, fold_params=fold_params, color_by=color_by, full=full))
 
     def to_script(
         self,
@@ -161,14 +176,16 @@ class AotGraphShortcuts:
 
     __slots__ = ()
 
-    def to_dot(self, lowering: Lowering | None = None) -> str:
+    def to_dot(self, lowering: Lowering | None = None, *, full: bool = False) -> str:
         """DOT source of the graph (see dynscope._render.dot.aot_graph_to_dot); pass the
-        ``Lowering`` it belongs to so a backward graph highlights the saved activations."""
-        return str(_door().aot_graph_dot(self, lowering))
+        ``Lowering`` it belongs to so a backward graph highlights the saved activations;
+        ``full`` draws every node past the node budget too."""
+        return str(_door().aot_graph_dot(self, lowering, full=full))
 
-    def to_svg(self, path: str | Path | None = None, lowering: Lowering | None = None) -> str:
-        """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``."""
-        return str(_door().aot_graph_svg(self, path, lowering))
+    def to_svg(self, path: str | Path | None = None, lowering: Lowering | None = None, *, full: bool = False) -> str:
+        """SVG of the graph; also written to ``path`` when given. Needs Graphviz's ``dot``
+        (under its time limit, as ``Graph.to_svg``)."""
+        return str(_door().aot_graph_svg(self, path, lowering, full=full))
 
 
 class BreakShortcuts:

@@ -13,7 +13,15 @@ if TYPE_CHECKING:
 
     from dynscope._model.graph import Graph, Node
 
-__all__ = ["REPEAT_MIN_BLOCK_OPS", "graph_stats", "repeated_blocks", "structure_hash", "to_networkx"]
+__all__ = [
+    "REPEAT_MIN_BLOCK_OPS",
+    "graph_stats",
+    "heavy_readers",
+    "repeated_blocks",
+    "repeated_runs",
+    "structure_hash",
+    "to_networkx",
+]
 
 #: A repeated block counts when it has at least this many ops (a repeated Linear alone
 #: gains nothing from a box and a count).
@@ -171,3 +179,105 @@ def _block_signature(path: str, nodes: list[Node], hidden: set[str]) -> str:
         args = tuple(index.get(a, "W" if a in hidden else "in") for a in n.args)
         parts.append(repr((n.op, n.target, tuple(m.describe() for m in n.outputs), inner, args)))
     return "\n".join(parts)
+
+
+def repeated_runs(nodes: Sequence[Node], hidden: set[str]) -> tuple[dict[str, str], dict[str, list[tuple[int, int]]], dict[int, tuple[int, int]]]:
+    """Blocks repeated one after the other in a graph's op sequence, found without module
+    paths (AOTAutograd's graphs and graphs read from a trace carry none): 12 transformer
+    layers print as 12 identical stretches of ops.
+
+    Ops compare by target, output shapes, which inputs are weights, and where their
+    arguments come from (how many ops back, or which input); a run of identical stretches
+    counts when each reads the one before (layers in series, not parallel q, k, v) and a
+    stretch has at least REPEAT_MIN_BLOCK_OPS ops.
+
+    Returns (node of a repeat not drawn -> its twin in the first stretch, node -> [(run,
+    stretch number)], run -> (its stretch length in ops, how many stretches)).
+    """
+    drawn = [n for n in nodes if n.is_op and n.name not in hidden]
+    count = len(drawn)
+    if count < 2 * REPEAT_MIN_BLOCK_OPS:
+        return {}, {}, {}
+    position = {n.name: i for i, n in enumerate(drawn)}
+    # Coarse tokens (what each op is) give the candidate periods: the most common distances
+    # between two ops of one kind.
+    coarse = [repr((n.target, tuple(m.describe() for m in n.outputs), len(n.args))) for n in drawn]
+    last: dict[str, int] = {}
+    gaps: dict[int, int] = {}
+    for i, tok in enumerate(coarse):
+        if tok in last:
+            gap = i - last[tok]
+            if gap >= REPEAT_MIN_BLOCK_OPS:
+                gaps[gap] = gaps.get(gap, 0) + 1
+        last[tok] = i
+    best: list[tuple[int, int, int]] = []  # (start, period, copies)
+    best_saved = 0
+    for period in sorted(gaps, key=lambda g: (-gaps[g] * g, g))[:6]:
+        tokens = _fine_tokens(drawn, coarse, position, hidden, period)
+        runs: list[tuple[int, int, int]] = []
+        i = 0
+        while i + period < count:
+            if tokens[i] != tokens[i + period]:
+                i += 1
+                continue
+            j = i
+            while j + period < count and tokens[j] == tokens[j + period]:
+                j += 1
+            copies = (j - i) // period + 1
+            if copies > 1 and _runs_in_series(drawn, i, period, copies, position):
+                runs.append((i, period, copies))
+                i += copies * period
+            else:
+                i = j + 1
+        saved = sum((c - 1) * p for _, p, c in runs)
+        if saved > best_saved:
+            best, best_saved = runs, saved
+    same_as: dict[str, str] = {}
+    member: dict[str, list[tuple[int, int]]] = {}
+    shape: dict[int, tuple[int, int]] = {}
+    for gid, (start, period, copies) in enumerate(best):
+        shape[gid] = (period, copies)
+        for k in range(copies):
+            for off in range(period):
+                node = drawn[start + k * period + off]
+                member.setdefault(node.name, []).append((gid, k))
+                if k:
+                    same_as[node.name] = drawn[start + off].name
+    return same_as, member, shape
+
+
+def _fine_tokens(drawn: Sequence[Node], coarse: Sequence[str], position: Mapping[str, int], hidden: set[str], period: int) -> list[str]:
+    """Each op with where its arguments come from: an op at most ``period`` back by its
+    distance (the same in every stretch), an op further back by its name (a mask or size
+    every layer reads is the same node in each; a skip connection to another block is not),
+    a weight as "W", another input as "in" (each layer reads weights of its own)."""
+    out = []
+    for i, n in enumerate(drawn):
+        args = tuple(
+            (i - position[a] if i - position[a] <= period else a) if a in position
+            else ("W" if a in hidden else "in")
+            for a in n.args
+        )
+        out.append(coarse[i] + repr(args))
+    return out
+
+
+def _runs_in_series(drawn: Sequence[Node], start: int, period: int, copies: int, position: Mapping[str, int]) -> bool:
+    """True when each stretch of a run reads something the stretch before it made."""
+    for k in range(1, copies):
+        lo = start + (k - 1) * period
+        block = drawn[lo + period : lo + 2 * period]
+        if not any(lo <= position.get(a, -1) < lo + period for n in block for a in n.args):
+            return False
+    return True
+
+
+def heavy_readers(nodes: Sequence[Node], limit: int) -> dict[str, int]:
+    """Values read by more than ``limit`` nodes (a symbolic size that every view reads, a
+    mask every layer reads) -> how many read them: drawn with all their edges, such a value
+    ties the whole picture together and Graphviz's layout takes minutes."""
+    readers: dict[str, set[str]] = {}
+    for n in nodes:
+        for a in n.args:
+            readers.setdefault(a, set()).add(n.name)
+    return {name: len(users) for name, users in readers.items() if len(users) > limit}

@@ -56,11 +56,11 @@ def summary_text(rep: Report, *, color: bool | None = None) -> str:
     return render_summary(rep, color=use_color(color))
 
 
-def report_html(rep: Report, *, pictures: bool | None = None) -> str:
+def report_html(rep: Report, *, pictures: bool | None = None, full: bool = False, progress: bool | None = None) -> str:
     """The self-contained HTML page (``Report.to_html``)."""
     from dynscope._render.bundle import html_page
 
-    return html_page(rep, pictures=pictures)
+    return html_page(rep, pictures=pictures, full=full, progress=progress)
 
 
 def report_card(rep: Report) -> str:
@@ -70,11 +70,11 @@ def report_card(rep: Report) -> str:
     return render_card(rep)
 
 
-def render_folder(rep: Report, folder: Path) -> Path:
+def render_folder(rep: Report, folder: Path, *, full: bool = False, progress: bool | None = None) -> Path:
     """index.html, the SVGs and report.json written to ``folder`` (``Report.render``)."""
     from dynscope._render.bundle import render_bundle
 
-    return render_bundle(rep, folder)
+    return render_bundle(rep, folder, full=full, progress=progress)
 
 
 def program_dot(rep: Report) -> str:
@@ -87,16 +87,36 @@ def program_dot(rep: Report) -> str:
 def program_svg(rep: Report, path: str | Path | None = None) -> str:
     """SVG of the whole program, also written to ``path`` when given (``Report.program_svg``)."""
     from dynscope._render.dot import program_to_dot
-    from dynscope._render.svg import dot_to_svg
 
-    return dot_to_svg(program_to_dot(rep), path)
+    return _bounded_svg(program_to_dot(rep), path, "the program", ())
 
 
-def graph_dot(graph: Graph, *, depth: int | None = None, fold_params: bool = True, color_by: str = "auto") -> str:
+def _bounded_svg(dot: str, path: str | Path | None, title: str, ops: tuple[tuple[str, int], ...]) -> str:
+    """``dot_to_svg`` under its time limit; past it, a box saying so (``pictures.note_svg``)."""
+    from dynscope._render.pictures import note_svg
+    from dynscope._render.svg import LayoutTimeout, dot_to_svg
+
+    try:
+        return dot_to_svg(dot, path)
+    except LayoutTimeout as err:
+        from pathlib import Path
+
+        from dynscope._write import write_text
+
+        svg = note_svg(title, f"Graphviz did not finish laying this picture out within {err.seconds:g} s and was "
+                       "stopped; draw less (depth=1) or allow more time (DYNSCOPE_DOT_TIMEOUT=<seconds>)", ops)
+        if path is not None:
+            write_text(Path(path), svg)
+        return svg
+
+
+def graph_dot(graph: Graph, *, depth: int | None = None, fold_params: bool = True, color_by: str = "auto",
+              full: bool = False) -> str:
     """DOT of one captured graph (``Graph.to_dot``; the options are ``DotOptions``')."""
-    from dynscope._render.dot import DotOptions, graph_to_dot
+    from dynscope._render.dot import NODE_BUDGET, DotOptions, graph_to_dot
 
-    return graph_to_dot(graph, DotOptions(depth=depth, fold_params=fold_params, color_by=color_by))
+    return graph_to_dot(graph, DotOptions(depth=depth, fold_params=fold_params, color_by=color_by,
+                                          max_nodes=None if full else NODE_BUDGET))
 
 
 def graph_svg(
@@ -106,11 +126,11 @@ def graph_svg(
     depth: int | None = None,
     fold_params: bool = True,
     color_by: str = "auto",
+    full: bool = False,
 ) -> str:
     """SVG of one captured graph, also written to ``path`` when given (``Graph.to_svg``)."""
-    from dynscope._render.svg import dot_to_svg
-
-    return dot_to_svg(graph_dot(graph, depth=depth, fold_params=fold_params, color_by=color_by), path)
+    dot = graph_dot(graph, depth=depth, fold_params=fold_params, color_by=color_by, full=full)
+    return _bounded_svg(dot, path, f"graph {graph.id} ({graph.frame}), {graph.node_count} nodes", graph.op_counts)
 
 
 def graph_script(
@@ -139,27 +159,27 @@ def graph_card(graph: Graph) -> str:
     does not work (``Graph._repr_html_``)."""
     from dynscope._errors import GraphvizNotFoundError
     from dynscope._render.card import graph_card as card
-    from dynscope._render.svg import dot_to_svg, have_graphviz
+    from dynscope._render.svg import have_graphviz
 
     try:
-        svg = dot_to_svg(graph_dot(graph)) if have_graphviz() else None
+        svg = graph_svg(graph) if have_graphviz() else None
     except GraphvizNotFoundError:  # a dot on PATH that does not work: as if missing
         svg = None
     return card(graph, svg)
 
 
-def aot_graph_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
+def aot_graph_dot(aot: AotGraph, lowering: Lowering | None = None, *, full: bool = False) -> str:
     """DOT of one AOTAutograd graph; ``lowering`` marks a backward's saved activations (``AotGraph.to_dot``)."""
-    from dynscope._render.dot import aot_graph_to_dot
+    from dynscope._render.dot import NODE_BUDGET, aot_graph_to_dot
 
-    return aot_graph_to_dot(aot, lowering)
+    return aot_graph_to_dot(aot, lowering, max_nodes=None if full else NODE_BUDGET)
 
 
-def aot_graph_svg(aot: AotGraph, path: str | Path | None = None, lowering: Lowering | None = None) -> str:
+def aot_graph_svg(aot: AotGraph, path: str | Path | None = None, lowering: Lowering | None = None, *,
+                  full: bool = False) -> str:
     """SVG of one AOTAutograd graph, also written to ``path`` when given (``AotGraph.to_svg``)."""
-    from dynscope._render.svg import dot_to_svg
-
-    return dot_to_svg(aot_graph_dot(aot, lowering), path)
+    return _bounded_svg(aot_graph_dot(aot, lowering, full=full), path, f"AOT {aot.kind} graph, {aot.node_count} nodes",
+                        aot.op_counts)
 
 
 def break_card(brk: GraphBreak) -> str:

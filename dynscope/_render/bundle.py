@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 from dynscope._errors import GraphvizNotFoundError
 from dynscope._model import plain
-from dynscope._render.dot import report_dots
+from dynscope._progress import Progress
 from dynscope._render.html import render_html
-from dynscope._render.svg import have_graphviz, report_pictures
+from dynscope._render.pictures import Pictures, lay_out
+from dynscope._render.svg import have_graphviz
 from dynscope._render.text import render_summary
 from dynscope._write import ensure_folder, write_text
 
@@ -29,7 +30,7 @@ _AOT_KINDS = ("forward", "backward", "inference")
 _PICTURE = re.compile(r"graph_\d+(?:_(?:forward|backward|inference))?\.svg|program\.svg")
 
 
-def render_bundle(rep: Report, folder: Path) -> Path:
+def render_bundle(rep: Report, folder: Path, *, full: bool = False, progress: bool | None = None) -> Path:
     """Write the report's files to ``folder`` and return it.
 
     Always: report.json, summary.txt, index.html. With Graphviz's ``dot`` installed also
@@ -50,9 +51,9 @@ def render_bundle(rep: Report, folder: Path) -> Path:
     written: set[str] = set()
     plain.save(rep, folder / "report.json")
     write_text(folder / "summary.txt", render_summary(rep, color=False))
-    pictures = _pictures(rep) if have_graphviz() else None
-    if isinstance(pictures, tuple):
-        program_svg, graph_svgs, aot_svgs = pictures
+    pictures = _pictures(rep, full=full, progress=progress) if have_graphviz() else None
+    if isinstance(pictures, Pictures):
+        program_svg, graph_svgs, aot_svgs = pictures.as_tuple()
         written.add(write_text(folder / "program.svg", program_svg).name)
         for gid, svg in graph_svgs.items():
             written.add(write_text(folder / f"graph_{gid}.svg", svg).name)
@@ -60,7 +61,7 @@ def render_bundle(rep: Report, folder: Path) -> Path:
             if kind in _AOT_KINDS:
                 written.add(write_text(folder / f"graph_{gid}_{kind}.svg", svg).name)
         page = render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs,
-                           picture_files=True)
+                           picture_files=True, picture_notes=pictures.notes)
     else:
         page = render_html(rep, pictures_note=pictures or "")
     write_text(folder / "index.html", page)
@@ -70,7 +71,7 @@ def render_bundle(rep: Report, folder: Path) -> Path:
     return folder
 
 
-def html_page(rep: Report, *, pictures: bool | None = None) -> str:
+def html_page(rep: Report, *, pictures: bool | None = None, full: bool = False, progress: bool | None = None) -> str:
     """The report's HTML page, with its pictures laid out here (``Report.to_html``).
 
     Args:
@@ -79,6 +80,8 @@ def html_page(rep: Report, *, pictures: bool | None = None) -> str:
             installed and says how to get it otherwise. The page is one self-contained
             file: graph pictures over ``INLINE_SVG_MAX`` characters are left out, with a
             note that ``rep.render(folder)`` writes them (and shows them on demand).
+        full: draw every node of big graphs (see render_bundle).
+        progress: False says nothing on stderr while pictures are laid out.
 
     Raises:
         GraphvizNotFoundError: ``pictures=True`` and Graphviz's ``dot`` is not installed or
@@ -87,20 +90,26 @@ def html_page(rep: Report, *, pictures: bool | None = None) -> str:
     if pictures is False or (pictures is None and not have_graphviz()):
         return render_html(rep)
     if pictures:  # asked for: a dot that does not work raises
-        program_svg, graph_svgs, aot_svgs = report_pictures(*report_dots(rep))
-        return render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs)
-    laid_out = _pictures(rep)
-    if isinstance(laid_out, str):
-        return render_html(rep, pictures_note=laid_out)
-    program_svg, graph_svgs, aot_svgs = laid_out
-    return render_html(rep, program_svg=program_svg, graph_svgs=graph_svgs, aot_svgs=aot_svgs)
+        laid = lay_out(rep, full=full, progress=_progress(progress))
+        return render_html(rep, program_svg=laid.program, graph_svgs=laid.graphs, aot_svgs=laid.aot,
+                           picture_notes=laid.notes)
+    found = _pictures(rep, full=full, progress=progress)
+    if isinstance(found, str):
+        return render_html(rep, pictures_note=found)
+    return render_html(rep, program_svg=found.program, graph_svgs=found.graphs, aot_svgs=found.aot,
+                       picture_notes=found.notes)
 
 
-def _pictures(rep: Report) -> tuple[str, dict[int, str], dict[tuple[int, str], str]] | str:
-    """The report's pictures laid out (``report_pictures`` of its ``report_dots``), or, when
-    the installed ``dot`` does not work, what went wrong (for the page to say in place of the
+def _progress(show: bool | None) -> Progress:
+    """Pictures' progress: silent for the first second (a small page says nothing)."""
+    return Progress("render", show=show, quiet_s=1.0)
+
+
+def _pictures(rep: Report, *, full: bool = False, progress: bool | None = None) -> Pictures | str:
+    """The report's pictures laid out (``dynscope._render.pictures.lay_out``), or, when the
+    installed ``dot`` does not work, what went wrong (for the page to say in place of the
     pictures)."""
     try:
-        return report_pictures(*report_dots(rep))
+        return lay_out(rep, full=full, progress=_progress(progress))
     except GraphvizNotFoundError as err:
         return str(err)

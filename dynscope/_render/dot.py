@@ -9,39 +9,49 @@ from __future__ import annotations
 import re
 import textwrap
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dynscope._errors import InputError
 from dynscope._format import clip, human_bytes, location, ms, percent, plural
 from dynscope._model.ops import op_category
 from dynscope._model.order import break_hosts, program_order
-from dynscope._model.structure import repeated_blocks
+from dynscope._model.structure import heavy_readers, repeated_blocks, repeated_runs
 from dynscope._render.palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, time_colour
 from dynscope._render.words import grads_text, speedup_text
 from dynscope._torch.wording import base_function, resume_label, resume_site
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from dynscope._model import AotGraph, Frame, Graph, Kernel, Lowering, Node, Report, Timing
 
 __all__ = [
-    "AUTO_COLLAPSE_NODES",
     "COLOR_BY",
+    "HUB_READERS",
+    "NODE_BUDGET",
     "PALETTE",
     "REPEAT_MIN_NODES",
     "DotOptions",
+    "aot_graph_plan",
     "aot_graph_to_dot",
     "dot_id",
+    "graph_plan",
     "graph_to_dot",
     "program_to_dot",
     "quote",
     "report_dots",
 ]
 
-#: Above this many nodes a graph is drawn at module level automatically.
-AUTO_COLLAPSE_NODES = 3000
+#: Most nodes a picture draws one by one unless asked for every node (``full``): Graphviz
+#: lays out a few hundred nodes in module boxes in about a second, thousands in minutes.
+#: Past it a graph is drawn at the deepest module level that fits, else as its most used ops.
+NODE_BUDGET = 600
+
+
+#: A value read by more nodes than this (a symbolic size every view reads) is drawn without
+#: its edges, which would tie the whole picture together (minutes in Graphviz), unless full.
+HUB_READERS = 24
 
 #: From this many nodes up, repeated sibling blocks (same module class, same inner
 #: structure) are drawn once with a count; smaller graphs are drawn node by node.
@@ -115,18 +125,28 @@ class DotOptions:
     # Repeated sibling blocks (same module class, same inner structure) drawn once with a
     # count, in graphs of REPEAT_MIN_NODES nodes or more.
     fold_repeats: bool = True
+    # Most nodes drawn one by one (NODE_BUDGET); None draws every node and every edge (full).
+    max_nodes: int | None = NODE_BUDGET
 
 
 def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
-    """DOT source for one captured graph.
+    """DOT source for one captured graph (:func:`graph_plan`'s DOT)."""
+    return graph_plan(graph, options)[0]
 
-    Graphs known only from the trace (no node data) become a one-box summary. Graphs over
-    AUTO_COLLAPSE_NODES nodes are drawn at module level (depth 1) unless ``depth`` is set,
-    and the picture says so. In graphs of REPEAT_MIN_NODES nodes or more, sibling module
-    blocks of one class and identical inner structure (12 transformer layers) are drawn
-    once, in a box labelled with the count ("x12"); ``options.fold_repeats=False`` draws
-    every block. ``options.color_by`` picks what the fill colours show (see
-    DotOptions); the picture's label says what they mean.
+
+def graph_plan(graph: Graph, options: DotOptions | None = None) -> tuple[str, str]:
+    """DOT source for one captured graph, and what the picture leaves out and why ("" when
+    every node is drawn), for the page to say beside it.
+
+    Graphs known only from the trace (no node data) become a one-box summary. In graphs of
+    REPEAT_MIN_NODES nodes or more, sibling module blocks of one class and identical inner
+    structure (12 transformer layers) are drawn once, in a box labelled with the count
+    ("x12"); without module paths, identical stretches of ops one after the other are.
+    ``options.fold_repeats=False`` draws every block. Past ``options.max_nodes`` nodes to
+    draw (NODE_BUDGET) the graph is drawn at the deepest module level that fits, else as a
+    box of its most used ops, and values read by more than HUB_READERS nodes lose their
+    edges; ``max_nodes=None`` draws every node. ``options.color_by`` picks what the fill
+    colours show (see DotOptions); the picture's label says what they mean.
 
     Raises:
         InputError: ``options.color_by`` is not one of COLOR_BY.
@@ -134,22 +154,26 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
     opts = options or DotOptions()
     mode, mode_note = _colour_mode(graph, opts.color_by)
     title = f"graph {graph.id} ({graph.compile_id}) {graph.frame}: {plural(graph.op_count, 'graph op')}, {graph.node_count} nodes"
-    lines = [
-        f"digraph {quote('graph_' + str(graph.id))} {{",
-        "  rankdir=TB;",
-        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
-        '  edge [fontname="Helvetica", fontsize=8, color="#555555"];',
-    ]
     if not graph.nodes:
-        lines.append(f"  label={quote(title + ' (known from the trace only)')}; labelloc=t;")
-        ops = "\n".join(f"{_short_target(_one_line(t))} x{n}" for t, n in graph.op_counts[:12])
-        lines.append(f"  summary [label={quote(ops or 'no op data')}, fillcolor=\"{PALETTE['other']}\"];")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        return _summary_dot(f"graph_{graph.id}", title + " (known from the trace only)", graph.op_counts), ""
+    hidden = {n.name for n in graph.nodes if opts.fold_params and n.is_param}
+    fold = _fold(graph.nodes, hidden, opts)
+    notes = list(fold.notes)
     depth = opts.depth
-    if depth is None and len(graph.nodes) > AUTO_COLLAPSE_NODES:
-        depth = 1
-        title += f" - drawn at module level: {len(graph.nodes)} nodes > {AUTO_COLLAPSE_NODES} (pass depth= to choose)"
+    if depth is None and opts.max_nodes is not None and fold.drawn > opts.max_nodes:
+        depth = _fitting_depth(graph.nodes, hidden, opts.max_nodes)
+        if depth is None:
+            why = f"{plural(fold.drawn, 'node')} to draw > {opts.max_nodes}, and no module level fits"
+            note = f"not drawn node by node ({why}): its most used ops; Graph.to_svg(full=True) draws every node"
+            return _summary_dot(f"graph_{graph.id}", title + "\n" + note, graph.op_counts), note
+        fold = _Fold(hubs=fold.hubs)
+        boxes = _drawn_count(graph.nodes, hidden, {}, depth)
+        notes = [f"drawn at module level {depth} ({plural(boxes, 'node')} drawn): "
+                 f"{plural(_drawn_count(graph.nodes, hidden, {}, None), 'node')} > {opts.max_nodes}; "
+                 "Graph.to_svg(full=True) draws every node", *_hub_notes(fold.hubs)]
+    note = "; ".join(notes)
+    if note:
+        title += "\n" + note
     looks: dict[str, _Look] = {}
     legend: list[str] = []
     if mode != "op" and graph.lowering is not None:
@@ -157,46 +181,26 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
         title += "\n" + meaning
     if mode_note:
         title += "\n" + mode_note
-    lines.append(f"  label={quote(title)}; labelloc=t; fontname=\"Helvetica\";")
-    lines.extend(legend)
-
+    lines = [
+        f"digraph {quote('graph_' + str(graph.id))} {{",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=8, color="#555555"];',
+        f"  label={quote(title)}; labelloc=t; fontname=\"Helvetica\";",
+        *legend,
+    ]
     by_name = {n.name: n for n in graph.nodes}
-    hidden = {n.name for n in graph.nodes if opts.fold_params and n.is_param}
-    # Repeated blocks (12 identical transformer layers) drawn once, labelled with a count.
-    same_as: dict[str, str] = {}  # node of a repeat not drawn -> its twin in the drawn block
-    member: dict[str, list[tuple[int, int]]] = {}  # node -> (repeat group, block number)
-    counts: dict[str, int] = {}  # module path of a drawn block -> how many it stands for
-    if opts.fold_repeats and depth is None and len(graph.nodes) >= REPEAT_MIN_NODES:
-        same_as, member, counts = repeated_blocks(graph.nodes, hidden)
-        # Weights drawn as inputs (fold_params=False) that only the blocks not drawn read:
-        # not drawn either (mapped to themselves, so no edge of theirs is drawn).
-        users: dict[str, list[str]] = {}
-        for n in graph.nodes:
-            for arg in n.args:
-                users.setdefault(arg, []).append(n.name)
-        for n in graph.nodes:
-            if not n.is_op and n.name not in hidden and users.get(n.name) and all(u in same_as for u in users[n.name]):
-                same_as[n.name] = n.name
-    # Collapsed modules: nodes deeper than `depth` are drawn as one node per module path.
-    collapsed: dict[str, str] = {}  # node name -> collapsed node id
-    collapsed_info: dict[str, tuple[str, str, Counter[str]]] = {}
-    for n in graph.nodes:
-        if depth is not None and n.is_op and len(n.module_stack) > depth:
-            path, cls = n.module_stack[depth - 1] if depth > 0 else ("", "program")
-            cid = dot_id("m_" + (path or "root"))
-            collapsed[n.name] = cid
-            info = collapsed_info.setdefault(cid, (path, cls, Counter()))
-            info[2][op_category(n.target)] += 1
-
+    collapsed, collapsed_info = _collapse(graph.nodes, depth)
     # Cluster tree: module path prefix -> node lines.
     tree: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for n in graph.nodes:
-        if n.name in hidden or n.name in collapsed or n.name in same_as:
+        if n.name in hidden or n.name in collapsed or n.name in fold.same_as:
             continue
-        stack = n.module_stack if n.is_op else ()
+        stack = fold.stack.get(n.name, n.module_stack if n.is_op else ())
         if depth is not None:
             stack = stack[:depth]
-        tree.setdefault(tuple(stack), []).append(_node_line(n, graph, hidden, by_name, looks.get(n.name)))
+        tree.setdefault(tuple(stack), []).append(
+            _node_line(n, graph, hidden, by_name, looks.get(n.name), fold.hubs.get(n.name, 0)))
     for cid, (path, cls, cats) in sorted(collapsed_info.items()):
         total = sum(cats.values())
         main = cats.most_common(1)[0][0]
@@ -207,30 +211,168 @@ def graph_to_dot(graph: Graph, options: DotOptions | None = None) -> str:
         tree.setdefault(stack_key, []).append(
             f"    {cid} [label={quote(label)}, shape=box3d, fillcolor=\"{PALETTE[main]}\", tooltip={quote(path)}];"
         )
-    lines.extend(_clusters(tree, counts))
+    lines.extend(_clusters(tree, fold.counts))
+    lines.extend(_edges(graph.nodes, hidden, fold, collapsed, by_name, opts.edge_labels))
+    lines.append("}")
+    return "\n".join(lines) + "\n", note
 
-    seen_edges: set[tuple[str, str]] = set()
-    for n in graph.nodes:
+
+@dataclass(frozen=True)
+class _Fold:
+    """What a picture folds: repeats drawn once, values drawn without their edges."""
+
+    same_as: Mapping[str, str] = field(default_factory=dict)  # node of a repeat not drawn -> its twin
+    member: Mapping[str, list[tuple[int, int]]] = field(default_factory=dict)  # node -> (group, block)
+    counts: Mapping[str, int] = field(default_factory=dict)  # cluster path of a drawn block -> copies
+    stack: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # cluster of a run's first block
+    hubs: Mapping[str, int] = field(default_factory=dict)  # value drawn without edges -> its readers
+    notes: tuple[str, ...] = ()
+    drawn: int = 0  # nodes the picture draws
+
+    def skips(self, arg: str, user: str) -> bool:
+        """True for an edge not drawn: from a hub, or one the first block already draws."""
+        return arg in self.hubs or (bool(self.same_as) and _between_repeats(arg, user, self.same_as, self.member))
+
+
+def _fold(nodes: tuple[Node, ...], hidden: set[str], opts: DotOptions) -> _Fold:
+    """Repeats (by module block, or by stretches of ops where no node has a module path)
+    and, under a node budget, hubs."""
+    same_as: dict[str, str] = {}
+    member: dict[str, list[tuple[int, int]]] = {}
+    counts: dict[str, int] = {}
+    stack: dict[str, tuple[tuple[str, str], ...]] = {}
+    notes: list[str] = []
+    if opts.fold_repeats and opts.depth is None and len(nodes) >= REPEAT_MIN_NODES:
+        if any(n.module_stack for n in nodes):
+            same_as, member, counts = repeated_blocks(nodes, hidden)
+        else:
+            same_as, member, stack, counts = _runs_as_clusters(nodes, hidden)
+        _hide_unread_inputs(nodes, hidden, same_as)
+        if counts:
+            folded = sum(1 for n in same_as.values() if n)
+            times = ", ".join(f"x{c}" for c in list(counts.values())[:4]) + (", ..." if len(counts) > 4 else "")
+            notes.append(f"{plural(len(counts), 'repeated block')} ({times}) drawn once, with the count "
+                         f"({plural(folded, 'node')} not drawn again)")
+    hubs = {} if opts.max_nodes is None else {
+        k: v for k, v in heavy_readers(nodes, HUB_READERS).items() if k not in hidden and k not in same_as}
+    notes.extend(_hub_notes(hubs))
+    return _Fold(same_as, member, counts, stack, hubs, tuple(notes), _drawn_count(nodes, hidden, same_as, opts.depth))
+
+
+def _hub_notes(hubs: Mapping[str, int]) -> list[str]:
+    if not hubs:
+        return []
+    named = ", ".join(f"{k} by {v}" for k, v in sorted(hubs.items(), key=lambda kv: -kv[1])[:3])
+    return [f"{plural(len(hubs), 'value')} read by many nodes drawn without their edges ({named})"]
+
+
+def _runs_as_clusters(nodes: tuple[Node, ...], hidden: set[str]) -> tuple[
+        dict[str, str], dict[str, list[tuple[int, int]]], dict[str, tuple[tuple[str, str], ...]], dict[str, int]]:
+    """repeated_runs as clusters: each run's first stretch in a box "repeat k" with its count."""
+    same_as, member, runs = repeated_runs(nodes, hidden)
+    stack: dict[str, tuple[tuple[str, str], ...]] = {}
+    counts: dict[str, int] = {}
+    for gid, (period, copies) in runs.items():
+        path = f"repeat {gid + 1}"
+        counts[path] = copies
+        for name, where in member.items():
+            if (gid, 0) in where:
+                stack[name] = ((path, plural(period, "op")),)
+    return same_as, member, stack, counts
+
+
+def _hide_unread_inputs(nodes: tuple[Node, ...], hidden: set[str], same_as: dict[str, str]) -> None:
+    """Inputs drawn as nodes (weights with fold_params=False, an AOT graph's primals) that
+    only blocks not drawn read: not drawn either (mapped to themselves, so no edge of
+    theirs is drawn)."""
+    if not same_as:
+        return
+    users: dict[str, list[str]] = {}
+    for n in nodes:
+        for arg in n.args:
+            users.setdefault(arg, []).append(n.name)
+    for n in nodes:
+        if not n.is_op and n.name not in hidden and users.get(n.name) and all(u in same_as for u in users[n.name]):
+            same_as[n.name] = ""
+
+
+def _drawn_count(nodes: tuple[Node, ...], hidden: set[str], same_as: Mapping[str, str], depth: int | None) -> int:
+    """How many nodes a picture draws: nodes not hidden nor folded, a module deeper than
+    ``depth`` as one box."""
+    boxes: set[str] = set()
+    count = 0
+    for n in nodes:
+        if n.name in hidden or n.name in same_as:
+            continue
+        if depth is not None and n.is_op and len(n.module_stack) > depth:
+            boxes.add(n.module_stack[depth - 1][0] if depth > 0 else "")
+        else:
+            count += 1
+    return count + len(boxes)
+
+
+def _fitting_depth(nodes: tuple[Node, ...], hidden: set[str], budget: int) -> int | None:
+    """The deepest module level at which the picture draws at most ``budget`` nodes."""
+    deepest = max((len(n.module_stack) for n in nodes), default=0)
+    for depth in range(deepest - 1, 0, -1):
+        if _drawn_count(nodes, hidden, {}, depth) <= budget:
+            return depth
+    return None
+
+
+def _collapse(nodes: tuple[Node, ...], depth: int | None) -> tuple[dict[str, str], dict[str, tuple[str, str, Counter[str]]]]:
+    """Nodes deeper than ``depth``, one box per module path: (node -> box id, box id ->
+    (path, class, op categories inside))."""
+    collapsed: dict[str, str] = {}
+    info: dict[str, tuple[str, str, Counter[str]]] = {}
+    if depth is None:
+        return collapsed, info
+    for n in nodes:
+        if n.is_op and len(n.module_stack) > depth:
+            path, cls = n.module_stack[depth - 1] if depth > 0 else ("", "program")
+            cid = dot_id("m_" + (path or "root"))
+            collapsed[n.name] = cid
+            info.setdefault(cid, (path, cls, Counter()))[2][op_category(n.target)] += 1
+    return collapsed, info
+
+
+def _edges(nodes: tuple[Node, ...], hidden: set[str], fold: _Fold, collapsed: Mapping[str, str],
+           by_name: Mapping[str, Node], edge_labels: bool) -> list[str]:
+    """One edge per (drawn source, drawn user), labelled with the value's shape."""
+    out: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for n in nodes:
         if n.name in hidden:
             continue
-        dst = collapsed.get(n.name, _ident(same_as.get(n.name, n.name)))
+        dst = collapsed.get(n.name, _ident(fold.same_as.get(n.name) or n.name))
         for arg in n.args:
-            if arg in hidden or arg not in by_name:
+            if arg in hidden or arg not in by_name or fold.skips(arg, n.name):
                 continue
-            if same_as and _between_repeats(arg, n.name, same_as, member):
+            src = collapsed.get(arg, _ident(fold.same_as.get(arg) or arg))
+            if src == dst or (src, dst) in seen:
                 continue
-            src = collapsed.get(arg, _ident(same_as.get(arg, arg)))
-            if src == dst or (src, dst) in seen_edges:
-                continue
-            seen_edges.add((src, dst))
-            label = _shape(by_name[arg]) if opts.edge_labels else ""
-            attr = f" [label={quote(label)}]" if label else ""
-            lines.append(f"  {src} -> {dst}{attr};")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+            seen.add((src, dst))
+            label = _shape(by_name[arg]) if edge_labels else ""
+            out.append(f"  {src} -> {dst}" + (f" [label={quote(label)}]" if label else "") + ";")
+    return out
 
 
-def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node], look: _Look | None = None) -> str:
+def _summary_dot(name: str, title: str, op_counts: tuple[tuple[str, int], ...], short: Callable[[str], str] | None = None) -> str:
+    """A one-box picture: the graph's most used ops under its title."""
+    short = short or _short_target
+    ops = "\n".join(f"{short(_one_line(t))} x{n}" for t, n in op_counts[:12])
+    return "\n".join([
+        f"digraph {quote(name)} {{",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+        f"  label={quote(title)}; labelloc=t; fontname=\"Helvetica\";",
+        f"  summary [label={quote(ops or 'no op data')}, fillcolor=\"{PALETTE['other']}\"];",
+        "}",
+    ]) + "\n"
+
+
+def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node], look: _Look | None = None,
+               readers: int = 0) -> str:
     if n.op == "placeholder":
         category = "parameter" if n.is_param else "input"
         label = f"{_one_line(n.name)}\n{_shape(n)}"
@@ -245,6 +387,8 @@ def _node_line(n: Node, graph: Graph, hidden: set[str], by_name: dict[str, Node]
         label = f"{_short_target(_one_line(n.target))}{' +W' if folded else ''}\n{_shape(n)}"
         shape = "box"
     tooltip = f"{location(n.filename, n.lineno)}: {n.source}" if n.source else n.name
+    if readers:
+        label += f"\nread by {readers} nodes (edges not drawn)"
     if look is None:
         return (
             f"    {_ident(n.name)} [label={quote(label)}, shape={shape}, "
@@ -434,14 +578,23 @@ def _clusters(tree: dict[tuple[tuple[str, str], ...], list[str]], counts: Mappin
 # -- AOT graphs ----------------------------------------------------------------------------
 
 
-def aot_graph_to_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
-    """DOT source for one graph AOTAutograd handed to Inductor (forward, backward or inference).
+def aot_graph_to_dot(aot: AotGraph, lowering: Lowering | None = None, *, max_nodes: int | None = NODE_BUDGET) -> str:
+    """DOT source for one AOTAutograd graph (:func:`aot_graph_plan`'s DOT)."""
+    return aot_graph_plan(aot, lowering, max_nodes=max_nodes)[0]
+
+
+def aot_graph_plan(aot: AotGraph, lowering: Lowering | None = None, *, max_nodes: int | None = NODE_BUDGET) -> tuple[str, str]:
+    """DOT source for one graph AOTAutograd handed to Inductor (forward, backward or
+    inference), and what the picture leaves out and why ("" when every node is drawn).
 
     ATen ops are filled by op category (as in graph_to_dot); inputs are told apart:
     ``primals_*`` (the graph's inputs and parameters), ``tangents_*`` (incoming gradients)
     and, in a backward graph, the activations the forward saved (``lowering``'s
-    saved_for_backward names), with their shapes. A graph over AUTO_COLLAPSE_NODES nodes,
-    or one known only by counts, is drawn as one box of its most used ops, and says so.
+    saved_for_backward names), with their shapes. Identical stretches of ops one after the
+    other (12 layers) are drawn once in a box with their count, and values read by more
+    than HUB_READERS nodes lose their edges; a graph still over ``max_nodes`` nodes to draw
+    (NODE_BUDGET; None: no limit), or one known only by counts, is drawn as one box of its
+    most used ops, and says so.
     """
     sft = lowering.saved_for_backward if lowering is not None else None
     saved = set(sft.names) if sft is not None and aot.kind == "backward" else set()
@@ -453,23 +606,20 @@ def aot_graph_to_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
     if lowering is not None:
         mine = [k for k in lowering.kernels if k.graph == aot.kind]
         title += f"; Inductor made {plural(len(mine), 'kernel')}"
+    if not aot.nodes:
+        return _summary_dot("aot_" + aot.kind, title + "\nknown by its op counts only", aot.op_counts, _aten_short), ""
+    fold = _fold(aot.nodes, set(), DotOptions(max_nodes=max_nodes))
+    if max_nodes is not None and fold.drawn > max_nodes:
+        note = (f"not drawn node by node: {plural(fold.drawn, 'node')} to draw > {max_nodes}; its most used ops "
+                "(AotGraph.to_svg(full=True) draws every node)")
+        return _summary_dot("aot_" + aot.kind, title + "\n" + note, aot.op_counts, _aten_short), note
+    note = "; ".join(fold.notes)
     lines = [
         f"digraph {quote('aot_' + aot.kind)} {{",
         "  rankdir=TB;",
         '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
         '  edge [color="#555555"];',
     ]
-    if not aot.nodes or len(aot.nodes) > AUTO_COLLAPSE_NODES:
-        why = (
-            "known by its op counts only"
-            if not aot.nodes
-            else f"not drawn node by node: {len(aot.nodes)} nodes > {AUTO_COLLAPSE_NODES}; its most used ops"
-        )
-        lines.append(f"  label={quote(title + chr(10) + why)}; labelloc=t; fontname=\"Helvetica\";")
-        ops = "\n".join(f"{_aten_short(_one_line(t))} x{n}" for t, n in aot.op_counts[:12])
-        lines.append(f"  summary [label={quote(ops or 'no op data')}, fillcolor=\"{PALETTE['other']}\"];")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
     inputs = [n.name for n in aot.nodes if n.op == "placeholder"]
     key = ["white ellipses: inputs and parameters (primals)"]
     if any(name.startswith("tangents") for name in inputs):
@@ -480,47 +630,54 @@ def aot_graph_to_dot(aot: AotGraph, lowering: Lowering | None = None) -> str:
     if recomputed:
         key.append("dashed orange border: forward ops computed again instead of saved")
     key.append("ops filled by category")
-    lines.append(f"  label={quote(title + chr(10) + '; '.join(key))}; labelloc=t; fontname=\"Helvetica\";")
-    names = {n.name for n in aot.nodes}
+    label = title + chr(10) + "; ".join(key) + (chr(10) + note if note else "")
+    lines.append(f"  label={quote(label)}; labelloc=t; fontname=\"Helvetica\";")
+    tree: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for n in aot.nodes:
-        where = f"{location(n.filename, n.lineno)}: {n.source}" if n.source else ""
-        attrs = ""
-        if n.op == "placeholder":
-            shape = "ellipse"
-            if n.name in saved:
-                size = n.outputs[0].nbytes if n.outputs else None
-                shown = f"\n{human_bytes(size)}" if size is not None else ""
-                fill, label = AOT_COLOURS["saved"], f"saved {_one_line(n.name)}\n{_shape(n)}{shown}"
-                attrs = f', color="{BORDERS["saved"]}", penwidth=2'
-                tooltip = f"{n.name}: saved by the forward for the backward"
-            elif n.name.startswith("tangents"):
-                fill, label = AOT_COLOURS["tangent"], f"{_one_line(n.name)}\n{_shape(n)}"
-                tooltip = f"{n.name}: gradient of a forward output"
-            else:
-                fill, label = AOT_COLOURS["primal"], f"{_one_line(n.name)}\n{_shape(n)}"
-                tooltip = f"{n.name}: input"
-        elif n.op == "output":
-            shape, fill, label, tooltip = "ellipse", PALETTE["output"], "output", "output"
-        else:
-            shape, fill = "box", PALETTE[op_category(n.target)]
-            label = f"{_aten_short(_one_line(n.target))}\n{_shape(n)}"
-            tooltip = f"{n.name} = {n.target}" + (f"\n{where}" if where else "")
-            if n.name in recomputed:
-                label = f"recomputed {label}"
-                attrs = f', color="{BORDERS["saved"]}", penwidth=2, style="rounded,filled,dashed"'
-                tooltip += "\nrecomputed: the forward computed it too; the partitioner chose to compute it again over saving it"
-        lines.append(
-            f"  {_ident(n.name)} [label={quote(label)}, shape={shape}, fillcolor=\"{fill}\", "
-            f"tooltip={quote(tooltip)}{attrs}];"
-        )
-    seen: set[tuple[str, str]] = set()
-    for n in aot.nodes:
-        for arg in n.args:
-            if arg in names and (arg, n.name) not in seen:
-                seen.add((arg, n.name))
-                lines.append(f"  {_ident(arg)} -> {_ident(n.name)};")
+        if n.name not in fold.same_as:
+            tree.setdefault(fold.stack.get(n.name, ()), []).append(
+                _aot_node_line(n, saved, recomputed, fold.hubs.get(n.name, 0)))
+    lines.extend(_clusters(tree, fold.counts))
+    by_name = {n.name: n for n in aot.nodes}
+    lines.extend(_edges(aot.nodes, set(), fold, {}, by_name, edge_labels=False))
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", note
+
+
+def _aot_node_line(n: Node, saved: set[str], recomputed: set[str], readers: int) -> str:
+    """One node of an AOT graph: inputs told apart (primals, tangents, saved activations)."""
+    where = f"{location(n.filename, n.lineno)}: {n.source}" if n.source else ""
+    attrs = ""
+    if n.op == "placeholder":
+        shape = "ellipse"
+        if n.name in saved:
+            size = n.outputs[0].nbytes if n.outputs else None
+            shown = f"\n{human_bytes(size)}" if size is not None else ""
+            fill, label = AOT_COLOURS["saved"], f"saved {_one_line(n.name)}\n{_shape(n)}{shown}"
+            attrs = f', color="{BORDERS["saved"]}", penwidth=2'
+            tooltip = f"{n.name}: saved by the forward for the backward"
+        elif n.name.startswith("tangents"):
+            fill, label = AOT_COLOURS["tangent"], f"{_one_line(n.name)}\n{_shape(n)}"
+            tooltip = f"{n.name}: gradient of a forward output"
+        else:
+            fill, label = AOT_COLOURS["primal"], f"{_one_line(n.name)}\n{_shape(n)}"
+            tooltip = f"{n.name}: input"
+    elif n.op == "output":
+        shape, fill, label, tooltip = "ellipse", PALETTE["output"], "output", "output"
+    else:
+        shape, fill = "box", PALETTE[op_category(n.target)]
+        label = f"{_aten_short(_one_line(n.target))}\n{_shape(n)}"
+        tooltip = f"{n.name} = {n.target}" + (f"\n{where}" if where else "")
+        if n.name in recomputed:
+            label = f"recomputed {label}"
+            attrs = f', color="{BORDERS["saved"]}", penwidth=2, style="rounded,filled,dashed"'
+            tooltip += "\nrecomputed: the forward computed it too; the partitioner chose to compute it again over saving it"
+    if readers:
+        label += f"\nread by {readers} nodes (edges not drawn)"
+    return (
+        f"  {_ident(n.name)} [label={quote(label)}, shape={shape}, fillcolor=\"{fill}\", "
+        f"tooltip={quote(tooltip)}{attrs}];"
+    )
 
 
 def _aten_short(target: str) -> str:

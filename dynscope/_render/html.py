@@ -338,7 +338,16 @@ def _kernels(g: Graph, low: Lowering) -> str:
     )
 
 
-def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str]) -> str:
+def _note(note: str) -> str:
+    """What a picture leaves out and why, said above it; "" for a picture drawn in full."""
+    return f'<p class="picture-note">Picture: {esc(note)}.</p>' if note else ""
+
+
+def _noted(note: str, svg: str) -> str:
+    return _note(note) + svg
+
+
+def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str], notes: Mapping[str, str] | None = None) -> str:
     """What Inductor made of one graph: kernels, saved tensors, phases, pictures, code."""
     low = g.lowering
     if low is None:
@@ -376,6 +385,7 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str]) -> str:
         if aot is not None and svg is not None:
             out.append(
                 f"<h4>AOTAutograd {esc(aot.kind)} graph ({aot.op_count} ATen ops)</h4>"
+                f"{_note((notes or {}).get(f'graph {g.id} {aot.kind}', ''))}"
                 f'<div class="svgbox" id="aot-svg-{g.id}-{esc(aot.kind)}">{svg}</div>'
             )
     if low.code:
@@ -452,10 +462,13 @@ def _graph(
     same: Sequence[int] = (),
     no_pictures: str = NO_PICTURES,
     frame: Frame | None = None,
+    notes: Mapping[str, str] | None = None,
 ) -> str:
     """One graph's section; ``same`` lists the graphs of its structure (itself included)
     when there are several: the first is drawn, the others point to it. ``frame``: its
-    compile, whose dynamic and fixed sizes are said beside the inputs."""
+    compile, whose dynamic and fixed sizes are said beside the inputs. ``notes``: what its
+    pictures leave out (see render_html's ``picture_notes``)."""
+    notes = notes or {}
     head = (
         f'<h2>Graph {g.id} <small>({esc(g.compile_id)}, {esc(g.frame)}{_ddp_split(g)} in '
         f"{esc(location(g.filename, g.lineno))})</small></h2>"
@@ -465,7 +478,7 @@ def _graph(
             f'<section id="graph-{g.id}" data-graph="{g.id}" data-picture="folded">{head}'
             f'<p>The same graph as <a href="#graph-{same[0]}">graph {same[0]}</a> (graphs '
             f"{_ids(same)} are the same graph: same ops, shapes and edges); its picture, ops and code are "
-            f"there.</p>{_timing(g)}{_lowering(g, aot_svgs or {})}</section>"
+            f"there.</p>{_timing(g)}{_lowering(g, aot_svgs or {}, notes)}</section>"
         )
     ops = html_table(["graph op", "count"], ([f"<code>{esc(t)}</code>", str(n)] for t, n in g.op_counts))
     inputs = ", ".join(esc(m.describe()) for m in g.inputs)
@@ -474,12 +487,13 @@ def _graph(
         said += [size_fix_line(fx) for fx in frame.shapes if fx.kind == "fixed"]
         inputs += f" <small class='sizes'>({esc('; '.join(said))})</small>"
     box, _, where = _picture(g, svg, files, no_pictures)
+    note = notes.get(f"graph {g.id}", "") if svg is not None else ""
     folded = f"<p>Graphs {_ids(same)} are the same graph (same ops, shapes and edges), drawn once here.</p>" if same else ""
     return (
         f'<section id="graph-{g.id}" data-graph="{g.id}" data-picture="{where}">{head}'
         f"<p>{plural(g.op_count, 'graph op')}, {g.node_count} nodes; inputs: {inputs}</p>{folded}"
-        f'<div class="svgbox" id="graph-svg-{g.id}">{box}</div>'
-        f"{_timing(g)}{_lowering(g, aot_svgs or {})}"
+        f'{_note(note)}<div class="svgbox" id="graph-svg-{g.id}">{box}</div>'
+        f"{_timing(g)}{_lowering(g, aot_svgs or {}, notes)}"
         f"<details><summary>graph ops</summary>{ops}</details>"
         f'<details><summary>code</summary><pre class="graph-code">{esc(g.code)}</pre></details></section>'
     )
@@ -615,6 +629,7 @@ def render_html(
     aot_svgs: Mapping[tuple[int, str], str] | None = None,
     picture_files: bool = False,
     pictures_note: str = "",
+    picture_notes: Mapping[str, str] | None = None,
 ) -> str:
     """The whole page as a string. Pure: it never looks for or runs Graphviz.
 
@@ -636,13 +651,16 @@ def render_html(
         pictures_note: why there are no pictures when Graphviz is installed but failed
             (``dynscope._render.bundle`` passes the error): said in place of each picture and
             under "Read this first". Defaults to "" (the install hint when pictures are missing).
+        picture_notes: what a picture leaves out and why ("program", "graph <id>", "graph
+            <id> <kind>" -> note; ``dynscope._render.pictures.Pictures.notes``): said above it.
 
     Graphs of one structure (``structure_hash``) are drawn once; a table of every graph
     with links heads the graphs part, and a search box finds nodes across the pictures.
     """
     title = f"dynscope: {rep.title}" if rep.title else "dynscope report"
     no_pictures = f'<p class="warn">No pictures: {esc(pictures_note)}</p>' if pictures_note else NO_PICTURES
-    program = no_pictures if program_svg is None else program_svg
+    notes = picture_notes or {}
+    program = no_pictures if program_svg is None else _noted(notes.get("program", ""), program_svg)
     svgs = graph_svgs or {}
     same = same_graphs(rep)
     frames = {f.compile_id: f for f in rep.frames}
@@ -650,7 +668,7 @@ def render_html(
     files = picture_files and any(len(svg) > INLINE_SVG_MAX for svg in svgs.values())
     graphs = "\n".join(
         _graph(g, svgs.get(g.id), aot_svgs, files=picture_files, same=same.get(g.id, ()), no_pictures=no_pictures,
-               frame=frames.get(g.compile_id))
+               frame=frames.get(g.compile_id), notes=notes)
         for g in rep.graphs
     )
     cov = ""

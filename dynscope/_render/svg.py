@@ -8,8 +8,14 @@ the SVG on.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,17 +56,94 @@ def have_graphviz() -> bool:
     return shutil.which("dot") is not None
 
 
-def _dot_said(err: Exception) -> str:
-    """The first line ``dot`` wrote on stderr when it failed, or its exit status."""
-    import graphviz
+#: Seconds one ``dot`` call may run before it is stopped (``DYNSCOPE_DOT_TIMEOUT`` overrides).
+DOT_TIMEOUT_S = 20.0
 
-    if isinstance(err, graphviz.CalledProcessError):
-        said = (err.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-        return said[0] if said else f"exit status {err.returncode}"
+
+def dot_timeout_s() -> float:
+    """The time limit of one ``dot`` call: ``DYNSCOPE_DOT_TIMEOUT`` (seconds) when set to a
+    positive number, else DOT_TIMEOUT_S."""
+    text = os.environ.get("DYNSCOPE_DOT_TIMEOUT", "").strip()
+    try:
+        value = float(text) if text else DOT_TIMEOUT_S
+    except ValueError:
+        return DOT_TIMEOUT_S
+    return value if value > 0 else DOT_TIMEOUT_S
+
+
+class LayoutTimeout(DynscopeError, TimeoutError):
+    """``dot`` did not finish within its time limit and was stopped (the picture is too
+    big or too tangled for Graphviz in that time; the page draws less instead)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"Graphviz's dot did not finish within {seconds:g} s and was stopped")
+        self.seconds = seconds
+
+
+class _DotFailed(Exception):
+    """``dot`` exited non-zero or died on a signal: (exit status, what it said)."""
+
+    def __init__(self, returncode: int, said: str) -> None:
+        super().__init__(said or f"exit status {returncode}")
+        self.returncode = returncode
+        self.said = said
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
+    """Linux: the child gets SIGKILL when dynscope's thread that started it dies (killed,
+    crashed), so no ``dot`` is left running as an orphan. Elsewhere: nothing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _run_dot(dot: bytes, timeout_s: float) -> bytes:
+    """SVG bytes from ``dot -Tsvg``, run in a process group of its own that is killed when
+    the time limit passes, when this call is interrupted, or when dynscope dies.
+
+    Raises:
+        FileNotFoundError: ``dot`` is not on PATH.
+        LayoutTimeout: ``dot`` ran past ``timeout_s``.
+        _DotFailed: ``dot`` failed.
+    """
+    exe = shutil.which("dot")
+    if exe is None:
+        raise FileNotFoundError("dot")
+    linux = sys.platform.startswith("linux")
+    proc = subprocess.Popen(
+        [exe, "-Tsvg"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_die_with_parent if linux else None,
+    )
+    try:
+        out, err = proc.communicate(dot, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise LayoutTimeout(timeout_s) from None
+    finally:
+        if proc.poll() is None:  # timed out or interrupted: stop it and whatever it started
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
+            proc.communicate()
+    if proc.returncode != 0:
+        said = err.decode("utf-8", "replace").strip().splitlines()
+        raise _DotFailed(proc.returncode, said[0] if said else "")
+    return out
+
+
+def _dot_said(err: _DotFailed | OSError) -> str:
+    """The first line ``dot`` wrote on stderr when it failed, or its exit status."""
+    if isinstance(err, _DotFailed):
+        return err.said or f"exit status {err.returncode}"
     return f"{type(err).__name__}: {err}"
 
 
-def _broken_dot(err: Exception) -> GraphvizNotFoundError:
+def _broken_dot(err: _DotFailed | OSError) -> GraphvizNotFoundError:
     """The error for a ``dot`` that is on PATH but does not work (it failed on a one-node
     graph too): the environment's fault, not the report's, so pictures are left out as
     when ``dot`` is missing."""
@@ -74,43 +157,43 @@ def _broken_dot(err: Exception) -> GraphvizNotFoundError:
 
 
 def _dot_works() -> bool:
-    """True when ``dot`` lays out the smallest graph: tells a broken install from DOT
-    source that ``dot`` rejects."""
-    import graphviz
-
+    """True when ``dot`` lays out the smallest graph within a few seconds: tells a broken
+    install from DOT source that ``dot`` rejects."""
     try:
-        graphviz.pipe("dot", "svg", b"digraph{a}", quiet=True)
-    except (graphviz.ExecutableNotFound, graphviz.CalledProcessError, OSError):
+        _run_dot(b"digraph{a}", 5.0)
+    except (_DotFailed, OSError, LayoutTimeout):
         return False
     return True
 
 
-def dot_to_svg(dot: str, path: str | Path | None = None) -> str:
+def dot_to_svg(dot: str, path: str | Path | None = None, *, timeout_s: float | None = None) -> str:
     """SVG text for DOT source; also written (atomically) to ``path`` when given.
 
-    Each node's ``<title>`` (what browsers show on hover) is replaced by its tooltip, the
-    source line the node came from.
+    ``dot`` runs under a time limit (``timeout_s``, default :func:`dot_timeout_s`) in a
+    process of its own that is stopped at the limit and dies with dynscope. Each node's
+    ``<title>`` (what browsers show on hover) is replaced by its tooltip, the source line
+    the node came from.
 
     Raises:
         InputError: ``path`` cannot be written (see dynscope._write.write_text).
         GraphvizNotFoundError: ``dot`` is not installed, or is installed but does not work
             (it fails on a one-node graph as well); the message says how to get a working one.
+        LayoutTimeout: ``dot`` ran past the limit (it was stopped; callers that draw pages
+            draw less instead, see dynscope._render.pictures).
         DynscopeError: a working ``dot`` rejected the source (a dynscope bug: the message
             has dot's words).
     """
-    import graphviz
-
+    limit = dot_timeout_s() if timeout_s is None else timeout_s
     try:
-        # quiet: what dot says on stderr is kept in the error, not printed to the user's stderr.
-        svg = graphviz.pipe("dot", "svg", dot.encode("utf-8", "replace"), quiet=True).decode("utf-8", "replace")
-    except graphviz.ExecutableNotFound as err:
+        svg = _run_dot(dot.encode("utf-8", "replace"), limit).decode("utf-8", "replace")
+    except FileNotFoundError as err:
         raise GraphvizNotFoundError(INSTALL_HINT) from err
-    except (graphviz.CalledProcessError, OSError) as err:
+    except (_DotFailed, OSError) as err:
         # A dot that exits non-zero, dies on a signal or cannot be executed: when it fails on
         # the smallest graph too, the install is broken (the user's to fix); else it is ours.
         if not _dot_works():
             raise _broken_dot(err) from err
-        if not isinstance(err, graphviz.CalledProcessError):
+        if not isinstance(err, _DotFailed):
             raise
         raise DynscopeError(
             f"Graphviz's dot could not lay out a picture ({_dot_said(err)}); "
