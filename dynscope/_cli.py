@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from dynscope._errors import DynscopeError
+from dynscope._format import human_bytes
 from dynscope._model.report import Report
+from dynscope._progress import Progress
 from dynscope._render.terminal import paint_summary, use_color
 from dynscope._render.text import strip_controls
 
@@ -286,7 +288,18 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, metavar="OUT.py", help="the script to write")
     c.add_argument("--no-timing", action="store_true", help="the script only compiles and checks numerics")
     c.add_argument("--mode", default=None, help="Inductor mode (default: the mode the report timed, else default)")
+    for name, command in sub.choices.items():
+        command.add_argument("-q", "--quiet", action="store_true",
+                             help="no progress lines on stderr (as DYNSCOPE_PROGRESS=0)")
+        if name in _PAGES:
+            command.add_argument("--full", action="store_true",
+                                 help="draw every node of big graphs in the page's pictures (slow; each "
+                                 "Graphviz call still stops at DYNSCOPE_DOT_TIMEOUT seconds)")
     return p
+
+
+#: Commands that write an HTML page with pictures (they take --full).
+_PAGES = ("report", "advise", "render", "trace")
 
 
 def load_target(target: str) -> Any:
@@ -350,7 +363,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.mode and not args.timing:
         _warn("--mode has no effect without --timing (only timing runs Inductor modes); add --timing")
     _cwd_on_path()
+    progress = Progress("report")
+    progress.phase(f"importing {args.target}")
     model, kwargs = _program(args.target)
+    progress.phase("compiling and running the program" + (" (then timing it)" if args.timing else ""))
     try:
         memory = args.memory or args.timing or args.max_memory_ratio is not None
         rep = dynscope.report(
@@ -363,9 +379,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.html:
-        from dynscope._render.bundle import render_bundle
-
-        print(f"wrote {render_bundle(rep, Path(args.html)) / 'index.html'}")
+        progress.phase(f"writing the page to {args.html}")
+        print(f"wrote {_write_bundle(rep, Path(args.html), full=args.full)}")
+    progress.done()
     failed = _gates(rep, args)
     for reason in failed:
         sys.stderr.write(f"dynscope: {strip_controls(reason)}\n")
@@ -378,7 +394,10 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     from dynscope._render.words import advice_title, totals_line
 
     _cwd_on_path()
+    progress = Progress("advise")
+    progress.phase(f"importing {args.target}")
     model, kwargs = _program(args.target)
+    progress.phase("capturing the program, then trying each remedy")
     try:
         advice = dynscope.advise(model, timing=args.timing, memory=args.memory, **kwargs)
     except dynscope.CaptureError as err:
@@ -394,9 +413,9 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.output:
-        from dynscope._render.bundle import render_bundle
-
-        print(f"wrote {render_bundle(rep, Path(args.output)) / 'index.html'}")
+        progress.phase(f"writing the page to {args.output}")
+        print(f"wrote {_write_bundle(rep, Path(args.output), full=args.full)}")
+    progress.done()
     return 0
 
 
@@ -537,19 +556,19 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    out = _write_bundle(_read(args.file), Path(args.output))
+    out = _write_bundle(_read(args.file), Path(args.output), full=args.full)
     print(f"wrote {out}")
     return 0
 
 
-def _write_bundle(rep: Any, folder: Path) -> Path:
+def _write_bundle(rep: Any, folder: Path, *, full: bool = False) -> Path:
     """The HTML bundle of a report (index.html, SVGs, report.json) or of a merged one
     (index.html, merged.json); returns its index.html."""
     from dynscope._render.bundle import render_bundle
     from dynscope._write import ensure_folder, write_text
 
     if isinstance(rep, Report):
-        return render_bundle(rep, folder) / "index.html"
+        return render_bundle(rep, folder, full=full) / "index.html"
     out = ensure_folder(folder)
     rep.save(out / "merged.json")
     write_text(out / "index.html", rep.to_html())
@@ -562,6 +581,9 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     p = Path(args.path)
     if not p.exists():
         raise UsageError(f"no such trace log or folder: {args.path}; pass the folder TORCH_TRACE named")
+    progress = Progress("trace")
+    size = sum(f.stat().st_size for f in (p.rglob("*") if p.is_dir() else [p]) if f.is_file())
+    progress.phase(f"reading {args.path} ({human_bytes(size)})")
     rep = load_trace(p, jobs=args.jobs)
     if args.json and isinstance(rep, Report):
         sys.stdout.write(rep.to_json() + "\n")
@@ -575,7 +597,9 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     else:
         _out(rep.summary())
     if args.output:
-        print(f"wrote {_write_bundle(rep, Path(args.output))}")
+        progress.phase(f"writing the page to {args.output}")
+        print(f"wrote {_write_bundle(rep, Path(args.output), full=args.full)}")
+    progress.done()
     ranks = [rep] if isinstance(rep, Report) else list(rep.reports)
     failed = [f"rank {r.rank}: {problem}" if len(ranks) > 1 else problem for r in ranks for problem in _gates(r, args)]
     if args.fail_on_divergence and not isinstance(rep, Report) and rep.diverged:
@@ -659,6 +683,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help (0) or a usage error (2, already printed)
         return exit_.code if isinstance(exit_.code, int) else 2
+    quiet = os.environ.get("DYNSCOPE_PROGRESS")
+    if args.quiet:  # every phase and bar below reads it, for this command only
+        os.environ["DYNSCOPE_PROGRESS"] = "0"
     try:
         return COMMANDS[args.command](args)
     except UsageError as err:
@@ -676,7 +703,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         _fail(f"{args.command}: interrupted")
     except Exception as err:  # noqa: BLE001 - the CLI never shows a traceback
         _fail(f"{args.command}: unexpected {type(err).__name__}: {err} (a dynscope bug; please report it)")
+    finally:
+        if args.quiet:
+            _restore_env("DYNSCOPE_PROGRESS", quiet)
     return 2
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def _quiet_stdout() -> None:

@@ -18,6 +18,11 @@ in a side venv with another torch. One command per release, one job at a time:
   between the layers, compiled with the default Inductor backend (fresh
   ``TORCHINDUCTOR_CACHE_DIR``, provenance tracking on where the release has it), so the log
   carries AOTAutograd's forward and backward graphs and Inductor's output code.
+- ``vit-tiny.log.gz``: a ViT-shaped model of 12 pre-norm attention blocks (tiny widths, the
+  layer structure of ViT-tiny) compiled with the default Inductor backend, called at batch 1
+  then 4 (a recompile to a dynamic batch, whose size every view reads): AOT graphs of about
+  a thousand nodes, the pictures that once kept Graphviz busy for half an hour. Gzipped, as
+  tools that copy logs off a cluster often leave them.
 - ``ddp-2ranks/``: both rank logs of a real 2-rank gloo DDP job (``torch.distributed.run``),
   file names as torch wrote them (``dedicated_log_torch_trace_rank_<r>_<random>.log``). It is
   examples/ddp_two_ranks.py with its plants on and without dynscope: rank 1 prints inside
@@ -48,6 +53,7 @@ from record_corpus import _call  # noqa: E402 - report()'s rule for one entry of
 
 SCRIPT = Path(__file__).resolve()
 INDUCTOR_TARGET = "inductor-train"
+VIT_TARGET = "vit-tiny"
 DDP_TARGET = "ddp-2ranks"
 DDP_WIDTH = 512  # 512 x 512 float32 = 1 MiB per layer: with bucket_cap_mb=1, one bucket per layer
 LOG_PREFIX = "dedicated_log_torch_trace_"  # torch/_logging/_internal.py LOG_PREFIX
@@ -84,6 +90,49 @@ class TwoLayerMlp(torch.nn.Module):
         h = torch.relu(self.fc1(x))
         print("between layers")  # the graph break: two forward graphs, two backward graphs
         return self.fc2(h)
+
+
+class _VitBlock(torch.nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.norm2 = torch.nn.LayerNorm(dim)
+        self.fc1 = torch.nn.Linear(dim, 4 * dim)
+        self.fc2 = torch.nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, n, d))
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
+
+
+class _Vit(torch.nn.Module):
+    def __init__(self, dim: int = 32, depth: int = 12, heads: int = 2, patch: int = 8, image: int = 32) -> None:
+        super().__init__()
+        self.patch = torch.nn.Conv2d(3, dim, patch, stride=patch)
+        self.cls = torch.nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = torch.nn.Parameter(torch.zeros(1, (image // patch) ** 2 + 1, dim))
+        self.blocks = torch.nn.Sequential(*(_VitBlock(dim, heads) for _ in range(depth)))
+        self.norm = torch.nn.LayerNorm(dim)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        x = self.patch(pixels).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.norm(self.blocks(x))[:, 0]
+
+
+def child_vit() -> None:
+    """The ViT-shaped model under default Inductor, at batch 1 then 4 (see the module)."""
+    torch.manual_seed(0)
+    compiled = torch.compile(_Vit().eval())
+    with torch.no_grad():
+        for batch in (1, 4):
+            compiled(torch.randn(batch, 3, 32, 32))
 
 
 def child_inductor_train() -> None:
@@ -188,7 +237,10 @@ def _only_log(trace_dir: Path, what: str) -> Path:
 
 def record_count(path: Path) -> int:
     """Records in a TORCH_TRACE log: every line that is not a tab-led payload line."""
-    with path.open(encoding="utf-8") as lines:
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as lines:
         return sum(1 for line in lines if line.strip() and not line.startswith("\t"))
 
 
@@ -214,6 +266,22 @@ def record_inductor(folder: Path) -> list[Path]:
         _run([sys.executable, str(SCRIPT), "--child", INDUCTOR_TARGET], env, INDUCTOR_TARGET)
         target = folder / f"{INDUCTOR_TARGET}.log"
         shutil.move(_only_log(trace_dir, INDUCTOR_TARGET), target)
+    return [target]
+
+
+def record_vit(folder: Path) -> list[Path]:
+    """vit-tiny.log.gz, from a child with a fresh Inductor cache."""
+    import gzip
+
+    with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
+        trace_dir = Path(tmp) / "trace"
+        env = _child_env(trace_dir, TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "cache"),
+                         TORCHINDUCTOR_COMPILE_THREADS="1")
+        trace_dir.mkdir()
+        _run([sys.executable, str(SCRIPT), "--child", VIT_TARGET], env, VIT_TARGET)
+        target = folder / f"{VIT_TARGET}.log.gz"
+        with _only_log(trace_dir, VIT_TARGET).open("rb") as src, gzip.open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
     return [target]
 
 
@@ -258,10 +326,10 @@ def main(argv: list[str]) -> int:
     from tests.corpus.programs import PROGRAMS  # needs ROOT on sys.path
 
     corpus = [p.name for p in PROGRAMS]
-    known = [*corpus, INDUCTOR_TARGET, DDP_TARGET]
+    known = [*corpus, INDUCTOR_TARGET, VIT_TARGET, DDP_TARGET]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="*", metavar="TARGET", help=f"any of: {', '.join(known)}")
-    parser.add_argument("--child", choices=[*corpus, INDUCTOR_TARGET], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=[*corpus, INDUCTOR_TARGET, VIT_TARGET], help=argparse.SUPPRESS)
     parser.add_argument("--ddp", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv[1:])
     if args.ddp:  # one rank of the torchrun job
@@ -269,6 +337,9 @@ def main(argv: list[str]) -> int:
         return 0
     if args.child == INDUCTOR_TARGET:
         child_inductor_train()
+        return 0
+    if args.child == VIT_TARGET:
+        child_vit()
         return 0
     if args.child:
         child_corpus(args.child)
@@ -286,6 +357,8 @@ def main(argv: list[str]) -> int:
     for target in chosen:
         if target == INDUCTOR_TARGET:
             written = record_inductor(folder)
+        elif target == VIT_TARGET:
+            written = record_vit(folder)
         elif target == DDP_TARGET:
             written = record_ddp(folder)
         else:

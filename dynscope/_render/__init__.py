@@ -116,7 +116,7 @@ def graph_dot(graph: Graph, *, depth: int | None = None, fold_params: bool = Tru
     from dynscope._render.dot import NODE_BUDGET, DotOptions, graph_to_dot
 
     return graph_to_dot(graph, DotOptions(depth=depth, fold_params=fold_params, color_by=color_by,
-                                          max_nodes=None if full else NODE_BUDGET))
+                                          max_nodes=None if full else NODE_BUDGET, fold_repeats=not full))
 
 
 def graph_svg(

@@ -594,7 +594,7 @@ def aot_graph_plan(aot: AotGraph, lowering: Lowering | None = None, *, max_nodes
     other (12 layers) are drawn once in a box with their count, and values read by more
     than HUB_READERS nodes lose their edges; a graph still over ``max_nodes`` nodes to draw
     (NODE_BUDGET; None: no limit), or one known only by counts, is drawn as one box of its
-    most used ops, and says so.
+    most used ops, and says so. With ``max_nodes=None`` (full) nothing is folded.
     """
     sft = lowering.saved_for_backward if lowering is not None else None
     saved = set(sft.names) if sft is not None and aot.kind == "backward" else set()
@@ -608,7 +608,7 @@ def aot_graph_plan(aot: AotGraph, lowering: Lowering | None = None, *, max_nodes
         title += f"; Inductor made {plural(len(mine), 'kernel')}"
     if not aot.nodes:
         return _summary_dot("aot_" + aot.kind, title + "\nknown by its op counts only", aot.op_counts, _aten_short), ""
-    fold = _fold(aot.nodes, set(), DotOptions(max_nodes=max_nodes))
+    fold = _fold(aot.nodes, set(), DotOptions(max_nodes=max_nodes, fold_repeats=max_nodes is not None))
     if max_nodes is not None and fold.drawn > max_nodes:
         note = (f"not drawn node by node: {plural(fold.drawn, 'node')} to draw > {max_nodes}; its most used ops "
                 "(AotGraph.to_svg(full=True) draws every node)")

@@ -72,7 +72,7 @@ def _jobs(rep: Report, full: bool) -> list[_Job]:
     budget = None if full else NODE_BUDGET
     jobs = [_Job("program", program_to_dot(rep), "", "the program", (), "program-")]
     for g in rep.graphs:
-        dot, note = graph_plan(g, DotOptions(max_nodes=budget))
+        dot, note = graph_plan(g, DotOptions(max_nodes=budget, fold_repeats=not full))
         jobs.append(_Job(f"graph {g.id}", dot, note, f"graph {g.id} ({g.frame}), {g.node_count} nodes",
                          g.op_counts, f"g{g.id}-"))
         low = g.lowering

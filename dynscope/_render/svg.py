@@ -161,7 +161,7 @@ def _dot_works() -> bool:
     install from DOT source that ``dot`` rejects."""
     try:
         _run_dot(b"digraph{a}", 5.0)
-    except (_DotFailed, OSError, LayoutTimeout):
+    except (LayoutTimeout, _DotFailed, OSError):
         return False
     return True
 
@@ -188,6 +188,8 @@ def dot_to_svg(dot: str, path: str | Path | None = None, *, timeout_s: float | N
         svg = _run_dot(dot.encode("utf-8", "replace"), limit).decode("utf-8", "replace")
     except FileNotFoundError as err:
         raise GraphvizNotFoundError(INSTALL_HINT) from err
+    except LayoutTimeout:  # a TimeoutError, so an OSError: not a broken install
+        raise
     except (_DotFailed, OSError) as err:
         # A dot that exits non-zero, dies on a signal or cannot be executed: when it fails on
         # the smallest graph too, the install is broken (the user's to fix); else it is ours.
