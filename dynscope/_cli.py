@@ -298,6 +298,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The CLI says nothing of a command that ends sooner than this (its output is then the
+#: command's own: a quick error stays one line).
+_QUIET_S = 1.0
+
 #: Commands that write an HTML page with pictures (they take --full).
 _PAGES = ("report", "advise", "render", "trace")
 
@@ -363,7 +367,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.mode and not args.timing:
         _warn("--mode has no effect without --timing (only timing runs Inductor modes); add --timing")
     _cwd_on_path()
-    progress = Progress("report")
+    progress = Progress("report", quiet_s=_QUIET_S)
     progress.phase(f"importing {args.target}")
     model, kwargs = _program(args.target)
     progress.phase("compiling and running the program" + (" (then timing it)" if args.timing else ""))
@@ -394,7 +398,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     from dynscope._render.words import advice_title, totals_line
 
     _cwd_on_path()
-    progress = Progress("advise")
+    progress = Progress("advise", quiet_s=_QUIET_S)
     progress.phase(f"importing {args.target}")
     model, kwargs = _program(args.target)
     progress.phase("capturing the program, then trying each remedy")
@@ -581,7 +585,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     p = Path(args.path)
     if not p.exists():
         raise UsageError(f"no such trace log or folder: {args.path}; pass the folder TORCH_TRACE named")
-    progress = Progress("trace")
+    progress = Progress("trace", quiet_s=_QUIET_S)
     size = sum(f.stat().st_size for f in (p.rglob("*") if p.is_dir() else [p]) if f.is_file())
     progress.phase(f"reading {args.path} ({human_bytes(size)})")
     rep = load_trace(p, jobs=args.jobs)

@@ -36,7 +36,8 @@ class Progress:
         show: False hides everything; None and True show unless ``DYNSCOPE_PROGRESS=0``.
         stream: where to write; defaults to ``sys.stderr`` at each write.
         quiet_s: say nothing until the task has run this long (short work stays silent);
-            a phase started earlier is said once this much time has passed.
+            a phase started earlier is said once this much time has passed, by a timer
+            if nothing else happens first.
     """
 
     #: Off a terminal, a phase with many steps says how far it got at most this often.
@@ -56,6 +57,7 @@ class Progress:
         self._total: int | None = None
         self._count = 0
         self._said_at = 0.0
+        self._timer: threading.Timer | None = None
 
     @property
     def stream(self) -> TextIO:
@@ -86,9 +88,19 @@ class Progress:
             self._text, self._total, self._count, self._said_at = text, total, 0, self.elapsed()
             if self.elapsed() < self.quiet_s:
                 self._pending = text
+                self._timer = threading.Timer(self.quiet_s - self.elapsed(), self._say_pending)
+                self._timer.daemon = True
+                self._timer.start()
                 return
             self._pending = ""
             self._open(text, total)
+
+    def _say_pending(self) -> None:
+        """The timer's: a phase still running once ``quiet_s`` has passed is said."""
+        with self._lock:
+            if self._pending and self.show:
+                text, self._pending = self._pending, ""
+                self._open(f"{text} ({self._count}/{self._total} done)" if self._total else text, self._total)
 
     def _open(self, text: str, total: int | None) -> None:
         if total and total > 1 and self._tty():
@@ -133,6 +145,9 @@ class Progress:
                 self._write(text)
 
     def _close_bar(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._bar is not None:
             self._bar.close()
             self._bar = None

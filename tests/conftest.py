@@ -41,8 +41,11 @@ class Golden:
 @pytest.fixture(autouse=True)
 def _plain_summaries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Summaries are plain text in tests, also under ``pytest -s`` in a terminal or with
-    FORCE_COLOR set by CI (tests/test_notebook.py tests the colour)."""
+    FORCE_COLOR set by CI (tests/test_notebook.py tests the colour). No progress lines on
+    stderr either, which tests of exact stderr would see when a compile runs long
+    (tests/test_budgets_progress.py turns them back on)."""
     monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("DYNSCOPE_PROGRESS", "0")
 
 
 @pytest.fixture

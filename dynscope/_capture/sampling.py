@@ -6,21 +6,70 @@ with warm-up, and the numerics check that runs both sides under one seed.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from dynscope._capture.timing_options import TimingOptions
 
 #: A relative spread (IQR / median) above this makes a median untrustworthy.
 NOISY_SPREAD = 0.25
+
+#: Samples each side keeps when the budget runs out mid-measurement (a median of fewer
+#: says little; ``budget_s`` is a limit on waiting, not a way to skip measuring).
+MIN_SAMPLES_CUT = 3
+
+
+class Budget:
+    """The seconds measuring may take in all (``TimingOptions.budget_s``): once spent,
+    sampling loops stop at MIN_SAMPLES_CUT samples and the caller skips what is left,
+    saying what was cut.
+
+    Attributes:
+        seconds: the budget; None for no limit.
+        cut: measurements whose sampling stopped early for the budget.
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self._deadline = time.monotonic() + seconds if seconds is not None else None
+        self.cut = 0
+
+    def spent(self) -> bool:
+        """True once the budget's time has passed."""
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+
+_BUDGET: ContextVar[Budget | None] = ContextVar("dynscope_budget", default=None)
+
+
+@contextlib.contextmanager
+def spending(budget: Budget) -> Iterator[Budget]:
+    """Sampling inside the block stops early once ``budget`` is spent."""
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+def _stop_for_budget(taken: int) -> bool:
+    """True when the running budget is spent and ``taken`` samples are enough to stop at
+    (counted once per measurement by the caller, which stops)."""
+    budget = _BUDGET.get()
+    if budget is None or taken < MIN_SAMPLES_CUT or not budget.spent():
+        return False
+    budget.cut += 1
+    return True
 
 
 @dataclass(frozen=True)
@@ -123,6 +172,8 @@ def interleaved(
             b.append(clock.time_ms(compiled, loops))
             if len(a) >= 5 and min(sum(a), sum(b)) * loops >= opts.min_time_s * 1000:
                 break
+            if _stop_for_budget(len(a)):
+                break
     return Samples(tuple(a), opts.noisy_spread), Samples(tuple(b), opts.noisy_spread)
 
 
@@ -134,6 +185,8 @@ def _block(fn: Callable[[], Any], clock: Clock, loops: int, opts: TimingOptions)
     while len(out) < opts.repeats:
         out.append(clock.time_ms(fn, loops))
         if len(out) >= 5 and sum(out) * loops >= opts.min_time_s * 1000:
+            break
+        if _stop_for_budget(len(out)):
             break
     return out
 

@@ -16,7 +16,6 @@ memory on CUDA. Where the time went is kept in ``Report.timing_cost``.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -30,9 +29,11 @@ from dynscope._capture.lowering import CompileEvents, LoweringRecorder
 from dynscope._capture.machine import read_machine
 from dynscope._capture.memory import measure_graph, program_memory
 from dynscope._capture.raised import what_raised
-from dynscope._capture.sampling import Clock, cuda_devices, interleaved, sample_fields
+from dynscope._capture.sampling import Budget, Clock, cuda_devices, interleaved, sample_fields, spending
 from dynscope._capture.timing_options import TimingOptions, device_of, validate_modes
+from dynscope._format import plural
 from dynscope._model import GraphMemory, Lowering, ModeTiming, ProgramMemory, Report, Timing, TimingCost
+from dynscope._progress import Progress
 from dynscope._torch.fx import written_inputs
 
 if TYPE_CHECKING:
@@ -43,20 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["time_report"]
 
 Calls = list[tuple[tuple[Any, ...], dict[str, Any]]]
-
-
-class _Progress:
-    """One line per phase on stderr ("dynscope timing: graph 3/14 (forward): timing");
-    ``TimingOptions.progress`` None shows them when stderr is a terminal."""
-
-    def __init__(self, opts: TimingOptions) -> None:
-        self.show = opts.progress if opts.progress is not None else sys.stderr.isatty()
-        self.start = time.perf_counter()
-
-    def __call__(self, msg: str) -> None:
-        if self.show:
-            elapsed = time.perf_counter() - self.start
-            print(f"dynscope timing [{elapsed:5.1f} s]: {msg}", file=sys.stderr, flush=True)
 
 
 def _run(fn: Callable[..., Any], calls: Calls) -> Callable[[], None]:
@@ -214,7 +201,10 @@ def time_report(
     mode_list = validate_modes(modes, device)
     if not timing:  # memory alone: the first mode's builds
         mode_list = mode_list[:1]
-    say = _Progress(opts)
+    show = Progress("timing" if timing else "memory", show=opts.progress)
+    say = show.phase
+    budget = Budget(opts.budget_s)
+    skipped: list[str] = []  # what the budget cut, for the notes
     cost = Cost()
     if capture_s:
         cost.add("capture", capture_s)
@@ -237,8 +227,12 @@ def time_report(
         _torch.inductor_cache_dir(opts.cache_dir),
         torch.random.fork_rng(devices=cuda_devices(device)),
         _as_captured(model, recorded),
+        spending(budget),
     ):
         for first, mode in enumerate(mode_list):
+            if first and budget.spent():
+                skipped.append(f"mode {mode} not compiled nor measured")
+                continue
             program = _Program(model, calls, mode, Clock(device), dynamic=dynamic)
             # Attached for the whole mode: a backward compiles at its graph's first backward.
             recorder = LoweringRecorder()
@@ -252,6 +246,10 @@ def time_report(
                 shared = program.builds.shared_ids()
                 for k, (g, rec) in enumerate(timed, 1):
                     assert rec is not None
+                    if budget.spent():
+                        skipped.append(f"mode {mode}: {plural(len(timed) - k + 1, 'graph')} not measured "
+                                       f"(graph {g.id} on)")
+                        break
                     build = program.builds.take(rec)
                     how = "torch.compile's build" if build is not None else "a build of dynscope's"
                     say(f"graph {k}/{len(timed)} ({g.frame}), mode {mode}: timing on {how}")
@@ -279,6 +277,10 @@ def time_report(
                             )
                         if lowered is not None:
                             lowerings[g.id] = lowered
+                if (memory and first == 0) or (timing and opts.end_to_end):
+                    if budget.spent():
+                        skipped.append(f"mode {mode}: the whole program not measured end to end")
+                        continue
                 if memory and first == 0:
                     say(f"whole program, mode {mode}: memory")
                     with cost.phase("memory runs"):
@@ -310,6 +312,12 @@ def time_report(
     )
     notes = rep.notes + ((machine.contention,) if machine.contention and flat else ())
     notes += tuple(failed)
+    if budget.cut or skipped:
+        cut = [f"sampling stopped early in {plural(budget.cut, 'measurement')} (fewer samples, less certain medians)"] \
+            if budget.cut else []
+        notes += (f"{'timing' if timing else 'memory'}: the budget of {opts.budget_s:g} s (TimingOptions.budget_s) "
+                  f"was spent: " + "; ".join(cut + skipped),)
+    show.done(f"done in {show.elapsed():.1f} s")
     if rebuilt and not failed:
         notes += (
             f"timing: torch.compile's run built no graph like {rebuilt} of the {reused + rebuilt} graph timings "

@@ -39,7 +39,12 @@ class TimingOptions:
             gradients at capture) and compare gradients with eager. Defaults to True.
         cache_dir: Inductor's on-disk cache folder (a second report reuses compiled code);
             None keeps PyTorch's default (also cached). Defaults to None.
-        progress: report progress on stderr; None: only when stderr is a terminal.
+        progress: report progress on stderr (a bar on a terminal, a line per phase
+            otherwise); False: none (as ``DYNSCOPE_PROGRESS=0``). Defaults to None (shown).
+        budget_s: the seconds timing and memory measurement may take in all (the
+            compiles they start included): once spent, sampling stops at a few samples,
+            graphs, modes and end-to-end runs not yet measured are skipped, and
+            ``Report.notes`` says what was cut. None: no limit. Defaults to None.
     """
 
     warmup: int = 3
@@ -54,6 +59,12 @@ class TimingOptions:
     backward: bool = True
     cache_dir: str | None = None
     progress: bool | None = None
+    budget_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget_s is not None and (isinstance(self.budget_s, bool) or not isinstance(self.budget_s, (int, float))
+                                          or not self.budget_s > 0):
+            raise InputError(f"TimingOptions(budget_s={self.budget_s!r}): give a positive number of seconds, or None for no limit")
 
 
 def validate_modes(modes: Sequence[str], device: str | None = None) -> tuple[str, ...]:

@@ -29,8 +29,11 @@ from dynscope._capture.advise.plans import (
 from dynscope._capture.advise.ranking import outcome, ranked
 from dynscope._capture.advise.trials import NO_REMEDY, eager_outputs, retry_tied, run_report, run_trial
 from dynscope._capture.capture import _MISSING, check_model, normalise_calls, report
+from dynscope._capture.sampling import Budget
 from dynscope._errors import InputError
+from dynscope._format import plural
 from dynscope._model import Advice, Report
+from dynscope._progress import Progress
 from dynscope._torch import remedies
 
 if TYPE_CHECKING:
@@ -47,6 +50,8 @@ def advise(
     timing: bool = False,
     variants: Mapping[str, Callable[..., Any]] | None = None,
     memory: bool = False,
+    budget_s: float | None = None,
+    progress: bool | None = None,
     **report_kwargs: Any,
 ) -> Advice:
     """Report on ``model``, then try each remedy that applies, one at a time, and measure it.
@@ -74,6 +79,11 @@ def advise(
             measured for peak memory and step time (the program compiled with Inductor,
             timed end to end) with outputs and gradients compared with eager's; the report
             before them is measured the same way. Defaults to False.
+        budget_s: seconds the trials may take in all: once spent, the remedies not yet
+            tried are listed as not tried (``Advice.note`` and the report's notes say so).
+            None: no limit. Defaults to None.
+        progress: False says nothing on stderr; else one line per trial (a bar on a
+            terminal), unless ``DYNSCOPE_PROGRESS=0``. Defaults to None.
         **report_kwargs: passed to every :func:`dynscope.report` run (``inner``,
             ``dynamic``, ``coverage``, ``modes``, ``timing_options``, ``restore_state``).
 
@@ -100,14 +110,18 @@ def advise(
                 "advise() got a report and inputs: a report brings its own calls; pass "
                 "dynscope.advise(rep) or dynscope.advise(model, inputs)"
             )
-        return advise_report(model, timing=timing, variants=variants, memory=memory, **report_kwargs)
+        return advise_report(model, timing=timing, variants=variants, memory=memory, budget_s=budget_s,
+                             progress=progress, **report_kwargs)
     _check_kwargs(report_kwargs)
+    budget = _checked_budget(budget_s)
     memory = _checked_memory(memory)
     call_list = normalise_calls(model, inputs, calls)
     inner, _ = check_model(model)
     rewrites = _checked_variants(variants)
+    show = Progress("advise", show=progress)
+    show.phase("the report before any remedy")
     before = run_report(inner, call_list, _BEFORE_MEMORY if memory else NO_REMEDY, timing, report_kwargs)
-    return _advise(before, inner, call_list, timing, report_kwargs, rewrites, memory=memory)
+    return _advise(before, inner, call_list, timing, report_kwargs, rewrites, memory=memory, budget=budget, show=show)
 
 
 def advise_report(
@@ -116,6 +130,8 @@ def advise_report(
     timing: bool = False,
     variants: Mapping[str, Callable[..., Any]] | None = None,
     memory: bool = False,
+    budget_s: float | None = None,
+    progress: bool | None = None,
     **report_kwargs: Any,
 ) -> Advice:
     """``dynscope.advise(rep)``: advise on the model and calls a live report ran, with its options.
@@ -140,10 +156,19 @@ def advise_report(
     report_kwargs = {**options, **report_kwargs}
     rewrites = _checked_variants(variants)
     memory = _checked_memory(memory)
+    budget = _checked_budget(budget_s)
+    show = Progress("advise", show=progress)
     before = rep
     if (timing and not rep.timing) or (memory and (rep.memory is None or not rep.timing)):
+        show.phase("the report before any remedy, measured as the trials are")
         before = run_report(model, call_list, _BEFORE_MEMORY if memory else NO_REMEDY, timing, report_kwargs)
-    return _advise(before, model, call_list, timing, report_kwargs, rewrites, memory=memory)
+    return _advise(before, model, call_list, timing, report_kwargs, rewrites, memory=memory, budget=budget, show=show)
+
+
+def _checked_budget(budget_s: Any) -> Budget:
+    if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0):
+        raise InputError(f"budget_s must be a positive number of seconds or None; got {budget_s!r:.60}")
+    return Budget(budget_s)
 
 
 #: The report before the memory remedies: measured and timed as they are.
@@ -191,6 +216,8 @@ def _advise(
     variants: Mapping[str, Any] | None = None,
     *,
     memory: bool = False,
+    budget: Budget | None = None,
+    show: Progress | None = None,
 ) -> Advice:
     """Plan, run each trial, rank them: the engine both entry points share."""
     plans = plans_for(before, model, call_list, timing, memory)
@@ -198,7 +225,15 @@ def _advise(
     base = outcome(before)
     reference = eager_outputs(model, call_list) if any(p.tried for p in plans) else None
     trials = []
-    for plan in plans:
+    budget = budget or Budget(None)
+    show = show or Progress("advise", show=False)
+    untried: list[str] = []
+    for k, plan in enumerate(plans, 1):
+        if plan.tried and budget.spent():
+            untried.append(plan.remedy)
+            continue
+        if plan.tried:
+            show.phase(f"trial {k}/{len(plans)}: {plan.remedy}")
         raised: list[BaseException] = []
         t = run_trial(plan, base, model, call_list, timing, report_kwargs, reference, raised)
         if plan.marks and raised and remedies.is_constraint_violation(raised[0]):
@@ -206,7 +241,12 @@ def _advise(
             # input's (a KV cache's x.size(1) and input_pos.size(0)): mark those too.
             t = retry_tied(plan, t, raised[0], base, model, call_list, timing, report_kwargs, reference)
         trials.append(t)
+    show.done()
     ordered = ranked(trials)
     note = "" if ordered else why_nothing_to_try(before)
+    if untried:
+        cut = (f"the budget of {budget.seconds:g} s (budget_s) was spent before {plural(len(untried), 'remedy')} "
+               f"could be tried: {', '.join(untried)}")
+        note = f"{note}; {cut}" if note else cut
     rep = replace(before, trials=ordered, notes=(*before.notes, f"advise: {note}") if note else before.notes)
     return Advice(report=rep, trials=ordered, note=note)
