@@ -33,6 +33,31 @@ def item_then_print(x: object) -> object:
     return _PRINTER[0](item_fn(x))
 
 
+def _many_graphs() -> dynscope.Report:
+    """Eight layers with an explicit break after each of the first seven, called at three
+    batch sizes: 16 graphs, 14 break events, 8 recompiles (a program picture as long as a
+    real model's)."""
+    import torch
+    from torch import nn
+
+    class EightBlocks(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.ModuleList(nn.Linear(8, 8) for _ in range(8))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = torch.relu(self.l[0](x)); torch._dynamo.graph_break()  # noqa: E702
+            x = torch.relu(self.l[1](x)); torch._dynamo.graph_break()  # noqa: E702
+            x = torch.relu(self.l[2](x)); torch._dynamo.graph_break()  # noqa: E702
+            x = torch.relu(self.l[3](x)); torch._dynamo.graph_break()  # noqa: E702
+            x = torch.relu(self.l[4](x)); torch._dynamo.graph_break()  # noqa: E702
+            x = torch.relu(self.l[5](x)); torch._dynamo.graph_break()  # noqa: E702
+            x = torch.relu(self.l[6](x)); torch._dynamo.graph_break()  # noqa: E702
+            return torch.relu(self.l[7](x))
+
+    return dynscope.report(EightBlocks(), calls=[_x(2, 8), _x(3, 8), _x(4, 8)])
+
+
 def main() -> int:
     import torch
 
@@ -55,6 +80,7 @@ def main() -> int:
         # Advised: the corpus's .item() break and print break in one program, each remedy
         # tried (Report.trials): the "What each fix buys" section.
         "advised": lambda: dynscope.advise(item_then_print, _x(4, 8)).report,
+        "many_graphs": _many_graphs,
     }
     chosen = sys.argv[1:] or [n for n in makers if n not in OLD_SCHEMA]
     unknown = [n for n in chosen if n not in makers]

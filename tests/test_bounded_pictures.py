@@ -207,3 +207,17 @@ def test_killing_dynscope_kills_its_dot(tmp_path: Path) -> None:
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in pids if _alive(p)], "dot outlived the dynscope that started it"
+
+
+def test_program_picture_of_a_16_graph_report_stays_one_readable_column() -> None:
+    # tests/golden/reports/many_graphs.json: .venv/bin/python scripts/record_golden_reports.py many_graphs
+    rep = dynscope.load(STORED / "many_graphs.json")
+    assert rep.graph_count == 16 and rep.recompile_count == 8
+    svg = rep.program_svg()
+    width = float(re.search(r'<svg width="([\d.]+)pt"', svg).group(1))
+    # The main chain in one column, each recompiled variant beside it: about two boxes and
+    # a label wide (before: each step drifted right, 1,685 pt wide, its words shrunk to fit).
+    assert width < 800, width
+    dot = rep.program_dot()
+    assert dot.count("group=main") == 1 + 8 + 7  # the call, the first compiles, the break sites
+    assert "[constraint=false]" in dot

@@ -712,7 +712,7 @@ def program_to_dot(rep: Report) -> str:
     function = {f.compile_id: f.function for f in rep.frames}
     previous: list[str] = ["start"]
     box_of: dict[str, str] = {}
-    lines.append('  start [label="call", shape=circle, style=filled, fillcolor="#333333", fontcolor=white, width=0.5];')
+    lines.append('  start [label="call", shape=circle, style=filled, fillcolor="#333333", fontcolor=white, width=0.5, group=main];')
     for group, ends in program_order(rep):
         mains = []
         for cids in group:
@@ -749,10 +749,14 @@ def program_to_dot(rep: Report) -> str:
             tooltip = f"{location(b.filename, b.lineno, full=True)}: {b.reason}"
             lines.append(
                 f"  {bid} [label={quote(label)}, shape=octagon, style=filled, fillcolor=\"#fddbc7\", "
-                f"color=\"#b2182b\", tooltip={quote(tooltip)}];"
+                f"color=\"#b2182b\", tooltip={quote(tooltip)}, group=main];"
             )
+            main_ids = set(mains)
             for cid in hosts[i]:
-                lines.append(f"  {box_of[cid]} -> {bid};")
+                # Only the main chain places the break: a recompiled variant's edge to it
+                # does not pull it sideways (the chain stays one straight, readable column).
+                extra = "" if box_of[cid] in main_ids else " [constraint=false]"
+                lines.append(f"  {box_of[cid]} -> {bid}{extra};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -775,7 +779,8 @@ def _box(lines: list[str], cid: str, graph: Graph | None, frame: Frame | None, *
         tooltip = getattr(frame, "fail_reason", "") or func
     style = "rounded,filled" + (",dashed" if variant else "")
     lines.append(
-        f"  {node_id} [label={quote(label)}, shape=box, style=\"{style}\", fillcolor=\"{fill}\", tooltip={quote(tooltip[:300])}];"
+        f"  {node_id} [label={quote(label)}, shape=box, style=\"{style}\", fillcolor=\"{fill}\", "
+        f"tooltip={quote(tooltip[:300])}{'' if variant else ', group=main'}];"
     )
     return node_id
 

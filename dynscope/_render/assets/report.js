@@ -58,7 +58,8 @@ window.addEventListener('load', function () {
     zoom(box, 0);
     var wide = pic.getBoundingClientRect().width;
     if (wide > box.clientWidth && box.clientWidth > 0) {
-      var z = (box.clientWidth - 4) / wide;
+      // Never below 0.6: a long program scrolls rather than shrinking its words to nothing.
+      var z = Math.max(0.6, (box.clientWidth - 4) / wide);
       box.setAttribute('data-zoom', String(z));
       size(pic, z);
     }
