@@ -88,7 +88,8 @@ def _printable(rep: Any) -> Any:
 
     def clean(value: Any) -> Any:
         if isinstance(value, str):
-            return strip_controls(value)
+            # Most strings hold no control character at all: only those go through the regex.
+            return value if value.isprintable() else strip_controls(value)
         if isinstance(value, list):
             return [clean(v) for v in value]
         if isinstance(value, dict):

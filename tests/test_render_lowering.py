@@ -26,9 +26,10 @@ from dynscope import InputError
 from dynscope._model import AotGraph, Graph, Kernel, Lowering, Node
 from dynscope._model.ops import op_category
 from dynscope._render.bundle import render_bundle
-from dynscope._render.dot import NODE_BUDGET, aot_graph_to_dot, report_dots
+from dynscope._render.dot import NODE_BUDGET, aot_graph_to_dot
 from dynscope._render.palette import KERNEL_PALETTE, PALETTE
-from dynscope._render.svg import dot_to_svg, report_pictures
+from dynscope._render.pictures import lay_out
+from dynscope._render.svg import dot_to_svg
 from tests.conftest import normalise
 from tests.test_text_golden import stored
 
@@ -283,7 +284,7 @@ def test_hostile_strings_still_render(train) -> None:
 
 
 def test_report_pictures_and_bundle(train, tmp_path: Path) -> None:
-    program, graphs, aot = report_pictures(*report_dots(train))
+    program, graphs, aot = lay_out(train).as_tuple()
     assert program.startswith("<svg") and set(graphs) == {0, 1, 2}
     assert set(aot) == {(g, kind) for g in (0, 1, 2) for kind in ("forward", "backward")}
     assert "saved le" in aot[(1, "backward")]

@@ -40,7 +40,6 @@ __all__ = [
     "graph_to_dot",
     "program_to_dot",
     "quote",
-    "report_dots",
 ]
 
 #: Most nodes a picture draws one by one unless asked for every node (``full``): Graphviz
@@ -806,24 +805,3 @@ def _timing_label(t: Timing) -> str:
 
 def _wrap(text: str, width: int) -> str:
     return "\n".join(textwrap.wrap(text, width)[:3])
-
-
-# -- every picture of a report ---------------------------------------------------------------
-
-
-def report_dots(rep: Report) -> tuple[str, dict[int, str], dict[tuple[int, str], str]]:
-    """The DOT of every picture the page and the bundle show, for ``dynscope._render.svg``
-    to lay out: (program, graph id -> graph, (graph id, AOT graph kind) -> AOT graph).
-
-    Graphs are drawn with the default options (as ``Graph.to_dot()``); the AOT graphs are
-    those of graphs with a lowering: kinds "forward" and "backward" for a training graph,
-    "inference" otherwise, a backward marking the activations its forward saved.
-    """
-    aot = {
-        (g.id, graph.kind): aot_graph_to_dot(graph, g.lowering)
-        for g in rep.graphs
-        if g.lowering is not None
-        for graph in (g.lowering.forward, g.lowering.backward)
-        if graph is not None
-    }
-    return program_to_dot(rep), {g.id: graph_to_dot(g) for g in rep.graphs}, aot

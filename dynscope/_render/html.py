@@ -633,10 +633,9 @@ def render_html(
 ) -> str:
     """The whole page as a string. Pure: it never looks for or runs Graphviz.
 
-    The caller lays the pictures out (``dynscope._render.svg.report_pictures`` of
-    ``dynscope._render.dot.report_dots``: ``dynscope._render.bundle`` does, for the bundle and
-    ``Report.to_html``) and passes the SVG text; each picture left out is replaced by a note
-    saying how to get Graphviz.
+    The caller lays the pictures out (``dynscope._render.pictures.lay_out``:
+    ``dynscope._render.bundle`` does, for the bundle and ``Report.to_html``) and passes the
+    SVG text; each picture left out is replaced by a note saying how to get Graphviz.
 
     Args:
         rep: the report.

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from dynscope._format import plural
 from dynscope._progress import Progress
 from dynscope._render.dot import NODE_BUDGET, DotOptions, aot_graph_plan, graph_plan, program_to_dot
-from dynscope._render.svg import LayoutTimeout, dot_timeout_s, dot_to_svg, scope_ids
+from dynscope._render.svg import LayoutTimeout, dot_timeout_s, dot_to_svg, env_seconds, scope_ids
 
 if TYPE_CHECKING:
     from dynscope._model import Report
@@ -33,14 +33,8 @@ PAGE_BUDGET_S = 60.0
 
 
 def page_budget_s() -> float:
-    """The time all of a page's layouts may take: ``DYNSCOPE_PAGE_BUDGET`` (seconds) when a
-    positive number, else PAGE_BUDGET_S."""
-    text = os.environ.get("DYNSCOPE_PAGE_BUDGET", "").strip()
-    try:
-        value = float(text) if text else PAGE_BUDGET_S
-    except ValueError:
-        return PAGE_BUDGET_S
-    return value if value > 0 else PAGE_BUDGET_S
+    """The time all of a page's layouts may take: ``DYNSCOPE_PAGE_BUDGET`` (seconds), else PAGE_BUDGET_S."""
+    return env_seconds("DYNSCOPE_PAGE_BUDGET", PAGE_BUDGET_S)
 
 
 @dataclass(frozen=True)
@@ -123,19 +117,22 @@ def lay_out(rep: Report, *, full: bool = False, progress: Progress | None = None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynscope-dot") as pool:
         done = list(pool.map(one, jobs))
     show.done()
-    out = Pictures(program="")
+    program = ""
+    graphs: dict[int, str] = {}
+    aot: dict[tuple[int, str], str] = {}
+    notes: dict[str, str] = {}
     for job, (svg, note) in zip(jobs, done, strict=True):
         svg = scope_ids(svg, job.prefix)
         if note:
-            out.notes[job.key] = note
+            notes[job.key] = note
+        words = job.key.split()
         if job.key == "program":
-            out = Pictures(program=svg, graphs=out.graphs, aot=out.aot, notes=out.notes)
-        elif job.key.count(" ") == 1:
-            out.graphs[int(job.key.split()[1])] = svg
+            program = svg
+        elif len(words) == 2:
+            graphs[int(words[1])] = svg
         else:
-            _, gid, kind = job.key.split()
-            out.aot[(int(gid), kind)] = svg
-    return out
+            aot[(int(words[1]), words[2])] = svg
+    return Pictures(program=program, graphs=graphs, aot=aot, notes=notes)
 
 
 def _xml(text: str) -> str:

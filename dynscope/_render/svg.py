@@ -17,13 +17,9 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dynscope._errors import DynscopeError, GraphvizNotFoundError
 from dynscope._write import write_text
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 INSTALL_HINT = (
     "Graphviz's `dot` program is needed for SVG pictures and was not found on PATH. "
@@ -60,15 +56,20 @@ def have_graphviz() -> bool:
 DOT_TIMEOUT_S = 20.0
 
 
-def dot_timeout_s() -> float:
-    """The time limit of one ``dot`` call: ``DYNSCOPE_DOT_TIMEOUT`` (seconds) when set to a
-    positive number, else DOT_TIMEOUT_S."""
-    text = os.environ.get("DYNSCOPE_DOT_TIMEOUT", "").strip()
+def env_seconds(name: str, default: float) -> float:
+    """Seconds from the environment variable ``name`` when it holds a positive number, else
+    ``default`` (a typo in a limit must not remove the limit)."""
+    text = os.environ.get(name, "").strip()
     try:
-        value = float(text) if text else DOT_TIMEOUT_S
+        value = float(text) if text else default
     except ValueError:
-        return DOT_TIMEOUT_S
-    return value if value > 0 else DOT_TIMEOUT_S
+        return default
+    return value if value > 0 else default
+
+
+def dot_timeout_s() -> float:
+    """The time limit of one ``dot`` call: ``DYNSCOPE_DOT_TIMEOUT`` (seconds), else DOT_TIMEOUT_S."""
+    return env_seconds("DYNSCOPE_DOT_TIMEOUT", DOT_TIMEOUT_S)
 
 
 class LayoutTimeout(DynscopeError, TimeoutError):
@@ -224,22 +225,3 @@ def scope_ids(svg: str, prefix: str) -> str:
     (``g.node``) and ``data-name``, never by these ids.
     """
     return _ID_REF.sub(lambda m: m.group(1) + prefix, _ID.sub(lambda m: m.group(1) + prefix + m.group(2), svg))
-
-
-def report_pictures(
-    program_dot: str,
-    graph_dots: Mapping[int, str],
-    aot_dots: Mapping[tuple[int, str], str],
-) -> tuple[str, dict[int, str], dict[tuple[int, str], str]]:
-    """Every picture of a report laid out from its DOT (``dynscope._render.dot.report_dots``
-    builds it): (program SVG, graph id -> graph SVG, (graph id, AOT graph kind) -> AOT graph SVG).
-
-    Element ids are unique across all of them (``scope_ids``: "program-", "g<id>-",
-    "g<id>-<kind>-"), since the page inlines them all.
-
-    Raises:
-        GraphvizNotFoundError: ``dot`` is not installed.
-    """
-    aot = {(gid, kind): scope_ids(dot_to_svg(dot), f"g{gid}-{kind}-") for (gid, kind), dot in aot_dots.items()}
-    program = scope_ids(dot_to_svg(program_dot), "program-")
-    return program, {gid: scope_ids(dot_to_svg(dot), f"g{gid}-") for gid, dot in graph_dots.items()}, aot
