@@ -116,6 +116,7 @@ def test_vit_trace_page_folds_layers_and_hubs_in_bounded_time(tmp_path: Path) ->
     assert readers > HUB_READERS  # the hub is real: PyTorch's own graph has it
 
 
+@pytest.mark.heavy
 def test_dot_stopped_for_time_is_a_note_on_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # In full, the dynamic-batch graph ties its layout up past the limit: stopped, said, no dot left.
     monkeypatch.setenv("DYNSCOPE_DOT_TIMEOUT", "2")
@@ -188,6 +189,7 @@ def test_a_dot_that_never_returns_gets_a_page_and_no_orphan(tmp_path: Path, monk
     assert pids and not [p for p in pids if _alive(p)]
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc")
 def test_killing_dynscope_kills_its_dot(tmp_path: Path) -> None:
     fake = _hanging_dot(tmp_path / "bin")

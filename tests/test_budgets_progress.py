@@ -77,6 +77,7 @@ def test_short_work_stays_silent_and_long_work_speaks() -> None:
     assert "laying out 2 pictures" in out.getvalue()
 
 
+@pytest.mark.heavy
 def test_cli_says_its_phases_and_quiet_silences_them(tmp_path: Path, capfd: pytest.CaptureFixture[str],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from dynscope import _cli
