@@ -269,6 +269,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle to DIR")
     t.add_argument("--json", action="store_true", help="print the whole report as JSON instead of the summary")
     t.add_argument("--jobs", type=_count, default=None, help="processes reading rank logs (default: CPU count for large folders)")
+    t.add_argument("--run", type=_count, default=None, metavar="N",
+                   help="a folder holding several runs of a job (reruns into one TORCH_TRACE folder): show run N, "
+                   "earliest 0 (default: the latest; the summary lists them)")
     t.add_argument("--fail-on-divergence", action="store_true", help="exit 1 when the ranks compiled differently")
     t.add_argument("--fail-on-break", action="store_true", help="exit 1 when any rank has graph breaks")
     t.add_argument("--max-recompiles", type=_count, default=None, metavar="N", help="exit 1 when any rank recompiled more than N times")
@@ -589,7 +592,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     progress = Progress("trace", quiet_s=_QUIET_S)
     size = sum(f.stat().st_size for f in (p.rglob("*") if p.is_dir() else [p]) if f.is_file())
     progress.phase(f"reading {args.path} ({human_bytes(size)})")
-    rep = load_trace(p, jobs=args.jobs)
+    rep = load_trace(p, jobs=args.jobs, run=args.run)
     if args.json and isinstance(rep, Report):
         sys.stdout.write(rep.to_json() + "\n")
     elif args.json:

@@ -12,22 +12,23 @@ memory grows with the largest log, not with the number of ranks).
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from dynscope._capture import trace_report
 from dynscope._capture.trace_report import TRACE_NOTE
 from dynscope._errors import InputError
-from dynscope._format import plural
+from dynscope._format import plural, rank_ranges
 from dynscope._model.merge import COMPILE_SKEW_S, merge_reports
-from dynscope._torch.trace_log import is_trace_log, rank_of
+from dynscope._torch.trace_log import LogStamp, is_trace_log, log_stamp, rank_of
 
 if TYPE_CHECKING:
     from dynscope._model import MultiRankReport, Report
 
-__all__ = ["TRACE_NOTE", "load_trace", "trace_files"]
+__all__ = ["RUN_GAP_S", "TRACE_NOTE", "TraceRun", "load_trace", "trace_files", "trace_runs"]
 
 _T = TypeVar("_T")
 
@@ -35,6 +36,66 @@ _T = TypeVar("_T")
 _PATTERNS = ("dedicated_log_torch_trace*.log", "dedicated_log_torch_trace*.log.gz")
 #: Below this many bytes in all, ranks are read in this process: starting workers costs more.
 _PARALLEL_FROM_BYTES = 16 << 20
+#: The logs of one run start within this many seconds of the first (torchrun and Slurm start
+#: every rank at once); a rank seen again, or a log started later, opens another run.
+RUN_GAP_S = 300.0
+
+
+@dataclass(frozen=True)
+class TraceRun:
+    """The logs of one run of a job found in a folder (a rerun into the same TORCH_TRACE
+    folder is another run): grouped by rank and by when each log was started."""
+
+    index: int  # 0 for the earliest run
+    files: tuple[Path, ...]
+    ranks: tuple[int | None, ...]  # per file; None: a single process's log (no rank)
+    stamps: tuple[LogStamp | None, ...]  # per file: its first record's time and process id
+
+    def describe(self) -> str:
+        """"run 1: ranks 0-3 (pids 4101-4104), started 12-01 14:52:04"."""
+        ranks = [r for r in self.ranks if r is not None]
+        who = f"ranks {rank_ranges(ranks)}" if len(ranks) > 1 else (f"rank {ranks[0]}" if ranks else "one process")
+        pids = sorted({s.pid for s in self.stamps if s is not None})
+        when = min((s for s in self.stamps if s is not None), key=lambda s: s.seconds, default=None)
+        pid_text = f" (pid{'s' if len(pids) > 1 else ''} {', '.join(map(str, pids[:4]))}{', ...' if len(pids) > 4 else ''})"
+        return f"run {self.index}: {who}{pid_text if pids else ''}" + (f", started {when.when}" if when else "")
+
+
+def trace_runs(folder: str | Path) -> tuple[list[TraceRun], list[Path]]:
+    """The runs of the logs in ``folder``, earliest first, and the files left out as copies
+    (a log of the same rank, process and start time as one already grouped).
+
+    A run is a set of logs of distinct ranks started within RUN_GAP_S of its first; a log
+    without a rank (a single process) is a run of its own.
+    """
+    files = trace_files(Path(folder))
+    logs = sorted(((f, rank_of(f), log_stamp(f)) for f in files),
+                  key=lambda t: (t[2].seconds if t[2] is not None else math.inf, str(t[0])))
+    groups: list[list[tuple[Path, int | None, LogStamp | None]]] = []
+    copies: list[Path] = []
+    seen: set[tuple[int | None, int, float]] = set()
+    for f, rank, stamp in logs:
+        if stamp is not None and (rank, stamp.pid, stamp.seconds) in seen:
+            copies.append(f)
+            continue
+        if stamp is not None:
+            seen.add((rank, stamp.pid, stamp.seconds))
+        run = groups[-1] if groups else None
+        first = run[0][2] if run else None
+        fits = (
+            run is not None and rank is not None and all(r is not None for _, r, _ in run)
+            and rank not in {r for _, r, _ in run}
+            and (stamp is None or first is None or stamp.seconds - first.seconds <= RUN_GAP_S)
+        )
+        if fits and run is not None:
+            run.append((f, rank, stamp))
+        else:
+            groups.append([(f, rank, stamp)])
+    runs = [
+        TraceRun(i, tuple(f for f, _, _ in g), tuple(r for _, r, _ in g), tuple(st for _, _, st in g))
+        for i, g in enumerate(groups)
+    ]
+    return runs, copies
 
 
 def trace_files(folder: Path) -> list[Path]:
@@ -51,6 +112,7 @@ def load_trace(
     *,
     jobs: int | None = None,
     compile_skew_s: float = COMPILE_SKEW_S,
+    run: int | None = None,
 ) -> Report | MultiRankReport:
     """Read a TORCH_TRACE log, or a folder of a job's rank logs, into a report.
 
@@ -61,38 +123,66 @@ def load_trace(
             over 16 MB in all, else 1 (reading in this process).
         compile_skew_s: seconds between the fastest and slowest rank's compile time that
             count as a divergence, as in :func:`dynscope.merge`. Defaults to 5.0.
+        run: for a folder holding more than one run (a job rerun into the same folder, a
+            single process's log beside a job's): which, by number, earliest first
+            (:func:`trace_runs`). Defaults to None: the latest. The report's notes say how
+            the logs were grouped.
 
     Returns:
         A :class:`Report` for one log; a :class:`MultiRankReport` for the ranks of a job.
 
     Raises:
-        InputError: the path does not exist, holds no trace log, is not a trace log, or a
-            folder mixes logs of different processes that are not ranks of one job.
+        InputError: the path does not exist, holds no trace log, or is not a trace log; or
+            ``run`` names no run of the folder.
     """
     p = Path(path)
     if not p.exists():
         raise InputError(f"no such trace log or folder: {p}. Pass the folder TORCH_TRACE named, or one of its files")
     if p.is_file():
         return trace_report.report_of_log(p, single=True)
-    files = trace_files(p)
-    if not files:
+    runs, copies = trace_runs(p)
+    if not runs:
         raise InputError(
             f"{p} holds no TORCH_TRACE log (dedicated_log_torch_trace_*.log). Run the job with "
             f"TORCH_TRACE={p} set (docs/traces.md), then read that folder"
         )
-    ranks = [rank_of(f) for f in files]
-    if len(files) == 1 and ranks[0] is None:
-        return trace_report.report_of_log(files[0], single=True)
-    if None in ranks:
-        plain = [f.name for f, r in zip(files, ranks, strict=True) if r is None]
-        raise InputError(
-            f"{p} holds {plural(len(files), 'trace log')}, {len(plain)} with no rank in "
-            f"the name ({', '.join(plain[:3])}{', ...' if len(plain) > 3 else ''}): these are separate "
-            f"processes, not the ranks of one job. Read one file with load_trace(FILE), or keep one "
-            f"job's rank logs in a folder of their own"
-        )
+    if run is None:
+        chosen = runs[-1]
+    elif isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < len(runs):
+        listed = "; ".join(r.describe() for r in runs)
+        raise InputError(f"run={run!r}: {p} holds {plural(len(runs), 'run')} ({listed}); pick one by its number")
+    else:
+        chosen = runs[run]
+    notes = _run_notes(p, runs, chosen, copies)
+    files = list(chosen.files)
+    if len(files) == 1 and chosen.ranks[0] is None:
+        rep = trace_report.report_of_log(files[0], single=True)
+        return replace(rep, notes=(*rep.notes, *notes)) if notes else rep
+    order = sorted(range(len(files)), key=lambda i: chosen.ranks[i] or 0)
+    files = [files[i] for i in order]
     reports = _read_all(files, jobs)
-    return _merged(reports, [str(f) for f in files], compile_skew_s)
+    merged = _merged(reports, [str(f) for f in files], compile_skew_s)
+    return replace(merged, notes=(*merged.notes, *notes)) if notes else merged
+
+
+def _run_notes(folder: Path, runs: list[TraceRun], chosen: TraceRun, copies: list[Path]) -> tuple[str, ...]:
+    """What the page says about how a folder's logs were grouped into runs."""
+    notes = []
+    if len(runs) > 1:
+        others = [r.index for r in runs if r is not chosen]
+        notes.append(
+            f"{folder} holds {plural(len(runs), 'run')}, grouped by rank and by when each log started "
+            f"(a rank seen again or a log started over {RUN_GAP_S:g} s later opens a run): "
+            + "; ".join(r.describe() for r in runs)
+            + f". Shown: run {chosen.index}{' (the latest)' if chosen is runs[-1] else ''}; "
+            f"load_trace(path, run={others[0]}) or `dynscope trace {folder} --run {others[0]}` shows another"
+        )
+    if copies:
+        notes.append(
+            f"{plural(len(copies), 'log')} left out as a copy of another (same rank, process and start time): "
+            + ", ".join(c.name for c in copies[:3]) + (", ..." if len(copies) > 3 else "")
+        )
+    return tuple(notes)
 
 
 def _read_all(files: list[Path], jobs: int | None) -> list[Report]:

@@ -21,7 +21,7 @@ from dynscope._model.ops import collective_name
 from dynscope._model.ranks import MERGED_KIND, Divergence, MultiRankReport
 from dynscope._model.report import SCHEMA_VERSION, Report
 from dynscope._model.structure import structure_hash
-from dynscope._torch.wording import resume_label
+from dynscope._torch.wording import resume_label, without_rank_local
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -349,13 +349,12 @@ def _recompiles(reports: Sequence[Report]) -> list[Divergence]:
     return [Divergence("recompiles", _minority(groups), "; ".join(parts))]
 
 
-#: Object ids and addresses in guard text differ between processes without meaning anything.
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]+|\b\d{6,}\b")
-
-
 def _guard_set(rep: Report, cids: set[str]) -> Counter[tuple[str, str, str, str]]:
+    # Device indices, object ids, addresses, user-line comments and latencies differ between
+    # the ranks of a clean job: compared without them, a CUDA job's ranks agree.
     return Counter(
-        (g.compile_id, g.kind, g.source, _ADDRESS.sub("#", g.detail)) for g in rep.guards if g.compile_id in cids
+        (g.compile_id, g.kind, without_rank_local(g.source), without_rank_local(g.detail))
+        for g in rep.guards if g.compile_id in cids
     )
 
 

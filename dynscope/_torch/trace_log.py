@@ -47,8 +47,10 @@ _PREFIX = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ 
 _FIRST_KEY = re.compile(rb'\{"([^"\\]+)"')
 #: An artifact's name, the kind dynscope reads it by.
 _ARTIFACT_NAME = re.compile(rb'"name": "([^"\\]+)"')
-#: A trace file's rank, from the name PyTorch gives it under torch.distributed.
-_RANK_IN_NAME = re.compile(r"dedicated_log_torch_trace_rank_(\d+)_")
+#: A trace file's rank, from its name: PyTorch's ``dedicated_log_torch_trace_rank_3_x8k2.log``,
+#: and the names tools and people leave after renaming (``..._rank_3.log``, ``rank3.log.gz``,
+#: ``trace-rank-3.log``): "rank", an optional separator, the number, then a separator or the end.
+_RANK_IN_NAME = re.compile(r"(?:^|[_.\-])rank[_\-]?(\d+)(?=[_.\-]|$)", re.IGNORECASE)
 
 #: Top-level record kinds PyTorch writes that dynscope reads nothing from on purpose (the
 #: ``trace_structured`` names of torch 2.11, 2.13 and 2.14). A top-level kind in neither this
@@ -72,6 +74,12 @@ INTERLEAVED = "line in no trace record (another stream's output mixed in)"
 BAD_METADATA = "record whose metadata is not JSON"
 CUT_SHORT = "last record cut short (the job stopped mid-write)"
 NOT_UTF8 = "record with bytes that are not UTF-8 (replaced)"
+
+
+def damaged(kind: str) -> str:
+    """The unparsed_kinds label of a record whose payload fails the MD5 PyTorch wrote beside
+    it (the file was damaged after it was written: a bad copy, a disk error, an edit)."""
+    return f"record {kind!r} whose payload fails its MD5 (damaged; read as far as it goes)"
 
 
 def unknown_kind(kind: str) -> str:
@@ -113,6 +121,36 @@ def rank_of(path: str | Path) -> int | None:
     except (OSError, EOFError, gzip.BadGzipFile):
         pass
     return rank_from_name(path)
+
+
+_STAMP = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC](\d\d)(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?) +(\d+) ")
+
+
+@dataclass(frozen=True)
+class LogStamp:
+    """When and by which process a log was started, from its first record's prefix (the
+    glog prefix carries month, day, time and process id, no year)."""
+
+    when: str  # "12-01 14:41:29", as a person reads it
+    seconds: float  # seconds since the start of the year (months counted as 31 days: for order and gaps)
+    pid: int
+
+
+def log_stamp(path: str | Path) -> LogStamp | None:
+    """The first record's time and process id; None when the file does not start like a
+    trace log or cannot be read."""
+    try:
+        with _open(Path(path)) as f:
+            first = f.readline(65536)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+    m = _STAMP.match(first)
+    if m is None:
+        return None
+    month, day, hour, minute = (int(m.group(i)) for i in range(1, 5))
+    sec = float(m.group(5))
+    seconds = (((month - 1) * 31 + day - 1) * 24 + hour) * 3600 + minute * 60 + sec
+    return LogStamp(f"{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{int(sec):02d}", seconds, int(m.group(6)))
 
 
 def is_trace_log(path: str | Path) -> bool:
@@ -281,10 +319,17 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         return
     payload: str | None = None
     if "has_payload" in metadata:
-        payload = _payload(raw.payload, log)
-        if not raw.complete and hashlib.md5(payload.encode("utf-8"), usedforsecurity=False).hexdigest() != metadata["has_payload"]:
-            log.unreadable[CUT_SHORT] += 1
-            return
+        data = _payload_bytes(raw.payload)
+        # Every payload read is checked against the MD5 PyTorch wrote beside it (of its UTF-8
+        # bytes). The last record of a log cut mid-write is dropped; a record damaged anywhere
+        # else is counted per kind and read as far as it goes (its metadata, which carries the
+        # counts, is whole; a payload that no longer parses gives no event).
+        if hashlib.md5(data, usedforsecurity=False).hexdigest() != metadata["has_payload"]:
+            if not raw.complete:
+                log.unreadable[CUT_SHORT] += 1
+                return
+            log.unreadable[damaged(raw.kind or "?")] += 1
+        payload = _text(data, log)
     elif not raw.complete and not raw.meta.rstrip().endswith(b"}"):
         log.unreadable[CUT_SHORT] += 1
         return
@@ -304,7 +349,7 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         log.events.append(event)
 
 
-def _payload(pieces: list[bytes], log: TraceLog) -> str:
+def _payload_bytes(pieces: list[bytes]) -> bytes:
     """A record's payload from its lines as written (each "\\t" + line + "\\n")."""
     data = b"".join(pieces)
     if data.startswith(b"\t"):
@@ -312,7 +357,7 @@ def _payload(pieces: list[bytes], log: TraceLog) -> str:
     data = data.replace(b"\n\t", b"\n")
     if data.endswith(b"\n"):
         data = data[:-1]  # the newline that ends the record's last line
-    return _text(data, log)
+    return data
 
 
 def _intern(entry: Any, log: TraceLog) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 #: torch 2.14 logs a second break payload for the same event when it gives up on a frame.
 _SECONDARY_BREAK = "Failed to handle graph break gracefully"
 
@@ -84,3 +86,25 @@ def is_dropped_entry_reason(reason: str) -> bool:
 
 #: The logger of PyTorch's structured compile trace (TORCH_TRACE, tlparse), torch 2.2 .. 2.14.
 TRACE_LOGGER_NAME = "torch.__trace"
+
+
+#: What differs between the ranks of one job without meaning anything, in PyTorch's guard
+#: text: a tensor's device index (rank 1 guards ``device=1`` where rank 0 has ``device=0``;
+#: ``cuda:1``), object ids and addresses (``___check_obj_id(G['torch'], 140651702433840)``),
+#: the user line PyTorch appends as a comment (``  # x = f(y)  # model.py:12 in forward``) and
+#: a guard's measured latency.
+_RANK_LOCAL = (
+    (re.compile(r"\s+#\s.*$"), ""),
+    (re.compile(r"\bdevice=\d+\b"), "device=#"),
+    (re.compile(r"\b(cuda|xpu|hpu|mps|npu):\d+\b"), r"\1:#"),
+    (re.compile(r"0x[0-9a-fA-F]+|\b\d{6,}\b"), "#"),
+    (re.compile(r"\blatency[^,;)]*", re.IGNORECASE), "latency #"),
+)
+
+
+def without_rank_local(text: str) -> str:
+    """Guard text with what is rank-local replaced by ``#``, for comparing ranks: two ranks
+    of a clean job give the same text."""
+    for pattern, repl in _RANK_LOCAL:
+        text = pattern.sub(repl, text)
+    return text

@@ -1,0 +1,159 @@
+"""Logs as real jobs and other tools leave them (issue 31): a payload damaged mid-log,
+rank logs renamed, folders holding more than one run, copies.
+
+Every log here is a real one (tests/traces/torch-2.13/logs, written by PyTorch's own trace
+formatter: scripts/record_trace_logs.py), changed the way a copy, a rename or a rerun
+changes it: bytes flipped inside one payload, a new file name, the first-record times and
+process ids of a second run.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from typing import TYPE_CHECKING
+
+import pytest
+
+import dynscope
+from dynscope._capture.trace_file import trace_runs
+from dynscope._cli import main
+from dynscope._torch.trace_log import damaged, log_stamp, rank_from_name
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+from tests.test_trace_logs import TRACES
+
+LOGS = TRACES / "torch-2.13" / "logs"
+DDP = sorted((LOGS / "ddp-2ranks").glob("*.log"))
+
+
+def test_a_damaged_payload_mid_log_is_counted_by_kind(tmp_path: Path) -> None:
+    lines = (LOGS / "inductor-train.log").read_bytes().splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if b'{"chromium_event"' in line and not line.startswith(b"\t")]
+    at = starts[len(starts) // 2] + 1  # the first payload line of a chromium_event mid-log
+    assert lines[at].startswith(b"\t{")
+    lines[at] = lines[at].replace(b'"ph"', b'"pH"', 1) if b'"ph"' in lines[at] else lines[at][:-2] + b"!\n"
+    broken = tmp_path / "broken.log"
+    broken.write_bytes(b"".join(lines))
+    whole, rep = dynscope.load_trace(LOGS / "inductor-train.log"), dynscope.load_trace(broken)
+    kinds = dict(rep.unparsed_kinds)
+    assert kinds == {damaged("chromium_event"): 1}, kinds
+    assert dict(whole.unparsed_kinds) == {}
+    assert (rep.graph_count, rep.break_count) == (whole.graph_count, whole.break_count)
+    assert any("chromium_event" in w and "MD5" in w for w in rep.summary().splitlines()), rep.summary()
+
+
+@pytest.mark.parametrize("name", ["dedicated_log_torch_trace_rank_{r}.log", "rank{r}.log", "job-rank-{r}.log.gz"])
+def test_renamed_rank_logs_keep_their_ranks(tmp_path: Path, name: str) -> None:
+    import gzip
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for src in DDP:
+        rank = rank_from_name(src)
+        assert rank is not None
+        # The records' own "rank" field taken out: the name is all that says which rank it is.
+        data = re.sub(rb'"rank": \d+, ', b"", src.read_bytes())
+        target = folder / name.format(r=rank)
+        target.write_bytes(gzip.compress(data) if target.suffix == ".gz" else data)
+    merged = dynscope.load_trace(folder)
+    assert isinstance(merged, dynscope.MultiRankReport)
+    assert [r.rank for r in merged.reports] == [0, 1]
+    assert {d.kind for d in merged.divergences} >= {"break_sites", "recompiles"}  # rank 1's plants
+
+
+def _second_run(src: Path, dst: Path, *, hours: int, pid_shift: int) -> None:
+    """``src`` as a rerun would write it: every record's time ``hours`` later, another pid."""
+    def shift(m: re.Match[bytes]) -> bytes:
+        hour = (int(m.group(2)) + hours) % 24
+        return m.group(1) + b"%02d" % hour + m.group(3) + b"%d" % (int(m.group(4)) + pid_shift) + b" "
+
+    data = re.sub(rb"(?m)^([VIWEC]\d{4} )(\d\d)(:\d\d:\d\d\.\d+ +)(\d+) ", shift, src.read_bytes())
+    dst.write_bytes(data)
+
+
+def test_a_folder_with_two_runs_reads_the_latest_and_says_how_it_grouped(tmp_path: Path) -> None:
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    for src in DDP:
+        shutil.copy(src, folder / src.name)
+        _second_run(src, folder / src.name.replace(".log", "x.log"), hours=1, pid_shift=1000)
+    # A copy of one log under another name (a tool that copied the folder into itself).
+    shutil.copy(DDP[0], folder / "dedicated_log_torch_trace_rank_0_copy.log")
+    latest = dynscope.load_trace(folder)
+    assert isinstance(latest, dynscope.MultiRankReport) and [r.rank for r in latest.reports] == [0, 1]
+    said = " ".join(latest.notes)
+    first = log_stamp(DDP[0])
+    assert first is not None
+    assert "holds 2 runs" in said and "run 0: ranks 0, 1" in said and "run 1: ranks 0, 1" in said, said
+    assert f"pids {first.pid}" in said or str(first.pid) in said
+    assert "Shown: run 1 (the latest)" in said and "--run 0" in said
+    assert "1 log left out as a copy" in said and ("rank_0_copy.log" in said or DDP[0].name in said)
+    earlier = dynscope.load_trace(folder, run=0)
+    assert isinstance(earlier, dynscope.MultiRankReport)
+    assert [d.kind for d in earlier.divergences] == [d.kind for d in latest.divergences]
+    with pytest.raises(dynscope.InputError, match=r"run=5: .* holds 2 runs \(run 0: ranks 0, 1"):
+        dynscope.load_trace(folder, run=5)
+
+
+def test_cli_trace_picks_a_run_and_writes_a_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    for src in DDP:
+        shutil.copy(src, folder / src.name)
+        _second_run(src, folder / src.name.replace(".log", "-rerun.log"), hours=2, pid_shift=7)
+    assert main(["trace", str(folder), "--run", "0", "-o", str(tmp_path / "page"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "holds 2 runs" in out and "Shown: run 0" in out
+    assert (tmp_path / "page" / "index.html").is_file()
+    assert main(["trace", str(folder), "--run", "3", "--quiet"]) == 2
+    assert "run=3" in capsys.readouterr().err
+
+
+def test_a_single_process_log_beside_a_job_is_a_run_of_its_own(tmp_path: Path) -> None:
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    for src in DDP:
+        shutil.copy(src, folder / src.name)
+    shutil.copy(LOGS / "corpus-print_break.log", folder / "dedicated_log_torch_trace_launcher.log")
+    runs, _ = trace_runs(folder)
+    assert sorted(len(r.files) for r in runs) == [1, 2]
+    rep = dynscope.load_trace(folder)  # never refused: the latest run, the others named
+    assert rep.notes and "holds 2 runs" in " ".join(rep.notes)
+
+
+def _cuda_job(folder: Path, src: Path, ranks: int = 2) -> Path:
+    from tests.corpus.job_logs import as_rank
+
+    folder.mkdir()
+    for r in range(ranks):
+        as_rank(src, folder / f"dedicated_log_torch_trace_rank_{r}_abc{r}.log", r)
+    return folder
+
+
+def test_cuda_ranks_of_a_clean_job_do_not_diverge(tmp_path: Path) -> None:
+    job = _cuda_job(tmp_path / "job", LOGS / "corpus-mlp_no_break.log", ranks=4)
+    texts = [p.read_text(encoding="utf-8") for p in sorted(job.glob("*.log"))]
+    assert "device=0" in texts[0] and "device=1" in texts[1] and "cuda:3" in texts[3]  # really rank-local
+    merged = dynscope.load_trace(job)
+    assert isinstance(merged, dynscope.MultiRankReport) and merged.ranks == (0, 1, 2, 3)
+    assert merged.divergences == (), [d.detail for d in merged.divergences]
+    assert all(dict(r.unparsed_kinds) == {} for r in merged.reports)  # every MD5 written anew holds
+    assert main(["trace", str(job), "--fail-on-divergence", "--quiet"]) == 0
+
+
+def test_a_real_guard_difference_on_cuda_ranks_still_shows(tmp_path: Path) -> None:
+    from tests.corpus.job_logs import as_rank, rewrite
+
+    job = _cuda_job(tmp_path / "job", LOGS / "corpus-mlp_no_break.log")
+    # Rank 1 saw another batch size: its tensor guard says so (as a shorter last batch would).
+    one = job / "dedicated_log_torch_trace_rank_1_abc1.log"
+    as_rank(LOGS / "corpus-mlp_no_break.log", one, 1)
+    rewrite(one, one, meta=lambda m: m, payload=lambda kind, t: t.replace("size=[4, 8]", "size=[3, 8]")
+            if kind == "dynamo_cpp_guards_str" else t)
+    merged = dynscope.load_trace(job)
+    guards = [d for d in merged.divergences if d.kind == "guards"]
+    assert guards and "size=[3, 8]" in guards[0].detail, [d.detail for d in merged.divergences]
+    assert main(["trace", str(job), "--fail-on-divergence", "--quiet"]) == 1
