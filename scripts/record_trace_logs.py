@@ -23,6 +23,10 @@ in a side venv with another torch. One command per release, one job at a time:
   then 4 (a recompile to a dynamic batch, whose size every view reads): AOT graphs of about
   a thousand nodes, the pictures that once kept Graphviz busy for half an hour. Gzipped, as
   tools that copy logs off a cluster often leave them.
+- ``aoti-export.log``: a 2-layer MLP exported (``torch.export.export``) and compiled ahead of
+  time with ``torch._inductor.aoti_compile_and_package`` (AOTInductor, fresh Inductor cache):
+  one ``compilation_metrics`` record without a compile id, the AOT inference graph, the C++
+  wrapper and kernels, and the compile steps.
 - ``ddp-2ranks/``: both rank logs of a real 2-rank gloo DDP job (``torch.distributed.run``),
   file names as torch wrote them (``dedicated_log_torch_trace_rank_<r>_<random>.log``). It is
   examples/ddp_two_ranks.py with its plants on and without dynscope: rank 1 prints inside
@@ -54,6 +58,7 @@ from record_corpus import _call  # noqa: E402 - report()'s rule for one entry of
 SCRIPT = Path(__file__).resolve()
 INDUCTOR_TARGET = "inductor-train"
 VIT_TARGET = "vit-tiny"
+AOTI_TARGET = "aoti-export"
 DDP_TARGET = "ddp-2ranks"
 DDP_WIDTH = 512  # 512 x 512 float32 = 1 MiB per layer: with bucket_cap_mb=1, one bucket per layer
 LOG_PREFIX = "dedicated_log_torch_trace_"  # torch/_logging/_internal.py LOG_PREFIX
@@ -133,6 +138,15 @@ def child_vit() -> None:
     with torch.no_grad():
         for batch in (1, 4):
             compiled(torch.randn(batch, 3, 32, 32))
+
+
+def child_aoti() -> None:
+    """The MLP exported and compiled ahead of time with AOTInductor (see the module)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    exported = torch.export.export(model, (torch.randn(4, 8),))
+    with tempfile.TemporaryDirectory(prefix="dynscope-aoti-") as tmp:
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(Path(tmp) / "mlp.pt2"))
 
 
 def child_inductor_train() -> None:
@@ -269,6 +283,19 @@ def record_inductor(folder: Path) -> list[Path]:
     return [target]
 
 
+def record_aoti(folder: Path) -> list[Path]:
+    """aoti-export.log, from a child with a fresh Inductor cache."""
+    with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
+        trace_dir = Path(tmp) / "trace"
+        env = _child_env(trace_dir, TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "cache"),
+                         TORCHINDUCTOR_COMPILE_THREADS="1")
+        trace_dir.mkdir()
+        _run([sys.executable, str(SCRIPT), "--child", AOTI_TARGET], env, AOTI_TARGET)
+        target = folder / f"{AOTI_TARGET}.log"
+        shutil.move(_only_log(trace_dir, AOTI_TARGET), target)
+    return [target]
+
+
 def record_vit(folder: Path) -> list[Path]:
     """vit-tiny.log.gz, from a child with a fresh Inductor cache."""
     import gzip
@@ -326,10 +353,10 @@ def main(argv: list[str]) -> int:
     from tests.corpus.programs import PROGRAMS  # needs ROOT on sys.path
 
     corpus = [p.name for p in PROGRAMS]
-    known = [*corpus, INDUCTOR_TARGET, VIT_TARGET, DDP_TARGET]
+    known = [*corpus, INDUCTOR_TARGET, VIT_TARGET, AOTI_TARGET, DDP_TARGET]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="*", metavar="TARGET", help=f"any of: {', '.join(known)}")
-    parser.add_argument("--child", choices=[*corpus, INDUCTOR_TARGET, VIT_TARGET], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=[*corpus, INDUCTOR_TARGET, VIT_TARGET, AOTI_TARGET], help=argparse.SUPPRESS)
     parser.add_argument("--ddp", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv[1:])
     if args.ddp:  # one rank of the torchrun job
@@ -340,6 +367,9 @@ def main(argv: list[str]) -> int:
         return 0
     if args.child == VIT_TARGET:
         child_vit()
+        return 0
+    if args.child == AOTI_TARGET:
+        child_aoti()
         return 0
     if args.child:
         child_corpus(args.child)
@@ -359,6 +389,8 @@ def main(argv: list[str]) -> int:
             written = record_inductor(folder)
         elif target == VIT_TARGET:
             written = record_vit(folder)
+        elif target == AOTI_TARGET:
+            written = record_aoti(folder)
         elif target == DDP_TARGET:
             written = record_ddp(folder)
         else:

@@ -157,3 +157,27 @@ def test_a_real_guard_difference_on_cuda_ranks_still_shows(tmp_path: Path) -> No
     guards = [d for d in merged.divergences if d.kind == "guards"]
     assert guards and "size=[3, 8]" in guards[0].detail, [d.detail for d in merged.divergences]
     assert main(["trace", str(job), "--fail-on-divergence", "--quiet"]) == 1
+
+
+def test_an_aotinductor_log_is_an_ahead_of_time_compile_with_its_graph_and_kernels(tmp_path: Path) -> None:
+    # tests/traces/torch-2.13/logs/aoti-export.log: scripts/record_trace_logs.py aoti-export
+    rep = dynscope.load_trace(LOGS / "aoti-export.log")
+    assert rep.graph_count == 1 and rep.break_count == 0 and rep.recompile_count == 0
+    (g,) = rep.graphs
+    assert g.frame.startswith("AOTInductor compile") and g.lowering is not None and g.lowering.mode == "aot"
+    assert dict(g.op_counts) == {"aten.addmm": 2, "aten.permute": 2, "aten.relu": 1}  # the exported MLP
+    kinds = sorted(k.kind for k in g.lowering.kernels)
+    assert kinds == ["cpp", "extern", "extern"], g.lowering.kernels
+    assert [k.name for k in g.lowering.kernels if k.kind == "extern"] == ["aten.addmm", "aten.addmm"]
+    assert g.lowering.forward is not None and g.lowering.forward.kind == "inference"
+    assert "AOTInductorModel" in g.lowering.code
+    (frame,) = rep.frames
+    assert frame.graph_ids == (g.id,) and frame.status == "compiled"
+    assert rep.compile_time.total_s > 1.0  # the compile_fx_aot step: the C++ compile took seconds
+    phases = dict(rep.compile_time.phases)
+    assert set(phases) == {"aot_autograd", "lowering", "codegen", "compile"} and phases["compile"] > 1.0
+    text = rep.summary()
+    assert "over 1 ahead-of-time compile" in text and "0 graphs" not in text
+    out = tmp_path / "page"
+    assert main(["trace", str(LOGS / "aoti-export.log"), "-o", str(out), "--quiet"]) == 0
+    assert (out / "graph_0_inference.svg").is_file()

@@ -203,7 +203,9 @@ def read_tlparse_output(out: Path) -> TlparseCounts:
 
 def dynscope_counts(rep: Report) -> TlparseCounts:
     """The same counts from a dynscope Report, by the definitions of :class:`TlparseCounts`."""
-    ids = {f.torch_compile_id or f.compile_id for f in rep.frames}
+    # Dynamo's compiles: an ahead-of-time compile (AOTInductor) has no compile id, and
+    # tlparse files it under "-_-_-_-" with no id either.
+    ids = {f.torch_compile_id or f.compile_id for f in rep.frames if f.compile_id}
     return TlparseCounts(
         compile_ids=tuple(sorted(ids, key=_id_key)),
         graph_breaks=rep.break_count,

@@ -13,7 +13,7 @@ from dynscope._capture.break_sites import (
     without_dynscope,
     wrapped_name,
 )
-from dynscope._capture.lowering import build_lowering, compile_times
+from dynscope._capture.lowering import AOT_COMPILE, ahead_of_time_graph, build_lowering, compile_times
 from dynscope._model import (
     CompileTime,
     Frame,
@@ -47,7 +47,7 @@ from dynscope._torch.guard_text import (
 )
 from dynscope._torch.metrics import CompileMetrics, read_metrics
 from dynscope._torch.shape_text import entry_failures, recompile_fixes, size_fixes
-from dynscope._torch.trace import LOWERING_ARTIFACTS, LOWERING_EVENTS
+from dynscope._torch.trace import AOT_DUMPS, LOWERING_ARTIFACTS, LOWERING_EVENTS
 from dynscope._torch.wording import (
     RESUME_PREFIX,
     base_function,
@@ -335,7 +335,7 @@ _HANDLERS: dict[str, Callable[[_Assembly, TraceEvent], None]] = {
     "recompile_reasons": _on_recompile_reasons,
     "symbolic_shape_specialization": _on_shape,
     "guard_added_fast": _on_shape,
-    **{name: _on_lowering for name in sorted(LOWERING_EVENTS | LOWERING_ARTIFACTS)},
+    **{name: _on_lowering for name in sorted(LOWERING_EVENTS | LOWERING_ARTIFACTS | AOT_DUMPS)},
 }
 
 
@@ -408,6 +408,15 @@ def build_report(
     for rec in [r for cid, r in by_cid.items() if cid not in st.used] + split_unseen + unmatched:
         graphs.append(_graph(len(graphs), rec.compile_id, rec, "", names.get(rec.compile_id)))
         graph_ids.setdefault(rec.compile_id, []).append(graphs[-1].id)
+
+    # An ahead-of-time compile (AOTInductor) logs its metrics and lowering without a compile
+    # id, and no Dynamo graph: its graph is the exported one Inductor compiled.
+    if "" in metrics and "" not in graph_ids:
+        ahead = ahead_of_time_graph(len(graphs), st.lowering_events.get("", []))
+        if ahead is not None:
+            graphs.append(ahead)
+            graph_ids[""] = [ahead.id]
+            names[""] = (AOT_COMPILE, "", 0)
 
     # Fill in frame names the graph could not know when it was made, and, for graphs
     # known only from the trace, the exact counts from compilation_metrics.

@@ -300,6 +300,10 @@ def compile_times(frames: Sequence[Frame], events: Sequence[TraceEvent]) -> tupl
         own = steps.get(f.compile_id, [])
         backward = lt.step_seconds(own, lt.BACKWARD_STEP)
         phases = user_phases(own) if any(name in lt.WAIT_STEPS for name, _, _ in own) else ()
+        ahead = lt.step_seconds(own, lt.AOT_STEP) if not phases else 0.0
+        if ahead:  # an ahead-of-time compile: no frame compile, all of it Inductor's
+            t = replace(t, total_s=ahead, backend_s=ahead, inductor_s=ahead)
+            phases = _ordered(lt.phase_seconds(own, within=(lt.AOT_STEP,)))
         if not phases:
             fallback = {"dynamo": t.dynamo_s, "backend": t.backend_s - t.inductor_s, "inductor": t.inductor_s}
             phases = _ordered({p: s for p, s in fallback.items() if s > 0})
@@ -483,3 +487,46 @@ class CompileEvents:
         """The lowering of ``graph`` from these events (:func:`build_lowering`)."""
         said = [f"this torch has no Inductor setting {m}" for m in self.missing] + list(notes)
         return build_lowering(graph, self.events, notes=said, **kwargs)
+
+
+#: The frame name of an ahead-of-time compile in a report (AOTInductor: torch.export, then
+#: ``torch._inductor.aoti_compile_and_package``), which has no Python frame of its own.
+AOT_COMPILE = "AOTInductor compile (ahead of time, from torch.export)"
+
+
+def ahead_of_time_graph(gid: int, events: Sequence[TraceEvent]) -> Graph | None:
+    """The graph of an ahead-of-time compile, from the lowering events PyTorch logged for it
+    without a compile id: the exported graph as AOTAutograd handed it to Inductor, the kernels
+    AOTInductor's C++ wrapper calls (with the nodes and ATen ops it names), its compile steps;
+    None when the events hold no such graph."""
+    graph_ev = next((e for e in events if e.name in ("aot_inference_graph", "aot_forward_graph")), None)
+    if graph_ev is None:
+        return None
+    kind = "inference" if graph_ev.name == "aot_inference_graph" else "forward"
+    aot = _aot_graph(graph_ev.payload, kind)
+    if aot is None:
+        return None
+    wrapper = next((e.payload for e in events if e.name == "inductor_aot_wrapper_code"), "")
+    kernel_code = next((e.payload for e in events if e.name == "inductor_aot_kernel_code"), "")
+    vocabulary = lt.aten_vocabulary()
+    kernels = tuple(
+        Kernel(name=k.name, kind=k.kind, graph=kind, aten_ops=k.aten_ops or lt.name_ops(k.name, vocabulary),
+               nodes=k.nodes, code_line=k.line)
+        for k in lt.aot_wrapper_kernels(wrapper)
+    )
+    steps = [st for e in events if e.name == "chromium_event" and (st := lt.read_chromium(e.payload))]
+    mapped = {n for k in kernels for n in k.nodes}
+    computing = [n.name for n in aot.nodes if n.op == "call_function" and not lt.is_view(n.target)]
+    low = Lowering(
+        mode="aot", source="trace", forward=aot, kernels=kernels, code=wrapper, backward_code=kernel_code,
+        phases=_ordered(lt.phase_seconds(steps, within=(lt.AOT_STEP,))),
+        mapped_share=len(mapped & set(computing)) / len(computing) if computing else 0.0,
+        notes=("an ahead-of-time compile (AOTInductor): no Dynamo frame, guards or breaks; the graph is "
+               "torch.export's, as AOTAutograd handed it to Inductor; code is the C++ wrapper (and its "
+               "kernels in backward_code)",),
+    )
+    return Graph(
+        id=gid, compile_id="", frame=AOT_COMPILE, filename="", lineno=0, node_count=aot.node_count,
+        op_count=aot.op_count, op_counts=aot.op_counts, inputs=aot.inputs, nodes=aot.nodes, code=aot.code,
+        origin="trace", lowering=low,
+    )

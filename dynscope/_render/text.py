@@ -322,7 +322,11 @@ def compile_time_section(rep: Report) -> str:
     """Compile time: the user's compile (the header's figure) split by part and by phase, and
     apart from it, dynscope's own measurement builds."""
     t = rep.compile_time
-    lines = [f"total {compile_parts(rep.compile_time)} over {plural(len(rep.frames), 'frame compile')}"]
+    # An ahead-of-time compile (AOTInductor) has no Python frame: said as what it is.
+    ahead = sum(1 for f in rep.frames if not f.compile_id and f.function.startswith("AOTInductor"))
+    counted = [plural(len(rep.frames) - ahead, "frame compile")] if len(rep.frames) > ahead else []
+    counted += [plural(ahead, "ahead-of-time compile")] if ahead else []
+    lines = [f"total {compile_parts(rep.compile_time)} over {' and '.join(counted) or '0 frame compiles'}"]
     if t.phases:
         lines += wrap_figures(f"your program's compile (the header's figure) per phase: {phases_text(list(t.phases))}")
     measured = measurement_text(rep)

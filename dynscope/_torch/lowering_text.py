@@ -457,6 +457,8 @@ def read_chromium(payload: str) -> tuple[str, str, float] | None:
 WAIT_STEPS = ("entire_frame_compile", "entire_backward_compile")
 #: The lazy backward compile, one of WAIT_STEPS.
 BACKWARD_STEP = "entire_backward_compile"
+#: The whole of an ahead-of-time compile (AOTInductor), logged without a compile id.
+AOT_STEP = "compile_fx_aot"
 
 
 def phase_seconds(steps: list[tuple[str, str, float]], *, within: tuple[str, ...] = ()) -> dict[str, float]:
@@ -515,3 +517,53 @@ CACHE_ARTIFACTS = {
     "aotautograd_cache_miss": ("aot_autograd", "miss"),
     "aotautograd_cache_bypass": ("aot_autograd", "bypass"),
 }
+
+
+#: A kernel's comment in generated wrapper code (C++ ``//`` or Python ``#``): the graph nodes it
+#: computes and the ATen ops it fuses.
+_SOURCE_COMMENT = re.compile(
+    r"^\s*(?://|#)\s*Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\], Original ATen: \[(?P<ops>[^\]]*)\]")
+#: The call after it in AOTInductor's C++ wrapper: a generated kernel, or a library shim
+#: (``aoti_torch_cpu_addmm_out``) inside ``AOTI_TORCH_ERROR_CODE_CHECK(...)``.
+_CPP_CALL = re.compile(r"^\s*(?:AOTI_TORCH_ERROR_CODE_CHECK\()?(?P<name>(?:cpp_|triton_)\w+|aoti_torch_\w+)\(")
+_SHIM = re.compile(r"^aoti_torch_(?:cpu|cuda|xpu|mps)_(?P<op>\w+?)(?:_out)?$")
+
+
+@dataclass(frozen=True)
+class AotKernel:
+    """One kernel AOTInductor's C++ wrapper calls."""
+
+    name: str  # "cpp_fused_relu_0", or the ATen op of a library shim ("aten.addmm")
+    kind: str  # "cpp", "triton" or "extern"
+    aten_ops: tuple[str, ...]
+    nodes: tuple[str, ...]  # the exported graph's nodes it computes
+    line: int  # 1-based line of the call in the wrapper
+
+
+def aot_wrapper_kernels(code: str) -> list[AotKernel]:
+    """Each kernel call of AOTInductor's C++ wrapper code, in call order: generated kernels
+    (``cpp_fused_relu_0(...)``) and library shims (``aoti_torch_cpu_addmm_out``), with the
+    nodes and ATen ops of the comment before the call when there is one (the wrapper leaves
+    some generated kernels without; their ops are then read from the kernel's name)."""
+    out: list[AotKernel] = []
+    comment: re.Match[str] | None = None
+    for i, ln in enumerate(code.splitlines()):
+        m = _SOURCE_COMMENT.match(ln)
+        if m is not None:
+            comment = m
+            continue
+        call = _CPP_CALL.match(ln)
+        if call is None:
+            continue
+        name = call.group("name")
+        shim = _SHIM.match(name)
+        if name.startswith("aoti_torch_") and shim is None:
+            continue  # allocation and tensor plumbing (aoti_torch_empty_strided...), not compute
+        ops = tuple(o.strip() for o in comment.group("ops").split(",") if o.strip()) if comment else ()
+        nodes = tuple(n.strip() for n in comment.group("nodes").split(",") if n.strip()) if comment else ()
+        if shim is not None:
+            out.append(AotKernel(f"aten.{shim.group('op')}", "extern", ops or (f"aten.{shim.group('op')}",), nodes, i + 1))
+        else:
+            out.append(AotKernel(name, kernel_kind(name), ops, nodes, i + 1))
+        comment = None
+    return out

@@ -63,6 +63,9 @@ LOWERING_ARTIFACTS = frozenset(
         "aotautograd_cache_bypass",
     }
 )
+#: AOTInductor's generated C++ (``graph_dump`` records, kept with lowering): the wrapper, whose
+#: comments name each kernel's source nodes and ATen ops as the Python wrapper's do, and the kernels.
+AOT_DUMPS = frozenset({"inductor_aot_wrapper_code", "inductor_aot_kernel_code"})
 #: Of those, artifacts whose payload is not needed (cache keys run to 70 KB each).
 _NAME_ONLY = frozenset(a for a in LOWERING_ARTIFACTS if "_cache_" in a)
 #: Compile-step events worth keeping: begin and end of a step ("B"/"E"), not instants.
@@ -161,7 +164,8 @@ def event_from(
         payload = ""
     frame_id = metadata.get("frame_id")
     compile_id = f"{frame_id}/{metadata.get('frame_compile_id')}" if frame_id is not None else ""
-    body = metadata.get(name if name in KEPT_EVENTS or name in LOWERING_EVENTS else "artifact")
+    body = metadata.get(
+        name if name in KEPT_EVENTS or name in LOWERING_EVENTS else "graph_dump" if name in AOT_DUMPS else "artifact")
     body = body if isinstance(body, dict) else {}
     if name in _USER_STACK_ONLY:
         body = {k: v for k, v in body.items() if k != "stack"}
@@ -195,7 +199,8 @@ def with_files(body: dict[str, Any], strings: dict[int, str]) -> dict[str, Any]:
 
 def kept_kind(kind: str, *, lowering: bool = False) -> bool:
     """True when records of this kind (an event's name or an artifact's) are kept."""
-    return kind in KEPT_EVENTS or kind in KEPT_ARTIFACTS or (lowering and (kind in LOWERING_EVENTS or kind in LOWERING_ARTIFACTS))
+    return kind in KEPT_EVENTS or kind in KEPT_ARTIFACTS or (
+        lowering and (kind in LOWERING_EVENTS or kind in LOWERING_ARTIFACTS or kind in AOT_DUMPS))
 
 
 def _event_name(metadata: dict[str, Any], lowering: bool) -> str | None:
@@ -211,5 +216,8 @@ def _event_name(metadata: dict[str, Any], lowering: bool) -> str | None:
         art = artifact.get("name")
         if art in KEPT_ARTIFACTS or (lowering and art in LOWERING_ARTIFACTS):
             return str(art)
+    dump = metadata.get("graph_dump")
+    if lowering and isinstance(dump, dict) and dump.get("name") in AOT_DUMPS:
+        return str(dump["name"])
     return None
 

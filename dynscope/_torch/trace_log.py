@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from dynscope._torch.trace import TraceEvent, event_from, kept_kind
+from dynscope._torch.trace import AOT_DUMPS, TraceEvent, event_from, kept_kind
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator
@@ -272,8 +272,11 @@ def _take(segment: bytes, current: _Raw | None, log: TraceLog) -> Generator[_Raw
     meta = first[m.end():]
     kind = _kind(meta)
     log.records += 1
-    keep = kept_kind(kind, lowering=True) or kind in _READ_TOO
-    return _Raw(kind=kind, artifact=meta.startswith(b'{"artifact"'), meta=meta, payload=[body] if keep else None)
+    container = meta.startswith((b'{"artifact"', b'{"graph_dump"'))
+    # AOTInductor's code is read from graph dumps only (an artifact of that name is not it).
+    keep = (kept_kind(kind, lowering=True) and (kind not in AOT_DUMPS or meta.startswith(b'{"graph_dump"'))) \
+        or kind in _READ_TOO
+    return _Raw(kind=kind, artifact=container, meta=meta, payload=[body] if keep else None)
 
 
 #: Read besides the kept events: interned strings and the torch version.
@@ -286,7 +289,7 @@ def _kind(meta: bytes) -> str:
     if m is None:
         return ""
     kind = m.group(1).decode("ascii", "replace")
-    if kind == "artifact":
+    if kind in ("artifact", "graph_dump"):  # containers: the kind is the name inside
         a = _ARTIFACT_NAME.search(meta, m.end(), m.end() + 300)
         return a.group(1).decode("ascii", "replace") if a is not None else ""
     return kind
