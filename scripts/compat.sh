@@ -4,7 +4,7 @@
 # Usage:
 #   scripts/compat.sh VERSION [PYTEST_ARGS...]
 #
-#   VERSION      2.11 or 2.14 (mapped to 2.11.0 and 2.14.1), or a full version such as 2.12.0.
+#   VERSION      2.11, 2.14 or 2.15 (mapped to 2.11.0, 2.14.1 and 2.15.0), or a full version such as 2.12.0.
 #   PYTEST_ARGS  passed on to pytest (for example `tests/test_parsers.py -x`); default: the whole suite.
 #
 # Which venv it uses, first match wins:
@@ -38,11 +38,12 @@ shift
 case "$VERSION" in
   2.11) FULL=2.11.0 ;;
   2.14) FULL=2.14.1 ;;
+  2.15) FULL=2.15.0 ;;
   *)
     if [[ "$VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
       FULL="$VERSION"
     else
-      echo "compat: unknown torch version '$VERSION': give 2.11, 2.14 or a full version like 2.12.0" >&2
+      echo "compat: unknown torch version '$VERSION': give 2.11, 2.14, 2.15 or a full version like 2.12.0" >&2
       exit 2
     fi
     ;;

@@ -9,6 +9,7 @@ process ids of a second run.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from typing import TYPE_CHECKING
@@ -181,3 +182,73 @@ def test_an_aotinductor_log_is_an_ahead_of_time_compile_with_its_graph_and_kerne
     out = tmp_path / "page"
     assert main(["trace", str(LOGS / "aoti-export.log"), "-o", str(out), "--quiet"]) == 0
     assert (out / "graph_0_inference.svg").is_file()
+
+
+_ALL_REDUCE = "torch.ops._c10d_functional.all_reduce_.default"
+_ALL_GATHER = "torch.ops._c10d_functional.all_gather_into_tensor.default"
+
+
+def _inductor_job(folder: Path, *, rank1_schedule: list[str], rank1_order: list[str], rank1_hits: bool,
+                  rank1_stride: bool) -> Path:
+    """Two CUDA ranks of the recorded Inductor train step, each with the collective schedule
+    and graph execution records PyTorch writes, rank 1 changed as asked."""
+    from tests.corpus.job_logs import as_rank, insert, rewrite
+
+    folder.mkdir()
+    src = LOGS / "inductor-train.log"
+    for rank in (0, 1):
+        path = folder / f"dedicated_log_torch_trace_rank_{rank}_x{rank}.log"
+        as_rank(src, path, rank)
+        schedule = [_ALL_REDUCE, _ALL_GATHER] if rank == 0 else rank1_schedule
+        first_code = {"done": False}
+
+        def before(kind: str, meta: dict, first_code: dict = first_code) -> bool:
+            if kind == "inductor_output_code" and not first_code["done"]:
+                first_code["done"] = True
+                return True
+            return False
+
+        artifact = {"artifact": {"name": "inductor_collective_schedule", "encoding": "json"}, "rank": rank,
+                    "frame_id": 0, "frame_compile_id": 0, "attempt": 0}
+        insert(path, path, before=before, records=[(artifact, json.dumps(schedule))])
+        order = ["0/0", "1/0"] if rank == 0 else rank1_order
+        execution = {"artifact": {"name": "graph_execution", "encoding": "json"}, "rank": rank}
+        insert(path, path, before=lambda k, m: False, at_end=True,
+               records=[(execution, json.dumps({"graph_execution_order": [{"compile_id": c} for c in order]}))])
+        if rank == 1 and rank1_hits:
+            rewrite(path, path, meta=lambda m: {"artifact": {**m["artifact"], "name": "fx_graph_cache_hit"}, **{
+                k: v for k, v in m.items() if k != "artifact"}} if m.get("artifact", {}).get("name") == "fx_graph_cache_miss"
+                else m, payload=lambda kind, t: t)
+        if rank == 1 and rank1_stride:
+            rewrite(path, path, meta=lambda m: m, payload=lambda kind, t: t.replace(
+                'L_x_: "f32[16, 32][32, 1]', 'L_x_: "f32[16, 32][1, 16]') if kind == "dynamo_output_graph" else t)
+    return folder
+
+
+def test_schedule_order_cache_and_metadata_agree_on_a_clean_job(tmp_path: Path) -> None:
+    job = _inductor_job(tmp_path / "job", rank1_schedule=[_ALL_REDUCE, _ALL_GATHER], rank1_order=["0/0", "1/0"],
+                        rank1_hits=False, rank1_stride=False)
+    merged = dynscope.load_trace(job)
+    assert isinstance(merged, dynscope.MultiRankReport)
+    first = merged.reports[0]
+    assert first.graphs[0].lowering is not None
+    assert first.graphs[0].lowering.collective_schedule == (_ALL_REDUCE, _ALL_GATHER)
+    assert first.execution_order == ("0/0", "1/0")
+    assert merged.divergences == (), [d.detail for d in merged.divergences]
+
+
+def test_schedule_order_cache_and_metadata_divergences_name_rank_and_graph(tmp_path: Path) -> None:
+    job = _inductor_job(tmp_path / "job", rank1_schedule=[_ALL_GATHER, _ALL_REDUCE], rank1_order=["1/0", "0/0"],
+                        rank1_hits=True, rank1_stride=True)
+    merged = dynscope.load_trace(job)
+    by_kind = {d.kind: d for d in merged.divergences}
+    assert {"collective_schedule", "execution_order", "cache", "tensor_metadata"} <= set(by_kind), list(by_kind)
+    schedule = by_kind["collective_schedule"]
+    assert schedule.ranks == (1,) and "rank 1 runs all_gather_into_tensor, all_reduce_ in graph 0" in schedule.detail
+    assert "rank 0 runs all_reduce_, all_gather_into_tensor" in schedule.detail
+    assert "rank 1 ran compile 1/0 as graph run 1, where rank 0 ran 0/0" in by_kind["execution_order"].detail
+    assert "hit in graph 0" in by_kind["cache"].detail and "miss" in by_kind["cache"].detail
+    assert by_kind["tensor_metadata"].detail == (
+        "rank 1 gave graph 0 (forward) input 2 as f32[16, 32] strides [1, 16], rank 0 as f32[16, 32] strides [32, 1]")
+    assert "graph_structure" not in by_kind  # a stride alone: the ops and shapes agree
+    assert main(["trace", str(job), "--fail-on-divergence", "--quiet"]) == 1

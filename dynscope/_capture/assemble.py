@@ -45,6 +45,7 @@ from dynscope._torch.guard_text import (
     state_values,
     states_differ,
 )
+from dynscope._torch.lowering_text import read_execution_order
 from dynscope._torch.metrics import CompileMetrics, read_metrics
 from dynscope._torch.shape_text import entry_failures, recompile_fixes, size_fixes
 from dynscope._torch.trace import AOT_DUMPS, LOWERING_ARTIFACTS, LOWERING_EVENTS
@@ -224,6 +225,7 @@ class _Assembly:
     # Payloads no parser understood, per event kind: counted, never dropped silently
     # (Report.unparsed is their total, Report.unparsed_kinds the split).
     unparsed: Counter[str] = field(default_factory=Counter)
+    execution_order: tuple[str, ...] = ()  # compile ids in the order the graphs ran
 
 
 def _on_output_graph(st: _Assembly, ev: TraceEvent) -> None:
@@ -323,6 +325,15 @@ def _on_lowering(st: _Assembly, ev: TraceEvent) -> None:
     st.lowering_events.setdefault(ev.compile_id, []).append(ev)
 
 
+def _on_execution(st: _Assembly, ev: TraceEvent) -> None:
+    """graph_execution: the compiled graphs in the order they ran (the last record wins)."""
+    order = read_execution_order(ev.payload)
+    if order is None:
+        st.unparsed[ev.name] += 1
+    else:
+        st.execution_order = tuple(st.renumber.get(cid, cid) for cid in order)
+
+
 # Trace-event name -> its handler, one per artifact (as tlparse registers one parser per
 # structured-log artifact): a new artifact is one new entry. Events of other names are
 # kept by the trace collector for other readers (create_symbol, compile times) or ignored.
@@ -336,6 +347,7 @@ _HANDLERS: dict[str, Callable[[_Assembly, TraceEvent], None]] = {
     "symbolic_shape_specialization": _on_shape,
     "guard_added_fast": _on_shape,
     **{name: _on_lowering for name in sorted(LOWERING_EVENTS | LOWERING_ARTIFACTS | AOT_DUMPS)},
+    "graph_execution": _on_execution,
 }
 
 
@@ -474,6 +486,7 @@ def build_report(
         notes=notes,
         unparsed=sum(st.unparsed.values()),
         unparsed_kinds=tuple(sorted(st.unparsed.items())),
+        execution_order=st.execution_order,
     )
 
 

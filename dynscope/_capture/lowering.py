@@ -56,6 +56,7 @@ class _Unit:
     provenance: lt.Provenance = field(default_factory=lt.Provenance)
     lines: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     cache: str = ""
+    collectives: tuple[str, ...] = ()  # Inductor's collective schedule for this compile
 
 
 @lru_cache(maxsize=1)
@@ -82,14 +83,15 @@ def split_units(events: Sequence[TraceEvent]) -> tuple[dict[str, str], list[_Uni
     steps: list[tuple[str, str, float]] = []
     aot_cache = ""
     pending_post_grad = lt.GraphText()
+    pending_collectives: tuple[str, ...] = ()
     for ev in events:
         if ev.name in _AOT_EVENTS:
             aot.setdefault(_AOT_EVENTS[ev.name], ev.payload)
         elif ev.name == "inductor_post_grad_graph":
             pending_post_grad = lt.parse_graph_text(ev.payload)
         elif ev.name == "inductor_output_code":
-            units.append(_Unit(post_grad=pending_post_grad, code=ev.payload))
-            pending_post_grad = lt.GraphText()
+            units.append(_Unit(post_grad=pending_post_grad, code=ev.payload, collectives=pending_collectives))
+            pending_post_grad, pending_collectives = lt.GraphText(), ()
         elif ev.name == "chromium_event":
             step = lt.read_chromium(ev.payload)
             if step is not None:
@@ -100,6 +102,8 @@ def split_units(events: Sequence[TraceEvent]) -> tuple[dict[str, str], list[_Uni
                 aot_cache = status
             elif units:
                 units[-1].cache = status
+        elif ev.name == "inductor_collective_schedule":  # logged while scheduling, before the code
+            pending_collectives = lt.read_collective_schedule(ev.payload)
         elif units and ev.name == "inductor_provenance_tracking_node_mappings":
             units[-1].provenance = lt.read_provenance(ev.payload)
         elif units and ev.name == "inductor_provenance_tracking_kernel_stack_traces":
@@ -247,6 +251,7 @@ def build_lowering(
         profiled_ms=times.profiled_ms if times is not None else None,
         measured_ms=measured_ms if times is not None else None,
         notes=tuple(out_notes),
+        collective_schedule=tuple(c for unit in units[: len(kinds)] for c in unit.collectives),
     )
 
 

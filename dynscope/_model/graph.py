@@ -196,6 +196,10 @@ class Lowering:
     # cost per event inflates small graphs): shares and outside_kernels_ms are taken of it.
     measured_ms: float | None = None
     notes: tuple[str, ...] = ()  # what could not be read, and why
+    # The collectives Inductor scheduled, in the order it runs them (its
+    # inductor_collective_schedule, one kernel name each); () when the graph has none or
+    # the torch did not log it. Ranks that run these in another order hang.
+    collective_schedule: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         parts = [f"{g.kind} {plural(g.op_count, 'op')}" for g in (self.forward, self.backward) if g is not None]

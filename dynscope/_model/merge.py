@@ -26,7 +26,7 @@ from dynscope._torch.wording import resume_label, without_rank_local
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Sequence
 
-    from dynscope._model.graph import Graph
+    from dynscope._model.graph import Graph, TensorMeta
 
 __all__ = [
     "COMPILE_SKEW_S",
@@ -409,6 +409,107 @@ def _collectives(reports: Sequence[Report]) -> list[Divergence]:
     return [Divergence("collectives", _minority(groups), detail)]
 
 
+def _first_differing(reports: Sequence[Report], key: Callable[[Graph], Hashable]) -> tuple[int, list[list[Report]]] | None:
+    """The first graph position whose ``key`` differs between ranks, and the ranks grouped by it."""
+    for i in range(min(len(r.graphs) for r in reports)):
+
+        def at(rep: Report, i: int = i) -> Hashable:
+            return key(rep.graphs[i])
+
+        groups = _groups(reports, at)
+        if len(groups) > 1:
+            return i, groups
+    return None
+
+
+def _first_graph(reports: Sequence[Report], kind: str, key: Callable[[Graph], Hashable],
+                 said: Callable[[Graph], str], why: str) -> list[Divergence]:
+    """The first graph, by position, whose ``key`` differs between ranks, in words."""
+    found = _first_differing(reports, key)
+    if found is None:
+        return []
+    i, groups = found
+    ref = groups[0]
+    parts = [f"{_who(_ranks_of(g))} {said(g[0].graphs[i])} in graph {i} ({_name(g[0].graphs[i])})" for g in groups[1:]]
+    return [Divergence(kind, _minority(groups), "; ".join(parts) + f"; {_who(_ranks_of(ref))} {said(ref[0].graphs[i])}"
+                       + (f": {why}" if why else ""))]
+
+
+def _meta_key(graph: Graph) -> tuple[tuple[str, tuple[int | str, ...], str, tuple[int | str, ...]], ...]:
+    # The device is rank-local (cuda:0, cuda:1): shapes, dtypes and strides are what must agree.
+    return tuple(_meta_key_one(m) for m in graph.inputs)
+
+
+def _tensor_metadata(reports: Sequence[Report]) -> list[Divergence]:
+    found = _first_differing(reports, _meta_key)
+    if found is None:
+        return []
+    i, groups = found
+    ref = groups[0][0].graphs[i]
+
+    def meta(m: TensorMeta) -> str:
+        return m.describe() + (f" strides {list(m.stride)}" if m.stride else "")
+
+    parts = []
+    for g in groups[1:]:
+        mine = g[0].graphs[i]
+        diff = [k for k, (a, b) in enumerate(zip(mine.inputs, ref.inputs, strict=False)) if _meta_key_one(a) != _meta_key_one(b)]
+        k = diff[0] if diff else min(len(mine.inputs), len(ref.inputs))
+        ours = meta(mine.inputs[k]) if k < len(mine.inputs) else "no such input"
+        theirs = meta(ref.inputs[k]) if k < len(ref.inputs) else "no such input"
+        parts.append(f"{_who(_ranks_of(g))} gave graph {i} ({_name(mine)}) input {k} as {ours}, "
+                     f"{_who(_ranks_of(groups[0]))} as {theirs}")
+    return [Divergence("tensor_metadata", _minority(groups), "; ".join(parts))]
+
+
+def _meta_key_one(m: TensorMeta) -> tuple[str, tuple[int | str, ...], str, tuple[int | str, ...]]:
+    return (m.kind, m.shape, m.dtype, m.stride)
+
+
+def _schedule(graph: Graph) -> tuple[str, ...]:
+    return graph.lowering.collective_schedule if graph.lowering is not None else ()
+
+
+def _collective_schedule(reports: Sequence[Report]) -> list[Divergence]:
+    def said(g: Graph) -> str:
+        names = [".".join(c.split(".")[-2:-1]) or c for c in _schedule(g)]
+        return "runs " + (", ".join(names) if names else "no collective")
+
+    return _first_graph(reports, "collective_schedule", _schedule, said,
+                        "collectives issued in another order wait on each other")
+
+
+def _cache_key(graph: Graph) -> tuple[tuple[str, str], ...]:
+    return graph.lowering.cache if graph.lowering is not None else ()
+
+
+def _cache(reports: Sequence[Report]) -> list[Divergence]:
+    def said(g: Graph) -> str:
+        return ", ".join(f"{what} {status}" for what, status in _cache_key(g)) or "logged no cache result"
+
+    return _first_graph(reports, "cache", _cache_key, said,
+                        "a rank that misses compiles longer, and the others wait for it in the next collective")
+
+
+def _execution_order(reports: Sequence[Report]) -> list[Divergence]:
+    logged = [r for r in reports if r.execution_order]
+    if len(logged) < 2:
+        return []
+    groups = _groups(logged, lambda r: r.execution_order)
+    if len(groups) < 2:
+        return []
+    ref = groups[0]
+    parts = []
+    for g in groups[1:]:
+        mine, theirs = g[0].execution_order, ref[0].execution_order
+        at = next((k for k, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), min(len(mine), len(theirs)))
+        ran = mine[at] if at < len(mine) else "nothing"
+        other = theirs[at] if at < len(theirs) else "nothing"
+        parts.append(f"{_who(_ranks_of(g))} ran compile {ran or '?'} as graph run {at + 1}, where "
+                     f"{_who(_ranks_of(ref))} ran {other or '?'}")
+    return [Divergence("execution_order", _minority(groups), "; ".join(parts))]
+
+
 def _compile_skew(reports: Sequence[Report], skew_s: float) -> list[Divergence]:
     times = {r.rank: r.compile_time.total_s for r in reports}
     fastest = min(times.values())
@@ -430,9 +531,13 @@ def divergences(reports: Sequence[Report], *, compile_skew_s: float = COMPILE_SK
     found: list[Divergence] = []
     found += _graph_count(reports)
     found += _graph_structure(reports)
+    found += _tensor_metadata(reports)
     found += _break_sites(reports)
     found += _recompiles(reports)
     found += _guards(reports)
     found += _collectives(reports)
+    found += _collective_schedule(reports)
+    found += _execution_order(reports)
+    found += _cache(reports)
     found += _compile_skew(reports, compile_skew_s)
     return tuple(found)

@@ -20,8 +20,8 @@ __all__ = ["KINDS", "MERGED_KIND", "Divergence", "MultiRankReport"]
 
 #: The kinds of divergence, in the order a reader should look at them.
 KINDS = (
-    "graph_count", "graph_structure", "break_sites", "recompiles", "guards", "collectives",
-    "compile_time_skew",
+    "graph_count", "graph_structure", "tensor_metadata", "break_sites", "recompiles", "guards", "collectives",
+    "collective_schedule", "execution_order", "cache", "compile_time_skew",
 )
 
 #: Marks a merged report's JSON (a single report has no ``kind`` field).

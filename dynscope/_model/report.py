@@ -209,6 +209,9 @@ class Report(ReportShortcuts):
     # group was initialised, else 0 and 1 (a single process is rank 0 of 1).
     rank: int = 0
     world_size: int = 1
+    # The compiled graphs in the order they ran, by compile id (Inductor's graph_execution
+    # record, logged when a run records it); () when not logged.
+    execution_order: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
     # The model and calls report() ran (never saved): dynscope.advise(rep) reruns them.
     _subject: _Live = _live_field()

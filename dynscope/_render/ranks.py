@@ -20,10 +20,14 @@ if TYPE_CHECKING:
 MEANING = {
     "graph_count": "ranks captured different numbers of graphs",
     "graph_structure": "a graph differs between ranks (ops or shapes)",
+    "tensor_metadata": "a graph took inputs of other shapes, dtypes or strides on some ranks",
     "break_sites": "ranks broke the graph at different places",
     "recompiles": "some ranks recompiled where others did not",
     "guards": "the same compile guards on different things",
     "collectives": "collectives inside graphs differ: the job can hang",
+    "collective_schedule": "Inductor scheduled a graph's collectives in another order: the job can hang",
+    "execution_order": "the compiled graphs ran in another order on some ranks",
+    "cache": "a compile hit Inductor's caches on some ranks and missed on others: those compile longer",
     "compile_time_skew": "some ranks compiled much longer: the others wait",
 }
 

@@ -567,3 +567,26 @@ def aot_wrapper_kernels(code: str) -> list[AotKernel]:
             out.append(AotKernel(name, kernel_kind(name), ops, nodes, i + 1))
         comment = None
     return out
+
+
+def read_collective_schedule(payload: str) -> tuple[str, ...]:
+    """``inductor_collective_schedule``: the collective kernels Inductor scheduled, in order
+    (``"torch.ops._c10d_functional.all_reduce_.default"``); () when unreadable."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return ()
+    return tuple(str(x) for x in data if x) if isinstance(data, list) else ()
+
+
+def read_execution_order(payload: str) -> tuple[str, ...] | None:
+    """``graph_execution``: the compile ids of the graphs in the order they ran ("" for one
+    without); None when unreadable."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    order = data.get("graph_execution_order") if isinstance(data, dict) else None
+    if not isinstance(order, list):
+        return None
+    return tuple(str(e.get("compile_id") or "") if isinstance(e, dict) else "" for e in order)

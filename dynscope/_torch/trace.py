@@ -61,6 +61,8 @@ LOWERING_ARTIFACTS = frozenset(
         "aotautograd_cache_hit",
         "aotautograd_cache_miss",
         "aotautograd_cache_bypass",
+        "inductor_collective_schedule",  # the collectives Inductor scheduled, in order (JSON list)
+        "graph_execution",  # the compiled graphs in the order they ran ({"graph_execution_order": [...]})
     }
 )
 #: AOTInductor's generated C++ (``graph_dump`` records, kept with lowering): the wrapper, whose

@@ -74,3 +74,40 @@ def as_rank(src: Path, dst: Path, rank: int, *, device: str = "cuda") -> None:
         return _ADDRESS.sub(lambda m: str(int(m.group(1)) + 4096 * (rank + 1)), text)
 
     rewrite(src, dst, meta=meta, payload=payload, pid_shift=rank + 1)
+
+
+def insert(src: Path, dst: Path, *, before: Callable[[str, dict], bool], records: list[tuple[dict, str | None]],
+           at_end: bool = False) -> None:
+    """``src`` with ``records`` ((metadata, payload or None), as ``trace_structured`` writes
+    them: the MD5 of the payload as ``has_payload``) written before the first record for
+    which ``before(kind, metadata)`` holds, or at the end."""
+    stamp_line = next(line for line in src.read_bytes().splitlines() if _PREFIX.match(line))
+    m = _PREFIX.match(stamp_line)
+    assert m is not None
+    prefix = m.group(1) + m.group(2) + b" torch/_logging/structured.py:1] "
+
+    def made() -> bytes:
+        out = b""
+        for meta, payload in records:
+            meta = dict(meta)
+            body = b""
+            if payload is not None:
+                meta["has_payload"] = hashlib.md5(payload.encode("utf-8")).hexdigest()
+                body = b"".join(b"\t" + ln.encode("utf-8") + b"\n" for ln in payload.split("\n"))
+            out += prefix + json.dumps(meta).encode("utf-8") + b"\n" + body
+        return out
+
+    pieces, done = [], False
+    for first, lines in _records(src.read_bytes()):
+        p = _PREFIX.match(first)
+        if not done and not at_end and p is not None:
+            record = json.loads(first[p.end():])
+            kind = next(iter(record))
+            kind = record[kind].get("name", kind) if kind in ("artifact", "graph_dump") else kind
+            if before(kind, record):
+                pieces.append(made())
+                done = True
+        pieces.append(first + b"".join(lines))
+    if at_end:
+        pieces.append(made())
+    dst.write_bytes(b"".join(pieces))
