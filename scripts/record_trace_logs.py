@@ -268,48 +268,27 @@ def record_corpus(name: str, folder: Path) -> list[Path]:
     return [target]
 
 
-def record_inductor(folder: Path) -> list[Path]:
-    """inductor-train.log, from a child with a fresh Inductor cache (every compile a miss)."""
-    with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
-        trace_dir = Path(tmp) / "trace"
-        cache = Path(tmp) / "inductor-cache"
-        # One compile thread: no worker pool on a shared 2-core machine, and every record
-        # comes from the one process that owns the trace file.
-        env = _child_env(trace_dir, TORCHINDUCTOR_CACHE_DIR=str(cache), TORCHINDUCTOR_COMPILE_THREADS="1")
-        trace_dir.mkdir()
-        _run([sys.executable, str(SCRIPT), "--child", INDUCTOR_TARGET], env, INDUCTOR_TARGET)
-        target = folder / f"{INDUCTOR_TARGET}.log"
-        shutil.move(_only_log(trace_dir, INDUCTOR_TARGET), target)
-    return [target]
-
-
-def record_aoti(folder: Path) -> list[Path]:
-    """aoti-export.log, from a child with a fresh Inductor cache."""
-    with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
-        trace_dir = Path(tmp) / "trace"
-        env = _child_env(trace_dir, TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "cache"),
-                         TORCHINDUCTOR_COMPILE_THREADS="1")
-        trace_dir.mkdir()
-        _run([sys.executable, str(SCRIPT), "--child", AOTI_TARGET], env, AOTI_TARGET)
-        target = folder / f"{AOTI_TARGET}.log"
-        shutil.move(_only_log(trace_dir, AOTI_TARGET), target)
-    return [target]
-
-
-def record_vit(folder: Path) -> list[Path]:
-    """vit-tiny.log.gz, from a child with a fresh Inductor cache."""
+def _record_inductor_child(folder: Path, target: str, *, gzipped: bool = False) -> list[Path]:
+    """<target>.log (or .log.gz), from a child with a fresh Inductor cache (every compile a
+    miss) and one compile thread (no worker pool on a shared 2-core machine, and every record
+    comes from the one process that owns the trace file)."""
     import gzip
 
     with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
         trace_dir = Path(tmp) / "trace"
-        env = _child_env(trace_dir, TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "cache"),
+        env = _child_env(trace_dir, TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "inductor-cache"),
                          TORCHINDUCTOR_COMPILE_THREADS="1")
         trace_dir.mkdir()
-        _run([sys.executable, str(SCRIPT), "--child", VIT_TARGET], env, VIT_TARGET)
-        target = folder / f"{VIT_TARGET}.log.gz"
-        with _only_log(trace_dir, VIT_TARGET).open("rb") as src, gzip.open(target, "wb") as dst:
+        _run([sys.executable, str(SCRIPT), "--child", target], env, target)
+        log = _only_log(trace_dir, target)
+        if not gzipped:
+            dest = folder / f"{target}.log"
+            shutil.move(log, dest)
+            return [dest]
+        dest = folder / f"{target}.log.gz"
+        with log.open("rb") as src, gzip.open(dest, "wb") as dst:
             shutil.copyfileobj(src, dst)
-    return [target]
+        return [dest]
 
 
 def record_ddp(folder: Path) -> list[Path]:
@@ -385,12 +364,8 @@ def main(argv: list[str]) -> int:
     print(f"torch {torch.__version__} -> {folder.relative_to(ROOT)}")
     total = 0
     for target in chosen:
-        if target == INDUCTOR_TARGET:
-            written = record_inductor(folder)
-        elif target == VIT_TARGET:
-            written = record_vit(folder)
-        elif target == AOTI_TARGET:
-            written = record_aoti(folder)
+        if target in (INDUCTOR_TARGET, AOTI_TARGET, VIT_TARGET):
+            written = _record_inductor_child(folder, target, gzipped=target == VIT_TARGET)
         elif target == DDP_TARGET:
             written = record_ddp(folder)
         else:
