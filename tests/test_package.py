@@ -88,11 +88,14 @@ def test_requirements_and_extras(wheel: zipfile.ZipFile) -> None:
     reqs = [Requirement(r) for r in meta.get_all("Requires-Dist")]
     (torch_req,) = [r for r in reqs if r.name == "torch"]
     assert torch_req.marker is None
-    # Every release the compat script checks (and .venv's 2.13) is allowed; the next one is not.
+    # Every release the compat script checks (and .venv's 2.13) is allowed, and so are newer
+    # ones: no upper bound, so installing dynscope never downgrades a user's newer torch
+    # (docs/compat.md, "Which torch"). Older than the oldest checked is refused.
     for version in [*_compat_versions(), Version("2.13.0")]:
         assert torch_req.specifier.contains(version), (version, torch_req)
     newest = max(_compat_versions())
-    assert not torch_req.specifier.contains(Version(f"{newest.major}.{newest.minor + 1}.0"))
+    assert newest >= Version("2.15.0")
+    assert torch_req.specifier.contains(Version(f"{newest.major}.{newest.minor + 1}.0"))
     assert not torch_req.specifier.contains(Version("2.10.0"))
 
     assert set(meta.get_all("Provides-Extra")) == {"test", "dev"}

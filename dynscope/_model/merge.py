@@ -441,7 +441,20 @@ def _meta_key(graph: Graph) -> tuple[tuple[str, tuple[int | str, ...], str, tupl
 
 
 def _tensor_metadata(reports: Sequence[Report]) -> list[Divergence]:
-    found = _first_differing(reports, _meta_key)
+    # Only graphs whose structure agrees on every rank: where the ops or shapes differ,
+    # graph_structure already says so; what is left is a stride or layout of its own.
+    same = [i for i in range(min(len(r.graphs) for r in reports))
+            if len({structure_hash(r.graphs[i]) for r in reports}) == 1]
+    found = None
+    for i in same:
+
+        def at(rep: Report, i: int = i) -> Hashable:
+            return _meta_key(rep.graphs[i])
+
+        groups = _groups(reports, at)
+        if len(groups) > 1:
+            found = (i, groups)
+            break
     if found is None:
         return []
     i, groups = found
