@@ -14,6 +14,7 @@ from torch import nn
 
 import dynscope
 from dynscope._progress import Progress, progress_enabled
+from tests.corpus.programs import PROGRAMS
 
 
 @pytest.fixture(autouse=True)
@@ -92,25 +93,15 @@ def test_cli_says_its_phases_and_quiet_silences_them(tmp_path: Path, capfd: pyte
     assert "dynscope " not in capfd.readouterr().err
 
 
-class _Branchy(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.fc(x)
-        if y.sum() > 0:  # a data-dependent branch: a break, and remedies to try
-            y = y * 2
-        return torch.relu(y).sum().item() + y
-
-
 def test_advise_budget_lists_what_it_did_not_try() -> None:
-    adv = dynscope.advise(_Branchy(), torch.randn(2, 8), budget_s=1e-9, progress=False)
+    # The corpus's .item() break: remedies to try (capture_scalar_outputs...), none tried in time.
+    model, calls = next(p for p in PROGRAMS if p.name == "item_break").make()
+    adv = dynscope.advise(model, calls=calls, budget_s=1e-9, progress=False)
     assert adv.trials == [] or all(not t.tried for t in adv.trials)
     assert "budget of 1e-09 s (budget_s) was spent before" in adv.note
     assert any("budget" in n for n in adv.report.notes)
     with pytest.raises(dynscope.InputError, match="budget_s must be a positive number"):
-        dynscope.advise(_Branchy(), torch.randn(2, 8), budget_s=-1)
+        dynscope.advise(model, calls=calls, budget_s=-1)
 
 
 def test_timing_options_budget_is_checked() -> None:

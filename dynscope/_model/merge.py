@@ -268,22 +268,15 @@ def _graph_text(graph: Graph) -> str:
 
 
 def _graph_structure(reports: Sequence[Report]) -> list[Divergence]:
-    hashes = {r.rank: [structure_hash(g) for g in r.graphs] for r in reports}
-    common = min(len(r.graphs) for r in reports)
-    for i in range(common):
-
-        def at(rep: Report, i: int = i) -> str:
-            return hashes[rep.rank][i]
-
-        groups = _groups(reports, at)
-        if len(groups) < 2:
-            continue
-        ref = groups[0]
-        parts = [f"{_who(_ranks_of(g))} made graph {i} as {_graph_text(g[0].graphs[i])}" for g in groups[1:]]
-        detail = "; ".join(parts) + f"; {_who(_ranks_of(ref))} as {_graph_text(ref[0].graphs[i])}"
-        # The first graph that differs is what to look at; later ones usually follow from it.
-        return [Divergence("graph_structure", _minority(groups), detail)]
-    return []
+    # The first graph that differs is what to look at; later ones usually follow from it.
+    found = _first_differing(reports, structure_hash)
+    if found is None:
+        return []
+    i, groups = found
+    ref = groups[0]
+    parts = [f"{_who(_ranks_of(g))} made graph {i} as {_graph_text(g[0].graphs[i])}" for g in groups[1:]]
+    detail = "; ".join(parts) + f"; {_who(_ranks_of(ref))} as {_graph_text(ref[0].graphs[i])}"
+    return [Divergence("graph_structure", _minority(groups), detail)]
 
 
 def _site(rep: Report) -> frozenset[tuple[str, str]]:
@@ -409,9 +402,12 @@ def _collectives(reports: Sequence[Report]) -> list[Divergence]:
     return [Divergence("collectives", _minority(groups), detail)]
 
 
-def _first_differing(reports: Sequence[Report], key: Callable[[Graph], Hashable]) -> tuple[int, list[list[Report]]] | None:
-    """The first graph position whose ``key`` differs between ranks, and the ranks grouped by it."""
-    for i in range(min(len(r.graphs) for r in reports)):
+def _first_differing(
+    reports: Sequence[Report], key: Callable[[Graph], Hashable], positions: Iterable[int] | None = None,
+) -> tuple[int, list[list[Report]]] | None:
+    """The first graph position (of ``positions``; default: every position all ranks have)
+    whose ``key`` differs between ranks, and the ranks grouped by it."""
+    for i in range(min(len(r.graphs) for r in reports)) if positions is None else positions:
 
         def at(rep: Report, i: int = i) -> Hashable:
             return key(rep.graphs[i])
@@ -445,16 +441,7 @@ def _tensor_metadata(reports: Sequence[Report]) -> list[Divergence]:
     # graph_structure already says so; what is left is a stride or layout of its own.
     same = [i for i in range(min(len(r.graphs) for r in reports))
             if len({structure_hash(r.graphs[i]) for r in reports}) == 1]
-    found = None
-    for i in same:
-
-        def at(rep: Report, i: int = i) -> Hashable:
-            return _meta_key(rep.graphs[i])
-
-        groups = _groups(reports, at)
-        if len(groups) > 1:
-            found = (i, groups)
-            break
+    found = _first_differing(reports, _meta_key, same)
     if found is None:
         return []
     i, groups = found

@@ -93,7 +93,7 @@ def program_svg(rep: Report, path: str | Path | None = None) -> str:
 
 def _bounded_svg(dot: str, path: str | Path | None, title: str, ops: tuple[tuple[str, int], ...]) -> str:
     """``dot_to_svg`` under its time limit; past it, a box saying so (``pictures.note_svg``)."""
-    from dynscope._render.pictures import note_svg
+    from dynscope._render.pictures import note_svg, stopped_note
     from dynscope._render.svg import LayoutTimeout, dot_to_svg
 
     try:
@@ -103,8 +103,7 @@ def _bounded_svg(dot: str, path: str | Path | None, title: str, ops: tuple[tuple
 
         from dynscope._write import write_text
 
-        svg = note_svg(title, f"Graphviz did not finish laying this picture out within {err.seconds:g} s and was "
-                       "stopped; draw less (depth=1) or allow more time (DYNSCOPE_DOT_TIMEOUT=<seconds>)", ops)
+        svg = note_svg(title, stopped_note(err.seconds, ops=bool(ops)), ops)
         if path is not None:
             write_text(Path(path), svg)
         return svg

@@ -25,7 +25,7 @@ from dynscope._render.svg import LayoutTimeout, dot_timeout_s, dot_to_svg, env_s
 if TYPE_CHECKING:
     from dynscope._model import Report
 
-__all__ = ["PAGE_BUDGET_S", "Pictures", "lay_out", "note_svg", "page_budget_s"]
+__all__ = ["PAGE_BUDGET_S", "Pictures", "lay_out", "note_svg", "page_budget_s", "stopped_note"]
 
 #: Seconds all of one page's pictures may take to lay out (``DYNSCOPE_PAGE_BUDGET``
 #: overrides); pictures not started by then are left out with a note.
@@ -54,7 +54,9 @@ class Pictures:
 
 @dataclass(frozen=True)
 class _Job:
-    key: str  # "program", "graph 3", "graph 3 forward"
+    key: str  # the note's key: "program", "graph 3", "graph 3 forward"
+    gid: int | None  # the graph it draws; None for the program
+    kind: str  # the AOT graph's kind ("forward"...); "" for the graph itself or the program
     dot: str
     note: str  # what the plan left out ("" for none)
     title: str  # what the picture is, for a picture dot could not finish
@@ -64,17 +66,17 @@ class _Job:
 
 def _jobs(rep: Report, full: bool) -> list[_Job]:
     budget = None if full else NODE_BUDGET
-    jobs = [_Job("program", program_to_dot(rep), "", "the program", (), "program-")]
+    jobs = [_Job("program", None, "", program_to_dot(rep), "", "the program", (), "program-")]
     for g in rep.graphs:
         dot, note = graph_plan(g, DotOptions(max_nodes=budget, fold_repeats=not full))
-        jobs.append(_Job(f"graph {g.id}", dot, note, f"graph {g.id} ({g.frame}), {g.node_count} nodes",
+        jobs.append(_Job(f"graph {g.id}", g.id, "", dot, note, f"graph {g.id} ({g.frame}), {g.node_count} nodes",
                          g.op_counts, f"g{g.id}-"))
         low = g.lowering
         for aot in (low.forward, low.backward) if low is not None else ():
             if aot is None:
                 continue
             dot, note = aot_graph_plan(aot, low, max_nodes=budget)
-            jobs.append(_Job(f"graph {g.id} {aot.kind}", dot, note,
+            jobs.append(_Job(f"graph {g.id} {aot.kind}", g.id, aot.kind, dot, note,
                              f"graph {g.id}'s AOT {aot.kind} graph, {aot.node_count} nodes",
                              aot.op_counts, f"g{g.id}-{aot.kind}-"))
     return jobs
@@ -104,11 +106,7 @@ def lay_out(rep: Report, *, full: bool = False, progress: Progress | None = None
         try:
             return dot_to_svg(job.dot, timeout_s=min(limit, left)), job.note
         except LayoutTimeout as err:
-            note = (f"Graphviz did not finish laying this picture out within {err.seconds:g} s and was stopped; "
-                    f"shown: its most used ops. Draw less (Graph.to_svg(depth=1)) or allow more time "
-                    f"(DYNSCOPE_DOT_TIMEOUT=<seconds>)")
-            if job.note:
-                note += f" (the picture tried: {job.note})"
+            note = stopped_note(err.seconds, job.note, ops=bool(job.ops))
             return note_svg(job.title, note, job.ops), note
         finally:
             show.advance(job.key)
@@ -125,14 +123,22 @@ def lay_out(rep: Report, *, full: bool = False, progress: Progress | None = None
         svg = scope_ids(svg, job.prefix)
         if note:
             notes[job.key] = note
-        words = job.key.split()
-        if job.key == "program":
+        if job.gid is None:
             program = svg
-        elif len(words) == 2:
-            graphs[int(words[1])] = svg
+        elif not job.kind:
+            graphs[job.gid] = svg
         else:
-            aot[(int(words[1]), words[2])] = svg
+            aot[(job.gid, job.kind)] = svg
     return Pictures(program=program, graphs=graphs, aot=aot, notes=notes)
+
+
+def stopped_note(seconds: float, tried: str = "", *, ops: bool = True) -> str:
+    """What stands for a picture ``dot`` did not finish within ``seconds`` (``tried``: what the
+    picture it was laying out had already left out; ``ops``: its most used ops are shown)."""
+    note = (f"Graphviz did not finish laying this picture out within {seconds:g} s and was stopped; "
+            + ("shown: its most used ops. Draw" if ops else "draw")
+            + " less (Graph.to_svg(depth=1)) or allow more time (DYNSCOPE_DOT_TIMEOUT=<seconds>)")
+    return note + (f" (the picture tried: {tried})" if tried else "")
 
 
 def _xml(text: str) -> str:

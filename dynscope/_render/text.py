@@ -323,7 +323,7 @@ def compile_time_section(rep: Report) -> str:
     apart from it, dynscope's own measurement builds."""
     t = rep.compile_time
     # An ahead-of-time compile (AOTInductor) has no Python frame: said as what it is.
-    ahead = sum(1 for f in rep.frames if not f.compile_id and f.function.startswith("AOTInductor"))
+    ahead = sum(1 for f in rep.frames if not f.compile_id)  # every Dynamo compile has an id
     counted = [plural(len(rep.frames) - ahead, "frame compile")] if len(rep.frames) > ahead else []
     counted += [plural(ahead, "ahead-of-time compile")] if ahead else []
     lines = [f"total {compile_parts(rep.compile_time)} over {' and '.join(counted) or '0 frame compiles'}"]

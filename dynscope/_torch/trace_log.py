@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 #: day, time, process id, the logging call's "file:line]". Anything before the metadata's
 #: "{" is the prefix; a rank prefix ("[rank0]:", written by the non-trace formatter) is
 #: allowed so logs that went through it still read.
-_PREFIX = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\n]*\] ")
+_PREFIX = re.compile(
+    rb"^(?:\[rank\d+\]:)?[VIWEC](\d\d)(\d\d) (\d\d):(\d\d):(\d\d\.\d+) +(\d+) [^\]\n]*\] ")
 #: The first key of the metadata object: the record's kind.
 _FIRST_KEY = re.compile(rb'\{"([^"\\]+)"')
 #: An artifact's name, the kind dynscope reads it by.
@@ -123,9 +124,6 @@ def rank_of(path: str | Path) -> int | None:
     return rank_from_name(path)
 
 
-_STAMP = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC](\d\d)(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?) +(\d+) ")
-
-
 @dataclass(frozen=True)
 class LogStamp:
     """When and by which process a log was started, from its first record's prefix (the
@@ -144,7 +142,7 @@ def log_stamp(path: str | Path) -> LogStamp | None:
             first = f.readline(65536)
     except (OSError, EOFError, gzip.BadGzipFile):
         return None
-    m = _STAMP.match(first)
+    m = _PREFIX.match(first)  # its groups: month, day, hour, minute, seconds, pid
     if m is None:
         return None
     month, day, hour, minute = (int(m.group(i)) for i in range(1, 5))
