@@ -62,8 +62,9 @@ CATEGORIES: tuple[Category, ...] = (
         "with `if not torch.compiler.is_compiling():`, or add the function to "
         "torch._dynamo.config.reorderable_logging_functions (Dynamo then calls it after the "
         "graph). That removes the break for print and plain functions (logging.info, your own "
-        "logging helper), but not for a logging.Logger's methods (`log.info(...)`): guard or "
-        "remove those. `dynscope advise` tries it on your program.",
+        "logging helper); for a logging.Logger's methods (`log.info(...)`) only on newer PyTorch "
+        "(2.15 reorders them, 2.14 and older still break there: guard or remove those). "
+        "`dynscope advise` tries it on your program and says which.",
     ),
     Category(
         "skipped or disallowed function",

@@ -85,10 +85,11 @@ def dynamo_config(**values: Any) -> Iterator[None]:
 
 
 def is_reorderable(fn: Any) -> bool:
-    """Whether Dynamo 2.13 can reorder a call to ``fn`` when it is in
-    reorderable_logging_functions: plain Python functions and builtins only (a bound
-    method such as ``logger.info`` is not; loggers go through their own path, which honours
-    ``ignore_logging_functions`` only)."""
+    """Whether every torch dynscope supports reorders a call to ``fn`` when it is in
+    reorderable_logging_functions: plain Python functions and builtins. A bound method such
+    as ``logger.info`` goes through Dynamo's logger handling, which honours the set only on
+    newer releases (2.15 does; 2.14 and older honour ``ignore_logging_functions`` only), so
+    for those a trial says whether it helped."""
     return isinstance(fn, (types.FunctionType, types.BuiltinFunctionType))
 
 

@@ -255,6 +255,7 @@ def _logging_plans(rep: Report) -> list[Plan]:
     direct: list[tuple[str, Any]] = []
     helpers: list[tuple[str, Any]] = []
     notes: list[str] = []
+    unhelped: list[str] = []
     for b in sites:
         expr = _callee(b.source)
         fn = _resolve(expr, b.filename) if expr else None
@@ -262,10 +263,11 @@ def _logging_plans(rep: Report) -> list[Plan]:
             notes.append(f"{b.location}: could not tell which function `{clip(b.source, 60)}` calls")
         else:
             if not remedies.is_reorderable(fn):
-                notes.append(
-                    f"{b.location}: `{expr}` is a {type(fn).__name__}, and PyTorch reorders only plain "
+                # Said only when the trial did not help: newer torch reorders Logger methods too.
+                unhelped.append(
+                    f"{b.location}: `{expr}` is a {type(fn).__name__}, and this PyTorch reorders only plain "
                     "functions and builtins (a logging.Logger method goes through Dynamo's logger "
-                    f"handling, which honours only {remedies.IGNORE_LOGGING}: the "
+                    f"handling, which here honours only {remedies.IGNORE_LOGGING}: the "
                     "call is then dropped under compile)"
                 )
             if all(f is not fn for _, f in direct):
@@ -275,16 +277,17 @@ def _logging_plans(rep: Report) -> list[Plan]:
             helpers.append(helper)
     plans = []
     target = tuple(dict.fromkeys(b.location for b in sites))
-    for chosen, note in (
-        (direct, "; ".join(notes)),
+    for chosen, note, unhelped_note in (
+        (direct, "; ".join(notes), "; ".join(unhelped)),
         (helpers, "your logging helper is added whole: Dynamo runs it after the graph, with the "
-                  "graph's values, so it must not change what the program computes"),
+                  "graph's values, so it must not change what the program computes", ""),
     ):
         if chosen:
             plans.append(Plan(
                 "reorderable_logging_functions",
                 "\n".join(remedies.reorderable_line(e) for e, _ in chosen),
                 target, config={"reorderable_logging_functions": {f for _, f in chosen}}, note=note,
+                unhelped=unhelped_note,
             ))
     guarded = "\n".join(
         f"# {b.location}\nif not torch.compiler.is_compiling():\n    {b.source}" for b in sites if b.source
