@@ -325,7 +325,7 @@ print("torch" in sys.modules)
 
 
 def test_reading_a_trace_never_imports_torch(tmp_path: Path) -> None:
-    # Real TORCH_TRACE logs of three releases (tests/traces/torch-*/logs): one rank, a job's
+    # Real TORCH_TRACE logs of every recorded release (tests/traces/torch-*/logs): one rank, a job's
     # folder of two ranks (read in parallel processes too), the command line on both.
     code = f"""
 import contextlib, io, sys
@@ -333,7 +333,7 @@ from pathlib import Path
 import dynscope
 from dynscope._cli import main
 logs = sorted(Path({str(TRACE_LOGS)!r}).glob("torch-*/logs"))
-assert len(logs) == 3, logs
+assert len(logs) >= 4, logs  # 2.11, 2.13, 2.14, 2.15
 for folder in logs:
     rep = dynscope.load_trace(folder / "corpus-print_break.log")
     assert rep.summary() and rep.to_html(pictures=False)

@@ -176,7 +176,9 @@ def test_an_aotinductor_log_is_an_ahead_of_time_compile_with_its_graph_and_kerne
     assert frame.graph_ids == (g.id,) and frame.status == "compiled"
     assert rep.compile_time.total_s > 1.0  # the compile_fx_aot step: the C++ compile took seconds
     phases = dict(rep.compile_time.phases)
-    assert set(phases) == {"aot_autograd", "lowering", "codegen", "compile"} and phases["compile"] > 1.0
+    assert set(phases) - {"backend"} == {"aot_autograd", "lowering", "codegen", "compile"} and phases["compile"] > 1.0
+    # compile_fx_aot's time in no step of its own is the backend's other work: small.
+    assert phases.get("backend", 0.0) < 0.05 * rep.compile_time.total_s
     text = rep.summary()
     assert "over 1 ahead-of-time compile" in text and "0 graphs" not in text
     out = tmp_path / "page"

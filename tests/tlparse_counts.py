@@ -58,7 +58,8 @@ class TlparseCounts:
     """Every compile id tlparse saw, as ``"F/C"`` (``"!A/F/C"`` under compiled autograd),
     sorted by number. From the keys of ``compile_directory.json``: the attempt suffix
     (``[0/0_1]``, the compile restarted once) is dropped, as the attempts of one compile are
-    one compile, and ``[-/-]`` (records outside any compile) is not a compile.
+    one compile, and ``[-/-]`` (records outside any compile) is not a compile, nor an id
+    listed with no artifact (torch 2.15's export: only tensor descriptions under "0/0").
 
     dynscope: ``rep.frames[i].torch_compile_id``, PyTorch's own ids (one Frame per compile,
     restarts included in it)."""
@@ -178,7 +179,9 @@ def read_tlparse_output(out: Path) -> TlparseCounts:
     breaks = recompiles = 0
     for key, entry in directory.items():
         cid = _compile_id(key)
-        if cid is not None:
+        # An id with no artifact is not a compile: torch 2.15's torch.export describes its
+        # fake tensors under "0/0" (describe_tensor records) without Dynamo compiling.
+        if cid is not None and entry.get("artifacts"):
             ids.add(cid)
         for artifact in entry.get("artifacts", []):
             name = str(artifact.get("name", ""))
