@@ -133,3 +133,10 @@ def human_bytes(n: int) -> str:
         if value < 1024 or unit == "TiB":
             break
     return f"{value:.1f} {unit}"
+
+
+def few(items: tuple[str, ...] | list[str], n: int = 3) -> str:
+    """The first ``n`` items joined, "+k" for the rest; "-" when there are none."""
+    if not items:
+        return "-"
+    return ", ".join(items[:n]) + (f", +{len(items) - n}" if len(items) > n else "")

@@ -71,7 +71,7 @@ def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
 
     def checked_report(*args: object, **kwargs: object) -> object:
         rep = report_locked(*args, **kwargs)
-        invariants.check(rep)
+        invariants.check(rep, live=True)
         return rep
 
     def counted_enter(self: _capture.Capture) -> _capture.Capture:
@@ -90,7 +90,7 @@ def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
 
     def checked_build(self: _capture.Capture) -> object:
         rep = build(self)
-        invariants.check(rep, getattr(self, "_dynscope_test_counts", None))
+        invariants.check(rep, getattr(self, "_dynscope_test_counts", None), live=True)
         return rep
 
     def checked_load(data: object) -> object:

@@ -24,6 +24,15 @@ The invariants:
 6. The "fix ... first" line names a site in the user's code.
 7. Every share the summary prints as a percentage lies in 0..100 (spreads and changes aside), and the coverage the summary prints is
    the model's: "100%" only when the ratio is 1, "0%" only when it is 0.
+8. (Live reports) A frame is shown where its function is: the file it names defines a function of its name
+   at its line (a decorator's wrapper in a torch or library file is shown as the function it
+   runs, where that is defined), read with ``ast`` apart from dynscope's own reader.
+9. Noise is not a cause: for a timing mode measured noisy, the summary explains no gap of
+   that mode (no "the other N ms is ..." nor "the graphs ... add up to").
+10. Order: the program line shows each step's graphs later than the step before's (graph
+    ids are in compile order, and a graph runs when compiled); in the break table, among
+    sites of one eager time per call (and of one owner: the user's or a library's), a site
+    never stands above one with more events.
 """
 
 from __future__ import annotations
@@ -109,8 +118,10 @@ def _strings(value: Any) -> list[str]:
     return out
 
 
-def check(rep: Report, counts: TraceCounts | None = None) -> None:
-    """Assert every invariant on ``rep`` (see the module docstring); AssertionError names the first broken."""
+def check(rep: Report, counts: TraceCounts | None = None, *, live: bool = False) -> None:
+    """Assert every invariant on ``rep`` (see the module docstring); AssertionError names the
+    first broken. ``live``: made by a run in this process (report(), a capture), so its
+    files are the ones on disk (a stored report or log may name lines since edited)."""
     global checked, compared
     from dynscope._render.words import NOTHING_TO_FIX_FIRST, fix_first_line
     from dynscope._torch.registry import is_user_file
@@ -225,6 +236,9 @@ def check(rep: Report, counts: TraceCounts | None = None) -> None:
             _fail(rep, f"'fix first' names a site outside the user's code: {line!r}")
         if not any(b.actionable for b in named):
             _fail(rep, f"'fix first' names a site PyTorch or a library breaks on purpose: {line!r}")
+    if live:
+        _check_frame_sites(rep)
+    _check_noise_and_order(rep, summary)
     # 7. percentages in the summary
     for m in _PERCENT.finditer(summary):
         value = float(m.group(1))
@@ -241,6 +255,61 @@ def check(rep: Report, counts: TraceCounts | None = None) -> None:
                 _fail(rep, f"coverage {cov.ratio!r} printed as 0%")
             if abs(value - 100 * cov.ratio) > 1.0:
                 _fail(rep, f"coverage printed {value}% for a ratio of {cov.ratio!r}")
+
+
+def _defines(filename: str, lineno: int, name: str) -> bool | None:
+    """Whether ``filename`` defines a function ``name`` (its last dotted part) whose ``def``
+    or a decorator is at ``lineno``; None when the file cannot be read."""
+    import ast
+    import linecache
+
+    text = "".join(linecache.getlines(filename))
+    try:
+        tree = ast.parse(text) if text else None
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is None:
+        return None
+    base = name.rsplit(".", 1)[-1]
+    return any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == base
+        and lineno in (n.lineno, *(d.lineno for d in n.decorator_list))
+        for n in ast.walk(tree)
+    )
+
+
+def _check_noise_and_order(rep: Report, summary: str) -> None:
+    """9 and 10."""
+    from dynscope._model.order import program_order
+
+    flat = " ".join(summary.split())
+    for m in rep.timing:
+        if m.noisy and (f"{m.mode}: of the compiled call" in flat or f"{m.mode}: the graphs" in flat):
+            _fail(rep, f"mode {m.mode} is noisy, and the summary still explains its times")
+    by_frame = {f.compile_id: f.graph_ids for f in rep.frames}
+    last = -1
+    for frames, _ in program_order(rep):
+        ids = [g for cids in frames for cid in cids for g in by_frame.get(cid, ())]
+        if ids:
+            if min(ids) < last:
+                _fail(rep, f"the program line shows graph {min(ids)} after graph {last}, which was compiled later")
+            last = max(last, min(ids))
+    ranked = rep.breaks_by_cost()
+    for a, b in zip(ranked, ranked[1:], strict=False):
+        if (a.actionable, round(max(a.eager_ms, 0.0), 1)) == (b.actionable, round(max(b.eager_ms, 0.0), 1)) and a.count < b.count:
+            _fail(rep, f"break {a.location} ({a.count} events) above {b.location} ({b.count}) at one eager time")
+
+
+def _check_frame_sites(rep: Report) -> None:
+    """8. Each frame with a readable source is where its function is."""
+    from dynscope._torch.wording import is_resume_name
+
+    for f in rep.frames:
+        if not f.function or not f.filename or not f.lineno or is_resume_name(f.function) or f.function.startswith("<"):
+            continue
+        if _defines(f.filename.replace("<root>", _ROOT, 1), f.lineno, f.function) is False:
+            _fail(rep, f"frame {f.compile_id} {f.function} shown at {f.filename}:{f.lineno}, "
+                       "which defines no function of that name there")
 
 
 class LogCounts:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -10,7 +11,9 @@ import torch._dynamo
 import torch._inductor.config
 
 import dynscope
-from tests.corpus.programs import PROGRAMS, logger_methods_reorder
+from dynscope._render.words import trial_verdict
+from tests.corpus.programs import PROGRAMS
+from tests.corpus.pytorch_says import logger_methods_reorder
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -69,6 +72,63 @@ def test_capture_scalar_outputs_does_not_help_float_tolist() -> None:
     assert t.after.breaks == t.before.breaks == 1
     assert not t.helped and adv.best is None
     assert "still breaks at test_advise.py:" in t.note and "tolist" in t.note
+
+
+def item_then_branch_fn(x: torch.Tensor) -> torch.Tensor:
+    n = x.sum().item()
+    # With capture_scalar_outputs the break moves to the next line: a data-dependent branch.
+    if n > 0:
+        return x * 2
+    return x - 1
+
+
+def _line_of(fn: Any, text: str) -> int:
+    """The file line of the first line of ``fn`` that holds ``text``."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_capture_scalar_outputs_that_only_moves_the_break_did_not_help(tmp_path: Path) -> None:
+    # capture_scalar_outputs traces .item(), then `if n > 0` on its value breaks: coverage
+    # rises (the sum joins a graph) yet the program breaks as often. That is no help, and
+    # the trial says where the break went.
+    item, branch = _line_of(item_then_branch_fn, ".item()"), _line_of(item_then_branch_fn, "if n > 0")
+    old, new = f"test_advise.py:{item}", f"test_advise.py:{branch}"
+    adv = dynscope.advise(item_then_branch_fn, torch.randn(8, generator=torch.Generator().manual_seed(0)))
+    t = _trial(adv, "capture_scalar_outputs")
+    assert t.after is not None and not t.error and t.outputs_match
+    assert t.before.sites == (old,) and t.after.sites == (new,)
+    assert t.after.breaks == t.before.breaks == 1
+    assert t.before.coverage is not None and t.after.coverage is not None and t.after.coverage > t.before.coverage
+    assert not t.helped and adv.best is None
+    assert t.moved == ((old, new),)
+    assert f"the break moved from {old} to {new} (data-dependent branch: `if n > 0:" in t.note
+    assert trial_verdict(t) == f"no, moved from :{item} to :{branch}"
+    assert f"[1] capture_scalar_outputs: no, moved from :{item} to :{branch}" in adv.summary()
+    assert "What each fix buys (1 remedy tried, 0 helped)" in adv.report.summary()
+    assert f'<span class="warn">no, moved from :{item} to :{branch}</span>' in adv.report.to_html()
+    assert repr(adv).startswith("<Advice 1 trial, 0 helped")
+    # Saved and loaded, the trial still says what moved.
+    loaded = dynscope.load(adv.report.save(tmp_path / "moved.json"))
+    assert loaded.trials[0].moved == t.moved and loaded.trials[0].after is not None
+    assert loaded.trials[0].after.sites == (new,)
+    # A trial that removes the break is still help, and moved nothing.
+    model, calls = _corpus("item_break")
+    removed = _trial(dynscope.advise(model, calls=calls), "capture_scalar_outputs")
+    assert removed.after is not None and (removed.before.breaks, removed.after.breaks) == (1, 0)
+    assert removed.helped and removed.moved == () and removed.after.sites == ()
+    assert trial_verdict(removed) == "yes"
+
+
+def test_a_trial_saved_before_moved_existed_still_loads() -> None:
+    # Reports written before Outcome.sites and Trial.moved: both take their defaults.
+    from dynscope._model.codec import from_plain
+
+    old = {"remedy": "capture_scalar_outputs", "code": "x", "before": {"graphs": 2, "breaks": 1},
+           "after": {"graphs": 1, "breaks": 0}, "helped": True}
+    t = from_plain(dynscope.Trial, old)
+    assert t.moved == () and t.before.sites == () and t.after is not None and t.after.sites == ()
+    assert trial_verdict(t) == "yes"
 
 
 def test_reorderable_logging_on_a_logger_method_as_pytorch_does_it() -> None:
@@ -224,3 +284,70 @@ def test_cuda_timing_remedies_are_shown_not_tried_on_cpu() -> None:
         t = _trial(adv, remedy)
         assert not t.tried and t.after is None
         assert t.note == "CUDA only: not tried, the inputs are on cpu"
+
+
+class _Attention(torch.nn.Module):
+    """One pre-norm self-attention block with its MLP, small enough to compile in seconds."""
+
+    def __init__(self, dim: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.qkv, self.proj = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 2 * dim), torch.nn.GELU(), torch.nn.Linear(2 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(c, 2))
+        att = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(att.transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.ln2(x))
+
+
+class _TwoBlocks(torch.nn.Module):
+    def __init__(self, dim: int = 16, classes: int = 4) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([_Attention(dim) for _ in range(2)])
+        self.head = torch.nn.Linear(dim, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x.mean(1))
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_memory_advice_times_the_baseline_as_the_trials() -> None:
+    # Each trial's "before" is the report advise returns, measured by the trials' own
+    # function (report(memory=True, timing=True): compile and first call apart, then eager
+    # and compiled samples interleaved); a baseline read during a stall (a 1 s step against
+    # 3-11 ms in each trial) is measured again, so it is of the trials' order.
+    import statistics
+
+    torch.manual_seed(0)
+    net = _TwoBlocks()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    opts = dynscope.TimingOptions(warmup=2, repeats=10, min_time_s=0.05, min_sample_ms=2.0, progress=False)
+    adv = dynscope.advise(step, (torch.randn(4, 8, 16), torch.randint(0, 4, (4,))), memory=True,
+                          timing_options=opts, progress=False)
+    base, memory = adv.report.timing[0], adv.report.memory
+    assert not base.error and memory is not None and memory.compiled_peak is not None
+    # The step time is the median of the compiled samples, the first call (the compile) apart.
+    assert base.compiled_ms == statistics.median(base.compiled_samples_ms)
+    assert base.compiled_ms < base.first_call_s * 1000
+    measured = [t for t in adv.trials if t.after is not None and t.after.step_ms is not None]
+    assert len(measured) == 4, [(t.remedy, t.error, t.note) for t in adv.trials]
+    for t in measured:
+        assert t.before.step_ms == base.compiled_ms and t.before.peak == memory.compiled_peak
+        assert t.before.speedup == base.speedup  # its eager side too: one measurement
+    fastest = min(t.after.step_ms for t in measured if t.after is not None and t.after.step_ms is not None)
+    assert base.compiled_ms <= 5 * fastest, (base, [(t.remedy, t.after) for t in measured], adv.report.notes)

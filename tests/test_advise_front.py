@@ -20,7 +20,7 @@ from dynscope import Outcome, Trial
 from dynscope._model.codec import report_from_dict
 from dynscope._render.text import advice_section
 from dynscope._render.words import advice_title
-from tests.corpus.programs import logger_methods_reorder
+from tests.corpus.pytorch_says import logger_methods_reorder
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -10,6 +10,7 @@ process's answer after the user's own compiles.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -163,14 +164,17 @@ def test_trial_coverage_is_never_rounded_to_a_bound() -> None:
 
 def test_eager_ops_of_frames_dynamo_gave_up_on_say_so() -> None:
     # A break under a try block makes Dynamo give up on the helper's frame: its ops ran all
-    # over the helper, and were listed at the break's line as if they ran there.
-    from tests.corpus.real import try_three_deep
+    # over the helper, and were once listed at the break's line as if they ran there. Each
+    # is listed at the line that ran it (issue 32), after the break that left it eager.
+    from tests.corpus.real import _try_inner, try_three_deep
 
     fn, calls = try_three_deep()
     rep = dynscope.report(fn, calls=calls)
     assert rep.coverage is not None and rep.coverage.eager_sites
     (site,) = rep.breaks
-    assert all(s.startswith(f"{site.location} (_try_inner ran eagerly) aten::") for s, _ in rep.coverage.eager_sites)
+    lines, first = inspect.getsourcelines(_try_inner)
+    add = first + next(i for i, text in enumerate(lines) if "return x + 1" in text)
+    assert rep.coverage.eager_sites == ((f"real.py:{add} (eager after the break at {site.location}) aten::add", 1),)
     assert rep.coverage.ops_eager == sum(n for _, n in rep.coverage.eager_sites)
 
 

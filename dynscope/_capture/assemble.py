@@ -11,7 +11,8 @@ from dynscope._capture.break_sites import (
     is_decorator_wrapper,
     qualified_name,
     without_dynscope,
-    wrapped_name,
+    wrapped_function,
+    wrapper_arguments,
 )
 from dynscope._capture.lowering import AOT_COMPILE, ahead_of_time_graph, build_lowering, compile_times
 from dynscope._model import (
@@ -28,6 +29,7 @@ from dynscope._model import (
 from dynscope._model.base import _Live
 from dynscope._torch.break_report import ParsedBreak, parse_break
 from dynscope._torch.graph_text import (
+    input_names_from_code,
     inputs_from_code,
     node_count_from_code,
     op_counts_from_code,
@@ -40,13 +42,16 @@ from dynscope._torch.guard_text import (
     explain_reason,
     global_states,
     is_backend_mismatch,
+    library_fix,
     parse_guards,
     parse_recompile_reasons,
     state_values,
     states_differ,
+    with_argument_names,
 )
 from dynscope._torch.lowering_text import read_execution_order
 from dynscope._torch.metrics import CompileMetrics, read_metrics
+from dynscope._torch.registry import library_of
 from dynscope._torch.shape_text import entry_failures, recompile_fixes, size_fixes
 from dynscope._torch.trace import AOT_DUMPS, LOWERING_ARTIFACTS, LOWERING_EVENTS
 from dynscope._torch.wording import (
@@ -129,17 +134,60 @@ def _is_recompile(compile_id: str) -> bool:
     return compile_no.isdigit() and int(compile_no) > 0
 
 
-def _frame_name(co_name: str, filename: str, lineno: int, rec: RecordedGraph | None) -> str:
+@dataclass(frozen=True)
+class _Wrapped:
+    """The function a decorator's wrapper frame runs (``@torch.no_grad()``, Hugging Face's
+    ``can_return_tuple``): the frame is shown as it, where it is defined."""
+
+    name: str  # its qualified name
+    filename: str
+    lineno: int  # its def line
+    arguments: tuple[str, ...]  # its names for the wrapper's args[0], args[1]... (() when none)
+
+
+def _wrapped_frames(events: list[TraceEvent], by_cid: dict[str, RecordedGraph]) -> dict[str, _Wrapped]:
+    """frame id -> the function its wrapper runs, for frames whose code is a decorator's
+    wrapper, read from the node stacks of a graph the backend saw for the frame. Read in a
+    pass of its own: a recompile's failed guards come before its compile's metrics."""
+    out: dict[str, _Wrapped] = {}
+    for ev in events:
+        frame = ev.compile_id.split("/")[0]
+        if ev.name != "compilation_metrics" or frame in out or (rec := by_cid.get(ev.compile_id)) is None:
+            continue
+        m = read_metrics(ev.metadata)
+        if not (m.co_name and m.co_filename and is_decorator_wrapper(m.co_filename, m.co_firstlineno)):
+            continue
+        found = wrapped_function(rec.data.get("stacks") or [])
+        if found is not None:
+            filename, fn = found
+            out[frame] = _Wrapped(fn.name, filename, fn.line, wrapper_arguments(m.co_filename, m.co_firstlineno, fn))
+    return out
+
+
+def _named_arguments(ev: TraceEvent, names: tuple[str, ...]) -> TraceEvent:
+    """``ev`` with a wrapper's ``args[i]`` named as the wrapped function names them, in its
+    payload and metadata (guards, failed guards, size sources)."""
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, str):
+            return with_argument_names(value, names)
+        if isinstance(value, dict):
+            return {k: renamed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [renamed(v) for v in value]
+        return value
+
+    return replace(ev, payload=with_argument_names(ev.payload, names), metadata=renamed(ev.metadata))
+
+
+def _frame_name(co_name: str, filename: str, lineno: int, wrapped: _Wrapped | None) -> str:
     """The user-facing name of a compiled code object: its qualified name
-    ("Attention.forward"), and for a decorator's wrapper (Hugging Face's
-    ``can_return_tuple``, ``check_model_inputs``...) the function it wraps, read from the
-    graph's node stacks ("GPT2Model.forward"); ``co_name`` when neither is known."""
-    if co_name and filename and is_decorator_wrapper(filename, lineno) and rec is not None:
-        inner = wrapped_name(rec.data.get("stacks") or [])
-        if inner and is_resume_name(co_name):  # "resume GPT2Model.forward_at_1182"
-            return RESUME_PREFIX + inner + co_name[len(RESUME_PREFIX) + len(base_function(co_name)):]
-        if inner:
-            return inner
+    ("Attention.forward"), and for a decorator's wrapper the function it wraps
+    ("GPT2Model.forward"); ``co_name`` when neither is known."""
+    if co_name and wrapped is not None:
+        if is_resume_name(co_name):  # "resume GPT2Model.forward_at_1182"
+            return RESUME_PREFIX + wrapped.name + co_name[len(RESUME_PREFIX) + len(base_function(co_name)):]
+        return wrapped.name
     return qualified_name(filename, lineno, co_name)
 
 
@@ -210,6 +258,7 @@ class _Assembly:
     symbol_sizes: dict[str, dict[str, int]]  # compile id -> symbol -> size it ran at
     ignore_backend_mismatch: bool  # drop "another backend compiled this before" recompiles
     renumber: dict[str, str]  # PyTorch's compile id -> this report's (_renumbering)
+    wrapped: dict[str, _Wrapped] = field(default_factory=dict)  # frame id -> what its wrapper runs
     graphs: list[Graph] = field(default_factory=list)
     graph_ids: dict[str, list[int]] = field(default_factory=dict)  # compile id -> its graphs
     metrics: dict[str, CompileMetrics] = field(default_factory=dict)
@@ -268,11 +317,12 @@ def _on_metrics(st: _Assembly, ev: TraceEvent) -> None:
     # same frame as the frame's earlier compiles.
     same_frame = st.frame_names.get(cid.split("/")[0], ("", "", 0))
     filename, lineno = m.co_filename or same_frame[1], m.co_firstlineno or same_frame[2]
-    st.names[cid] = (
-        _frame_name(m.co_name, filename, lineno, st.by_cid.get(cid)) or same_frame[0],
-        filename,
-        lineno,
-    )
+    wrapped = st.wrapped.get(cid.split("/")[0])
+    name = _frame_name(m.co_name, filename, lineno, wrapped) or same_frame[0]
+    # A wrapper frame (a torch or library file) is shown where the function it runs is.
+    if wrapped is not None and not is_resume_name(m.co_name):
+        filename, lineno = wrapped.filename, wrapped.lineno
+    st.names[cid] = (name, filename, lineno)
     if st.names[cid][0]:
         st.frame_names.setdefault(cid.split("/")[0], st.names[cid])
 
@@ -397,7 +447,14 @@ def build_report(
         else:
             unmatched.append(rec)
 
+    wrapped = _wrapped_frames(events, by_cid)
+    if any(w.arguments for w in wrapped.values()):
+        events = [
+            _named_arguments(ev, w.arguments) if (w := wrapped.get(ev.compile_id.split("/")[0])) and w.arguments else ev
+            for ev in events
+        ]
     st = _Assembly(
+        wrapped=wrapped,
         by_cid=by_cid,
         ddp_split=ddp_split,
         ddp_traced=_ddp_traced(events),
@@ -512,15 +569,19 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[
         pairs = tuple(dict.fromkeys(pair for r in reasons for pair in causes_of(r)))
         failures = st.failures.get(cid, ())
         pairs = recompile_fixes(pairs, failures, shapes, cid)
+        frame, filename, _ = st.names.get(cid, ("", "", 0))
+        library = library_of(filename)
+        fixes = tuple(library_fix(library, frame, f) if library else f for _, f in pairs)
         recompiles.append(
             Recompile(
                 compile_id=cid,
-                frame=st.names.get(cid, ("", "", 0))[0],
+                frame=frame,
                 reasons=reasons,
                 explained=explained,
                 causes=tuple(c for c, _ in pairs),
-                fixes=tuple(f for _, f in pairs),
+                fixes=fixes,
                 failures=failures,
+                library=library,
             )
         )
     return tuple(recompiles)
@@ -595,6 +656,7 @@ def _graph(
         op_count=sum(n for _, n in op_counts),
         op_counts=op_counts,
         inputs=inputs_from_code(trace_code, sizes),  # sizes: what its symbols ran at
+        input_names=input_names_from_code(trace_code),  # no nodes: what tells its parameters
         code=trace_code,
         origin="trace",
     )

@@ -11,12 +11,12 @@ import ast
 import linecache
 from dataclasses import replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from dynscope._capture.break_fixes import category_of, fix_for
 from dynscope._model import BreakEvent, GraphBreak, StackFrame
 from dynscope._torch.break_report import without_outer_frames
-from dynscope._torch.registry import is_dynscope_file, is_user_file
+from dynscope._torch.registry import is_dynscope_file, is_user_file, library_of
 from dynscope._torch.wording import RESUME_PREFIX, base_function, is_resume_name
 
 if TYPE_CHECKING:
@@ -70,11 +70,21 @@ def excerpt(filename: str, lineno: int, context: int = 3) -> tuple[tuple[int, st
 # -- qualified names ------------------------------------------------------------------------
 
 
+class FunctionDef(NamedTuple):
+    """One function of a source file, as :func:`_defs` reads it."""
+
+    first: int  # first line, decorators included
+    line: int  # the ``def`` line
+    last: int  # last line
+    name: str  # qualified name (``co_qualname`` from the innermost function scope on)
+    wraps: bool  # a decorator's wrapper: decorated with ``functools.wraps``
+    params: tuple[str, ...] = ()  # positional parameters, in order
+    varargs: str = ""  # the ``*args`` parameter's name, "" when none
+
+
 @lru_cache(maxsize=512)
-def _defs(filename: str) -> tuple[tuple[int, int, int, str, bool], ...]:
-    """Every function of a source file: (first line, decorators included; ``def`` line; last
-    line; qualified name; True for a decorator's wrapper, i.e. a function decorated with
-    ``functools.wraps``). () when unreadable.
+def _defs(filename: str) -> tuple[FunctionDef, ...]:
+    """Every function of a source file, () when unreadable.
 
     The name is Python's ``co_qualname`` from the innermost function scope on: classes
     qualify (``Attention.forward``), enclosing functions do not (``f``, not
@@ -87,15 +97,18 @@ def _defs(filename: str) -> tuple[tuple[int, int, int, str, bool], ...]:
         tree = None
     if tree is None:
         return ()
-    out: list[tuple[int, int, int, str, bool]] = []
+    out: list[FunctionDef] = []
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                qual = prefix + child.name
                 first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
                 wraps = any(_is_wraps(d) for d in child.decorator_list)
-                out.append((first, child.lineno, child.end_lineno or child.lineno, qual, wraps))
+                a = child.args
+                out.append(FunctionDef(
+                    first, child.lineno, child.end_lineno or child.lineno, prefix + child.name, wraps,
+                    tuple(p.arg for p in [*a.posonlyargs, *a.args]), a.vararg.arg if a.vararg else "",
+                ))
                 visit(child, "")
             elif isinstance(child, ast.ClassDef):
                 visit(child, prefix + child.name + ".")
@@ -112,17 +125,17 @@ def _is_wraps(decorator: ast.expr) -> bool:
     return name == "wraps"
 
 
-def _innermost(filename: str, lineno: int, name: str = "") -> tuple[int, int, int, str, bool] | None:
+def _innermost(filename: str, lineno: int, name: str = "") -> FunctionDef | None:
     """The innermost function of the file that contains ``lineno`` (named ``name`` when
     given; a function starting at ``lineno`` wins: code objects give their first line)."""
     found = [
         d for d in _defs(filename)
-        if d[0] <= lineno <= d[2] and (not name or d[3].rsplit(".", 1)[-1] == name)
+        if d.first <= lineno <= d.last and (not name or d.name.rsplit(".", 1)[-1] == name)
     ]
     if not found:
         return None
-    exact = [d for d in found if lineno in (d[0], d[1])]
-    return max(exact or found, key=lambda d: d[0])
+    exact = [d for d in found if lineno in (d.first, d.line)]
+    return max(exact or found, key=lambda d: d.first)
 
 
 def qualified_name(filename: str, lineno: int, name: str) -> str:
@@ -141,27 +154,44 @@ def qualified_name(filename: str, lineno: int, name: str) -> str:
     if found is None:
         return name
     if is_resume_name(name):
-        return RESUME_PREFIX + found[3] + name[len(RESUME_PREFIX) + len(base):]
-    return found[3]
+        return RESUME_PREFIX + found.name + name[len(RESUME_PREFIX) + len(base):]
+    return found.name
 
 
 def is_decorator_wrapper(filename: str, lineno: int) -> bool:
     """True when the function the file defines at ``lineno`` is a decorator's wrapper
     (decorated with ``functools.wraps``, like Hugging Face's ``can_return_tuple``)."""
     found = _innermost(filename, lineno)
-    return found is not None and found[4]
+    return found is not None and found.wraps
 
 
-def wrapped_name(stacks: list[list[tuple[str, int]]]) -> str:
+def wrapped_function(stacks: list[list[tuple[str, int]]]) -> tuple[str, FunctionDef] | None:
     """The function a decorator's wrapper frame runs, from the stacks (outermost first, as
-    (file, line)) of the graph's nodes: the first frame that is not itself a wrapper, by
-    its qualified name. "" when no stack reaches one."""
+    (file, line)) of the graph's nodes: the first frame that is not itself a wrapper, with
+    its file. None when no stack reaches one."""
     for stack in stacks:
         for filename, lineno in stack:
             found = _innermost(filename, lineno)
-            if found is not None and not found[4]:
-                return found[3]
-    return ""
+            if found is not None and not found.wraps:
+                return filename, found
+    return None
+
+
+def wrapped_name(stacks: list[list[tuple[str, int]]]) -> str:
+    """The qualified name of :func:`wrapped_function`, "" when no stack reaches one."""
+    found = wrapped_function(stacks)
+    return found[1].name if found else ""
+
+
+def wrapper_arguments(filename: str, lineno: int, wrapped: FunctionDef) -> tuple[str, ...]:
+    """How a pass-through wrapper's ``*args`` reach the function it wraps: the wrapped
+    function's parameter names for ``args[0]``, ``args[1]``... (a ``wrapper(self, *args,
+    **kwargs)`` passes ``self`` first, so ``args[0]`` is the wrapped function's second
+    parameter). () when the wrapper at ``filename:lineno`` takes no ``*args``."""
+    wrapper = _innermost(filename, lineno)
+    if wrapper is None or not wrapper.varargs:
+        return ()
+    return wrapped.params[len(wrapper.params):]
 
 
 def _chain(parsed: ParsedBreak) -> list[StackFrame]:
@@ -231,6 +261,7 @@ def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak,
             count=1,
             gave_up=int(parsed.gave_up),
             compile_ids=(compile_id,),
+            library=library_of(frame.filename),
             excerpt=excerpt(frame.filename, frame.lineno),
         )
     return tuple(sites.values()), tuple(events)

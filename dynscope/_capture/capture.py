@@ -19,7 +19,7 @@ from dynscope._capture.backend import RecordingBackend
 from dynscope._capture.coverage import with_coverage
 from dynscope._capture.guard_check import describe_call, with_all_failures
 from dynscope._errors import CaptureError, InputError
-from dynscope._format import clip
+from dynscope._format import clip, few
 from dynscope._torch.distributed import rank_info
 from dynscope._torch.profiler import OWN_MARK, CoverageRecorder
 from dynscope._torch.trace import TraceCollector
@@ -70,7 +70,9 @@ class Capture:
     """
 
     def __init__(self, *, inner: str | Callable[..., Any] = "eager", title: str = "") -> None:
-        self.backend = RecordingBackend(inner)
+        # Graphs compiled through cap.backend count their runs (Graph.runs): one graph may
+        # serve every block of a model.
+        self.backend = RecordingBackend(inner, count_runs=True)
         self.title = title
         self.calls = 0
         self._collector = TraceCollector()
@@ -344,6 +346,16 @@ def report(
     _check_options(dynamic, timing_options)
     model, note = check_model(model)
     notes = [note] if note else []
+    # A program that compiles parts of itself (a per-block compile, HF's compiled forward)
+    # is run as it is: compiling it whole would trace through its compiled parts into
+    # graphs and breaks its own run never has.
+    parts = _torch.compiled_parts(model)
+    if parts:
+        notes.append(
+            f"your program compiles parts of itself ({few(parts, 4)}): report() ran it as it is and "
+            "reports what those compiles did, with the options you gave them, as dynscope.capture() "
+            "would; it did not compile the whole program around them (pass the uncompiled program for that)"
+        )
     if memory is None:
         memory = timing
     if not isinstance(memory, bool):
@@ -358,12 +370,22 @@ def report(
             "coverage not measured: a torch.profiler session was already running; "
             "dynscope left your profile intact instead of starting its own"
         )
+    if parts and (timing or memory):
+        timing = memory = False
+        notes.append("timing and memory not measured: they compare the program compiled whole with eager, "
+                     "and this program compiles only its parts")
     state = _torch.restored_model_state(model) if restore_state else contextlib.nullcontext()
     with _REPORT_LOCK, state:
         rep = _report_locked(
             model, call_list, inner=inner, dynamic=dynamic, timing=timing, modes=modes,
             timing_options=timing_options, coverage=coverage, notes=tuple(notes), memory=memory,
+            whole=not parts,
         )
+    if parts and not rep.frames:
+        rep = replace(rep, notes=(*rep.notes, (
+            "nothing compiled during the calls: your program's compiled parts had been compiled before "
+            "report() ran (their cached code ran); report on a fresh program, or call "
+            "torch._dynamo.reset() first")))
     # Kept beside the model (never saved) so dynscope.advise(rep) can rerun the same program the
     # same way (the options timing does not decide).
     options = {"inner": inner, "dynamic": dynamic, "coverage": coverage, "restore_state": restore_state}
@@ -383,6 +405,7 @@ def _report_locked(
     coverage: bool,
     notes: tuple[str, ...],
     memory: bool = False,
+    whole: bool = True,
 ) -> Report:
     failure: tuple[int, BaseException] | None = None
     started = time.perf_counter()
@@ -392,10 +415,12 @@ def _report_locked(
     with _torch.DynamoSandbox(model) as sandbox:
         sandbox.own(backend=cap.backend)
         with cap, profiling:
+            # whole=False: the program compiles its own parts, and runs as it is.
             compiled = torch.compile(
                 model, backend=cap.backend, dynamic=dynamic, **_torch.compile_kwargs()
-            )
-            sandbox.own(compiled)
+            ) if whole else model
+            if whole:
+                sandbox.own(compiled)
             kept = KEPT_OUTPUTS.get()
             for index, (args, kwargs) in enumerate(call_list):
                 cap.calls += 1

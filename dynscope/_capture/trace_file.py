@@ -220,7 +220,8 @@ def _shared(rep: Report, memo: dict[object, object]) -> Report:
                 low, code=one(low.code), backward_code=one(low.backward_code), forward=one(low.forward),
                 backward=one(low.backward), kernels=one(low.kernels), saved_for_backward=one(low.saved_for_backward),
             )
-        graphs.append(replace(g, code=one(g.code), inputs=one(g.inputs), op_counts=one(g.op_counts), lowering=low))
+        graphs.append(replace(g, code=one(g.code), inputs=one(g.inputs), input_names=one(g.input_names),
+                              op_counts=one(g.op_counts), lowering=low))
     return replace(
         rep,
         graphs=tuple(graphs),

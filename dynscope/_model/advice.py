@@ -30,6 +30,9 @@ class Outcome:
     compile_s: float = 0.0
     peak: int | None = None  # the compiled call's peak memory in bytes (Report.memory), when measured
     step_ms: float | None = None  # the compiled call's median time (end to end), when timed
+    # The break sites ("file.py:LINE", as GraphBreak.location), so a trial can tell a break
+    # removed from one that only moved (the same count at other lines); () in older reports.
+    sites: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,11 +44,16 @@ class Trial:
     target: tuple[str, ...] = ()  # what it addresses: break sites "file.py:LINE", recompiles "frame: cause"
     before: Outcome = Outcome()
     after: Outcome | None = None  # None when the remedy was not run (tried False) or failed to run
-    helped: bool = False  # fewer breaks or recompiles (or more coverage / speed) with outputs unchanged
+    # Fewer breaks or recompiles, or measured faster (timing) or a smaller peak (memory
+    # remedies), with outputs unchanged. A break that only moved (``moved``) is not help.
+    helped: bool = False
     tried: bool = True  # False: a code change dynscope cannot make for you (shown, not run)
     outputs_match: bool = True  # the program's outputs with the remedy equal eager's
     error: str = ""  # why the remedy failed or was rejected ("changed outputs: ...")
     note: str = ""  # what else to know
+    # Breaks the remedy moved, not removed: (site before, site after) pairs, "file.py:LINE"
+    # each (a site the run with the remedy no longer breaks at, and one it newly breaks at).
+    moved: tuple[tuple[str, str], ...] = ()
 
     @property
     def delta(self) -> dict[str, float]:

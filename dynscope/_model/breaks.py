@@ -77,6 +77,9 @@ class GraphBreak(BreakShortcuts):
     eager_ms: float = -1.0  # per call, time of the eager ops run at the site
     graphs_split: int = -1  # graphs of resume functions Dynamo made after this site
     recompiles_caused: int = -1  # recompiles of those resume functions
+    # The installed package whose code the site is ("transformers"): its line is not the
+    # user's to edit (say so beside the fix); "" for the user's own code.
+    library: str = ""
 
     @property
     def location(self) -> str:

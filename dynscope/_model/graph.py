@@ -267,10 +267,15 @@ class Graph(GraphShortcuts):
     op_counts: tuple[tuple[str, int], ...] = ()  # (target, count), most frequent first
     inputs: tuple[TensorMeta, ...] = ()  # example inputs Dynamo passed (parameters are inputs)
     nodes: tuple[Node, ...] = ()  # every node in graph order
+    # The inputs' placeholder names as the trace printed them ("L_x_",
+    # "L_self_modules_fc_parameters_weight_"), for a graph known only from the trace, whose
+    # nodes are not known: what tells its parameters from its inputs. () when the graph has
+    # nodes (their placeholders name the inputs) and in reports saved before it.
+    input_names: tuple[str, ...] = ()
     code: str = ""  # readable Python code of the graph
     origin: str = "backend"  # "backend": seen by dynscope's backend; "trace": only from the trace
     timings: tuple[Timing, ...] = ()  # one per Inductor mode when timing ran
-    runs: int = 0  # times the graph ran during report()'s calls (0: unknown, capture())
+    runs: int = 0  # times the graph ran during the calls (0: not counted: a graph of a backend not dynscope's, outside report())
     backward_runs: int = 0  # of those runs, how many also ran the graph's backward (training)
     lowering: Lowering | None = None  # AOT graphs and kernels, when the graph went through Inductor
     # Why one compile made several graphs without a graph break: "" (it did not) or
@@ -324,12 +329,15 @@ class Graph(GraphShortcuts):
     def user_inputs(self) -> tuple[tuple[TensorMeta, ...], int]:
         """(inputs that are not parameters or buffers, number of parameter/buffer inputs).
 
-        Known only for graphs with node data; otherwise all inputs count as user inputs.
+        Told by the inputs' names: the placeholder nodes, or ``input_names`` for a graph
+        known only from the trace (the same names, as the trace printed them). Without
+        either (reports saved before ``input_names``), all inputs count as user inputs.
         """
-        placeholders = [n for n in self.nodes if n.op == "placeholder"]
-        if len(placeholders) != len(self.inputs):
+        names = [n.name for n in self.nodes if n.op == "placeholder"] if self.nodes else list(self.input_names)
+        if len(names) != len(self.inputs):
             return self.inputs, 0
-        user = tuple(m for n, m in zip(placeholders, self.inputs, strict=True) if not n.is_param)
+        # A placeholder is a parameter exactly when its name says so (Node.is_param).
+        user = tuple(m for name, m in zip(names, self.inputs, strict=True) if not is_lifted_param(name))
         return user, len(self.inputs) - len(user)
 
     def op_count_of(self, target: str) -> int:

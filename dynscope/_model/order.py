@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from dynscope._torch.wording import base_function, resume_site
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from dynscope._model.report import Report
 
 __all__ = ["break_hosts", "program_order"]
@@ -17,8 +19,10 @@ def program_order(rep: Report) -> list[tuple[list[list[str]], list[int]]]:
     """The program in execution order: steps of (frames, each as its compile ids with the
     first compile first; the indexes in ``rep.breaks`` of the breaks that end the step).
 
-    A frame runs when it is first compiled, so frames in order of first appearance are in
-    execution order. After a break, the resume functions Dynamo made at its line (one per
+    A frame's graphs run when they are compiled, so frames are in the order of their first
+    graph (graph ids are in compile order); a frame with no graph (an empty compile) where
+    it was first compiled. A frame first compiled empty and given graphs only later (Hugging
+    Face's ``prepare_inputs_for_generation``) stands where its graphs ran, not at the top. After a break, the resume functions Dynamo made at its line (one per
     branch of a data-dependent ``if``, compiled in whichever call took it) form one step.
     A break follows the step holding the last of the compiles that hit it
     (:func:`break_hosts`).
@@ -26,7 +30,7 @@ def program_order(rep: Report) -> list[tuple[list[list[str]], list[int]]]:
     compiles: dict[str, list[str]] = {}
     for f in rep.frames:
         compiles.setdefault(f.compile_id.split("/")[0], []).append(f.compile_id)
-    order = sorted(compiles, key=_frame_key)
+    order = sorted(compiles, key=_ran_at(rep))
     function = {f.compile_id: f.function for f in rep.frames}
     frame_of = {cid: no for no, cids in compiles.items() for cid in cids}
     hosts = break_hosts(rep)
@@ -66,6 +70,23 @@ def break_hosts(rep: Report) -> list[tuple[str, ...]]:
         own = tuple(c for c in cids if base_function(function[c]) == base_function(b.function))
         out.append(own or cids)
     return out
+
+
+def _ran_at(rep: Report) -> Callable[[str], tuple[float, tuple[int, int, str]]]:
+    """Sort key of a frame number: its first graph's id, or for a frame with no graph the
+    graphs compiled before its first compile (less a half: before the next graph); then the
+    frame number."""
+    first_graph: dict[str, int] = {}
+    empty_at: dict[str, float] = {}
+    seen = 0
+    for f in rep.frames:
+        no = f.compile_id.split("/")[0]
+        if f.graph_ids:
+            first_graph[no] = min(first_graph.get(no, min(f.graph_ids)), min(f.graph_ids))
+            seen = max(seen, max(f.graph_ids) + 1)
+        else:
+            empty_at.setdefault(no, seen - 0.5)
+    return lambda no: (float(first_graph[no]) if no in first_graph else empty_at.get(no, float("inf")), _frame_key(no))
 
 
 def _frame_key(frame_no: str) -> tuple[int, int, str]:

@@ -74,6 +74,9 @@ class SizeFix:
     lineno: int = 0
     function: str = ""
     code: str = ""  # that line's source
+    # The torch function it happened inside, where that line called into torch and the size
+    # was fixed there ("linear (linear.py:134)": nn.Linear pins the input's last size); "" else.
+    via: str = ""
 
     @property
     def on_branch(self) -> bool:
@@ -99,6 +102,9 @@ class Recompile:
     # The failed guard of every earlier cache entry of the frame (PyTorch checks each entry
     # and logs, per entry, the first guard that failed), in PyTorch's order: newest entry first.
     failures: tuple[GuardFailure, ...] = ()
+    # The installed package whose code the recompiled frame is ("transformers"): the library
+    # recompiles on its own, and the fixes say so; "" for the user's own code (and torch's).
+    library: str = ""
 
     def __repr__(self) -> str:
         return _brief("Recompile", f"{self.compile_id} {resume_label(self.frame)}: " + "; ".join(self.explained or self.reasons))
@@ -293,16 +299,18 @@ class Report(ReportShortcuts):
     def breaks_by_cost(self) -> tuple[GraphBreak, ...]:
         """Break sites, the one whose fix buys most first: sites the user's own change can fix
         before those PyTorch or a library breaks on purpose (``GraphBreak.actionable``), then
-        most eager time per call (to 0.1 ms: finer is noise), then most graphs and recompiles
-        it causes, then most events (figures not known count as 0)."""
+        most eager time per call (to 0.1 ms: finer is noise), then most events, then most
+        graphs and recompiles it causes (figures not known count as 0); ties keep the order
+        of first hit. The break table is in this order, so among rows of one eager time a
+        site never stands above one that broke more often."""
         return tuple(
             sorted(
                 self.breaks,
                 key=lambda b: (
                     not b.actionable,
                     -round(max(b.eager_ms, 0.0), 1),
-                    -(max(b.graphs_split, 0) + max(b.recompiles_caused, 0)),
                     -b.count,
+                    -(max(b.graphs_split, 0) + max(b.recompiles_caused, 0)),
                 ),
             )
         )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from dynscope._format import clip, location, ms, percent, plural
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
-from dynscope._render.words import kernel_label, pass_label, warning_lines
+from dynscope._render.words import inputs_text, kernel_label, pass_label, warning_lines
 from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
@@ -146,13 +146,11 @@ def render_card(rep: Report) -> str:
 
 def _graph_title(graph: Graph) -> str:
     where = f" ({location(graph.filename, graph.lineno)})" if graph.filename else ""
-    user, params = graph.user_inputs()
-    inputs = ", ".join(m.describe() for m in user[:4]) + (f", +{len(user) - 4}" if len(user) > 4 else "")
+    inputs = inputs_text(graph, 4)
     return (
         f'<div class="ds-title">Graph {graph.id} <code>{esc(resume_label(graph.frame))}</code>{esc(where)}</div>'
         f"<div>compile {esc(graph.compile_id)}: {plural(graph.op_count, 'graph op')}, "
-        f"{plural(graph.node_count, 'node')}; inputs: {esc(inputs or '-')}"
-        f"{f' (+{params} params)' if params else ''}</div>"
+        f"{plural(graph.node_count, 'node')}; inputs: {esc(inputs or '-')}</div>"
     )
 
 

@@ -14,7 +14,7 @@ import hashlib
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from dynscope._format import location, ms, percent, plural
+from dynscope._format import few, location, ms, percent, plural
 from dynscope._model.structure import structure_hash
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
 from dynscope._render.palette import PALETTE
@@ -28,12 +28,12 @@ from dynscope._render.words import (
     cost_text,
     end_to_end_lines,
     failure_rows,
-    few,
     fix_first_line,
     gave_up_text,
     grads_text,
     human_bytes,
     in_graphs_text,
+    inputs_text,
     known_text,
     lowering_phase_lines,
     measurement_text,
@@ -41,10 +41,13 @@ from dynscope._render.words import (
     memory_methods,
     memory_notes,
     memory_rows,
+    owner_text,
     pass_label,
     phase_seconds,
     phases_text,
     program_memory_line,
+    runs_shown,
+    runs_text,
     samples_text,
     saved_text,
     size_fix_line,
@@ -153,6 +156,7 @@ def _breaks(rep: Report) -> str:
             + (f"<p><b>Called from:</b> <code>{esc(call_chain_text(b))}</code></p>" if len(b.call_chain) > 1 else "")
             + f"<p><b>Cost:</b> {esc(cost_text(rep, b))}</p>"
             + (f"<p>{esc(gave_up_text(b))}</p>" if b.gave_up else "")
+            + (f"<p>{esc(owner_text(b))}</p>" if b.library else "")
             + f"<p><b>Fix:</b> {esc(b.fix)}</p>"
             + (f"<p><b>PyTorch's hints:</b></p><ul>{hints}</ul>" if hints else "")
             + doc
@@ -481,7 +485,7 @@ def _graph(
             f"there.</p>{_timing(g)}{_lowering(g, aot_svgs or {}, notes)}</section>"
         )
     ops = html_table(["graph op", "count"], ([f"<code>{esc(t)}</code>", str(n)] for t, n in g.op_counts))
-    inputs = ", ".join(esc(m.describe()) for m in g.inputs)
+    inputs = esc(inputs_text(g, None) or "none")  # parameters counted, as the summary counts them
     if frame is not None and (frame.shapes or frame.dynamic_sizes):
         said = [f"dynamic: {', '.join(frame.dynamic_sizes)}"] if frame.dynamic_sizes else []
         said += [size_fix_line(fx) for fx in frame.shapes if fx.kind == "fixed"]
@@ -518,6 +522,7 @@ def same_graphs(rep: Report) -> dict[int, list[int]]:
 def _graph_table(rep: Report, svgs: Mapping[int, str], files: bool, same: Mapping[int, list[int]]) -> str:
     """Every graph on one line, with a link to its section (or the section it is folded into)."""
     measured = any(g.memory is not None for g in rep.graphs)
+    runs = runs_shown(rep)
     rows = []
     for g in rep.graphs:
         ids = same.get(g.id, [])
@@ -532,10 +537,11 @@ def _graph_table(rep: Report, svgs: Mapping[int, str], files: bool, same: Mappin
         status = ("Inductor failed; " if g.timing is not None and g.timing.failed else "") + status
         rows.append([
             str(g.id), f"{esc(g.frame)}{_ddp_split(g)} <code>{esc(location(g.filename, g.lineno))}</code>", str(g.op_count),
-            esc(few([m.describe() for m in g.inputs], 4)), *([esc(memory_cell(g.memory))] if measured else []),
-            status, link,
+            esc(inputs_text(g) or "-"), *([esc(runs_text(g, rep.calls))] if runs else []),
+            *([esc(memory_cell(g.memory))] if measured else []), status, link,
         ])
-    headers = ["id", "frame", "graph ops", "inputs", *(["peak eager -> compiled"] if measured else []), "status", "link"]
+    headers = ["id", "frame", "graph ops", "inputs", *(["runs"] if runs else []),
+               *(["peak eager -> compiled"] if measured else []), "status", "link"]
     return html_table(headers, rows, 'class="graph-table"')
 
 
@@ -576,7 +582,8 @@ def _memory(rep: Report) -> str:
     notes = "".join(f"<li>{esc(n)}</li>" for n in memory_notes(rep))
     return (
         f'<section id="memory"><h2>Memory</h2><p>{esc(memory_methods(rep))}; peaks above the inputs, outputs '
-        "included. Saved: what the forward keeps for the backward, counted once per storage (autograd's saved "
+        "included. Run: forward is one call of the graph, fwd+bwd one step through its backward (a training "
+        "graph has both rows). Saved: what the forward keeps for the backward, counted once per storage (autograd's saved "
         "tensors in eager; in the compiled build, what AOTAutograd's partitioner saved). Recomputed: forward ops "
         f"the backward computes again instead of saving them.</p>{'<p>' + esc(line) + '</p>' if line else ''}"
         f"{table}{'<ul class=' + chr(34) + 'warn' + chr(34) + '>' + notes + '</ul>' if notes else ''}</section>\n"
@@ -606,7 +613,9 @@ def _advice(rep: Report) -> str:
     return (
         f'<section id="advice"><h2>{esc(advice_title(rep.trials))}</h2><p>Each remedy was run on its own, '
         "in isolation, on the same inputs; before -> after are the measured counts. A remedy helped when it "
-        "removed breaks or recompiles (or raised coverage or speed) with the outputs still equal to eager's."
+        "removed breaks or recompiles (fewer of them, not as many at other lines), was measured faster, or "
+        "(memory remedies) cut the compiled peak, with the outputs still equal to eager's; one that only "
+        "moved a break says from which line to which."
         f"</p>{html_table(headers, rows)}</section>\n"
     )
 

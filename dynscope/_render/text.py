@@ -14,6 +14,7 @@ from dynscope._errors import InputError
 from dynscope._format import (
     ADD_UP_TOLERANCE,
     clip,
+    few,
     location,
     ms,
     percent,
@@ -30,11 +31,11 @@ from dynscope._render.words import (
     cost_text,
     end_to_end_lines,
     failure_rows,
-    few,
     fix_first_line,
     gave_up_text,
     grads_text,
     in_graphs_text,
+    inputs_text,
     kernel_label,
     known_text,
     lowering_phase_lines,
@@ -43,9 +44,12 @@ from dynscope._render.words import (
     memory_methods,
     memory_notes,
     memory_rows,
+    owner_text,
     pass_label,
     phases_text,
     program_memory_line,
+    runs_shown,
+    runs_text,
     samples_text,
     saved_text,
     size_fix_line,
@@ -88,17 +92,6 @@ def strip_controls(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-def _inputs(graph: Graph, limit: int = 3) -> str:
-    """The graph's own inputs first; parameters and buffers only counted."""
-    user, params = graph.user_inputs()
-    text = ", ".join(m.describe() for m in user[:limit])
-    if len(user) > limit:
-        text += f", +{len(user) - limit}"
-    if params:
-        text += f" (+{params} params)" if text else f"{params} params"
-    return text
-
-
 def _frame_label(graph: Graph) -> str:
     name = resume_label(graph.frame) or "?"
     if graph.split_by == "ddp_bucket":  # DDP's optimizer split it: not a graph break
@@ -124,7 +117,8 @@ def graphs_table(rep: Report) -> str:
     # report reads as it always did.
     trains = any(g.timing is not None and g.timing.trains for g in rep.graphs)
     measured = any(g.memory is not None for g in rep.graphs)
-    headers = ["id", "compile", "frame", "graph ops", "nodes", "inputs"]
+    runs = runs_shown(rep)
+    headers = ["id", "compile", "frame", "graph ops", "nodes", "inputs"] + (["runs"] if runs else [])
     if measured:
         headers += ["peak eager -> compiled"]
     if timed:
@@ -133,7 +127,9 @@ def graphs_table(rep: Report) -> str:
         headers += ["fwd+bwd eager", "fwd+bwd inductor", "grads"]
     rows = []
     for g in rep.graphs:
-        row = [g.id, g.compile_id, _frame_label(g), g.op_count, g.node_count or "-", _inputs(g)]
+        row = [g.id, g.compile_id, _frame_label(g), g.op_count, g.node_count or "-", inputs_text(g)]
+        if runs:
+            row += [runs_text(g, rep.calls)]
         if measured:
             row += [memory_cell(g.memory)]
         if timed:
@@ -211,6 +207,8 @@ def breaks_section(rep: Report, *, width: int = 100) -> str:
         lines.append(f"    cost: {cost_text(rep, b)}")
         if b.gave_up:
             lines.extend(textwrap.wrap(gave_up_text(b), width, initial_indent="    ", subsequent_indent="      "))
+        if b.library:
+            lines.extend(textwrap.wrap(owner_text(b), width, initial_indent="    ", subsequent_indent="      "))
         lines.extend(textwrap.wrap(f"fix: {b.fix}", width, initial_indent="    ", subsequent_indent="      "))
         # PyTorch's hints speak to whoever wrote the break ("Remove the graph_break() call"):
         # where torch or a library breaks on purpose they are not the user's to follow.
@@ -377,6 +375,7 @@ def memory_section(rep: Report) -> list[str]:
     rows = memory_rows(rep)
     if rows:
         out.append(tabulate(rows, headers=MEMORY_HEADERS, tablefmt="simple"))
+        out.append("    run: forward is one call of the graph, fwd+bwd one step through its backward (a training graph has both)")
         out.append("    saved: what the forward keeps for the backward (tensors); recomputed: forward ops the backward computes again")
     return [*out, *_flagged(memory_notes(rep)), ""]
 

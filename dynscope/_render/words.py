@@ -232,13 +232,30 @@ def _ratio_change(before: float | None, after: float | None, fmt: Callable[[floa
 
 
 def trial_verdict(t: Trial) -> str:
-    """"yes", "no", "failed" (it raised or changed the outputs) or "change your code" (a
-    code change dynscope cannot make for you, shown, not run)."""
+    """"yes", "no", "no, moved from :4 to :5" (the break only moved: :func:`moved_text`),
+    "failed" (it raised or changed the outputs) or "change your code" (a code change
+    dynscope cannot make for you, shown, not run)."""
     if not t.tried:
         return "change your code"
     if t.error or not t.outputs_match:
         return "failed"
-    return "yes" if t.helped else "no"
+    if t.helped:
+        return "yes"
+    return f"no, {moved_text(t)}" if t.moved else "no"
+
+
+def moved_text(t: Trial) -> str:
+    """"moved from :4 to :5" for a trial whose break moved within one file (the target
+    beside it names the file), "moved from a.py:4 to b.py:9" across files, "+N" for more
+    moved breaks; "" when none moved."""
+    if not t.moved:
+        return ""
+    old, new = t.moved[0]
+    old_file, _, old_line = old.rpartition(":")
+    new_file, _, new_line = new.rpartition(":")
+    shown = f":{old_line} to :{new_line}" if old_file == new_file else f"{old} to {new}"
+    more = f" (+{len(t.moved) - 1})" if len(t.moved) > 1 else ""
+    return f"moved from {shown}{more}"
 
 
 def trial_timed(trials: Sequence[Trial]) -> bool:
@@ -375,7 +392,12 @@ def end_to_end_lines(rep: Report) -> list[str]:
         if m.below_resolution:
             out.append(f"{m.mode}: a call takes under {ms(timer_resolution_ms(m.device))}: below the timer resolution")
         if m.noisy:
-            out.append(f"{m.mode}: noisy: the samples spread {percent(m.spread)} (IQR / median) over {plural(m.samples, 'sample')}")
+            # Noise is not a cause: a speedup or a gap measured this unreliably is explained
+            # by nothing but the noise (no "the other N ms is Python between graphs").
+            out.append(f"{m.mode}: noisy: the samples spread {percent(m.spread)} (IQR / median) over "
+                       f"{plural(m.samples, 'sample')}: the times of this mode are not a measurement; "
+                       "time again on a quiet machine, or with more repeats (TimingOptions)")
+            continue
         eager_sum, _, left_out = rep.graphs_ms(m.mode)
         short = f" ({plural(left_out, 'graph')} not timed)" if left_out else ""
         if m.in_graphs_overflows:
@@ -453,11 +475,42 @@ def pass_label(kernel: Kernel) -> str:
     return {"forward": "fwd", "backward": "bwd", "inference": "inf"}.get(kernel.graph, kernel.graph)
 
 
-def few(items: tuple[str, ...] | list[str], n: int = 3) -> str:
-    """The first ``n`` items joined, "+k" for the rest; "-" when there are none."""
-    if not items:
+def owner_text(b: GraphBreak) -> str:
+    """Whose code a break site is, for a site in an installed library ("" for the user's own)."""
+    if not b.library:
+        return ""
+    return (f"whose: {b.library}'s code, not yours: its line is not yours to edit; what you control is how "
+            f"you call {b.library} (your inputs, torch.compile's options and Dynamo's config: dynscope advise "
+            "tries those), or the break can be reported to its maintainers")
+
+
+def runs_shown(rep: Report) -> bool:
+    """Whether the graph tables show how often each graph ran: when one ran more often than
+    the program was called (one graph serving every block of a per-block compile)."""
+    return any(g.runs > max(rep.calls, 1) for g in rep.graphs)
+
+
+def runs_text(graph: Graph, calls: int) -> str:
+    """"8 (4 per call)", "1"; "-" when not counted."""
+    if graph.runs <= 0:
         return "-"
-    return ", ".join(items[:n]) + (f", +{len(items) - n}" if len(items) > n else "")
+    per = graph.runs / calls if calls > 0 else 0.0
+    return f"{graph.runs} ({per:g} per call)" if calls > 1 or (calls and per != 1) else str(graph.runs)
+
+
+def inputs_text(graph: Graph, limit: int | None = 3) -> str:
+    """A graph's own inputs, the first ``limit`` of them ("+k" for the rest; None: all), its
+    parameters and buffers only counted: ``f32[4, 8] (+6 params)``, ``6 params``; "" when it
+    has no inputs. The same for a graph from ``report()`` and one read from a trace
+    (``Graph.user_inputs``), in the summary and on the page alike."""
+    user, params = graph.user_inputs()
+    shown = user if limit is None else user[:limit]
+    text = ", ".join(m.describe() for m in shown)
+    if len(user) > len(shown):
+        text += f", +{len(user) - len(shown)}"
+    if params:
+        text += f" (+{params} params)" if text else f"{params} params"
+    return text
 
 
 def source_label(line: str) -> str:
@@ -572,7 +625,8 @@ def size_fix_line(fix: SizeFix) -> str:
     what = f"{fix.size} fixed to {fix.value}" if fix.kind == "fixed" else f"{fix.value} guarded"
     where = f" at {location(fix.filename, fix.lineno)}" if fix.filename else ""
     code = f" `{fix.code}`" if fix.code else ""
-    return f"{what}{where}{code} (compile {fix.compile_id})"
+    via = f", inside {fix.via}" if fix.via else ""
+    return f"{what}{where}{code} (compile {fix.compile_id}{via})"
 
 
 def sizes_of(rep: Report, compile_ids: Iterable[str]) -> list[SizeFix]:
@@ -629,23 +683,39 @@ def _saved_cell(saved: int, count: int) -> str:
     return "-" if saved < 0 else f"{human_bytes(saved)} ({count})"
 
 
+def _ratio_cell(eager: int, compiled: int) -> str:
+    """"0.56x": compiled / eager; "1.00x" when neither allocates; "-" when only compiled does."""
+    if eager > 0:
+        return f"{compiled / eager:.2f}x"
+    return "1.00x" if compiled == 0 else "-"
+
+
 def memory_rows(rep: Report) -> list[list[str]]:
-    """One row per measured graph (:data:`MEMORY_HEADERS`), those that grew most first."""
+    """Rows of :data:`MEMORY_HEADERS`, the graphs that grew most first: one per graph, the
+    forward; a training graph two, its forward and then its forward+backward step (both
+    peaks are measured; the step's is the one the program makes). The saved tensors sit on
+    the forward's row (the forward keeps them), the recomputed ops on the step's (the
+    backward computes them)."""
     rows = []
     for g in memory_order(rep):
         m = g.memory
         assert m is not None
+        who = [str(g.id), resume_label(g.frame)]
         if m.error:
-            rows.append([str(g.id), resume_label(g.frame), "-", "-", "-", "-", "-", "-", "not measured"])
+            rows.append([*who, "-", "-", "-", "-", "-", "-", "not measured"])
             continue
-        eager, compiled = m.peak
-        recomputed = g.lowering.recomputed if g.lowering is not None else ()
         rows.append([
-            str(g.id), resume_label(g.frame), "fwd+bwd" if m.trains else "forward",
-            human_bytes(eager), human_bytes(compiled), f"{m.ratio:.2f}x" if eager > 0 or compiled == 0 else "-",
+            *who, "forward", human_bytes(m.eager_peak), human_bytes(m.compiled_peak),
+            _ratio_cell(m.eager_peak, m.compiled_peak),
             _saved_cell(m.eager_saved, m.eager_saved_count), _saved_cell(m.compiled_saved, m.compiled_saved_count),
-            plural(len(recomputed), "op") if m.trains else "-",
+            "-",
         ])
+        if m.trains:
+            recomputed = g.lowering.recomputed if g.lowering is not None else ()
+            rows.append([
+                *who, "fwd+bwd", human_bytes(m.eager_train_peak), human_bytes(m.compiled_train_peak),
+                _ratio_cell(m.eager_train_peak, m.compiled_train_peak), "-", "-", plural(len(recomputed), "op"),
+            ])
     return rows
 
 

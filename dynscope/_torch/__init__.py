@@ -40,6 +40,7 @@ _HOME = {
     "attached": "logger",
     "interned_strings": "logger",
     "compile_kwargs": "sandbox",
+    "compiled_parts": "user_model",
     "current_compile_id": "logger",
     "inductor_cache_dir": "inductor",
     "inductor_compile": "inductor",

@@ -87,6 +87,18 @@ def inputs_from_code(code: str, sizes: Mapping[str, int] | None = None) -> tuple
     return tuple(out)
 
 
+def input_names_from_code(code: str) -> tuple[str, ...]:
+    """The placeholder names of a graph's printed ``forward``, one per input
+    :func:`inputs_from_code` reads (same order): ``L_x_``,
+    ``L_self_modules_fc_parameters_weight_``, ``s77``. Dynamo names an input after its
+    source, so the names tell a module's lifted parameters and buffers from the caller's
+    inputs (``is_lifted_param``) for a graph whose nodes are not known."""
+    m = _SIG.search(code)
+    if not m:
+        return ()
+    return tuple(ann["name"] for ann in _ANNOT.finditer(m["args"]))
+
+
 def symbol_created(body: Mapping[str, Any]) -> tuple[str, int] | None:
     """(symbol, the value it was created at) from a ``create_symbol`` trace event's body
     (``TraceEvent.metadata``: ShapeEnv.create_symbol logs ``{"symbol": "s77", "val": "4",

@@ -109,6 +109,28 @@ _LOCAL = re.compile(r"L\['(?P<name>[^']+)'\]")
 _VALUE = r"(?:L\['[^']+'\]|[A-Za-z_]\w*)(?:\['[^']*'\]|\[\d+\]|\.[A-Za-z_]\w*)*"
 
 
+# A wrapper's positional argument: ``L['args'][0]`` in guard trees and older texts,
+# ``args[0]`` in newer ones.
+_WRAPPER_ARG = re.compile(r"L\['args'\]\[(?P<i>\d+)\]|(?<![\w.\]])args\[(?P<j>\d+)\]")
+
+
+def with_argument_names(text: str, names: tuple[str, ...]) -> str:
+    """``text`` (a guard, a failed guard, a size source) of a decorator's pass-through wrapper
+    frame (``def inner(*args, **kwargs)``) with its ``args[i]`` named as the wrapped function
+    names them: ``L['args'][0]`` -> ``L['x']`` and ``args[0]`` -> ``x`` for ``names[0] == "x"``.
+    Positions past ``names`` are kept as written."""
+    if not names or "args" not in text:
+        return text
+
+    def named(m: re.Match[str]) -> str:
+        i = int(m["i"] if m["i"] is not None else m["j"])
+        if i >= len(names):
+            return m[0]
+        return f"L['{names[i]}']" if m["i"] is not None else names[i]
+
+    return _WRAPPER_ARG.sub(named, text)
+
+
 def _name(source: str) -> str:
     """The input as the user calls it: ``L['x']`` -> x, ``kwargs['x']`` -> x."""
     source = source.strip()
@@ -247,6 +269,10 @@ _CAUSES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"tensor '(?P<n>.+?)' device mismatch\."), "device of input {n} changed", "keep the input on one device"),
     (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\."), "requires_grad changed on input {n}", _GRAD_FIX),
     (re.compile(rf"^(?P<n>{_VALUE}) == "), "Python value {n} changed", _SCALAR_FIX),
+    # **kwargs: the call passed another set of keyword arguments (not a list to stack).
+    (re.compile(r"^(?:len\((?:L\['kwargs'\]|kwargs)\) == |not (?:L\['kwargs'\]|kwargs)\s*$)"),
+     "the keyword arguments passed changed",
+     "pass the same keyword arguments every call (the optional ones too, as None when unused)"),
     (re.compile(rf"^len\((?P<n>{_VALUE})\) == "), "length of {n} changed",
      "keep the number of items the same between calls, or pass one stacked tensor"),
     (re.compile(rf"___check_type_id\((?P<n>{_VALUE})"), "type of {n} changed", "pass a value of the same type each call"),
@@ -350,3 +376,16 @@ def causes_of(reason: str) -> tuple[tuple[str, str], ...]:
             values = {k: _name(v) if k == "n" else v.strip() for k, v in m.groupdict().items()}
             return ((template.format(**values), fix.format(**values)),)
     return ((f"guard `{expr}` failed", "see the guard: the code depends on this value"),)
+
+
+def library_fix(library: str, function: str, fix: str) -> str:
+    """The fix of a recompile inside a library's own code: the library calls its function
+    differently between calls (Hugging Face's ``generate``: the prompt first, then one token
+    a step), which the user's code does not cause; what the user can do, if anything."""
+    said = (
+        f"{library}'s own recompile: {library}'s code called {function or 'this function'} differently "
+        "this time (generate's first step takes the whole prompt, later steps one token; a decorator "
+        "makes a new wrapper), which your code does not cause; expected, nothing to change unless it "
+        "recompiles on every call"
+    )
+    return f"{said} (then: {fix})" if fix else said

@@ -38,6 +38,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dynscope._torch.line_marks import LINE_MARK, LineMarks, line_of
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -54,6 +56,8 @@ _ACCUMULATE = "torch::autograd::AccumulateGrad"
 
 
 _REGION = "Torch-Compiled Region: "
+#: The event Inductor's compiled graph records around each call (torch 2.11 .. 2.15).
+_CALL_MARK = "## Call CompiledFxGraph"
 # Dynamo's range around the bytecode it runs before calling a graph (building the graph's
 # arguments: Python numbers it passes as tensors under dynamic shapes, torch 2.6 .. 2.14):
 # its ops are Dynamo's runtime, neither the user's eager work nor the graph's.
@@ -124,11 +128,16 @@ class OpCounts:
     """What the profiler saw, before eager ops are tied to break sites."""
 
     in_graphs: int
-    eager: Counter[tuple[str, str]]  # (PyTorch's compile id of the frame running, op) -> count
+    # (PyTorch's compile id of the frame running, the "file:line" marks above the op,
+    # innermost first (the line that ran it, then the lines that called into it; () when
+    # not marked), op) -> count
+    eager: Counter[tuple[str, tuple[str, ...], str]]
     # Same keys -> microseconds those ops took (each top-level op's whole time: its own and
     # that of the aten ops it called, i.e. the sum of their self CPU times).
-    eager_us: dict[tuple[str, str], float] = field(default_factory=dict)
+    eager_us: dict[tuple[str, tuple[str, ...], str], float] = field(default_factory=dict)
     glue: int = 0  # ops Dynamo's own bytecode ran to call a graph (not counted either way)
+    # PyTorch's compile id -> times its compiled code ran ("Torch-Compiled Region" ranges)
+    regions: Counter[str] = field(default_factory=Counter)
 
 
 class CoverageRecorder:
@@ -136,6 +145,7 @@ class CoverageRecorder:
 
     def __init__(self) -> None:
         self._prof: Any = None
+        self.lines = LineMarks()
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
@@ -158,12 +168,27 @@ class CoverageRecorder:
             with quiet_native_output():
                 prof.toggle_collection_dynamic(on, cpu)
 
+        def compiling() -> None:
+            self.lines.pause()
+            toggle(False)
+
+        from torch._dynamo.utils import counters
+
+        breaks = counters["graph_break"].total()
+
+        def compiled() -> None:
+            toggle(True)
+            # Lines are marked from the program's first graph break on (LineMarks.arm).
+            if counters["graph_break"].total() != breaks:
+                self.lines.arm()
+            self.lines.resume()
+
         with quiet_native_output():
             prof.start()
         try:
             # Compiling runs thousands of fake-tensor ops; not recording them keeps the
             # profiler's cost to the calls themselves.
-            with around_compiles(lambda: toggle(False), lambda: toggle(True)):
+            with around_compiles(compiling, compiled), self.lines.marking():
                 yield
         finally:
             with quiet_native_output():
@@ -296,85 +321,94 @@ def _ops_from_function_events(events: Any) -> list[_Op]:
     return list(ops.values())
 
 
-def _where(event: Any) -> tuple[str, str, Any]:
+def _where(event: Any) -> tuple[str, str, Any, tuple[str, ...]]:
     """("graph" | "compile" | "glue" | "eager", compile id of the innermost compiled frame
-    running, the innermost autograd engine event above the op or None)."""
+    running, the innermost autograd engine event above the op or None, the ``file:line`` of
+    each line mark above it, innermost first)."""
     region = ""
+    lines: list[str] = []
     engine = None
     parent = event.cpu_parent
     while parent is not None:
         name = parent.name
-        if name == GRAPH_MARK:
-            return "graph", region, engine
+        if name.startswith(LINE_MARK):
+            lines.append(line_of(name))
+        # Inductor's own mark around a compiled graph's call counts as a graph run too: the
+        # program's own compiled parts (report() of a per-block compile) run without dynscope's.
+        if name == GRAPH_MARK or name.startswith(_CALL_MARK):
+            return "graph", region, engine, ()
         if name == _PREGRAPH:
-            return "glue", region, engine
+            return "glue", region, engine, ()
         if name == OWN_MARK:
-            return "compile", region, engine  # ignored, like compile-time tracing
+            return "compile", region, engine, ()  # ignored, like compile-time tracing
         if name.endswith(_COMPILE_SUFFIX) or name.startswith(_BACKWARD_COMPILE):
-            return "compile", region, engine
+            return "compile", region, engine, ()
         if engine is None and name.startswith(_ENGINE):
             engine = parent
         if not region and name.startswith(_REGION):
             region = name[len(_REGION):].strip()
         parent = parent.cpu_parent
-    return "eager", region, engine
+    return "eager", region, engine, tuple(lines)
 
 
-def _forwards(events: list[_Op]) -> dict[tuple[int, int], tuple[bool, str]]:
-    """(thread, sequence number) -> (ran in a graph, region) of the forward op that made
-    the autograd node with that number.
+def _forwards(events: list[_Op]) -> dict[tuple[int, int], tuple[bool, str, tuple[str, ...]]]:
+    """(thread, sequence number) -> (ran in a graph, region, lines) of the forward op that
+    made the autograd node with that number.
 
     Every op records the number the next node will get, so several ops may share one; the
     node is made by the last of them (making it advances the counter), so the latest
     start wins.
     """
-    best: dict[tuple[int, int], tuple[int, bool, str]] = {}
+    best: dict[tuple[int, int], tuple[int, bool, str, tuple[str, ...]]] = {}
     for ev in events:
         seq = ev.sequence_nr
         if seq < 0 or ev.name.startswith(_ENGINE):
             continue
-        kind, region, engine = _where(ev)
+        kind, region, engine, line = _where(ev)
         if kind in ("compile", "glue") or engine is not None:
             continue  # compile-time tracing, Dynamo's glue, or the backward side of a node
         key = (ev.thread, seq)
         start = ev.start_ns
         if key not in best or start >= best[key][0]:
-            best[key] = (start, kind == "graph", region)
-    return {key: (in_graph, region) for key, (_, in_graph, region) in best.items()}
+            best[key] = (start, kind == "graph", region, line)
+    return {key: (in_graph, region, line) for key, (_, in_graph, region, line) in best.items()}
 
 
 def counts_from_events(events: list[_Op]) -> OpCounts:
     """Sort top-level aten ops (see the module docstring) into graph and eager ones."""
     forwards = _forwards(events)
     in_graphs = glue = 0
-    eager: Counter[tuple[str, str]] = Counter()
-    eager_us: dict[tuple[str, str], float] = {}
+    regions: Counter[str] = Counter()
+    eager: Counter[tuple[str, tuple[str, ...], str]] = Counter()
+    eager_us: dict[tuple[str, tuple[str, ...], str], float] = {}
     for ev in events:
         if not ev.name.startswith("aten::"):
+            if ev.name.startswith(_REGION):
+                regions[ev.name[len(_REGION):].strip()] += 1
             continue
         parent = ev.cpu_parent
         if parent is not None and parent.name.startswith("aten::"):
             continue  # called by another aten op: counted through its caller
-        kind, region, engine = _where(ev)
+        kind, region, engine, line = _where(ev)
         if kind == "eager" and engine is not None:
             if engine.name[len(_ENGINE):].strip() == _ACCUMULATE:
                 continue  # writing .grad: the engine's bookkeeping, not the program's ops
-            in_graph, region = forwards.get((engine.fwd_thread, engine.sequence_nr), (False, ""))
+            # A backward op belongs where its forward ran (its line, not backward()'s).
+            in_graph, region, line = forwards.get((engine.fwd_thread, engine.sequence_nr), (False, "", ()))
             kind = "graph" if in_graph else "eager"
         if kind == "graph":
             in_graphs += 1
         elif kind == "glue":
             glue += 1
         elif kind == "eager":
-            eager[(region, ev.name)] += 1
-            eager_us[(region, ev.name)] = eager_us.get((region, ev.name), 0.0) + ev.elapsed_us
-    return OpCounts(in_graphs=in_graphs, eager=eager, eager_us=eager_us, glue=glue)
+            key = (region, line, ev.name)
+            eager[key] += 1
+            eager_us[key] = eager_us.get(key, 0.0) + ev.elapsed_us
+    return OpCounts(in_graphs=in_graphs, eager=eager, eager_us=eager_us, glue=glue, regions=regions)
 
 
 # -- kernel times of one compiled graph ------------------------------------------------------
 
-#: The event Inductor's compiled graph records around each call (torch 2.11 .. 2.14).
-_CALL_MARK = "## Call CompiledFxGraph"
 #: dynscope's mark around each profiled run of a compiled graph.
 _RUN_MARK = "dynscope::lowering_run"
 

@@ -92,6 +92,21 @@ def is_dynscope_file(filename: str) -> bool:
     return os.path.abspath(filename).startswith(dynscope_root + os.sep)
 
 
+def library_of(filename: str) -> str:
+    """The installed package a file belongs to ("transformers" for
+    ``.../site-packages/transformers/generation/utils.py``); "" for the user's own files, for
+    torch and dynscope (named by their own rules) and the standard library."""
+    if not filename or filename.startswith("<") or not is_user_file(filename):
+        return ""
+    path = os.path.abspath(filename)
+    _, site = _library_roots()
+    rest = next((path[len(root) + 1:] for root in site if path.startswith(root + os.sep)), "")
+    for marker in (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}"):
+        if not rest and marker in path:  # a file of another environment (a trace recorded elsewhere)
+            rest = path.split(marker, 1)[1]
+    return rest.split(os.sep, 1)[0].removesuffix(".py") if rest else ""
+
+
 def is_user_file(filename: str) -> bool:
     """True unless the file belongs to torch, dynscope or the Python standard library.
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynscope._format import location
 from dynscope._model import GuardFailure, SizeFix
+from dynscope._torch.registry import is_user_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -83,20 +84,30 @@ class _Site:
     lineno: int
     function: str
     code: str
+    via: str = ""  # the torch function it happened inside, where the line called into torch
 
 
 def _user_site(stack: Any) -> _Site:
-    """The innermost frame of a record's ``user_stack`` (the user's line)."""
+    """The user's line of a record's ``user_stack``: its innermost frame outside torch. A size
+    fixed inside a torch op Dynamo traced through (nn.Linear's ``F.linear`` pins the input's
+    last size) is the user's line that called it (``h = self.proj(x)``), with the torch
+    function named as ``via``."""
     frames = [f for f in stack if isinstance(f, dict)] if isinstance(stack, list) else []
     if not frames:
         return _Site("", 0, "", "")
-    last = frames[-1]
+    users = [i for i, f in enumerate(frames) if isinstance(f.get("filename"), str) and is_user_file(f["filename"])]
+    last = frames[users[-1]] if users else frames[-1]
+    inner = frames[users[-1] + 1] if users and users[-1] + 1 < len(frames) else None
+    via = ""
+    if inner is not None:
+        via = f"{inner.get('name') or '?'} ({location(str(inner.get('filename') or ''), int(inner.get('line') or 0))})"
     filename = last.get("filename", "")
     return _Site(
         filename=filename if isinstance(filename, str) else "",
         lineno=int(last.get("line") or 0),
         function=str(last.get("name") or ""),
         code=str(last.get("loc") or "").strip(),
+        via=via,
     )
 
 
@@ -138,7 +149,7 @@ def size_fixes(events: list[TraceEvent]) -> tuple[tuple[SizeFix, ...], tuple[str
             fixes.append(SizeFix(
                 compile_id=ev.compile_id, size=words, kind="fixed", value=str(body.get("value", "")),
                 reason=str(body.get("reason") or ""), filename=site.filename, lineno=site.lineno,
-                function=site.function, code=site.code,
+                function=site.function, code=site.code, via=site.via,
             ))
         elif ev.name == "guard_added_fast":
             expr = str(body.get("expr") or "")
@@ -154,7 +165,7 @@ def size_fixes(events: list[TraceEvent]) -> tuple[tuple[SizeFix, ...], tuple[str
             fixes.append(SizeFix(
                 compile_id=ev.compile_id, size=", ".join(dict.fromkeys(symbols.get(s, s) for s in named)),
                 kind="guarded", value=said, reason="", filename=site.filename, lineno=site.lineno,
-                function=site.function, code=site.code,
+                function=site.function, code=site.code, via=site.via,
             ))
     dynamic = tuple(dict.fromkeys(words for symbol, words in symbols.items() if symbol not in fixed_symbols))
     return tuple(fixes), dynamic
@@ -251,7 +262,7 @@ def value_guard(guard: str) -> tuple[str, bool] | None:
 
 def _where(fx: SizeFix) -> str:
     where = location(fx.filename, fx.lineno) if fx.filename else "your code"
-    return where + (f" `{fx.code}`" if fx.code else "")
+    return where + (f" `{fx.code}`" if fx.code else "") + (f" (inside {fx.via})" if fx.via else "")
 
 
 def _fixed_by_code(failures: tuple[GuardFailure, ...], shapes: Mapping[str, tuple[SizeFix, ...]], cid: str) -> dict[str, str]:

@@ -33,6 +33,65 @@ def unwrap_compiled(model: Any) -> tuple[Any, bool]:
     return model, False
 
 
+def _is_compiled(value: Any) -> bool:
+    """A ``torch.compile`` result: an ``OptimizedModule``, or a function compiled by it (not
+    one ``torch.compiler.disable`` wrapped: that carries the same marks)."""
+    if not callable(value) or isinstance(value, type) or getattr(value, "_torchdynamo_disable", False):
+        return False
+    return unwrap_compiled(value)[1]
+
+
+def _module_parts(module: torch.nn.Module, prefix: str) -> list[str]:
+    """Names of the compiled pieces of ``module``: submodules that are ``torch.compile``
+    results, modules compiled in place (``module.compile()``), modules whose ``forward``
+    was replaced by a compiled one (Hugging Face's recipe)."""
+    out: list[str] = []
+    for name, sub in module.named_modules():
+        label = ".".join(x for x in (prefix, name) if x) or type(sub).__name__
+        if _is_compiled(sub):
+            out.append(label)
+        elif getattr(sub, "_compiled_call_impl", None) is not None:
+            out.append(f"{label} (compiled in place)")
+        elif _is_compiled(vars(sub).get("forward")):
+            out.append(f"{label}.forward")
+    return out
+
+
+def compiled_parts(model: Any) -> tuple[str, ...]:
+    """What ``model`` already compiles inside itself, by name: compiled submodules of a
+    module (a per-block compile), its compiled ``forward`` when ``model`` is another of its
+    methods (``model.generate`` with ``model.forward = torch.compile(model.forward)``), and
+    for a function the compiled callables and modules it reads from its globals and closure.
+    () when nothing is compiled."""
+    if isinstance(model, torch.nn.Module):
+        return tuple(_module_parts(model, ""))
+    owner = getattr(model, "__self__", None)
+    if isinstance(owner, torch.nn.Module):
+        return tuple(_module_parts(owner, type(owner).__name__))
+    code = getattr(model, "__code__", None)
+    if code is None:
+        return ()
+    found: list[str] = []
+    scope = getattr(model, "__globals__", {})
+    named = [(n, scope[n]) for n in code.co_names if n in scope]
+    named += [(n, c.cell_contents) for n, c in zip(code.co_freevars, getattr(model, "__closure__", None) or (), strict=False)
+              if _has_contents(c)]
+    for name, value in named:
+        if _is_compiled(value):
+            found.append(name)
+        elif isinstance(value, torch.nn.Module):
+            found.extend(_module_parts(value, name))
+    return tuple(dict.fromkeys(found))
+
+
+def _has_contents(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
 # -- state a model's calls change ---------------------------------------------------------
 
 

@@ -98,28 +98,6 @@ def logger_fn(x: torch.Tensor) -> torch.Tensor:
     return y + 1
 
 
-def logger_methods_reorder() -> bool:
-    """PyTorch's own answer, asked without dynscope: with ``log.info`` in
-    reorderable_logging_functions, does torch.compile of :func:`logger_fn` make one graph
-    (no break)? Newer releases (2.15) reorder Logger methods; 2.14 and older do not."""
-    import torch._dynamo
-
-    graphs = 0
-
-    def counting(gm: torch.fx.GraphModule, _inputs: list[torch.Tensor]) -> Callable[..., Any]:
-        nonlocal graphs
-        graphs += 1
-        return gm.forward
-
-    torch.compiler.reset()
-    try:
-        with torch._dynamo.config.patch(reorderable_logging_functions={log.info}):
-            torch.compile(logger_fn, backend=counting)(torch.randn(4, 8))
-    finally:
-        torch.compiler.reset()
-    return graphs == 1
-
-
 def explicit_fn(x: torch.Tensor) -> torch.Tensor:
     y = x + 1
     torch._dynamo.graph_break()  # BREAK: explicit graph_break()

@@ -19,8 +19,6 @@ LOOSE_RTOL, LOOSE_ATOL = 1e-2, 1e-2
 SPEEDUP_MARGIN = 0.05
 #: A memory remedy must cut the compiled peak by more than this share to count as helping.
 MEMORY_MARGIN = 0.05
-#: A coverage gain smaller than this is noise.
-COVERAGE_MARGIN = 0.01
 
 _ORDER = {r.name: i for i, r in enumerate(REMEDIES)}
 
@@ -43,30 +41,46 @@ def outcome(rep: Report) -> Outcome:
         coverage=rep.coverage.ratio if rep.coverage is not None else None,
         speedup=speedup,
         compile_s=rep.compile_time.total_s,
+        sites=tuple(b.location for b in rep.breaks),
     )
 
 
-def helped(plan: Plan, before: Outcome, after: Outcome) -> bool:
+def helped(plan: Plan, before: Outcome, after: Outcome, *, timing: bool = False) -> bool:
     """True when the run with the plan applied is better than the one before, and no worse
-    elsewhere: fewer breaks or recompiles, more coverage, or (timing remedies) faster."""
+    elsewhere: fewer breaks or recompiles, measured faster (the CUDA timing remedies, or any
+    remedy when ``timing``: the user asked for speed), or (memory remedies) a smaller peak.
+
+    More coverage alone is not help: a remedy that moves a break (capture_scalar_outputs
+    traces ``.item()``, then the ``if`` on its value breaks) puts the ops between the two
+    lines into a graph, yet the program breaks as often as before (:func:`moved`)."""
+    no_worse = after.breaks <= before.breaks and after.recompiles <= before.recompiles
     fewer_breaks = after.breaks < before.breaks and after.recompiles <= before.recompiles
     fewer_recompiles = after.recompiles < before.recompiles and after.breaks <= before.breaks
-    more_coverage = (
-        after.coverage is not None and before.coverage is not None
-        and after.coverage > before.coverage + COVERAGE_MARGIN
-        and after.breaks <= before.breaks and after.recompiles <= before.recompiles
-    )
     faster = (
-        plan.cuda and after.speedup is not None and before.speedup is not None
+        (plan.cuda or (timing and no_worse)) and after.speedup is not None and before.speedup is not None
         and after.speedup > before.speedup * (1 + SPEEDUP_MARGIN)
     )
     # A memory remedy helps when the compiled peak falls, the counts no worse.
     smaller = (
         plan.memory and after.peak is not None and before.peak is not None
-        and after.peak < before.peak * (1 - MEMORY_MARGIN)
-        and after.breaks <= before.breaks and after.recompiles <= before.recompiles
+        and after.peak < before.peak * (1 - MEMORY_MARGIN) and no_worse
     )
-    return fewer_breaks or fewer_recompiles or more_coverage or faster or smaller
+    return fewer_breaks or fewer_recompiles or faster or smaller
+
+
+def moved(before: Outcome, after: Outcome) -> tuple[tuple[str, str], ...]:
+    """(site before, site after) for each break the run with the remedy has at another line
+    than the run before: the sites it no longer breaks at, paired in order (file, then line)
+    with those it newly breaks at; () when none moved (or the outcomes carry no sites)."""
+    gone = sorted(set(before.sites) - set(after.sites), key=_site_key)
+    new = sorted(set(after.sites) - set(before.sites), key=_site_key)
+    return tuple(zip(gone, new, strict=False))
+
+
+def _site_key(site: str) -> tuple[str, int, str]:
+    """"file.py:LINE" in source order (line 10 after line 9, not before it)."""
+    name, _, line = site.rpartition(":")
+    return (name, int(line), site) if line.isdigit() else (site, 0, site)
 
 
 def rank_key(t: Trial) -> tuple[int, float, int]:

@@ -16,7 +16,7 @@ import torch
 
 from dynscope import _torch
 from dynscope._capture.advise.plans import Call, Plan, tied_retry
-from dynscope._capture.advise.ranking import ATOL, LOOSE_ATOL, LOOSE_RTOL, RTOL, helped, outcome
+from dynscope._capture.advise.ranking import ATOL, LOOSE_ATOL, LOOSE_RTOL, RTOL, helped, moved, outcome
 from dynscope._capture.capture import _REPORT_LOCK, KEPT_OUTPUTS, detached, report
 from dynscope._capture.raised import what_raised
 from dynscope._format import clip
@@ -77,7 +77,12 @@ def run_trial(
             error = f"changed outputs: max abs diff {max_abs:.3g} from eager"
     elif reference is not None:
         notes.append(reference.why)
-    better = not error and helped(plan, before, after)
+    better = not error and helped(plan, before, after, timing=timing)
+    shifted = moved(before, after)
+    if shifted and not error:
+        # Said first: the coverage column rises (the ops between the two lines joined a
+        # graph) while the program breaks as often, so "helped" must not be read into it.
+        notes.append(_moved_note(shifted, rep, before, after))
     if not better and not error and plan.unhelped:
         notes.append(plan.unhelped)
     if not better and not error:
@@ -88,7 +93,28 @@ def run_trial(
             f"still breaks at {b.location}: {clip(b.reason, 160)}" + (f" (PyTorch: {clip(b.hints[0], 120)})" if b.hints else "")
             for b in rep.breaks if b.location in plan.target
         )
-    return Trial(**common, after=after, helped=better, outputs_match=outputs_match, error=error, note="; ".join(notes))
+    return Trial(**common, after=after, helped=better, outputs_match=outputs_match, error=error,
+                 note="; ".join(notes), moved=shifted)
+
+
+def _moved_note(shifted: tuple[tuple[str, str], ...], rep: Report, before: Outcome, after: Outcome) -> str:
+    """"the break moved from prog.py:4 to prog.py:5 (data-dependent branch: `if n > 0:`), not
+    removed: 1 break before and after": what each moved break is now, from the run with the
+    remedy applied."""
+    at = {b.location: b for b in rep.breaks}
+    parts = []
+    for old, new in shifted:
+        b = at.get(new)
+        what = f" ({b.category}: `{clip(b.source.strip(), 60)}`)" if b is not None and b.source.strip() else (
+            f" ({b.category})" if b is not None else "")
+        parts.append(f"from {old} to {new}{what}")
+    counts = (f"{_breaks(before.breaks)} before and after" if before.breaks == after.breaks
+              else f"{_breaks(before.breaks)} before, {after.breaks} after")
+    return f"the break{'s' if len(shifted) > 1 else ''} moved {', and '.join(parts)}, not removed: {counts}"
+
+
+def _breaks(n: int) -> str:
+    return f"{n} break{'' if n == 1 else 's'}"
 
 
 def retry_tied(
@@ -112,6 +138,46 @@ def retry_tied(
     if t.error:
         return replace(t, note="; ".join(x for x in (t.note, f"the first try failed too: {first.error}") if x))
     return t
+
+
+# -- runs measured while the machine stalled ----------------------------------------------
+
+#: A measured run whose eager step took more than this many times the median eager step of
+#: the measured runs (those whose eager program is the same: :func:`same_eager`) ran while
+#: the machine stalled (another process on the cores, every op slower), not because of its
+#: remedy: it is measured again.
+STALL_FACTOR = 3.0
+
+
+def same_eager(plan: Plan) -> bool:
+    """Whether the plan leaves the program's eager run as it is (it changes what compile
+    builds, or config Dynamo reads), so its run's eager step is the baseline's program.
+    Not so for checkpointing (eager recomputes; selective checkpointing's dispatch mode made
+    a small step's eager about 4x slower here), a rewrite of the user's, or a matmul precision."""
+    return not plan.checkpoint and plan.model is None and not plan.precision
+
+
+def eager_step_ms(o: Outcome | None) -> float | None:
+    """The eager step a measured run timed beside its compiled one (speedup x compiled
+    step): the yardstick of the conditions a run was measured in, for the runs whose eager
+    program is the same (:func:`same_eager`). None when not timed."""
+    if o is None or o.speedup is None or o.step_ms is None or not o.speedup:
+        return None
+    return o.speedup * o.step_ms
+
+
+def stalled_by(o: Outcome | None, typical: float) -> float:
+    """How many times ``typical`` the run's eager step took (0.0 when not timed)."""
+    eager = eager_step_ms(o)
+    return eager / typical if eager is not None and typical > 0 else 0.0
+
+
+def rejudged(plan: Plan, t: Trial, before: Outcome, timing: bool) -> Trial:
+    """The trial against another measurement of the program before any remedy."""
+    if t.after is None:
+        return replace(t, before=before)
+    better = not t.error and helped(plan, before, t.after, timing=timing)
+    return replace(t, before=before, helped=better)
 
 
 # -- running ------------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""Which line ran each eager op: a Python line tracer that marks the profile.
+
+The profiler says which compiled region an eager op ran in, not which line ran it. After a
+graph break that made Dynamo give up on a frame (a ``while`` loop whose condition breaks, as
+in Hugging Face's ``generate``), the whole rest of the frame runs eagerly inside the region
+of the frame's first compile, and every op there would be listed at that break's line. So
+while report() runs the calls, a ``sys.settrace`` tracer opens a profiler range
+``dynscope::line <file>:<line>`` around each line of the program's own Python (user code
+and libraries; not torch, not the standard library, not dynscope), and coverage ties each
+eager op to the innermost such range above it.
+
+The tracer starts at the program's first graph break (before it, every op is in a graph or
+at no break), is off while Dynamo compiles (its tracing runs millions of Python calls of its
+own), and is not installed when another tracer is set (a debugger, coverage.py): theirs is
+left alone and ops keep their region's break site.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from dynscope._torch.registry import is_user_file
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from types import CodeType, FrameType
+
+LINE_MARK = "dynscope::line "
+
+def _traced(filename: str) -> bool:
+    """Whether lines of ``filename`` are marked: the program's own Python and its libraries
+    (``registry.is_user_file``: not torch, not dynscope, not the standard library)."""
+    return is_user_file(filename)
+
+
+class LineMarks:
+    """Marks each line the program's Python runs with a profiler range, in the ``with`` block
+    on the thread that opened it (see the module docstring).
+
+    Lines are marked only once the program has broken a graph (:meth:`arm`, called when a
+    compile ends with new graph-break records): a program that compiles whole has no eager
+    op to place and pays nothing; a tracer slows the Python it runs about twofold.
+    """
+
+    def __init__(self) -> None:
+        self.active = False  # marking: armed, and no other tracer was set
+        self._ready = False  # in the block, with no other tracer set
+        self._thread = 0
+        self._wanted: dict[CodeType, bool] = {}
+        self._names: dict[tuple[CodeType, int], str] = {}
+        self._open: dict[FrameType, Any] = {}
+        self._paused = 0
+        self._range: Any = None
+
+    @contextlib.contextmanager
+    def marking(self) -> Iterator[None]:
+        """Be ready to mark lines in the block (never when a tracer is already set)."""
+        try:
+            from torch._C._profiler import _RecordFunctionFast
+        except ImportError:  # pragma: no cover - torch without the fast range
+            yield
+            return
+        if sys.gettrace() is not None:
+            yield
+            return
+        self._range = _RecordFunctionFast
+        self._thread = threading.get_ident()
+        self._ready = True
+        try:
+            yield
+        finally:
+            self._ready = False
+            if self.active:
+                sys.settrace(None)
+            for rf in self._open.values():
+                rf.__exit__(None, None, None)
+            self._open.clear()
+
+    def arm(self) -> None:
+        """Start marking (the program broke a graph); marking goes on while not paused."""
+        if self._ready and not self.active and threading.get_ident() == self._thread:
+            self.active = True
+            if not self._paused:
+                sys.settrace(self._call)
+
+    def pause(self) -> None:
+        """Stop marking new frames (Dynamo starts compiling)."""
+        if self._ready and threading.get_ident() == self._thread:
+            self._paused += 1
+            if self.active:
+                sys.settrace(None)
+
+    def resume(self) -> None:
+        """Mark new frames again (Dynamo finished compiling)."""
+        if self._ready and threading.get_ident() == self._thread and self._paused:
+            self._paused -= 1
+            if not self._paused and self.active:
+                sys.settrace(self._call)
+
+    def _call(self, frame: FrameType, event: str, _arg: Any) -> Any:
+        code = frame.f_code
+        wanted = self._wanted.get(code)
+        if wanted is None:
+            wanted = self._wanted[code] = _traced(code.co_filename)
+        return self._local if wanted else None
+
+    def _local(self, frame: FrameType, event: str, _arg: Any) -> Any:
+        if event == "line":
+            rf = self._open.pop(frame, None)
+            if rf is not None:
+                rf.__exit__(None, None, None)
+            key = (frame.f_code, frame.f_lineno)
+            name = self._names.get(key)
+            if name is None:
+                name = self._names[key] = f"{LINE_MARK}{frame.f_code.co_filename}:{frame.f_lineno}"
+            rf = self._range(name)
+            rf.__enter__()
+            self._open[frame] = rf
+        elif event == "return":
+            rf = self._open.pop(frame, None)
+            if rf is not None:
+                rf.__exit__(None, None, None)
+        return self._local
+
+
+def line_of(mark: str) -> str:
+    """``file:line`` of a range :class:`LineMarks` opened, "" for any other range."""
+    return mark[len(LINE_MARK):] if mark.startswith(LINE_MARK) else ""
