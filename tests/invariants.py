@@ -33,6 +33,14 @@ The invariants:
     ids are in compile order, and a graph runs when compiled); in the break table, among
     sites of one eager time per call (and of one owner: the user's or a library's), a site
     never stands above one with more events.
+11. A remedy helped only when it removed something or measured better: a helped trial has
+    fewer breaks or recompiles than before (the other no higher), a higher speedup, or a
+    smaller peak; a trial whose breaks only moved (as many after, at other lines) says where
+    they moved and is not helped for breaks.
+12. (Live reports) Eager ops are listed at lines that hold code: each coverage site's
+    ``file:line`` (for files the report names) is a line of a statement, not a blank line,
+    a comment, nor a ``def`` or decorator line (a frame's first line standing in for the
+    line that ran the op).
 """
 
 from __future__ import annotations
@@ -238,7 +246,9 @@ def check(rep: Report, counts: TraceCounts | None = None, *, live: bool = False)
             _fail(rep, f"'fix first' names a site PyTorch or a library breaks on purpose: {line!r}")
     if live:
         _check_frame_sites(rep)
+        _check_eager_lines(rep)
     _check_noise_and_order(rep, summary)
+    _check_trials(rep)
     # 7. percentages in the summary
     for m in _PERCENT.finditer(summary):
         value = float(m.group(1))
@@ -298,6 +308,48 @@ def _check_noise_and_order(rep: Report, summary: str) -> None:
     for a, b in zip(ranked, ranked[1:], strict=False):
         if (a.actionable, round(max(a.eager_ms, 0.0), 1)) == (b.actionable, round(max(b.eager_ms, 0.0), 1)) and a.count < b.count:
             _fail(rep, f"break {a.location} ({a.count} events) above {b.location} ({b.count}) at one eager time")
+
+
+def _check_trials(rep: Report) -> None:
+    """11."""
+    for t in rep.trials:
+        if not t.helped or t.after is None:
+            continue
+        b, a = t.before, t.after
+        fewer = (a.breaks < b.breaks and a.recompiles <= b.recompiles) or (a.recompiles < b.recompiles and a.breaks <= b.breaks)
+        faster = a.speedup is not None and b.speedup is not None and a.speedup > b.speedup
+        smaller = a.peak is not None and b.peak is not None and a.peak < b.peak
+        if not (fewer or faster or smaller):
+            _fail(rep, f"trial {t.remedy} is helped with nothing removed or measured better: {b} -> {a}")
+        if a.breaks == b.breaks and b.sites and a.sites and set(a.sites) != set(b.sites) and not t.moved:
+            _fail(rep, f"trial {t.remedy}: its breaks moved ({b.sites} -> {a.sites}) and it does not say so")
+
+
+_CODE_LINE = re.compile(r"^(?P<file>[^\s:]+\.py):(?P<line>\d+)(?: |$)")
+
+
+def _check_eager_lines(rep: Report) -> None:
+    """12."""
+    import linecache
+
+    if rep.coverage is None:
+        return
+    files: dict[str, str] = {}
+    for path in [f.filename for f in rep.frames] + [b.filename for b in rep.breaks] + [
+            c.filename for b in rep.breaks for c in (*b.call_chain, *b.user_stack)]:
+        if path:
+            files.setdefault(Path(path).name, path)
+    for label, _ in rep.coverage.eager_sites:
+        m = _CODE_LINE.match(label)
+        if m is None or m["file"] not in files:
+            continue
+        rest = label[m.end():]
+        frame_form = rest and not rest.startswith(("(", "aten::"))  # "model.py:12 Net.forward aten::x": a frame, no line
+        text = linecache.getline(files[m["file"]], int(m["line"])).strip()
+        if frame_form or not text:
+            continue
+        if text.startswith(("#", "def ", "async def ", "@", "class ")):
+            _fail(rep, f"eager ops listed at {m['file']}:{m['line']}, which runs none: {text!r} ({label!r})")
 
 
 def _check_frame_sites(rep: Report) -> None:

@@ -107,15 +107,23 @@ class LineMarks:
             wanted = self._wanted[code] = _traced(code.co_filename)
         return self._local if wanted else None
 
+    def _name(self, code: CodeType, line: int) -> str:
+        """The mark of ``line`` of ``code``; :data:`GLUE` for the lines of a Dynamo-compiled
+        code object that are Dynamo's own (its first line: calling the graph, rebuilding
+        Python values for the resume function at a break), which belong to the region."""
+        key = (code, line)
+        name = self._names.get(key)
+        if name is None:
+            glue = line == code.co_firstlineno and _compiled_by_dynamo(code)
+            name = self._names[key] = GLUE if glue else f"{LINE_MARK}{code.co_filename}:{line}"
+        return name
+
     def _local(self, frame: FrameType, event: str, _arg: Any) -> Any:
         if event == "line":
             rf = self._open.pop(frame, None)
             if rf is not None:
                 rf.__exit__(None, None, None)
-            key = (frame.f_code, frame.f_lineno)
-            name = self._names.get(key)
-            if name is None:
-                name = self._names[key] = f"{LINE_MARK}{frame.f_code.co_filename}:{frame.f_lineno}"
+            name = self._name(frame.f_code, frame.f_lineno)
             rf = self._range(name)
             rf.__enter__()
             self._open[frame] = rf
@@ -126,6 +134,20 @@ class LineMarks:
         return self._local
 
 
+#: The mark of Dynamo's own lines in code it compiled: an op under it is the region's.
+GLUE = LINE_MARK + "-"
+
+
+def _compiled_by_dynamo(code: CodeType) -> bool:
+    """Whether ``code`` is the bytecode Dynamo made for a frame (not the user's own)."""
+    try:
+        from torch._dynamo.utils import orig_code_map
+    except ImportError:  # pragma: no cover
+        return False
+    return code in orig_code_map
+
+
 def line_of(mark: str) -> str:
-    """``file:line`` of a range :class:`LineMarks` opened, "" for any other range."""
+    """``file:line`` of a range :class:`LineMarks` opened ("-" for :data:`GLUE`), "" for any
+    other range."""
     return mark[len(LINE_MARK):] if mark.startswith(LINE_MARK) else ""

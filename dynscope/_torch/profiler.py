@@ -332,7 +332,11 @@ def _where(event: Any) -> tuple[str, str, Any, tuple[str, ...]]:
     while parent is not None:
         name = parent.name
         if name.startswith(LINE_MARK):
-            lines.append(line_of(name))
+            line = line_of(name)
+            if line == "-" and not lines:
+                lines = ["-"]  # Dynamo's own glue in compiled code: the op is the region's
+            elif lines != ["-"]:
+                lines.append(line)
         # Inductor's own mark around a compiled graph's call counts as a graph run too: the
         # program's own compiled parts (report() of a per-block compile) run without dynscope's.
         if name == GRAPH_MARK or name.startswith(_CALL_MARK):
@@ -348,7 +352,7 @@ def _where(event: Any) -> tuple[str, str, Any, tuple[str, ...]]:
         if not region and name.startswith(_REGION):
             region = name[len(_REGION):].strip()
         parent = parent.cpu_parent
-    return "eager", region, engine, tuple(lines)
+    return "eager", region, engine, () if lines == ["-"] else tuple(lines)
 
 
 def _forwards(events: list[_Op]) -> dict[tuple[int, int], tuple[bool, str, tuple[str, ...]]]:
