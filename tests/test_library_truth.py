@@ -372,6 +372,9 @@ def test_a_librarys_own_recompile_and_break_say_whose_they_are(tmp_path: Path, m
     assert b.library == "toylib"
     text = " ".join(rep.summary(color=False).split())
     assert "whose: toylib's code, not yours" in text
+    # PyTorch logged what the entry was compiled for (no keyword arguments), not what came.
+    assert [(f.then, f.now) for f in r.failures] == [("empty", "")], r.failures
+    assert "-: PyTorch's message does not say" in text
 
 
 def test_the_users_own_recompile_names_no_library() -> None:

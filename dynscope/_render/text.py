@@ -24,6 +24,7 @@ from dynscope._model.order import program_order  # the one ordering, shared with
 from dynscope._render.terminal import paint_summary
 from dynscope._render.words import (
     MEMORY_HEADERS,
+    UNSAID,
     advice_title,
     cache_text,
     call_chain_text,
@@ -270,6 +271,8 @@ def recompiles_section(rep: Report, *, width: int = 100) -> str:
             lines.extend("      " + ln for ln in table.splitlines())
             if len(rows) > 8:
                 lines.append(f"      ... {plural(len(rows) - 8, 'more row')} (Recompile.failures)")
+            if any(now == "-" for *_, now, _ in rows[:8]):
+                lines.append(f"      {UNSAID}")
     return "\n".join(lines)
 
 

@@ -640,6 +640,11 @@ def sizes_of(rep: Report, compile_ids: Iterable[str]) -> list[SizeFix]:
     return sorted(dict.fromkeys(fixes), key=lambda fx: (fx.kind != "fixed", fx.compile_id))
 
 
+#: What "-" in the failed-guard table means.
+UNSAID = ("-: PyTorch's message does not say; what the call brought is known only for the inputs of the "
+          "function you passed (dynscope checks those itself), not inside a frame it calls (a library's)")
+
+
 def failure_rows(rep: Report, compile_ids: Iterable[str]) -> list[list[str]]:
     """[compile, earlier entry, failed guard in words, compiled for, called with, found by]
     of every failed guard of the given recompiles ("-" where the words do not say; found by

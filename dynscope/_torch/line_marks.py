@@ -11,13 +11,14 @@ eager op to the innermost such range above it.
 
 The tracer starts at the program's first graph break (before it, every op is in a graph or
 at no break), is off while Dynamo compiles (its tracing runs millions of Python calls of its
-own), and is not installed when another tracer is set (a debugger, coverage.py): theirs is
-left alone and ops keep their region's break site.
+own), and is not installed when another tracer is set (a debugger, coverage.py: theirs is
+left alone) or ``DYNSCOPE_LINES=0``: ops then keep their region's break site.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -63,7 +64,9 @@ class LineMarks:
         except ImportError:  # pragma: no cover - torch without the fast range
             yield
             return
-        if sys.gettrace() is not None:
+        # Off by choice (DYNSCOPE_LINES=0: ops stay at their region's break, as a tracer of
+        # the user's own would leave them), or another tracer is set.
+        if sys.gettrace() is not None or os.environ.get("DYNSCOPE_LINES", "").strip().lower() in ("0", "off", "false", "no"):
             yield
             return
         self._range = _RecordFunctionFast

@@ -211,6 +211,8 @@ def entry_failures(payload: str, explain: Any) -> tuple[GuardFailure, ...]:
                 eq = re.match(r"^(?P<lhs>.+?) == (?P<rhs>.+)$", expr)
                 if eq:
                     then = eq["rhs"].strip()
+                elif re.match(r"^not \S+$", expr):  # "not kwargs": compiled for none
+                    then = "empty"
             out.append(GuardFailure(entry=entry, guard=re.split(r"\s+#\s", guard, maxsplit=1)[0].strip(),
                                     explained=explain(guard), then=then, now=now))
     return tuple(out)
