@@ -9,21 +9,40 @@ run never looks hung. Off with ``show=False`` (the options' ``progress=False``, 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-__all__ = ["Progress", "progress_enabled"]
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["Progress", "progress_enabled", "within"]
 
 _OFF = ("0", "false", "no", "off")
+
+#: Inside work whose own progress already speaks (advise's trials run reports that time):
+#: the inner tasks say nothing.
+_WITHIN: contextvars.ContextVar[bool] = contextvars.ContextVar("dynscope_progress_within", default=False)
+
+
+@contextlib.contextmanager
+def within() -> Iterator[None]:
+    """Progress made in the block is not shown: an outer task speaks for it."""
+    token = _WITHIN.set(True)
+    try:
+        yield
+    finally:
+        _WITHIN.reset(token)
 
 
 def progress_enabled(show: bool | None = None) -> bool:
     """Whether progress is shown: ``show`` False (or ``DYNSCOPE_PROGRESS`` set to 0, false,
-    no or off) hides it; otherwise it is shown."""
-    if show is False:
+    no or off, or inside :func:`within`) hides it; otherwise it is shown."""
+    if show is False or _WITHIN.get():
         return False
     return os.environ.get("DYNSCOPE_PROGRESS", "").strip().lower() not in _OFF
 

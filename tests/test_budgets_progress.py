@@ -120,3 +120,16 @@ def test_timing_budget_cuts_and_says_what(capfd: pytest.CaptureFixture[str]) -> 
     assert len(rep.timing_cost.phases) > 0 and all(not g.timings for g in rep.graphs)
     err = capfd.readouterr().err
     assert "dynscope timing [" in err and "compiling the program with Inductor (mode default)" in err
+
+
+@pytest.mark.heavy
+def test_advise_speaks_for_its_trials(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    # The timed reports advise runs once printed their own "dynscope timing" lines, even
+    # under advise(progress=False).
+    monkeypatch.setenv("DYNSCOPE_PROGRESS", "1")
+    model, calls = next(p for p in PROGRAMS if p.name == "item_break").make()
+    dynscope.advise(model, calls=calls, timing=True, progress=False)
+    assert capfd.readouterr().err.count("dynscope ") == 0
+    dynscope.advise(model, calls=calls, timing=True)
+    err = capfd.readouterr().err
+    assert "dynscope advise" in err and "dynscope timing" not in err, err

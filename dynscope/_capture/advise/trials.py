@@ -21,6 +21,7 @@ from dynscope._capture.capture import _REPORT_LOCK, KEPT_OUTPUTS, detached, repo
 from dynscope._capture.raised import what_raised
 from dynscope._format import clip
 from dynscope._model import Outcome, Report, Trial
+from dynscope._progress import within
 from dynscope._torch import remedies
 
 if TYPE_CHECKING:
@@ -282,7 +283,8 @@ def run_report(
     calls = [_as_report_call(c) for c in _fresh_calls(call_list, plan)]
     if plan.memory:
         kwargs["memory"] = True
-    with _kept_parameters(model), _applied(plan, model):
+    # advise's own progress (one line per trial) speaks for the reports it runs.
+    with _kept_parameters(model), _applied(plan, model), within():
         # A memory remedy is also timed end to end: what it saves is weighed against the step time.
         return report(model, calls=calls, timing=timing or plan.cuda or plan.memory, **kwargs)
 
