@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -37,13 +39,17 @@ def test_corpus_program(prog: Program) -> None:
     overrides = CORPUS_OVERRIDES.get((release, prog.name), {})
 
     assert rep.graph_count == overrides.get("graphs", prog.graphs)
-    assert rep.break_count == prog.breaks
-    assert rep.recompile_count == prog.recompiles
+    assert rep.break_count == overrides.get("breaks", prog.breaks)
+    assert rep.recompile_count == overrides.get("recompiles", prog.recompiles)
     assert rep.graph_count == _plain_graph_count(prog), "dynscope must see what plain torch.compile sees"
 
-    expected = markers(prog.code)
-    got = {(b.filename, b.lineno): (b.category, b.count) for b in rep.breaks}
-    assert got == expected
+    if "categories" in overrides:  # the release's own sites, as its recorded trace pins them
+        got_sites = sorted((os.path.basename(b.filename), b.category, b.count) for b in rep.breaks)
+        assert got_sites == sorted(overrides["categories"])  # type: ignore[call-overload]
+    else:
+        expected = markers(prog.code)
+        got = {(b.filename, b.lineno): (b.category, b.count) for b in rep.breaks}
+        assert got == expected
     for b in rep.breaks:
         assert b.category in CATEGORY_NAMES
         assert b.source and b.source in open(b.filename).read()

@@ -578,14 +578,19 @@ def _memory(rep: Report) -> str:
     for row in rows:
         row[0] = f'<a href="#graph-{esc(row[0])}">{esc(row[0])}</a>'
         row[1:] = [esc(c) for c in row[1:]]
+    trains = any(row[2] == "fwd+bwd" for row in rows)
     table = html_table(MEMORY_HEADERS, rows) if rows else ""
     notes = "".join(f"<li>{esc(n)}</li>" for n in memory_notes(rep))
-    return (
-        f'<section id="memory"><h2>Memory</h2><p>{esc(memory_methods(rep))}; peaks above the inputs, outputs '
-        "included. Run: forward is one call of the graph, fwd+bwd one step through its backward (a training "
+    # The legend of the rows shown: an inference report has forward rows only.
+    legend = (
+        "Run: forward is one call of the graph, fwd+bwd one step through its backward (a training "
         "graph has both rows). Saved: what the forward keeps for the backward, counted once per storage (autograd's saved "
         "tensors in eager; in the compiled build, what AOTAutograd's partitioner saved). Recomputed: forward ops "
-        f"the backward computes again instead of saving them.</p>{'<p>' + esc(line) + '</p>' if line else ''}"
+        "the backward computes again instead of saving them."
+    ) if trains else "Run: forward is one call of the graph."
+    return (
+        f'<section id="memory"><h2>Memory</h2><p>{esc(memory_methods(rep))}; peaks above the inputs, outputs '
+        f"included. {legend}</p>{'<p>' + esc(line) + '</p>' if line else ''}"
         f"{table}{'<ul class=' + chr(34) + 'warn' + chr(34) + '>' + notes + '</ul>' if notes else ''}</section>\n"
     )
 

@@ -378,8 +378,12 @@ def memory_section(rep: Report) -> list[str]:
     rows = memory_rows(rep)
     if rows:
         out.append(tabulate(rows, headers=MEMORY_HEADERS, tablefmt="simple"))
-        out.append("    run: forward is one call of the graph, fwd+bwd one step through its backward (a training graph has both)")
-        out.append("    saved: what the forward keeps for the backward (tensors); recomputed: forward ops the backward computes again")
+        # The legend of the rows shown: an inference report has forward rows only.
+        if any(row[2] == "fwd+bwd" for row in rows):
+            out.append("    run: forward is one call of the graph, fwd+bwd one step through its backward (a training graph has both)")
+            out.append("    saved: what the forward keeps for the backward (tensors); recomputed: forward ops the backward computes again")
+        else:
+            out.append("    run: forward is one call of the graph")
     return [*out, *_flagged(memory_notes(rep)), ""]
 
 
