@@ -45,10 +45,12 @@ The invariants:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +69,8 @@ _PERCENT = re.compile(r"(?<![\w.+±-])(?<!IQR )(?<!spread )(\d+(?:\.\d+)?)%")
 checked = 0
 #: Of those, the ones compared with PyTorch's own trace records.
 compared = 0
+#: Seconds spent checking (the suite prints it: the checks run on every report it makes).
+seconds = 0.0
 
 
 class TraceCounts(logging.Handler):
@@ -130,6 +134,15 @@ def check(rep: Report, counts: TraceCounts | None = None, *, live: bool = False)
     """Assert every invariant on ``rep`` (see the module docstring); AssertionError names the
     first broken. ``live``: made by a run in this process (report(), a capture), so its
     files are the ones on disk (a stored report or log may name lines since edited)."""
+    global seconds
+    start = time.perf_counter()
+    try:
+        _check(rep, counts, live=live)
+    finally:
+        seconds += time.perf_counter() - start
+
+
+def _check(rep: Report, counts: TraceCounts | None, *, live: bool) -> None:
     global checked, compared
     from dynscope._render.words import NOTHING_TO_FIX_FIRST, fix_first_line
     from dynscope._torch.registry import is_user_file
@@ -267,9 +280,10 @@ def check(rep: Report, counts: TraceCounts | None = None, *, live: bool = False)
                 _fail(rep, f"coverage printed {value}% for a ratio of {cov.ratio!r}")
 
 
-def _defines(filename: str, lineno: int, name: str) -> bool | None:
-    """Whether ``filename`` defines a function ``name`` (its last dotted part) whose ``def``
-    or a decorator is at ``lineno``; None when the file cannot be read."""
+@functools.lru_cache(maxsize=256)
+def _function_lines(filename: str) -> frozenset[tuple[str, int]] | None:
+    """(name, line) of every function's ``def`` and decorator lines in ``filename``, read with
+    ``ast``; None when the file cannot be read. Cached: the suite checks thousands of reports."""
     import ast
     import linecache
 
@@ -280,12 +294,18 @@ def _defines(filename: str, lineno: int, name: str) -> bool | None:
         tree = None
     if tree is None:
         return None
-    base = name.rsplit(".", 1)[-1]
-    return any(
-        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == base
-        and lineno in (n.lineno, *(d.lineno for d in n.decorator_list))
-        for n in ast.walk(tree)
+    return frozenset(
+        (n.name, line)
+        for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for line in (n.lineno, *(d.lineno for d in n.decorator_list))
     )
+
+
+def _defines(filename: str, lineno: int, name: str) -> bool | None:
+    """Whether ``filename`` defines a function ``name`` (its last dotted part) whose ``def``
+    or a decorator is at ``lineno``; None when the file cannot be read."""
+    lines = _function_lines(filename)
+    return None if lines is None else (name.rsplit(".", 1)[-1], lineno) in lines
 
 
 def _check_noise_and_order(rep: Report, summary: str) -> None:
