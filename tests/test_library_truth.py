@@ -381,3 +381,28 @@ def test_the_users_own_recompile_names_no_library() -> None:
     rep = dynscope.report(infer, calls=[(torch.randn(4, 8),), (torch.randn(6, 8),)], dynamic=False)
     assert [r.library for r in rep.recompiles] == [""]
     assert "own recompile" not in rep.summary(color=False)
+
+
+def test_the_line_tracer_leaves_no_tracer_behind_and_never_replaces_the_users() -> None:
+    import sys
+
+    before = sys.gettrace()  # None, unless the suite itself runs under a tracer (coverage)
+    dynscope.report(decode, torch.randn(2, 16))
+    assert sys.gettrace() is before  # dynscope's tracer is gone after the calls
+
+    calls: list[str] = []
+
+    def users_tracer(frame: Any, event: str, arg: Any) -> None:  # a debugger's, coverage.py's
+        calls.append(event)
+
+    sys.settrace(users_tracer)
+    try:
+        rep = dynscope.report(decode, torch.randn(2, 16))
+        assert sys.gettrace() is users_tracer
+    finally:
+        sys.settrace(before)
+    assert calls  # it kept seeing the program
+    # Without line marks the ops stay with their region's break, as before.
+    (site,) = rep.breaks
+    assert rep.coverage is not None
+    assert all(k.startswith(site.location) or "outside" in k for k, _ in rep.coverage.eager_sites), rep.coverage.eager_sites

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 LINE_MARK = "dynscope::line "
 
+
 def _traced(filename: str) -> bool:
     """Whether lines of ``filename`` are marked: the program's own Python and its libraries
     (``registry.is_user_file``: not torch, not dynscope, not the standard library)."""
