@@ -164,6 +164,14 @@ def _wrapped_frames(events: list[TraceEvent], by_cid: dict[str, RecordedGraph]) 
     return out
 
 
+#: The records whose text names a frame's inputs by their guard sources (``L['args'][0]``):
+#: only these are renamed for a wrapper frame (Inductor's output code has ``args`` of its own).
+_SOURCE_KINDS = frozenset({
+    "dynamo_cpp_guards_str", "recompile_reasons", "symbolic_shape_specialization", "guard_added_fast",
+    "create_symbol",
+})
+
+
 def _named_arguments(ev: TraceEvent, names: tuple[str, ...]) -> TraceEvent:
     """``ev`` with a wrapper's ``args[i]`` named as the wrapped function names them, in its
     payload and metadata (guards, failed guards, size sources)."""
@@ -450,7 +458,8 @@ def build_report(
     wrapped = _wrapped_frames(events, by_cid)
     if any(w.arguments for w in wrapped.values()):
         events = [
-            _named_arguments(ev, w.arguments) if (w := wrapped.get(ev.compile_id.split("/")[0])) and w.arguments else ev
+            _named_arguments(ev, w.arguments)
+            if ev.name in _SOURCE_KINDS and (w := wrapped.get(ev.compile_id.split("/")[0])) and w.arguments else ev
             for ev in events
         ]
     st = _Assembly(

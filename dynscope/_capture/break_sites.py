@@ -177,12 +177,6 @@ def wrapped_function(stacks: list[list[tuple[str, int]]]) -> tuple[str, Function
     return None
 
 
-def wrapped_name(stacks: list[list[tuple[str, int]]]) -> str:
-    """The qualified name of :func:`wrapped_function`, "" when no stack reaches one."""
-    found = wrapped_function(stacks)
-    return found[1].name if found else ""
-
-
 def wrapper_arguments(filename: str, lineno: int, wrapped: FunctionDef) -> tuple[str, ...]:
     """How a pass-through wrapper's ``*args`` reach the function it wraps: the wrapped
     function's parameter names for ``args[0]``, ``args[1]``... (a ``wrapper(self, *args,

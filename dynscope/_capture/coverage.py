@@ -23,7 +23,11 @@ def _split(line: str) -> tuple[str, int]:
     return filename, int(number) if number.isdigit() else 0
 
 
-def _placed(rep: Report, counts: OpCounts) -> dict[tuple[str, tuple[str, ...], str], tuple[str, int]]:
+#: An eager op's key (region, line marks, op) -> (where it is listed, its break's index or -1).
+_Placed = dict[tuple[str, tuple[str, ...], str], tuple[str, int]]
+
+
+def _placed(rep: Report, counts: OpCounts) -> _Placed:
     """Each eager op's key -> (where it is listed, the break it belongs to or -1).
 
     An eager op that ran while a compiled frame was running belongs to that frame's graph
@@ -43,7 +47,7 @@ def _placed(rep: Report, counts: OpCounts) -> dict[tuple[str, tuple[str, ...], s
     for i, b in enumerate(rep.breaks):
         for cid in b.compile_ids:
             site_of.setdefault(cid, i)
-    out: dict[tuple[str, tuple[str, ...], str], tuple[str, int]] = {}
+    out: _Placed = {}
     for key in counts.eager:
         region, lines, _ = key
         cid = report_id.get(region, "")
@@ -64,11 +68,12 @@ def _placed(rep: Report, counts: OpCounts) -> dict[tuple[str, tuple[str, ...], s
     return out
 
 
-def coverage_of(rep: Report, counts: OpCounts) -> Coverage:
-    """Coverage with each eager op tied to where it ran (:func:`_placed`). A backward op
-    arrives here with the frame and line its forward ran at (the profiler side links the
-    two), so it is listed where its forward ran, not at the ``backward()`` call."""
-    placed = _placed(rep, counts)
+def coverage_of(rep: Report, counts: OpCounts, placed: _Placed | None = None) -> Coverage:
+    """Coverage with each eager op tied to where it ran (:func:`_placed`, computed when not
+    given). A backward op arrives here with the frame and line its forward ran at (the
+    profiler side links the two), so it is listed where its forward ran, not at the
+    ``backward()`` call."""
+    placed = placed if placed is not None else _placed(rep, counts)
     sites: Counter[str] = Counter()
     for key, n in counts.eager.items():
         sites[f"{placed[key][0]} {key[2]}"] += n
@@ -81,14 +86,6 @@ def coverage_of(rep: Report, counts: OpCounts) -> Coverage:
 def with_coverage(rep: Report, counts: OpCounts) -> Report:
     """The report with its coverage, and each break site with the eager time spent at it per
     call (the eager ops :func:`_placed` ties to the site, by their CPU time)."""
-    placed = _placed(rep, counts)
-    us = [0.0] * len(rep.breaks)
-    for key, t in counts.eager_us.items():
-        i = placed[key][1]
-        if i >= 0:
-            us[i] += t
-    calls = max(rep.calls, 1)
-    breaks = tuple(replace(b, eager_ms=t / 1000.0 / calls) for b, t in zip(rep.breaks, us, strict=True))
     graphs = _with_runs(rep, counts)
     # A graph the program's own backend compiled (report() of a program that compiles its
     # parts) runs unmarked unless Inductor built it: its ops cannot be told from eager ones.
@@ -98,7 +95,15 @@ def with_coverage(rep: Report, counts: OpCounts) -> Report:
                 "ran through a backend other than Inductor (eager, aot_eager), whose graph runs the profiler "
                 "cannot tell from eager ops")
         return replace(rep, graphs=graphs, notes=(*rep.notes, note))
-    return replace(rep, coverage=coverage_of(rep, counts), breaks=breaks, graphs=graphs)
+    placed = _placed(rep, counts)
+    us = [0.0] * len(rep.breaks)
+    for key, t in counts.eager_us.items():
+        i = placed[key][1]
+        if i >= 0:
+            us[i] += t
+    calls = max(rep.calls, 1)
+    breaks = tuple(replace(b, eager_ms=t / 1000.0 / calls) for b, t in zip(rep.breaks, us, strict=True))
+    return replace(rep, coverage=coverage_of(rep, counts, placed), breaks=breaks, graphs=graphs)
 
 
 def _with_runs(rep: Report, counts: OpCounts) -> tuple[Graph, ...]:

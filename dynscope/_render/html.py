@@ -31,6 +31,7 @@ from dynscope._render.words import (
     fix_first_line,
     gave_up_text,
     grads_text,
+    has_step_rows,
     human_bytes,
     in_graphs_text,
     inputs_text,
@@ -578,7 +579,7 @@ def _memory(rep: Report) -> str:
     for row in rows:
         row[0] = f'<a href="#graph-{esc(row[0])}">{esc(row[0])}</a>'
         row[1:] = [esc(c) for c in row[1:]]
-    trains = any(row[2] == "fwd+bwd" for row in rows)
+    trains = has_step_rows(rows)
     table = html_table(MEMORY_HEADERS, rows) if rows else ""
     notes = "".join(f"<li>{esc(n)}</li>" for n in memory_notes(rep))
     # The legend of the rows shown: an inference report has forward rows only.

@@ -35,6 +35,7 @@ from dynscope._render.words import (
     fix_first_line,
     gave_up_text,
     grads_text,
+    has_step_rows,
     in_graphs_text,
     inputs_text,
     kernel_label,
@@ -379,7 +380,7 @@ def memory_section(rep: Report) -> list[str]:
     if rows:
         out.append(tabulate(rows, headers=MEMORY_HEADERS, tablefmt="simple"))
         # The legend of the rows shown: an inference report has forward rows only.
-        if any(row[2] == "fwd+bwd" for row in rows):
+        if has_step_rows(rows):
             out.append("    run: forward is one call of the graph, fwd+bwd one step through its backward (a training graph has both)")
             out.append("    saved: what the forward keeps for the backward (tensors); recomputed: forward ops the backward computes again")
         else:

@@ -494,8 +494,10 @@ def runs_text(graph: Graph, calls: int) -> str:
     """"8 (4 per call)", "1"; "-" when not counted."""
     if graph.runs <= 0:
         return "-"
-    per = graph.runs / calls if calls > 0 else 0.0
-    return f"{graph.runs} ({per:g} per call)" if calls > 1 or (calls and per != 1) else str(graph.runs)
+    # Per call wherever calls were counted, but for one call that ran the graph once.
+    if not calls or (calls, graph.runs) == (1, 1):
+        return str(graph.runs)
+    return f"{graph.runs} ({graph.runs / calls:g} per call)"
 
 
 def inputs_text(graph: Graph, limit: int | None = 3) -> str:
@@ -695,6 +697,15 @@ def _ratio_cell(eager: int, compiled: int) -> str:
     return "1.00x" if compiled == 0 else "-"
 
 
+#: The ``run`` of a training graph's forward+backward row (:func:`memory_rows`).
+STEP_RUN = "fwd+bwd"
+
+
+def has_step_rows(rows: list[list[str]]) -> bool:
+    """Whether :func:`memory_rows` holds a forward+backward row (the legend names it then)."""
+    return any(row[2] == STEP_RUN for row in rows)
+
+
 def memory_rows(rep: Report) -> list[list[str]]:
     """Rows of :data:`MEMORY_HEADERS`, the graphs that grew most first: one per graph, the
     forward; a training graph two, its forward and then its forward+backward step (both
@@ -718,7 +729,7 @@ def memory_rows(rep: Report) -> list[list[str]]:
         if m.trains:
             recomputed = g.lowering.recomputed if g.lowering is not None else ()
             rows.append([
-                *who, "fwd+bwd", human_bytes(m.eager_train_peak), human_bytes(m.compiled_train_peak),
+                *who, STEP_RUN, human_bytes(m.eager_train_peak), human_bytes(m.compiled_train_peak),
                 _ratio_cell(m.eager_train_peak, m.compiled_train_peak), "-", "-", plural(len(recomputed), "op"),
             ])
     return rows

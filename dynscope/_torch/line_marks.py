@@ -32,12 +32,6 @@ if TYPE_CHECKING:
 LINE_MARK = "dynscope::line "
 
 
-def _traced(filename: str) -> bool:
-    """Whether lines of ``filename`` are marked: the program's own Python and its libraries
-    (``registry.is_user_file``: not torch, not dynscope, not the standard library)."""
-    return is_user_file(filename)
-
-
 class LineMarks:
     """Marks each line the program's Python runs with a profiler range, in the ``with`` block
     on the thread that opened it (see the module docstring).
@@ -108,7 +102,8 @@ class LineMarks:
         code = frame.f_code
         wanted = self._wanted.get(code)
         if wanted is None:
-            wanted = self._wanted[code] = _traced(code.co_filename)
+            # The program's own Python and its libraries: not torch, dynscope or the stdlib.
+            wanted = self._wanted[code] = is_user_file(code.co_filename)
         return self._local if wanted else None
 
     def _name(self, code: CodeType, line: int) -> str:
@@ -152,6 +147,5 @@ def _compiled_by_dynamo(code: CodeType) -> bool:
 
 
 def line_of(mark: str) -> str:
-    """``file:line`` of a range :class:`LineMarks` opened ("-" for :data:`GLUE`), "" for any
-    other range."""
+    """``file:line`` of a range :class:`LineMarks` opened, "" for any other range."""
     return mark[len(LINE_MARK):] if mark.startswith(LINE_MARK) else ""

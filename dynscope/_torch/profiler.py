@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dynscope._torch.line_marks import LINE_MARK, LineMarks, line_of
+from dynscope._torch.line_marks import GLUE, LINE_MARK, LineMarks, line_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -326,17 +326,16 @@ def _where(event: Any) -> tuple[str, str, Any, tuple[str, ...]]:
     running, the innermost autograd engine event above the op or None, the ``file:line`` of
     each line mark above it, innermost first)."""
     region = ""
-    lines: list[str] = []
+    lines: list[str] | None = []  # None: the innermost mark is Dynamo's glue (the op is the region's)
     engine = None
     parent = event.cpu_parent
     while parent is not None:
         name = parent.name
-        if name.startswith(LINE_MARK):
-            line = line_of(name)
-            if line == "-" and not lines:
-                lines = ["-"]  # Dynamo's own glue in compiled code: the op is the region's
-            elif lines != ["-"]:
-                lines.append(line)
+        if lines is not None and name.startswith(LINE_MARK):
+            if name == GLUE and not lines:
+                lines = None
+            else:
+                lines.append(line_of(name))
         # Inductor's own mark around a compiled graph's call counts as a graph run too: the
         # program's own compiled parts (report() of a per-block compile) run without dynscope's.
         if name == GRAPH_MARK or name.startswith(_CALL_MARK):
@@ -352,7 +351,7 @@ def _where(event: Any) -> tuple[str, str, Any, tuple[str, ...]]:
         if not region and name.startswith(_REGION):
             region = name[len(_REGION):].strip()
         parent = parent.cpu_parent
-    return "eager", region, engine, () if lines == ["-"] else tuple(lines)
+    return "eager", region, engine, tuple(lines or ())
 
 
 def _forwards(events: list[_Op]) -> dict[tuple[int, int], tuple[bool, str, tuple[str, ...]]]:
