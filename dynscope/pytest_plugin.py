@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dynscope._torch.wording import TRACE_LOGGER_NAME
+from dynscope._lexicon.wording import TRACE_LOGGER_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator

@@ -374,7 +374,7 @@ def _check_eager_lines(rep: Report) -> None:
 
 def _check_frame_sites(rep: Report) -> None:
     """8. Each frame with a readable source is where its function is."""
-    from dynscope._torch.wording import is_resume_name
+    from dynscope._lexicon.wording import is_resume_name
 
     for f in rep.frames:
         if not f.function or not f.filename or not f.lineno or is_resume_name(f.function) or f.function.startswith("<"):

@@ -19,12 +19,12 @@ from torch import nn
 
 import dynscope
 from dynscope._capture.break_fixes import category_of, fix_for
+from dynscope._lexicon.break_categories import LIBRARY_BREAK, OPTIMIZER
 from dynscope._model import Outcome, Trial
 from dynscope._model.codec import report_from_dict
 from dynscope._render.card import render_card
 from dynscope._render.text import advice_section
 from dynscope._render.words import NOTHING_TO_FIX_FIRST, fix_first_line
-from dynscope._torch.break_categories import LIBRARY_BREAK, OPTIMIZER
 
 if TYPE_CHECKING:
     from pathlib import Path

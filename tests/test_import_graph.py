@@ -12,8 +12,8 @@ is a front end, so an edge to it is always kept.
 
 The floors, bottom up (docs/architecture.md, DESIGN.md "Layers"):
 
-- leaves: ``dynscope._errors``, ``_format``, ``_write`` and the torch-free phrasebooks of
-  ``dynscope._torch``: import nothing of dynscope but the error tree ``dynscope._errors``
+- leaves: ``dynscope._errors``, ``_format``, ``_write``, ``_progress`` and the torch-free
+  phrasebooks of ``dynscope._lexicon``: import nothing of dynscope but the error tree ``dynscope._errors``
   (which imports nothing of dynscope at run time);
 - the model, ``dynscope._model.*``: leaves only, and the one door ``dynscope._render``
   (its ``__init__``) through which the output shortcuts reach the renderers: the only
@@ -42,10 +42,10 @@ TRACE_LOGS = ROOT / "tests" / "traces"
 STORED = ROOT / "tests" / "golden" / "reports"
 
 FRONT_ENDS = frozenset({"dynscope", "dynscope.__main__", "dynscope._cli", "dynscope.pytest_plugin", "dynscope._testing"})
-#: Shared leaves, and the phrasebooks of dynscope._torch that need no torch.
+#: Shared leaves, and the plain-text rules about PyTorch's names (dynscope._lexicon).
 LEAVES = frozenset({
     "dynscope._errors", "dynscope._format", "dynscope._write", "dynscope._progress",
-    "dynscope._torch.wording", "dynscope._torch.break_categories",
+    "dynscope._lexicon", "dynscope._lexicon.wording", "dynscope._lexicon.break_categories",
 })
 DOOR = "dynscope._render"
 #: The error tree: a leaf every floor may import (the other leaves import nothing of dynscope).
@@ -220,7 +220,7 @@ def test_floors_are_named() -> None:
     assert floor("dynscope._model") == floor("dynscope._model.codec") == "model"
     assert floor("dynscope._render") == "door" and floor("dynscope._render.text") == "render"
     assert floor("dynscope._capture.capture") == "capture" and floor("dynscope._torch.fx") == "torch"
-    assert floor("dynscope._torch.wording") == "leaf" and floor("dynscope._modelling") == "unplaced"
+    assert floor("dynscope._lexicon.wording") == "leaf" and floor("dynscope._modelling") == "unplaced"
 
 
 def test_the_graph_sees_dynscope() -> None:

@@ -46,11 +46,27 @@ def _private_torch_uses(path: Path) -> list[str]:
 
 
 def test_private_torch_only_inside_the_torch_package() -> None:
-    # Every floor (_capture, _model, _render and their subpackages) and the front ends.
-    outside = [p for p in PACKAGE.rglob("*.py") if "_torch" not in p.relative_to(PACKAGE).parts]
+    # Every floor (_capture, _model, _render and their subpackages) and the front ends. The
+    # lexicon is words matched against PyTorch's messages ("torch._dynamo.graph_break()" is a
+    # phrase there, not a name it uses): the next test holds it to importing nothing at all.
+    outside = [p for p in PACKAGE.rglob("*.py") if not {"_torch", "_lexicon"} & set(p.relative_to(PACKAGE).parts)]
     assert any(p.parent.name == "_capture" for p in outside), "dynscope's modules were not found"
     uses = [use for p in outside for use in _private_torch_uses(p)]
     assert uses == [], "private torch API outside dynscope/_torch/: " + "; ".join(uses)
+
+
+def test_the_lexicon_imports_nothing_and_calls_nothing_by_name() -> None:
+    """The lexicon's rules are plain text: no import but the standard library's, and no
+    import_module or getattr through which a torch name could be reached."""
+    modules = sorted((PACKAGE / "_lexicon").glob("*.py"))
+    assert {p.name for p in modules} >= {"wording.py", "break_categories.py"}
+    for path in modules:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert imported <= {"__future__", "re", "typing", "dataclasses", "collections"}, (path.name, imported)
+        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert not calls & {"getattr", "__import__", "eval", "exec"}, (path.name, calls)
 
 
 def test_the_check_sees_private_uses(tmp_path: Path) -> None:

@@ -15,6 +15,14 @@ from dynscope._capture.break_sites import (
     wrapper_arguments,
 )
 from dynscope._capture.lowering import AOT_COMPILE, ahead_of_time_graph, build_lowering, compile_times
+from dynscope._lexicon.wording import (
+    RESUME_PREFIX,
+    base_function,
+    is_dropped_entry_reason,
+    is_recompile_limit,
+    is_resume_name,
+    resume_site,
+)
 from dynscope._model import (
     CompileTime,
     Frame,
@@ -54,14 +62,6 @@ from dynscope._torch.metrics import CompileMetrics, read_metrics
 from dynscope._torch.registry import library_of
 from dynscope._torch.shape_text import entry_failures, recompile_fixes, size_fixes
 from dynscope._torch.trace import AOT_DUMPS, LOWERING_ARTIFACTS, LOWERING_EVENTS
-from dynscope._torch.wording import (
-    RESUME_PREFIX,
-    base_function,
-    is_dropped_entry_reason,
-    is_recompile_limit,
-    is_resume_name,
-    resume_site,
-)
 
 if TYPE_CHECKING:
     from collections.abc import Callable

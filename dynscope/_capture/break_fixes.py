@@ -1,7 +1,7 @@
 """Graph-break categories and dynscope's own fix advice for each.
 
 The categories come from breaks seen in real models (docs/report-model.md), most common first.
-``classify`` (in ``dynscope._torch.break_categories``) is a pure function of PyTorch's graph-break type, explanation and the
+``classify`` (in ``dynscope._lexicon.break_categories``) is a pure function of PyTorch's graph-break type, explanation and the
 user's source line, so it can be tested without compiling anything; ``category_of`` here
 adds where Dynamo reported the break (inside torch.optim, a library, or the user's code).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dynscope._torch import break_categories
-from dynscope._torch.break_categories import LIBRARY_BREAK, OPTIMIZER
+from dynscope._lexicon import break_categories
+from dynscope._lexicon.break_categories import LIBRARY_BREAK, OPTIMIZER
 
 __all__ = ["CATEGORIES", "CATEGORY_NAMES", "Category", "category_of", "fix_for", "raised_in"]
 
@@ -145,7 +145,7 @@ _BY_NAME = {c.name: c for c in CATEGORIES}
 
 
 def category_of(gb_type: str, explanation: str = "", source: str = "", *, raised_at: str = "") -> str:
-    """The category name for one break (:func:`dynscope._torch.break_categories.classify`), told
+    """The category name for one break (:func:`dynscope._lexicon.break_categories.classify`), told
     where Dynamo reported it.
 
     Args:

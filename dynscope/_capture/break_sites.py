@@ -14,10 +14,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from dynscope._capture.break_fixes import category_of, fix_for
+from dynscope._lexicon.wording import RESUME_PREFIX, base_function, is_resume_name
 from dynscope._model import BreakEvent, GraphBreak, StackFrame
 from dynscope._torch.break_report import without_outer_frames
 from dynscope._torch.registry import is_dynscope_file, is_user_file, library_of
-from dynscope._torch.wording import RESUME_PREFIX, base_function, is_resume_name
 
 if TYPE_CHECKING:
     from dynscope._torch.break_report import ParsedBreak

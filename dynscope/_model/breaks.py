@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dynscope._format import location
+from dynscope._lexicon.break_categories import ON_PURPOSE
 from dynscope._model.base import _brief
 from dynscope._model.display import BreakShortcuts
-from dynscope._torch.break_categories import ON_PURPOSE
 
 __all__ = ["BreakEvent", "GraphBreak", "StackFrame"]
 

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynscope._format import location, ms, plural
+from dynscope._lexicon.wording import is_lifted_param, is_resume_name, resume_label
 from dynscope._model.base import _brief, _Live, _live_field
 from dynscope._model.display import AotGraphShortcuts, GraphShortcuts
 
 # TC001: at run time though only annotations name it (the codec resolves Graph's hints here).
 from dynscope._model.memory import GraphMemory  # noqa: TC001
 from dynscope._model.timing import Timing  # noqa: TC001
-from dynscope._torch.wording import is_lifted_param, is_resume_name, resume_label
 
 __all__ = ["SHORT_DTYPES", "AotGraph", "Graph", "Kernel", "Lowering", "Node", "SavedTensors", "TensorMeta"]
 

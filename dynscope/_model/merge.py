@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import dynscope._model.plain as _plain
 from dynscope._errors import InputError, SchemaError
 from dynscope._format import plural, rank_ranges
+from dynscope._lexicon.wording import resume_label, without_rank_local
 from dynscope._model.ops import collective_name
 from dynscope._model.ranks import MERGED_KIND, Divergence, MultiRankReport
 from dynscope._model.report import SCHEMA_VERSION, Report
 from dynscope._model.structure import structure_hash
-from dynscope._torch.wording import resume_label, without_rank_local
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Sequence

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dynscope._torch.wording import base_function, resume_site
+from dynscope._lexicon.wording import base_function, resume_site
 
 if TYPE_CHECKING:
     from collections.abc import Callable

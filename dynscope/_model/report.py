@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import dynscope._model.plain as _plain
 from dynscope._format import clip, location, percent, plural
+from dynscope._lexicon.wording import is_resume_name, resume_label
 
 # The imports marked TC001 stay at run time though only annotations name them: the codec
 # resolves a model class's type hints in its own module (typing.get_type_hints).
@@ -18,7 +19,6 @@ from dynscope._model.display import ReportShortcuts
 from dynscope._model.graph import Graph, Kernel  # noqa: TC001
 from dynscope._model.memory import ProgramMemory  # noqa: TC001
 from dynscope._model.timing import CompileTime, Coverage, ModeTiming, TimingCost
-from dynscope._torch.wording import is_resume_name, resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

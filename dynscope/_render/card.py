@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dynscope._format import clip, location, ms, percent, plural
+from dynscope._lexicon.wording import resume_label
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
 from dynscope._render.words import inputs_text, kernel_label, pass_label, warning_lines
-from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from dynscope._errors import InputError
 from dynscope._format import clip, human_bytes, location, ms, percent, plural
+from dynscope._lexicon.wording import base_function, resume_label, resume_site
 from dynscope._model.ops import op_category
 from dynscope._model.order import break_hosts, program_order
 from dynscope._model.structure import heavy_readers, repeated_blocks, repeated_runs
 from dynscope._render.palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, time_colour
 from dynscope._render.words import grads_text, speedup_text
-from dynscope._torch.wording import base_function, resume_label, resume_site
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -15,6 +15,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from dynscope._format import few, location, ms, percent, plural
+from dynscope._lexicon.wording import resume_label
 from dynscope._model.structure import structure_hash
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
 from dynscope._render.palette import PALETTE
@@ -63,7 +64,6 @@ from dynscope._render.words import (
     trial_verdict,
     warning_lines,
 )
-from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dynscope._format import plural, rank_ranges
+from dynscope._lexicon.wording import resume_label
 from dynscope._model.merge import collective_sequence
 from dynscope._model.structure import structure_hash
 from dynscope._render.html_parts import asset, esc
-from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
     from dynscope._model import MultiRankReport, Report

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynscope._errors import InputError
 from dynscope._format import location, ms, plural
-from dynscope._torch.wording import is_lifted_param
+from dynscope._lexicon.wording import is_lifted_param
 
 if TYPE_CHECKING:
     from collections.abc import Callable

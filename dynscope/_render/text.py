@@ -20,6 +20,7 @@ from dynscope._format import (
     percent,
     plural,
 )
+from dynscope._lexicon.wording import resume_label
 from dynscope._model.order import program_order  # the one ordering, shared with the picture
 from dynscope._render.terminal import paint_summary
 from dynscope._render.words import (
@@ -66,7 +67,6 @@ from dynscope._render.words import (
     trial_verdict,
     warning_lines,
 )
-from dynscope._torch.wording import resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

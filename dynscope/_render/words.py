@@ -22,7 +22,7 @@ from dynscope._format import (
     plural,
     timer_resolution_ms,
 )
-from dynscope._torch.wording import resume_label
+from dynscope._lexicon.wording import resume_label
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

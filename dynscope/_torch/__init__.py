@@ -17,8 +17,9 @@ format. Modules, one job each (every shim names the torch release it follows):
 - ``remedies``: applying a remedy for one isolated re-run (advise) and the code lines shown;
 - ``lowering_text``: what AOTAutograd and Inductor log (printed graphs, output code,
   provenance, compile steps);
-- ``registry``: PyTorch's graph-break registry and which files are the user's;
-- ``wording``: rules about Dynamo's wording and generated names.
+- ``registry``: PyTorch's graph-break registry and which files are the user's.
+
+The plain-text rules about PyTorch's names and messages live in ``dynscope._lexicon``.
 
 Callers use ``from dynscope import _torch`` and the names re-exported here.
 """
@@ -28,8 +29,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# name -> submodule. Loaded on first use, so importing a torch-free part of this package
-# (wording, break_categories) or dynscope itself never imports torch.
+# name -> submodule. Loaded on first use, so importing dynscope never imports torch.
 _HOME = {
     "doc_url_for": "registry",
     "gb_id_for_type": "registry",
@@ -55,8 +55,6 @@ _HOME = {
     "snapshot_state": "sandbox",
     "trace_logger": "logger",
     "unwrap_compiled": "user_model",
-    "is_recompile_limit": "wording",
-    "is_secondary_break": "wording",
 }
 
 __all__ = sorted(_HOME)

@@ -13,9 +13,9 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from dynscope._lexicon.wording import is_secondary_break
 from dynscope._model import StackFrame
 from dynscope._torch.registry import doc_url_for, gb_id_for_type
-from dynscope._torch.wording import is_secondary_break
 
 _HEADER = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$")
 # Greedy file group: paths may themselves contain quotes.

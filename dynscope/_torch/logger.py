@@ -10,7 +10,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from dynscope._torch.wording import TRACE_LOGGER_NAME
+from dynscope._lexicon.wording import TRACE_LOGGER_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from dynscope._lexicon.wording import DROPPED_REASON, is_resume_name
 from dynscope._torch.logger import trace_logger
 from dynscope._torch.registry import is_user_file
-from dynscope._torch.wording import DROPPED_REASON, is_resume_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
