@@ -9,7 +9,7 @@ Importing dynscope does not import torch: the names that need it (``report``,
 ``capture``, ``Capture``, ``advise``, ``assert_compiles``, ``export_report``,
 ``assert_exports``, ``TimingOptions``) load on first use, so
 reading a saved report or a TORCH_TRACE log (``dynscope.load``, ``dynscope.load_trace``,
-``dynscope show|diff|render|trace``) works where torch is not installed.
+``dynscope.read``, ``dynscope show|diff|render|trace``) works where torch is not installed.
 """
 
 import importlib
@@ -28,6 +28,7 @@ from dynscope._model import (
     AotGraph,
     BreakEvent,
     Budget,
+    Cause,
     CompileBreakMatch,
     CompileTime,
     Coverage,
@@ -53,6 +54,7 @@ from dynscope._model import (
     SavedTensors,
     SizeFix,
     StackFrame,
+    StateChange,
     SuggestedShapes,
     TensorMeta,
     Timing,
@@ -66,6 +68,8 @@ if typing.TYPE_CHECKING:
     from dynscope._capture.advise import advise
     from dynscope._capture.capture import Capture, capture, report
     from dynscope._capture.export import assert_exports, export_report
+    from dynscope._capture.raised import raised_at
+    from dynscope._capture.reading import read
     from dynscope._capture.timing_options import TimingOptions
     from dynscope._capture.trace_file import load_trace
     from dynscope._testing import assert_compiles
@@ -73,9 +77,12 @@ if typing.TYPE_CHECKING:
 __version__ = "0.1.0"
 
 #: Public names loaded on first use -> the module that defines them: those that need torch,
-#: and load_trace (torch-free, but it brings the trace assembly, unneeded to read a report).
+#: and the torch-free readers (load_trace, read, raised_at: they bring the trace assembly or
+#: the file registry, unneeded to read a report).
 _LAZY = {
     "load_trace": "dynscope._capture.trace_file",
+    "read": "dynscope._capture.reading",
+    "raised_at": "dynscope._capture.raised",
     "advise": "dynscope._capture.advise",
     "Capture": "dynscope._capture.capture",
     "capture": "dynscope._capture.capture",
@@ -93,6 +100,7 @@ __all__ = [
     "Budget",
     "Capture",
     "CaptureError",
+    "Cause",
     "CompileBreakMatch",
     "CompileBudgetError",
     "CompileTime",
@@ -123,6 +131,7 @@ __all__ = [
     "SchemaError",
     "SizeFix",
     "StackFrame",
+    "StateChange",
     "SuggestedShapes",
     "TensorMeta",
     "Timing",
@@ -137,6 +146,8 @@ __all__ = [
     "load",
     "load_trace",
     "merge",
+    "raised_at",
+    "read",
     "report",
     "save_rank",
 ]

@@ -17,6 +17,9 @@ that failed (one line on stderr, ``dynscope: error: ...``, never a traceback; a 
 that raised gets a second line saying where in its code, and ``--json`` still saves what
 was captured before). What ``show``, ``diff`` and ``report`` print from a report has
 terminal control sequences removed.
+
+It is a front end on the public API: it imports ``dynscope`` (its public names) and, for
+what it prints and writes besides the model's shortcuts, the render door ``dynscope._render``.
 """
 
 from __future__ import annotations
@@ -29,12 +32,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from dynscope._errors import DynscopeError
-from dynscope._format import human_bytes
-from dynscope._model.report import Report
-from dynscope._progress import Progress
-from dynscope._render.terminal import paint_summary, use_color
-from dynscope._render.text import strip_controls
+import dynscope
+from dynscope import _render
+from dynscope._render import Progress, human_bytes, plural
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -72,40 +72,22 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+if TYPE_CHECKING:
+    # argparse's own type for what add_subparsers returns: each command's parser is a _Parser.
+    _Commands = argparse._SubParsersAction[_Parser]
+
+
 def _fail(message: str) -> None:
     """Print the one error line."""
     lines = [ln.strip() for ln in str(message).splitlines() if ln.strip()]
-    sys.stderr.write(f"dynscope: error: {strip_controls(lines[0] if lines else 'unknown error')}\n")
-
-
-def _printable(rep: Any) -> Any:
-    """The report with terminal control sequences removed from every string in it.
-
-    Stripped before rendering, so a control character cannot bend the layout either
-    (a carriage return splits a table cell); ``_out`` strips the printed text again.
-    """
-    from dynscope._model.codec import report_from_dict
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, str):
-            # Most strings hold no control character at all: only those go through the regex.
-            return value if value.isprintable() else strip_controls(value)
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        return value
-
-    return report_from_dict(clean(rep.to_dict()))
+    sys.stderr.write(f"dynscope: error: {_render.plain(lines[0] if lines else 'unknown error')}\n")
 
 
 def _out(text: str, *, summary: bool = False) -> None:
     """Print report text to stdout without terminal control sequences from the data; a
     summary is then coloured when stdout is a terminal (see dynscope._render.terminal)."""
-    clean = strip_controls(text)
-    if summary and use_color(None, sys.stdout):
-        clean = paint_summary(clean)
-    sys.stdout.write(clean)
+    clean = _render.plain(text)
+    sys.stdout.write(_render.painted(clean, sys.stdout) if summary else clean)
 
 
 def _version_text() -> str:
@@ -114,9 +96,7 @@ def _version_text() -> str:
     torch's version comes from its installed metadata: importing torch takes seconds, and
     ``--version`` must also work where only reports are read (no torch).
     """
-    from importlib import metadata
-
-    import dynscope
+    from importlib import metadata  # only when asked: --version is the one command that reads it
 
     try:
         torch_line = f"torch {metadata.version('torch')}"
@@ -159,6 +139,8 @@ def _seconds(text: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The command line: each command's arguments from its own function below, in the order
+    ``--help`` lists them."""
     p = _Parser(
         prog="dynscope",
         description="See what torch.compile did to a program and what it cost.",
@@ -168,7 +150,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_Version, help="print the versions of dynscope and torch, then exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    for add in (_report_args, _advise_args, _export_args, _show_args, _diff_args, _render_args, _merge_args,
+                _trace_args, _script_args):
+        add(sub)
+    for name, command in sub.choices.items():
+        command.add_argument("-q", "--quiet", action="store_true",
+                             help="no progress lines on stderr (as DYNSCOPE_PROGRESS=0)")
+        if name in _PAGES:
+            command.add_argument("--full", action="store_true",
+                                 help="draw every node of big graphs in the page's pictures (slow; each "
+                                 "Graphviz call still stops at DYNSCOPE_DOT_TIMEOUT seconds)")
+    return p
 
+
+def _report_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope report``."""
     r = sub.add_parser(
         "report",
         help="compile and run a program, print what torch.compile did",
@@ -197,6 +193,9 @@ def _parser() -> argparse.ArgumentParser:
         "inner backend and its backward compile; not dynscope's own --timing builds)",
     )
 
+
+def _advise_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope advise``."""
     a = sub.add_parser(
         "advise",
         help="try PyTorch's remedies on a program, each in isolation, and print what each buys",
@@ -213,6 +212,9 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--json", metavar="FILE", help="save the report, with its trials, as JSON")
     a.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle (with the \"What each fix buys\" table) to DIR")
 
+
+def _export_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope export``."""
     e = sub.add_parser(
         "export",
         help="run torch.export on a program: what blocks it, where, and the dynamic_shapes that work",
@@ -227,10 +229,16 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="FILE", help="save the export report as JSON")
     e.add_argument("--html", metavar="FILE", help="write the export report as one self-contained HTML page")
 
+
+def _show_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope show``."""
     s = sub.add_parser("show", help="print the summary of a saved report or a trace log", epilog=EXAMPLES["show"])
     s.add_argument("file", help="a report saved with Report.save or --json, a merged.json, or a TORCH_TRACE log or folder")
     s.add_argument("--json", action="store_true", help="print the whole report as JSON instead of the summary")
 
+
+def _diff_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope diff``."""
     d = sub.add_parser(
         "diff",
         help="compare two saved reports; exit 1 when the new one is worse",
@@ -241,10 +249,16 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("old", help="a saved report or a TORCH_TRACE log")
     d.add_argument("new", help="a saved report or a TORCH_TRACE log")
 
+
+def _render_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope render``."""
     n = sub.add_parser("render", help="write the HTML bundle of a saved report or a trace log", epilog=EXAMPLES["render"])
     n.add_argument("file", help="a saved report, a merged.json, or a TORCH_TRACE log or folder")
     n.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write")
 
+
+def _merge_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope merge``."""
     g = sub.add_parser(
         "merge",
         help="merge the reports of a job's ranks (dynscope.save_rank): where they diverge",
@@ -256,6 +270,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write")
     g.add_argument("--fail-on-divergence", action="store_true", help="exit 1 when the ranks compiled differently")
 
+
+def _trace_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope trace``."""
     t = sub.add_parser(
         "trace",
         help="read a TORCH_TRACE log, or the folder of a job's rank logs: the same report, no rerun",
@@ -277,6 +294,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--max-recompiles", type=_count, default=None, metavar="N", help="exit 1 when any rank recompiled more than N times")
     t.add_argument("--max-compile-s", type=_seconds, default=None, metavar="S", help="exit 1 when any rank's compile took more than S seconds")
 
+
+def _script_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope script``."""
     c = sub.add_parser(
         "script",
         help="write a standalone script that rebuilds one graph and times it eager against Inductor",
@@ -292,14 +312,6 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, metavar="OUT.py", help="the script to write")
     c.add_argument("--no-timing", action="store_true", help="the script only compiles and checks numerics")
     c.add_argument("--mode", default=None, help="Inductor mode (default: the mode the report timed, else default)")
-    for name, command in sub.choices.items():
-        command.add_argument("-q", "--quiet", action="store_true",
-                             help="no progress lines on stderr (as DYNSCOPE_PROGRESS=0)")
-        if name in _PAGES:
-            command.add_argument("--full", action="store_true",
-                                 help="draw every node of big graphs in the page's pictures (slow; each "
-                                 "Graphviz call still stops at DYNSCOPE_DOT_TIMEOUT seconds)")
-    return p
 
 
 #: The CLI says nothing of a command that ends sooner than this (its output is then the
@@ -327,7 +339,7 @@ def load_target(target: str) -> Any:
         try:
             spec.loader.exec_module(module)
         except Exception as err:
-            raise UsageError(f"importing {where} failed: {type(err).__name__}: {err}", _user_frame(err)) from err
+            raise UsageError(f"importing {where} failed: {type(err).__name__}: {err}", dynscope.raised_at(err)) from err
         finally:
             sys.path.pop(0)
     else:
@@ -336,7 +348,7 @@ def load_target(target: str) -> Any:
         except ImportError as err:
             raise UsageError(f"cannot import module {where!r}: {err}") from err
         except Exception as err:  # the module itself raised while being imported
-            raise UsageError(f"importing {where} failed: {type(err).__name__}: {err}", _user_frame(err)) from err
+            raise UsageError(f"importing {where} failed: {type(err).__name__}: {err}", dynscope.raised_at(err)) from err
     func = getattr(module, name, None)
     if func is None or not callable(func):
         raise UsageError(f"{where} has no function {name!r}")
@@ -349,7 +361,7 @@ def _called(target: str) -> Any:
     try:
         return func()
     except Exception as err:
-        raise UsageError(f"{target}() raised {type(err).__name__}: {err}", _user_frame(err)) from err
+        raise UsageError(f"{target}() raised {type(err).__name__}: {err}", dynscope.raised_at(err)) from err
 
 
 def _program(target: str) -> tuple[Any, dict[str, Any]]:
@@ -366,8 +378,6 @@ def _program(target: str) -> tuple[Any, dict[str, Any]]:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    import dynscope
-
     if args.mode and not args.timing:
         _warn("--mode has no effect without --timing (only timing runs Inductor modes); add --timing")
     _cwd_on_path()
@@ -392,15 +402,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     progress.done()
     failed = _gates(rep, args)
     for reason in failed:
-        sys.stderr.write(f"dynscope: {strip_controls(reason)}\n")
+        sys.stderr.write(f"dynscope: {_render.plain(reason)}\n")
     return 1 if failed else 0
 
 
 def _cmd_advise(args: argparse.Namespace) -> int:
-    import dynscope
-    from dynscope._render.text import advice_section
-    from dynscope._render.words import advice_title, totals_line
-
     _cwd_on_path()
     progress = Progress("advise", quiet_s=_QUIET_S)
     progress.phase(f"importing {args.target}")
@@ -411,13 +417,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     except dynscope.CaptureError as err:
         _model_raised(err, args)  # raises
     rep = advice.report
-    title = f"dynscope advise: {rep.title}" if rep.title else "dynscope advise"
-    lines = [title, "=" * len(title), totals_line(rep), ""]
-    if rep.trials:
-        lines += [advice_title(rep.trials), advice_section(rep.trials)]
-    else:
-        lines.append(advice_section((), empty=advice.note))
-    _out("\n".join(lines) + "\n", summary=True)
+    _out(advice.summary() + "\n", summary=True)  # the same layout as print(advice)
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.output:
@@ -429,15 +429,12 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 
 def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
     """What each gate the command line asked for found over its limit (empty: all pass)."""
-    from dynscope._format import plural
-    from dynscope._model.budget import Budget
-
     failed = []
     # Each gate checks its own count only; unread trace messages are shown, not gated.
-    if args.fail_on_break and Budget(max_graph_breaks=0, max_recompiles=None, allow_unparsed=True).problems(rep):
+    if args.fail_on_break and dynscope.Budget(max_graph_breaks=0, max_recompiles=None, allow_unparsed=True).problems(rep):
         failed.append(f"{rep.break_count} graph breaks (--fail-on-break)")
     if args.max_recompiles is not None:
-        over = Budget(max_graph_breaks=None, max_recompiles=args.max_recompiles, allow_unparsed=True).problems(rep)
+        over = dynscope.Budget(max_graph_breaks=None, max_recompiles=args.max_recompiles, allow_unparsed=True).problems(rep)
         if over:
             detail = over[0].splitlines()[1:]  # one line per recompile, with the failed guard in words
             failed.append(
@@ -451,7 +448,7 @@ def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
         )
     ratio = getattr(args, "max_memory_ratio", None)
     if ratio is not None:
-        over = Budget(max_graph_breaks=None, max_recompiles=None, allow_unparsed=True,
+        over = dynscope.Budget(max_graph_breaks=None, max_recompiles=None, allow_unparsed=True,
                       max_memory_ratio=ratio).problems(rep)
         if over:
             failed.append(f"{over[0]} (--max-memory-ratio)")
@@ -460,8 +457,6 @@ def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
 
 def _model_raised(err: Any, args: argparse.Namespace) -> NoReturn:
     """The program raised: save what was captured (``--json``), then say what and where."""
-    from dynscope._format import plural
-
     if args.json:
         rep = err.report
         print(
@@ -472,32 +467,8 @@ def _model_raised(err: Any, args: argparse.Namespace) -> NoReturn:
     # The first line of the message only (_fail prints one line): Dynamo's run to many.
     first = next((ln.strip() for ln in str(cause).splitlines() if ln.strip()), "(no message)")
     raise UsageError(
-        f"the model raised {type(cause).__name__} during call {err.call_index}: {first}", _user_frame(cause)
+        f"the model raised {type(cause).__name__} during call {err.call_index}: {first}", dynscope.raised_at(cause)
     ) from err
-
-
-def _user_frame(err: BaseException) -> str:
-    """``at file:line in function :: code`` for the innermost frame of the user's code, or "".
-
-    The user's frame is the last one in the traceback outside torch, dynscope and the
-    standard library (``_torch.is_user_file``); third-party packages count as the user's.
-    """
-    import traceback
-
-    try:
-        from dynscope._torch import is_user_file
-    except ImportError:  # no torch: only dynscope's own frames are known not to be the user's
-        here = str(Path(__file__).resolve().parent)
-
-        def is_user_file(filename: str) -> bool:
-            return not filename.startswith("<") and not str(Path(filename).resolve()).startswith(here)
-
-    frames = [f for f in traceback.extract_tb(err.__traceback__) if is_user_file(f.filename)]
-    if not frames:
-        return ""
-    f = frames[-1]
-    code = f" :: {f.line.strip()}" if f.line else ""
-    return f"at {f.filename}:{f.lineno} in {f.name}{code}"
 
 
 def _warn(message: str) -> None:
@@ -517,26 +488,10 @@ def _cwd_on_path() -> None:
 
 
 def _read(path: str, *, merged_ok: bool = True) -> Any:
-    """What a path holds: a saved report, a merged report, or a TORCH_TRACE log or folder."""
-    from dynscope._model.codec import load
-    from dynscope._model.merge import is_merged_file, load_merged
-    from dynscope._torch.trace_log import is_trace_log
-
-    p = Path(path)
-    if p.is_dir() or (p.is_file() and is_trace_log(p)):
-        from dynscope._capture.trace_file import load_trace, trace_files
-
-        if p.is_dir() and not trace_files(p):
-            raise UsageError(
-                f"{path} is a folder with no TORCH_TRACE log; pass a report file (a rendered folder keeps "
-                f"it as report.json) or the folder TORCH_TRACE named"
-            )
-        got = load_trace(p)
-    elif is_merged_file(_existing(path)):
-        got = load_merged(path)
-    else:
-        got = load(_existing(path))
-    if not merged_ok and not isinstance(got, Report):
+    """What a path holds (:func:`dynscope.read`): a saved report, a merged report, or a
+    TORCH_TRACE log or folder."""
+    got = dynscope.read(path)
+    if not merged_ok and not isinstance(got, dynscope.Report):
         raise UsageError(f"{path} holds many ranks; pass one rank's report or log (diff compares two reports)")
     return got
 
@@ -547,19 +502,17 @@ def _cmd_show(args: argparse.Namespace) -> int:
         # json escapes control characters and non-ASCII text, so nothing reaches the terminal raw.
         sys.stdout.write(rep.to_json() + "\n")
         return 0
-    if not isinstance(rep, Report):  # a merged many-rank report
+    if not isinstance(rep, dynscope.Report):  # a merged many-rank report
         _out(rep.summary())
         return 0
-    _out(_printable(rep).summary(color=False), summary=True)
+    _out(_render.printable(rep).summary(color=False), summary=True)
     return 0
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from dynscope._model.diff import diff_reports
-    from dynscope._render.diff import render_diff
-
-    d = diff_reports(_printable(_read(args.old, merged_ok=False)), _printable(_read(args.new, merged_ok=False)))
-    _out(render_diff(d))
+    old, new = (_render.printable(_read(path, merged_ok=False)) for path in (args.old, args.new))
+    d = _render.report_diff(old, new)
+    _out(_render.diff_text(d))
     return 1 if d.worse else 0
 
 
@@ -572,71 +525,54 @@ def _cmd_render(args: argparse.Namespace) -> int:
 def _write_bundle(rep: Any, folder: Path, *, full: bool = False) -> Path:
     """The HTML bundle of a report (index.html, SVGs, report.json) or of a merged one
     (index.html, merged.json); returns its index.html."""
-    from dynscope._render.bundle import render_bundle
-    from dynscope._write import ensure_folder, write_text
-
-    if isinstance(rep, Report):
-        return render_bundle(rep, folder, full=full) / "index.html"
-    out = ensure_folder(folder)
-    rep.save(out / "merged.json")
-    write_text(out / "index.html", rep.to_html())
-    return out / "index.html"
+    if isinstance(rep, dynscope.Report):
+        return rep.render(folder, full=full) / "index.html"
+    return _render.merged_folder(rep, folder) / "index.html"
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
-    from dynscope._capture.trace_file import load_trace
-
     p = Path(args.path)
     if not p.exists():
         raise UsageError(f"no such trace log or folder: {args.path}; pass the folder TORCH_TRACE named")
     progress = Progress("trace", quiet_s=_QUIET_S)
     size = sum(f.stat().st_size for f in (p.rglob("*") if p.is_dir() else [p]) if f.is_file())
     progress.phase(f"reading {args.path} ({human_bytes(size)})")
-    rep = load_trace(p, jobs=args.jobs, run=args.run)
-    if args.json and isinstance(rep, Report):
+    rep = dynscope.load_trace(p, jobs=args.jobs, run=args.run)
+    if args.json and isinstance(rep, dynscope.Report):
         sys.stdout.write(rep.to_json() + "\n")
     elif args.json:
-        from dynscope._model.plain import iter_json
-
-        for piece in iter_json(rep):  # a big job's JSON, rank by rank
+        for piece in _render.json_pieces(rep):  # a big job's JSON, rank by rank
             sys.stdout.write(piece)
-    elif isinstance(rep, Report):
-        _out(_printable(rep).summary(color=False), summary=True)
+    elif isinstance(rep, dynscope.Report):
+        _out(_render.printable(rep).summary(color=False), summary=True)
     else:
         _out(rep.summary())
     if args.output:
         progress.phase(f"writing the page to {args.output}")
         print(f"wrote {_write_bundle(rep, Path(args.output), full=args.full)}")
     progress.done()
-    ranks = [rep] if isinstance(rep, Report) else list(rep.reports)
+    ranks = [rep] if isinstance(rep, dynscope.Report) else list(rep.reports)
     failed = [f"rank {r.rank}: {problem}" if len(ranks) > 1 else problem for r in ranks for problem in _gates(r, args)]
-    if args.fail_on_divergence and not isinstance(rep, Report) and rep.diverged:
+    if args.fail_on_divergence and not isinstance(rep, dynscope.Report) and rep.diverged:
         failed.append(f"the ranks compiled differently ({len(rep.divergences)} divergences; --fail-on-divergence)")
     for problem in failed:
-        sys.stderr.write(f"dynscope: {strip_controls(problem)}\n")
+        sys.stderr.write(f"dynscope: {_render.plain(problem)}\n")
     return 1 if failed else 0
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from dynscope._model.merge import merge
-    from dynscope._write import ensure_folder, write_text
-
     folder = Path(args.folder)
     if not folder.is_dir():
         raise UsageError(f"{args.folder} is not a folder; pass the folder the ranks saved rank-*.json to")
-    merged = merge(folder)
-    out = ensure_folder(Path(args.output))
-    merged.save(out / "merged.json")
-    write_text(out / "index.html", merged.to_html())
+    merged = dynscope.merge(folder)
+    out = _render.merged_folder(merged, Path(args.output))
     _out(merged.summary())
     print(f"wrote {out / 'index.html'} and {out / 'merged.json'}")
     return 1 if args.fail_on_divergence and merged.diverged else 0
 
 
 def _cmd_script(args: argparse.Namespace) -> int:
-    from dynscope._model.codec import load
-
-    rep = load(_existing(args.file))
+    rep = dynscope.load(_existing(args.file))
     ids = ", ".join(str(g.id) for g in rep.graphs) or "none (the report captured no graph)"
     try:
         graph = rep.graph(int(args.graph))
@@ -657,8 +593,6 @@ def _existing(path: str) -> Path:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    import dynscope
-
     _cwd_on_path()
     result = _called(args.target)
     if not (isinstance(result, tuple) and len(result) in (2, 3)):
@@ -672,9 +606,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.html:
-        from dynscope._write import write_text
-
-        print(f"wrote {write_text(Path(args.html), rep.to_html())}")
+        print(f"wrote {_render.export_page(rep, Path(args.html))}")
     return 0 if rep.exported else 1
 
 
@@ -699,8 +631,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         _fail(f"{args.command}: {err}")
         if err.where:
-            sys.stderr.write(f"  {strip_controls(err.where)}\n")
-    except DynscopeError as err:
+            sys.stderr.write(f"  {_render.plain(err.where)}\n")
+    except dynscope.DynscopeError as err:
         _fail(f"{args.command}: {type(err).__name__}: {err}")
     except OSError as err:  # a file that vanished, a full disk, a closed pipe...
         if isinstance(err, BrokenPipeError):

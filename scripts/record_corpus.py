@@ -35,7 +35,7 @@ from record_payloads import collecting, json_safe  # noqa: E402 - the one trace 
 
 from tests.corpus.programs import PROGRAMS  # noqa: E402 - needs ROOT on sys.path
 
-# Copied from dynscope/_torch/trace.py (KEPT_EVENTS, KEPT_ARTIFACTS): this script cannot
+# Copied from dynscope/_torch/records.py (KEPT_EVENTS, KEPT_ARTIFACTS): this script cannot
 # import dynscope, which may not be installed in the side venv. Keep the two in step.
 KEPT_EVENTS = frozenset(
     {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics",

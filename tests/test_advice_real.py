@@ -18,8 +18,8 @@ import torch._dynamo
 from torch import nn
 
 import dynscope
-from dynscope._capture.break_fixes import category_of, fix_for
-from dynscope._lexicon.break_categories import LIBRARY_BREAK, OPTIMIZER
+from dynscope._capture.break_sites import category_of
+from dynscope._lexicon.break_categories import LIBRARY_BREAK, OPTIMIZER, fix_for
 from dynscope._model import Outcome, Trial
 from dynscope._model.codec import report_from_dict
 from dynscope._render.card import render_card
@@ -308,8 +308,8 @@ def test_stride_recompile_says_what_changed_and_the_fix() -> None:
     said = " ".join(r.explained)
     assert "input idx changed strides" in said and "slice" in said
     assert "please file a bug" not in said and "unknown source" not in said
-    assert "strides of input idx changed (dim 0)" in r.causes
-    fix = r.fixes[r.causes.index("strides of input idx changed (dim 0)")]
+    assert "strides of input idx changed (dim 0)" in r.cause_words
+    fix = r.fixes[r.cause_words.index("strides of input idx changed (dim 0)")]
     assert "see the guard" not in fix
     assert "idx.contiguous()" in fix and "idx.clone(memory_format=torch.contiguous_format)" in fix
 

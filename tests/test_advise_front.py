@@ -144,7 +144,7 @@ KNOWN_REMEDIES = (
 )
 
 #: Category -> the remedies its fix text recommends. Kept by hand so that a new mention of
-#: a remedy in _capture/break_fixes.py fails test_recommendations_are_listed until it is checked here.
+#: a remedy in _lexicon/break_categories.py fails test_recommendations_are_listed until it is checked here.
 RECOMMENDS: dict[str, tuple[str, ...]] = {
     ".item()/scalar output": ("capture_scalar_outputs",),
     "data-dependent guard/shape": ("capture_dynamic_output_shape_ops",),
@@ -192,7 +192,7 @@ def _category_programs() -> list[tuple[str, str, str]]:
 
 
 def test_recommendations_are_listed() -> None:
-    from dynscope._capture.break_fixes import CATEGORIES
+    from dynscope._lexicon.break_categories import CATEGORIES
 
     for c in CATEGORIES:
         named = tuple(r for r in KNOWN_REMEDIES if r in c.fix)
@@ -218,7 +218,7 @@ def _advise(name: str) -> dynscope.Advice:
 @pytest.mark.heavy
 @pytest.mark.parametrize(("category", "program", "remedy"), _category_programs())
 def test_recommended_fix_helps_or_says_it_may_not(category: str, program: str, remedy: str) -> None:
-    from dynscope._capture.break_fixes import fix_for
+    from dynscope._lexicon.break_categories import fix_for
 
     advice = _advise(program)
     trials = [t for t in advice.trials if t.remedy == remedy]
@@ -272,11 +272,13 @@ def test_cli_advise_prints_saves_and_renders(tmp_path: Path, capsys: pytest.Capt
     js, out = tmp_path / "advised.json", tmp_path / "page"
     assert main(["advise", f"{src}:build", "--json", str(js), "-o", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "dynscope advise" in text and "What each fix buys (2 remedies tried, 2 helped" in text
+    saved = dynscope.load(js)
+    # Exactly what print(advice) shows (Advice.summary()), after the program's own prints.
+    summary = dynscope.Advice(report=saved, trials=saved.trials).summary()
+    assert f"scaled\n{summary}\nsaved {js}\n" in text
     assert "torch._dynamo.config.capture_scalar_outputs = True" in text
     assert "torch._dynamo.config.reorderable_logging_functions.add(print)" in text
     assert "change your code" in text  # the is_compiling() guard, shown, not run
-    saved = dynscope.load(js)
     assert {t.remedy for t in saved.trials if t.helped} == {"capture_scalar_outputs", "reorderable_logging_functions"}
     assert all(t.after is not None and t.after.breaks < t.before.breaks for t in saved.trials if t.helped)
     assert 'id="advice"' in (out / "index.html").read_text(encoding="utf-8")

@@ -33,10 +33,9 @@ from dynscope._render.diff import render_diff
 from dynscope._render.html import render_html
 from dynscope._render.svg import dot_to_svg
 from dynscope._render.text import strip_controls
-from tests.corpus.markers import break_line
-from tests.corpus.programs import MLP, PrintModel, _x
 
 ROOT = Path(__file__).resolve().parent.parent
+STORED = ROOT / "tests" / "golden" / "reports"
 KEY = 'a"b\\c'  # a legal ModuleDict key that used to end a DOT string early
 LINK = re.compile(r'(?:xlink:)?href="([^"]*)"')
 
@@ -139,7 +138,7 @@ def test_csp_hashes_match_the_inline_blocks() -> None:
     import base64
     import hashlib
 
-    page = dynscope.report(MLP(), _x(4, 8)).to_html(pictures=False)
+    page = dynscope.load(STORED / "mlp.json").to_html(pictures=False)
     policy = re.search(r'Content-Security-Policy" content="([^"]*)"', page).group(1)  # type: ignore[union-attr]
     for tag, directive in (("style", "style-src"), ("script", "script-src")):
         blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", page, re.S)
@@ -170,14 +169,16 @@ def test_green_pytest_run_with_report_folder_stays_green(pytester: pytest.Pytest
 # -- 2. atomic writes; stale pictures; bad output paths ---------------------------------
 
 
+# Stored reports of the corpus programs (scripts/record_golden_reports.py: the print model
+# called at batch 4 and 6, the MLP at batch 4): what is attacked here is the output, not capture.
 @pytest.fixture(scope="module")
 def print_report() -> Report:
-    return dynscope.report(PrintModel(), calls=[_x(4, 8), _x(6, 8)])
+    return dynscope.load(STORED / "print_model.json")
 
 
 @pytest.fixture(scope="module")
 def mlp_report() -> Report:
-    return dynscope.report(MLP(), _x(4, 8))
+    return dynscope.load(STORED / "mlp.json")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE/SIGXFSZ semantics are Linux's")
@@ -435,7 +436,7 @@ def test_cli_strips_terminal_controls(tmp_path: Path, print_report: Report) -> N
                               filename=f"/tmp/ev\x1b[8mil{evil}.py")
     hostile = dataclasses.replace(print_report, breaks=(brk,), title=f"title {evil}")
     path = hostile.save(tmp_path / "evil.json")
-    clean = dynscope.report(MLP(), _x(4, 8)).save(tmp_path / "clean.json")
+    clean = dynscope.load(STORED / "mlp.json").save(tmp_path / "clean.json")
     show = _cli("show", str(path), cwd=tmp_path)
     assert show.returncode == 0, show.stderr
     diff = _cli("diff", str(clean), str(path), cwd=tmp_path)
@@ -444,4 +445,4 @@ def test_cli_strips_terminal_controls(tmp_path: Path, print_report: Report) -> N
         assert re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", res.stdout) is None, repr(res.stdout)
         assert "redoverwritten" in res.stdout  # the data is still shown, only the controls are gone
     assert "break redoverwritten" in show.stdout and "title redoverwritten" in show.stdout
-    assert "print(redoverwritten)" in show.stdout and f"evilredoverwritten.py:{break_line(PrintModel)}" in show.stdout
+    assert "print(redoverwritten)" in show.stdout and f"evilredoverwritten.py:{print_report.breaks[0].lineno}" in show.stdout

@@ -11,8 +11,10 @@ import torch._dynamo.repro.after_dynamo
 from torch import nn
 
 import dynscope
-from dynscope._capture.break_fixes import category_of, fix_for
-from dynscope._torch.guard_text import explain_reason
+from dynscope._capture.break_sites import category_of
+from dynscope._lexicon.break_categories import fix_for
+from dynscope._render.causes import explained
+from dynscope._torch.guard_text import reason_cause
 from tests.corpus.programs import PROGRAMS, _x
 
 if TYPE_CHECKING:
@@ -70,9 +72,9 @@ def test_kwargs_recompile_reason_in_words(model: Callable[..., Any], calls: list
 
 def test_positional_dict_keeps_its_path() -> None:
     """A dict passed positionally is not **kwargs: its name stays (live wording, 2.13)."""
-    assert explain_reason("tensor 'd['x']' size mismatch at index 1. expected 4, actual 6") == (
+    assert explained(reason_cause("tensor 'd['x']' size mismatch at index 1. expected 4, actual 6")) == (
         "input d['x'] changed size in dim 1: compiled for 4, called with 6")
-    assert explain_reason("len(kwargs['xs']) == 2") == "length of xs changed: compiled for 2 items"
+    assert explained(reason_cause("len(kwargs['xs']) == 2")) == "length of xs changed: compiled for 2 items"
 
 
 # -- tensor -> Python scalar: category, advice, and what capture_scalar_outputs does ------

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -285,3 +286,55 @@ def test_show_colours_on_a_terminal_and_not_on_a_pipe() -> None:
         [sys.executable, "-m", "dynscope", "show", stored], capture_output=True, env=env, cwd=ROOT, timeout=60
     )
     assert piped.returncode == 0 and b"\x1b[" not in piped.stdout
+
+
+# -- the public names the command line reads through (issue 33) ---------------------------------
+
+TRACES = ROOT / "tests" / "traces" / "torch-2.13" / "logs"
+
+
+def test_read_takes_what_show_takes(saved, tmp_path: Path) -> None:
+    clean, _ = saved
+    assert dynscope.read(clean) == dynscope.load(clean)
+    assert dynscope.read(str(TRACES / "corpus-item_break.log")) == dynscope.load_trace(TRACES / "corpus-item_break.log")
+    job = dynscope.read(TRACES / "ddp-2ranks")
+    assert isinstance(job, dynscope.MultiRankReport) and job.ranks == (0, 1)
+    job.save(tmp_path / "merged.json")
+    assert dynscope.read(tmp_path / "merged.json") == job
+    with pytest.raises(FileNotFoundError, match=r"^no such file: .*nothing\.json$"):
+        dynscope.read(tmp_path / "nothing.json")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="is a folder with no TORCH_TRACE log"):
+        dynscope.read(tmp_path / "empty")
+
+
+def test_raised_at_names_the_users_line(tmp_path: Path) -> None:
+    target = tmp_path / "raising.py"
+    target.write_text(RAISING)
+    model, calls = _built(target)
+    with pytest.raises(dynscope.CaptureError) as info:
+        dynscope.report(model, calls=calls)
+    cause = info.value.__cause__
+    assert cause is not None
+    assert dynscope.raised_at(cause) == (
+        f'at {target}:{_line(RAISING, "raise ValueError")} in scale_for :: raise ValueError(f"batch of {{n}} is too big")'
+    )
+    try:
+        import json as stdlib_json
+
+        stdlib_json.loads("{")
+    except ValueError as err:  # raised inside the standard library, called from here
+        assert dynscope.raised_at(err).startswith(f"at {__file__}:")
+    assert dynscope.raised_at(ValueError("never raised")) == ""
+
+
+def _built(target: Path) -> tuple[Any, list[Any]]:
+    """The model and calls the RAISING program's build() returns."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dynscope_test_raising", target)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, inputs = module.build()
+    return model, inputs["calls"]

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import dynscope
-from dynscope._capture.break_fixes import CATEGORY_NAMES
 from dynscope._capture.capture import _MISSING, normalise_calls
+from dynscope._lexicon.break_categories import CATEGORY_NAMES
 from tests.corpus.markers import markers
 from tests.corpus.programs import CORPUS_OVERRIDES, PROGRAMS, Program
 

@@ -355,3 +355,11 @@ def test_report_still_loads_torch_on_use() -> None:
                "dynscope.capture.__module__, dynscope.TimingOptions.__name__)")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["True", "True", "dynscope", "TimingOptions"]
+
+
+def test_the_cli_is_a_front_end_on_the_public_api() -> None:
+    # Issue 33: the command line reaches dynscope through its public names and the render
+    # door only (and may raise the error tree), never past them into the floors.
+    reached = set(import_edges()["dynscope._cli"])
+    assert reached <= {"dynscope", DOOR, ERRORS}, sorted(reached - {"dynscope", DOOR, ERRORS})
+    assert {"dynscope", DOOR} <= reached

@@ -80,7 +80,7 @@ def test_a_wrapper_that_passes_self_first_names_the_wrapped_arguments() -> None:
     assert {(f.filename, f.lineno) for f in rep.frames} == {(__file__, _line_of(Decorated.forward))}
     (r,) = rep.recompiles
     # args[1] of wrapper(self, *args) is forward's second argument after self: scale.
-    said = " ".join((*r.reasons, *r.explained, *r.causes, *r.fixes))
+    said = " ".join((*r.reasons, *r.explained, *r.cause_words, *r.fixes))
     assert "scale" in said and "args[" not in said, said
 
 
@@ -365,7 +365,8 @@ def test_a_librarys_own_recompile_and_break_say_whose_they_are(tmp_path: Path, m
     rep = dynscope.report(toylib.generate, torch.randn(4), dynamic=False)
     (r,) = [r for r in rep.recompiles if r.frame == "step"]
     assert r.library == "toylib"
-    assert r.causes == ("the keyword arguments passed changed",), r.causes
+    assert r.cause_words == ("the keyword arguments passed changed",), r.causes
+    assert [c.kind for c in r.causes] == ["kwargs"], r.causes
     assert r.fixes[0].startswith("toylib's own recompile: toylib's code called step differently"), r.fixes
     assert "stacked tensor" not in " ".join(r.fixes)
     (b,) = rep.breaks

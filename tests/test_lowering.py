@@ -24,7 +24,8 @@ import dynscope
 from dynscope import TimingOptions
 from dynscope._capture.assemble import build_report
 from dynscope._torch import lowering_text as lt
-from dynscope._torch.trace import KEPT_ARTIFACTS, KEPT_EVENTS, TraceEvent, event_from
+from dynscope._torch.records import KEPT_ARTIFACTS, KEPT_EVENTS
+from dynscope._torch.trace import TraceEvent, event_from
 
 if TYPE_CHECKING:
     from dynscope._model import Graph, Lowering, Report

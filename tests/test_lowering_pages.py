@@ -14,9 +14,10 @@ import pytest
 
 import dynscope
 from dynscope._model import AotGraph, Kernel, Report
+from dynscope._render.figures import phase_seconds
 from dynscope._render.html import code_anchor, render_html
 from dynscope._render.text import kernels_table
-from dynscope._render.words import cache_text, phase_seconds, phases_text
+from dynscope._render.words import cache_text, phases_text
 
 STORED = Path(__file__).parent / "golden" / "reports"
 HOSTILE = "<script>alert(1)</script>\"'&{}\\\n</pre></table>"

@@ -12,17 +12,20 @@ import dynscope
 from dynscope._model import (
     SCHEMA_VERSION,
     BreakEvent,
+    Cause,
     CompileTime,
     Coverage,
     Frame,
     Graph,
     GraphBreak,
     Guard,
+    GuardFailure,
     ModeTiming,
     Node,
     Recompile,
     Report,
     StackFrame,
+    StateChange,
     TensorMeta,
     Timing,
 )
@@ -56,6 +59,10 @@ breaks = st.builds(GraphBreak, filename=text, lineno=small, function=text, sourc
                    category=text, fix=text, explanation=text, hints=st.lists(text, max_size=2).map(tuple),
                    gb_type=text, gb_id=text, doc_url=text, user_stack=st.lists(frames_st, max_size=2).map(tuple),
                    count=small, compile_ids=st.lists(text, max_size=2).map(tuple))
+causes = st.builds(Cause, kind=text, name=text, dim=text, then=text, now=text, guard=text, code=text, at=text,
+                   checked=st.booleans(), said=text,
+                   states=st.lists(st.builds(StateChange, state=text, then=text, now=text), max_size=2).map(tuple))
+failures = st.builds(GuardFailure, entry=text, guard=text, cause=st.none() | causes, then=text, now=text, source=text)
 times = st.builds(CompileTime, total_s=seconds, dynamo_s=seconds, backend_s=seconds, inductor_s=seconds)
 reports = st.builds(
     Report,
@@ -65,7 +72,9 @@ reports = st.builds(
                                     reported_filename=text, reported_lineno=small), max_size=2).map(tuple),
     recompiles=st.lists(st.builds(Recompile, compile_id=text, frame=text,
                                   reasons=st.lists(text, max_size=2).map(tuple),
-                                  explained=st.lists(text, max_size=2).map(tuple)), max_size=2).map(tuple),
+                                  why=st.lists(causes, max_size=2).map(tuple),
+                                  causes=st.lists(causes, max_size=2).map(tuple),
+                                  failures=st.lists(failures, max_size=2).map(tuple)), max_size=2).map(tuple),
     guards=st.lists(st.builds(Guard, compile_id=text, kind=text, source=text, detail=text, user_line=text),
                     max_size=3).map(tuple),
     frames=st.lists(st.builds(Frame, compile_id=text, function=text, filename=text, lineno=small,

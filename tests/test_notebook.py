@@ -205,7 +205,7 @@ def test_hostile_strings_are_escaped() -> None:
         title=EVIL,
         breaks=(evil_break,),
         graphs=tuple(dataclasses.replace(g, frame=EVIL) for g in rep.graphs),
-        recompiles=tuple(dataclasses.replace(r, frame=EVIL, explained=(EVIL,)) for r in rep.recompiles),
+        recompiles=tuple(dataclasses.replace(r, frame=EVIL, why=(dynscope.Cause("said", said=EVIL),)) for r in rep.recompiles),
         notes=(EVIL,),
     )
     for shown in (rep._repr_html_(), rep.graphs[0]._repr_html_(), rep.breaks[0]._repr_html_()):

@@ -5,9 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynscope._capture.break_fixes import CATEGORY_NAMES, category_of
+from dynscope._capture.break_sites import category_of
+from dynscope._lexicon.break_categories import CATEGORY_NAMES
+from dynscope._render.causes import explained
 from dynscope._torch.break_report import parse_break
-from dynscope._torch.guard_text import explain_reason, parse_guards, parse_recompile_reasons
+from dynscope._torch.guard_text import parse_guards, parse_recompile_reasons, reason_cause
 
 GUARDS = """
 TREE_GUARD_MANAGER:
@@ -79,11 +81,11 @@ def test_recompile_reasons() -> None:
     assert parse_recompile_reasons("0/0: tensor 'x' size mismatch at index 0. expected 3, actual 5") == (
         "tensor 'x' size mismatch at index 0. expected 3, actual 5",)
     assert parse_recompile_reasons('["0/1: L[\'n\'] == 2", "0/0: L[\'n\'] == 2"]') == ("L['n'] == 2",)
-    assert explain_reason("tensor 'x' dtype mismatch. expected Float, actual Double") == (
+    assert explained(reason_cause("tensor 'x' dtype mismatch. expected Float, actual Double")) == (
         "input x changed dtype: compiled for Float, called with Double")
-    assert explain_reason("L['n'] == 2") == (
+    assert explained(reason_cause("L['n'] == 2")) == (
         "Python value n changed: the graph was specialised to n == 2")
-    said = explain_reason("___stack0 <= 0.0  # if y > 0:  # mp/probe/t1.py:9 in resume (_dynamo/x.py:1 in f)")
+    said = explained(reason_cause("___stack0 <= 0.0  # if y > 0:  # mp/probe/t1.py:9 in resume (_dynamo/x.py:1 in f)"))
     assert said == "a value the code depends on changed: guard `___stack0 <= 0.0` failed (from `if y > 0:` at t1.py:9 in resume)"
 
 
@@ -107,7 +109,7 @@ def test_classify_real_types() -> None:
 def test_recompile_payload_with_user_stack() -> None:
     one = '0/0: n == 0                                  #   # prog.py:3 in f\nUser stack trace:\n  File "prog.py", line 3, in f'
     assert parse_recompile_reasons(one) == ("n == 0                                  #   # prog.py:3 in f",)
-    assert explain_reason(parse_recompile_reasons(one)[0]) == (
+    assert explained(reason_cause(parse_recompile_reasons(one)[0])) == (
         "Python value n changed: the graph was specialised to n == 0 (at prog.py:3 in f)")
 
 
@@ -138,5 +140,5 @@ def test_guard_origin_keeps_the_file_name_pytorch_shortened() -> None:
         "idx.size()[1] != 16  # att = att.masked_fill(s.bias[:,:,:T,:T]==0, float('-inf'))  "
         "# mp/review/gpt.py:12 in forward (_prims_common/__init__.py:288 in check_contiguous_sizes_strides)"
     )
-    text = explain_reason(reason)
+    text = explained(reason_cause(reason))
     assert "at gpt.py:12 in forward" in text and "mp/review" not in text

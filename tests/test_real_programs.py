@@ -138,6 +138,7 @@ def test_dynamic_shapes_glue_is_not_eager_work() -> None:
     assert "ops Dynamo ran to build graph arguments" in rep.summary()
 
 
+@pytest.mark.heavy  # a whole advise() on the KV decoder: eight seconds
 def test_advise_trials_count_the_programs_ops_only() -> None:
     # advise() copies each call's outputs to compare them later; the copy ran under the
     # coverage profiler and counted as eager ops: the KV decoder's dynamic=True trial said
@@ -178,6 +179,7 @@ def test_eager_ops_of_frames_dynamo_gave_up_on_say_so() -> None:
     assert rep.coverage.ops_eager == sum(n for _, n in rep.coverage.eager_sites)
 
 
+@pytest.mark.heavy  # the nanoGPT-like train step with its optimizer: six seconds
 def test_torch_optim_sites_do_not_tell_the_user_to_remove_torchs_graph_break() -> None:
     # PyTorch's hint at torch.optim's own graph_break() is "Remove the graph_break() call":
     # advice to whoever wrote torch/optim, shown beside dynscope's fix as if it were the user's.

@@ -156,15 +156,9 @@ def test_every_kept_event_kind_has_a_handler() -> None:
     # Assembly is a table from trace-event name to handler (tlparse's one parser per
     # artifact): a kind the collector keeps and no handler reads would be lost silently.
     from dynscope._capture.assemble import _HANDLERS
-    from dynscope._torch.trace import (
-        AOT_DUMPS,
-        KEPT_ARTIFACTS,
-        KEPT_EVENTS,
-        LOWERING_ARTIFACTS,
-        LOWERING_EVENTS,
-    )
+    from dynscope._torch import records
 
-    # symbol sizes and DDP's pieces, read before the handlers run (a graph needs them all)
-    read_in_a_pass_of_its_own = {"create_symbol", "optimize_ddp_split_child"}
-    kept = KEPT_EVENTS | KEPT_ARTIFACTS | LOWERING_EVENTS | LOWERING_ARTIFACTS | AOT_DUMPS
+    # DDP's pieces, read before the handlers run (a graph needs them all)
+    read_in_a_pass_of_its_own = {records.OPTIMIZE_DDP_SPLIT_CHILD}
+    kept = records.KEPT_EVENTS | records.KEPT_ARTIFACTS | records.LOWERING_KINDS
     assert kept - read_in_a_pass_of_its_own == set(_HANDLERS)

@@ -14,18 +14,18 @@ import re
 import runpy
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import torch.utils.checkpoint
 
 import dynscope
+from dynscope._capture import sampling
 from dynscope._cli import main as cli
 from dynscope._render.script import SCRIPT_MODES
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from dynscope._torch import runtime
 
 # No whole-program timing. Samples as by default (about 20 a side of >= 10 ms each: half a
 # second a graph; the compiles cost far more): with 10, medians of the same graph moved by 3x
@@ -264,7 +264,7 @@ def test_the_script_rebuilds_the_captured_graph(case: str, tmp_path: Path) -> No
     assert shape(rebuilt) == shape(live)
     for name, sub in live.named_children():  # higher-order ops' bodies, node for node
         assert shape(getattr(rebuilt, name)) == shape(sub)
-    inputs = ns["make_inputs"]("cpu")
+    inputs = ns["make_inputs"](ns["RECORDED"], "cpu")
     for spec, value, meta in zip(ns["INPUTS"], inputs, g.inputs, strict=True):
         if spec["kind"] == "tensor":
             assert list(value.shape) == [ns["size"](d, ns["SIZES"]) for d in meta.shape]
@@ -274,7 +274,7 @@ def test_the_script_rebuilds_the_captured_graph(case: str, tmp_path: Path) -> No
     want = live(*inputs)
     torch.manual_seed(0)
     got = rebuilt(*inputs)
-    assert ns["compare"](want, got)[2], "the rebuilt graph computes what the captured one does"
+    assert ns["compare_outputs"](want, got)[2], "the rebuilt graph computes what the captured one does"
 
 
 def test_a_python_int_the_graph_takes_is_rebuilt_from_its_value(tmp_path: Path) -> None:
@@ -283,9 +283,61 @@ def test_a_python_int_the_graph_takes_is_rebuilt_from_its_value(tmp_path: Path) 
     assert any(m.kind == "symint" for m in g.inputs)
     g.to_script(tmp_path / "s.py")
     ns = runpy.run_path(str(tmp_path / "s.py"), run_name="dynscope_test_script")
-    inputs = ns["make_inputs"]("cpu")
+    inputs = ns["make_inputs"](ns["RECORDED"], "cpu")
     assert [v for v in inputs if type(v) is int] == [5], "a symbolic int runs at the value it ran at"
-    assert ns["compare"](g.module(*inputs), ns["build_graph"]()(*inputs))[2]
+    assert ns["compare_outputs"](g.module(*inputs), ns["build_graph"]()(*inputs))[2]
+
+
+# -- the runtime: the script carries dynscope's own timing code -----------------------------------
+
+
+def test_the_script_carries_the_runtime_verbatim(tmp_path: Path) -> None:
+    rep = dynscope.report(lambda x: x.sin() * 2, torch.randn(3), coverage=False)
+    text = rep.graphs[0].to_script(None, report=rep)
+    source = Path(runtime.__file__).read_text(encoding="utf-8")
+    assert text.count(source) == 1, "the runtime module's source, exactly, once"
+    # ... and nothing else of it: the script defines no timing code of its own.
+    head, tail = text.split(source)
+    own = {n.name for n in ast.parse(head + tail).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert own == {"build_graph", "human_ms"}, own
+    _imports_no_dynscope(text)
+
+
+def _call_order(interleaved: Any, clock: Any, opts: Any) -> tuple[str, Any, Any]:
+    """The order in which ``interleaved`` runs the two sides ("e"/"c" per call), and its samples."""
+    calls: list[str] = []
+    fn = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8)
+
+    def eager() -> Any:
+        calls.append("e")
+        return fn(x)
+
+    def compiled() -> Any:
+        calls.append("c")
+        return fn(x)
+
+    a, b = interleaved(eager, compiled, clock, opts)
+    return "".join(calls), a, b
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_the_script_interleaves_as_dynscope_does(interleave: bool, tmp_path: Path) -> None:
+    rep = dynscope.report(lambda x: x.cos() + 1, torch.randn(3), coverage=False)
+    rep.graphs[0].to_script(tmp_path / "s.py", report=rep)
+    ns = runpy.run_path(str(tmp_path / "s.py"), run_name="dynscope_test_script")
+    argv = ["--warmup", "2", "--repeats", "6", "--min-time-s", "0", "--min-sample-ms", "0"]
+    args = ns["parse_args"](ns["RECORDED"], [*argv, "--interleave" if interleave else "--no-interleave"])
+    opts = dynscope.TimingOptions(warmup=2, repeats=6, min_time_s=0.0, min_sample_ms=0.0, interleave=interleave)
+    order, eager, comp = _call_order(ns["interleaved"], ns["Clock"]("cpu"), args)
+    mine, mine_eager, mine_comp = _call_order(sampling.interleaved, sampling.Clock("cpu"), opts)
+    assert order == mine, "the script samples in dynscope's order"
+    assert len(eager) == len(comp) == len(mine_eager.ms) == len(mine_comp.ms) == 5
+    assert all(v > 0 for v in [*eager, *comp, *mine_eager.ms, *mine_comp.ms])
+    # A warm-up of both, one run a side to set the loop count, then the samples: alternating,
+    # or each side's own warm-up and samples back to back.
+    samples = "ec" * 5 if interleave else "ee" + "e" * 5 + "cc" + "c" * 5
+    assert order == "ecec" + "ec" + samples
 
 
 # -- what cannot be rebuilt: a clear error, no script --------------------------------------------

@@ -24,6 +24,7 @@ from dynscope._lexicon.wording import (
     resume_site,
 )
 from dynscope._model import (
+    Cause,
     CompileTime,
     Frame,
     Graph,
@@ -35,6 +36,8 @@ from dynscope._model import (
     SizeFix,
 )
 from dynscope._model.base import _Live
+from dynscope._model.causes import NO_REASON
+from dynscope._torch import records
 from dynscope._torch.break_report import ParsedBreak, parse_break
 from dynscope._torch.graph_text import (
     input_names_from_code,
@@ -42,17 +45,16 @@ from dynscope._torch.graph_text import (
     node_count_from_code,
     op_counts_from_code,
     readable_code,
-    symbol_created,
 )
 from dynscope._torch.guard_text import (
     causes_of,
-    explain_global_state,
-    explain_reason,
+    global_state_cause,
     global_states,
     is_backend_mismatch,
     library_fix,
     parse_guards,
     parse_recompile_reasons,
+    reason_cause,
     state_values,
     states_differ,
     with_argument_names,
@@ -61,7 +63,6 @@ from dynscope._torch.lowering_text import read_execution_order
 from dynscope._torch.metrics import CompileMetrics, read_metrics
 from dynscope._torch.registry import library_of
 from dynscope._torch.shape_text import entry_failures, recompile_fixes, size_fixes
-from dynscope._torch.trace import AOT_DUMPS, LOWERING_ARTIFACTS, LOWERING_EVENTS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -114,18 +115,18 @@ def _users_reasons(reasons: tuple[str, ...], ignore_backend_mismatch: bool) -> t
     )
 
 
-def _explained(reason: str, cid: str, states: dict[str, dict[str, object]]) -> str:
-    """A failed guard in words; for grad mode / autocast, which state went from what to what:
+def _explained(reason: str, cid: str, states: dict[str, dict[str, object]]) -> Cause:
+    """A failed guard's cause; for grad mode / autocast, which state went from what to what:
     the new compile's state against that of the latest earlier compile of the frame that
     differed in a state the guard names (the compile it failed against)."""
     named = global_states(reason)
     after = states.get(cid, {})
     if not named or not after:
-        return explain_reason(reason)
+        return reason_cause(reason)
     frame, _, no = cid.partition("/")
     earlier = [states.get(f"{frame}/{n}", {}) for n in range(int(no) - 1, -1, -1)] if no.isdigit() else []
     before = next((s for s in earlier if states_differ(reason, s, after)), earlier[0] if earlier else {})
-    return explain_global_state(reason, before, after) or explain_reason(reason)
+    return global_state_cause(reason, before, after) or reason_cause(reason)
 
 
 def _is_recompile(compile_id: str) -> bool:
@@ -152,7 +153,7 @@ def _wrapped_frames(events: list[TraceEvent], by_cid: dict[str, RecordedGraph]) 
     out: dict[str, _Wrapped] = {}
     for ev in events:
         frame = ev.compile_id.split("/")[0]
-        if ev.name != "compilation_metrics" or frame in out or (rec := by_cid.get(ev.compile_id)) is None:
+        if ev.name != records.COMPILATION_METRICS or frame in out or (rec := by_cid.get(ev.compile_id)) is None:
             continue
         m = read_metrics(ev.metadata)
         if not (m.co_name and m.co_filename and is_decorator_wrapper(m.co_filename, m.co_firstlineno)):
@@ -167,8 +168,8 @@ def _wrapped_frames(events: list[TraceEvent], by_cid: dict[str, RecordedGraph]) 
 #: The records whose text names a frame's inputs by their guard sources (``L['args'][0]``):
 #: only these are renamed for a wrapper frame (Inductor's output code has ``args`` of its own).
 _SOURCE_KINDS = frozenset({
-    "dynamo_cpp_guards_str", "recompile_reasons", "symbolic_shape_specialization", "guard_added_fast",
-    "create_symbol",
+    records.DYNAMO_CPP_GUARDS_STR, records.RECOMPILE_REASONS, records.SYMBOLIC_SHAPE_SPECIALIZATION,
+    records.GUARD_ADDED_FAST, records.CREATE_SYMBOL,
 })
 
 
@@ -232,7 +233,7 @@ def _ddp_traced(events: list[TraceEvent]) -> dict[str, list[TraceEvent]]:
     split in two or more. Of a compile that restarted, the last attempt's pieces."""
     pieces: dict[str, dict[int, list[TraceEvent]]] = {}
     for ev in events:
-        if ev.name == "optimize_ddp_split_child" and ev.compile_id:
+        if ev.name == records.OPTIMIZE_DDP_SPLIT_CHILD and ev.compile_id:
             pieces.setdefault(ev.compile_id, {}).setdefault(ev.attempt, []).append(ev)
     last = {cid: by_attempt[max(by_attempt)] for cid, by_attempt in pieces.items()}
     return {cid: evs for cid, evs in last.items() if len(evs) > 1}
@@ -247,8 +248,8 @@ def _symbol_sizes(events: list[TraceEvent]) -> dict[str, dict[str, int]]:
     """
     sizes: dict[str, dict[str, int]] = {}
     for ev in events:
-        if ev.name == "create_symbol" and (made := symbol_created(ev.metadata)):
-            sizes.setdefault(ev.compile_id, {}).setdefault(*made)
+        if ev.name == records.CREATE_SYMBOL and (made := records.created_symbol(ev.metadata)) and made.value is not None:
+            sizes.setdefault(ev.compile_id, {}).setdefault(made.symbol, made.value)
     return sizes
 
 
@@ -366,7 +367,7 @@ def _on_recompile_reasons(st: _Assembly, ev: TraceEvent) -> None:
         # (not those of the user's compiles before it, nor entries it made inert).
         st.failures[ev.compile_id] = tuple(
             replace(f, entry=st.renumber.get(f.entry, f.entry))
-            for f in entry_failures(ev.payload, explain_reason)
+            for f in entry_failures(ev.payload, reason_cause)
             if _users_reasons((f.guard,), st.ignore_backend_mismatch)
             and (f.entry in st.renumber or not st.ignore_backend_mismatch)
         )
@@ -392,20 +393,23 @@ def _on_execution(st: _Assembly, ev: TraceEvent) -> None:
         st.execution_order = tuple(st.renumber.get(cid, cid) for cid in order)
 
 
-# Trace-event name -> its handler, one per artifact (as tlparse registers one parser per
-# structured-log artifact): a new artifact is one new entry. Events of other names are
-# kept by the trace collector for other readers (create_symbol, compile times) or ignored.
+# Trace-event kind (dynscope._torch.records) -> its handler, one per artifact (as tlparse
+# registers one parser per structured-log artifact): a new artifact is one new entry. Events
+# of other kinds are kept by the trace collector for other readers (DDP's pieces, read in a
+# pass of their own) or ignored.
 _HANDLERS: dict[str, Callable[[_Assembly, TraceEvent], None]] = {
-    "dynamo_output_graph": _on_output_graph,
-    "dynamo_start": _on_dynamo_start,
-    "compilation_metrics": _on_metrics,
-    "dynamo_cpp_guards_str": _on_guards,
-    "dynamo_graph_break_reason": _on_break,
-    "recompile_reasons": _on_recompile_reasons,
-    "symbolic_shape_specialization": _on_shape,
-    "guard_added_fast": _on_shape,
-    **{name: _on_lowering for name in sorted(LOWERING_EVENTS | LOWERING_ARTIFACTS | AOT_DUMPS)},
-    "graph_execution": _on_execution,
+    records.DYNAMO_OUTPUT_GRAPH: _on_output_graph,
+    records.DYNAMO_START: _on_dynamo_start,
+    records.COMPILATION_METRICS: _on_metrics,
+    records.DYNAMO_CPP_GUARDS_STR: _on_guards,
+    records.DYNAMO_GRAPH_BREAK_REASON: _on_break,
+    records.RECOMPILE_REASONS: _on_recompile_reasons,
+    # create_symbol is read in a pass of its own too (sizes), and here for shapes
+    records.CREATE_SYMBOL: _on_shape,
+    records.SYMBOLIC_SHAPE_SPECIALIZATION: _on_shape,
+    records.GUARD_ADDED_FAST: _on_shape,
+    **{name: _on_lowering for name in sorted(records.LOWERING_KINDS)},
+    records.GRAPH_EXECUTION: _on_execution,  # a lowering artifact, read apart
 }
 
 
@@ -434,12 +438,57 @@ def build_report(
         torch_version: the torch that produced the events. Defaults to "" (not known:
             a recorded trace assembled elsewhere).
     """
+    st, events, unmatched = _assembled(events, recorded, ignore_backend_mismatch)
+    raw_ids = {new: old for old, new in st.renumber.items()}
+    graphs = _all_graphs(st, unmatched)
+    _reasons_in_metrics(st)
+    shapes = {cid: size_fixes(evs) for cid, evs in st.shape_events.items()}
+    recompiles = _recompiles(st, raw_ids, {cid: fixes for cid, (fixes, _) in shapes.items()})
+    graphs = _with_lowering(graphs, st.lowering_events)
+    # One definition of the user's compile time (frame compile + lazy backward compile, by
+    # phase), in lowering.compile_times: header, phases, CLI and JSON all read it.
+    frames, total = compile_times(_frames(st, raw_ids, shapes), events)
+    breaks, break_events = fold_breaks(st.break_items)
+    breaks = _costed(breaks, [g.frame for g in graphs], [r.frame for r in recompiles])
+    notes = tuple(
+        f"recompile limit hit in {f.function or 'a frame'} ({f.compile_id}): PyTorch stopped "
+        f"compiling it, later calls ran its cached code or eager; counts after this point "
+        f"are not what an unlimited run would show"
+        for f in frames
+        if is_recompile_limit(f.fail_reason)
+    )
+    return Report(
+        rank=rank,
+        world_size=world_size,
+        graphs=tuple(graphs),
+        breaks=breaks,
+        break_events=break_events,
+        recompiles=recompiles,
+        guards=tuple(st.guards),
+        frames=frames,
+        compile_time=total,
+        calls=calls,
+        torch_version=torch_version,
+        title=title,
+        notes=notes,
+        unparsed=sum(st.unparsed.values()),
+        unparsed_kinds=tuple(sorted(st.unparsed.items())),
+        execution_order=st.execution_order,
+    )
+
+
+
+def _assembled(
+    events: list[TraceEvent], recorded: list[RecordedGraph], ignore_backend_mismatch: bool
+) -> tuple[_Assembly, list[TraceEvent], list[RecordedGraph]]:
+    """Every event read by its handler, with compile ids renumbered and the backend's graphs
+    matched to their compiles; also the events as read, and the backend's graphs no compile
+    id matched."""
     renumber = _renumbering(events, recorded)
     # Only what changes is copied: a report's trace runs to thousands of events (compile
     # steps, guards), and after torch._dynamo.reset() most ids are already the capture's own.
     events = [_renumbered(ev, renumber) for ev in events]
     recorded = [_renumbered(r, renumber) for r in recorded]
-    raw_ids = {new: old for old, new in renumber.items()}
     # DDP's optimizer hands one compile's graph to the backend in pieces (bucket splits):
     # they all stand where the trace announces that compile's graph, in order. A compile
     # it did not split (one piece) is an ordinary graph.
@@ -475,21 +524,23 @@ def build_report(
         handler = _HANDLERS.get(ev.name)
         if handler is not None:
             handler(st, ev)
-        elif ev.name == "create_symbol":  # read in a pass of its own too (sizes), and here for shapes
-            _on_shape(st, ev)
-    graphs, graph_ids, metrics, names = st.graphs, st.graph_ids, st.metrics, st.names
-    pending_reasons = st.pending_reasons
+    return st, events, unmatched
 
+
+def _all_graphs(st: _Assembly, unmatched: list[RecordedGraph]) -> list[Graph]:
+    """The report's graphs: those the trace announced, then those the backend saw that it
+    did not, then an ahead-of-time compile's, each with its frame's name and counts."""
+    graphs, graph_ids, names = st.graphs, st.graph_ids, st.names
     # Graphs the backend saw that the trace did not announce (no trace handler, or a
     # compile id PyTorch did not give): keep them rather than lose them.
-    split_unseen = [r for cid, pieces in ddp_split.items() if cid not in st.used for r in pieces]
-    for rec in [r for cid, r in by_cid.items() if cid not in st.used] + split_unseen + unmatched:
+    split_unseen = [r for cid, pieces in st.ddp_split.items() if cid not in st.used for r in pieces]
+    for rec in [r for cid, r in st.by_cid.items() if cid not in st.used] + split_unseen + unmatched:
         graphs.append(_graph(len(graphs), rec.compile_id, rec, "", names.get(rec.compile_id)))
         graph_ids.setdefault(rec.compile_id, []).append(graphs[-1].id)
 
     # An ahead-of-time compile (AOTInductor) logs its metrics and lowering without a compile
     # id, and no Dynamo graph: its graph is the exported one Inductor compiled.
-    if "" in metrics and "" not in graph_ids:
+    if "" in st.metrics and "" not in graph_ids:
         ahead = ahead_of_time_graph(len(graphs), st.lowering_events.get("", []))
         if ahead is not None:
             graphs.append(ahead)
@@ -498,63 +549,35 @@ def build_report(
 
     # Fill in frame names the graph could not know when it was made, and, for graphs
     # known only from the trace, the exact counts from compilation_metrics.
-    graphs = [_named(g, names.get(g.compile_id), metrics.get(g.compile_id)) for g in graphs]
+    return [_named(g, names.get(g.compile_id), st.metrics.get(g.compile_id)) for g in graphs]
 
-    # Torch versions without the recompile_reasons artifact still put the reason in
-    # compilation_metrics.
-    for cid, m in metrics.items():
-        if cid not in pending_reasons and m.recompile_reason:
-            reasons = _users_reasons(parse_recompile_reasons(m.recompile_reason), ignore_backend_mismatch)
+
+def _reasons_in_metrics(st: _Assembly) -> None:
+    """Torch versions without the recompile_reasons artifact still put the reason in
+    compilation_metrics: read there for compiles the artifact gave none."""
+    for cid, m in st.metrics.items():
+        if cid not in st.pending_reasons and m.recompile_reason:
+            reasons = _users_reasons(parse_recompile_reasons(m.recompile_reason), st.ignore_backend_mismatch)
             if reasons:
-                pending_reasons[cid] = reasons
+                st.pending_reasons[cid] = reasons
 
-    shapes = {cid: size_fixes(evs) for cid, evs in st.shape_events.items()}
-    recompiles = _recompiles(st, raw_ids, {cid: fixes for cid, (fixes, _) in shapes.items()})
-    graphs = _with_lowering(graphs, st.lowering_events)
 
-    frames = tuple(
+def _frames(
+    st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[tuple[SizeFix, ...], tuple[str, ...]]]
+) -> tuple[Frame, ...]:
+    """One frame per compile PyTorch gave metrics for, named, with its sizes' records."""
+    return tuple(
         replace(
-            _metrics_frame(cid, m, tuple(graph_ids.get(cid, ()))),
-            function=names.get(cid, ("", "", 0))[0],
-            filename=names.get(cid, ("", "", 0))[1],
-            lineno=names.get(cid, ("", "", 0))[2],
+            _metrics_frame(cid, m, tuple(st.graph_ids.get(cid, ()))),
+            function=st.names.get(cid, ("", "", 0))[0],
+            filename=st.names.get(cid, ("", "", 0))[1],
+            lineno=st.names.get(cid, ("", "", 0))[2],
             torch_compile_id=raw_ids.get(cid, cid),
             shapes=shapes.get(cid, ((), ()))[0],
             dynamic_sizes=shapes.get(cid, ((), ()))[1],
         )
-        for cid, m in metrics.items()
+        for cid, m in st.metrics.items()
     )
-    # One definition of the user's compile time (frame compile + lazy backward compile, by
-    # phase), in lowering.compile_times: header, phases, CLI and JSON all read it.
-    frames, total = compile_times(frames, events)
-    breaks, break_events = fold_breaks(st.break_items)
-    breaks = _costed(breaks, [g.frame for g in graphs], [r.frame for r in recompiles])
-    notes = tuple(
-        f"recompile limit hit in {f.function or 'a frame'} ({f.compile_id}): PyTorch stopped "
-        f"compiling it, later calls ran its cached code or eager; counts after this point "
-        f"are not what an unlimited run would show"
-        for f in frames
-        if is_recompile_limit(f.fail_reason)
-    )
-    return Report(
-        rank=rank,
-        world_size=world_size,
-        graphs=tuple(graphs),
-        breaks=breaks,
-        break_events=break_events,
-        recompiles=recompiles,
-        guards=tuple(st.guards),
-        frames=frames,
-        compile_time=total,
-        calls=calls,
-        torch_version=torch_version,
-        title=title,
-        notes=notes,
-        unparsed=sum(st.unparsed.values()),
-        unparsed_kinds=tuple(sorted(st.unparsed.items())),
-        execution_order=st.execution_order,
-    )
-
 
 def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[SizeFix, ...]]) -> tuple[Recompile, ...]:
     """The recompiles, with their failed guards in words.
@@ -572,9 +595,7 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[
         if not _is_recompile(counted_id):
             continue
         reasons = st.pending_reasons.get(cid, ())
-        explained = tuple(_explained(r, cid, states) for r in reasons)
-        if not reasons:
-            explained = ("PyTorch gave no reason this dynscope could read",)
+        why = tuple(_explained(r, cid, states) for r in reasons) or (Cause(NO_REASON),)
         pairs = tuple(dict.fromkeys(pair for r in reasons for pair in causes_of(r)))
         failures = st.failures.get(cid, ())
         pairs = recompile_fixes(pairs, failures, shapes, cid)
@@ -586,7 +607,7 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[
                 compile_id=cid,
                 frame=frame,
                 reasons=reasons,
-                explained=explained,
+                why=why,
                 causes=tuple(c for c, _ in pairs),
                 fixes=fixes,
                 failures=failures,
@@ -624,7 +645,7 @@ def _with_lowering(graphs: list[Graph], lowering_events: dict[str, list[TraceEve
     out = []
     for g in graphs:
         evs = lowering_events.get(g.compile_id, [])
-        if any(ev.name == "inductor_output_code" for ev in evs):
+        if any(ev.name == records.INDUCTOR_OUTPUT_CODE for ev in evs):
             g = replace(g, lowering=build_lowering(g, evs, source="trace"))
         out.append(g)
     return out

@@ -2,7 +2,8 @@
 
 Input: the text of ``dynamo_graph_break_reason`` trace artifacts. Output: one
 :class:`~dynscope._model.GraphBreak` per distinct site (the user's line), with every event
-that hit the site folded into ``count``.
+that hit the site folded into ``count``, and its category, told where Dynamo raised the break
+(inside torch.optim, a library, or the user's code).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
-from dynscope._capture.break_fixes import category_of, fix_for
+from dynscope._lexicon.break_categories import RAISED_IN_LIBRARY, RAISED_IN_OPTIM, classify, fix_for
 from dynscope._lexicon.wording import RESUME_PREFIX, base_function, is_resume_name
 from dynscope._model import BreakEvent, GraphBreak, StackFrame
 from dynscope._torch.break_report import without_outer_frames
@@ -21,6 +22,36 @@ from dynscope._torch.registry import is_dynscope_file, is_user_file, library_of
 
 if TYPE_CHECKING:
     from dynscope._torch.break_report import ParsedBreak
+
+
+def category_of(gb_type: str, explanation: str = "", source: str = "", *, raised_at: str = "") -> str:
+    """The category name for one break (:func:`dynscope._lexicon.break_categories.classify`), told
+    where Dynamo reported it.
+
+    Args:
+        gb_type: PyTorch's graph-break type.
+        explanation: PyTorch's explanation text.
+        source: the user's line of code.
+        raised_at: the file Dynamo reported the break in ("Graph break in user code at
+            FILE:LINE"): a ``graph_break()`` there inside torch.optim or a library is one
+            the user cannot remove. Defaults to "" (not known: the user's code).
+    """
+    return classify(gb_type, explanation, source, raised_in=raised_in(raised_at))
+
+
+def raised_in(filename: str) -> str:
+    """Where a break was raised, for :func:`category_of`: "torch.optim", "library" (torch or a
+    third-party package) or "" (the user's code, or not known)."""
+    if not filename or filename.startswith("<"):
+        return ""
+    path = filename.replace("\\", "/")
+    if "/torch/optim/" in path:
+        return RAISED_IN_OPTIM
+    # Third-party packages count as the user's code for the site (docs/report-model.md), but a
+    # graph_break() they call is theirs to remove, not the user's.
+    if not is_user_file(filename) or "/site-packages/" in path or "/dist-packages/" in path:
+        return RAISED_IN_LIBRARY
+    return ""
 
 
 def without_dynscope(parsed: ParsedBreak) -> ParsedBreak:

@@ -20,6 +20,7 @@ from dynscope._capture.coverage import with_coverage
 from dynscope._capture.guard_check import describe_call, with_all_failures
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip, few
+from dynscope._model.base import _Live
 from dynscope._torch.distributed import rank_info
 from dynscope._torch.profiler import OWN_MARK, CoverageRecorder
 from dynscope._torch.trace import TraceCollector
@@ -345,25 +346,58 @@ def report(
     call_list = normalise_calls(model, inputs, calls)
     _check_options(dynamic, timing_options)
     model, note = check_model(model)
-    notes = [note] if note else []
-    # A program that compiles parts of itself (a per-block compile, HF's compiled forward)
-    # is run as it is: compiling it whole would trace through its compiled parts into
-    # graphs and breaks its own run never has.
     parts = _torch.compiled_parts(model)
+    memory = _memory_option(memory, timing)
+    if timing or memory:
+        from dynscope._capture.timing_options import device_of, validate_modes
+
+        validate_modes(modes, device_of([c[0] for c in call_list] + [c[1] for c in call_list]))
+    notes, coverage, timing, memory = _planned(note, parts, coverage=coverage, timing=timing, memory=memory)
+    state = _torch.restored_model_state(model) if restore_state else contextlib.nullcontext()
+    with _REPORT_LOCK, state:
+        rep = _report_locked(
+            model, call_list, inner=inner, dynamic=dynamic, timing=timing, modes=modes,
+            timing_options=timing_options, coverage=coverage, notes=notes, memory=memory,
+            whole=not parts,
+        )
+    if parts and not rep.frames:
+        rep = replace(rep, notes=(*rep.notes, (
+            "nothing compiled during the calls: your program's compiled parts had been compiled before "
+            "report() ran (their cached code ran); report on a fresh program, or call "
+            "torch._dynamo.reset() first")))
+    # Kept beside the model (never saved) so dynscope.advise(rep) can rerun the same program the
+    # same way (the options timing does not decide). Set as the report is made: a made Report
+    # is never changed.
+    options = {"inner": inner, "dynamic": dynamic, "coverage": coverage, "restore_state": restore_state}
+    return replace(rep, _subject=_Live((model, call_list, options)))
+
+
+def _memory_option(memory: bool | None, timing: bool) -> bool:
+    """report()'s ``memory``: None follows ``timing``; anything but a bool is an InputError."""
+    if memory is None:
+        memory = timing
+    if not isinstance(memory, bool):
+        raise InputError(f"memory must be True, False or None; got {type(memory).__name__} {_short_repr(memory)}")
+    return memory
+
+
+def _planned(
+    note: str, parts: tuple[str, ...], *, coverage: bool, timing: bool, memory: bool
+) -> tuple[tuple[str, ...], bool, bool, bool]:
+    """The notes report() starts with, and what it measures after all: (notes, coverage,
+    timing, memory).
+
+    ``parts``: what the program compiles of itself. It is run as it is: compiling it whole
+    would trace through its compiled parts into graphs and breaks its own run never has;
+    nor is it timed, which compares the program compiled whole with eager.
+    """
+    notes = [note] if note else []
     if parts:
         notes.append(
             f"your program compiles parts of itself ({few(parts, 4)}): report() ran it as it is and "
             "reports what those compiles did, with the options you gave them, as dynscope.capture() "
             "would; it did not compile the whole program around them (pass the uncompiled program for that)"
         )
-    if memory is None:
-        memory = timing
-    if not isinstance(memory, bool):
-        raise InputError(f"memory must be True, False or None; got {type(memory).__name__} {_short_repr(memory)}")
-    if timing or memory:
-        from dynscope._capture.timing_options import device_of, validate_modes
-
-        validate_modes(modes, device_of([c[0] for c in call_list] + [c[1] for c in call_list]))
     if coverage and _torch.profiler_running():
         coverage = False
         notes.append(
@@ -374,23 +408,7 @@ def report(
         timing = memory = False
         notes.append("timing and memory not measured: they compare the program compiled whole with eager, "
                      "and this program compiles only its parts")
-    state = _torch.restored_model_state(model) if restore_state else contextlib.nullcontext()
-    with _REPORT_LOCK, state:
-        rep = _report_locked(
-            model, call_list, inner=inner, dynamic=dynamic, timing=timing, modes=modes,
-            timing_options=timing_options, coverage=coverage, notes=tuple(notes), memory=memory,
-            whole=not parts,
-        )
-    if parts and not rep.frames:
-        rep = replace(rep, notes=(*rep.notes, (
-            "nothing compiled during the calls: your program's compiled parts had been compiled before "
-            "report() ran (their cached code ran); report on a fresh program, or call "
-            "torch._dynamo.reset() first")))
-    # Kept beside the model (never saved) so dynscope.advise(rep) can rerun the same program the
-    # same way (the options timing does not decide).
-    options = {"inner": inner, "dynamic": dynamic, "coverage": coverage, "restore_state": restore_state}
-    rep._subject.value = (model, call_list, options)
-    return rep
+    return tuple(notes), coverage, timing, memory
 
 
 def _report_locked(

@@ -252,28 +252,9 @@ def _time_graph(
     symbolic = rec.module if rec.dynamic else None
     recorder = LoweringRecorder() if graph is not None and build is None else None
     subject = _Subject(rec, copy.deepcopy(rec.module), inputs, device, clock, rec.grad_enabled)
-    compile_s = build.seconds if build is not None else 0.0
     try:
-        if build is not None:
-            compiled = build.compiled
-        else:
-            with builds.timed(), recorder.recording() if recorder is not None else contextlib.nullcontext():
-                compiled = own_build(rec, inputs, mode, symbolic, grad=subject.grad)
-                subject.call(compiled)()  # the first run (autotuning, loading) is part of the compile cost
-                clock.sync()
-            compile_s = builds.seconds
-        numerics_mode, checker = "default", compiled
-        with torch.set_grad_enabled(subject.grad):
-            if is_random(written.fresh(subject.gm), inputs, device):
-                # Inductor draws random numbers its own way (philox): even under one seed its
-                # dropout masks are not eager's. Judge numerics on a build whose random ops
-                # call eager's kernels; the times below stay those of the normal build.
-                numerics_mode = "fallback_random"
-                with builds.timed():
-                    checker = own_build(rec, inputs, mode, symbolic, grad=subject.grad, eager_random=True)
-                    seeded(checker, inputs, device)  # its first run, as for the timed build
-            expected = seeded(written.fresh(subject.gm), inputs, device)
-            got = seeded(written.fresh(checker), inputs, device)
+        compiled, compile_s = _built(subject, mode, symbolic, builds, recorder, build)
+        numerics_mode, checker, expected, got = _numerics_runs(subject, compiled, mode, symbolic, written, builds)
     except Exception as err:  # noqa: BLE001 - reported in the timing, the report goes on
         # Nothing was compared: a failed graph never claims matching numerics.
         return (
@@ -319,6 +300,52 @@ def _time_graph(
         generated = [k for k in lowering.kernels if k.kind in ("cpp", "triton")]
         timing = replace(timing, kernels=len(generated))
     return replace(timing, **builds.fields()), lowering
+
+
+def _built(
+    subject: _Subject,
+    mode: str,
+    symbolic: Any,
+    builds: Builds,
+    recorder: LoweringRecorder | None,
+    build: Build | None,
+) -> tuple[Callable[..., Any], float]:
+    """The build the graph is timed on and its compile seconds: torch.compile's ``build``,
+    else one of dynscope's, made now (logged to ``recorder``) and run once."""
+    if build is not None:
+        return build.compiled, build.seconds
+    rec, inputs = subject.rec, subject.inputs
+    with builds.timed(), recorder.recording() if recorder is not None else contextlib.nullcontext():
+        compiled = own_build(rec, inputs, mode, symbolic, grad=subject.grad)
+        subject.call(compiled)()  # the first run (autotuning, loading) is part of the compile cost
+        subject.clock.sync()
+    return compiled, builds.seconds
+
+
+def _numerics_runs(
+    subject: _Subject,
+    compiled: Callable[..., Any],
+    mode: str,
+    symbolic: Any,
+    written: Written,
+    builds: Builds,
+) -> tuple[str, Callable[..., Any], Any, Any]:
+    """One seeded run of each side for numerics: (numerics mode, the build judged, eager's
+    outputs, the build's), in the graph's grad mode."""
+    rec, inputs, device = subject.rec, subject.inputs, subject.device
+    numerics_mode, checker = "default", compiled
+    with torch.set_grad_enabled(subject.grad):
+        if is_random(written.fresh(subject.gm), inputs, device):
+            # Inductor draws random numbers its own way (philox): even under one seed its
+            # dropout masks are not eager's. Judge numerics on a build whose random ops
+            # call eager's kernels; the times stay those of the normal build.
+            numerics_mode = "fallback_random"
+            with builds.timed():
+                checker = own_build(rec, inputs, mode, symbolic, grad=subject.grad, eager_random=True)
+                seeded(checker, inputs, device)  # its first run, as for the timed build
+        expected = seeded(written.fresh(subject.gm), inputs, device)
+        got = seeded(written.fresh(checker), inputs, device)
+    return numerics_mode, checker, expected, got
 
 
 def own_build(

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynscope._model import GuardFailure
+from dynscope._model import Cause, GuardFailure
+from dynscope._model import causes as k
+from dynscope._torch import records
 from dynscope._torch.shape_text import size_terms, source_words, tensor_guard, value_guard
 
 if TYPE_CHECKING:
@@ -80,26 +82,27 @@ def _tensor_failures(entry: str, name: str, guard: dict[str, Any], now: Describe
     _, dtype, _device, requires_grad, sizes, strides = now
     out: list[GuardFailure] = []
 
-    def fail(what: str, said: str, then: object, came: object) -> None:
-        out.append(GuardFailure(entry, f"tensor '{name}' {what}", f"input {name} {said}", str(then), str(came), "dynscope"))
+    def fail(what: str, kind: str, then: object, came: object, dim: str = "", said: bool = True) -> None:
+        # ``said``: the values go into the cause's words too (requires_grad's do not).
+        cause = Cause(kind, name, dim, str(then) if said else "", str(came) if said else "", checked=True)
+        out.append(GuardFailure(entry, f"tensor '{name}' {what}", cause, str(then), str(came), "dynscope"))
 
     if guard.get("dtype") and guard["dtype"] != dtype:
-        then, came = guard["dtype"].removeprefix("torch."), dtype.removeprefix("torch.")
-        fail("dtype mismatch", f"changed dtype: compiled for {then}, called with {came}", then, came)
+        fail("dtype mismatch", k.DTYPE, guard["dtype"].removeprefix("torch."), dtype.removeprefix("torch."))
     if "requires_grad" in guard and guard["requires_grad"] != requires_grad:
-        fail("requires_grad mismatch", "changed requires_grad", guard["requires_grad"], requires_grad)
+        fail("requires_grad mismatch", k.REQUIRES_GRAD, guard["requires_grad"], requires_grad, said=False)
     want = guard.get("size")
     if want is not None and len(want) != len(sizes):
-        fail("rank mismatch", f"changed number of dims: compiled for {len(want)}, called with {len(sizes)}", len(want), len(sizes))
+        fail("rank mismatch", k.RANK, len(want), len(sizes))
         return out
     for i, (a, b) in enumerate(zip(want or (), sizes, strict=False)):
         if a is not None and a != b:
-            fail(f"size mismatch at index {i}", f"changed size in dim {i}: compiled for {a}, called with {b}", a, b)
+            fail(f"size mismatch at index {i}", k.SIZE, a, b, str(i))
     stride = guard.get("stride")
     if stride is not None and len(stride) == len(strides):
         for i, (a, b) in enumerate(zip(stride, strides, strict=True)):
             if a is not None and a != b:
-                fail(f"stride mismatch at index {i}", f"changed strides (dim {i}): compiled for stride {a}, called with {b}", a, b)
+                fail(f"stride mismatch at index {i}", k.STRIDE, a, b, str(i))
     return out
 
 
@@ -121,14 +124,14 @@ def entry_checks(guards: Iterable[Guard], entry: str, values: Mapping[str, Descr
             then = g.detail.rsplit("==", 1)[-1].strip()
             checked = True
             if then != str(now[1]):
-                out.append(GuardFailure(entry, g.detail, f"length of {source_words(g.source)} changed: compiled for {then} "
-                                        f"items, called with {now[1]}", then, str(now[1]), "dynscope"))
+                cause = Cause(k.LENGTH, source_words(g.source), then=then, now=str(now[1]), checked=True)
+                out.append(GuardFailure(entry, g.detail, cause, then, str(now[1]), "dynscope"))
         elif g.kind == "EQUALS_MATCH" and now[0] == "value":
             then = g.detail.rsplit("==", 1)[-1].strip()
             checked = True
             if then != now[1]:
-                out.append(GuardFailure(entry, g.detail, f"Python value {source_words(g.source)} changed: compiled for {then}, called with {now[1]}",
-                                        then, now[1], "dynscope"))
+                cause = Cause(k.VALUE, source_words(g.source), then=then, now=now[1], checked=True)
+                out.append(GuardFailure(entry, g.detail, cause, then, now[1], "dynscope"))
     return out if checked else None
 
 
@@ -175,7 +178,7 @@ def with_all_failures(
         by_entry.setdefault(g.compile_id, []).append(g)
     call_of: dict[str, int] = {}
     for index, ev in enumerate(events):
-        if ev.name == "compilation_metrics" and ev.compile_id in raw_to_new:
+        if ev.name == records.COMPILATION_METRICS and ev.compile_id in raw_to_new:
             call_of.setdefault(raw_to_new[ev.compile_id], bisect.bisect_right(call_starts, index) - 1)
     recompiles = []
     for r in rep.recompiles:

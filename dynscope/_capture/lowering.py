@@ -37,15 +37,13 @@ from dynscope._model import (
     TensorMeta,
 )
 from dynscope._torch import lowering_text as lt
+from dynscope._torch import records
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
     from dynscope._torch.profiler import KernelTimes
     from dynscope._torch.trace import TraceEvent
-
-_AOT_EVENTS = {"aot_forward_graph": "forward", "aot_backward_graph": "backward", "aot_inference_graph": "inference"}
-
 
 @dataclass
 class _Unit:
@@ -85,28 +83,28 @@ def split_units(events: Sequence[TraceEvent]) -> tuple[dict[str, str], list[_Uni
     pending_post_grad = lt.GraphText()
     pending_collectives: tuple[str, ...] = ()
     for ev in events:
-        if ev.name in _AOT_EVENTS:
-            aot.setdefault(_AOT_EVENTS[ev.name], ev.payload)
-        elif ev.name == "inductor_post_grad_graph":
+        if ev.name in records.AOT_GRAPHS:
+            aot.setdefault(records.AOT_GRAPHS[ev.name], ev.payload)
+        elif ev.name == records.INDUCTOR_POST_GRAD_GRAPH:
             pending_post_grad = lt.parse_graph_text(ev.payload)
-        elif ev.name == "inductor_output_code":
+        elif ev.name == records.INDUCTOR_OUTPUT_CODE:
             units.append(_Unit(post_grad=pending_post_grad, code=ev.payload, collectives=pending_collectives))
             pending_post_grad, pending_collectives = lt.GraphText(), ()
-        elif ev.name == "chromium_event":
+        elif ev.name == records.CHROMIUM_EVENT:
             step = lt.read_chromium(ev.payload)
             if step is not None:
                 steps.append(step)
-        elif ev.name in lt.CACHE_ARTIFACTS:
-            which, status = lt.CACHE_ARTIFACTS[ev.name]
+        elif ev.name in records.CACHE_RESULTS:
+            which, status = records.CACHE_RESULTS[ev.name]
             if which == "aot_autograd":
                 aot_cache = status
             elif units:
                 units[-1].cache = status
-        elif ev.name == "inductor_collective_schedule":  # logged while scheduling, before the code
+        elif ev.name == records.INDUCTOR_COLLECTIVE_SCHEDULE:  # logged while scheduling, before the code
             pending_collectives = lt.read_collective_schedule(ev.payload)
-        elif units and ev.name == "inductor_provenance_tracking_node_mappings":
+        elif units and ev.name == records.PROVENANCE_NODE_MAPPINGS:
             units[-1].provenance = lt.read_provenance(ev.payload)
-        elif units and ev.name == "inductor_provenance_tracking_kernel_stack_traces":
+        elif units and ev.name == records.PROVENANCE_KERNEL_STACK_TRACES:
             units[-1].lines = lt.read_kernel_lines(ev.payload)
     return aot, units, steps, aot_cache
 
@@ -129,24 +127,7 @@ def build_lowering(
     """
     aot, units, steps, aot_cache = split_units(events)
     if not units:
-        if not aot:
-            return None
-        # AOTAutograd ran but handed Inductor nothing: every output is an input, a view of
-        # one or a constant (``loss.detach()``), so there is no code and no kernel.
-        only = next(iter(aot))
-        return Lowering(
-            mode=mode,
-            source=source,
-            forward=_aot_graph(aot[only], only),
-            mapped_share=1.0,
-            cache=(("aot_autograd", aot_cache),) if aot_cache else (),
-            phases=_phases(steps, source),
-            notes=(
-                *notes,
-                "Inductor generated no code for this graph: nothing in it computes (its outputs are "
-                "its inputs, views of them or constants)",
-            ),
-        )
+        return _without_code(aot, aot_cache, steps, mode=mode, source=source, notes=notes) if aot else None
     training = "backward" in aot or len(units) > 1
     kinds = ["forward", "backward"] if training else ["inference"]
     forward = _aot_graph(aot.get("forward") or aot.get("inference") or "", "forward" if training else "inference")
@@ -157,84 +138,26 @@ def build_lowering(
         saved = _saved(backward_text) if backward_text.nodes else None
 
     call_nodes = {n.name: n for n in graph.nodes if n.op.startswith("call_")}
-    by_line: dict[tuple[str, int], list[str]] = {}
-    for n in call_nodes.values():
-        if n.filename:
-            by_line.setdefault((n.filename, n.lineno), []).append(n.name)
-
-    # Graphs known only from the trace have no nodes: the forward's post-grad nodes carry
-    # their user line and their Dynamo node, which ties a line to its nodes just as well.
-    for pn in units[0].post_grad.nodes:
-        for pre in units[0].provenance.post_to_pre.get(pn.name, ()):
-            if pn.filename and pre not in by_line.get((pn.filename, pn.lineno), ()):
-                by_line.setdefault((pn.filename, pn.lineno), []).append(pre)
-
-    # Kernel shares are of the timer's median of this build when known, else of the profile;
-    # of the profiled run when that was slower (a busy machine during profiling): a kernel
-    # never takes more than the run it is in.
-    profiled = times.profiled_ms if times is not None else None
-    whole = measured_ms if measured_ms is not None else profiled
-    if whole is not None and profiled is not None:
-        whole = max(whole, profiled)
+    ties = _Ties(aot, call_nodes, _nodes_by_line(call_nodes, units[0]), times, _whole_ms(times, measured_ms))
     kernels: list[Kernel] = []
     out_notes = list(notes)
     for index, unit in enumerate(units[: len(kinds)]):
-        kind = kinds[index]
         calls = lt.kernel_calls(unit.code)
         if not calls and lt.calls_kernels(unit.code):
             out_notes.append(
-                f"the {kind} output code marks no kernel calls (provenance tracking off or not in this torch): "
-                "its kernels are not listed"
+                f"the {kinds[index]} output code marks no kernel calls (provenance tracking off or not in this "
+                "torch): its kernels are not listed"
             )
         post = unit.post_grad.by_name()
-        for key, line in calls:
-            name, _ = lt.split_handle(key)
-            kkind = lt.kernel_kind(name)
-            post_nodes = unit.provenance.kernel_to_post.get(key, ())
-            if post_nodes:
-                nodes = _unique(p for pn in post_nodes for p in unit.provenance.post_to_pre.get(pn, ()))
-                ops = _unique(
-                    _short_op(post[pn].target) for pn in post_nodes if pn in post and not lt.is_view(post[pn].target)
-                )
-            else:
-                nodes = _unique(n for where in unit.lines.get(key, ()) for n in by_line.get(where, ()))
-                ops = ()
-            if kkind in ("extern", "fallback"):
-                ops = (lt.kernel_op(name),)
-            elif not ops:
-                ops = lt.name_ops(name, _vocabulary(aot, unit))
-            lines = unit.lines.get(key, ())
-            if not lines:
-                lines = tuple(
-                    dict.fromkeys((call_nodes[n].filename, call_nodes[n].lineno) for n in nodes if n in call_nodes and call_nodes[n].filename)
-                )
-            ms = times.ms.get((index, key)) if times is not None else None
-            share = ms / whole if ms is not None and whole else None
-            kernels.append(
-                Kernel(
-                    name=name,
-                    kind=kkind,
-                    graph=kind,
-                    aten_ops=ops,
-                    nodes=nodes,
-                    source_lines=tuple(f"{f}:{ln}" for f, ln in lines),
-                    time_ms=ms if ms is not None else (0.0 if times is not None else None),
-                    share=share if share is not None else (0.0 if times is not None else None),
-                    code_line=line,
-                )
-            )
+        kernels += [ties.kernel(index, kinds[index], unit, post, key, line) for key, line in calls]
     if len(units) > len(kinds):
         out_notes.append(f"{len(units) - len(kinds)} more Inductor compile(s) for this graph were not read")
 
     mapped, unmapped = _mapped(units[0], call_nodes)
     if units[0].provenance.empty:
         out_notes.append("Inductor logged no node mapping for this graph: mapped_share is 0")
-    cache: list[tuple[str, str]] = []
-    if aot_cache:
-        cache.append(("aot_autograd", aot_cache))
-    for index, unit in enumerate(units[: len(kinds)]):
-        if unit.cache:
-            cache.append((f"fx_graph {kinds[index]}", unit.cache))
+    cache = [("aot_autograd", aot_cache)] if aot_cache else []
+    cache += [(f"fx_graph {kinds[i]}", unit.cache) for i, unit in enumerate(units[: len(kinds)]) if unit.cache]
     return Lowering(
         mode=mode,
         source=source,
@@ -253,6 +176,101 @@ def build_lowering(
         notes=tuple(out_notes),
         collective_schedule=tuple(c for unit in units[: len(kinds)] for c in unit.collectives),
     )
+
+
+def _without_code(
+    aot: dict[str, str], aot_cache: str, steps: list[tuple[str, str, float]], *, mode: str, source: str,
+    notes: Sequence[str],
+) -> Lowering:
+    """The lowering of a graph AOTAutograd ran on but handed Inductor nothing: every output
+    is an input, a view of one or a constant (``loss.detach()``), so there is no code and no
+    kernel."""
+    only = next(iter(aot))
+    return Lowering(
+        mode=mode,
+        source=source,
+        forward=_aot_graph(aot[only], only),
+        mapped_share=1.0,
+        cache=(("aot_autograd", aot_cache),) if aot_cache else (),
+        phases=_phases(steps, source),
+        notes=(
+            *notes,
+            "Inductor generated no code for this graph: nothing in it computes (its outputs are "
+            "its inputs, views of them or constants)",
+        ),
+    )
+
+
+def _nodes_by_line(call_nodes: dict[str, Node], first: _Unit) -> dict[tuple[str, int], list[str]]:
+    """(file, line) -> the Dynamo call nodes made on it: from the graph's nodes, and, for
+    graphs known only from the trace (no nodes), from the forward's post-grad nodes, which
+    carry their user line and their Dynamo node and tie a line to its nodes just as well."""
+    by_line: dict[tuple[str, int], list[str]] = {}
+    for n in call_nodes.values():
+        if n.filename:
+            by_line.setdefault((n.filename, n.lineno), []).append(n.name)
+    for pn in first.post_grad.nodes:
+        for pre in first.provenance.post_to_pre.get(pn.name, ()):
+            if pn.filename and pre not in by_line.get((pn.filename, pn.lineno), ()):
+                by_line.setdefault((pn.filename, pn.lineno), []).append(pre)
+    return by_line
+
+
+def _whole_ms(times: KernelTimes | None, measured_ms: float | None) -> float | None:
+    """What kernel shares are of: the timer's median of this build when known, else the
+    profile; the profiled run when that was slower (a busy machine during profiling): a
+    kernel never takes more than the run it is in."""
+    profiled = times.profiled_ms if times is not None else None
+    whole = measured_ms if measured_ms is not None else profiled
+    if whole is not None and profiled is not None:
+        whole = max(whole, profiled)
+    return whole
+
+
+@dataclass(frozen=True)
+class _Ties:
+    """What ties one graph's kernels to its Dynamo nodes, lines, ops and times."""
+
+    aot: dict[str, str]  # the AOT graph texts by kind
+    call_nodes: dict[str, Node]  # the Dynamo graph's call nodes by name
+    by_line: dict[tuple[str, int], list[str]]  # (file, line) -> Dynamo nodes made on it
+    times: KernelTimes | None
+    whole: float | None  # what shares are of (ms)
+
+    def kernel(self, index: int, kind: str, unit: _Unit, post: dict[str, lt.GraphNode], key: str, line: int) -> Kernel:
+        """The kernel called as ``key`` ("name:n") on ``line`` of unit ``index``'s code
+        (``post``: its post-grad nodes by name)."""
+        name, _ = lt.split_handle(key)
+        kkind = lt.kernel_kind(name)
+        post_nodes = unit.provenance.kernel_to_post.get(key, ())
+        if post_nodes:
+            nodes = _unique(p for pn in post_nodes for p in unit.provenance.post_to_pre.get(pn, ()))
+            ops = _unique(_short_op(post[pn].target) for pn in post_nodes if pn in post and not lt.is_view(post[pn].target))
+        else:
+            nodes = _unique(n for where in unit.lines.get(key, ()) for n in self.by_line.get(where, ()))
+            ops = ()
+        if kkind in ("extern", "fallback"):
+            ops = (lt.kernel_op(name),)
+        elif not ops:
+            ops = lt.name_ops(name, _vocabulary(self.aot, unit))
+        lines = unit.lines.get(key, ()) or tuple(dict.fromkeys(
+            (self.call_nodes[n].filename, self.call_nodes[n].lineno)
+            for n in nodes if n in self.call_nodes and self.call_nodes[n].filename
+        ))
+        timed = self.times is not None
+        ms = self.times.ms.get((index, key)) if self.times is not None else None
+        share = ms / self.whole if ms is not None and self.whole else None
+        return Kernel(
+            name=name,
+            kind=kkind,
+            graph=kind,
+            aten_ops=ops,
+            nodes=nodes,
+            source_lines=tuple(f"{f}:{ln}" for f, ln in lines),
+            time_ms=ms if ms is not None else (0.0 if timed else None),
+            share=share if share is not None else (0.0 if timed else None),
+            code_line=line,
+        )
 
 
 def _phases(steps: list[tuple[str, str, float]], source: str) -> tuple[tuple[str, float], ...]:
@@ -295,7 +313,7 @@ def compile_times(frames: Sequence[Frame], events: Sequence[TraceEvent]) -> tupl
     """
     steps: dict[str, list[tuple[str, str, float]]] = {}
     for ev in events:
-        if ev.name == "chromium_event":
+        if ev.name == records.CHROMIUM_EVENT:
             step = lt.read_chromium(ev.payload)
             if step is not None:
                 steps.setdefault(ev.compile_id, []).append(step)
@@ -510,22 +528,22 @@ def ahead_of_time_graph(gid: int, events: Sequence[TraceEvent]) -> Graph | None:
     without a compile id: the exported graph as AOTAutograd handed it to Inductor, the kernels
     AOTInductor's C++ wrapper calls (with the nodes and ATen ops it names), its compile steps;
     None when the events hold no such graph."""
-    graph_ev = next((e for e in events if e.name in ("aot_inference_graph", "aot_forward_graph")), None)
+    graph_ev = next((e for e in events if e.name in (records.AOT_INFERENCE_GRAPH, records.AOT_FORWARD_GRAPH)), None)
     if graph_ev is None:
         return None
-    kind = "inference" if graph_ev.name == "aot_inference_graph" else "forward"
+    kind = records.AOT_GRAPHS[graph_ev.name]
     aot = _aot_graph(graph_ev.payload, kind)
     if aot is None:
         return None
-    wrapper = next((e.payload for e in events if e.name == "inductor_aot_wrapper_code"), "")
-    kernel_code = next((e.payload for e in events if e.name == "inductor_aot_kernel_code"), "")
+    wrapper = next((e.payload for e in events if e.name == records.INDUCTOR_AOT_WRAPPER_CODE), "")
+    kernel_code = next((e.payload for e in events if e.name == records.INDUCTOR_AOT_KERNEL_CODE), "")
     vocabulary = lt.aten_vocabulary()
     kernels = tuple(
         Kernel(name=k.name, kind=k.kind, graph=kind, aten_ops=k.aten_ops or lt.name_ops(k.name, vocabulary),
                nodes=k.nodes, code_line=k.line)
         for k in lt.aot_wrapper_kernels(wrapper)
     )
-    steps = [st for e in events if e.name == "chromium_event" and (st := lt.read_chromium(e.payload))]
+    steps = [st for e in events if e.name == records.CHROMIUM_EVENT and (st := lt.read_chromium(e.payload))]
     mapped = {n for k in kernels for n in k.nodes}
     computing = [n.name for n in aot.nodes if n.op == "call_function" and not lt.is_view(n.target)]
     low = Lowering(

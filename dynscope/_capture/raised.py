@@ -1,9 +1,13 @@
-"""What raised, in one line: the one error format every trial and timing failure is shown in."""
+"""What raised, in one line: the one error format every trial and timing failure is shown in;
+and where in the user's code it was raised (``dynscope.raised_at``)."""
 
 from __future__ import annotations
 
+import traceback
+
 from dynscope._errors import CaptureError
 from dynscope._format import clip
+from dynscope._torch.registry import is_user_file
 
 #: Longest error text kept (Inductor errors can run to pages).
 MAX_CHARS = 300
@@ -18,3 +22,26 @@ def what_raised(err: BaseException) -> str:
     cause = err.__cause__ if isinstance(err, CaptureError) and err.__cause__ is not None else err
     lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
     return clip(f"{type(cause).__name__}: " + " ".join(lines[:2]), MAX_CHARS)
+
+
+def raised_at(err: BaseException) -> str:
+    """Where in your code ``err`` was raised: ``at file:line in function :: code`` for the
+    innermost frame of its traceback outside torch, dynscope and the Python standard
+    library (third-party packages count as yours), or "" when no frame is.
+
+    For a :class:`dynscope.CaptureError`, pass its cause (``err.__cause__``): the model's
+    own exception. Torch-free: which files are torch's is found without importing it.
+
+    Example:
+        >>> try:
+        ...     dynscope.report(model, x)
+        ... except dynscope.CaptureError as err:
+        ...     print(dynscope.raised_at(err.__cause__))
+        at models.py:12 in forward :: return x.item() > 0
+    """
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if is_user_file(f.filename)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    code = f" :: {f.line.strip()}" if f.line else ""
+    return f"at {f.filename}:{f.lineno} in {f.name}{code}"

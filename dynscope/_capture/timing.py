@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     from dynscope._capture.backend import RecordedGraph
+    from dynscope._model import Graph
 
 __all__ = ["time_report"]
 
@@ -201,134 +202,170 @@ def time_report(
     mode_list = validate_modes(modes, device)
     if not timing:  # memory alone: the first mode's builds
         mode_list = mode_list[:1]
-    show = Progress("timing" if timing else "memory", show=opts.progress)
-    say = show.phase
-    budget = Budget(opts.budget_s)
-    skipped: list[str] = []  # what the budget cut, for the notes
-    cost = Cost()
-    if capture_s:
-        cost.add("capture", capture_s)
-    # Matched by the live GraphModule: compile ids in the report are renumbered.
-    by_module = {id(r.module): r for r in recorded}
-    subjects = [(g, by_module.get(id(g.module)) if g.module is not None else None) for g in rep.graphs]
-    timed = [(g, r) for g, r in subjects if r is not None]
-    # Read before any build: Inductor's compile workers would count as load.
-    machine = read_machine()
-    timings: dict[int, list[Timing]] = {g.id: [] for g, _ in timed}
-    lowerings: dict[int, Lowering] = {}
-    memories: dict[int, GraphMemory] = {}
-    memory_builds = Builds(cost)  # memory's own builds of graphs torch.compile did not make
-    program_mem: ProgramMemory | None = None
-    e2e: list[ModeTiming] = []
-    reused = rebuilt = 0
-    failed: list[str] = []
+    run = _Run(rep, model, recorded, opts, timing=timing, memory=memory, capture_s=capture_s)
     # Timing runs random ops (dropout) many times: leave the user's RNG streams as found.
     with (
         _torch.inductor_cache_dir(opts.cache_dir),
         torch.random.fork_rng(devices=cuda_devices(device)),
         _as_captured(model, recorded),
-        spending(budget),
+        spending(run.budget),
     ):
         for first, mode in enumerate(mode_list):
-            if first and budget.spent():
-                skipped.append(f"mode {mode} not compiled nor measured")
+            if first and run.budget.spent():
+                run.skipped.append(f"mode {mode} not compiled nor measured")
                 continue
-            program = _Program(model, calls, mode, Clock(device), dynamic=dynamic)
-            # Attached for the whole mode: a backward compiles at its graph's first backward.
-            recorder = LoweringRecorder()
-            with _torch.DynamoSandbox(model) as sandbox, recorder.recording():
-                say(f"compiling the program with Inductor (mode {mode}), first call")
-                with cost.phase("compile"):
-                    program.compile(sandbox)
-                if program.error:
-                    failed.append(f"timing: torch.compile of the program with Inductor failed (mode {mode}): "
-                                  f"{program.error}; each graph was built apart")
-                shared = program.builds.shared_ids()
-                for k, (g, rec) in enumerate(timed, 1):
-                    assert rec is not None
-                    if budget.spent():
-                        skipped.append(f"mode {mode}: {plural(len(timed) - k + 1, 'graph')} not measured "
-                                       f"(graph {g.id} on)")
-                        break
-                    build = program.builds.take(rec)
-                    how = "torch.compile's build" if build is not None else "a build of dynscope's"
-                    say(f"graph {k}/{len(timed)} ({g.frame}), mode {mode}: timing on {how}")
-                    if build is not None:
-                        reused += 1
-                    else:
-                        rebuilt += 1
-                    events = _events_of(recorder, build.compile_id, shared) if build is not None else None
-                    if timing:
-                        with cost.phase("graph runs"):
-                            timed_graph, lowered = time_graph_lowered(
-                                rec, mode, opts, g if first == 0 else None,
-                                machine=machine, build=build, events=events, cost=cost,
-                            )
-                        timings[g.id].append(timed_graph)
-                        if lowered is not None and g.id not in lowerings:  # the first mode's build is shown
-                            lowerings[g.id] = lowered
-                    if memory and first == 0:
-                        say(f"graph {k}/{len(timed)} ({g.frame}), mode {mode}: memory")
-                        with cost.phase("memory runs"):
-                            memories[g.id], lowered = measure_graph(
-                                rec, mode, g if g.id not in lowerings else None,
-                                build=build, events=events, builds=memory_builds,
-                                backward_compiled=timing and opts.backward,
-                            )
-                        if lowered is not None:
-                            lowerings[g.id] = lowered
-                if (memory and first == 0) or (timing and opts.end_to_end):
-                    if budget.spent():
-                        skipped.append(f"mode {mode}: the whole program not measured end to end")
-                        continue
-                if memory and first == 0:
-                    say(f"whole program, mode {mode}: memory")
-                    with cost.phase("memory runs"):
-                        program_mem = program.memory(warm=not timing)
-                if timing and opts.end_to_end:
-                    say(f"whole program, mode {mode}: timing")
-                    graphs_now = tuple(replace(g, timings=tuple(timings.get(g.id, ()))) for g in rep.graphs)
-                    # Forward runs, plus the backward of each run whose backward ran (a step).
-                    _, in_graphs, _ = replace(rep, graphs=graphs_now).graphs_ms(mode)
-                    with cost.phase("program runs"):
-                        e2e.append(program.time(opts, in_graphs))
-    graphs = tuple(
-        replace(
-            g,
-            timings=tuple(timings[g.id]),
-            lowering=lowerings.get(g.id, g.lowering),
-            memory=memories.get(g.id, g.memory),
+            run.mode(first, _Program(model, calls, mode, Clock(device), dynamic=dynamic))
+    return run.result()
+
+
+class _Run:
+    """One time_report(): its options and budget, the cost by phase, and what each mode
+    measured so far (per graph, then the whole program)."""
+
+    def __init__(self, rep: Report, model: Callable[..., Any], recorded: list[RecordedGraph], opts: TimingOptions,
+                 *, timing: bool, memory: bool, capture_s: float) -> None:
+        self.rep, self.model, self.opts, self.timing, self.memory = rep, model, opts, timing, memory
+        self.show = Progress("timing" if timing else "memory", show=opts.progress)
+        self.budget = Budget(opts.budget_s)
+        self.skipped: list[str] = []  # what the budget cut, for the notes
+        self.cost = Cost()
+        if capture_s:
+            self.cost.add("capture", capture_s)
+        # Matched by the live GraphModule: compile ids in the report are renumbered.
+        by_module = {id(r.module): r for r in recorded}
+        subjects = [(g, by_module.get(id(g.module)) if g.module is not None else None) for g in rep.graphs]
+        self.timed = [(g, r) for g, r in subjects if r is not None]
+        # Read before any build: Inductor's compile workers would count as load.
+        self.machine = read_machine()
+        self.timings: dict[int, list[Timing]] = {g.id: [] for g, _ in self.timed}
+        self.lowerings: dict[int, Lowering] = {}
+        self.memories: dict[int, GraphMemory] = {}
+        self.memory_builds = Builds(self.cost)  # memory's own builds of graphs torch.compile did not make
+        self.program_mem: ProgramMemory | None = None
+        self.e2e: list[ModeTiming] = []
+        self.reused = self.rebuilt = 0
+        self.failed: list[str] = []
+
+    def mode(self, first: int, program: _Program) -> None:
+        """One mode: the program compiled (its first call), each graph on its build, then the
+        whole program. ``first`` is 0 for the first mode (the one memory and lowerings use)."""
+        mode = program.builds.mode
+        # Attached for the whole mode: a backward compiles at its graph's first backward.
+        recorder = LoweringRecorder()
+        with _torch.DynamoSandbox(self.model) as sandbox, recorder.recording():
+            self.show.phase(f"compiling the program with Inductor (mode {mode}), first call")
+            with self.cost.phase("compile"):
+                program.compile(sandbox)
+            if program.error:
+                self.failed.append(f"timing: torch.compile of the program with Inductor failed (mode {mode}): "
+                                   f"{program.error}; each graph was built apart")
+            shared = program.builds.shared_ids()
+            for k, (g, rec) in enumerate(self.timed, 1):
+                if self.budget.spent():
+                    self.skipped.append(f"mode {mode}: {plural(len(self.timed) - k + 1, 'graph')} not measured "
+                                        f"(graph {g.id} on)")
+                    break
+                self._graph(first, program, recorder, shared, k, g, rec)
+            self._whole(first, program)
+
+    def _graph(self, first: int, program: _Program, recorder: LoweringRecorder, shared: set[str], k: int,
+               g: Graph, rec: RecordedGraph) -> None:
+        """Graph ``g`` (the ``k``-th timed) on torch.compile's build of it, else one of dynscope's."""
+        mode, timing, say = program.builds.mode, self.timing, self.show.phase
+        build = program.builds.take(rec)
+        how = "torch.compile's build" if build is not None else "a build of dynscope's"
+        say(f"graph {k}/{len(self.timed)} ({g.frame}), mode {mode}: timing on {how}")
+        if build is not None:
+            self.reused += 1
+        else:
+            self.rebuilt += 1
+        events = _events_of(recorder, build.compile_id, shared) if build is not None else None
+        if timing:
+            with self.cost.phase("graph runs"):
+                timed_graph, lowered = time_graph_lowered(
+                    rec, mode, self.opts, g if first == 0 else None,
+                    machine=self.machine, build=build, events=events, cost=self.cost,
+                )
+            self.timings[g.id].append(timed_graph)
+            if lowered is not None and g.id not in self.lowerings:  # the first mode's build is shown
+                self.lowerings[g.id] = lowered
+        if self.memory and first == 0:
+            say(f"graph {k}/{len(self.timed)} ({g.frame}), mode {mode}: memory")
+            with self.cost.phase("memory runs"):
+                self.memories[g.id], lowered = measure_graph(
+                    rec, mode, g if g.id not in self.lowerings else None,
+                    build=build, events=events, builds=self.memory_builds,
+                    backward_compiled=timing and self.opts.backward,
+                )
+            if lowered is not None:
+                self.lowerings[g.id] = lowered
+
+    def _whole(self, first: int, program: _Program) -> None:
+        """The whole program in this mode: its memory (the first mode), then end to end."""
+        mode, memory, timing = program.builds.mode, self.memory and first == 0, self.timing and self.opts.end_to_end
+        if (memory or timing) and self.budget.spent():
+            self.skipped.append(f"mode {mode}: the whole program not measured end to end")
+            return
+        if memory:
+            self.show.phase(f"whole program, mode {mode}: memory")
+            with self.cost.phase("memory runs"):
+                self.program_mem = program.memory(warm=not self.timing)
+        if timing:
+            self.show.phase(f"whole program, mode {mode}: timing")
+            rep = self.rep
+            graphs_now = tuple(replace(g, timings=tuple(self.timings.get(g.id, ()))) for g in rep.graphs)
+            # Forward runs, plus the backward of each run whose backward ran (a step).
+            _, in_graphs, _ = replace(rep, graphs=graphs_now).graphs_ms(mode)
+            with self.cost.phase("program runs"):
+                self.e2e.append(program.time(self.opts, in_graphs))
+
+    def result(self) -> Report:
+        """The report with what was measured, its notes, and where the time went."""
+        rep = self.rep
+        graphs = tuple(
+            replace(
+                g,
+                timings=tuple(self.timings[g.id]),
+                lowering=self.lowerings.get(g.id, g.lowering),
+                memory=self.memories.get(g.id, g.memory),
+            )
+            if g.id in self.timings
+            else g
+            for g in rep.graphs
         )
-        if g.id in timings
-        else g
-        for g in rep.graphs
-    )
-    flat = [t for g in graphs for t in g.timings]
-    # dynscope's own builds, apart from the user's compile (compile_time.total_s).
-    compile_time = replace(
-        rep.compile_time,
-        measure_s=sum(t.build_s for t in flat) + memory_builds.seconds,
-        measure_builds=sum(t.builds for t in flat) + memory_builds.count,
-    )
-    notes = rep.notes + ((machine.contention,) if machine.contention and flat else ())
-    notes += tuple(failed)
-    if budget.cut or skipped:
-        cut = [f"sampling stopped early in {plural(budget.cut, 'measurement')} (fewer samples, less certain medians)"] \
-            if budget.cut else []
-        notes += (f"{'timing' if timing else 'memory'}: the budget of {opts.budget_s:g} s (TimingOptions.budget_s) "
-                  f"was spent: " + "; ".join(cut + skipped),)
-    show.done(f"done in {show.elapsed():.1f} s")
-    if rebuilt and not failed:
-        notes += (
-            f"timing: torch.compile's run built no graph like {rebuilt} of the {reused + rebuilt} graph timings "
-            "(its compile traced the program differently): those graphs were built apart by dynscope",
+        flat = [t for g in graphs for t in g.timings]
+        # dynscope's own builds, apart from the user's compile (compile_time.total_s).
+        compile_time = replace(
+            rep.compile_time,
+            measure_s=sum(t.build_s for t in flat) + self.memory_builds.seconds,
+            measure_builds=sum(t.builds for t in flat) + self.memory_builds.count,
         )
-    return replace(
-        rep,
-        graphs=graphs,
-        timing=tuple(e2e),
-        memory=program_mem if memory else rep.memory,
-        compile_time=compile_time,
-        notes=notes,
-        timing_cost=TimingCost(phases=cost.phases(), reused=reused, rebuilt=rebuilt),
-    )
+        notes = self._notes(bool(flat))
+        return replace(
+            rep,
+            graphs=graphs,
+            timing=tuple(self.e2e),
+            memory=self.program_mem if self.memory else rep.memory,
+            compile_time=compile_time,
+            notes=notes,
+            timing_cost=TimingCost(phases=self.cost.phases(), reused=self.reused, rebuilt=self.rebuilt),
+        )
+
+    def _notes(self, measured: bool) -> tuple[str, ...]:
+        """The report's notes, with what the reader must know of this run added; the
+        progress is closed here, before the last note, as it always was."""
+        machine, budget, opts = self.machine, self.budget, self.opts
+        notes = self.rep.notes + ((machine.contention,) if machine.contention and measured else ())
+        notes += tuple(self.failed)
+        if budget.cut or self.skipped:
+            cut = [f"sampling stopped early in {plural(budget.cut, 'measurement')} (fewer samples, less certain "
+                   "medians)"] if budget.cut else []
+            notes += (f"{'timing' if self.timing else 'memory'}: the budget of {opts.budget_s:g} s "
+                      f"(TimingOptions.budget_s) was spent: " + "; ".join(cut + self.skipped),)
+        self.show.done(f"done in {self.show.elapsed():.1f} s")
+        if self.rebuilt and not self.failed:
+            notes += (
+                f"timing: torch.compile's run built no graph like {self.rebuilt} of the {self.reused + self.rebuilt} "
+                "graph timings (its compile traced the program differently): those graphs were built apart by dynscope",
+            )
+        return notes

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynscope._capture.sampling import NOISY_SPREAD
 from dynscope._errors import InputError
+from dynscope._torch.runtime import ATOL, MIN_SAMPLE_MS, MIN_TIME_S, NOISY_SPREAD, REPEATS, RTOL, WARMUP
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,14 +47,15 @@ class TimingOptions:
             ``Report.notes`` says what was cut. None: no limit. Defaults to None.
     """
 
-    warmup: int = 3
-    repeats: int = 30
-    min_time_s: float = 0.2
-    min_sample_ms: float = 10.0
+    # The defaults are the timing runtime's, which a standalone script's command line shares.
+    warmup: int = WARMUP
+    repeats: int = REPEATS
+    min_time_s: float = MIN_TIME_S
+    min_sample_ms: float = MIN_SAMPLE_MS
     noisy_spread: float = NOISY_SPREAD
     interleave: bool = True
-    rtol: float = 1e-3
-    atol: float = 1e-4
+    rtol: float = RTOL
+    atol: float = ATOL
     end_to_end: bool = True
     backward: bool = True
     cache_dir: str | None = None

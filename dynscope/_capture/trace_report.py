@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from dynscope._capture.assemble import build_report
 from dynscope._errors import InputError
+from dynscope._torch import records
 from dynscope._torch.trace_log import is_trace_log, read_log
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _version_in_metrics(events: list[TraceEvent]) -> str:
     """The torch release compilation_metrics names (torch_version is logged once a process,
     so a log that starts after it, or a release that omits it, still says which torch)."""
     for ev in events:
-        if ev.name == "compilation_metrics" and isinstance(version := ev.metadata.get("pytorch_version"), str):
+        if ev.name == records.COMPILATION_METRICS and isinstance(version := ev.metadata.get("pytorch_version"), str):
             return version
     return ""
 

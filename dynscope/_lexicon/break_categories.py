@@ -1,69 +1,225 @@
-"""Which category a graph break falls in, read from Dynamo's wording (no torch import).
+"""What a graph-break category is, in one table: its name, the words that select it, the fix.
 
-Rules match the graph-break type and explanation PyTorch writes (torch 2.11 .. 2.14, see
-tests/traces and tests/test_attack_wording.py); the categories and dynscope's advice for
-each live in ``dynscope._capture.break_fixes``.
+One :class:`Category` per category: the name reports show (and saved reports store, so a
+name never changes), the words of PyTorch's graph-break type or explanation that select it
+(torch 2.11 .. 2.14, see tests/traces and tests/test_attack_wording.py), dynscope's fix text,
+and whether the break is made on purpose (no change at the user's line removes it).
+:func:`classify` is a pure function of PyTorch's words, the user's line and where the break
+was raised, so it is tested without compiling anything; the capture floor tells it where
+(``dynscope._capture.break_sites.raised_in``). docs/report-model.md lists the categories.
 """
 
 from __future__ import annotations
 
-#: Breaks PyTorch or a library makes on purpose: no change at the user's line removes them.
+from dataclasses import dataclass
+
+__all__ = [
+    "CATEGORIES", "CATEGORY_NAMES", "LIBRARY_BREAK", "OPTIMIZER", "RAISED_IN_LIBRARY",
+    "RAISED_IN_OPTIM", "Category", "category_named", "classify", "fix_for",
+]
+
+#: Where a break was raised, as :func:`classify` is told it (``raised_in``).
+RAISED_IN_OPTIM = "torch.optim"
+RAISED_IN_LIBRARY = "library"
+
+# The names reports show and saved reports store: each written here once, used by name.
+BRANCH = "data-dependent branch"
+DYNAMIC_SHAPE = "data-dependent guard/shape"
+SCALAR = ".item()/scalar output"
+DEEPCOPY = "deepcopy"
+LOGGING = "logging/print side effect"
+SKIPPED = "skipped or disallowed function"
+UNSUPPORTED_CALL = "unsupported builtin or C/numpy call"
+PROXY = "proxy/return conversion"
+REQUIRES_GRAD = "tensor attribute mutation (requires_grad)"
+CONSTRAINT = "dynamic-shape constraint violation"
+OBSERVED_EXCEPTION = "observed exception"
+BACKWARD = "backward() in compiled code"
+GENERATOR = "generator/iterator"
 #: torch.optim's step() wrapper calls torch._dynamo.graph_break() before and after the update
 #: (torch/optim/optimizer.py ``_use_grad``, torch 2.1 .. 2.14) and Dynamo marks
 #: ``Optimizer.zero_grad`` skipped on purpose ("Dynamo developers have intentionally marked").
 OPTIMIZER = "torch.optim (on purpose)"
 #: torch._dynamo.graph_break() called inside torch or a third-party package, not the user's code.
 LIBRARY_BREAK = "library graph_break() (on purpose)"
-#: Categories of breaks made on purpose (``GraphBreak.actionable`` is False for them).
-ON_PURPOSE = frozenset({OPTIMIZER, LIBRARY_BREAK})
-#: Where a break was raised, as :func:`classify` is told it (``raised_in``).
-RAISED_IN_OPTIM = "torch.optim"
-RAISED_IN_LIBRARY = "library"
+EXPLICIT = "explicit graph_break()"
+OTHER = "other"
 
-# (category, words any of which in the graph-break type or explanation selects it).
-# Order matters: the first rule that matches wins, most specific first.
-_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("explicit graph_break()", ("torch._dynamo.graph_break()", "user-inserted graph break")),
-    ("deepcopy", ("deepcopy",)),
-    ("logging/print side effect", ("`print`", "logging.logger", "logging function")),
-    ("data-dependent branch", ("data-dependent branching", "data dependent branching")),
+
+@dataclass(frozen=True)
+class Category:
+    """One graph-break category."""
+
+    name: str  # what reports show
+    fix: str  # dynscope's advice: what the user can do about it
+    # Words any of which in the graph-break type or explanation (lower-cased) selects it.
+    words: tuple[str, ...] = ()
+    # PyTorch or a library breaks here on purpose: no change at the user's line removes it.
+    on_purpose: bool = False
+    # An explicit graph_break() raised there (a RAISED_IN_* value) falls in this category.
+    raised_in: str = ""
+
+    @property
+    def actionable(self) -> bool:
+        """False: PyTorch or a library breaks here on purpose; no change at the user's line
+        removes the break ("fix first" never names such a site; the fix says what helps)."""
+        return not self.on_purpose
+
+
+#: Every category. Order matters: the first whose words match wins, most specific first.
+CATEGORIES: tuple[Category, ...] = (
+    # A skipped function of torch.optim's Optimizer ("... marked that the function
+    # `Optimizer.zero_grad` should not be traced", torch 2.11 .. 2.14): before any other words.
+    Category(
+        OPTIMIZER,
+        "torch.optim breaks the graph here on purpose: Optimizer.step() calls "
+        "torch._dynamo.graph_break() before and after the update (so the update compiles as a "
+        "no-grad graph of its own, pytorch/pytorch#104053), and Dynamo does not trace "
+        "Optimizer.zero_grad(). No change at this line removes the break. Compile the optimizer "
+        "step on its own (`torch.compile(opt.step)`, or a separate compiled function that calls "
+        "opt.step()), or call opt.step() and opt.zero_grad() outside the compiled function.",
+        words=("function `optimizer.",), on_purpose=True, raised_in=RAISED_IN_OPTIM,
+    ),
+    Category(
+        EXPLICIT,
+        "The code calls torch._dynamo.graph_break() on purpose. Remove it if the split is "
+        "no longer needed.",
+        words=("torch._dynamo.graph_break()", "user-inserted graph break"),
+    ),
+    Category(
+        DEEPCOPY,
+        "copy.deepcopy inside the compiled region breaks. Copy modules or tensors before "
+        "calling the compiled function, or use tensor.clone().",
+        words=("deepcopy",),
+    ),
+    Category(
+        LOGGING,
+        "print/logging inside the compiled region breaks the graph. Remove it, guard it "
+        "with `if not torch.compiler.is_compiling():`, or add the function to "
+        "torch._dynamo.config.reorderable_logging_functions (Dynamo then calls it after the "
+        "graph). That removes the break for print and plain functions (logging.info, your own "
+        "logging helper); for a logging.Logger's methods (`log.info(...)`) only on newer PyTorch "
+        "(2.15 reorders them, 2.14 and older still break there: guard or remove those). "
+        "`dynscope advise` tries it on your program and says which.",
+        words=("`print`", "logging.logger", "logging function"),
+    ),
+    Category(
+        BRANCH,
+        "Python `if`/`while` on a tensor's value cannot be traced. Use torch.where / "
+        "torch.cond for the branch, or compute the condition outside the compiled region.",
+        words=("data-dependent branching", "data dependent branching"),
+    ),
     # A tensor read into a Python scalar: `.item()` says so; int()/float(), numpy
     # conversions and .tolist() of integer tensors surface as the op
     # aten._local_scalar_dense ("Data dependent operator"), which capture_scalar_outputs
     # traces, so it must win over the data-dependent rule below.
-    (".item()/scalar output", (
-        "tensor.item()", ".item()", "tolist()", "scalar output", "_local_scalar_dense",
-        "aten.item.default",
-    )),
-    ("data-dependent guard/shape", (
-        "dynamic shape operator", "data dependent operator", "data-dependent",
-        "data dependent", "depends on input tensor data", "unbacked",
-    )),
-    ("backward() in compiled code", ("tensor.backward()", "backward() call", "backward() with")),
+    Category(
+        SCALAR,
+        "A tensor value is turned into a Python number (`.item()`, `int(t)`/`float(t)`, "
+        "`.tolist()`, a numpy conversion). Keep it a tensor, or set "
+        "torch._dynamo.config.capture_scalar_outputs = True so Dynamo traces it; that removes "
+        "the break for .item(), int()/float(), numpy conversions and .tolist() of integer "
+        "tensors, but not for .tolist() of a float tensor (keep that one a tensor, or call "
+        "it outside the compiled region).",
+        words=(
+            "tensor.item()", ".item()", "tolist()", "scalar output", "_local_scalar_dense",
+            "aten.item.default",
+        ),
+    ),
+    Category(
+        DYNAMIC_SHAPE,
+        "An op's output shape or a guard depends on tensor values (nonzero, unique, masked "
+        "select...). Set torch._dynamo.config.capture_dynamic_output_shape_ops = True, or "
+        "keep shapes static (masking instead of selecting).",
+        words=(
+            "dynamic shape operator", "data dependent operator", "data-dependent",
+            "data dependent", "depends on input tensor data", "unbacked",
+        ),
+    ),
+    Category(
+        BACKWARD,
+        "`loss.backward()` inside the compiled function breaks the graph. Compile the "
+        "forward and loss only and call backward() outside it. Where the installed torch "
+        "has it, torch._dynamo.config.trace_autograd_ops = True traces backward() (on torch 2.13 "
+        "it removes the break when the function returns loss.detach(), not loss, and nothing after "
+        "backward() in the compiled function breaks: an optimizer step inside does); compiled autograd (torch._dynamo.config.compiled_autograd "
+        "= True) compiles the backward pass but keeps this break.",
+        words=("tensor.backward()", "backward() call", "backward() with"),
+    ),
     # Python generators and iterators: "call_method on generator" (2.11), "Missing
     # tp_iternext" (2.13: next() on a generator made outside the frame). Not "generator"
     # alone: "torch.Generator method" is about random number generators.
-    ("generator/iterator", (
-        "call_method on generator", "missing tp_iter", "generator object",
-        "attempt to trace generator", "generator reconstruction", "infinite generator",
-        "sub-generator", "iter() with",
-        # 2.14: next() on a generator made outside the frame fails to wrap the generator's
-        # "<class 'range_iterator'>" (gb0116, "Unexpected type in sourceless builder").
-        "iterator'>",
-    )),
-    ("tensor attribute mutation (requires_grad)", ("requires_grad",)),
-    ("dynamic-shape constraint violation", ("constraint violation", "constraintviolation")),
-    ("observed exception", ("observed exception",)),
-    ("unsupported builtin or C/numpy call", (
-        "builtin", "c/c++", "c extension", "numpy", "pybind", "c function", "c-implemented",
-    )),
-    ("skipped or disallowed function", (
-        "marked as skipped", "disable()", "disallowed", "skip calling", "skipfiles",
-        "skipped", "torch.compiler.disable",
-    )),
-    ("proxy/return conversion", ("proxy", "unsupported output", "return value", "reconstruct")),
+    Category(
+        GENERATOR,
+        "Dynamo cannot step this generator or iterator (often one made outside the compiled "
+        "function and passed in, or driven by next()/send()). Turn it into a list before "
+        "calling the compiled function and pass the list (`list(gen)` inside the compiled "
+        "code breaks too), or build a list instead of a generator in forward.",
+        words=(
+            "call_method on generator", "missing tp_iter", "generator object",
+            "attempt to trace generator", "generator reconstruction", "infinite generator",
+            "sub-generator", "iter() with",
+            # 2.14: next() on a generator made outside the frame fails to wrap the generator's
+            # "<class 'range_iterator'>" (gb0116, "Unexpected type in sourceless builder").
+            "iterator'>",
+        ),
+    ),
+    Category(
+        REQUIRES_GRAD,
+        "Changing requires_grad inside the compiled region breaks. Set it before calling "
+        "the compiled function, or use torch.no_grad / detach().",
+        words=("requires_grad",),
+    ),
+    Category(
+        CONSTRAINT,
+        "A dimension marked dynamic was specialised by the code. Drop mark_dynamic for it, "
+        "or remove the code that depends on its exact size.",
+        words=("constraint violation", "constraintviolation"),
+    ),
+    Category(
+        OBSERVED_EXCEPTION,
+        "An exception raised inside the region had no handler Dynamo could trace. Catch it "
+        "inside the compiled function or avoid raising on the hot path.",
+        words=("observed exception",),
+    ),
+    Category(
+        UNSUPPORTED_CALL,
+        "Dynamo cannot trace this builtin or C extension. Replace it with a torch op, wrap "
+        "it as a custom op (torch.library.custom_op), or mark it torch.compiler.allow_in_graph "
+        "if it is traceable.",
+        words=("builtin", "c/c++", "c extension", "numpy", "pybind", "c function", "c-implemented"),
+    ),
+    Category(
+        SKIPPED,
+        "The called function is marked skip/disable or lives in a file Dynamo skips. "
+        "Remove the torch.compiler.disable, or move the call outside the compiled region.",
+        words=(
+            "marked as skipped", "disable()", "disallowed", "skip calling", "skipfiles",
+            "skipped", "torch.compiler.disable",
+        ),
+    ),
+    Category(
+        PROXY,
+        "A value could not be turned into a graph value or returned from the graph. Return "
+        "tensors, tuples, lists or dicts of tensors; keep other objects outside.",
+        words=("proxy", "unsupported output", "return value", "reconstruct"),
+    ),
+    # Selected by where the break was raised, not by words.
+    Category(
+        LIBRARY_BREAK,
+        "A library (torch or a third-party package) calls torch._dynamo.graph_break() here on "
+        "purpose, in its own code (see the stack): no change at this line removes it. Call the "
+        "library function outside the compiled function, or compile the code before and after "
+        "it separately; the code around it still compiles.",
+        on_purpose=True, raised_in=RAISED_IN_LIBRARY,
+    ),
+    # No words match.
+    Category(OTHER, "Read PyTorch's explanation and hints below, and its documentation link."),
 )
 
+CATEGORY_NAMES: tuple[str, ...] = tuple(c.name for c in CATEGORIES)
+_BY_NAME = {c.name: c for c in CATEGORIES}
+_BY_RAISED_IN = {c.raised_in: c.name for c in CATEGORIES if c.raised_in}
 
 # torch 2.14 words a generator break "C-implemented special method without VariableTracker
 # model", a type it also uses for other C slots: it is a generator/iterator break when the
@@ -72,9 +228,14 @@ _C_SPECIAL_METHOD = "c-implemented special method"
 _ITERATION = ("generator", "__next__", "__iter__", "next(", "iter(", ".send(", "yield", "for ")
 
 
-# A skipped function of torch.optim's Optimizer ("... marked that the function
-# `Optimizer.zero_grad` should not be traced", torch 2.11 .. 2.14).
-_OPTIMIZER_SKIP = ("function `optimizer.",)
+def category_named(name: str) -> Category:
+    """The category of that name; "other" for a name dynscope does not know."""
+    return _BY_NAME.get(name, _BY_NAME[OTHER])
+
+
+def fix_for(name: str) -> str:
+    """dynscope's advice for a category."""
+    return category_named(name).fix
 
 
 def classify(gb_type: str, explanation: str = "", source: str = "", *, raised_in: str = "") -> str:
@@ -93,24 +254,27 @@ def classify(gb_type: str, explanation: str = "", source: str = "", *, raised_in
         One of :data:`CATEGORY_NAMES`; "other" when no rule matches.
     """
     text = f"{gb_type}\n{explanation}".lower()
-    # Breaks torch.optim or a library makes on purpose: no change at the line removes them,
-    # so they get a category whose fix is where the step is compiled, not the line.
-    if any(w in text for w in _OPTIMIZER_SKIP):
+    # torch.optim's words win over every other rule, the generator one below included.
+    if _selects(_BY_NAME[OPTIMIZER], text):
         return OPTIMIZER
-    name = _by_rules(text, source)
-    if name == "explicit graph_break()" and raised_in == RAISED_IN_OPTIM:
-        return OPTIMIZER
-    if name == "explicit graph_break()" and raised_in == RAISED_IN_LIBRARY:
-        return LIBRARY_BREAK
+    name = _by_words(text, source)
+    # A graph_break() torch.optim or a library calls on purpose: no change at the line
+    # removes it, so its category's fix is where the step is compiled, not the line.
+    if name == EXPLICIT:
+        return _BY_RAISED_IN.get(raised_in, name)
     return name
 
 
-def _by_rules(text: str, source: str) -> str:
+def _selects(category: Category, text: str) -> bool:
+    return any(w in text for w in category.words)
+
+
+def _by_words(text: str, source: str) -> str:
     if _C_SPECIAL_METHOD in text and any(w in f"{text}\n{source}".lower() for w in _ITERATION):
-        return "generator/iterator"
-    for name, words in _RULES:
-        if any(w in text for w in words):
-            return name
+        return GENERATOR
+    for category in CATEGORIES:
+        if _selects(category, text):
+            return category.name
     if "deepcopy(" in source:
-        return "deepcopy"
-    return "other"
+        return DEEPCOPY
+    return OTHER

@@ -9,6 +9,7 @@ would load every family and circle back).
     base       what the families share (the live holder, the one-line repr)
     graph      TensorMeta, Node, Graph, AotGraph, SavedTensors, Kernel, Lowering
     breaks     StackFrame, BreakEvent, GraphBreak
+    causes     Cause, StateChange: why a guard failed, as fields (kind, name, values)
     timing     CompileTime, Timing, ModeTiming, Coverage, TimingCost
     memory     GraphMemory, ProgramMemory
     export     ExportReport, ExportBlocker, SuggestedShapes, CompileBreakMatch
@@ -27,6 +28,7 @@ would load every family and circle back).
 from dynscope._model.advice import Advice, Outcome, Trial
 from dynscope._model.breaks import BreakEvent, GraphBreak, StackFrame
 from dynscope._model.budget import Budget
+from dynscope._model.causes import Cause, StateChange
 from dynscope._model.export import CompileBreakMatch, ExportBlocker, ExportReport, SuggestedShapes
 from dynscope._model.graph import (
     SHORT_DTYPES,
@@ -59,6 +61,7 @@ __all__ = [
     "AotGraph",
     "BreakEvent",
     "Budget",
+    "Cause",
     "CompileBreakMatch",
     "CompileTime",
     "Coverage",
@@ -84,6 +87,7 @@ __all__ = [
     "Report",
     "SavedTensors",
     "StackFrame",
+    "StateChange",
     "SuggestedShapes",
     "TensorMeta",
     "Timing",

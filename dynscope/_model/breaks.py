@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dynscope._format import location
-from dynscope._lexicon.break_categories import ON_PURPOSE
+from dynscope._lexicon.break_categories import category_named
 from dynscope._model.base import _brief
 from dynscope._model.display import BreakShortcuts
 
@@ -54,8 +54,8 @@ class GraphBreak(BreakShortcuts):
     function: str  # the user's function
     source: str  # the user's line of code, stripped
     reason: str  # one line: why Dynamo broke
-    category: str  # one of dynscope._capture.break_fixes.CATEGORIES
-    fix: str  # dynscope's own advice for this category
+    category: str  # one of dynscope._lexicon.break_categories.CATEGORY_NAMES
+    fix: str  # dynscope's own advice for this category (its Category.fix there)
     explanation: str = ""  # PyTorch's explanation
     hints: tuple[str, ...] = ()  # PyTorch's hints
     gb_type: str = ""  # PyTorch's graph-break type ("Failed to trace builtin operator")
@@ -90,8 +90,9 @@ class GraphBreak(BreakShortcuts):
     def actionable(self) -> bool:
         """False when PyTorch or a library breaks here on purpose (torch.optim's step, a
         library's own ``graph_break()``): no change at this line removes the break, so "fix
-        first" never names the site (``fix`` says what helps instead)."""
-        return self.category not in ON_PURPOSE
+        first" never names the site (``fix`` says what helps instead). From the category's
+        row in ``dynscope._lexicon.break_categories``."""
+        return category_named(self.category).actionable
 
     def __repr__(self) -> str:
         return _brief("GraphBreak", f"{self.location} {self.category} x{self.count}: {self.source}")

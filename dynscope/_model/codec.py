@@ -151,17 +151,26 @@ def _tuple_decoder(args: tuple[Any, ...]) -> _Decoder:
 
 def _dataclass_decoder(cls: type) -> _Decoder:
     hints = typing.get_type_hints(cls)
-    fields = tuple((name, _decoder(hints[name])) for name in _plain_fields(cls))
+    # A field that older files saved under another name says so in its metadata ("was"):
+    # Recompile.why was "explained" (words) before causes were fields.
+    was = {f.name: f.metadata.get("was", f.name) for f in dataclasses.fields(cls)}
+    fields = tuple((name, was[name], _decoder(hints[name])) for name in _plain_fields(cls))
+    # A class whose older files saved words where it now keeps fields (Cause) reads them.
+    from_words = getattr(cls, "_from_words", None)
 
     def dataclass(data: Any) -> Any:
+        if type(data) is str and from_words is not None:
+            return from_words(data)
         if type(data) is not dict:
             raise _Mismatch(f"expected an object, got {_show(data)}")
         kwargs = {}
         name = ""
         try:
-            for name, dec in fields:
+            for name, old, dec in fields:
                 if name in data:  # missing optional fields take their defaults
                     kwargs[name] = dec(data[name])
+                elif old in data:
+                    kwargs[name] = dec(data[old])
         except _Mismatch as err:
             err.path.append(f".{name}")
             raise

@@ -27,6 +27,7 @@ __all__ = [
     "AdviceShortcuts",
     "AotGraphShortcuts",
     "BreakShortcuts",
+    "CauseShortcuts",
     "ExportShortcuts",
     "GraphShortcuts",
     "MergedShortcuts",
@@ -245,3 +246,20 @@ class ExportShortcuts:
         """One self-contained HTML page; the exported graph drawn when Graphviz is there
         (``pictures`` None), or as asked."""
         return str(_door().export_html(self, pictures=pictures))
+
+
+class CauseShortcuts:
+    """``Cause``'s words (made in one place, ``dynscope._render.causes``)."""
+
+    __slots__ = ()
+
+    @property
+    def explained(self) -> str:
+        """The failed guard said plainly, with its values where known ("input x changed size
+        in dim 0: compiled for 4, called with 6")."""
+        return str(_door().cause_explained(self))
+
+    @property
+    def what_changed(self) -> str:
+        """What changed, as recompiles are grouped ("size of input x changed (dim 0)")."""
+        return str(_door().cause_changed(self))

@@ -26,6 +26,7 @@ from dynscope._model.structure import structure_hash
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Sequence
 
+    from dynscope._model.causes import Cause
     from dynscope._model.graph import Graph, TensorMeta
 
 __all__ = [
@@ -308,17 +309,18 @@ def _break_sites(reports: Sequence[Report]) -> list[Divergence]:
     return [Divergence("break_sites", _minority(groups), "; ".join(parts))]
 
 
-def _recompile_key(rep: Report) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _recompile_key(rep: Report) -> tuple[tuple[str, tuple[Cause, ...]], ...]:
     # Causes carry no values, so two ranks that recompiled for the same reason with
-    # different sizes agree; a recompile PyTorch gave no cause for is keyed by its words.
-    return tuple((r.frame, r.causes or r.explained) for r in rep.recompiles)
+    # different sizes agree; a recompile PyTorch gave no cause for is keyed by its failed
+    # guards with their values (``why``).
+    return tuple((r.frame, r.causes or r.why) for r in rep.recompiles)
 
 
-def _recompile_words(rep: Report, known: set[tuple[str, tuple[str, ...]]]) -> list[str]:
+def _recompile_words(rep: Report, known: set[tuple[str, tuple[Cause, ...]]]) -> list[str]:
     return [
         f"{resume_label(r.frame) or 'a frame'} ({r.compile_id}): " + "; ".join(r.explained or r.reasons or ("no reason given",))
         for r in rep.recompiles
-        if (r.frame, r.causes or r.explained) not in known
+        if (r.frame, r.causes or r.why) not in known
     ]
 
 

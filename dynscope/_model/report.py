@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import dynscope._model.plain as _plain
@@ -15,6 +15,7 @@ from dynscope._lexicon.wording import is_resume_name, resume_label
 from dynscope._model.advice import Trial  # noqa: TC001
 from dynscope._model.base import _brief, _Live, _live_field
 from dynscope._model.breaks import BreakEvent, GraphBreak  # noqa: TC001
+from dynscope._model.causes import SAID, Cause
 from dynscope._model.display import ReportShortcuts
 from dynscope._model.graph import Graph, Kernel  # noqa: TC001
 from dynscope._model.memory import ProgramMemory  # noqa: TC001
@@ -31,8 +32,9 @@ __all__ = ["SCHEMA_VERSION", "Frame", "Guard", "Recompile", "RecompileGroup", "R
 #: their defaults). 2: Graph.lowering. 3: ranks (Report.rank/world_size, Graph.split_by),
 #: what a break costs and PyTorch's whole words (GraphBreak), Recompile.causes, Report.trials.
 #: 4: where sizes came from (Frame.shapes, Frame.dynamic_sizes), Recompile.failures.
-#: 5: memory (Graph.memory, Report.memory).
-SCHEMA_VERSION = 5
+#: 5: memory (Graph.memory, Report.memory). 6: causes as fields (Recompile.why and .causes,
+#: GuardFailure.cause: ``Cause`` records where 5 saved words, read back as kind SAID).
+SCHEMA_VERSION = 6
 
 
 
@@ -42,12 +44,19 @@ class GuardFailure:
 
     entry: str  # the earlier compile whose guard failed ("0/0")
     guard: str  # the guard as PyTorch words it ("tensor 'x' size mismatch at index 0. expected 5, actual 6")
-    explained: str = ""  # the same, said plainly
+    # What changed, as fields (``explained`` says it); a report saved before causes were
+    # fields carries its words here ("explained", kind SAID).
+    cause: Cause | None = field(default=None, metadata={"was": "explained"})
     then: str = ""  # what the entry was compiled for ("5"), "" when PyTorch's words do not say
     now: str = ""  # what the new call brought ("6"), "" when PyTorch's words do not say
     # "pytorch": the failure PyTorch logged for the entry (its first failed guard);
     # "dynscope": found by report() checking the entry's guards on the call's own inputs.
     source: str = "pytorch"
+
+    @property
+    def explained(self) -> str:
+        """The failed guard said plainly ("" when not known)."""
+        return self.cause.explained if self.cause is not None else ""
 
     def __repr__(self) -> str:
         return _brief("GuardFailure", f"{self.entry}: {self.explained or self.guard}")
@@ -96,8 +105,10 @@ class Recompile:
     compile_id: str  # the new compile ("0/1")
     frame: str  # the function recompiled
     reasons: tuple[str, ...]  # the failed guards as PyTorch words them
-    explained: tuple[str, ...] = ()  # the same, said plainly by dynscope
-    causes: tuple[str, ...] = ()  # what changed, without values ("requires_grad changed on input x")
+    # One cause per reason, with its values (``explained`` says them); saved as "explained"
+    # words before causes were fields.
+    why: tuple[Cause, ...] = field(default=(), metadata={"was": "explained"})
+    causes: tuple[Cause, ...] = ()  # what changed, without values (requires_grad of input x)
     fixes: tuple[str, ...] = ()  # what to do about each cause, in the same order
     # The failed guard of every earlier cache entry of the frame (PyTorch checks each entry
     # and logs, per entry, the first guard that failed), in PyTorch's order: newest entry first.
@@ -105,6 +116,16 @@ class Recompile:
     # The installed package whose code the recompiled frame is ("transformers"): the library
     # recompiles on its own, and the fixes say so; "" for the user's own code (and torch's).
     library: str = ""
+
+    @property
+    def explained(self) -> tuple[str, ...]:
+        """The failed guards said plainly, one per reason."""
+        return tuple(c.explained for c in self.why)
+
+    @property
+    def cause_words(self) -> tuple[str, ...]:
+        """What changed, in words, one per cause ("requires_grad changed on input x")."""
+        return tuple(c.what_changed for c in self.causes)
 
     def __repr__(self) -> str:
         return _brief("Recompile", f"{self.compile_id} {resume_label(self.frame)}: " + "; ".join(self.explained or self.reasons))
@@ -285,14 +306,16 @@ class Report(ReportShortcuts):
         cause not seen before in that function (its first cause when all were seen).
         ``recompiles`` keeps the flat list.
         """
-        groups: dict[tuple[str, str], RecompileGroup] = {}
-        seen: dict[str, set[str]] = {}
+        groups: dict[tuple[str, Cause], RecompileGroup] = {}
+        seen: dict[str, set[Cause]] = {}
         for r in self.recompiles:
-            pairs = list(zip(r.causes, r.fixes, strict=False)) or [(r.explained[0] if r.explained else "recompiled", "")]
+            # A recompile without causes (PyTorch's reason unread) is grouped by its first words.
+            pairs = list(zip(r.causes, r.fixes, strict=False)) or [
+                (Cause(SAID, said=r.explained[0] if r.why else "recompiled"), "")]
             known = seen.setdefault(r.frame, set())
             cause, fix = next(((c, f) for c, f in pairs if c not in known), pairs[0])
             known.update(c for c, _ in pairs)
-            g = groups.get((r.frame, cause)) or RecompileGroup(r.frame, cause, fix)
+            g = groups.get((r.frame, cause)) or RecompileGroup(r.frame, cause.what_changed, fix)
             groups[(r.frame, cause)] = RecompileGroup(g.frame, g.cause, g.fix, (*g.compile_ids, r.compile_id))
         return tuple(sorted(groups.values(), key=lambda g: -g.count))
 

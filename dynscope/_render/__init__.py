@@ -6,18 +6,27 @@ the output shortcuts (``Report.summary()``, ``to_html()``, ``render()``, ``Graph
 nothing else in the model imports a renderer. Each function imports its renderer when
 called, so importing the model (or one renderer) loads no other renderer. Internal code
 (bundle, svg) calls the renderers themselves, never the shortcuts; front ends may use both.
+
+The command line reaches output through here and the public API only: the functions at the
+end (control sequences stripped, terminal colour, diffs, a merged job's folder, JSON in
+pieces) and the leaves' ``Progress``, ``plural`` and ``human_bytes``, re-exported.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
+
+from dynscope._format import human_bytes, plural
+from dynscope._progress import Progress
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from dynscope._model import (
         Advice,
         AotGraph,
+        Cause,
         ExportReport,
         Graph,
         GraphBreak,
@@ -25,24 +34,38 @@ if TYPE_CHECKING:
         MultiRankReport,
         Report,
     )
+    from dynscope._model.diff import ReportDiff
 
 __all__ = [
+    "Progress",
     "advice_text",
     "aot_graph_dot",
     "aot_graph_svg",
     "break_card",
+    "diff_text",
+    "cause_changed",
+    "cause_explained",
     "export_html",
+    "export_page",
     "export_text",
     "graph_card",
     "graph_dot",
     "graph_script",
     "graph_svg",
+    "human_bytes",
+    "json_pieces",
+    "merged_folder",
     "merged_html",
     "merged_text",
+    "painted",
+    "plain",
+    "plural",
+    "printable",
     "program_dot",
     "program_svg",
     "render_folder",
     "report_card",
+    "report_diff",
     "report_html",
     "summary_text",
 ]
@@ -188,6 +211,20 @@ def break_card(brk: GraphBreak) -> str:
     return card(brk)
 
 
+def cause_explained(cause: Cause) -> str:
+    """A failed guard said plainly, with its values (``Cause.explained``)."""
+    from dynscope._render.causes import explained
+
+    return explained(cause)
+
+
+def cause_changed(cause: Cause) -> str:
+    """What changed, as recompiles are grouped (``Cause.what_changed``)."""
+    from dynscope._render.causes import what_changed
+
+    return what_changed(cause)
+
+
 def advice_text(advice: Advice) -> str:
     """The trials as a plain-text table, best first (``Advice.summary``)."""
     from dynscope._render.text import advice_section
@@ -227,3 +264,82 @@ def export_html(rep: ExportReport, *, pictures: bool | None = None) -> str:
     if draw and rep.graph is not None:
         svg = graph_svg(rep.graph)
     return render_export_html(rep, graph_svg=svg)
+
+
+# -- for the front ends: what the command line prints and writes besides the shortcuts ------
+
+
+def plain(text: str) -> str:
+    """``text`` with terminal control sequences removed (all the CLI prints of a report's text)."""
+    from dynscope._render.text import strip_controls
+
+    return strip_controls(text)
+
+
+def painted(text: str, stream: TextIO) -> str:
+    """A summary's text coloured for ``stream`` when it is a terminal and colour is on
+    (``NO_COLOR``, ``FORCE_COLOR``: dynscope._render.terminal), else the text as it is."""
+    from dynscope._render.terminal import paint_summary, use_color
+
+    return paint_summary(text) if use_color(None, stream) else text
+
+
+def printable(rep: Report) -> Report:
+    """The report with terminal control sequences removed from every string in it.
+
+    Stripped before rendering, so a control character cannot bend the layout either (a
+    carriage return splits a table cell); the CLI strips the printed text again.
+    """
+    from dynscope._model.codec import report_from_dict
+    from dynscope._render.text import strip_controls
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            # Most strings hold no control character at all: only those go through the regex.
+            return value if value.isprintable() else strip_controls(value)
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return value
+
+    return report_from_dict(clean(rep.to_dict()))
+
+
+def report_diff(old: Report, new: Report) -> ReportDiff:
+    """What changed from ``old`` to ``new`` (``dynscope diff``; ``.worse`` gates it)."""
+    from dynscope._model.diff import diff_reports
+
+    return diff_reports(old, new)
+
+
+def diff_text(diff: ReportDiff) -> str:
+    """A report diff as plain text (``dynscope diff``)."""
+    from dynscope._render.diff import render_diff
+
+    return str(render_diff(diff))
+
+
+def merged_folder(merged: MultiRankReport, folder: Path) -> Path:
+    """A merged job's index.html and merged.json written to ``folder`` (created when
+    missing); returns the folder."""
+    from dynscope._write import ensure_folder, write_text
+
+    out = ensure_folder(folder)
+    merged.save(out / "merged.json")
+    write_text(out / "index.html", merged_html(merged))
+    return out
+
+
+def export_page(rep: ExportReport, path: Path) -> Path:
+    """An export report's self-contained page written to ``path``; returns the path."""
+    from dynscope._write import write_text
+
+    return write_text(path, export_html(rep))
+
+
+def json_pieces(rep: Report | MultiRankReport) -> Iterator[str]:
+    """A report's JSON in pieces, in order (a big job's, rank by rank, never held whole)."""
+    from dynscope._model.plain import iter_json
+
+    return iter_json(rep)

@@ -189,8 +189,19 @@ def graph_plan(graph: Graph, options: DotOptions | None = None) -> tuple[str, st
         *legend,
     ]
     by_name = {n.name: n for n in graph.nodes}
+    collapsed, tree = _node_tree(graph, hidden, fold, depth, looks, by_name)
+    lines.extend(_clusters(tree, fold.counts))
+    lines.extend(_edges(graph.nodes, hidden, fold, collapsed, by_name, opts.edge_labels))
+    lines.append("}")
+    return "\n".join(lines) + "\n", note
+
+
+def _node_tree(
+    graph: Graph, hidden: set[str], fold: _Fold, depth: int | None, looks: dict[str, _Look], by_name: dict[str, Node],
+) -> tuple[dict[str, str], dict[tuple[tuple[str, str], ...], list[str]]]:
+    """(node name -> the box it is collapsed into, the cluster tree: module path prefix ->
+    the node lines drawn inside it), the collapsed module boxes included."""
     collapsed, collapsed_info = _collapse(graph.nodes, depth)
-    # Cluster tree: module path prefix -> node lines.
     tree: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for n in graph.nodes:
         if n.name in hidden or n.name in collapsed or n.name in fold.same_as:
@@ -210,10 +221,7 @@ def graph_plan(graph: Graph, options: DotOptions | None = None) -> tuple[str, st
         tree.setdefault(stack_key, []).append(
             f"    {cid} [label={quote(label)}, shape=box3d, fillcolor=\"{PALETTE[main]}\", tooltip={quote(path)}];"
         )
-    lines.extend(_clusters(tree, fold.counts))
-    lines.extend(_edges(graph.nodes, hidden, fold, collapsed, by_name, opts.edge_labels))
-    lines.append("}")
-    return "\n".join(lines) + "\n", note
+    return collapsed, tree
 
 
 @dataclass(frozen=True)

@@ -14,46 +14,30 @@ import hashlib
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from dynscope._format import few, location, ms, percent, plural
+from dynscope._format import few, location, percent, plural
 from dynscope._lexicon.wording import resume_label
 from dynscope._model.structure import structure_hash
-from dynscope._render.html_parts import asset, esc, html_table, safe_url
+from dynscope._render import sections
+from dynscope._render.figures import phase_seconds, runs_shown, sizes_of
+from dynscope._render.html_parts import asset, esc, html_table
 from dynscope._render.palette import PALETTE
+from dynscope._render.section_html import capital, entry_html, listing_html, notes_html, table_html
+from dynscope._render.sections import Entry, Listing, Table
 from dynscope._render.words import (
-    MEMORY_HEADERS,
     PHASE_SOURCES,
     advice_title,
     cache_text,
-    call_chain_text,
     compile_parts,
-    cost_text,
-    end_to_end_lines,
     failure_rows,
-    fix_first_line,
-    gave_up_text,
     grads_text,
-    has_step_rows,
     human_bytes,
-    in_graphs_text,
     inputs_text,
-    known_text,
-    lowering_phase_lines,
-    measurement_text,
     memory_cell,
-    memory_methods,
-    memory_notes,
-    memory_rows,
-    owner_text,
     pass_label,
-    phase_seconds,
     phases_text,
-    program_memory_line,
-    runs_shown,
     runs_text,
     samples_text,
-    saved_text,
     size_fix_line,
-    sizes_of,
     source_label,
     speedup_text,
     timing_notes,
@@ -62,7 +46,6 @@ from dynscope._render.words import (
     trial_memory,
     trial_timed,
     trial_verdict,
-    warning_lines,
 )
 
 if TYPE_CHECKING:
@@ -121,49 +104,15 @@ NO_PICTURES = (
 
 
 def _breaks(rep: Report) -> str:
-    if not rep.breaks:
-        return "<p>No graph breaks.</p>"
-    ranked = rep.breaks_by_cost()
-    out = [
-        f"<p class=fixfirst><b>{esc(fix_first_line(rep)[:1].upper() + fix_first_line(rep)[1:])}</b></p>",
-        html_table(
-            ["#", "location", "category", "count", "graphs", "recompiles", "eager/call", "reason"],
-            (
-                [str(i), f"<code>{esc(b.location)}</code>", f"<span class=cat>{esc(b.category)}</span>",
-                 str(b.count), known_text(b.graphs_split, str(b.graphs_split)),
-                 known_text(b.recompiles_caused, str(b.recompiles_caused)), known_text(b.eager_ms, esc(ms(b.eager_ms))),
-                 esc(b.reason)]
-                for i, b in enumerate(ranked, 1)
-            ),
-        ),
-    ]
-    for i, b in enumerate(ranked, 1):
-        lines = []
-        for n, text in b.excerpt or ((b.lineno, b.source),):
-            cls = ' class="hit"' if n == b.lineno else ""
-            lines.append(f"<span{cls}>{n:5d}  {esc(text)}</span>")
-        # PyTorch's hints are for whoever wrote the break: not shown where torch breaks on purpose.
-        hints = "".join(f"<li>{esc(h)}</li>" for h in b.hints) if b.actionable else ""
-        url = safe_url(b.doc_url)
-        doc = (
-            f'<p><a href="{esc(url)}" rel="noopener noreferrer">PyTorch documentation for {esc(b.gb_id or b.gb_type)}</a></p>'
-            if url else ""
-        )
-        out.append(
-            f'<h3 id="break-{i}">[{i}] {esc(location(b.filename, b.lineno, full=True))} in {esc(b.function or "?")}</h3>'
-            f'<pre class="excerpt">' + "\n".join(lines) + "</pre>"
-            f"<p><b>Why:</b> {esc(b.reason)}</p>"
-            + (f'<pre class="detail">{esc(b.detail)}</pre>' if b.detail else "")
-            + (f"<p><b>Called from:</b> <code>{esc(call_chain_text(b))}</code></p>" if len(b.call_chain) > 1 else "")
-            + f"<p><b>Cost:</b> {esc(cost_text(rep, b))}</p>"
-            + (f"<p>{esc(gave_up_text(b))}</p>" if b.gave_up else "")
-            + (f"<p>{esc(owner_text(b))}</p>" if b.library else "")
-            + f"<p><b>Fix:</b> {esc(b.fix)}</p>"
-            + (f"<p><b>PyTorch's hints:</b></p><ul>{hints}</ul>" if hints else "")
-            + doc
-            + (f"<details><summary>What PyTorch said</summary><pre>{esc(b.torch_text)}</pre></details>" if b.torch_text else "")
-        )
-    return "\n".join(out)
+    """The graph breaks' section: the site to fix first, the table of sites, each site at length."""
+    section = sections.breaks(rep)
+    out = [f"<p class=fixfirst><b>{esc(capital(section.lead))}</b></p>"] if rep.breaks else ["<p>No graph breaks.</p>"]
+    for block in section.blocks:
+        if isinstance(block, Table):
+            out.append(table_html(block))
+        elif isinstance(block, Entry):
+            out.append(entry_html(block))
+    return f"<section><h2>{esc(section.title)}</h2>" + "\n".join(out) + "</section>"
 
 
 def _recompiles(rep: Report) -> str:
@@ -402,10 +351,10 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str], notes: Mapping[
 
 def _program_lowering(rep: Report) -> str:
     """The program's part below Dynamo: its costliest kernels, compile per phase, caches."""
-    lowered = [g for g in rep.graphs if g.lowering is not None]
-    if not lowered:
+    section = sections.below_dynamo(rep)
+    if section is None:
         return ""
-    out = [f"<section id=\"below-dynamo\"><h2>Below Dynamo ({plural(len(lowered), 'lowered graph')})</h2>"]
+    out = [f'<section id="below-dynamo"><h2>{esc(section.title)}</h2>']
     top = rep.top_kernels(10)
     if top:
         out.append("<p>The kernels that cost the program most (time over each graph's runs; share of "
@@ -422,11 +371,7 @@ def _program_lowering(rep: Report) -> str:
         ))
     else:
         out.append("<p>Kernels not timed (<code>dynscope.report(..., timing=True)</code> times them).</p>")
-    phase_lines = [(label[0].upper() + label[1:], text) for label, text in lowering_phase_lines(rep)]
-    for label, text in (*phase_lines, ("Cache", cache_text(lowered)),
-                        ("Saved for backward", saved_text(lowered))):
-        if text:
-            out.append(f"<p>{label}: {esc(text)}</p>")
+    out += [f"<p>{esc(capital(n))}</p>" for n in section.notes]
     return "".join(out) + "</section>"
 
 
@@ -553,47 +498,26 @@ def _legend() -> str:
 
 
 def _end_to_end(rep: Report) -> str:
-    if not rep.timing:
+    """The whole program timed per mode, then where the graphs' times do not add up to it."""
+    section = sections.end_to_end(rep)
+    if section is None:
         return ""
-    table = html_table(
-        ["mode", "device", "eager ms", "compiled ms", "speedup", "samples", "first call s", "in graphs", "error"],
-        (
-            [esc(m.mode), esc(m.device), f"{m.eager_ms:.3f}", f"{m.compiled_ms:.3f}",
-             f"{m.speedup:.2f}x" + (" (noisy)" if m.noisy else ""), esc(samples_text(m)),
-             f"{m.first_call_s:.2f}", esc(in_graphs_text(m)), esc(m.error)]
-            for m in rep.timing
-        ),
-    )
-    lines = "".join(f"<li>{esc(n)}</li>" for n in end_to_end_lines(rep))
-    notes = f'<ul class="warn">{lines}</ul>' if lines else ""
-    return f"<section><h2>Timing, end to end</h2>{table}{notes}</section>"
+    tables = "".join(table_html(t) for t in section.blocks if isinstance(t, Table))
+    return f"<section><h2>{esc(section.title)}</h2>{tables}{notes_html(section.notes)}</section>"
 
 
 def _memory(rep: Report) -> str:
     """The "Memory" part: the whole call's peaks and each graph's, those compile grew most
     first, with links to the graphs; "" when memory was not measured."""
-    rows = memory_rows(rep)
-    line = program_memory_line(rep)
-    if not rows and not line:
+    section = sections.memory(rep)
+    if section is None:
         return ""
-    for row in rows:
-        row[0] = f'<a href="#graph-{esc(row[0])}">{esc(row[0])}</a>'
-        row[1:] = [esc(c) for c in row[1:]]
-    trains = has_step_rows(rows)
-    table = html_table(MEMORY_HEADERS, rows) if rows else ""
-    notes = "".join(f"<li>{esc(n)}</li>" for n in memory_notes(rep))
-    # The legend of the rows shown: an inference report has forward rows only.
-    legend = (
-        "Run: forward is one call of the graph, fwd+bwd one step through its backward (a training "
-        "graph has both rows). Saved: what the forward keeps for the backward, counted once per storage (autograd's saved "
-        "tensors in eager; in the compiled build, what AOTAutograd's partitioner saved). Recomputed: forward ops "
-        "the backward computes again instead of saving them."
-    ) if trains else "Run: forward is one call of the graph."
-    return (
-        f'<section id="memory"><h2>Memory</h2><p>{esc(memory_methods(rep))}; peaks above the inputs, outputs '
-        f"included. {legend}</p>{'<p>' + esc(line) + '</p>' if line else ''}"
-        f"{table}{'<ul class=' + chr(34) + 'warn' + chr(34) + '>' + notes + '</ul>' if notes else ''}</section>\n"
+    tables = "".join(
+        table_html(t) + "".join(f"<p>{esc(capital(n))}.</p>" for n in t.notes)
+        for t in section.blocks if isinstance(t, Table)
     )
+    lead = f"<p>{esc(section.lead)}</p>" if section.lead else ""
+    return f'<section id="memory"><h2>{esc(section.title)}</h2>{lead}{tables}{notes_html(section.notes)}</section>\n'
 
 
 def _advice(rep: Report) -> str:
@@ -629,11 +553,10 @@ def _advice(rep: Report) -> str:
 def _warnings(rep: Report, pictures_note: str = "") -> str:
     """What makes the counts incomplete (or the page lack its pictures), first on the page;
     "" when nothing does."""
-    lines = warning_lines(rep) + ([f"No pictures: {pictures_note}"] if pictures_note else [])
-    if not lines:
+    section = sections.warnings(rep, (f"No pictures: {pictures_note}",) if pictures_note else ())
+    if section is None:
         return ""
-    items = "".join(f"<li>{esc(w)}</li>" for w in lines)
-    return f'<section class="warnings"><h2>Read this first</h2><ul>{items}</ul></section>\n'
+    return f'<section class="warnings"><h2>{esc(section.title)}</h2>{notes_html(section.notes, "")}</section>\n'
 
 
 def render_html(
@@ -685,14 +608,7 @@ def render_html(
                frame=frames.get(g.compile_id), notes=notes)
         for g in rep.graphs
     )
-    cov = ""
-    if rep.coverage is not None:
-        c = rep.coverage
-        eager = ", ".join(f"{esc(site)} x{n}" for site, n in c.eager_sites)  # every site: the summary shows 5
-        cov = (
-            f"<section><h2>Coverage</h2><p>{percent(c.ratio, 1)} of the torch ops run were inside graphs "
-            f"(torch ops run: {c.ops_in_graphs} in graphs, {c.ops_eager} eagerly){': ' + eager if eager else ''}</p></section>"
-        )
+    cov = _coverage(rep)
     t = rep.compile_time
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -704,7 +620,7 @@ def render_html(
 <main>
 {_warnings(rep, pictures_note)}<section><h2>Program</h2><p>Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes recompiled variants (with the guard that failed).</p>
 <div class="svgbox" id="program-view">{program}</div></section>
-<section><h2>Graph breaks ({plural(rep.break_count, "event")} at {plural(len(rep.breaks), "site")})</h2>{_breaks(rep)}</section>
+{_breaks(rep)}
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
 {_advice(rep)}{_fallbacks(rep)}{cov}{_end_to_end(rep)}{_memory(rep)}{_program_lowering(rep)}
 <section><h2>Guards</h2>{_guards(rep)}</section>
@@ -714,16 +630,21 @@ def render_html(
 """
 
 
+def _coverage(rep: Report) -> str:
+    """The coverage sentence, every eager site (the summary lists the first few) and what is
+    not counted; "" when coverage was not measured."""
+    section = sections.coverage(rep)
+    if section is None:
+        return ""
+    sites = "".join(listing_html(b) for b in section.blocks if isinstance(b, Listing))
+    notes = "".join(f"<p>{esc(capital(n))}</p>" for n in section.notes)
+    return f"<section><h2>{esc(section.title)}</h2><p>{esc(section.lead)}</p>{sites}{notes}</section>"
+
+
 def _compile_detail(rep: Report) -> str:
     """Under the header's compile figure: the same seconds by phase, and dynscope's own
     measurement builds apart from them; "" when there is neither."""
-    out = []
-    if rep.compile_time.phases:
-        out.append(f"<div>Your program's compile per phase: {esc(phases_text(list(rep.compile_time.phases)))}</div>")
-    measured = measurement_text(rep)
-    if measured:
-        out.append(f"<div>{esc(measured[0].upper() + measured[1:])}</div>")
-    return "".join(out)
+    return "".join(f"<div>{esc(capital(n))}</div>" for n in sections.compile_time(rep).notes)
 
 
 def _ddp_split(g: Graph) -> str:

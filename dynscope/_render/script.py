@@ -14,18 +14,24 @@ whose code names what the report does not keep (a constant tensor, a function of
 program) raises :class:`~dynscope.InputError` saying why, and the rebuilt node list must
 be the report's node for node.
 
-The script calls a few of torch's private APIs (``compile_fx``, ``list_mode_options``, a
-``ShapeEnv`` for symbolic sizes): the same calls ``dynscope/_torch/inductor.py`` makes,
-written out as text for the user's torch to run, never called by dynscope itself.
+What the script runs (inputs from the specs, Inductor's compile, numerics, timing, its
+command line) is the timing runtime, ``dynscope/_torch/runtime.py``, whose source is read
+as package data and written in verbatim: the script times with the code dynscope timed
+with, and the private torch calls it makes (``compile_fx``, ``list_mode_options``, a
+``ShapeEnv`` for symbolic sizes) live on the torch floor, where the layer test sees them.
+This module writes only what differs per graph: the header, the recorded constants, the
+builders, and the lines that hand them to the runtime.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import math
 import textwrap
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from dynscope._errors import InputError
@@ -115,13 +121,14 @@ def graph_script(graph: Graph, *, timing: bool = True, mode: str | None = None, 
     op = modules[-1].names.operator
     parts = [
         _header(graph, mode, timing, report, spec),
-        "import argparse\nimport copy\nimport json\nimport math\n"
+        "import math\n"
         + ("import operator\n" if op == "operator" else f"import operator as {op}\n")
-        + "import statistics\nimport sys\nimport time\n\nimport torch\n",
+        + "import sys\n\nimport torch\n",
         _constants(graph, mode, timing, report, spec),
         _builders(modules),
         _human_ms(),
-        _RUNTIME,
+        _runtime(),
+        _START,
     ]
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
@@ -660,7 +667,8 @@ def _header(graph: Graph, mode: str, timing: bool, report: Report | None, spec: 
     else:
         paragraphs.append(f"The report has no timing of this graph in mode {mode!r}.")
     paragraphs.append(
-        "Run: python THIS.py [--json] [--mode M] [--repeats N] [--threads N] [--device D] [--no-timing]. "
+        "Run: python THIS.py [--json] [--mode M] [--repeats N] [--threads N] [--device D] [--no-timing] "
+        "[--no-interleave]. "
         "It prints eager_ms=... compiled_ms=... speedup=... (train_... too for a training graph), a numerics "
         "line and a sentence beside the report's figures; it exits 1 when numerics differ. It needs only torch."
         + ("" if timing else " Written without timing: --timing times it.")
@@ -704,360 +712,33 @@ def _constants(graph: Graph, mode: str, timing: bool, report: Report | None, spe
     return "\n".join(lines)
 
 
-# -- what every script shares: inputs, compile, numerics, timing, output -------------------------------
-
-_RUNTIME = r'''
-# -- making inputs, compiling, checking, timing (the same in every script) ------------------------
-
-SEED = 0
-RTOL, ATOL = 1e-3, 1e-4
-#: Functions sympy's printing of a symbolic size may use (``Max(1, s0)``).
-SIZE_FUNCTIONS = {"Max": torch.sym_max, "Min": torch.sym_min, "Mod": lambda a, b: a % b,
-                  "FloorDiv": lambda a, b: a // b}
+# -- what every script shares: the timing runtime, and the lines that start it ----------------------
 
 
-def size(entry, sizes):
-    """One recorded size or stride: an int, or an expression of symbols ("s77", "16*s77")."""
-    if isinstance(entry, int):
-        return entry
-    return eval(entry, {"__builtins__": {}, **SIZE_FUNCTIONS}, dict(sizes))
+@functools.cache
+def _runtime_source() -> str:
+    """The timing runtime's source (dynscope/_torch/runtime.py), read as package data: the
+    script runs the very code dynscope times with, and render never imports the torch floor
+    (the file is found from ``dynscope`` itself, so not even the floor's package is imported)."""
+    return (resources.files("dynscope") / "_torch" / "runtime.py").read_text(encoding="utf-8")
 
 
-def make_tensor(spec, gen, device):
-    shape = [size(d, SIZES) for d in spec["shape"]]
-    stride = [size(s, SIZES) for s in spec["stride"]] if spec["stride"] else None
-    if stride is None:  # not recorded: contiguous
-        stride, step = [], 1
-        for d in reversed(shape):
-            stride.insert(0, step)
-            step *= max(d, 1)
-    # Enough storage for the recorded strides (overlapping or expanded ones included).
-    n = 0 if any(d == 0 for d in shape) else 1 + sum((d - 1) * s for d, s in zip(shape, stride))
-    dtype = getattr(torch, spec["dtype"])
-    if dtype == torch.bool:
-        base = torch.rand(n, generator=gen) < 0.5
-    elif not (dtype.is_floating_point or dtype.is_complex):
-        base = torch.randint(0, INT_HIGH, (n,), generator=gen).to(dtype)
-    elif spec["role"] == "param":
-        bound = 1.0 / math.sqrt(shape[-1]) if len(shape) > 1 and shape[-1] > 0 else 0.1
-        base = ((torch.rand(n, generator=gen) * 2 - 1) * bound).to(dtype)
-    elif spec["role"] == "buffer":
-        base = (torch.rand(n, generator=gen) + 0.5).to(dtype)  # running variances stay positive
-    else:
-        base = torch.randn(n, generator=gen).to(dtype)
-    t = base.to(device).as_strided(shape, stride).detach()
-    return t.requires_grad_(True) if spec["requires_grad"] else t
+def _runtime() -> str:
+    return (
+        "# -- the timing runtime: dynscope's own (dynscope/_torch/runtime.py, verbatim) -----------------\n\n"
+        + _runtime_source()
+    )
 
 
-def make_inputs(device):
-    """The graph's inputs: random tensors (seed 0), Python scalars, symbolic sizes as they ran."""
-    gen = torch.Generator().manual_seed(SEED)
-    out = []
-    for spec in INPUTS:
-        if spec["kind"] == "tensor":
-            out.append(make_tensor(spec, gen, device))
-        elif spec["kind"] == "symint":
-            out.append(SIZES[spec["value"]])
-        else:
-            out.append(spec["value"])
-    return out
+#: The script's last lines: what the report recorded, handed to the runtime's command line.
+_START = """
+# -- run ---------------------------------------------------------------------------------------
 
-
-def symbolic(spec):
-    return spec["kind"] == "symint" or (
-        spec["kind"] == "tensor" and any(isinstance(d, str) for d in (*spec["shape"], *spec["stride"])))
-
-
-def symbolic_inputs(real):
-    """Fake inputs with the recorded symbolic sizes in a fresh shape environment (one symbol
-    per recorded symbol, hinted at the size it ran at), so Inductor compiles the graph
-    dynamic as Dynamo's own compile did."""
-    from torch._dynamo.source import ConstantSource
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
-
-    env = ShapeEnv(duck_shape=False)
-    fake_mode = FakeTensorMode(shape_env=env)
-    syms = {}
-    for name, value in SIZES.items():
-        sym = env.create_symbol(value, source=ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC)
-        syms[name] = env.create_symintnode(sym, hint=value)
-    out = []
-    for spec, value in zip(INPUTS, real):
-        if spec["kind"] == "symint":
-            out.append(syms[spec["value"]])
-        elif spec["kind"] == "tensor" and symbolic(spec):
-            with fake_mode:
-                out.append(torch.empty_strided(
-                    [size(d, syms) for d in spec["shape"]], [size(s, syms) for s in spec["stride"]],
-                    dtype=value.dtype, device=value.device, requires_grad=value.requires_grad))
-        elif isinstance(value, torch.Tensor):
-            out.append(fake_mode.from_tensor(value, static_shapes=True))
-        else:
-            out.append(value)
-    return out
-
-
-def compile_graph(gm, inputs, mode, eager_random=False):
-    """Inductor's build of the graph, as torch.compile(mode=...) makes it in GRAD_ENABLED's grad mode."""
-    from torch._inductor import list_mode_options
-    from torch._inductor.compile_fx import compile_fx
-
-    patches = dict(list_mode_options(mode) or {})
-    if eager_random:  # random ops call eager's kernels: one seed, one mask (numerics only)
-        patches["fallback_random"] = True
-    example = inputs
-    if any(symbolic(s) for s in INPUTS):
-        try:
-            example = symbolic_inputs(inputs)
-        except Exception as err:  # a torch whose shape environment changed: compile static
-            print(f"note: compiled static at the recorded sizes; symbolic inputs failed: {err!r}", file=sys.stderr)
-    with torch.set_grad_enabled(GRAD_ENABLED):
-        return compile_fx(copy.deepcopy(gm), example, config_patches=patches)
-
-
-def tensors(value):
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in tensors(v)]
-    return []
-
-
-def compare(expected, got, rtol=RTOL, atol=ATOL):
-    """(max abs error, max relative error, outputs match within rtol/atol) over all tensor outputs."""
-    exp, out = tensors(expected), tensors(got)
-    if len(exp) != len(out):
-        return math.inf, math.inf, False
-    max_abs = max_rel = 0.0
-    ok = True
-    for e, g in zip(exp, out):
-        if e.shape != g.shape:
-            return math.inf, math.inf, False
-        if not (e.is_floating_point() or e.is_complex()):
-            same = bool(torch.equal(e, g))
-            ok &= same
-            max_abs = max(max_abs, 0.0 if same else math.inf)
-            continue
-        e64, g64 = e.detach().double(), g.detach().double()
-        if bool((torch.isnan(g64) & ~torch.isnan(e64)).any()):
-            return math.nan, math.nan, False  # compiled made NaNs eager did not
-        both = ~(torch.isnan(e64) | torch.isnan(g64))
-        diff = (e64 - g64).abs()[both]
-        if diff.numel():
-            max_abs = max(max_abs, float(diff.max()))
-            max_rel = max(max_rel, float((diff / (e64.abs()[both] + 1e-12)).max()))
-        ok &= bool(torch.allclose(g64, e64, rtol=rtol, atol=atol, equal_nan=True))
-    return max_abs, max_rel, ok
-
-
-def cuda_devices(device):
-    if device.startswith("cuda") or torch.cuda.is_initialized():
-        return list(range(torch.cuda.device_count()))
-    return []
-
-
-def seeded(fn, device, seed=SEED):
-    """fn() under torch.manual_seed(seed), the RNG state restored after."""
-    with torch.random.fork_rng(devices=cuda_devices(device)):
-        torch.manual_seed(seed)
-        return fn()
-
-
-class Clock:
-    """Times a callable: perf_counter over loops on CPU, CUDA events after an L2 flush on GPU."""
-
-    def __init__(self, device):
-        self.cuda = device.startswith("cuda")
-        # 256 MB: larger than any current GPU's L2, so each sample starts cold.
-        self.flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device=device) if self.cuda else None
-
-    def sync(self):
-        if self.cuda:
-            torch.cuda.synchronize()
-
-    def time_ms(self, fn, loops=1):
-        if self.cuda:
-            self.flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            return float(start.elapsed_time(end))
-        begin = time.perf_counter()
-        for _ in range(loops):
-            fn()
-        return (time.perf_counter() - begin) * 1000.0 / loops
-
-
-def interleaved(eager, compiled, clock, opts):
-    """Samples of both sides, eager and compiled alternating, after a warm-up (dynscope's way)."""
-    for _ in range(opts.warmup):
-        eager()
-        compiled()
-    clock.sync()
-    loops = 1
-    if not clock.cuda:  # loops decided once, from the faster side's single run
-        one = min(clock.time_ms(eager), clock.time_ms(compiled))
-        loops = max(1, math.ceil(opts.min_sample_ms / max(one, 1e-6)))
-    a, b = [], []
-    while len(a) < opts.repeats:
-        a.append(clock.time_ms(eager, loops))
-        b.append(clock.time_ms(compiled, loops))
-        if len(a) >= 5 and min(sum(a), sum(b)) * loops >= opts.min_time_s * 1000:
-            break
-    return a, b
-
-
-def median(xs):
-    return statistics.median(xs) if xs else 0.0
-
-
-def spread(xs):
-    """Interquartile range / median; 0.0 under 4 samples (no quartiles to speak of)."""
-    if len(xs) < 4:
-        return 0.0
-    q = statistics.quantiles(xs, n=4)
-    m = median(xs)
-    return (q[2] - q[0]) / m if m > 0 else 0.0
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(description=f"Graph {GRAPH} ({FRAME}) of a dynscope report: eager against Inductor.")
-    p.add_argument("--json", action="store_true", help="print one JSON line instead of the text lines")
-    p.add_argument("--mode", default=MODE, help=f"Inductor mode (default: {MODE}, the report's)")
-    p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=TIMING,
-                   help="time eager against Inductor (--no-timing: compile and check numerics only)")
-    p.add_argument("--repeats", type=int, default=30, help="samples per side at most (default 30)")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up runs per side (default 3)")
-    p.add_argument("--min-time-s", type=float, default=0.2, help="stop once both sides have this much (default 0.2)")
-    p.add_argument("--min-sample-ms", type=float, default=10.0, help="CPU: loop each sample this long (default 10)")
-    p.add_argument("--threads", type=int, default=THREADS,
-                   help=f"torch threads (default {THREADS}, the report's; 0: torch's own choice)")
-    p.add_argument("--device", default=DEVICE, help=f"device to run on (default {DEVICE}, where it ran)")
-    p.add_argument("--no-backward", action="store_true", help="do not time forward+backward of a training graph")
-    return p.parse_args(argv)
-
-
-def main(argv=None):
-    opts = parse_args(argv)
-    if opts.threads > 0:
-        torch.set_num_threads(opts.threads)
-    device = opts.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        sys.exit(f"graph {GRAPH} ran on {DEVICE} and this machine has no CUDA device; try --device cpu")
-    gm = build_graph()
-    nodes = len(gm.graph.nodes)
-    if NODES and nodes != NODES:
-        print(f"warning: the rebuilt graph has {nodes} nodes, the report's {NODES}", file=sys.stderr)
-    inputs = make_inputs(device)
-    clock = Clock(device)
-
-    def eager():
-        return gm(*inputs)
-
-    start = time.perf_counter()
-    compiled_fn = compile_graph(gm, inputs, opts.mode)
-    with torch.set_grad_enabled(GRAD_ENABLED):
-        compiled_fn(*inputs)  # the first run (autotuning, loading) is part of the compile
-    clock.sync()
-    compile_s = time.perf_counter() - start
-
-    def compiled():
-        return compiled_fn(*inputs)
-
-    with torch.set_grad_enabled(GRAD_ENABLED):
-        # A graph that draws random numbers (two seeds differ) is judged on a build whose random
-        # ops call eager's kernels; the times stay those of the normal build.
-        draws_random = not compare(seeded(eager, device), seeded(eager, device, SEED + 1), 0.0, 0.0)[2]
-        checker = compiled
-        if draws_random:
-            checker_fn = compile_graph(gm, inputs, opts.mode, eager_random=True)
-            seeded(lambda: checker_fn(*inputs), device)
-
-            def checker():
-                return checker_fn(*inputs)
-        max_abs, max_rel, ok = compare(seeded(eager, device), seeded(checker, device))
-        out = {"graph": GRAPH, "mode": opts.mode, "device": device, "threads": torch.get_num_threads(),
-               "torch": torch.__version__, "compile_s": compile_s, "numerics_ok": ok, "max_abs_err": max_abs,
-               "max_rel_err": max_rel, "numerics_mode": "fallback_random" if draws_random else "default"}
-        if opts.timing:
-            a, b = interleaved(eager, compiled, clock, opts)
-            out.update(eager_ms=median(a), compiled_ms=median(b), samples=len(a),
-                       spread=max(spread(a), spread(b)), eager_samples_ms=a, compiled_samples_ms=b)
-            out["speedup"] = out["eager_ms"] / out["compiled_ms"] if out["compiled_ms"] > 0 else 0.0
-        wrt = [v for v in inputs if isinstance(v, torch.Tensor) and v.requires_grad]
-        needs = [t for t in tensors(eager()) if t.requires_grad] if GRAD_ENABLED and wrt else []
-    if needs and not opts.no_backward:
-        out.update(train(eager, compiled, checker, wrt, needs, clock, opts, device))
-        out["numerics_ok"] = ok = ok and out["grads_ok"]
-    report(out, opts)
-    return 0 if ok else 1
-
-
-def train(eager, compiled, checker, wrt, needs, clock, opts, device):
-    """Forward+backward: eager autograd against the compiled build, gradients compared."""
-    with torch.enable_grad():
-        # Fixed random cotangents: ones could hide a wrong reduction.
-        gen = torch.Generator(device=needs[0].device).manual_seed(SEED)
-        cots = [torch.randn(t.shape, generator=gen, dtype=t.dtype, device=t.device) for t in needs]
-
-        def step(fn):
-            def go():
-                got = [t for t in tensors(fn()) if t.requires_grad]
-                grads = torch.autograd.grad(got, wrt, cots, allow_unused=True)
-                return tuple(torch.zeros_like(w) if g is None else g for w, g in zip(wrt, grads))
-            return go
-
-        step(compiled)()  # AOTAutograd compiles the backward on the first backward
-        if checker is not compiled:
-            seeded(step(checker), device)
-        max_abs, _rel, ok = compare(seeded(step(eager), device), seeded(step(checker), device))
-        out = {"grads_ok": ok, "max_grad_err": max_abs}
-        if opts.timing:
-            a, b = interleaved(step(eager), step(compiled), clock, opts)
-            out.update(train_eager_ms=median(a), train_compiled_ms=median(b), train_eager_samples_ms=a,
-                       train_compiled_samples_ms=b)
-            out["train_speedup"] = median(a) / median(b) if median(b) > 0 else 0.0
-    return out
-
-
-def report(out, opts):
-    if opts.json:
-        print(json.dumps({**out, "report": REPORT}))
-        return
-    print(f"graph={GRAPH} mode={out['mode']} device={out['device']} threads={out['threads']} "
-          f"torch={out['torch']} compile_s={out['compile_s']:.3f}")
-    if "eager_ms" in out:
-        print(f"eager_ms={out['eager_ms']:.6g} compiled_ms={out['compiled_ms']:.6g} speedup={out['speedup']:.4g} "
-              f"samples={out['samples']} spread={out['spread']:.3f}")
-    if "train_eager_ms" in out:
-        print(f"train_eager_ms={out['train_eager_ms']:.6g} train_compiled_ms={out['train_compiled_ms']:.6g} "
-              f"train_speedup={out['train_speedup']:.4g}")
-    grads = f" grads_ok={out['grads_ok']} max_grad_err={out['max_grad_err']:.3g}" if "grads_ok" in out else ""
-    print(f"numerics_ok={out['numerics_ok']} max_abs_err={out['max_abs_err']:.3g} "
-          f"max_rel_err={out['max_rel_err']:.3g} numerics_mode={out['numerics_mode']}{grads}")
-    where = f"graph {GRAPH} ({FRAME}), mode {out['mode']} on {out['device']}, {out['threads']} thread(s)"
-    numerics = f"numerics {'match' if out['numerics_ok'] else 'DIFFER'}"
-    if "eager_ms" not in out:
-        print(f"{where}: compiled, {numerics} (not timed: --timing times it)")
-        return
-    text = (f"{where}: speedup {out['speedup']:.2f}x (eager {human_ms(out['eager_ms'])}, compiled "
-            f"{human_ms(out['compiled_ms'])})")
-    if "train_speedup" in out:
-        text += f", forward+backward {out['train_speedup']:.2f}x"
-    if REPORT is not None:
-        text += (f"; the report (torch {TORCH or '?'}, {REPORT['threads'] or '?'} thread(s)) had "
-                 f"{REPORT['speedup']:.2f}x (eager {human_ms(REPORT['eager_ms'])}, compiled "
-                 f"{human_ms(REPORT['compiled_ms'])})")
-        if REPORT["train_speedup"] > 0:
-            text += f", forward+backward {REPORT['train_speedup']:.2f}x"
-    print(f"{text}; {numerics}")
-
+RECORDED = Recorded(
+    graph=GRAPH, frame=FRAME, torch=TORCH, mode=MODE, timing=TIMING, grad_enabled=GRAD_ENABLED, device=DEVICE,
+    threads=THREADS, nodes=NODES, sizes=SIZES, int_high=INT_HIGH, inputs=INPUTS, report=REPORT,
+)
 
 if __name__ == "__main__":
-    sys.exit(main())
-'''
+    sys.exit(main(RECORDED, build_graph, human_ms))
+"""

@@ -1,6 +1,7 @@
 """Terminal rendering of a Report: the summary's layout (tables, wrapping, sections).
-Pure: model in, text out. What it says in words it shares with the page
-(dynscope._render.words)."""
+Pure: model in, text out. The sections both views show are built once
+(dynscope._render.sections) and laid out here by dynscope._render.section_text; what it
+says in words it shares with the page (dynscope._render.words)."""
 
 from __future__ import annotations
 
@@ -22,41 +23,23 @@ from dynscope._format import (
 )
 from dynscope._lexicon.wording import resume_label
 from dynscope._model.order import program_order  # the one ordering, shared with the picture
+from dynscope._render import sections
+from dynscope._render.figures import runs_shown, sizes_of
+from dynscope._render.section_text import entry_lines, flagged, listing_lines, table_text
+from dynscope._render.sections import Entry, Listing, Section, Table
 from dynscope._render.terminal import paint_summary
 from dynscope._render.words import (
-    MEMORY_HEADERS,
     UNSAID,
     advice_title,
-    cache_text,
-    call_chain_text,
-    compile_parts,
-    cost_text,
-    end_to_end_lines,
     failure_rows,
-    fix_first_line,
-    gave_up_text,
     grads_text,
-    has_step_rows,
-    in_graphs_text,
     inputs_text,
     kernel_label,
-    known_text,
-    lowering_phase_lines,
-    measurement_text,
     memory_cell,
-    memory_methods,
-    memory_notes,
-    memory_rows,
-    owner_text,
     pass_label,
-    phases_text,
-    program_memory_line,
-    runs_shown,
     runs_text,
     samples_text,
-    saved_text,
     size_fix_line,
-    sizes_of,
     source_label,
     speedup_text,
     timing_doubts,
@@ -65,7 +48,6 @@ from dynscope._render.words import (
     trial_memory,
     trial_timed,
     trial_verdict,
-    warning_lines,
 )
 
 if TYPE_CHECKING:
@@ -186,38 +168,19 @@ def graph_timing_lines(rep: Report) -> list[str]:
 
 
 def breaks_section(rep: Report, *, width: int = 100) -> str:
-    """The table of distinct breaks, the costliest first, then each site's reason, fix and hints."""
-    ranked = rep.breaks_by_cost()
-    rows = [
-        [i + 1, b.location, b.category, b.count, known_text(b.graphs_split, str(b.graphs_split)),
-         known_text(b.recompiles_caused, str(b.recompiles_caused)), known_text(b.eager_ms, ms(b.eager_ms)),
-         clip(b.source, 40)]
-        for i, b in enumerate(ranked)
-    ]
-    headers = ["#", "location", "category", "count", "graphs", "recompiles", "eager/call", "code"]
-    lines = [tabulate(rows, headers=headers, tablefmt="simple")]
-    for i, b in enumerate(ranked):
-        lines.append("")
-        lines.append(f"[{i + 1}] {location(b.filename, b.lineno, full=True)} in {b.function or '?'}")
-        lines.append(f"    {b.source}")
-        lines.extend(textwrap.wrap(f"why: {b.reason}", width, initial_indent="    ", subsequent_indent="      "))
-        if b.detail:
-            lines.extend("      " + ln for ln in b.detail.splitlines())
-        if len(b.call_chain) > 1:
-            chain = call_chain_text(b)
-            lines.extend(textwrap.wrap(f"called from: {chain}", width, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False))
-        lines.append(f"    cost: {cost_text(rep, b)}")
-        if b.gave_up:
-            lines.extend(textwrap.wrap(gave_up_text(b), width, initial_indent="    ", subsequent_indent="      "))
-        if b.library:
-            lines.extend(textwrap.wrap(owner_text(b), width, initial_indent="    ", subsequent_indent="      "))
-        lines.extend(textwrap.wrap(f"fix: {b.fix}", width, initial_indent="    ", subsequent_indent="      "))
-        # PyTorch's hints speak to whoever wrote the break ("Remove the graph_break() call"):
-        # where torch or a library breaks on purpose they are not the user's to follow.
-        for hint in b.hints if b.actionable else ():
-            lines.extend(textwrap.wrap(f"torch hint: {hint}", width, initial_indent="    ", subsequent_indent="      "))
-        if b.doc_url:
-            lines.append(f"    docs: {b.doc_url}")
+    """The table of distinct breaks, the costliest first, then each site's reason, fix and
+    hints (the section's blocks: dynscope._render.sections.breaks)."""
+    return breaks_text(sections.breaks(rep), width=width)
+
+
+def breaks_text(section: Section, *, width: int = 100) -> str:
+    """The breaks section's table, then each site's entry."""
+    lines: list[str] = []
+    for block in section.blocks:
+        if isinstance(block, Table):
+            lines.append(table_text(block))
+        elif isinstance(block, Entry):
+            lines += ["", *entry_lines(block, width)]
     return "\n".join(lines)
 
 
@@ -323,18 +286,8 @@ def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = ""
 def compile_time_section(rep: Report) -> str:
     """Compile time: the user's compile (the header's figure) split by part and by phase, and
     apart from it, dynscope's own measurement builds."""
-    t = rep.compile_time
-    # An ahead-of-time compile (AOTInductor) has no Python frame: said as what it is.
-    ahead = sum(1 for f in rep.frames if not f.compile_id)  # every Dynamo compile has an id
-    counted = [plural(len(rep.frames) - ahead, "frame compile")] if len(rep.frames) > ahead else []
-    counted += [plural(ahead, "ahead-of-time compile")] if ahead else []
-    lines = [f"total {compile_parts(rep.compile_time)} over {' and '.join(counted) or '0 frame compiles'}"]
-    if t.phases:
-        lines += wrap_figures(f"your program's compile (the header's figure) per phase: {phases_text(list(t.phases))}")
-    measured = measurement_text(rep)
-    if measured:
-        lines += wrap_figures(measured)
-    return "\n".join(lines)
+    section = sections.compile_time(rep)
+    return "\n".join([section.lead, *(line for n in section.notes for line in wrap_figures(n))])
 
 
 _FIGURE = re.compile(r"(\d) (s|ms|us|ns)\b")
@@ -350,42 +303,34 @@ def wrap_figures(text: str, width: int = 100) -> list[str]:
 
 def timing_section(rep: Report) -> str:
     """End-to-end timing per mode."""
-    rows = []
-    for m in rep.timing:
-        if m.error:
-            rows.append([m.mode, m.device, "-", "-", "-", "-", "-", f"failed: {clip(m.error, 40)}"])
-            continue
-        rows.append([
-            m.mode, m.device, ms(m.eager_ms), ms(m.compiled_ms),
-            f"{m.speedup:.2f}x" + (" ?" if m.below_resolution else " ~" if m.noisy else ""),
-            samples_text(m), f"{m.first_call_s:.2f} s", in_graphs_text(m),
-        ])
-    return tabulate(
-        rows,
-        headers=["mode", "device", "eager", "compiled", "speedup", "samples", "first call", "in graphs"],
-        tablefmt="simple",
-    )
+    section = sections.end_to_end(rep)
+    return "\n".join(table_text(t) for t in section.blocks if isinstance(t, Table)) if section else ""
 
 
 def memory_section(rep: Report) -> list[str]:
     """The summary's "Memory" part: the whole call's peaks, then each graph's, those
     compile grew most first; [] when memory was not measured."""
-    if rep.memory is None and not any(g.memory is not None for g in rep.graphs):
+    section = sections.memory(rep)
+    if section is None:
         return []
-    out = [f"Memory ({memory_methods(rep)}; peaks above the inputs, outputs included)"]
-    line = program_memory_line(rep)
-    if line:
-        out.append(f"    {line}")
-    rows = memory_rows(rep)
-    if rows:
-        out.append(tabulate(rows, headers=MEMORY_HEADERS, tablefmt="simple"))
-        # The legend of the rows shown: an inference report has forward rows only.
-        if has_step_rows(rows):
-            out.append("    run: forward is one call of the graph, fwd+bwd one step through its backward (a training graph has both)")
-            out.append("    saved: what the forward keeps for the backward (tensors); recomputed: forward ops the backward computes again")
-        else:
-            out.append("    run: forward is one call of the graph")
-    return [*out, *_flagged(memory_notes(rep)), ""]
+    out = [section.title, *([f"    {section.lead}"] if section.lead else [])]
+    for table in section.blocks:
+        if isinstance(table, Table):
+            out += [table_text(table), *(f"    {n}" for n in table.notes)]
+    return [*out, *_flagged(section.notes), ""]
+
+
+def coverage_lines(rep: Report) -> list[str]:
+    """The summary's "Coverage" line and its eager sites (the first few); [] when coverage
+    was not measured."""
+    section = sections.coverage(rep)
+    if section is None:
+        return []
+    out = [f"{section.title}: {section.lead}"]
+    for listing in section.blocks:
+        if isinstance(listing, Listing):
+            out += listing_lines(listing)
+    return [*out, *(f"    {n}" for n in section.notes), ""]
 
 
 def guards_line(rep: Report) -> str:
@@ -399,11 +344,9 @@ def guards_line(rep: Report) -> str:
     return f"{plural(len(rep.guards), 'guard')} on {plural(compiles, 'compile')}: {shown}"
 
 
-def _flagged(notes: list[str], width: int = 100) -> list[str]:
+def _flagged(notes: list[str] | tuple[str, ...], width: int = 100) -> list[str]:
     """Each note as "    ! ...", wrapped to ``width``."""
-    return [
-        line for n in notes for line in textwrap.wrap(n, width, initial_indent="    ! ", subsequent_indent="      ")
-    ]
+    return flagged(notes, width)
 
 
 def _share(value: float | None) -> str:
@@ -445,11 +388,11 @@ def kernels_table(graph: Graph) -> str:
 def below_dynamo_section(rep: Report) -> list[str]:
     """The summary's lines on Inductor's work: top kernels of the program, compile time
     per phase with cache results, saved-for-backward bytes; [] when no graph was lowered."""
-    lowered = [g for g in rep.graphs if g.lowering is not None]
-    if not lowered:
+    section = sections.below_dynamo(rep)
+    if section is None:
         return []
-    count = sum(len(g.lowering.kernels) for g in lowered if g.lowering is not None)
-    out = [f"Below Dynamo ({plural(count, 'kernel')} in {plural(len(lowered), 'lowered graph')})"]
+    lowered = [g for g in rep.graphs if g.lowering is not None]
+    out = [section.title]
     top = rep.top_kernels(5)
     if top:
         rows = [
@@ -464,16 +407,7 @@ def below_dynamo_section(rep: Report) -> list[str]:
         out.append("    time: over the graph's runs; share: of its graph's time")
     else:
         out.append("    kernels not timed (dynscope.report(..., timing=True) times them)")
-    # Each phases line says whose compile it is: the user's (the header's figure, all frames)
-    # or dynscope's timed builds (not in it).
-    lines = [
-        *lowering_phase_lines(rep),
-        ("cache", cache_text(lowered)),
-        ("saved for backward", saved_text(lowered)),
-    ]
-    for label, text in lines:
-        if text:
-            out += wrap_figures(f"{label}: {text}")
+    out += [line for n in section.notes for line in wrap_figures(n)]
     out += _flagged([f"graph {g.id}: {n}" for g in lowered if g.lowering is not None for n in g.lowering.notes])
     return [*out, ""]
 
@@ -486,13 +420,14 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
         color: add ANSI colour (dynscope._render.terminal.paint_summary); the text is otherwise the same.
     """
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
+    breaks = sections.breaks(rep)
     out = [title, "=" * len(title), totals_line(rep)]
     if rep.breaks:
-        out.append(fix_first_line(rep))
+        out.append(breaks.lead)
     out.append("")
-    warnings = warning_lines(rep)
-    if warnings:
-        out += ["Read this first", *(f"    ! {w}" for w in warnings), ""]
+    warnings = sections.warnings(rep)
+    if warnings is not None:
+        out += [warnings.title, *(f"    ! {w}" for w in warnings.notes), ""]
     out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)"]
     out += [*_flagged(graph_timing_lines(rep)), ""]
     if rep.breaks or rep.recompiles:
@@ -500,11 +435,7 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
         out += textwrap.wrap(program_line(rep), 100, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
         out += [""]
     if rep.breaks:
-        out += [
-            f"Graph breaks ({plural(rep.break_count, 'event')} at {plural(len(rep.breaks), 'site')})",
-            breaks_section(rep),
-            "",
-        ]
+        out += [breaks.title, breaks_text(breaks), ""]
     else:
         out += ["Graph breaks: none", ""]
     if rep.recompiles:
@@ -519,22 +450,11 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
         out.append("")
     if rep.guards:
         out += ["Guards", "    " + guards_line(rep), ""]
-    if rep.coverage is not None:
-        c = rep.coverage
-        out.append(
-            f"Coverage: {percent(c.ratio, 1)} of the torch ops run were in graphs "
-            f"(torch ops run: {c.ops_in_graphs} in graphs, {c.ops_eager} eagerly)"
-        )
-        for site, n in c.eager_sites[:5]:
-            out.append(f"    eager: {site} x{n}")
-        if len(c.eager_sites) > 5:
-            rest = c.eager_sites[5:]
-            out.append(f"    eager: +{sum(n for _, n in rest)} more at {plural(len(rest), 'other site')} (all in the JSON and on the page)")
-        if c.ops_dynamo:
-            out.append(f"    not counted: {c.ops_dynamo} ops Dynamo ran to build graph arguments (its runtime, not your code)")
-        out.append("")
+    out += coverage_lines(rep)
     if rep.timing:
-        out += ["Timing (end to end)", timing_section(rep), *_flagged(end_to_end_lines(rep)), ""]
+        timed = sections.end_to_end(rep)
+        assert timed is not None
+        out += [timed.title, timing_section(rep), *_flagged(timed.notes), ""]
     out += memory_section(rep)
     out += below_dynamo_section(rep)
     out += ["Compile time", compile_time_section(rep)]

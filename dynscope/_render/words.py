@@ -3,7 +3,9 @@ alike (totals, costs, timing doubts, compile phases, caches, remedies' verdicts)
 model in, words out; the layout (tables, wrapping, markup) is each renderer's own.
 
 A sentence written once here reads the same in every view of a report: the summary and the
-page are tested to agree (tests/test_display_truth.py), and they agree by sharing these.
+page are tested to agree (tests/test_display_truth.py), and they agree by sharing these. The
+figures the sentences speak of are computed in dynscope._render.figures; the sections that
+put them in tables, in dynscope._render.sections.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dynscope._format import (
     plural,
     timer_resolution_ms,
 )
-from dynscope._lexicon.wording import resume_label
+from dynscope._render.figures import cache_counts, memory_order, phase_seconds
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -484,12 +486,6 @@ def owner_text(b: GraphBreak) -> str:
             "tries those), or the break can be reported to its maintainers")
 
 
-def runs_shown(rep: Report) -> bool:
-    """Whether the graph tables show how often each graph ran: when one ran more often than
-    the program was called (one graph serving every block of a per-block compile)."""
-    return any(g.runs > max(rep.calls, 1) for g in rep.graphs)
-
-
 def runs_text(graph: Graph, calls: int) -> str:
     """"8 (4 per call)", "1"; "-" when not counted."""
     if graph.runs <= 0:
@@ -519,22 +515,6 @@ def source_label(line: str) -> str:
     """"file.py:LINE" from a kernel's "path/file.py:LINE" (the base name, as elsewhere)."""
     path, sep, lineno = line.rpartition(":")
     return f"{PurePath(path).name}:{lineno}" if sep and lineno.isdigit() else line
-
-
-def phase_seconds(graphs: list[Graph] | tuple[Graph, ...], *, source: str | None = None) -> list[tuple[str, float]]:
-    """Compile seconds per phase summed over the graphs' lowerings (only those of ``source``,
-    "trace" or "timing", when given), in pipeline order (phases no graph reports are left
-    out; unknown ones come last, in the order met)."""
-    total: dict[str, float] = {}
-    for g in graphs:
-        if g.lowering is not None and source in (None, g.lowering.source):
-            for phase, s in g.lowering.phases:
-                # Reports saved before dynscope kept compile times apart added the capture's
-                # Dynamo seconds to a timed build's phases; dynscope's build runs no Dynamo.
-                if not (phase == "dynamo" and g.lowering.source == "timing"):
-                    total[phase] = total.get(phase, 0.0) + s
-    known = [p for p in PHASE_LABELS if p in total]
-    return [(p, total[p]) for p in known + [p for p in total if p not in PHASE_LABELS]]
 
 
 #: What a lowering's phases are of, by its source, in words.
@@ -583,25 +563,12 @@ def phases_text(phases: list[tuple[str, float]]) -> str:
     return f"{parts} (total {sum(s for _, s in phases):.2f} s)"
 
 
-def cache_counts(graphs: list[Graph] | tuple[Graph, ...]) -> list[tuple[str, dict[str, int]]]:
-    """Per cache (its words), how many lookups hit, missed or were bypassed."""
-    counts: dict[str, dict[str, int]] = {}
-    for g in graphs:
-        if g.lowering is not None:
-            for key, result in g.lowering.cache:
-                cache = key.split(" ", 1)[0]
-                per = counts.setdefault(CACHE_LABELS.get(cache, cache), {})
-                per[result] = per.get(result, 0) + 1
-    order = list(CACHE_LABELS.values())
-    return sorted(counts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
-
-
 def cache_text(graphs: list[Graph] | tuple[Graph, ...]) -> str:
     """"FX graph cache: 2 hit, 1 miss; AOTAutograd cache: 3 bypass"; "" when none recorded."""
     parts = []
     for cache, per in cache_counts(graphs):
         results = sorted(per, key=lambda r: _CACHE_RESULTS.index(r) if r in _CACHE_RESULTS else len(_CACHE_RESULTS))
-        parts.append(f"{cache}: " + ", ".join(f"{per[r]} {r}" for r in results))
+        parts.append(f"{CACHE_LABELS.get(cache, cache)}: " + ", ".join(f"{per[r]} {r}" for r in results))
     return "; ".join(parts)
 
 
@@ -631,17 +598,6 @@ def size_fix_line(fix: SizeFix) -> str:
     return f"{what}{where}{code} (compile {fix.compile_id}{via})"
 
 
-def sizes_of(rep: Report, compile_ids: Iterable[str]) -> list[SizeFix]:
-    """The sizes the given compiles (and the entries their recompiles failed on) fixed or
-    guarded, fixes first, once each."""
-    ids = set(compile_ids)
-    for r in rep.recompiles:
-        if r.compile_id in ids:
-            ids.update(f.entry for f in r.failures)
-    fixes = [fx for fr in rep.frames if fr.compile_id in ids for fx in fr.shapes]
-    return sorted(dict.fromkeys(fixes), key=lambda fx: (fx.kind != "fixed", fx.compile_id))
-
-
 #: What "-" in the failed-guard table means.
 UNSAID = ("-: PyTorch's message does not say; what the call brought is known only for the inputs of the "
           "function you passed (dynscope checks those itself), not inside a frame it calls (a library's)")
@@ -668,71 +624,12 @@ MEMORY_METHODS = {
     "cuda": "CUDA, torch.cuda.max_memory_allocated",
 }
 
-MEMORY_HEADERS = ["graph", "frame", "run", "eager peak", "compiled peak", "ratio", "saved eager", "saved compiled",
-                  "recomputed"]
-
-
 def memory_cell(m: GraphMemory | None) -> str:
     """"7.5 MiB -> 5.5 MiB" (forward+backward for a training graph); "-" when not measured."""
     if m is None or m.error:
         return "-"
     eager, compiled = m.peak
     return f"{human_bytes(eager)} -> {human_bytes(compiled)}"
-
-
-def memory_order(rep: Report) -> list[Graph]:
-    """The measured graphs, those compile grew most first (then by id)."""
-    measured = [g for g in rep.graphs if g.memory is not None]
-    return sorted(measured, key=lambda g: (g.memory.error != "" if g.memory else True, -(g.memory.growth if g.memory else 0), g.id))
-
-
-def _saved_cell(saved: int, count: int) -> str:
-    return "-" if saved < 0 else f"{human_bytes(saved)} ({count})"
-
-
-def _ratio_cell(eager: int, compiled: int) -> str:
-    """"0.56x": compiled / eager; "1.00x" when neither allocates; "-" when only compiled does."""
-    if eager > 0:
-        return f"{compiled / eager:.2f}x"
-    return "1.00x" if compiled == 0 else "-"
-
-
-#: The ``run`` of a training graph's forward+backward row (:func:`memory_rows`).
-STEP_RUN = "fwd+bwd"
-
-
-def has_step_rows(rows: list[list[str]]) -> bool:
-    """Whether :func:`memory_rows` holds a forward+backward row (the legend names it then)."""
-    return any(row[2] == STEP_RUN for row in rows)
-
-
-def memory_rows(rep: Report) -> list[list[str]]:
-    """Rows of :data:`MEMORY_HEADERS`, the graphs that grew most first: one per graph, the
-    forward; a training graph two, its forward and then its forward+backward step (both
-    peaks are measured; the step's is the one the program makes). The saved tensors sit on
-    the forward's row (the forward keeps them), the recomputed ops on the step's (the
-    backward computes them)."""
-    rows = []
-    for g in memory_order(rep):
-        m = g.memory
-        assert m is not None
-        who = [str(g.id), resume_label(g.frame)]
-        if m.error:
-            rows.append([*who, "-", "-", "-", "-", "-", "-", "not measured"])
-            continue
-        rows.append([
-            *who, "forward", human_bytes(m.eager_peak), human_bytes(m.compiled_peak),
-            _ratio_cell(m.eager_peak, m.compiled_peak),
-            _saved_cell(m.eager_saved, m.eager_saved_count), _saved_cell(m.compiled_saved, m.compiled_saved_count),
-            "-",
-        ])
-        if m.trains:
-            recomputed = g.lowering.recomputed if g.lowering is not None else ()
-            rows.append([
-                *who, STEP_RUN, human_bytes(m.eager_train_peak), human_bytes(m.compiled_train_peak),
-                _ratio_cell(m.eager_train_peak, m.compiled_train_peak), "-", "-", plural(len(recomputed), "op"),
-            ])
-    return rows
 
 
 def memory_methods(rep: Report) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dynscope._lexicon.wording import is_secondary_break
 from dynscope._model import StackFrame
@@ -58,81 +58,119 @@ def parse_break(payload: str) -> ParsedBreak | None:
     if not lines or not lines[0].strip():
         return None
     header = _HEADER.match(lines[0].strip())
-    explanation, hints, gb_type = "", [], ""
-    doc_url, gb_id = "", ""
-    stack: list[StackFrame] = []
-    # Without the usual header the user stack follows the first line directly.
-    in_stack = header is None
     if header is None and not any(_FILE_LINE.match(ln) for ln in lines[1:]):
         return None
-    detail: list[str] = []
-    in_detail = False
-    debug_context = ""
-    for i, raw in enumerate(lines[1:], start=1):
-        line = raw.strip()
-        if in_detail and not in_stack:
-            if line.startswith(("Hint:", "Developer debug context:", "User code traceback:", "For more details")):
-                in_detail = False
-            else:
-                detail.append(raw)
-                continue
-        if in_stack:
-            if raw.startswith("Traceback (most recent call last)"):
-                break  # Dynamo's own traceback follows; not the user's stack
-            m = _FILE_LINE.match(raw)
-            if m:
-                code = lines[i + 1].strip() if i + 1 < len(lines) else ""
-                if code.startswith("File ") or _is_caret_line(code):
-                    code = ""
-                stack.append(
-                    StackFrame(m["file"], int(m["line"]), m["func"], code)
-                )
-            continue
-        if line.startswith("Explanation:") and not explanation:
-            explanation = line[len("Explanation:"):].strip()
-            gb_type = _previous_text(lines, i)
-            in_detail = True
-        elif line.startswith("Developer debug context:"):
-            debug_context = line[len("Developer debug context:"):].strip()
-        elif line.startswith("Hint:"):
-            hints.append(line[len("Hint:"):].strip())
-        elif line.startswith("User code traceback:"):
-            in_stack = True
-        elif not doc_url and (url := _URL.search(line)):
-            doc_url = url.group(0)
-            gb = _GB_ID.search(doc_url)
-            gb_id = gb.group(1) if gb else ""
-    if not gb_type:
-        # Short form: "Graph Break Reason: <type>" with no explanation block.
-        reason = next((ln for ln in lines if ln.startswith("Graph Break Reason:")), "")
-        gb_type = reason[len("Graph Break Reason:"):].strip()
+    # Without the usual header the user stack follows the first line directly.
+    body = _read_body(lines, in_stack=header is None)
+    gb_type = body.gb_type or _short_reason(lines)
     if header is None:
         gb_type = gb_type or lines[0].strip().rstrip(":")
-        last = stack[-1] if stack else StackFrame("", 0, "")
+        last = body.stack[-1] if body.stack else StackFrame("", 0, "")
         reported = (last.filename, last.lineno)
     else:
         reported = (header["file"], int(header["line"]))
-    if gb_type and not gb_id:
-        gb_id = gb_id_for_type(gb_type)
-    if gb_type and not doc_url:
-        doc_url = doc_url_for(gb_type, gb_id)
+    gb_id, doc_url = _doc_of(gb_type, body.gb_id, body.doc_url)
     return ParsedBreak(
         reported_filename=reported[0],
         reported_lineno=reported[1],
         gb_type=gb_type,
-        explanation=explanation,
-        hints=tuple(hints),
+        explanation=body.explanation,
+        hints=tuple(body.hints),
         gb_id=gb_id,
         doc_url=doc_url,
-        user_stack=tuple(stack),
-        detail=textwrap.dedent("\n".join(detail)).strip(),
-        debug_context=debug_context,
+        user_stack=tuple(body.stack),
+        detail=textwrap.dedent("\n".join(body.detail)).strip(),
+        debug_context=body.debug_context,
         text="\n".join(lines[: next((j for j, ln in enumerate(lines) if ln.startswith("Traceback (most recent")), len(lines))]).rstrip(),
         gave_up=any(
             ln.startswith("Graph Break Reason:") and is_secondary_break(ln.split(":", 1)[1])
             for ln in lines[:3]
         ),
     )
+
+
+@dataclass
+class _Body:
+    """What the lines after a report's first say, gathered in one pass."""
+
+    gb_type: str = ""
+    explanation: str = ""
+    hints: list[str] = field(default_factory=list)
+    doc_url: str = ""
+    gb_id: str = ""
+    debug_context: str = ""
+    detail: list[str] = field(default_factory=list)  # the explanation's further lines, as written
+    stack: list[StackFrame] = field(default_factory=list)
+
+
+# Lines that end the explanation's further lines (the detail).
+_DETAIL_ENDS = ("Hint:", "Developer debug context:", "User code traceback:", "For more details")
+
+
+def _read_body(lines: list[str], *, in_stack: bool) -> _Body:
+    """The report's lines after the first: its labelled lines, then the user stack (from
+    "User code traceback:", or from the start when ``in_stack``) up to Dynamo's own traceback."""
+    body = _Body()
+    in_detail = False
+    for i, raw in enumerate(lines[1:], start=1):
+        if in_detail and not in_stack:
+            if not raw.strip().startswith(_DETAIL_ENDS):
+                body.detail.append(raw)
+                continue
+            in_detail = False
+        if in_stack:
+            if raw.startswith("Traceback (most recent call last)"):
+                break  # Dynamo's own traceback follows; not the user's stack
+            if m := _FILE_LINE.match(raw):
+                body.stack.append(_frame(m, lines, i))
+        elif raw.strip().startswith("User code traceback:"):
+            in_stack = True
+        else:
+            in_detail = _read_labelled(body, lines, i)
+    return body
+
+
+def _read_labelled(body: _Body, lines: list[str], i: int) -> bool:
+    """Read line ``i`` if it is one of the labelled lines ("Explanation:", "Hint:", the doc
+    link...); True when it opens the explanation, whose further lines are the detail."""
+    line = lines[i].strip()
+    if line.startswith("Explanation:") and not body.explanation:
+        body.explanation = line[len("Explanation:"):].strip()
+        body.gb_type = _previous_text(lines, i)
+        return True
+    if line.startswith("Developer debug context:"):
+        body.debug_context = line[len("Developer debug context:"):].strip()
+    elif line.startswith("Hint:"):
+        body.hints.append(line[len("Hint:"):].strip())
+    elif not body.doc_url and (url := _URL.search(line)):
+        body.doc_url = url.group(0)
+        gb = _GB_ID.search(body.doc_url)
+        body.gb_id = gb.group(1) if gb else ""
+    return False
+
+
+def _frame(m: re.Match[str], lines: list[str], i: int) -> StackFrame:
+    """The stack frame whose ``File "...", line N, in f`` line is ``lines[i]``, with the code
+    line under it (none when the next line is another frame or a caret line)."""
+    code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+    if code.startswith("File ") or _is_caret_line(code):
+        code = ""
+    return StackFrame(m["file"], int(m["line"]), m["func"], code)
+
+
+def _short_reason(lines: list[str]) -> str:
+    """The type in the short form, "Graph Break Reason: <type>" with no explanation block."""
+    reason = next((ln for ln in lines if ln.startswith("Graph Break Reason:")), "")
+    return reason[len("Graph Break Reason:"):].strip()
+
+
+def _doc_of(gb_type: str, gb_id: str, doc_url: str) -> tuple[str, str]:
+    """The gb id and doc link, from the registry by type where the report gave none."""
+    if gb_type and not gb_id:
+        gb_id = gb_id_for_type(gb_type)
+    if gb_type and not doc_url:
+        doc_url = doc_url_for(gb_type, gb_id)
+    return gb_id, doc_url
 
 
 def _is_caret_line(text: str) -> bool:

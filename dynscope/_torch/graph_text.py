@@ -53,7 +53,7 @@ def inputs_from_code(code: str, sizes: Mapping[str, int] | None = None) -> tuple
 
     Used for graphs known only from the trace (the user's own backend compiled them).
     ``sizes``: symbol -> the value it ran at (from the compile's ``create_symbol`` events,
-    :func:`symbol_created`); a tensor whose symbolic dims all have one gets ``ran_at``, a
+    ``records.created_symbol``); a tensor whose symbolic dims all have one gets ``ran_at``, a
     symint its value, as :func:`input_meta` gives a graph dynscope's backend saw.
     """
     sizes = sizes or {}
@@ -97,16 +97,6 @@ def input_names_from_code(code: str) -> tuple[str, ...]:
     if not m:
         return ()
     return tuple(ann["name"] for ann in _ANNOT.finditer(m["args"]))
-
-
-def symbol_created(body: Mapping[str, Any]) -> tuple[str, int] | None:
-    """(symbol, the value it was created at) from a ``create_symbol`` trace event's body
-    (``TraceEvent.metadata``: ShapeEnv.create_symbol logs ``{"symbol": "s77", "val": "4",
-    ...}``, seen on torch 2.13), or None when it does not hold an integer value."""
-    symbol, val = body.get("symbol"), str(body.get("val", ""))
-    if not isinstance(symbol, str) or not val.lstrip("-").isdigit():
-        return None
-    return symbol, int(val)
 
 
 def _dims(text: str) -> tuple[int | str, ...]:

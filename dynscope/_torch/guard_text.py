@@ -1,4 +1,5 @@
-"""Parse Dynamo's guard trees and word failed guards plainly.
+"""Parse Dynamo's guard trees and read failed guards into causes (``Cause``: kind, name,
+values; their words are dynscope._render.causes').
 
 Input: the ``dynamo_cpp_guards_str`` text (one guard per line under accessor lines) and
 the ``recompile_reasons`` texts. Pure functions, no torch import.
@@ -15,7 +16,8 @@ from __future__ import annotations
 import json
 import re
 
-from dynscope._model import Guard
+from dynscope._model import Cause, Guard, StateChange
+from dynscope._model import causes as k
 
 _SOURCE_EXPR = re.compile(r"((?:L|G)\[[^\]]+\](?:\[[^\]]+\]|\.[A-Za-z_]\w*)*)")
 _MANAGER_SOURCE = re.compile(r"source=([^,]+(?:\[[^\]]*\])*)")
@@ -147,35 +149,22 @@ _STRIDE_GUARD = re.compile(rf"(?P<n>{_VALUE})\.stride\(\)\[(?P<i>\d+)\]")
 #: please file a bug)", symbolic_shapes.produce_guards_verbose, torch 2.13): not the user's line.
 _NO_ORIGIN = re.compile(r"^\((?:unknown source|unknown var) .*please file a bug\)$")
 
+#: Failed guards PyTorch words, each read into a cause of one kind (the words:
+#: dynscope._render.causes). First match wins.
 _EXPLAIN: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
-     "input {n} changed size in dim {i}: compiled for {a}, called with {b}"),
-    (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"),
-     "input {n} changed strides (dim {i}: compiled for stride {a}, called with {b}): a slice such as "
-     "{n}[:, -n:] or a transpose made it non-contiguous"),
-    (re.compile(rf"^(?P<n>{_VALUE})\.stride\(\)\[(?P<i>\d+)\] == (?P<a>.+)$"),
-     "input {n} changed strides: compiled for a contiguous {n} ({n}.stride()[{i}] == {a}), called with "
-     "one that is not (a slice such as {n}[:, -n:] or a transpose)"),
-    (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\. expected (?P<a>\S+), actual (?P<b>\S+)"),
-     "input {n} changed dtype: compiled for {a}, called with {b}"),
-    (re.compile(r"tensor '(?P<n>.+?)' device mismatch\. expected (?P<a>.+), actual (?P<b>.+)"),
-     "input {n} moved device: compiled for {a}, called with {b}"),
-    (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\. expected requires_grad=(?P<a>\d)"),
-     "input {n} changed requires_grad (compiled for requires_grad={a})"),
-    (re.compile(r"tensor '(?P<n>.+?)' rank mismatch\. expected (?P<a>\d+), actual (?P<b>\d+)"),
-     "input {n} changed number of dims: compiled for {a}, called with {b}"),
-    (re.compile(rf"^(?P<n>{_VALUE}) == (?P<a>.+)$"),
-     "Python value {n} changed: the graph was specialised to {n} == {a}"),
-    (re.compile(rf"^len\((?P<n>{_VALUE})\) == (?P<a>\d+)$"),
-     "length of {n} changed: compiled for {a} items"),
-    (re.compile(rf"___check_type_id\((?P<n>{_VALUE})"),
-     "{n} changed type"),
-    (re.compile(r"___check_obj_id\((?P<n>[^,]+),"),
-     "{n} is a different object than when compiled"),
-    (re.compile(r"global state changed|GLOBAL_STATE", re.I),
-     "global torch state changed (grad mode, autocast, default dtype or thread count)"),
-    (re.compile(r"grad_mode", re.I),
-     "grad mode changed (torch.no_grad / enable_grad)"),
+    (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"), k.SIZE),
+    (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\. expected (?P<a>\S+), actual (?P<b>\S+)"), k.STRIDE),
+    (re.compile(rf"^(?P<n>{_VALUE})\.stride\(\)\[(?P<i>\d+)\] == (?P<a>.+)$"), k.CONTIGUOUS),
+    (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\. expected (?P<a>\S+), actual (?P<b>\S+)"), k.DTYPE),
+    (re.compile(r"tensor '(?P<n>.+?)' device mismatch\. expected (?P<a>.+), actual (?P<b>.+)"), k.DEVICE),
+    (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\. expected requires_grad=(?P<a>\d)"), k.REQUIRES_GRAD),
+    (re.compile(r"tensor '(?P<n>.+?)' rank mismatch\. expected (?P<a>\d+), actual (?P<b>\d+)"), k.RANK),
+    (re.compile(rf"^(?P<n>{_VALUE}) == (?P<a>.+)$"), k.VALUE),
+    (re.compile(rf"^len\((?P<n>{_VALUE})\) == (?P<a>\d+)$"), k.LENGTH),
+    (re.compile(rf"___check_type_id\((?P<n>{_VALUE})"), k.TYPE),
+    (re.compile(r"___check_obj_id\((?P<n>[^,]+),"), k.OBJECT),
+    (re.compile(r"global state changed|GLOBAL_STATE", re.I), k.GLOBAL_STATE),
+    (re.compile(r"grad_mode", re.I), k.GRAD_MODE),
 )
 
 
@@ -194,41 +183,38 @@ def clean_reason(reason: str) -> str:
     return _TORCH_TAIL.sub("", reason)
 
 
-def explain_reason(reason: str) -> str:
-    """A plain sentence for one failed guard; the guard itself when no pattern fits.
+def _origin(comment: str) -> tuple[str, str]:
+    """(code, location) of PyTorch's ``# user code  # file:line in function`` note on a guard."""
+    if comment.startswith("#"):  # no code, only "# file:line in function"
+        code, loc = "", comment.lstrip("# ")
+    else:
+        pieces = re.split(r"\s+#\s", comment, maxsplit=1)
+        code, loc = pieces[0].strip(), (pieces[1] if len(pieces) > 1 else "")
+    # PyTorch shortens the file name against its own install folder, which mangles a
+    # file outside it ("/tmp/job/model.py" -> "mp/job/model.py", torch 2.11-2.14): keep
+    # the file's name and line, as every dynscope location reads.
+    return code, re.sub(r"^\S*/(?=[^/\s]+:\d+)", "", loc.split(" (", 1)[0].strip())
+
+
+def reason_cause(reason: str) -> Cause:
+    """The cause of one failed guard, with the values PyTorch's words give; kind GUARD
+    (the guard kept) when no rule reads it.
 
     PyTorch appends ``  # user code  # file:line in function`` to some guards; that part
-    becomes "(from `code` at file:line)".
+    becomes the cause's ``code`` and ``at``.
     """
     reason = clean_reason(reason)
     parts = re.split(r"\s+#\s", reason, maxsplit=1)
     expr, comment = parts[0].strip(), (parts[1] if len(parts) > 1 else "").strip()
-    if _NO_ORIGIN.match(comment):
-        comment = ""
-    origin = ""
-    if comment:
-        if comment.startswith("#"):  # no code, only "# file:line in function"
-            code, loc = "", comment.lstrip("# ")
-        else:
-            pieces = re.split(r"\s+#\s", comment, maxsplit=1)
-            code, loc = pieces[0].strip(), (pieces[1] if len(pieces) > 1 else "")
-        # PyTorch shortens the file name against its own install folder, which mangles a
-        # file outside it ("/tmp/job/model.py" -> "mp/job/model.py", torch 2.11-2.14): keep
-        # the file's name and line, as every dynscope location reads.
-        loc = re.sub(r"^\S*/(?=[^/\s]+:\d+)", "", loc.split(" (", 1)[0].strip())
-        if code and loc:
-            origin = f" (from `{code}` at {loc})"
-        elif code or loc:
-            origin = f" (from `{code}`)" if code else f" (at {loc})"
-    for pattern, template in _EXPLAIN:
+    code, at = _origin(comment) if comment and not _NO_ORIGIN.match(comment) else ("", "")
+    for pattern, kind in _EXPLAIN:
         m = pattern.search(expr)
         if m:
             # Other inputs a value names read as the user calls them too (L['x'] -> x).
-            values = {k: _name(v) if k == "n" else _LOCAL.sub(lambda f: f["name"], v.strip()) for k, v in m.groupdict().items()}
-            return template.format(**values) + origin
-    if comment:
-        return f"a value the code depends on changed: guard `{expr}` failed{origin}"
-    return expr
+            values = {g: _name(v) if g == "n" else _LOCAL.sub(lambda f: f["name"], v.strip()) for g, v in m.groupdict().items()}
+            return Cause(kind, name=values.get("n", ""), dim=values.get("i", ""), then=values.get("a", ""),
+                         now=values.get("b", ""), code=code, at=at)
+    return Cause(k.GUARD, guard=expr, code=code, at=at)
 
 
 # -- causes: what to group recompiles by, and what to do about each ------------------------
@@ -259,53 +245,36 @@ _STATE_FIX = (
     "torch.autocast outside the compiled function consistently), or compile one function per state"
 )
 
+#: Failed guards read into what recompiles are grouped by (a cause without values) and what
+#: to do about it. First match wins.
 _CAUSES: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\."), "size of input {n} changed (dim {i})", _SIZE_FIX),
-    (re.compile(r"tensor '(?P<n>.+?)' rank mismatch\."), "number of dims of input {n} changed", _SIZE_FIX),
-    (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\."),
-     "strides of input {n} changed (dim {i})", _STRIDE_FIX),
-    (_STRIDE_GUARD, "strides of input {n} changed (dim {i})", _STRIDE_FIX),
-    (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\."), "dtype of input {n} changed", "cast the input to one dtype before the call"),
-    (re.compile(r"tensor '(?P<n>.+?)' device mismatch\."), "device of input {n} changed", "keep the input on one device"),
-    (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\."), "requires_grad changed on input {n}", _GRAD_FIX),
-    (re.compile(rf"^(?P<n>{_VALUE}) == "), "Python value {n} changed", _SCALAR_FIX),
+    (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\."), k.SIZE, _SIZE_FIX),
+    (re.compile(r"tensor '(?P<n>.+?)' rank mismatch\."), k.RANK, _SIZE_FIX),
+    (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\."), k.STRIDE, _STRIDE_FIX),
+    (_STRIDE_GUARD, k.STRIDE, _STRIDE_FIX),
+    (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\."), k.DTYPE, "cast the input to one dtype before the call"),
+    (re.compile(r"tensor '(?P<n>.+?)' device mismatch\."), k.DEVICE, "keep the input on one device"),
+    (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\."), k.REQUIRES_GRAD, _GRAD_FIX),
+    (re.compile(rf"^(?P<n>{_VALUE}) == "), k.VALUE, _SCALAR_FIX),
     # **kwargs: the call passed another set of keyword arguments (not a list to stack).
-    (re.compile(r"^(?:len\((?:L\['kwargs'\]|kwargs)\) == |not (?:L\['kwargs'\]|kwargs)\s*$)"),
-     "the keyword arguments passed changed",
+    (re.compile(r"^(?:len\((?:L\['kwargs'\]|kwargs)\) == |not (?:L\['kwargs'\]|kwargs)\s*$)"), k.KWARGS,
      "pass the same keyword arguments every call (the optional ones too, as None when unused)"),
-    (re.compile(rf"^len\((?P<n>{_VALUE})\) == "), "length of {n} changed",
+    (re.compile(rf"^len\((?P<n>{_VALUE})\) == "), k.LENGTH,
      "keep the number of items the same between calls, or pass one stacked tensor"),
-    (re.compile(rf"___check_type_id\((?P<n>{_VALUE})"), "type of {n} changed", "pass a value of the same type each call"),
-    (re.compile(r"___check_obj_id\((?P<n>[^,]+),"), "{n} is a different object",
+    (re.compile(rf"___check_type_id\((?P<n>{_VALUE})"), k.TYPE, "pass a value of the same type each call"),
+    (re.compile(r"___check_obj_id\((?P<n>[^,]+),"), k.OBJECT,
      "reuse the same object (module, function, tensor) between calls"),
 )
 
 #: "GLOBAL_STATE changed: grad_mode autocast(cpu)_enabled" (torch 2.3 .. 2.14): the C++
 #: guard names each state that differs, without values.
 _GLOBAL = re.compile(r"GLOBAL_STATE changed:\s*(?P<states>.*)$")
-_STATE_WORDS = {
-    "grad_mode": "grad mode",
-    "torch_function": "torch function mode",
-    "deterministic_algorithms": "deterministic algorithms",
-    "num_threads": "thread count",
-    "default_dtype": "default dtype",
-    "allow_tf32": "TF32",
-    "autocast_cache_enabled": "autocast cache",
-}
-
 
 def global_states(reason: str) -> tuple[str, ...]:
     """The states a GLOBAL_STATE guard names ("grad_mode", "autocast(cpu)_enabled"); ()
     for other guards."""
     m = _GLOBAL.search(reason)
     return tuple(m["states"].split()) if m else ()
-
-
-def _state_word(state: str) -> str:
-    m = re.fullmatch(r"autocast\((?P<d>[^)]+)\)_(?P<what>enabled|dtype)", state)
-    if m:
-        return f"autocast on {m['d']}" + (" dtype" if m["what"] == "dtype" else "")
-    return _STATE_WORDS.get(state, state)
 
 
 def state_values(detail: str) -> dict[str, object]:
@@ -328,14 +297,6 @@ def _value_of(state: str, values: dict[str, object]) -> object:
     return values.get(state)
 
 
-def _said(state: str, value: object) -> str:
-    if state == "grad_mode" and isinstance(value, bool):
-        return "enabled" if value else "disabled (no_grad)"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
-
-
 def states_differ(reason: str, before: dict[str, object], after: dict[str, object]) -> bool:
     """True when every state a GLOBAL_STATE guard names differs between the two states:
     ``before`` is the compile the guard failed against."""
@@ -345,37 +306,36 @@ def states_differ(reason: str, before: dict[str, object], after: dict[str, objec
     )
 
 
-def explain_global_state(reason: str, before: dict[str, object], after: dict[str, object]) -> str:
-    """"global state changed: grad mode enabled -> disabled (no_grad); autocast on cpu off ->
-    on" for a GLOBAL_STATE failure, given the state of the compile it failed against
-    (``before``) and of the new compile (``after``); "" for other guards. A value neither
-    state holds is left out ("grad mode changed")."""
+def global_state_cause(reason: str, before: dict[str, object], after: dict[str, object]) -> Cause | None:
+    """The cause of a GLOBAL_STATE failure, with each state it names from what to what,
+    given the state of the compile it failed against (``before``) and of the new compile
+    (``after``); None for other guards. A value neither state holds is left "" (said
+    "grad mode changed")."""
     states = global_states(reason)
     if not states:
-        return ""
-    parts = []
+        return None
+    changes = []
     for state in states:
         a, b = _value_of(state, before), _value_of(state, after)
-        word = _state_word(state)
-        parts.append(f"{word} {_said(state, a)} -> {_said(state, b)}" if a is not None and b is not None and a != b
-                     else f"{word} changed")
-    return "global state changed: " + "; ".join(parts)
+        known = a is not None and b is not None and a != b
+        changes.append(StateChange(state, json.dumps(a) if known else "", json.dumps(b) if known else ""))
+    return Cause(k.GLOBAL_STATE, states=tuple(changes))
 
 
-def causes_of(reason: str) -> tuple[tuple[str, str], ...]:
-    """(cause, fix) for one failed guard: what recompiles are grouped by ("requires_grad
-    changed on input x", without the values that differ from one recompile to the next)
-    and what to do about it. A GLOBAL_STATE guard gives one cause per state it names."""
+def causes_of(reason: str) -> tuple[tuple[Cause, str], ...]:
+    """(cause, fix) for one failed guard: what recompiles are grouped by (requires_grad of
+    input x, without the values that differ from one recompile to the next) and what to do
+    about it. A GLOBAL_STATE guard gives one cause per state it names."""
     states = global_states(reason)
     if states:
-        return tuple((f"{_state_word(s)} changed", _STATE_FIX) for s in states)
+        return tuple((Cause(k.STATE, name=s), _STATE_FIX) for s in states)
     expr = re.split(r"\s+#\s", reason, maxsplit=1)[0].strip()
-    for pattern, template, fix in _CAUSES:
+    for pattern, kind, fix in _CAUSES:
         m = pattern.search(expr)
         if m:
-            values = {k: _name(v) if k == "n" else v.strip() for k, v in m.groupdict().items()}
-            return ((template.format(**values), fix.format(**values)),)
-    return ((f"guard `{expr}` failed", "see the guard: the code depends on this value"),)
+            values = {g: _name(v) if g == "n" else v.strip() for g, v in m.groupdict().items()}
+            return ((Cause(kind, name=values.get("n", ""), dim=values.get("i", "")), fix.format(**values)),)
+    return ((Cause(k.GUARD, guard=expr), "see the guard: the code depends on this value"),)
 
 
 def library_fix(library: str, function: str, fix: str) -> str:

@@ -508,17 +508,6 @@ def step_seconds(steps: list[tuple[str, str, float]], name: str) -> float:
     return total
 
 
-#: Artifact names of the two caches, and what each says.
-CACHE_ARTIFACTS = {
-    "fx_graph_cache_hit": ("fx_graph", "hit"),
-    "fx_graph_cache_miss": ("fx_graph", "miss"),
-    "fx_graph_cache_bypass": ("fx_graph", "bypass"),
-    "aotautograd_cache_hit": ("aot_autograd", "hit"),
-    "aotautograd_cache_miss": ("aot_autograd", "miss"),
-    "aotautograd_cache_bypass": ("aot_autograd", "bypass"),
-}
-
-
 #: A kernel's comment in generated wrapper code (C++ ``//`` or Python ``#``): the graph nodes it
 #: computes and the ATen ops it fuses.
 _SOURCE_COMMENT = re.compile(

@@ -23,11 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from dynscope._format import location
 from dynscope._model import GuardFailure, SizeFix
+from dynscope._model.causes import GUARD, SIZE, VALUE
+from dynscope._torch import records
 from dynscope._torch.registry import is_user_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from dynscope._model import Cause
     from dynscope._torch.trace import TraceEvent
 
 _LOCAL = re.compile(r"L\['(?P<name>[^']+)'\]")
@@ -115,10 +118,8 @@ def symbol_sources(events: Iterable[TraceEvent]) -> dict[str, str]:
     """symbol -> the input size it stands for, in words (``s77`` -> ``x.size(0)``), of one compile."""
     out: dict[str, str] = {}
     for ev in events:
-        if ev.name == "create_symbol":
-            symbol, source = ev.metadata.get("symbol"), ev.metadata.get("source")
-            if isinstance(symbol, str) and isinstance(source, str):
-                out.setdefault(symbol, source_words(source))
+        if ev.name == records.CREATE_SYMBOL and (made := records.created_symbol(ev.metadata)) and made.source is not None:
+            out.setdefault(made.symbol, source_words(made.source))
     return out
 
 
@@ -133,11 +134,11 @@ def size_fixes(events: list[TraceEvent]) -> tuple[tuple[SizeFix, ...], tuple[str
     symbols = symbol_sources(events)
     fixes: list[SizeFix] = []
     # PyTorch may log a fix's Eq guard before the fix itself: know every fixed symbol first.
-    fixed_symbols = {str(ev.metadata.get("symbol") or "") for ev in events if ev.name == "symbolic_shape_specialization"}
+    fixed_symbols = {str(ev.metadata.get("symbol") or "") for ev in events if ev.name == records.SYMBOLIC_SHAPE_SPECIALIZATION}
     seen: set[tuple[str, str, int]] = set()
-    for ev in sorted(events, key=lambda e: e.name != "symbolic_shape_specialization"):
+    for ev in sorted(events, key=lambda e: e.name != records.SYMBOLIC_SHAPE_SPECIALIZATION):
         body = ev.metadata
-        if ev.name == "symbolic_shape_specialization":
+        if ev.name == records.SYMBOLIC_SHAPE_SPECIALIZATION:
             symbol = str(body.get("symbol") or "")
             sources = body.get("sources") or []
             words = source_words(str(sources[0])) if sources else symbols.get(symbol, symbol)
@@ -151,7 +152,7 @@ def size_fixes(events: list[TraceEvent]) -> tuple[tuple[SizeFix, ...], tuple[str
                 reason=str(body.get("reason") or ""), filename=site.filename, lineno=site.lineno,
                 function=site.function, code=site.code, via=site.via,
             ))
-        elif ev.name == "guard_added_fast":
+        elif ev.name == records.GUARD_ADDED_FAST:
             expr = str(body.get("expr") or "")
             site = _user_site(body.get("user_stack"))
             said = expr_words(expr, symbols)
@@ -182,7 +183,7 @@ def entry_failures(payload: str, explain: Any) -> tuple[GuardFailure, ...]:
     (a JSON list of "F/C: <guard>" blocks, or one block as text), with what the guard held
     when that entry was compiled and what the new call brought, where PyTorch's words say.
 
-    ``explain``: the one-line explanation of a guard (guard_text.explain_reason).
+    ``explain``: the cause of a guard (guard_text.reason_cause).
     """
     try:
         data = json.loads(payload)
@@ -214,7 +215,7 @@ def entry_failures(payload: str, explain: Any) -> tuple[GuardFailure, ...]:
                 elif re.match(r"^not \S+$", expr):  # "not kwargs": compiled for none
                     then = "empty"
             out.append(GuardFailure(entry=entry, guard=re.split(r"\s+#\s", guard, maxsplit=1)[0].strip(),
-                                    explained=explain(guard), then=then, now=now))
+                                    cause=explain(guard), then=then, now=now))
     return tuple(out)
 
 
@@ -244,7 +245,6 @@ def tensor_guard(detail: str) -> dict[str, Any]:
 _SIZE_TERM = re.compile(r"(?:L\['(?P<local>\w+)'\]|\b(?P<name>[A-Za-z_]\w*))\.size\(\)\[(?P<i>\d+)\]")
 _VALUE_GUARD = re.compile(r"^(?P<len>len\()?(?:L\['(?P<local>\w+)'\]|(?P<name>\w+))\)? == (?P<then>.+)$")
 _SIZE_FAILURE = re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)")
-_SIZE_CAUSE = re.compile(r"^size of input (?P<n>\S+) changed \(dim (?P<i>\d+)\)")
 
 
 def size_terms(guard: str) -> set[tuple[str, int]]:
@@ -313,33 +313,32 @@ def _branched_on(failures: tuple[GuardFailure, ...], shapes: Mapping[str, tuple[
     return out
 
 
-def _named_fix(cause: str, fix: str) -> str:
+def _named_fix(cause: Cause, fix: str) -> str:
     """The fix for a size change with the input and dimension filled in
     (``mark_dynamic(x, dim)`` -> ``mark_dynamic(x, 1)``); for a value PyTorch passes to a
     resume function (``___stack0``), which no one can mark, where to look instead."""
-    m = _SIZE_CAUSE.match(cause)
-    if not m:
+    if cause.kind != SIZE:
         return fix
-    if m["n"].startswith("___stack"):
+    if cause.name.startswith("___stack"):
         return (
-            f"the size of a value Dynamo passes to a resume function changed ({m['n']}, not an input you can "
+            f"the size of a value Dynamo passes to a resume function changed ({cause.name}, not an input you can "
             f"mark): mark the input of the compiled function it is computed from, or see where sizes were fixed"
         )
-    return fix.replace("mark_dynamic(x, dim)", f"mark_dynamic({m['n']}, {m['i']})")
+    return fix.replace("mark_dynamic(x, dim)", f"mark_dynamic({cause.name}, {cause.dim})")
 
 
 def recompile_fixes(
-    pairs: tuple[tuple[str, str], ...],
+    pairs: tuple[tuple[Cause, str], ...],
     failures: tuple[GuardFailure, ...],
     shapes: Mapping[str, tuple[SizeFix, ...]],
     cid: str,
-) -> tuple[tuple[str, str], ...]:
+) -> tuple[tuple[Cause, str], ...]:
     """(cause, fix) of a recompile with each fix made specific where the records say more:
     the user's line that fixed the size or value that changed, the branch on a size, the input
     and dim to mark.
 
     Args:
-        pairs: (cause, fix) as guard_text.causes_of words them.
+        pairs: (cause, fix) as guard_text.causes_of reads them.
         failures: the recompile's failed guards, per earlier entry.
         shapes: compile id -> the sizes that compile fixed or guarded.
         cid: the recompile's compile id.
@@ -348,8 +347,7 @@ def recompile_fixes(
     branched = _branched_on(failures, shapes)
     out = []
     for cause, fix in pairs:
-        said = next((said for n, said in fixed.items()
-                     if cause.startswith((f"size of input {n} changed", f"Python value {n} changed"))), None)
-        guard = cause.removeprefix("guard `").split("`", 1)[0]
-        out.append((cause, said or branched.get(guard) or _named_fix(cause, fix)))
+        said = fixed.get(cause.name) if cause.kind in (SIZE, VALUE) else None
+        guarded = branched.get(cause.guard) if cause.kind == GUARD else None
+        out.append((cause, said or guarded or _named_fix(cause, fix)))
     return tuple(out)

@@ -6,7 +6,8 @@ drops the rest at once, so watching a long training loop stays cheap.
 
 Record layout (torch 2.2 .. 2.14): ``record.metadata`` is a dict with the event name as a
 key (or ``artifact: {"name": ...}``) plus ``frame_id``, ``frame_compile_id``, ``attempt``;
-``record.payload`` holds the text, when there is one.
+``record.payload`` holds the text, when there is one. Which kinds are kept, and what of
+them, is the registry's (:mod:`dynscope._torch.records`).
 """
 
 from __future__ import annotations
@@ -18,60 +19,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dynscope._torch import records
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-#: Top-level event names kept; everything else is dropped on arrival.
-KEPT_EVENTS = frozenset(
-    {"dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "compilation_metrics",
-     "create_symbol",  # a dynamic size's symbol and the value it ran at (inputs of trace-only graphs)
-     # a piece of a compile's graph DDP's optimizer split at gradient buckets, logged inside
-     # the backend compile: the pieces of graphs dynscope's backend did not see (the user's
-     # own backend, a trace file)
-     "optimize_ddp_split_child",
-     # where sizes came from: a dynamic size the program fixed, a shape guard, each with
-     # its user line (Frame.shapes)
-     "symbolic_shape_specialization", "guard_added_fast"}
-)
-#: Of those, events whose full Python stack ("stack") is dropped on arrival: only the user's
-#: frames ("user_stack") are read, and a dynamic model logs hundreds of shape guards.
-_USER_STACK_ONLY = frozenset({"symbolic_shape_specialization", "guard_added_fast", "create_symbol"})
-#: Artifact names kept.
-KEPT_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
-#: Kept too when a collector watches lowering (what AOTAutograd and Inductor did): the AOT
-#: graphs, Inductor's output code, provenance, cache results and compile steps.
-LOWERING_EVENTS = frozenset(
-    {
-        "aot_forward_graph",
-        "aot_backward_graph",
-        "aot_inference_graph",
-        "inductor_output_code",
-        "chromium_event",
-        "inductor_post_grad_graph",  # an event on a cache hit, an artifact otherwise
-    }
-)
-LOWERING_ARTIFACTS = frozenset(
-    {
-        "inductor_post_grad_graph",
-        "inductor_provenance_tracking_node_mappings",
-        "inductor_provenance_tracking_kernel_stack_traces",
-        "fx_graph_cache_hit",
-        "fx_graph_cache_miss",
-        "fx_graph_cache_bypass",
-        "aotautograd_cache_hit",
-        "aotautograd_cache_miss",
-        "aotautograd_cache_bypass",
-        "inductor_collective_schedule",  # the collectives Inductor scheduled, in order (JSON list)
-        "graph_execution",  # the compiled graphs in the order they ran ({"graph_execution_order": [...]})
-    }
-)
-#: AOTInductor's generated C++ (``graph_dump`` records, kept with lowering): the wrapper, whose
-#: comments name each kernel's source nodes and ATen ops as the Python wrapper's do, and the kernels.
-AOT_DUMPS = frozenset({"inductor_aot_wrapper_code", "inductor_aot_kernel_code"})
-#: Of those, artifacts whose payload is not needed (cache keys run to 70 KB each).
-_NAME_ONLY = frozenset(a for a in LOWERING_ARTIFACTS if "_cache_" in a)
-#: Compile-step events worth keeping: begin and end of a step ("B"/"E"), not instants.
-_STEP_PHASES = ('"ph": "B"', '"ph": "E"')
 
 
 @dataclass(frozen=True)
@@ -128,8 +79,8 @@ class TraceCollector(logging.Handler):
         if _OWN_DEPTH.get() > self.depth:
             return
         metadata = getattr(record, "metadata", None)
-        if isinstance(metadata, dict) and "str" in metadata:
-            entry = metadata["str"]
+        if isinstance(metadata, dict) and records.STR in metadata:
+            entry = metadata[records.STR]
             if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], int):
                 with self._lock_events:
                     self.strings[entry[1]] = str(entry[0])
@@ -158,18 +109,15 @@ def event_from(
     if not isinstance(metadata, dict):
         return None
     name = _event_name(metadata, lowering)
-    if name is None:
+    if name is None or not records.wanted(name, payload):
         return None
-    if name == "chromium_event" and not (isinstance(payload, str) and any(p in payload for p in _STEP_PHASES)):
-        return None
-    if name in _NAME_ONLY:
+    if name in records.NAME_ONLY:
         payload = ""
     frame_id = metadata.get("frame_id")
     compile_id = f"{frame_id}/{metadata.get('frame_compile_id')}" if frame_id is not None else ""
-    body = metadata.get(
-        name if name in KEPT_EVENTS or name in LOWERING_EVENTS else "graph_dump" if name in AOT_DUMPS else "artifact")
+    body = metadata.get(_body_key(name))
     body = body if isinstance(body, dict) else {}
-    if name in _USER_STACK_ONLY:
+    if name in records.USER_STACK_ONLY:
         body = {k: v for k, v in body.items() if k != "stack"}
     if strings:
         body = with_files(body, strings)
@@ -199,27 +147,28 @@ def with_files(body: dict[str, Any], strings: dict[int, str]) -> dict[str, Any]:
     return out
 
 
-def kept_kind(kind: str, *, lowering: bool = False) -> bool:
-    """True when records of this kind (an event's name or an artifact's) are kept."""
-    return kind in KEPT_EVENTS or kind in KEPT_ARTIFACTS or (
-        lowering and (kind in LOWERING_EVENTS or kind in LOWERING_ARTIFACTS or kind in AOT_DUMPS))
+def _body_key(name: str) -> str:
+    """The metadata key holding a kept record's own fields: its kind for a top-level kind
+    (inductor_post_grad_graph's artifact form too, which holds none), else its container."""
+    if name in records.KEPT_EVENTS or name in records.LOWERING_EVENTS:
+        return name
+    return records.GRAPH_DUMP if name in records.AOT_DUMPS else records.ARTIFACT
 
 
 def _event_name(metadata: dict[str, Any], lowering: bool) -> str | None:
-    for key in KEPT_EVENTS:
+    for key in records.ALWAYS_ORDER:
         if key in metadata:
             return key
     if lowering:
-        for key in LOWERING_EVENTS:
+        for key in records.LOWERING_ORDER:
             if key in metadata:
                 return key
-    artifact = metadata.get("artifact")
+    artifact = metadata.get(records.ARTIFACT)
     if isinstance(artifact, dict):
         art = artifact.get("name")
-        if art in KEPT_ARTIFACTS or (lowering and art in LOWERING_ARTIFACTS):
+        if art in records.KEPT_ARTIFACTS or (lowering and art in records.LOWERING_ARTIFACTS):
             return str(art)
-    dump = metadata.get("graph_dump")
-    if lowering and isinstance(dump, dict) and dump.get("name") in AOT_DUMPS:
+    dump = metadata.get(records.GRAPH_DUMP)
+    if lowering and isinstance(dump, dict) and dump.get("name") in records.AOT_DUMPS:
         return str(dump["name"])
     return None
-

@@ -33,7 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from dynscope._torch.trace import AOT_DUMPS, TraceEvent, event_from, kept_kind
+from dynscope._torch import records
+from dynscope._torch.records import unknown_kind
+from dynscope._torch.trace import TraceEvent, event_from
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator
@@ -53,23 +55,6 @@ _ARTIFACT_NAME = re.compile(rb'"name": "([^"\\]+)"')
 #: ``trace-rank-3.log``): "rank", an optional separator, the number, then a separator or the end.
 _RANK_IN_NAME = re.compile(r"(?:^|[_.\-])rank[_\-]?(\d+)(?=[_.\-]|$)", re.IGNORECASE)
 
-#: Top-level record kinds PyTorch writes that dynscope reads nothing from on purpose (the
-#: ``trace_structured`` names of torch 2.11, 2.13 and 2.14). A top-level kind in neither this
-#: set nor the kept ones is counted as unknown (Report.unparsed_kinds), so a new kind in a new
-#: release is seen, not lost. Artifacts (``{"artifact": {"name": ...}}``) are a container
-#: PyTorch fills with dozens of names, some per function (``..._ORIGINAL_BYTECODE``): those
-#: dynscope does not read are skipped without a count.
-KNOWN_SKIPPED = frozenset(
-    {
-        "aot_joint_graph", "bwd_compilation_metrics", "compiled_autograd_graph", "create_unbacked_symbol",
-        "describe_source", "describe_storage", "describe_tensor", "dump_file", "dynamo_guards", "export",
-        "exported_program", "expression_created", "graph_dump", "guard_added",
-        "guard_on_data_dependent_error", "inductor_input_graph", "link", "mismatched_fake_kernel",
-        "missing_fake_kernel", "propagate_real_tensors", "propagate_real_tensors_provenance",
-        "unbacked_symbol_created",
-    }
-)
-
 #: The words for what could not be read, as Report.unparsed_kinds counts them.
 INTERLEAVED = "line in no trace record (another stream's output mixed in)"
 BAD_METADATA = "record whose metadata is not JSON"
@@ -81,11 +66,6 @@ def damaged(kind: str) -> str:
     """The unparsed_kinds label of a record whose payload fails the MD5 PyTorch wrote beside
     it (the file was damaged after it was written: a bad copy, a disk error, an edit)."""
     return f"record {kind!r} whose payload fails its MD5 (damaged; read as far as it goes)"
-
-
-def unknown_kind(kind: str) -> str:
-    """The unparsed_kinds label of a record kind dynscope does not know."""
-    return f"record kind {kind!r} not known to dynscope"
 
 
 @dataclass
@@ -270,15 +250,16 @@ def _take(segment: bytes, current: _Raw | None, log: TraceLog) -> Generator[_Raw
     meta = first[m.end():]
     kind = _kind(meta)
     log.records += 1
-    container = meta.startswith((b'{"artifact"', b'{"graph_dump"'))
+    container = meta.startswith(_CONTAINERS)
     # AOTInductor's code is read from graph dumps only (an artifact of that name is not it).
-    keep = (kept_kind(kind, lowering=True) and (kind not in AOT_DUMPS or meta.startswith(b'{"graph_dump"'))) \
-        or kind in _READ_TOO
+    keep = (records.kept_kind(kind, lowering=True) and (kind not in records.AOT_DUMPS or meta.startswith(_DUMP))) \
+        or kind in records.READ_APART
     return _Raw(kind=kind, artifact=container, meta=meta, payload=[body] if keep else None)
 
 
-#: Read besides the kept events: interned strings and the torch version.
-_READ_TOO = frozenset({"str", "torch_version"})
+#: How a container record's metadata line starts (its kind is the name inside).
+_DUMP = b'{"' + records.GRAPH_DUMP.encode() + b'"'
+_CONTAINERS = (b'{"' + records.ARTIFACT.encode() + b'"', _DUMP)
 
 
 def _kind(meta: bytes) -> str:
@@ -287,7 +268,7 @@ def _kind(meta: bytes) -> str:
     if m is None:
         return ""
     kind = m.group(1).decode("ascii", "replace")
-    if kind in ("artifact", "graph_dump"):  # containers: the kind is the name inside
+    if kind in (records.ARTIFACT, records.GRAPH_DUMP):  # containers: the kind is the name inside
         a = _ARTIFACT_NAME.search(meta, m.end(), m.end() + 300)
         return a.group(1).decode("ascii", "replace") if a is not None else ""
     return kind
@@ -307,7 +288,7 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         if not raw.complete:  # a record dynscope skips, but the user should know the log was cut
             log.unreadable[CUT_SHORT] += 1
             return
-        if not raw.artifact and raw.kind not in KNOWN_SKIPPED:
+        if records.is_unknown(raw.kind, in_container=raw.artifact):
             log.unreadable[unknown_kind(raw.kind or "?")] += 1
         return
     try:
@@ -336,14 +317,14 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         return
     if log.rank is None and isinstance(metadata.get("rank"), int):
         log.rank = metadata["rank"]  # the records' own word; the file name is only a fallback
-    if raw.kind == "str":
-        _intern(metadata.get("str"), log)
+    if raw.kind == records.STR:
+        _intern(metadata.get(records.STR), log)
         return
-    if raw.kind == "torch_version" and payload:
+    if raw.kind == records.TORCH_VERSION and payload:
         try:
             log.torch_version = str(json.loads(payload).get("pytorch_version", ""))
         except (ValueError, AttributeError):
-            log.unreadable["torch_version"] += 1
+            log.unreadable[records.TORCH_VERSION] += 1
         return
     event = event_from(metadata, payload, lowering=lowering, strings=log.strings)
     if event is not None:
@@ -366,4 +347,4 @@ def _intern(entry: Any, log: TraceLog) -> None:
     if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], int):
         log.strings[entry[1]] = entry[0]
     else:
-        log.unreadable["str"] += 1
+        log.unreadable[records.STR] += 1

@@ -120,11 +120,7 @@ def advise(
         >>> print(adv)
     """
     if isinstance(model, Report):
-        if inputs is not _MISSING or calls is not None:
-            raise InputError(
-                "advise() got a report and inputs: a report brings its own calls; pass "
-                "dynscope.advise(rep) or dynscope.advise(model, inputs)"
-            )
+        _no_inputs_beside(inputs, calls)
         return advise_report(model, timing=timing, variants=variants, memory=memory, budget_s=budget_s,
                              progress=progress, **report_kwargs)
     _check_kwargs(report_kwargs)
@@ -178,6 +174,15 @@ def advise_report(
         show.phase("the report before any remedy, measured as the trials are")
         before = run_report(model, call_list, _BEFORE_MEMORY if memory else NO_REMEDY, timing, report_kwargs)
     return _advise(before, model, call_list, timing, report_kwargs, rewrites, memory=memory, budget=budget, show=show)
+
+
+def _no_inputs_beside(inputs: Any, calls: Sequence[Any] | None) -> None:
+    """advise(rep) takes the report's own calls: InputError when inputs come with it."""
+    if inputs is not _MISSING or calls is not None:
+        raise InputError(
+            "advise() got a report and inputs: a report brings its own calls; pass "
+            "dynscope.advise(rep) or dynscope.advise(model, inputs)"
+        )
 
 
 def _checked_budget(budget_s: Any) -> Budget:

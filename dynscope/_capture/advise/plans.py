@@ -11,7 +11,6 @@ import ast
 import builtins
 import inspect
 import os
-import re
 import sys
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,8 @@ import torch
 
 from dynscope._errors import CaptureError
 from dynscope._format import clip, location
+from dynscope._lexicon.break_categories import BACKWARD, DYNAMIC_SHAPE, LOGGING, SCALAR
+from dynscope._model.causes import VALUE
 from dynscope._torch import remedies
 
 if TYPE_CHECKING:
@@ -29,12 +30,6 @@ if TYPE_CHECKING:
 
 #: One normalised call of the model: (positional arguments, keyword arguments).
 Call = tuple[tuple[Any, ...], dict[str, Any]]
-
-# The break categories (dynscope._capture.break_fixes) a remedy addresses.
-SCALAR = ".item()/scalar output"
-DYNAMIC_SHAPE = "data-dependent guard/shape"
-LOGGING = "logging/print side effect"
-BACKWARD = "backward() in compiled code"
 
 
 @dataclass(frozen=True)
@@ -133,7 +128,7 @@ def why_nothing_to_try(rep: Report) -> str:
             "PyTorch has no switch that removes the graph breaks here, so their fix is a code change, "
             f"given with each break in the report: {sites}"
         )
-    causes = list(dict.fromkeys(c for r in rep.recompiles for c in (r.causes or r.explained or r.reasons)))
+    causes = list(dict.fromkeys(c for r in rep.recompiles for c in (r.cause_words or r.explained or r.reasons)))
     if causes:
         parts.append(
             f"the recompiles ({'; '.join(causes)}) do not come from an input's size or a Python "
@@ -401,7 +396,7 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Pla
         if not changes:
             continue
         sized = True
-        targets.append(f"{r.frame}: " + "; ".join(r.causes or r.explained or r.reasons))
+        targets.append(f"{r.frame}: " + "; ".join(r.cause_words or r.explained or r.reasons))
         for name, dim in changes:
             where = _argument(name, names, call_list) if r.frame in top else None
             if where is None:
@@ -428,14 +423,11 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Pla
                 plans.append(Plan(how, code, target, marks=tuple(wide), mark_with=how, note=note))
     plans.extend(_value_plans(rep, names, call_list, top))
     plans.extend(_independence_plans(rep))
-    value_changed = any(c.startswith("Python value") for r in rep.recompiles for c in r.causes)
+    value_changed = any(c.kind == VALUE for r in rep.recompiles for c in r.causes)
     if sized or value_changed:
-        value_targets = target or tuple(f"{r.frame}: " + "; ".join(r.causes) for r in rep.recompiles)
+        value_targets = target or tuple(f"{r.frame}: " + "; ".join(r.cause_words) for r in rep.recompiles)
         plans.append(Plan("dynamic=True", f"torch.compile({compiled_name(model)}, dynamic=True)", value_targets, dynamic=True))
     return plans
-
-
-_VALUE_CAUSE = re.compile(r"^Python value (?P<n>\w+) changed")
 
 
 def _value_plans(rep: Report, names: list[str], call_list: list[Call], top: set[str]) -> list[Plan]:
@@ -447,16 +439,17 @@ def _value_plans(rep: Report, names: list[str], call_list: list[Call], top: set[
     shown: list[str] = []
     for r in rep.recompiles:
         for cause in r.causes:
-            m = _VALUE_CAUSE.match(cause)
-            if not m or r.frame not in top:
+            # A value a call passes by name: an argument (not an attribute, not an item).
+            if cause.kind != VALUE or not cause.name.isidentifier() or r.frame not in top:
                 continue
-            at = _argument(m["n"], names, call_list)
+            n = cause.name
+            at = _argument(n, names, call_list)
             if at is None or at in where:
                 continue
             if all(type(a[at] if isinstance(at, int) else k[at]) is int for a, k in call_list):
                 where.append(at)
-                targets.append(f"{r.frame}: {cause}")
-                shown.append(f"{m['n']} = torch.tensor({m['n']})  # pass {m['n']} as a 0-d tensor")
+                targets.append(f"{r.frame}: {cause.what_changed}")
+                shown.append(f"{n} = torch.tensor({n})  # pass {n} as a 0-d tensor")
     if not where:
         return []
     return [Plan("value as tensor", "\n".join(shown), tuple(targets), as_tensor=tuple(where))]
@@ -496,7 +489,7 @@ def variant_plans(variants: Mapping[str, Any], rep: Report, plans: list[Plan]) -
     name sizes, the rewrite with those dimensions marked dynamic too (a rewrite that stops a
     line fixing a size is what lets mark_dynamic keep it dynamic from the first call)."""
     target = tuple(
-        [f"{r.frame}: " + "; ".join(r.causes or r.explained) for r in rep.recompiles]
+        [f"{r.frame}: " + "; ".join(r.cause_words or r.explained) for r in rep.recompiles]
         + [f"{b.location}: {b.category}" for b in rep.breaks]
     ) or ("the program",)
     marked = next((p for p in plans if p.remedy == "mark_dynamic" and p.marks), None)

@@ -1,0 +1,288 @@
+"""PyTorch's structured-trace record kinds, in one registry: the only place that names them.
+
+Each record the ``torch.__trace`` logger writes (in process, or to a TORCH_TRACE log) has a
+kind: the first key of its metadata (``{"dynamo_start": {...}, ...}``), or, for the two
+containers, the name inside (``{"artifact": {"name": "recompile_reasons"}}``,
+``{"graph_dump": {"name": "inductor_aot_wrapper_code"}}``). For each kind dynscope knows, the
+registry says when it is kept (always, only while lowering is watched, read apart by the
+collector or the log reader, or skipped on purpose), what of it is kept (its payload, or only the user's frames of
+its stack), and the parser that turns it into what the readers use: a typed record where one
+exists (``CompileMetrics``, ``ParsedBreak``, ``Guard``...), a named accessor otherwise. The
+collector (``trace``) and the log reader (``trace_log``) build what they keep from it; the
+readers dispatch on its constants. A kind in no entry is counted as unknown by the log reader
+(``Report.unparsed_kinds``), so a new kind in a new release is seen, not lost (tlparse's one
+``Envelope`` with a catch-all, read the same way).
+
+Kinds as torch 2.11 .. 2.15 write them (torch/_dynamo, torch/_inductor, torch/_functorch,
+torch/fx/experimental/symbolic_shapes.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dynscope._torch import lowering_text as lt
+from dynscope._torch.break_report import parse_break
+from dynscope._torch.guard_text import parse_guards, parse_recompile_reasons
+from dynscope._torch.metrics import read_metrics
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from dynscope._torch.trace import TraceEvent
+
+# -- the containers: records whose kind is the name inside them ----------------------------
+ARTIFACT = "artifact"
+GRAPH_DUMP = "graph_dump"
+
+# -- Dynamo: kept always -------------------------------------------------------------------
+DYNAMO_START = "dynamo_start"
+DYNAMO_OUTPUT_GRAPH = "dynamo_output_graph"
+DYNAMO_CPP_GUARDS_STR = "dynamo_cpp_guards_str"
+COMPILATION_METRICS = "compilation_metrics"
+CREATE_SYMBOL = "create_symbol"
+OPTIMIZE_DDP_SPLIT_CHILD = "optimize_ddp_split_child"
+SYMBOLIC_SHAPE_SPECIALIZATION = "symbolic_shape_specialization"
+GUARD_ADDED_FAST = "guard_added_fast"
+DYNAMO_GRAPH_BREAK_REASON = "dynamo_graph_break_reason"
+RECOMPILE_REASONS = "recompile_reasons"
+
+# -- AOTAutograd and Inductor: kept while lowering is watched ---------------------------------
+AOT_FORWARD_GRAPH = "aot_forward_graph"
+AOT_BACKWARD_GRAPH = "aot_backward_graph"
+AOT_INFERENCE_GRAPH = "aot_inference_graph"
+INDUCTOR_OUTPUT_CODE = "inductor_output_code"
+CHROMIUM_EVENT = "chromium_event"
+INDUCTOR_POST_GRAD_GRAPH = "inductor_post_grad_graph"
+PROVENANCE_NODE_MAPPINGS = "inductor_provenance_tracking_node_mappings"
+PROVENANCE_KERNEL_STACK_TRACES = "inductor_provenance_tracking_kernel_stack_traces"
+FX_GRAPH_CACHE_HIT = "fx_graph_cache_hit"
+FX_GRAPH_CACHE_MISS = "fx_graph_cache_miss"
+FX_GRAPH_CACHE_BYPASS = "fx_graph_cache_bypass"
+AOTAUTOGRAD_CACHE_HIT = "aotautograd_cache_hit"
+AOTAUTOGRAD_CACHE_MISS = "aotautograd_cache_miss"
+AOTAUTOGRAD_CACHE_BYPASS = "aotautograd_cache_bypass"
+INDUCTOR_COLLECTIVE_SCHEDULE = "inductor_collective_schedule"
+GRAPH_EXECUTION = "graph_execution"
+INDUCTOR_AOT_WRAPPER_CODE = "inductor_aot_wrapper_code"
+INDUCTOR_AOT_KERNEL_CODE = "inductor_aot_kernel_code"
+
+# -- read by the collector or the log reader themselves, never an event ------------------------
+STR = "str"  # an interned string: later stacks give a file as its number
+TORCH_VERSION = "torch_version"
+
+#: Where a kind's record is found: a top-level key, or a name inside a container.
+EVENT, IN_ARTIFACT, IN_GRAPH_DUMP = "event", ARTIFACT, GRAPH_DUMP
+#: When a kind is kept.
+ALWAYS, LOWERING, APART, SKIPPED = "always", "lowering", "read apart", "skipped"
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """What dynscope does with one kind of trace record."""
+
+    name: str
+    where: tuple[str, ...]  # EVENT, IN_ARTIFACT, IN_GRAPH_DUMP (inductor_post_grad_graph is both of the first two)
+    kept: str  # ALWAYS, LOWERING, APART (read by the collector or log reader, never an event), SKIPPED
+    payload: bool = True  # False: the payload is dropped on arrival (cache keys run to 70 KB)
+    user_stack_only: bool = False  # True: the full Python stack is dropped, the user's frames kept
+    # Of a kept kind, whether a record is wanted, from its payload (chromium_event: steps only).
+    accept: Callable[[str], bool] | None = None
+    parser: Callable[[TraceEvent], object] | None = None  # what the readers read from it
+    reads: str = ""  # that, in words
+
+
+@dataclass(frozen=True)
+class CreatedSymbol:
+    """One ``create_symbol`` record: a size made dynamic (ShapeEnv.create_symbol logs
+    ``{"symbol": "s77", "val": "4", "source": "L['x'].size()[0]", ...}``, torch 2.13)."""
+
+    symbol: str
+    value: int | None  # the size it was created at; None when not an integer
+    source: str | None  # the guard source of the size it stands for; None when not given
+
+
+def created_symbol(body: Mapping[str, Any]) -> CreatedSymbol | None:
+    """The typed record of a ``create_symbol`` event's body (``TraceEvent.metadata``); None
+    without a symbol name."""
+    symbol, val, source = body.get("symbol"), str(body.get("val", "")), body.get("source")
+    if not isinstance(symbol, str):
+        return None
+    return CreatedSymbol(
+        symbol=symbol,
+        value=int(val) if val.lstrip("-").isdigit() else None,
+        source=source if isinstance(source, str) else None,
+    )
+
+
+#: A cache artifact's kind -> (which cache, what it says).
+CACHE_RESULTS: dict[str, tuple[str, str]] = {
+    FX_GRAPH_CACHE_HIT: ("fx_graph", "hit"),
+    FX_GRAPH_CACHE_MISS: ("fx_graph", "miss"),
+    FX_GRAPH_CACHE_BYPASS: ("fx_graph", "bypass"),
+    AOTAUTOGRAD_CACHE_HIT: ("aot_autograd", "hit"),
+    AOTAUTOGRAD_CACHE_MISS: ("aot_autograd", "miss"),
+    AOTAUTOGRAD_CACHE_BYPASS: ("aot_autograd", "bypass"),
+}
+#: An AOT graph's kind -> which graph it is.
+AOT_GRAPHS: dict[str, str] = {
+    AOT_FORWARD_GRAPH: "forward", AOT_BACKWARD_GRAPH: "backward", AOT_INFERENCE_GRAPH: "inference",
+}
+
+#: Compile-step events worth keeping: begin and end of a step ("B"/"E"), not instants.
+_STEP_PHASES = ('"ph": "B"', '"ph": "E"')
+
+
+def _is_step(payload: str) -> bool:
+    return any(p in payload for p in _STEP_PHASES)
+
+
+def _payload(ev: TraceEvent) -> str:
+    return ev.payload
+
+
+def _body(ev: TraceEvent) -> dict[str, Any]:
+    return ev.metadata
+
+
+def _dynamo_kinds() -> list[RecordKind]:
+    return [
+        RecordKind(DYNAMO_START, (EVENT,), ALWAYS, parser=lambda ev: ev.metadata.get("stack") or [],
+                   reads="the stack Dynamo starts on (a first name for the frame)"),
+        RecordKind(DYNAMO_OUTPUT_GRAPH, (EVENT,), ALWAYS, parser=_payload, reads="the graph's printed code"),
+        RecordKind(DYNAMO_CPP_GUARDS_STR, (EVENT,), ALWAYS, parser=lambda ev: parse_guards(ev.payload, ev.compile_id),
+                   reads="the compile's guards (Guard)"),
+        RecordKind(COMPILATION_METRICS, (EVENT,), ALWAYS, parser=lambda ev: read_metrics(ev.metadata),
+                   reads="the compile's numbers (CompileMetrics)"),
+        RecordKind(CREATE_SYMBOL, (EVENT,), ALWAYS, user_stack_only=True, parser=lambda ev: created_symbol(ev.metadata),
+                   reads="a dynamic size's symbol and the value it ran at (CreatedSymbol)"),
+        # a piece of a compile's graph DDP's optimizer split at gradient buckets, logged inside
+        # the backend compile: the pieces of graphs dynscope's backend did not see
+        RecordKind(OPTIMIZE_DDP_SPLIT_CHILD, (EVENT,), ALWAYS, parser=_payload, reads="a DDP piece's printed code"),
+        # where sizes came from: a dynamic size the program fixed, a shape guard, each with
+        # its user line (a dynamic model logs hundreds of shape guards: their stacks are dropped)
+        RecordKind(SYMBOLIC_SHAPE_SPECIALIZATION, (EVENT,), ALWAYS, user_stack_only=True, parser=_body,
+                   reads="a size the program fixed, with its user line (SizeFix)"),
+        RecordKind(GUARD_ADDED_FAST, (EVENT,), ALWAYS, user_stack_only=True, parser=_body,
+                   reads="a shape guard, with its user line (SizeFix)"),
+        RecordKind(DYNAMO_GRAPH_BREAK_REASON, (IN_ARTIFACT,), ALWAYS, parser=lambda ev: parse_break(ev.payload),
+                   reads="one graph break (ParsedBreak)"),
+        RecordKind(RECOMPILE_REASONS, (IN_ARTIFACT,), ALWAYS, parser=lambda ev: parse_recompile_reasons(ev.payload),
+                   reads="the guards that failed before a recompile"),
+    ]
+
+
+def _lowering_kinds() -> list[RecordKind]:
+    graph = "an FX graph printed by print_readable (GraphText)"
+    return [
+        *(RecordKind(k, (EVENT,), LOWERING, parser=lambda ev: lt.parse_graph_text(ev.payload), reads=graph)
+          for k in AOT_GRAPHS),
+        RecordKind(INDUCTOR_OUTPUT_CODE, (EVENT,), LOWERING, parser=_payload, reads="Inductor's Python wrapper"),
+        RecordKind(CHROMIUM_EVENT, (EVENT,), LOWERING, accept=_is_step, parser=lambda ev: lt.read_chromium(ev.payload),
+                   reads="the begin or end of a compile step"),
+        # an event on a cache hit, an artifact otherwise
+        RecordKind(INDUCTOR_POST_GRAD_GRAPH, (EVENT, IN_ARTIFACT), LOWERING,
+                   parser=lambda ev: lt.parse_graph_text(ev.payload), reads=graph),
+        RecordKind(PROVENANCE_NODE_MAPPINGS, (IN_ARTIFACT,), LOWERING, parser=lambda ev: lt.read_provenance(ev.payload),
+                   reads="kernel -> post-grad nodes -> Dynamo nodes (Provenance)"),
+        RecordKind(PROVENANCE_KERNEL_STACK_TRACES, (IN_ARTIFACT,), LOWERING,
+                   parser=lambda ev: lt.read_kernel_lines(ev.payload), reads="each kernel's user lines"),
+        *(RecordKind(k, (IN_ARTIFACT,), LOWERING, payload=False, parser=lambda ev: CACHE_RESULTS[ev.name],
+                     reads="(which cache, hit/miss/bypass)") for k in CACHE_RESULTS),
+        RecordKind(INDUCTOR_COLLECTIVE_SCHEDULE, (IN_ARTIFACT,), LOWERING,
+                   parser=lambda ev: lt.read_collective_schedule(ev.payload),
+                   reads="the collectives Inductor scheduled, in order"),
+        RecordKind(GRAPH_EXECUTION, (IN_ARTIFACT,), LOWERING, parser=lambda ev: lt.read_execution_order(ev.payload),
+                   reads="the compiled graphs in the order they ran"),
+        # AOTInductor's generated C++: the wrapper, whose comments name each kernel's source
+        # nodes and ATen ops as the Python wrapper's do, and the kernels
+        RecordKind(INDUCTOR_AOT_WRAPPER_CODE, (IN_GRAPH_DUMP,), LOWERING,
+                   parser=lambda ev: lt.aot_wrapper_kernels(ev.payload), reads="AOTInductor's kernel calls (AotKernel)"),
+        RecordKind(INDUCTOR_AOT_KERNEL_CODE, (IN_GRAPH_DUMP,), LOWERING, parser=_payload,
+                   reads="AOTInductor's kernels' C++"),
+    ]
+
+
+#: Top-level kinds PyTorch writes that dynscope reads nothing from on purpose (the
+#: ``trace_structured`` names of torch 2.11, 2.13 and 2.14). Artifacts are a container PyTorch
+#: fills with dozens of names, some per function (``..._ORIGINAL_BYTECODE``): those dynscope
+#: does not read are skipped without a count.
+_SKIPPED_NAMES = (
+    "aot_joint_graph", "bwd_compilation_metrics", "compiled_autograd_graph", "create_unbacked_symbol",
+    "describe_source", "describe_storage", "describe_tensor", "dump_file", "dynamo_guards", "export",
+    "exported_program", "expression_created", GRAPH_DUMP, "guard_added",
+    "guard_on_data_dependent_error", "inductor_input_graph", "link", "mismatched_fake_kernel",
+    "missing_fake_kernel", "propagate_real_tensors", "propagate_real_tensors_provenance",
+    "unbacked_symbol_created",
+)
+
+
+def _other_kinds() -> list[RecordKind]:
+    return [
+        RecordKind(STR, (EVENT,), APART, reads="an interned string (the file names of later stacks)"),
+        RecordKind(TORCH_VERSION, (IN_ARTIFACT,), APART, reads="the torch release that wrote the log"),
+        *(RecordKind(k, (EVENT,), SKIPPED) for k in _SKIPPED_NAMES),
+    ]
+
+
+#: kind -> what dynscope does with it.
+REGISTRY: dict[str, RecordKind] = {k.name: k for k in (*_dynamo_kinds(), *_lowering_kinds(), *_other_kinds())}
+
+
+def _names(kept: str, where: str) -> tuple[str, ...]:
+    return tuple(k.name for k in REGISTRY.values() if k.kept == kept and where in k.where)
+
+
+#: Top-level kinds kept always, and artifacts kept always.
+KEPT_EVENTS = frozenset(_names(ALWAYS, EVENT))
+KEPT_ARTIFACTS = frozenset(_names(ALWAYS, IN_ARTIFACT))
+#: Kept too when a collector watches lowering (what AOTAutograd and Inductor did).
+LOWERING_EVENTS = frozenset(_names(LOWERING, EVENT))
+LOWERING_ARTIFACTS = frozenset(_names(LOWERING, IN_ARTIFACT))
+AOT_DUMPS = frozenset(_names(LOWERING, IN_GRAPH_DUMP))
+#: Every kind kept while lowering is watched (one compile's lowering records).
+LOWERING_KINDS = LOWERING_EVENTS | LOWERING_ARTIFACTS | AOT_DUMPS
+#: Top-level kinds, in registry order, for finding a record's kind among its metadata's keys.
+ALWAYS_ORDER = _names(ALWAYS, EVENT)
+LOWERING_ORDER = _names(LOWERING, EVENT)
+#: Kinds whose payload, and kinds whose full stack, are dropped on arrival.
+NAME_ONLY = frozenset(k.name for k in REGISTRY.values() if not k.payload)
+USER_STACK_ONLY = frozenset(k.name for k in REGISTRY.values() if k.user_stack_only)
+#: Read besides the kept events, by the readers themselves: interned strings, the torch version.
+READ_APART = frozenset(k.name for k in REGISTRY.values() if k.kept == APART)
+#: Top-level kinds skipped on purpose (not counted as unknown).
+KNOWN_SKIPPED = frozenset(_names(SKIPPED, EVENT))
+
+
+def kept_kind(kind: str, *, lowering: bool = False) -> bool:
+    """True when records of this kind (an event's name or an artifact's) are kept."""
+    entry = REGISTRY.get(kind)
+    return entry is not None and (entry.kept == ALWAYS or (lowering and entry.kept == LOWERING))
+
+
+def wanted(kind: str, payload: object) -> bool:
+    """False for a record of a kept kind whose payload says it is not wanted (a
+    ``chromium_event`` that is not a step's begin or end)."""
+    entry = REGISTRY.get(kind)
+    if entry is None or entry.accept is None:
+        return True
+    return isinstance(payload, str) and entry.accept(payload)
+
+
+def is_unknown(kind: str, *, in_container: bool) -> bool:
+    """True for a record kind dynscope does not know, which the log reader counts. A name
+    in a container (artifact, graph dump) dynscope does not read is skipped uncounted."""
+    return not in_container and kind not in REGISTRY
+
+
+def unknown_kind(kind: str) -> str:
+    """The unparsed_kinds label of a record kind dynscope does not know."""
+    return f"record kind {kind!r} not known to dynscope"
+
+
+def parse(ev: TraceEvent) -> object:
+    """What the readers read from one kept event, through its kind's parser; None for a kind
+    with no parser."""
+    entry = REGISTRY.get(ev.name)
+    return entry.parser(ev) if entry is not None and entry.parser is not None else None
