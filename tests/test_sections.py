@@ -180,3 +180,107 @@ def test_the_phrasebook_keeps_phrases_and_the_figures_their_order() -> None:
     # Every phase and cache the figures order has its words, in the same order.
     assert tuple(words.PHASE_LABELS) == figures.PHASE_ORDER
     assert tuple(words.CACHE_LABELS) == figures.CACHE_ORDER
+
+
+# -- the recompiles, the advice, the graph and kernel tables ----------------------------------
+
+
+def _many_failures() -> dynscope.Report:
+    """print_model with its first recompile given 11 failed guards (one unsaid) and 7 sizes:
+    more than the summary shows of either."""
+    from dynscope._model import GuardFailure, SizeFix
+
+    rep = stored("print_model")
+    first = rep.recompiles[0]
+    failures = tuple(
+        GuardFailure(entry="0/0", guard=f"tensor 'x' size mismatch at index 0. expected {4 + i}, actual 6",
+                     then=str(4 + i), now="" if i == 10 else "6")
+        for i in range(11)
+    )
+    shapes = tuple(SizeFix(first.compile_id, f"x.size({d})", "fixed", str(d + 2), filename="m.py", lineno=d)
+                   for d in range(7))
+    frames = tuple(replace(f, shapes=shapes) if f.compile_id == first.compile_id else f for f in rep.frames)
+    return replace(rep, recompiles=(replace(first, failures=failures), *rep.recompiles[1:]), frames=frames)
+
+
+@pytest.mark.parametrize("make", [lambda: stored("print_model"), _many_failures], ids=["stored", "many"])
+def test_recompile_groups_are_the_same_in_both_views(make) -> None:
+    rep = make()
+    section = sections.recompiles(rep)
+    text, page = render_summary(rep), render_html(rep)
+    assert section.title == f"Recompiles ({rep.recompile_count})" and section.title in text
+    assert len(section.blocks) == len(rep.recompile_groups())
+    for group in section.blocks:
+        assert isinstance(group, sections.Group)
+        assert group.title in text and f'<h3 id="{group.anchor}">{escape(group.title)}</h3>' in page
+        said, sizes, failures = group.blocks
+        assert isinstance(said, sections.Listing) and isinstance(sizes, sections.Listing)
+        assert isinstance(failures, sections.Table)
+        # The summary shows the first few of each; the page every one.
+        for shown, listing in ((said.items[: said.limit], said), (sizes.items[: sizes.limit], sizes)):
+            assert all(_flat(f"- {x}") in _flat(text) for x in shown)
+            assert all(f"<li>{escape(x)}</li>" in page for x in listing.items)
+        assert all(f"<td>{escape(str(row[2]))}</td>" in page for row in failures.rows)
+        if len(failures.rows) > failures.limit:
+            assert failures.rest in text
+            hidden = failures.rows[failures.limit][2]
+            assert escape(str(hidden)) in page and str(hidden)[:50] not in text
+            assert _flat(failures.notes[0]) in _flat(text) and escape(failures.notes[0]) in page
+        if len(sizes.items) > sizes.limit:
+            assert sizes.rest in text and sizes.items[-1] not in text
+
+
+def test_many_failures_are_cut_where_the_summary_says() -> None:
+    text = render_summary(_many_failures())
+    assert "      ... 3 more rows (Recompile.failures)" in text
+    assert "      ... 2 more sizes (Frame.shapes)" in text
+    assert "    where sizes were fixed or guarded:" in text
+
+
+def test_advice_rows_are_the_same_in_both_views() -> None:
+    rep = stored("advised")
+    section = sections.advice(rep.trials)
+    text, page = render_summary(rep), render_html(rep)
+    table, *groups = section.blocks
+    assert isinstance(table, sections.Table) and len(table.rows) == len(rep.trials) == len(groups)
+    assert table_text(table) in text and table_html(table) in page
+    assert section.title in text and escape(section.title) in page and escape(section.lead) in page
+    for t, group in zip(rep.trials, groups, strict=True):
+        assert isinstance(group, sections.Group) and group.title in text
+        assert all(line in text for line in t.code.splitlines())  # the code, kept as written
+        assert f"<pre>{escape(t.code)}</pre>" in page
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_graph_rows_are_the_same_in_both_views(name: str) -> None:
+    from dynscope._render import graph_tables
+
+    rep = stored(name)
+    table = graph_tables.graphs(rep)
+    text, page = render_summary(rep), render_html(rep)
+    assert len(table.rows) == len(rep.graphs)
+    if rep.graphs:
+        assert table_text(table) in text
+    columns, rows = table.view("html")
+    headers = [c.header for c in columns]
+    for row in rows:
+        cells = "".join(f"<td>{escape(str(v))}</td>" for v in row)
+        assert cells in page, (headers, row)
+
+
+def test_kernel_tables_are_the_same_in_both_views() -> None:
+    from dynscope._render import graph_tables
+    from dynscope._render.text import kernels_table
+
+    rep = stored("lowered_train")
+    page = render_html(rep)
+    for g in rep.graphs:
+        assert g.lowering is not None
+        table = graph_tables.kernels(g, g.lowering)
+        assert kernels_table(g) == table_text(table)
+        assert table_html(table, f'class="kernels" id="kernels-{g.id}"') in page
+        assert len(table.rows) == len(g.lowering.kernels) + (g.lowering.outside_kernels_ms is not None)
+    top = graph_tables.top_kernels(rep)
+    assert table_text(top) in render_summary(rep) and table_html(top, 'class="top-kernels"') in page
+    assert len(top.rows) == len(rep.top_kernels(10)) and top.limit == 5
+    assert all(str(row[1]) not in render_summary(rep) for row in top.rows[top.limit:] if len(str(row[1])) > 12)

@@ -580,7 +580,8 @@ def _frames(
     )
 
 def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[SizeFix, ...]]) -> tuple[Recompile, ...]:
-    """The recompiles, with their failed guards in words.
+    """The recompiles, with their failed guards read into causes (``Cause``: their words are
+    dynscope._render.causes').
 
     A recompile is a second (third...) compile of one frame: counted from compile ids,
     so a reason PyTorch did not give, or that no parser read, still counts. report()

@@ -18,6 +18,7 @@ import dynscope._model.plain as _plain
 from dynscope._errors import InputError, SchemaError
 from dynscope._format import plural, rank_ranges
 from dynscope._lexicon.wording import resume_label, without_rank_local
+from dynscope._model.causes import SAID
 from dynscope._model.ops import collective_name
 from dynscope._model.ranks import MERGED_KIND, Divergence, MultiRankReport
 from dynscope._model.report import SCHEMA_VERSION, Report
@@ -26,7 +27,6 @@ from dynscope._model.structure import structure_hash
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Sequence
 
-    from dynscope._model.causes import Cause
     from dynscope._model.graph import Graph, TensorMeta
 
 __all__ = [
@@ -309,34 +309,49 @@ def _break_sites(reports: Sequence[Report]) -> list[Divergence]:
     return [Divergence("break_sites", _minority(groups), "; ".join(parts))]
 
 
-def _recompile_key(rep: Report) -> tuple[tuple[str, tuple[Cause, ...]], ...]:
+RecompileKey = tuple[tuple[str, tuple[object, ...]], ...]
+
+
+def _said_only(rep: Report) -> bool:
+    """Whether the report was saved before causes were fields: its recompiles carry only
+    the words they were explained in (kind SAID)."""
+    return any(not r.causes and r.why and all(c.kind == SAID for c in r.why) for r in rep.recompiles)
+
+
+def _recompile_key(rep: Report, by_words: bool = False) -> RecompileKey:
     # Causes carry no values, so two ranks that recompiled for the same reason with
     # different sizes agree; a recompile PyTorch gave no cause for is keyed by its failed
-    # guards with their values (``why``).
+    # guards with their values (``why``). Beside a rank file saved before causes were
+    # fields (words only), every rank is keyed by its words, which both kinds of file say
+    # alike: else the older file alone would seem to diverge.
+    if by_words:
+        return tuple((r.frame, tuple(r.explained or r.reasons)) for r in rep.recompiles)
     return tuple((r.frame, r.causes or r.why) for r in rep.recompiles)
 
 
-def _recompile_words(rep: Report, known: set[tuple[str, tuple[Cause, ...]]]) -> list[str]:
+def _recompile_words(rep: Report, known: set[tuple[str, tuple[object, ...]]], by_words: bool) -> list[str]:
+    mine = _recompile_key(rep, by_words)
     return [
         f"{resume_label(r.frame) or 'a frame'} ({r.compile_id}): " + "; ".join(r.explained or r.reasons or ("no reason given",))
-        for r in rep.recompiles
-        if (r.frame, r.causes or r.why) not in known
+        for r, key in zip(rep.recompiles, mine, strict=True)
+        if key not in known
     ]
 
 
 def _recompiles(reports: Sequence[Report]) -> list[Divergence]:
-    groups = _groups(reports, _recompile_key)
+    by_words = any(_said_only(r) for r in reports)  # all words-only: the same as by cause
+    groups = _groups(reports, lambda rep: _recompile_key(rep, by_words))
     if len(groups) < 2:
         return []
     ref = groups[0]
-    ref_keys = set(_recompile_key(ref[0]))
+    ref_keys = set(_recompile_key(ref[0], by_words))
     parts = []
     for g in groups[1:]:
-        keys = set(_recompile_key(g[0]))
-        mine = _recompile_words(g[0], ref_keys)
+        keys = set(_recompile_key(g[0], by_words))
+        mine = _recompile_words(g[0], ref_keys, by_words)
         if mine:
             parts.append(f"{_who(_ranks_of(g))} recompiled " + "; ".join(mine) + f"; {_who(_ranks_of(ref))} did not")
-        theirs = _recompile_words(ref[0], keys)
+        theirs = _recompile_words(ref[0], keys, by_words)
         if theirs:
             parts.append(f"{_who(_ranks_of(ref))} recompiled " + "; ".join(theirs) + f"; {_who(_ranks_of(g))} did not")
         if not mine and not theirs:

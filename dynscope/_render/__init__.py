@@ -4,8 +4,9 @@ This package's own namespace is the door the model goes through, and its only wa
 the output shortcuts (``Report.summary()``, ``to_html()``, ``render()``, ``Graph.to_svg()``,
 ``_repr_html_``..., in ``dynscope._model.display``) each call one function below, and
 nothing else in the model imports a renderer. Each function imports its renderer when
-called, so importing the model (or one renderer) loads no other renderer. Internal code
-(bundle, svg) calls the renderers themselves, never the shortcuts; front ends may use both.
+called, so importing the model (or one renderer) loads no other renderer. The renderers
+(bundle, svg) call each other, never the shortcuts; the model's properties that say a cause
+in words (``Recompile.explained``) come through here too; front ends may use both.
 
 The command line reaches output through here and the public API only: the functions at the
 end (control sequences stripped, terminal colour, diffs, a merged job's folder, JSON in

@@ -15,43 +15,42 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from dynscope._format import few, location, percent, plural
-from dynscope._lexicon.wording import resume_label
 from dynscope._model.structure import structure_hash
-from dynscope._render import sections
-from dynscope._render.figures import phase_seconds, runs_shown, sizes_of
+from dynscope._render import graph_tables, sections
+from dynscope._render.blocks import Entry, Group, Listing, Table
+from dynscope._render.figures import phase_seconds
+from dynscope._render.graph_tables import code_anchor
 from dynscope._render.html_parts import asset, esc, html_table
 from dynscope._render.palette import PALETTE
-from dynscope._render.section_html import capital, entry_html, listing_html, notes_html, table_html
-from dynscope._render.sections import Entry, Listing, Table
+from dynscope._render.section_html import (
+    capital,
+    entry_html,
+    group_html,
+    listing_html,
+    notes_html,
+    table_cells,
+    table_html,
+)
 from dynscope._render.words import (
     PHASE_SOURCES,
-    advice_title,
     cache_text,
     compile_parts,
-    failure_rows,
     grads_text,
     human_bytes,
     inputs_text,
     memory_cell,
-    pass_label,
     phases_text,
-    runs_text,
     samples_text,
     size_fix_line,
-    source_label,
     speedup_text,
     timing_notes,
     totals_line,
-    trial_cells,
-    trial_memory,
-    trial_timed,
-    trial_verdict,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from dynscope._model import Frame, Graph, Kernel, Lowering, Report, Timing
+    from dynscope._model import Frame, Graph, Report, Timing
 
 __all__ = ["BUNDLE_CSP", "CSP", "CSS", "INLINE_SVG_MAX", "NO_PICTURES", "SCRIPT", "render_html"]
 
@@ -116,36 +115,10 @@ def _breaks(rep: Report) -> str:
 
 
 def _recompiles(rep: Report) -> str:
+    """The recompiles, one part per function and cause (dynscope._render.sections.recompiles)."""
     if not rep.recompiles:
         return "<p>No recompiles.</p>"
-    by_id = {r.compile_id: r for r in rep.recompiles}
-
-    def said(ids: Sequence[str]) -> str:
-        texts = dict.fromkeys(x for cid in ids for x in (by_id[cid].explained or by_id[cid].reasons))
-        return "<ul>" + "".join(f"<li>{esc(x)}</li>" for x in texts) + "</ul>"
-
-    groups = rep.recompile_groups()
-    out = html_table(
-        ["recompiles", "function", "cause", "fix", "compiles and failed guards"],
-        (
-            [str(g.count), esc(resume_label(g.frame)), esc(g.cause), esc(g.fix),
-             f"<code>{esc(', '.join(g.compile_ids))}</code>" + said(g.compile_ids)]
-            for g in groups
-        ),
-    )
-    ids = [cid for g in groups for cid in g.compile_ids]
-    sizes = sizes_of(rep, ids)
-    if sizes:
-        out += "<h3>Where sizes were fixed or guarded</h3><ul class='sizes'>" + "".join(
-            f"<li>{esc(size_fix_line(fx))}</li>" for fx in sizes) + "</ul>"
-    rows = failure_rows(rep, ids)
-    if rows:
-        out += "<h3>Every failed guard, per earlier cache entry</h3>" + html_table(
-            ["compile", "earlier entry", "guard that failed", "compiled for", "called with", "found by"],
-            ([f"<code>{esc(c)}</code>", f"<code>{esc(e)}</code>", esc(w), esc(t), esc(n), esc(by)]
-             for c, e, w, t, n, by in rows),
-        )
-    return out
+    return "".join(group_html(g) for g in sections.recompiles(rep).blocks if isinstance(g, Group))
 
 
 def _fallbacks(rep: Report) -> str:
@@ -224,37 +197,6 @@ def _timing(g: Graph) -> str:
 # -- below Dynamo -------------------------------------------------------------------------
 
 
-def _side(kernel: Kernel) -> str:
-    """"fwd" or "bwd": which output code of its graph the kernel is called in."""
-    return "bwd" if kernel.graph == "backward" else "fwd"
-
-
-def code_anchor(graph_id: int, side: str, line: int) -> str:
-    """The id of line ``line`` of graph ``graph_id``'s output code, side "fwd" or "bwd"."""
-    return f"g{graph_id}-{side}-L{line}"
-
-
-def _code_lines(low: Lowering, side: str) -> int:
-    return len((low.backward_code if side == "bwd" else low.code).splitlines())
-
-
-def _kernel_name(graph_id: int, low: Lowering, k: Kernel) -> str:
-    """The kernel's name, linked to the line of the output code that calls it when known."""
-    name = f"<code>{esc(k.name)}</code>"
-    side = _side(k)
-    if 0 < k.code_line <= _code_lines(low, side):
-        return f'<a href="#{code_anchor(graph_id, side, k.code_line)}">{name}</a>'
-    return name
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-
-def _pct(value: float | None) -> str:
-    return percent(value, 1)
-
-
 def _code_block(graph_id: int, side: str, code: str) -> str:
     """Output code, one span per line with an id to link to; folded."""
     lines = code.splitlines()
@@ -265,30 +207,6 @@ def _code_block(graph_id: int, side: str, code: str) -> str:
     return (
         f"<details><summary>Inductor output code, {what} ({plural(len(lines), 'line')})</summary>"
         f'<pre class="code" id="code-{graph_id}-{side}">{body}</pre></details>'
-    )
-
-
-def _sources(k: Kernel) -> str:
-    """A kernel's source lines as base names; the full paths in the tooltip."""
-    if not k.source_lines:
-        return "-"
-    return f'<span title="{esc(chr(10).join(k.source_lines))}">{esc(few([source_label(s) for s in k.source_lines], 4))}</span>'
-
-
-def _kernels(g: Graph, low: Lowering) -> str:
-    rows = [
-        [_kernel_name(g.id, low, k), esc(k.kind), esc(pass_label(k)), f'{k.calls}', _ms(k.time_ms), _pct(k.share),
-         esc(few(k.aten_ops, 6)), esc(few(k.nodes, 6)), _sources(k)]
-        for k in low.kernels_by_time()
-    ]
-    outside = low.outside_kernels_ms
-    if outside is not None:
-        share = outside / low.graph_ms if low.graph_ms else None
-        rows.append(["<i>outside kernels</i>", "-", "-", "-", _ms(outside), _pct(share),
-                     "wrapper code, allocation, launches", "-", "-"])
-    return html_table(
-        ["kernel", "kind", "pass", "calls", "ms", "share", "fused ATen ops", "Dynamo nodes", "source lines"],
-        rows, f'class="kernels" id="kernels-{g.id}"',
     )
 
 
@@ -324,7 +242,8 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str], notes: Mapping[
     if g.memory is not None and not g.memory.error:
         facts.append(f"memory: {esc(memory_cell(g.memory))} ({'forward+backward' if g.memory.trains else 'forward'} peak)")
     out = [f'<div class="lowering" id="lowering-{g.id}"><h3>Below Dynamo</h3><p>' + "; ".join(facts) + "</p>"]
-    out.append(_kernels(g, low) if low.kernels else "<p>No kernels listed.</p>")
+    kernels = table_html(graph_tables.kernels(g, low), f'class="kernels" id="kernels-{g.id}"')
+    out.append(kernels if low.kernels else "<p>No kernels listed.</p>")
     phases, cache = phases_text(phase_seconds([g])), cache_text([g])
     if phases:
         # Whose compile: the user's compile of this graph's frame, or dynscope's timed build.
@@ -355,20 +274,10 @@ def _program_lowering(rep: Report) -> str:
     if section is None:
         return ""
     out = [f'<section id="below-dynamo"><h2>{esc(section.title)}</h2>']
-    top = rep.top_kernels(10)
-    if top:
-        out.append("<p>The kernels that cost the program most (time over each graph's runs; share of "
-                   "its graph's time):</p>")
-        out.append(html_table(
-            ["graph", "kernel", "kind", "pass", "ms", "share", "fused ATen ops", "source lines"],
-            (
-                [f'<a href="#graph-{g.id}">{g.id}</a>', _kernel_name(g.id, g.lowering, k) if g.lowering else "",
-                 esc(k.kind), esc(pass_label(k)), _ms(cost), _pct(k.share), esc(few(k.aten_ops)),
-                 esc(few([source_label(s) for s in k.source_lines], 2))]
-                for g, k, cost in top
-            ),
-            'class="top-kernels"',
-        ))
+    top = graph_tables.top_kernels(rep)
+    if top.rows:
+        out.append("<p>The kernels that cost the program most:</p>")
+        out.append(table_html(top, 'class="top-kernels"') + "".join(f"<p>{esc(capital(n))}</p>" for n in top.notes))
     else:
         out.append("<p>Kernels not timed (<code>dynscope.report(..., timing=True)</code> times them).</p>")
     out += [f"<p>{esc(capital(n))}</p>" for n in section.notes]
@@ -466,11 +375,10 @@ def same_graphs(rep: Report) -> dict[int, list[int]]:
 
 
 def _graph_table(rep: Report, svgs: Mapping[int, str], files: bool, same: Mapping[int, list[int]]) -> str:
-    """Every graph on one line, with a link to its section (or the section it is folded into)."""
-    measured = any(g.memory is not None for g in rep.graphs)
-    runs = runs_shown(rep)
-    rows = []
-    for g in rep.graphs:
+    """Every graph on one line (dynscope._render.graph_tables.graphs), with the state of its
+    picture and a link to its section (or the section it is folded into)."""
+    headers, rows = table_cells(graph_tables.graphs(rep))
+    for g, row in zip(rep.graphs, rows, strict=True):
         ids = same.get(g.id, [])
         if ids and ids[0] != g.id:
             status = f"same graph as {ids[0]}"
@@ -481,14 +389,8 @@ def _graph_table(rep: Report, svgs: Mapping[int, str], files: bool, same: Mappin
                 status += f"; also graphs {_ids([i for i in ids if i != g.id])}"
             link = f'<a href="#graph-{g.id}">graph {g.id}</a>'
         status = ("Inductor failed; " if g.timing is not None and g.timing.failed else "") + status
-        rows.append([
-            str(g.id), f"{esc(g.frame)}{_ddp_split(g)} <code>{esc(location(g.filename, g.lineno))}</code>", str(g.op_count),
-            esc(inputs_text(g) or "-"), *([esc(runs_text(g, rep.calls))] if runs else []),
-            *([esc(memory_cell(g.memory))] if measured else []), status, link,
-        ])
-    headers = ["id", "frame", "graph ops", "inputs", *(["runs"] if runs else []),
-               *(["peak eager -> compiled"] if measured else []), "status", "link"]
-    return html_table(headers, rows, 'class="graph-table"')
+        row += [status, link]
+    return html_table([*headers, "status", "link"], rows, 'class="graph-table"')
 
 
 def _legend() -> str:
@@ -522,32 +424,15 @@ def _memory(rep: Report) -> str:
 
 def _advice(rep: Report) -> str:
     """"What each fix buys": the remedies dynscope.advise tried, best first, with the
-    measured before -> after counts; "" when the report holds no trials."""
+    measured before -> after counts (the section's table: dynscope._render.sections.advice;
+    its groups repeat the table's cells, which the page has room for); "" when the report
+    holds no trials."""
     if not rep.trials:
         return ""
-    timed, memory = trial_timed(rep.trials), trial_memory(rep.trials)
-    headers = ["remedy", "code", "target", "graphs", "breaks", "recompiles", "coverage"]
-    headers += ["speedup"] if timed else []
-    headers += ["compiled peak", "step"] if memory else []
-    headers += ["helped", "error / note"]
-    rows = []
-    for t in rep.trials:
-        verdict = trial_verdict(t)
-        # A remedy that did not help or failed is shown as such, not hidden.
-        shown = esc(verdict) if verdict in ("yes", "change your code") else f'<span class="warn">{esc(verdict)}</span>'
-        said = "; ".join(x for x in (t.error, t.note) if x)
-        rows.append([
-            esc(t.remedy), f"<pre>{esc(t.code)}</pre>", esc(", ".join(t.target) or "-"),
-            *(esc(c) for c in trial_cells(t, timed=timed, memory=memory)), shown, esc(said),
-        ])
-    return (
-        f'<section id="advice"><h2>{esc(advice_title(rep.trials))}</h2><p>Each remedy was run on its own, '
-        "in isolation, on the same inputs; before -> after are the measured counts. A remedy helped when it "
-        "removed breaks or recompiles (fewer of them, not as many at other lines), was measured faster, or "
-        "(memory remedies) cut the compiled peak, with the outputs still equal to eager's; one that only "
-        "moved a break says from which line to which."
-        f"</p>{html_table(headers, rows)}</section>\n"
-    )
+    section = sections.advice(rep.trials)
+    table = next(b for b in section.blocks if isinstance(b, Table))
+    return (f'<section id="advice"><h2>{esc(section.title)}</h2><p>{esc(section.lead)}</p>'
+            f"{table_html(table)}</section>\n")
 
 
 def _warnings(rep: Report, pictures_note: str = "") -> str:

@@ -1,17 +1,18 @@
-"""The page's layout of a section's blocks (dynscope._render.sections): tables, entries with
-their code excerpt, lists. Pure: blocks in, markup out; every string from the report is
+"""The page's layout of a section's blocks (dynscope._render.blocks): tables, entries with
+their code excerpt, groups, lists. Pure: blocks in, markup out; every string from the report is
 escaped here, on its way into markup."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dynscope._render.blocks import Cell, Listing
 from dynscope._render.html_parts import esc, html_table, safe_url
 
 if TYPE_CHECKING:
-    from dynscope._render.sections import Column, Entry, Field, Listing, Table
+    from dynscope._render.blocks import Column, Entry, Field, Group, Table
 
-__all__ = ["capital", "entry_html", "listing_html", "notes_html", "table_html"]
+__all__ = ["capital", "entry_html", "group_html", "listing_html", "notes_html", "table_cells", "table_html"]
 
 
 def capital(text: str) -> str:
@@ -20,24 +21,49 @@ def capital(text: str) -> str:
 
 
 def _cell(column: Column, value: object) -> str:
-    text = esc(value)
+    text = esc(value.text if isinstance(value, Cell) else value)
     if column.style == "code":
-        return f"<code>{text}</code>"
-    if column.style == "cat":
-        return f"<span class=cat>{text}</span>"
-    if column.style == "graph":  # a graph's id, linked to its section
-        return f'<a href="#graph-{text}">{text}</a>'
+        text = f"<code>{text}</code>"
+    elif column.style == "cat":
+        text = f"<span class=cat>{text}</span>"
+    elif column.style == "pre":
+        text = f"<pre>{text}</pre>"
+    elif column.style == "verdict" and text not in ("yes", "change your code"):
+        text = f'<span class="warn">{text}</span>'  # a remedy that did not help is shown so, not hidden
+    elif column.style == "graph":  # a graph's id, linked to its section
+        text = f'<a href="#graph-{text}">{text}</a>'
+    if isinstance(value, Cell) and value.hint:
+        text = f'<span title="{esc(value.hint)}">{text}</span>'
+    if isinstance(value, Cell) and value.href:
+        text = f'<a href="#{esc(value.href)}">{text}</a>'
     return text
 
 
-def table_html(table: Table, attrs: str = "") -> str:
-    """The table's page columns, each cell escaped and marked up by its column's style;
-    ``attrs`` (dynscope's own) go on the <table> tag."""
+def table_cells(table: Table) -> tuple[list[str], list[list[str]]]:
+    """The table's page headers and every row's cells, escaped and marked up by column style
+    (for a page table that adds columns of its own)."""
     columns, rows = table.view("html")
-    return html_table(
-        [esc(c.header) for c in columns], ([_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in rows),
-        attrs,
-    )
+    return [esc(c.header) for c in columns], [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in rows]
+
+
+def table_html(table: Table, attrs: str = "") -> str:
+    """The table's page columns, every row, each cell escaped and marked up by its column's
+    style; ``attrs`` (dynscope's own) go on the <table> tag."""
+    headers, rows = table_cells(table)
+    return html_table(headers, rows, attrs)
+
+
+def group_html(group: Group) -> str:
+    """A group as a heading (with its anchor), a paragraph per field, then each listing in
+    full and each table with every row, under their own headings."""
+    out = [f'<h3 id="{esc(group.anchor)}">{esc(group.title)}</h3>', *(_field_html(f) for f in group.fields)]
+    for block in group.blocks:
+        if isinstance(block, Listing):
+            out.append(listing_html(block))
+        elif block.rows:
+            out.append((f"<h4>{esc(capital(block.title))}</h4>" if block.title else "") + table_html(block)
+                       + notes_html(block.notes))
+    return "".join(out)
 
 
 def entry_html(entry: Entry) -> str:
@@ -68,8 +94,13 @@ def _field_html(f: Field) -> str:
 
 
 def listing_html(listing: Listing) -> str:
-    """Every item of the listing, in one paragraph."""
-    return f"<p>{esc(capital(listing.label))}: {esc(', '.join(listing.items))}</p>"
+    """Every item of the listing: in one paragraph after its label, or as a list under it."""
+    if listing.style == "labelled":
+        return f"<p>{esc(capital(listing.label))}: {esc(', '.join(listing.items))}</p>"
+    if not listing.items:
+        return ""
+    items = "<ul>" + "".join(f"<li>{esc(x)}</li>" for x in listing.items) + "</ul>"
+    return (f"<h4>{esc(capital(listing.label))}</h4>" if listing.label else "") + items
 
 
 def notes_html(notes: list[str] | tuple[str, ...], cls: str = "warn") -> str:

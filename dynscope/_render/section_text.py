@@ -1,5 +1,5 @@
-"""The terminal's layout of a section's blocks (dynscope._render.sections): tables through
-tabulate, entries as indented lines wrapped to a width. Pure: blocks in, lines out."""
+"""The terminal's layout of a section's blocks (dynscope._render.blocks): tables through
+tabulate, entries and groups as indented lines wrapped to a width. Pure: blocks in, lines out."""
 
 from __future__ import annotations
 
@@ -8,16 +8,29 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-if TYPE_CHECKING:
-    from dynscope._render.sections import Entry, Field, Listing, Table
+from dynscope._format import clip
+from dynscope._render.blocks import Cell, Listing, Table
 
-__all__ = ["entry_lines", "flagged", "listing_lines", "table_text"]
+if TYPE_CHECKING:
+    from dynscope._render.blocks import Column, Entry, Field, Group
+
+__all__ = ["entry_lines", "flagged", "group_lines", "listing_lines", "table_text"]
+
+
+def _text_cell(column: Column, value: object) -> object:
+    # Numbers stay numbers (tabulate aligns them); a Cell is its words.
+    if isinstance(value, Cell):
+        value = value.text
+    return clip(str(value), column.clip) if column.clip else value
 
 
 def table_text(table: Table) -> str:
-    """The table's terminal columns through tabulate ("simple")."""
+    """The table's terminal columns through tabulate ("simple"), its first ``limit`` rows."""
     columns, rows = table.view("text")
-    return tabulate(rows, headers=[c.header for c in columns], tablefmt="simple")
+    if table.limit:
+        rows = rows[: table.limit]
+    body = [[_text_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in rows]
+    return tabulate(body, headers=[c.header for c in columns], tablefmt="simple")
 
 
 def entry_lines(entry: Entry, width: int = 100) -> list[str]:
@@ -29,12 +42,45 @@ def entry_lines(entry: Entry, width: int = 100) -> list[str]:
     return lines
 
 
-def _field_lines(f: Field, width: int) -> list[str]:
+def group_lines(group: Group, width: int = 100) -> list[str]:
+    """A group as its title, its fields indented under it (program text kept as it is, at
+    the fields' own indent), then its listings and tables, each shortened to its limit."""
+    lines = [group.title]
+    for f in group.fields:
+        lines += _field_lines(f, width, pre="    ")
+    for block in group.blocks:
+        lines += _bullets(block, width) if isinstance(block, Listing) else _nested_table(block)
+    return lines
+
+
+def _bullets(listing: Listing, width: int) -> list[str]:
+    if listing.style == "labelled":
+        return listing_lines(listing)
+    lines = [f"    {listing.label}:"] if listing.label and listing.items else []
+    pad = "      " if listing.label else "    "
+    for item in listing.items[: listing.limit]:
+        lines += textwrap.wrap(f"- {item}", width, initial_indent=pad, subsequent_indent=pad + "  ")
+    if len(listing.items) > listing.limit:
+        lines.append(pad + listing.rest)
+    return lines
+
+
+def _nested_table(table: Table) -> list[str]:
+    if not table.rows:
+        return []
+    lines = [f"    {table.title}:"] if table.title else []
+    lines += ["      " + ln for ln in table_text(table).splitlines()]
+    if table.limit and len(table.rows) > table.limit:
+        lines.append(f"      {table.rest}")
+    return lines + [f"      {n}" for n in table.notes]
+
+
+def _field_lines(f: Field, width: int, pre: str = "      ") -> list[str]:
     said = f"{f.label}: {f.text}" if f.label else f.text
     if f.kind == "folded":
         return []
     if f.kind == "pre":
-        return ["      " + ln for ln in f.text.splitlines()]
+        return [pre + ln for ln in f.text.splitlines()]
     if f.kind in ("flat", "link"):  # one line: an address or a figure list is never broken
         return [f"    {said}"]
     # Program text (a call chain's "a.py:3 in f -> b.py:9 in g") breaks at spaces only.

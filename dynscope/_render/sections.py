@@ -10,18 +10,22 @@ Pure: model in, data out; every figure and phrase comes from the model or the ph
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+import textwrap
+from typing import TYPE_CHECKING
 
 from dynscope._format import clip, human_bytes, location, ms, percent, plural
 from dynscope._lexicon.wording import resume_label
-from dynscope._render.figures import memory_order
+from dynscope._render.blocks import Block, Column, Entry, Field, Group, Listing, Section, Table
+from dynscope._render.figures import memory_order, sizes_of
 from dynscope._render.words import (
+    UNSAID,
+    advice_title,
     cache_text,
     call_chain_text,
     compile_parts,
     cost_text,
     end_to_end_lines,
+    failure_rows,
     fix_first_line,
     gave_up_text,
     in_graphs_text,
@@ -35,20 +39,30 @@ from dynscope._render.words import (
     program_memory_line,
     samples_text,
     saved_text,
+    size_fix_line,
+    trial_cells,
+    trial_memory,
+    trial_timed,
+    trial_verdict,
     warning_lines,
 )
 
 if TYPE_CHECKING:
-    from dynscope._model import GraphBreak, Report
+    from collections.abc import Sequence
+
+    from dynscope._model import GraphBreak, Report, Trial
 
 __all__ = [
+    "ADVICE_LEAD",
     "MEMORY_HEADERS",
     "Column",
     "Entry",
     "Field",
+    "Group",
     "Listing",
     "Section",
     "Table",
+    "advice",
     "below_dynamo",
     "breaks",
     "compile_time",
@@ -56,95 +70,10 @@ __all__ = [
     "coverage",
     "memory",
     "memory_rows",
+    "recompiles",
+    "trial_target",
     "warnings",
 ]
-
-#: Which view shows a column: both ("") or only the terminal or only the page.
-View = Literal["", "text", "html"]
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column of a :class:`Table`.
-
-    ``style`` says what its cells are ("code": text from a program; "cat": a category tag;
-    "graph": a graph id the page links to its section); ``only`` names the one view that
-    shows it, for a column too wide for a terminal or too terse for a page.
-    """
-
-    header: str
-    style: str = ""
-    only: View = ""
-
-
-@dataclass(frozen=True)
-class Table:
-    """Rows of cells under ``columns``; ``notes`` are what the rows need said about them."""
-
-    columns: tuple[Column, ...]
-    rows: tuple[tuple[object, ...], ...]
-    notes: tuple[str, ...] = ()
-
-    def view(self, name: View) -> tuple[list[Column], list[list[object]]]:
-        """The columns ``name`` ("text" or "html") shows, and each row's cells in them."""
-        keep = [i for i, c in enumerate(self.columns) if c.only in ("", name)]
-        return [self.columns[i] for i in keep], [[row[i] for i in keep] for row in self.rows]
-
-
-#: How a field is laid out: "line" (a sentence, wrapped), "flat" (one line, never wrapped),
-#: "code" (program text: wrapped only at spaces; code markup), "pre" (kept line by line),
-#: "link" (a documentation link), "folded" (long, on the page behind a summary only).
-FieldKind = Literal["line", "flat", "code", "pre", "link", "folded"]
-
-
-@dataclass(frozen=True)
-class Field:
-    """One labelled fact of an :class:`Entry` ("why", "fix"...; "" for a sentence that
-    says what it is itself). ``words``: a link's words (its ``text`` is the address)."""
-
-    label: str
-    text: str
-    kind: FieldKind = "line"
-    words: str = ""
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One item told at length (a break site): a title, the program line it is about with
-    the lines around it (``excerpt``, ``hit`` the line's number), then its fields."""
-
-    anchor: str
-    title: str
-    line: str
-    excerpt: tuple[tuple[int, str], ...]
-    hit: int
-    fields: tuple[Field, ...]
-
-
-@dataclass(frozen=True)
-class Listing:
-    """Items of one kind ("eager: site x3"); a short view shows the first ``limit`` and
-    then ``rest`` (said of those it leaves out); a long view shows them all."""
-
-    label: str
-    items: tuple[str, ...]
-    limit: int
-    rest: str = ""
-
-
-Block = Table | Entry | Listing
-
-
-@dataclass(frozen=True)
-class Section:
-    """A part of the report: its ``title``, the ``lead`` sentence read first, its blocks, and
-    the ``notes`` said under them (what to read the figures with)."""
-
-    title: str
-    blocks: tuple[Block, ...] = ()
-    lead: str = ""
-    notes: tuple[str, ...] = ()
-
 
 # -- graph breaks ---------------------------------------------------------------------------
 
@@ -380,3 +309,88 @@ def below_dynamo(rep: Report) -> Section | None:
         f"Below Dynamo ({plural(count, 'kernel')} in {plural(len(lowered), 'lowered graph')})",
         notes=tuple(f"{label}: {text}" for label, text in lines if text),
     )
+
+
+# -- recompiles -----------------------------------------------------------------------------
+
+#: The failed-guard explanations, the sizes and the failed-guard rows a short view shows per
+#: cause (the page shows them all).
+SAID_SHOWN, SIZES_SHOWN, FAILURES_SHOWN = 3, 5, 8
+
+_FAILURE_COLUMNS = (
+    Column("compile", "code"), Column("entry", "code"), Column("guard that failed", clip=60),
+    Column("compiled for"), Column("called with"), Column("found by"),
+)
+
+
+def recompiles(rep: Report) -> Section:
+    """The recompiles, one group per function and cause: its fix, its compiles, what
+    PyTorch said failed, the sizes those compiles fixed or guarded, and every failed guard
+    per earlier cache entry."""
+    by_id = {r.compile_id: r for r in rep.recompiles}
+    groups = []
+    for n, g in enumerate(rep.recompile_groups(), 1):
+        fields = ([Field("fix", g.fix)] if g.fix else []) + [Field("compiles", ", ".join(g.compile_ids), "flat")]
+        said = tuple(dict.fromkeys(x for cid in g.compile_ids for x in (by_id[cid].explained or by_id[cid].reasons)))
+        sizes = tuple(size_fix_line(fx) for fx in sizes_of(rep, g.compile_ids))
+        rows = tuple(tuple(row) for row in failure_rows(rep, g.compile_ids))
+        blocks: tuple[Listing | Table, ...] = (
+            Listing("", said, SAID_SHOWN, f"... {plural(len(said) - SAID_SHOWN, 'more failed guard')} (Report.recompiles)",
+                    "bullets"),
+            Listing("where sizes were fixed or guarded", sizes, SIZES_SHOWN,
+                    f"... {plural(len(sizes) - SIZES_SHOWN, 'more size')} (Frame.shapes)", "bullets"),
+            Table(_FAILURE_COLUMNS, rows, notes=(UNSAID,) if any(row[4] == "-" for row in rows) else (),
+                  title="every failed guard, per earlier cache entry", limit=FAILURES_SHOWN,
+                  rest=f"... {plural(len(rows) - FAILURES_SHOWN, 'more row')} (Recompile.failures)"),
+        )
+        title = f"{plural(g.count, 'recompile')} of {resume_label(g.frame) or '?'}: {g.cause}"
+        groups.append(Group(f"recompile-{n}", title, tuple(fields), blocks))
+    return Section(f"Recompiles ({rep.recompile_count})", tuple(groups))
+
+
+# -- advice: what each remedy bought (Report.trials, filled by dynscope.advise) -------------
+
+ADVICE_LEAD = (
+    "Each remedy was run on its own, in isolation, on the same inputs; before -> after are the measured counts. "
+    "A remedy helped when it removed breaks or recompiles (fewer of them, not as many at other lines), was "
+    "measured faster, or (memory remedies) cut the compiled peak, with the outputs still equal to eager's; one "
+    "that only moved a break says from which line to which."
+)
+
+
+def trial_target(t: Trial, width: int = 30) -> str:
+    """What the remedy addresses, wrapped at word boundaries to lines of at most ``width``
+    characters (three at most, the rest shortened with "..."): the first target and "+N"
+    for the others ("-" when it names nothing). The groups under the table list them all."""
+    if not t.target:
+        return "-"
+    more = f", +{len(t.target) - 1}" if len(t.target) > 1 else ""
+    return "\n".join(textwrap.wrap(t.target[0] + more, width, max_lines=3, placeholder=" ...", break_on_hyphens=False))
+
+
+def advice(trials: Sequence[Trial]) -> Section:
+    """"What each fix buys": one row per remedy (in the order given: best first) with the
+    measured before -> after, then one group per remedy: the code to add, its targets, and
+    why it failed or what else to know."""
+    timed, memory = trial_timed(trials), trial_memory(trials)
+    columns = [Column("#", only="text"), Column("remedy", clip=32), Column("code", "pre", only="html"),
+               Column("target", only="text"), Column("target", only="html"),
+               *(Column(h) for h in ("graphs", "breaks", "recompiles", "coverage")),
+               *([Column("speedup")] if timed else []),
+               *([Column("compiled peak"), Column("step")] if memory else []),
+               Column("helped", "verdict"), Column("error / note", only="html")]
+    rows = tuple(
+        (i, t.remedy, t.code, trial_target(t), ", ".join(t.target) or "-",
+         *trial_cells(t, timed=timed, memory=memory), trial_verdict(t), "; ".join(x for x in (t.error, t.note) if x))
+        for i, t in enumerate(trials, 1)
+    )
+    groups = tuple(
+        Group(f"remedy-{i}", f"[{i}] {t.remedy}: {trial_verdict(t)}", tuple(
+            [Field("", t.code, "pre")]
+            + ([Field("for", ", ".join(t.target))] if t.target else [])
+            + ([Field("error", t.error)] if t.error else [])
+            + ([Field("note", t.note)] if t.note else [])
+        ))
+        for i, t in enumerate(trials, 1)
+    )
+    return Section(advice_title(trials), (Table(tuple(columns), rows), *groups), lead=ADVICE_LEAD)

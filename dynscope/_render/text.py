@@ -9,45 +9,23 @@ import re
 import textwrap
 from typing import TYPE_CHECKING
 
-from tabulate import tabulate
-
 from dynscope._errors import InputError
 from dynscope._format import (
     ADD_UP_TOLERANCE,
     clip,
-    few,
     location,
-    ms,
-    percent,
     plural,
 )
 from dynscope._lexicon.wording import resume_label
 from dynscope._model.order import program_order  # the one ordering, shared with the picture
-from dynscope._render import sections
-from dynscope._render.figures import runs_shown, sizes_of
-from dynscope._render.section_text import entry_lines, flagged, listing_lines, table_text
-from dynscope._render.sections import Entry, Listing, Section, Table
+from dynscope._render import graph_tables, sections
+from dynscope._render.blocks import Entry, Group, Listing, Section, Table
+from dynscope._render.section_text import entry_lines, flagged, group_lines, listing_lines, table_text
 from dynscope._render.terminal import paint_summary
 from dynscope._render.words import (
-    UNSAID,
     advice_title,
-    failure_rows,
-    grads_text,
-    inputs_text,
-    kernel_label,
-    memory_cell,
-    pass_label,
-    runs_text,
-    samples_text,
-    size_fix_line,
-    source_label,
-    speedup_text,
     timing_doubts,
     totals_line,
-    trial_cells,
-    trial_memory,
-    trial_timed,
-    trial_verdict,
 )
 
 if TYPE_CHECKING:
@@ -76,13 +54,6 @@ def strip_controls(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-def _frame_label(graph: Graph) -> str:
-    name = resume_label(graph.frame) or "?"
-    if graph.split_by == "ddp_bucket":  # DDP's optimizer split it: not a graph break
-        name += " [DDP bucket split]"
-    return f"{name} ({location(graph.filename, graph.lineno)})" if graph.filename else name
-
-
 def id_ranges(ids: Sequence[int]) -> str:
     """"0, 2, 5-9": graph ids in order, runs of consecutive ids as ranges."""
     runs: list[list[int]] = []
@@ -95,44 +66,8 @@ def id_ranges(ids: Sequence[int]) -> str:
 
 
 def graphs_table(rep: Report) -> str:
-    """The table of captured graphs."""
-    timed = any(g.timing for g in rep.graphs)
-    # Forward+backward columns only when a graph was timed for training: an inference
-    # report reads as it always did.
-    trains = any(g.timing is not None and g.timing.trains for g in rep.graphs)
-    measured = any(g.memory is not None for g in rep.graphs)
-    runs = runs_shown(rep)
-    headers = ["id", "compile", "frame", "graph ops", "nodes", "inputs"] + (["runs"] if runs else [])
-    if measured:
-        headers += ["peak eager -> compiled"]
-    if timed:
-        headers += ["eager", "inductor", "speedup", "samples"]
-    if trains:
-        headers += ["fwd+bwd eager", "fwd+bwd inductor", "grads"]
-    rows = []
-    for g in rep.graphs:
-        row = [g.id, g.compile_id, _frame_label(g), g.op_count, g.node_count or "-", inputs_text(g)]
-        if runs:
-            row += [runs_text(g, rep.calls)]
-        if measured:
-            row += [memory_cell(g.memory)]
-        if timed:
-            t = g.timing
-            if t is None:
-                row += ["-", "-", "-", "-"]
-            elif t.failed:
-                row += [ms(t.eager_ms), "failed", "-", "-"]
-            else:
-                row += [ms(t.eager_ms), ms(t.compiled_ms), speedup_text(t), samples_text(t)]
-            if trains:
-                if t is None or not t.trains:
-                    row += ["-", "-", "-"]
-                elif t.train_error:
-                    row += [ms(t.train_eager_ms), "failed", grads_text(t)]
-                else:
-                    row += [ms(t.train_eager_ms), ms(t.train_compiled_ms), grads_text(t)]
-        rows.append(row)
-    return tabulate(rows, headers=headers, tablefmt="simple")
+    """The table of captured graphs (dynscope._render.graph_tables.graphs)."""
+    return table_text(graph_tables.graphs(rep))
 
 
 def graph_timing_lines(rep: Report) -> list[str]:
@@ -167,12 +102,6 @@ def graph_timing_lines(rep: Report) -> list[str]:
     return out
 
 
-def breaks_section(rep: Report, *, width: int = 100) -> str:
-    """The table of distinct breaks, the costliest first, then each site's reason, fix and
-    hints (the section's blocks: dynscope._render.sections.breaks)."""
-    return breaks_text(sections.breaks(rep), width=width)
-
-
 def breaks_text(section: Section, *, width: int = 100) -> str:
     """The breaks section's table, then each site's entry."""
     lines: list[str] = []
@@ -204,53 +133,10 @@ def program_line(rep: Report) -> str:
 
 
 def recompiles_section(rep: Report, *, width: int = 100) -> str:
-    """Recompiles grouped by function and cause, each with its fix and what PyTorch said."""
-    by_id = {r.compile_id: r for r in rep.recompiles}
-    lines = []
-    for g in rep.recompile_groups():
-        lines.append(f"{plural(g.count, 'recompile')} of {resume_label(g.frame) or '?'}: {g.cause}")
-        if g.fix:
-            lines.extend(textwrap.wrap(f"fix: {g.fix}", width, initial_indent="    ", subsequent_indent="      "))
-        lines.append(f"    compiles: {', '.join(g.compile_ids)}")
-        said = dict.fromkeys(x for cid in g.compile_ids for x in (by_id[cid].explained or by_id[cid].reasons))
-        for x in list(said)[:3]:
-            lines.extend(textwrap.wrap(f"- {x}", width, initial_indent="    ", subsequent_indent="      "))
-        if len(said) > 3:
-            lines.append(f"    ... {plural(len(said) - 3, 'more failed guard')} (Report.recompiles)")
-        sizes = sizes_of(rep, g.compile_ids)
-        if sizes:
-            lines.append("    where sizes were fixed or guarded:")
-            for fx in sizes[:5]:
-                lines.extend(textwrap.wrap(size_fix_line(fx), width, initial_indent="      ", subsequent_indent="        "))
-            if len(sizes) > 5:
-                lines.append(f"      ... {plural(len(sizes) - 5, 'more size')} (Frame.shapes)")
-        rows = failure_rows(rep, g.compile_ids)
-        if rows:
-            lines.append("    every failed guard, per earlier cache entry:")
-            table = tabulate(
-                [[c, e, clip(w, 60), then, now, by] for c, e, w, then, now, by in rows[:8]],
-                headers=["compile", "entry", "guard that failed", "compiled for", "called with", "found by"],
-                tablefmt="simple",
-            )
-            lines.extend("      " + ln for ln in table.splitlines())
-            if len(rows) > 8:
-                lines.append(f"      ... {plural(len(rows) - 8, 'more row')} (Recompile.failures)")
-            if any(now == "-" for *_, now, _ in rows[:8]):
-                lines.append(f"      {UNSAID}")
-    return "\n".join(lines)
-
-
-# -- advice: what each remedy bought (Report.trials, filled by dynscope.advise) ---------
-
-
-def trial_target(t: Trial, width: int = 30) -> str:
-    """What the remedy addresses, wrapped at word boundaries to lines of at most ``width``
-    characters (three at most, the rest shortened with "..."): the first target and "+N"
-    for the others ("-" when it names nothing). The section below the table lists them all."""
-    if not t.target:
-        return "-"
-    more = f", +{len(t.target) - 1}" if len(t.target) > 1 else ""
-    return "\n".join(textwrap.wrap(t.target[0] + more, width, max_lines=3, placeholder=" ...", break_on_hyphens=False))
+    """Recompiles grouped by function and cause, each with its fix and what PyTorch said
+    (the section's groups: dynscope._render.sections.recompiles)."""
+    return "\n".join(line for group in sections.recompiles(rep).blocks if isinstance(group, Group)
+                     for line in group_lines(group, width))
 
 
 def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = "") -> str:
@@ -260,26 +146,12 @@ def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = ""
     if not trials:
         said = empty or "no remedy to try: no break site or recompile here has one dynscope knows how to try."
         return "\n".join(textwrap.wrap(f"What each fix buys: {said}", width, subsequent_indent="    "))
-    timed, memory = trial_timed(trials), trial_memory(trials)
-    headers = ["#", "remedy", "target", "graphs", "breaks", "recompiles", "coverage"]
-    headers += ["speedup"] if timed else []
-    headers += ["compiled peak", "step"] if memory else []
-    headers += ["helped"]
-    rows = [
-        [i + 1, clip(t.remedy, 32), trial_target(t), *trial_cells(t, timed=timed, memory=memory), trial_verdict(t)]
-        for i, t in enumerate(trials)
-    ]
-    lines = [tabulate(rows, headers=headers, tablefmt="simple")]
-    for i, t in enumerate(trials):
-        lines.append("")
-        lines.append(f"[{i + 1}] {t.remedy}: {trial_verdict(t)}")
-        lines.extend("    " + ln for ln in t.code.splitlines())
-        if t.target:
-            lines.extend(textwrap.wrap(f"for: {', '.join(t.target)}", width, initial_indent="    ", subsequent_indent="      "))
-        if t.error:
-            lines.extend(textwrap.wrap(f"error: {t.error}", width, initial_indent="    ", subsequent_indent="      "))
-        if t.note:
-            lines.extend(textwrap.wrap(f"note: {t.note}", width, initial_indent="    ", subsequent_indent="      "))
+    lines: list[str] = []
+    for block in sections.advice(trials).blocks:
+        if isinstance(block, Table):
+            lines.append(table_text(block))
+        elif isinstance(block, Group):
+            lines += ["", *group_lines(block, width)]
     return "\n".join(lines)
 
 
@@ -301,12 +173,6 @@ def wrap_figures(text: str, width: int = 100) -> list[str]:
     return [line.replace("\x00", " ") for line in lines]
 
 
-def timing_section(rep: Report) -> str:
-    """End-to-end timing per mode."""
-    section = sections.end_to_end(rep)
-    return "\n".join(table_text(t) for t in section.blocks if isinstance(t, Table)) if section else ""
-
-
 def memory_section(rep: Report) -> list[str]:
     """The summary's "Memory" part: the whole call's peaks, then each graph's, those
     compile grew most first; [] when memory was not measured."""
@@ -317,7 +183,7 @@ def memory_section(rep: Report) -> list[str]:
     for table in section.blocks:
         if isinstance(table, Table):
             out += [table_text(table), *(f"    {n}" for n in table.notes)]
-    return [*out, *_flagged(section.notes), ""]
+    return [*out, *flagged(section.notes), ""]
 
 
 def coverage_lines(rep: Report) -> list[str]:
@@ -344,15 +210,6 @@ def guards_line(rep: Report) -> str:
     return f"{plural(len(rep.guards), 'guard')} on {plural(compiles, 'compile')}: {shown}"
 
 
-def _flagged(notes: list[str] | tuple[str, ...], width: int = 100) -> list[str]:
-    """Each note as "    ! ...", wrapped to ``width``."""
-    return flagged(notes, width)
-
-
-def _share(value: float | None) -> str:
-    return percent(value)
-
-
 # -- below Dynamo: Inductor's kernels, compile phases, caches ---------------------------
 
 
@@ -369,20 +226,7 @@ def kernels_table(graph: Graph) -> str:
             f"graph {graph.id} has no lowering: only graphs compiled by Inductor have kernels; "
             "use dynscope.report(..., timing=True) or inner='inductor'"
         )
-    rows: list[list[object]] = []
-    for k in low.kernels_by_time():
-        rows.append([
-            kernel_label(k.name, 48), k.kind, pass_label(k), k.calls,
-            ms(k.time_ms) if k.time_ms is not None else "-", _share(k.share),
-            few(k.aten_ops), few(k.nodes), few([source_label(s) for s in k.source_lines], 2),
-        ])
-    outside = low.outside_kernels_ms
-    if outside is not None:
-        share = outside / low.graph_ms if low.graph_ms else None
-        rows.append(["(outside kernels)", "-", "-", "-", ms(outside), _share(share),
-                     "wrapper code, allocation", "-", "-"])
-    headers = ["kernel", "kind", "pass", "calls", "time", "share", "fused ops", "nodes", "source"]
-    return tabulate(rows, headers=headers, tablefmt="simple")
+    return table_text(graph_tables.kernels(graph, low))
 
 
 def below_dynamo_section(rep: Report) -> list[str]:
@@ -393,22 +237,13 @@ def below_dynamo_section(rep: Report) -> list[str]:
         return []
     lowered = [g for g in rep.graphs if g.lowering is not None]
     out = [section.title]
-    top = rep.top_kernels(5)
-    if top:
-        rows = [
-            [g.id, kernel_label(k.name), k.kind, pass_label(k), ms(cost), _share(k.share),
-             few(k.aten_ops), few([source_label(s) for s in k.source_lines], 2)]
-            for g, k, cost in top
-        ]
-        out.append(tabulate(
-            rows, headers=["graph", "kernel", "kind", "pass", "time", "share", "fused ops", "source"],
-            tablefmt="simple",
-        ))
-        out.append("    time: over the graph's runs; share: of its graph's time")
+    top = graph_tables.top_kernels(rep)
+    if top.rows:
+        out += [table_text(top), *(f"    {n}" for n in top.notes)]
     else:
         out.append("    kernels not timed (dynscope.report(..., timing=True) times them)")
     out += [line for n in section.notes for line in wrap_figures(n)]
-    out += _flagged([f"graph {g.id}: {n}" for g in lowered if g.lowering is not None for n in g.lowering.notes])
+    out += flagged([f"graph {g.id}: {n}" for g in lowered if g.lowering is not None for n in g.lowering.notes])
     return [*out, ""]
 
 
@@ -429,7 +264,7 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
     if warnings is not None:
         out += [warnings.title, *(f"    ! {w}" for w in warnings.notes), ""]
     out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)"]
-    out += [*_flagged(graph_timing_lines(rep)), ""]
+    out += [*flagged(graph_timing_lines(rep)), ""]
     if rep.breaks or rep.recompiles:
         out += ["Program (in execution order)"]
         out += textwrap.wrap(program_line(rep), 100, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
@@ -454,7 +289,7 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
     if rep.timing:
         timed = sections.end_to_end(rep)
         assert timed is not None
-        out += [timed.title, timing_section(rep), *_flagged(timed.notes), ""]
+        out += [timed.title, *(table_text(t) for t in timed.blocks if isinstance(t, Table)), *flagged(timed.notes), ""]
     out += memory_section(rep)
     out += below_dynamo_section(rep)
     out += ["Compile time", compile_time_section(rep)]

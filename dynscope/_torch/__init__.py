@@ -8,6 +8,8 @@ format. Modules, one job each (every shim names the torch release it follows):
   skip marks, cached backends, counters, stance, config, code state), backends;
 - ``inductor``: the Inductor calls (``compile_fx``, mode options, ``lowering_config``);
 - ``user_model``: what a compiled model wraps, and its state put back after the calls;
+- ``runtime``: the timing runtime (clock, samples, seeding, numerics) dynscope samples
+  with and every standalone script carries verbatim (standard library and torch only);
 - ``records``: the one registry of PyTorch's trace record kinds (kept or not, what of
   them, the parser of each); no other module names a kind;
 - ``trace``: the trace collector, records read into ``TraceEvent``;

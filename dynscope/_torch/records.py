@@ -6,10 +6,11 @@ containers, the name inside (``{"artifact": {"name": "recompile_reasons"}}``,
 ``{"graph_dump": {"name": "inductor_aot_wrapper_code"}}``). For each kind dynscope knows, the
 registry says when it is kept (always, only while lowering is watched, read apart by the
 collector or the log reader, or skipped on purpose), what of it is kept (its payload, or only the user's frames of
-its stack), and the parser that turns it into what the readers use: a typed record where one
-exists (``CompileMetrics``, ``ParsedBreak``, ``Guard``...), a named accessor otherwise. The
-collector (``trace``) and the log reader (``trace_log``) build what they keep from it; the
-readers dispatch on its constants. A kind in no entry is counted as unknown by the log reader
+its stack), and which function of ``_torch`` reads it: a typed record where one exists
+(``CompileMetrics``, ``ParsedBreak``, ``Guard``...), a named accessor otherwise. The collector
+(``trace``) and the log reader (``trace_log``) build what they keep from it; the readers
+dispatch on its constants and call those functions directly (``parse`` runs the one an
+entry names, for the test that reads every kind of four stored logs through the registry). A kind in no entry is counted as unknown by the log reader
 (``Report.unparsed_kinds``), so a new kind in a new release is seen, not lost (tlparse's one
 ``Envelope`` with a catch-all, read the same way).
 
@@ -251,8 +252,6 @@ NAME_ONLY = frozenset(k.name for k in REGISTRY.values() if not k.payload)
 USER_STACK_ONLY = frozenset(k.name for k in REGISTRY.values() if k.user_stack_only)
 #: Read besides the kept events, by the readers themselves: interned strings, the torch version.
 READ_APART = frozenset(k.name for k in REGISTRY.values() if k.kept == APART)
-#: Top-level kinds skipped on purpose (not counted as unknown).
-KNOWN_SKIPPED = frozenset(_names(SKIPPED, EVENT))
 
 
 def kept_kind(kind: str, *, lowering: bool = False) -> bool:

@@ -1,0 +1,140 @@
+"""The blocks a report section is built of (dynscope._render.sections): tables, entries,
+listings and groups, as plain frozen data. A section is built once from the model; the
+terminal (dynscope._render.section_text) and the page (dynscope._render.section_html) each
+lay the same blocks out, so the two views show the same rows and say the same words.
+
+Pure data: nothing here reads a report or formats a figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Block", "Cell", "Column", "Entry", "Field", "FieldKind", "Group", "Listing", "Section", "Table", "View"]
+
+#: Which view shows a column: both ("") or only the terminal or only the page.
+View = Literal["", "text", "html"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A table cell with more to it on the page: ``href`` an anchor on the page (without
+    "#") the cell links to, ``hint`` what the page shows on hover. The terminal shows the
+    ``text`` alone."""
+
+    text: str
+    href: str = ""
+    hint: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a :class:`Table`.
+
+    ``style`` says what its cells are ("code": text from a program; "cat": a category tag;
+    "graph": a graph id the page links to its section; "pre": lines kept as they are;
+    "verdict": a remedy's verdict, marked on the page when it did not help); ``only`` names
+    the one view that shows it, for a column too wide for a terminal or too terse for a
+    page; ``clip``: the most characters the terminal shows of a cell (0: all).
+    """
+
+    header: str
+    style: str = ""
+    only: View = ""
+    clip: int = 0
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows of cells under ``columns``; ``notes`` are what the rows need said about them.
+
+    ``title``: the heading said above it inside a group ("" for none); ``limit``: the rows
+    the terminal shows (0: all; the page shows them all), and ``rest`` says what it left out.
+    """
+
+    columns: tuple[Column, ...]
+    rows: tuple[tuple[object, ...], ...]
+    notes: tuple[str, ...] = ()
+    title: str = ""
+    limit: int = 0
+    rest: str = ""
+
+    def view(self, name: View) -> tuple[list[Column], list[list[object]]]:
+        """The columns ``name`` ("text" or "html") shows, and each row's cells in them."""
+        keep = [i for i, c in enumerate(self.columns) if c.only in ("", name)]
+        return [self.columns[i] for i in keep], [[row[i] for i in keep] for row in self.rows]
+
+
+#: How a field is laid out: "line" (a sentence, wrapped), "flat" (one line, never wrapped),
+#: "code" (program text: wrapped only at spaces; code markup), "pre" (kept line by line),
+#: "link" (a documentation link), "folded" (long, on the page behind a summary only).
+FieldKind = Literal["line", "flat", "code", "pre", "link", "folded"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One labelled fact of an :class:`Entry` ("why", "fix"...; "" for a sentence that
+    says what it is itself). ``words``: a link's words (its ``text`` is the address)."""
+
+    label: str
+    text: str
+    kind: FieldKind = "line"
+    words: str = ""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One item told at length (a break site): a title, the program line it is about with
+    the lines around it (``excerpt``, ``hit`` the line's number), then its fields."""
+
+    anchor: str
+    title: str
+    line: str
+    excerpt: tuple[tuple[int, str], ...]
+    hit: int
+    fields: tuple[Field, ...]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Items of one kind ("eager: site x3"); a short view shows the first ``limit`` and
+    then ``rest`` (said of those it leaves out); a long view shows them all.
+
+    ``style``: "labelled" (each item after the label, "eager: site x3") or "bullets" (the
+    items under ``label`` as a heading, or under nothing when it is "").
+    """
+
+    label: str
+    items: tuple[str, ...]
+    limit: int
+    rest: str = ""
+    style: Literal["labelled", "bullets"] = "labelled"
+
+
+@dataclass(frozen=True)
+class Group:
+    """A titled part of a section told without a program line (one recompile cause, one
+    remedy tried): its fields, then the listings and tables under it."""
+
+    anchor: str
+    title: str
+    fields: tuple[Field, ...] = ()
+    blocks: tuple[Listing | Table, ...] = ()
+
+
+Block = Table | Entry | Listing | Group
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of the report: its ``title``, the ``lead`` sentence read first, its blocks, and
+    the ``notes`` said under them (what to read the figures with)."""
+
+    title: str
+    blocks: tuple[Block, ...] = ()
+    lead: str = ""
+    notes: tuple[str, ...] = ()

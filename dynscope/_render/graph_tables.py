@@ -1,0 +1,165 @@
+"""The report's tables about graphs, built once as data (dynscope._render.blocks): every
+graph on one row, one graph's Inductor kernels, the program's costliest kernels. The
+terminal and the page lay the same rows out; a column only one of them has room for (the
+terminal's timing columns, the page's longer lists) says so (``Column.only``).
+
+Pure: model in, data out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dynscope._format import few, location, ms, percent
+from dynscope._lexicon.wording import resume_label
+from dynscope._render.blocks import Cell, Column, Table
+from dynscope._render.figures import runs_shown
+from dynscope._render.words import (
+    grads_text,
+    inputs_text,
+    kernel_label,
+    memory_cell,
+    pass_label,
+    runs_text,
+    samples_text,
+    source_label,
+    speedup_text,
+)
+
+if TYPE_CHECKING:
+    from dynscope._model import Graph, Kernel, Lowering, Report, Timing
+
+__all__ = ["TOP_KERNELS_SHOWN", "code_anchor", "frame_label", "graphs", "kernels", "top_kernels"]
+
+#: The costliest kernels the terminal lists (the page lists twice as many).
+TOP_KERNELS_SHOWN = 5
+
+
+def frame_label(graph: Graph) -> str:
+    """"forward (model.py:12)": the graph's frame, and where it starts."""
+    name = resume_label(graph.frame) or "?"
+    if graph.split_by == "ddp_bucket":  # DDP's optimizer split it: not a graph break
+        name += " [DDP bucket split]"
+    return f"{name} ({location(graph.filename, graph.lineno)})" if graph.filename else name
+
+
+def graphs(rep: Report) -> Table:
+    """Every graph on one row: its compile, frame, size and inputs, how often it ran and its
+    peak memory where counted; the terminal adds each graph's timing (the page shows that in
+    the graph's own part)."""
+    timed = any(g.timing for g in rep.graphs)
+    # Forward+backward columns only when a graph was timed for training: an inference
+    # report reads as it always did.
+    trains = any(g.timing is not None and g.timing.trains for g in rep.graphs)
+    measured = any(g.memory is not None for g in rep.graphs)
+    runs = runs_shown(rep)
+    columns = [Column("id"), Column("compile", only="text"), Column("frame"), Column("graph ops"),
+               Column("nodes", only="text"), Column("inputs")]
+    columns += [Column("runs")] if runs else []
+    columns += [Column("peak eager -> compiled")] if measured else []
+    if timed:
+        columns += [Column(h, only="text") for h in ("eager", "inductor", "speedup", "samples")]
+    if trains:
+        columns += [Column(h, only="text") for h in ("fwd+bwd eager", "fwd+bwd inductor", "grads")]
+    rows = []
+    for g in rep.graphs:
+        row: list[object] = [g.id, g.compile_id, frame_label(g), g.op_count, g.node_count or "-", inputs_text(g) or "-"]
+        row += [runs_text(g, rep.calls)] if runs else []
+        row += [memory_cell(g.memory)] if measured else []
+        row += _timing_cells(g.timing) if timed else []
+        row += _train_cells(g.timing) if trains else []
+        rows.append(tuple(row))
+    return Table(tuple(columns), tuple(rows))
+
+
+def _timing_cells(t: Timing | None) -> list[object]:
+    if t is None:
+        return ["-", "-", "-", "-"]
+    if t.failed:
+        return [ms(t.eager_ms), "failed", "-", "-"]
+    return [ms(t.eager_ms), ms(t.compiled_ms), speedup_text(t), samples_text(t)]
+
+
+def _train_cells(t: Timing | None) -> list[object]:
+    if t is None or not t.trains:
+        return ["-", "-", "-"]
+    if t.train_error:
+        return [ms(t.train_eager_ms), "failed", grads_text(t)]
+    return [ms(t.train_eager_ms), ms(t.train_compiled_ms), grads_text(t)]
+
+
+# -- kernels --------------------------------------------------------------------------------
+
+
+def code_anchor(graph_id: int, side: str, line: int) -> str:
+    """The page's id of line ``line`` of graph ``graph_id``'s output code, side "fwd" or "bwd"."""
+    return f"g{graph_id}-{side}-L{line}"
+
+
+def _kernel_cell(graph_id: int, low: Lowering, k: Kernel) -> Cell:
+    """The kernel's name, linked to the line of the output code that calls it when known."""
+    side = "bwd" if k.graph == "backward" else "fwd"
+    code = low.backward_code if side == "bwd" else low.code
+    known = 0 < k.code_line <= len(code.splitlines())
+    return Cell(k.name, href=code_anchor(graph_id, side, k.code_line) if known else "")
+
+
+def _sources(k: Kernel, n: int) -> Cell | str:
+    """A kernel's source lines as base names; the full paths on hover."""
+    if not k.source_lines:
+        return "-"
+    return Cell(few([source_label(s) for s in k.source_lines], n), hint="\n".join(k.source_lines))
+
+
+_KERNEL_COLUMNS = (
+    Column("kernel", only="text"), Column("kernel", "code", only="html"), Column("kind"), Column("pass"),
+    Column("calls"),
+    # The terminal's figures are short; the page's precise, and it has room for more of
+    # each list.
+    Column("time", only="text"), Column("ms", only="html"), Column("share", only="text"), Column("share", only="html"),
+    Column("fused ops", only="text"), Column("fused ATen ops", only="html"),
+    Column("nodes", only="text"), Column("Dynamo nodes", only="html"),
+    Column("source", only="text"), Column("source lines", only="html"),
+)
+
+
+def kernels(graph: Graph, low: Lowering) -> Table:
+    """Every kernel of the graph's lowering ``low``, slowest first, then a row for the
+    profiled time spent outside kernels (wrapper code, allocation, launches)."""
+    rows: list[tuple[object, ...]] = [
+        (kernel_label(k.name, 48), _kernel_cell(graph.id, low, k), k.kind, pass_label(k), k.calls,
+         ms(k.time_ms) if k.time_ms is not None else "-", _ms4(k.time_ms), percent(k.share), percent(k.share, 1),
+         few(k.aten_ops), few(k.aten_ops, 6), few(k.nodes), few(k.nodes, 6), _sources(k, 2), _sources(k, 4))
+        for k in low.kernels_by_time()
+    ]
+    outside = low.outside_kernels_ms
+    if outside is not None:
+        share = outside / low.graph_ms if low.graph_ms else None
+        rows.append(("(outside kernels)", "(outside kernels)", "-", "-", "-", ms(outside), _ms4(outside), percent(share),
+                     percent(share, 1),
+                     "wrapper code, allocation", "wrapper code, allocation, launches", "-", "-", "-", "-"))
+    return Table(_KERNEL_COLUMNS, tuple(rows))
+
+
+def _ms4(value: float | None) -> str:
+    """Milliseconds to four places, as the page's tables give them; "-" when not timed."""
+    return "-" if value is None else f"{value:.4f}"
+
+
+_TOP_COLUMNS = (
+    Column("graph", "graph"), Column("kernel", only="text"), Column("kernel", "code", only="html"), Column("kind"),
+    Column("pass"), Column("time", only="text"), Column("ms", only="html"), Column("share", only="text"),
+    Column("share", only="html"), Column("fused ops"), Column("source"),
+)
+
+
+def top_kernels(rep: Report) -> Table:
+    """The timed kernels that cost the program most (time over each graph's runs), largest
+    first: the terminal shows the first TOP_KERNELS_SHOWN, the page twice as many."""
+    rows = tuple(
+        (g.id, kernel_label(k.name), _kernel_cell(g.id, g.lowering, k) if g.lowering else "", k.kind, pass_label(k),
+         ms(cost), _ms4(cost), percent(k.share), percent(k.share, 1), few(k.aten_ops), few([source_label(s) for s in k.source_lines], 2))
+        for g, k, cost in rep.top_kernels(2 * TOP_KERNELS_SHOWN)
+    )
+    return Table(_TOP_COLUMNS, rows, notes=("time: over the graph's runs; share: of its graph's time",),
+                 limit=TOP_KERNELS_SHOWN)
