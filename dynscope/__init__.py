@@ -7,12 +7,15 @@ Example:
 
 Importing dynscope does not import torch: the names that need it (``report``,
 ``capture``, ``Capture``, ``advise``, ``assert_compiles``, ``export_report``,
-``assert_exports``, ``TimingOptions``) load on first use, so
+``assert_exports``, ``TimingOptions``, ``watch_ranks``) load on first use, so
 reading a saved report or a TORCH_TRACE log (``dynscope.load``, ``dynscope.load_trace``,
 ``dynscope.read``, ``dynscope show|diff|render|trace``) works where torch is not installed.
+With ``DYNSCOPE_WATCH_RANKS=1`` set, importing dynscope imports torch and starts
+``watch_ranks()`` for the whole process (docs/distributed.md).
 """
 
 import importlib
+import os as _os
 import typing
 
 from dynscope._errors import (
@@ -21,6 +24,8 @@ from dynscope._errors import (
     DynscopeError,
     GraphvizNotFoundError,
     InputError,
+    RankDivergenceError,
+    RankDivergenceWarning,
     SchemaError,
 )
 from dynscope._model import (
@@ -60,6 +65,7 @@ from dynscope._model import (
     Timing,
     TimingCost,
     Trial,
+    Verdict,
 )
 from dynscope._model.codec import load
 from dynscope._model.merge import merge, save_rank
@@ -72,6 +78,7 @@ if typing.TYPE_CHECKING:
     from dynscope._capture.reading import read
     from dynscope._capture.timing_options import TimingOptions
     from dynscope._capture.trace_file import load_trace
+    from dynscope._capture.watch import watch_ranks
     from dynscope._testing import assert_compiles
 
 __version__ = "0.1.0"
@@ -91,6 +98,7 @@ _LAZY = {
     "export_report": "dynscope._capture.export",
     "assert_exports": "dynscope._capture.export",
     "TimingOptions": "dynscope._capture.timing_options",
+    "watch_ranks": "dynscope._capture.watch",
 }
 
 __all__ = [
@@ -124,6 +132,8 @@ __all__ = [
     "Node",
     "Outcome",
     "ProgramMemory",
+    "RankDivergenceError",
+    "RankDivergenceWarning",
     "Recompile",
     "RecompileGroup",
     "Report",
@@ -138,6 +148,7 @@ __all__ = [
     "TimingCost",
     "TimingOptions",
     "Trial",
+    "Verdict",
     "advise",
     "assert_compiles",
     "assert_exports",
@@ -150,6 +161,7 @@ __all__ = [
     "read",
     "report",
     "save_rank",
+    "watch_ranks",
 ]
 
 
@@ -164,7 +176,7 @@ def _rehome(obj: typing.Any) -> typing.Any:
 
 
 for _obj in (Budget, load, merge, save_rank, CaptureError, CompileBudgetError, DynscopeError, GraphvizNotFoundError,
-             InputError, SchemaError):
+             InputError, RankDivergenceError, RankDivergenceWarning, SchemaError):
     _rehome(_obj)
 
 
@@ -181,3 +193,8 @@ def __getattr__(name: str) -> typing.Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+if _os.environ.get("DYNSCOPE_WATCH_RANKS") == "1":
+    # The no-code-change form (torchrun, Slurm): watch every compile of this process.
+    importlib.import_module("dynscope._capture.watch").watch_from_env()

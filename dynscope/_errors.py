@@ -9,8 +9,9 @@ Every error dynscope raises on purpose derives from one base class::
     │                         everything captured before the failure
     ├── SchemaError           a saved report that cannot be read (newer schema, not a report)
     ├── GraphvizNotFoundError the Graphviz ``dot`` binary is missing (SVG output only)
-    └── CompileBudgetError    a compile budget was exceeded (also an ``AssertionError``, so
-                              pytest shows it as a test failure)
+    ├── CompileBudgetError    a compile budget was exceeded (also an ``AssertionError``, so
+    │                         pytest shows it as a test failure)
+    └── RankDivergenceError   ``watch_ranks()``: the ranks of a job compiled differently
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from dynscope._model import Report
+    from dynscope._model.watch import Verdict
 
 __all__ = [
     "CaptureError",
@@ -26,6 +28,8 @@ __all__ = [
     "DynscopeError",
     "GraphvizNotFoundError",
     "InputError",
+    "RankDivergenceError",
+    "RankDivergenceWarning",
     "SchemaError",
 ]
 
@@ -76,3 +80,26 @@ class CompileBudgetError(DynscopeError, AssertionError):
         super().__init__(message)
         self.report = report
         self.problems = problems
+
+
+class RankDivergenceError(DynscopeError):
+    """The ranks of a distributed job compiled differently (``dynscope.watch_ranks``).
+
+    Raised on every rank that takes part in the check of the compile that diverged, before
+    the compiled code runs its collectives. The message says which ranks, the frame and
+    compile, what differs, the user's line and a remedy.
+
+    Attributes:
+        verdict: the plain-data :class:`~dynscope._model.watch.Verdict` (``divergences``,
+            ``ranks``, ``frame``, ``compile_id``, ``line``, ``remedy``, ``found_by``).
+        saved: where this rank's report so far was written ("" when it was not).
+    """
+
+    def __init__(self, verdict: Verdict, *, saved: str = "") -> None:
+        super().__init__(verdict.message(saved=saved))
+        self.verdict = verdict
+        self.saved = saved
+
+
+class RankDivergenceWarning(UserWarning):
+    """``watch_ranks(on_divergence="warn")``: the ranks compiled differently; the job goes on."""

@@ -20,7 +20,7 @@ The floors, bottom up (docs/architecture.md, DESIGN.md "Layers"):
   upward edge;
 - render, ``dynscope._render.*``: leaves, the model, render; never capture, never torch;
 - capture, ``dynscope._capture.*``, and ``dynscope._torch.*``: never render;
-- front ends (``dynscope``, ``_cli``, ``pytest_plugin``, ``_testing``, ``__main__``): anything.
+- front ends (``dynscope``, ``_cli``, ``pytest_plugin``, ``_testing``, ``__main__``, ``watch``): anything.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ PACKAGE = ROOT / "dynscope"
 TRACE_LOGS = ROOT / "tests" / "traces"
 STORED = ROOT / "tests" / "golden" / "reports"
 
-FRONT_ENDS = frozenset({"dynscope", "dynscope.__main__", "dynscope._cli", "dynscope.pytest_plugin", "dynscope._testing"})
+FRONT_ENDS = frozenset({
+    "dynscope", "dynscope.__main__", "dynscope._cli", "dynscope.pytest_plugin", "dynscope._testing", "dynscope.watch",
+})
 #: Shared leaves, and the plain-text rules about PyTorch's names (dynscope._lexicon).
 LEAVES = frozenset({
     "dynscope._errors", "dynscope._format", "dynscope._write", "dynscope._progress",

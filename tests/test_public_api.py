@@ -36,11 +36,12 @@ def test_many_rank_names_are_public() -> None:
 
 
 def test_no_public_submodules_besides_the_plugin() -> None:
-    # Implementation modules are private (underscored); the pytest plugin is an entry point.
+    # Implementation modules are private (underscored); the pytest plugin is an entry point
+    # and ``watch`` a command (``python -m dynscope.watch script.py``).
     import pkgutil
 
     names = {m.name for m in pkgutil.iter_modules(dynscope.__path__)}
-    assert {n for n in names if not n.startswith("_")} == {"pytest_plugin"}
+    assert {n for n in names if not n.startswith("_")} == {"pytest_plugin", "watch"}
 
 
 def test_types_a_user_receives_are_exported() -> None:

@@ -16,6 +16,7 @@ would load every family and circle back).
     advice     Outcome, Trial, Advice
     report     Report, Frame, Guard, GuardFailure, Recompile, RecompileGroup, SizeFix, SCHEMA_VERSION
     ranks      MultiRankReport, Divergence
+    watch      Verdict (what watch_ranks found at one compile)
     budget     Budget (Report.check)
     display    the output shortcuts (summary(), to_html(), to_svg()...): the door's one caller
     plain, codec   model -> JSON and back, checked
@@ -53,6 +54,7 @@ from dynscope._model.report import (
     SizeFix,
 )
 from dynscope._model.timing import CompileTime, Coverage, ModeTiming, Timing, TimingCost
+from dynscope._model.watch import Verdict
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -93,4 +95,5 @@ __all__ = [
     "Timing",
     "TimingCost",
     "Trial",
+    "Verdict",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "COMPILE_SKEW_S",
     "collective_sequence",
     "collectives_of",
+    "comparable",
     "divergences",
     "is_merged",
     "is_merged_file",
@@ -277,7 +278,22 @@ def _graph_structure(reports: Sequence[Report]) -> list[Divergence]:
     ref = groups[0]
     parts = [f"{_who(_ranks_of(g))} made graph {i} as {_graph_text(g[0].graphs[i])}" for g in groups[1:]]
     detail = "; ".join(parts) + f"; {_who(_ranks_of(ref))} as {_graph_text(ref[0].graphs[i])}"
+    if all(_graph_text(g[0].graphs[i]) == _graph_text(ref[0].graphs[i]) for g in groups[1:]):
+        # The same ops on the same inputs: say the first node whose result differs (a dtype).
+        detail += "".join(_first_node_difference(g[0].graphs[i], ref[0].graphs[i], _ranks_of(g), _ranks_of(ref))
+                          for g in groups[1:])
     return [Divergence("graph_structure", _minority(groups), detail)]
+
+
+def _first_node_difference(mine: Graph, theirs: Graph, my_ranks: list[int], their_ranks: list[int]) -> str:
+    """"; first difference: linear (node 3) gives f16[8, 32] on rank 1, f32[8, 32] on rank 0"."""
+    for k, (a, b) in enumerate(zip(mine.nodes, theirs.nodes, strict=False)):
+        ours, other = ", ".join(m.describe() for m in a.outputs), ", ".join(m.describe() for m in b.outputs)
+        if a.target != b.target or ours != other:
+            name = a.target.split(".")[-1] if a.is_op else a.name
+            return (f"; first difference: {name} (node {k}) gives {ours or 'nothing'} on {_who(my_ranks)}, "
+                    f"{other or 'nothing'} on {_who(their_ranks)}")
+    return ""
 
 
 def _site(rep: Report) -> frozenset[tuple[str, str]]:
@@ -539,6 +555,20 @@ def _compile_skew(reports: Sequence[Report], skew_s: float) -> list[Divergence]:
         + f"; {_who(quick)} {fastest:.1f} s: the others wait that long in the next collective"
     )
     return [Divergence("compile_time_skew", tuple(slow), detail)]
+
+
+def comparable(rep: Report) -> tuple[object, ...]:
+    """Everything :func:`divergences` compares in one compile's report, rank-local values left
+    out: two ranks whose ``comparable`` agree show none of the kinds a compile decides
+    (``watch_ranks`` sends its digest first and the whole report only when digests differ)."""
+    cids = {g.compile_id for g in rep.guards}
+    return (
+        rep.graph_count,
+        tuple((structure_hash(g), _meta_key(g), collectives_of(g), _schedule(g)) for g in rep.graphs),
+        tuple(sorted(_site(rep))),
+        _recompile_key(rep),
+        tuple(sorted(_guard_set(rep, cids).items())),
+    )
 
 
 def divergences(reports: Sequence[Report], *, compile_skew_s: float = COMPILE_SKEW_S) -> tuple[Divergence, ...]:

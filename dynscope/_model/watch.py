@@ -1,0 +1,196 @@
+"""The live cross-rank check in plain data: one compile's reports from every rank, compared.
+
+``watch_ranks`` (``dynscope._capture.watch``) stops each rank at the end of each Dynamo
+compile, before the compiled code runs a collective, and compares what the ranks compiled.
+What a rank compiled is the :class:`~dynscope.Report` of the compiled frame's compiles so
+far, so the live check says what ``merge`` would say after the job, in the same words:
+this module keeps the kinds a compile decides, adds the compile that only some ranks made,
+and says what to do. No torch import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+from dynscope._format import plural, rank_ranges
+from dynscope._lexicon.wording import resume_label
+from dynscope._model.merge import collective_sequence, comparable, divergences
+from dynscope._model.ranks import Divergence
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from dynscope._model.report import Report
+
+__all__ = [
+    "LIVE_KINDS",
+    "REMEDIES",
+    "Verdict",
+    "compare",
+    "digest",
+    "frame_key",
+    "remedy_for",
+    "unmatched",
+]
+
+#: The kinds of divergence one compile decides. Cache hits, the order graphs ran in and
+#: compile-time skew are the job's story, not a compile's: merge says them afterwards.
+LIVE_KINDS = (
+    "graph_count", "graph_structure", "tensor_metadata", "break_sites", "recompiles", "guards", "collectives",
+    "collective_schedule",
+)
+
+#: What to do, per kind (the first kind found leads).
+REMEDIES: dict[str, str] = {
+    "recompiles": (
+        "make the value that changed the same on every rank: pad every batch to one size or drop "
+        "the short last batch (drop_last=True, or DistributedSampler with drop_last=True); mark the "
+        "varying dimension dynamic before the first call (torch._dynamo.mark_dynamic(x, 0)); with "
+        "automatic dynamic shapes, torch._dynamo.config.enable_compiler_collectives = True lets the "
+        "ranks decide together"
+    ),
+    "break_sites": (
+        "make the branch rank-independent: no `if rank == 0:` print, logging or collective inside "
+        "compiled code; do rank-0 work after the step, or guard it with torch.compiler.is_compiling()"
+    ),
+    "tensor_metadata": (
+        "build every rank's inputs the same way: one dtype (one autocast and precision setting on "
+        "every rank), .contiguous(), the same shapes"
+    ),
+    "graph_structure": (
+        "run the same code on the same shapes and dtypes on every rank: one precision setting "
+        "(dtype, autocast) everywhere, inputs padded to a fixed size, no rank-dependent Python "
+        "branches in compiled code"
+    ),
+    "graph_count": (
+        "compile the same functions on every rank: a frame only some ranks compile comes from a "
+        "rank-dependent branch or a graph break on those ranks only"
+    ),
+    "guards": (
+        "a value is specialised differently per rank: make it the same on every rank, pass it as a "
+        "tensor, or mark it dynamic"
+    ),
+    "collectives": (
+        "issue the same collectives in the same order on every rank: no collective under a "
+        "rank-dependent branch; make the graphs identical (above)"
+    ),
+    "collective_schedule": (
+        "keep Inductor's communication reordering options the same on every rank, and the graphs identical"
+    ),
+}
+
+
+def frame_key(name: str, filename: str, line: int, nth: int) -> str:
+    """The same compile on every rank: the frame's function, file (base name: nodes may hold
+    the code at other paths) and line, and which compile of it this is (0 first). Dynamo's
+    own frame ids are not used: a function only rank 0 compiles shifts every later id."""
+    return f"{name}@{PurePath(filename).name}:{line}#{nth}"
+
+
+def digest(rep: Report) -> str:
+    """A short, process-independent digest of what :func:`compare` compares in ``rep``."""
+    text = json.dumps(comparable(rep), default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:24]
+
+
+def compare(reports: Sequence[Report]) -> tuple[Divergence, ...]:
+    """How the ranks' reports of one frame's compiles differ, in the kinds a compile decides."""
+    return tuple(d for d in divergences(reports) if d.kind in LIVE_KINDS)
+
+
+def _who(ranks: Sequence[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + rank_ranges(sorted(ranks))
+
+
+def unmatched(rep: Report, *, rank: int, nth: int, compile_id: str, missing: Sequence[int], waited_s: float) -> Divergence:
+    """The compile ``rank`` made that ``missing`` did not make within the wait: a recompile
+    (``nth`` > 0) is a ``recompiles`` divergence, a frame only this rank compiled a
+    ``graph_count`` one."""
+    frame = resume_label(rep.graphs[0].frame) if rep.graphs else ""
+    frame = frame or (resume_label(rep.recompiles[-1].frame) if rep.recompiles else "a frame")
+    absent = f"{_who(list(missing))} made no such compile within {waited_s:.1f} s"
+    if nth > 0 and rep.recompiles:
+        r = rep.recompiles[-1]
+        said = "; ".join(r.explained or r.reasons or ("no reason given",))
+        return Divergence("recompiles", (rank,), f"rank {rank} recompiled {frame} ({compile_id}): {said}; {absent}")
+    what = "recompiled" if nth > 0 else "compiled"
+    return Divergence("graph_count", (rank,), f"rank {rank} {what} {frame} ({compile_id}); {absent}")
+
+
+def can_hang(rep: Report, nth: int) -> bool:
+    """Whether a compile only some ranks made can hang the job: it recompiles a frame the
+    others run too (they wait for it in the next collective; its cause is a rank-dependent
+    value), or its graphs issue collectives. A first compile of a frame with no collective
+    (rank 0's evaluation) is only said."""
+    return nth > 0 or bool(collective_sequence(rep))
+
+
+def remedy_for(found: Sequence[Divergence]) -> str:
+    """What to do about the first divergence that has a remedy."""
+    return next((REMEDIES[d.kind] for d in found if d.kind in REMEDIES), REMEDIES["graph_structure"])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one rank found at one compile: enough to stop every rank with the same words."""
+
+    found_by: int  # the rank that compared and found it
+    world_size: int
+    frame: str  # the compiled function ("step", "Mlp.forward")
+    where: str  # its place in the user's code ("train.py:12")
+    compile_id: str  # Dynamo's compile id on the rank that found it ("0/1")
+    line: str  # the user's line that called into it ("train.py:41: out = step(x)"), "" unknown
+    divergences: tuple[Divergence, ...]
+    remedy: str
+    waited_s: float  # how long the finding rank waited for the others
+    stops: bool = True  # False: said only (a frame only some ranks compiled, no collective in it)
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The ranks that differ from the rest, over every divergence found."""
+        return tuple(sorted({r for d in self.divergences for r in d.ranks}))
+
+    def message(self, *, saved: str = "") -> str:
+        """The words every rank says: which ranks, where, what differs, the line, the remedy."""
+        odd = list(self.ranks)
+        # On a tie (2 ranks, one each way) no rank is the odd one: say the ranks differ.
+        who = f"{_who(odd)} of {plural(self.world_size, 'rank')}" if odd and 2 * len(odd) < self.world_size else (
+            f"the {plural(self.world_size, 'rank')}")
+        head = (
+            f"{who} diverged at {self.frame or 'a frame'} ({self.where or '?'}), compile "
+            f"{self.compile_id or '?'}, found by rank {self.found_by} before the compiled code ran"
+        )
+        lines = [head]
+        lines += [f"  {d.kind} ({_who(list(d.ranks))}): {d.detail}" for d in self.divergences]
+        if self.line:
+            lines.append(f"  your line: {self.line}")
+        lines.append(f"  remedy: {self.remedy}")
+        if saved:
+            lines.append(f"  this rank's report so far: {saved} (merge the folder: dynscope merge {PurePath(saved).parent})")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, for the job's store."""
+        return {
+            "found_by": self.found_by, "world_size": self.world_size, "frame": self.frame, "where": self.where,
+            "compile_id": self.compile_id, "line": self.line, "remedy": self.remedy, "waited_s": self.waited_s,
+            "stops": self.stops,
+            "divergences": [{"kind": d.kind, "ranks": list(d.ranks), "detail": d.detail} for d in self.divergences],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        """The verdict another rank wrote (:meth:`to_dict`)."""
+        return cls(
+            found_by=int(data["found_by"]), world_size=int(data["world_size"]), frame=str(data["frame"]),
+            where=str(data["where"]), compile_id=str(data["compile_id"]), line=str(data["line"]),
+            remedy=str(data["remedy"]), waited_s=float(data["waited_s"]), stops=bool(data.get("stops", True)),
+            divergences=tuple(
+                Divergence(str(d["kind"]), tuple(int(r) for r in d["ranks"]), str(d["detail"]))
+                for d in data["divergences"]
+            ),
+        )
