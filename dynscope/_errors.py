@@ -100,6 +100,15 @@ class RankDivergenceError(DynscopeError):
         self.verdict = verdict
         self.saved = saved
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickled (multiprocessing, torchrun's error files) as the plain error, the subclass
+        # that leaves a compile (dynscope._torch.distributed.raisable_in_compile) aside.
+        return (_rank_divergence, (self.verdict, self.saved))
+
+
+def _rank_divergence(verdict: Verdict, saved: str) -> RankDivergenceError:
+    return RankDivergenceError(verdict, saved=saved)
+
 
 class RankDivergenceWarning(UserWarning):
     """``watch_ranks(on_divergence="warn")``: the ranks compiled differently; the job goes on."""

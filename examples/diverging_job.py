@@ -98,7 +98,11 @@ def main() -> None:
     parser.add_argument("--wait", type=float, default=5.0, help="watch_ranks(wait_s=...)")
     parser.add_argument("--folder", default="dynscope-ranks", help="where reports are saved on a divergence")
     parser.add_argument("--timeout", type=float, default=30.0, help="the collective timeout, seconds")
+    parser.add_argument("--import-dynscope", action="store_true",
+                        help="import dynscope (with DYNSCOPE_WATCH_RANKS=1 set, that alone watches the job)")
     args = parser.parse_args()
+    if args.import_dynscope:
+        import dynscope
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
     started = time.monotonic()
     try:

@@ -63,6 +63,7 @@ def test_lowering_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 # Each example and the test that runs it; a new example must be added here.
 RUN_BY = {
     "ddp_two_ranks.py": ("tests.test_ranks", "test_planted_job_names_the_recompile_and_break_on_rank_1"),
+    "diverging_job.py": ("tests.test_watch", "test_the_watch_stops_the_seeded_job_with_its_cause_before_the_timeout"),
     "export_cnn.py": ("tests.test_memory_front", "test_export_example_and_cli"),
     "memory_train_step.py": ("tests.test_memory_front", "test_memory_example"),
     "lowering_training.py": ("tests.test_examples", "test_lowering_training"),

@@ -122,6 +122,7 @@ class RankWatch:
         self._said: set[tuple[str, str]] = set()
         self._verdict_seen = False
         self._raised = False
+        self._broken = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -140,7 +141,7 @@ class RankWatch:
         self._stack = contextlib.ExitStack()
         self._stack.enter_context(_torch.attached(self._collector))
         self._collector.strings.update(_torch.interned_strings())
-        self._stack.enter_context(_torch.around_compiles(self._compiling, lambda: None))
+        self._stack.enter_context(_torch.around_compiles(self._compiling, self._compiled_all))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,13 +175,41 @@ class RankWatch:
             self._store.set(f"state/{self._rank}", state)
 
     def _compiling(self) -> None:
-        # Called at every compile start: a rank waiting for this one sees it is on its way.
-        if self._stack is not None and self._store is not None and threading.get_ident() == self._collector.thread:
-            self._set_state("compiling")
+        # At every compile start (a frame, a lazy backward): a rank waiting for this one
+        # sees it is on its way and waits longer.
+        self._mark("compiling")
+
+    def _compiled_all(self) -> None:
+        self._mark("running")
+
+    def _mark(self, state: str) -> None:
+        if self._stack is None or self._store is None or self._broken or threading.get_ident() != self._collector.thread:
+            return
+        try:
+            self._set_state(state)
+        except Exception as err:  # noqa: BLE001 - never fail the user's compile for the watch
+            self._give_up(err)
 
     # -- one compile ------------------------------------------------------------------------
 
     def _compiled(self, compile_id: str) -> None:
+        if self._broken:
+            return
+        try:
+            self._check(compile_id)
+        except RankDivergenceError:
+            raise
+        except Exception as err:  # noqa: BLE001 - never fail the user's compile for the watch
+            self._give_up(err)
+
+    def _give_up(self, err: BaseException) -> None:
+        """The watch failed (the store went away, a bug of dynscope's): say so once and stop
+        watching; the job itself goes on."""
+        self._broken = True
+        warnings.warn(f"dynscope.watch_ranks stopped watching rank {self._rank}: {type(err).__name__}: {err}",
+                      RankDivergenceWarning, stacklevel=2)
+
+    def _check(self, compile_id: str) -> None:
         store = self._ready()
         if store is None or self._world < 2:
             return
@@ -200,7 +229,7 @@ class RankWatch:
             found_by=self._rank, world_size=self._world, frame=frame or name,
             where=f"{PurePath(filename).name}:{line}", compile_id=compile_id, line=_calling_line(),
             divergences=found, remedy=remedy_for(found), waited_s=round(waited, 2),
-            stops=complete or can_hang(rep, nth),
+            stops=complete or can_hang(rep, nth), answered=complete,
         )
         self._set_state("running")
         self._diverged(verdict)
@@ -225,6 +254,7 @@ class RankWatch:
             return (div,), waited, False
         digests = {q: store.get(f"{key}/digest/{q}").decode() for q in present}
         if all(d == mine for d in digests.values()):
+            self._done(store, key)
             return (), waited, True
         # One report per digest: the ranks that agree share it.
         by_digest: dict[str, Report] = {mine: rep}
@@ -234,6 +264,14 @@ class RankWatch:
                 by_digest[d] = report_from_dict(json.loads(store.get(f"{key}/report/{q}")))
             reports.append(replace(by_digest[d], rank=q))
         return compare(sorted(reports, key=lambda r: r.rank)), waited, True
+
+    def _done(self, store: Any, key: str) -> None:
+        """The last rank to agree on ``key`` clears its keys: a long job's store stays small."""
+        if store.add(f"{key}/done", 1) < self._world or not hasattr(store, "delete_key"):
+            return
+        for q in range(self._world):
+            store.delete_key(f"{key}/report/{q}")
+            store.delete_key(f"{key}/digest/{q}")
 
     def _await(self, store: Any, key: str, started: float) -> None:
         """Wait until every rank has published ``key``, the wait runs out (stretched while a
@@ -286,7 +324,11 @@ class RankWatch:
             store = self._store
             if store.add(_VERDICTS, 1) == 1:
                 store.set(_VERDICT, json.dumps(verdict.to_dict()))
-            self._verdict_seen = True
+            with self._lock:
+                first = not self._verdict_seen
+                self._verdict_seen = True
+            if first:
+                store.add(_ACKS, 1)  # this rank has saved; a rank that found it too counts itself
             self._await_acks(store)
             self._raised = True
             raise raisable_in_compile(RankDivergenceError)(verdict, saved=saved)
@@ -308,7 +350,7 @@ class RankWatch:
 
     def _await_acks(self, store: Any) -> None:
         deadline = time.monotonic() + min(ACK_WAIT_S, self.wait_s)
-        while time.monotonic() < deadline and store.add(_ACKS, 0) < self._world - 1:
+        while time.monotonic() < deadline and store.add(_ACKS, 0) < self._world:
             time.sleep(0.02)
 
     def _watch_verdicts(self) -> None:

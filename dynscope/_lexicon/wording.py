@@ -91,9 +91,11 @@ TRACE_LOGGER_NAME = "torch.__trace"
 #: What differs between the ranks of one job without meaning anything, in PyTorch's guard
 #: text: a tensor's device index (rank 1 guards ``device=1`` where rank 0 has ``device=0``;
 #: ``cuda:1``), object ids and addresses (``___check_obj_id(G['torch'], 140651702433840)``),
-#: the user line PyTorch appends as a comment (``  # x = f(y)  # model.py:12 in forward``) and
-#: a guard's measured latency.
+#: the user line PyTorch appends as a comment (``  # x = f(y)  # model.py:12 in forward``),
+#: a guard's measured latency, and the names Dynamo numbers process-wide for the globals it
+#: installs (``G['__builtins_dict___2']``: a rank that compiled one function more numbers on).
 _RANK_LOCAL = (
+    (re.compile(r"\b(__builtins_dict|___odict_getitem|__closure_cell)_+\d+\b"), r"\1___#"),
     (re.compile(r"\s+#\s.*$"), ""),
     (re.compile(r"\bdevice=\d+\b"), "device=#"),
     (re.compile(r"\b(cuda|xpu|hpu|mps|npu):\d+\b"), r"\1:#"),

@@ -19,7 +19,7 @@ from dynscope._errors import InputError, SchemaError
 from dynscope._format import plural, rank_ranges
 from dynscope._lexicon.wording import resume_label, without_rank_local
 from dynscope._model.causes import SAID
-from dynscope._model.ops import collective_name
+from dynscope._model.ops import called_in_code, collective_name
 from dynscope._model.ranks import MERGED_KIND, Divergence, MultiRankReport
 from dynscope._model.report import SCHEMA_VERSION, Report
 from dynscope._model.structure import structure_hash
@@ -293,6 +293,11 @@ def _first_node_difference(mine: Graph, theirs: Graph, my_ranks: list[int], thei
             name = a.target.split(".")[-1] if a.is_op else a.name
             return (f"; first difference: {name} (node {k}) gives {ours or 'nothing'} on {_who(my_ranks)}, "
                     f"{other or 'nothing'} on {_who(their_ranks)}")
+    for k, (a_in, b_in) in enumerate(zip(mine.inputs, theirs.inputs, strict=False)):
+        # A graph known only from the trace has no nodes: its inputs (weights included) tell.
+        if a_in.describe() != b_in.describe():
+            return (f"; first difference: input {k} is {a_in.describe()} on {_who(my_ranks)}, "
+                    f"{b_in.describe()} on {_who(their_ranks)}")
     return ""
 
 
@@ -411,8 +416,8 @@ def _guards(reports: Sequence[Report]) -> list[Divergence]:
 
 def collectives_of(graph: Graph) -> tuple[str, ...]:
     """The collectives a graph issues, in graph order ("all_reduce", "all_gather_into_tensor"...)."""
-    found = (collective_name(n.target) for n in graph.nodes if n.is_op)
-    return tuple(c for c in found if c)
+    targets = [n.target for n in graph.nodes if n.is_op] if graph.nodes else called_in_code(graph.code)
+    return tuple(c for c in map(collective_name, targets) if c)
 
 
 def collective_sequence(rep: Report) -> tuple[str, ...]:

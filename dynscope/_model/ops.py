@@ -4,7 +4,9 @@ reduction, view/reshape, data movement, other) and whether it is a collective. T
 
 from __future__ import annotations
 
-__all__ = ["CATEGORIES", "COLLECTIVES", "collective_name", "op_category"]
+import re
+
+__all__ = ["CALL_LINE", "CATEGORIES", "COLLECTIVES", "called_in_code", "collective_name", "op_category"]
 
 #: Every category op_category returns, in the order the legend shows them.
 CATEGORIES = ("matmul/conv", "pointwise", "reduction", "view/reshape", "data movement", "other")
@@ -71,3 +73,14 @@ def collective_name(target: str) -> str:
         if part in COLLECTIVES:
             return part.rstrip("_") or part
     return ""
+
+
+#: One call in graph code as PyTorch prints it: ``name: "f32[8]" = torch.relu(x)``.
+CALL_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = (?P<fn>[\w.]+)\(')
+
+
+def called_in_code(code: str) -> tuple[str, ...]:
+    """What each call line of printed graph code calls, in graph order (a graph known only
+    from the trace has its code and no nodes)."""
+    found = (CALL_LINE.match(line) for line in code.splitlines())
+    return tuple(m["fn"] for m in found if m)

@@ -148,6 +148,7 @@ class Verdict:
     remedy: str
     waited_s: float  # how long the finding rank waited for the others
     stops: bool = True  # False: said only (a frame only some ranks compiled, no collective in it)
+    answered: bool = True  # every rank gave its account (False: the odd ranks compiled alone)
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -157,8 +158,9 @@ class Verdict:
     def message(self, *, saved: str = "") -> str:
         """The words every rank says: which ranks, where, what differs, the line, the remedy."""
         odd = list(self.ranks)
-        # On a tie (2 ranks, one each way) no rank is the odd one: say the ranks differ.
-        who = f"{_who(odd)} of {plural(self.world_size, 'rank')}" if odd and 2 * len(odd) < self.world_size else (
+        # On a tie (2 ranks, one each way) no rank is the odd one, unless it compiled alone.
+        named = odd and (not self.answered or 2 * len(odd) < self.world_size)
+        who = f"{_who(odd)} of {plural(self.world_size, 'rank')}" if named else (
             f"the {plural(self.world_size, 'rank')}")
         head = (
             f"{who} diverged at {self.frame or 'a frame'} ({self.where or '?'}), compile "
@@ -178,7 +180,7 @@ class Verdict:
         return {
             "found_by": self.found_by, "world_size": self.world_size, "frame": self.frame, "where": self.where,
             "compile_id": self.compile_id, "line": self.line, "remedy": self.remedy, "waited_s": self.waited_s,
-            "stops": self.stops,
+            "stops": self.stops, "answered": self.answered,
             "divergences": [{"kind": d.kind, "ranks": list(d.ranks), "detail": d.detail} for d in self.divergences],
         }
 
@@ -189,6 +191,7 @@ class Verdict:
             found_by=int(data["found_by"]), world_size=int(data["world_size"]), frame=str(data["frame"]),
             where=str(data["where"]), compile_id=str(data["compile_id"]), line=str(data["line"]),
             remedy=str(data["remedy"]), waited_s=float(data["waited_s"]), stops=bool(data.get("stops", True)),
+            answered=bool(data.get("answered", True)),
             divergences=tuple(
                 Divergence(str(d["kind"]), tuple(int(r) for r in d["ranks"]), str(d["detail"]))
                 for d in data["divergences"]

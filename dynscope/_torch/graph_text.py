@@ -14,6 +14,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from dynscope._model import SHORT_DTYPES, TensorMeta
+from dynscope._model.ops import CALL_LINE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -104,7 +105,7 @@ def _dims(text: str) -> tuple[int | str, ...]:
     return tuple(int(p) if p.lstrip("-").isdigit() else p for p in parts)
 
 
-_CALL_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = (?P<fn>[\w.]+)\(')
+_CALL_LINE = CALL_LINE  # one pattern for the model and the torch floor
 _BINOP_LINE = re.compile(r'^\s+\w+(?:: "[^"]*")? = \S+ (?P<op>\*\*|//|<<|>>|>=|<=|==|!=|[-+*/@%<>]|&|\||\^) \S+')
 _BINOPS = {"*": "mul", "+": "add", "-": "sub", "/": "truediv", "@": "matmul", "//": "floordiv",
            "**": "pow", "%": "mod", "<<": "lshift", ">>": "rshift", "&": "and_", "|": "or_", "^": "xor",
