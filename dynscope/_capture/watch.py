@@ -114,6 +114,9 @@ class RankWatch:
         self.poll_s = poll_s
         #: What this rank found or was told, in order (a warn-mode job keeps going).
         self.verdicts: list[Verdict] = []
+        #: Compiles checked, seconds spent checking them, and of those the seconds spent
+        #: waiting for the other ranks (what is left is the watch's own work).
+        self.checks, self.check_s, self.wait_s_spent = 0, 0.0, 0.0
         self._collector = _Collector(self._compiled)
         self._stack: contextlib.ExitStack | None = None
         self._store: Any = None
@@ -195,12 +198,15 @@ class RankWatch:
     def _compiled(self, compile_id: str) -> None:
         if self._broken:
             return
+        started = time.perf_counter()
         try:
             self._check(compile_id)
         except RankDivergenceError:
             raise
         except Exception as err:  # noqa: BLE001 - never fail the user's compile for the watch
             self._give_up(err)
+        finally:
+            self.check_s += time.perf_counter() - started
 
     def _give_up(self, err: BaseException) -> None:
         """The watch failed (the store went away, a bug of dynscope's): say so once and stop
@@ -246,6 +252,8 @@ class RankWatch:
         started = time.monotonic()
         self._await(store, key, started)
         waited = time.monotonic() - started
+        self.checks += 1
+        self.wait_s_spent += waited
         others = [q for q in range(self._world) if q != self._rank]
         present = [q for q in others if store.check([f"{key}/digest/{q}"])]
         missing = [q for q in others if q not in present]
