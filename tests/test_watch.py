@@ -144,6 +144,84 @@ def test_the_error_pickles_as_itself() -> None:
     assert back.verdict == err.verdict and str(back) == str(err)
 
 
+def _accounts(log: Path, rank: int, world: int) -> dict[str, Any]:
+    """What the watch says at each compile of a recorded rank log: the frame's events up to
+    that compile's guards record, as the watch holds them then."""
+    from dynscope._capture.watch import account
+    from dynscope._torch import records
+    from dynscope._torch.trace_log import read_log
+
+    by_frame: dict[str, list[Any]] = {}
+    out = {}
+    for ev in read_log(log, lowering=False).events:
+        if not ev.compile_id:
+            continue
+        by_frame.setdefault(ev.compile_id.split("/")[0], []).append(ev)
+        if ev.name == records.DYNAMO_CPP_GUARDS_STR:
+            acc = account(list(by_frame[ev.compile_id.split("/")[0]]), ev.compile_id, rank=rank, world_size=world)
+            out[acc.key] = acc.report
+    return out
+
+
+def _cuda_ranks(folder: Path, ranks: int) -> list[Path]:
+    # tests/traces/torch-2.13/logs/corpus-mlp_no_break.log made rank r of a CUDA job
+    # (device=r, cuda:r), as tests/test_job_logs.py does.
+    from tests.corpus.job_logs import as_rank
+    from tests.test_trace_logs import TRACES
+
+    src = TRACES / "torch-2.13" / "logs" / "corpus-mlp_no_break.log"
+    folder.mkdir()
+    paths = [folder / f"dedicated_log_torch_trace_rank_{r}_abc{r}.log" for r in range(ranks)]
+    for r, path in enumerate(paths):
+        as_rank(src, path, r)
+    return paths
+
+
+def test_the_ranks_of_a_clean_cuda_job_agree_at_every_compile(tmp_path: Path) -> None:
+    paths = _cuda_ranks(tmp_path / "job", 4)
+    assert "device=3" in paths[3].read_text(encoding="utf-8")  # really rank-local
+    accounts = [_accounts(p, r, 4) for r, p in enumerate(paths)]
+    assert accounts[0] and all(a.keys() == accounts[0].keys() for a in accounts)
+    for key in accounts[0]:
+        reports = [a[key] for a in accounts]
+        assert len({digest(r) for r in reports}) == 1, key
+        assert compare(reports) == ()
+
+
+def test_a_guard_one_cuda_rank_alone_has_is_found_at_its_compile(tmp_path: Path) -> None:
+    from tests.corpus.job_logs import rewrite
+
+    paths = _cuda_ranks(tmp_path / "job", 2)
+    # Rank 1 saw another batch size: its tensor guard says so (as a shorter last batch would).
+    rewrite(paths[1], paths[1], meta=lambda m: m, payload=lambda kind, t: t.replace("size=[4, 8]", "size=[3, 8]")
+            if kind == "dynamo_cpp_guards_str" else t)
+    a, b = (_accounts(p, r, 2) for r, p in enumerate(paths))
+    (key,) = a.keys()
+    found = compare([a[key], b[key]])
+    assert [d.kind for d in found] == ["guards"] and "size=[3, 8]" in found[0].detail
+
+
+def test_collectives_are_read_from_a_graph_known_only_from_the_trace() -> None:
+    import torch.distributed as dist
+
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        def f(x: torch.Tensor) -> torch.Tensor:
+            y = x.sin()
+            dist.all_reduce(y)
+            return y * 2
+
+        rep = _report_of(f, (torch.ones(4),), rank=0)
+    finally:
+        dist.destroy_process_group()
+    from dynscope._model.merge import collectives_of
+
+    (g,) = rep.graphs
+    assert not g.nodes and collectives_of(g) == ("all_reduce",)
+    assert can_hang(rep, 0), "a compile only some ranks made that issues a collective can hang the job"
+
+
 class _RaiseAtGuards(logging.Handler):
     """Raises the watch's error when the first compile's guards are logged, as the watch does."""
 

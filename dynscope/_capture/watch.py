@@ -27,7 +27,7 @@ import threading
 import time
 import warnings
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from dynscope._model import Report
     from dynscope._torch.trace import TraceEvent
 
-__all__ = ["ENV", "RankWatch", "watch_from_env", "watch_ranks"]
+__all__ = ["ENV", "Account", "RankWatch", "account", "watch_from_env", "watch_ranks"]
 
 #: Set to 1 to watch every compile of the process from ``import dynscope`` on.
 ENV = "DYNSCOPE_WATCH_RANKS"
@@ -219,13 +219,9 @@ class RankWatch:
         store = self._ready()
         if store is None or self._world < 2:
             return
-        frame_id = compile_id.split("/")[0]
-        events = list(self._collector.by_frame[frame_id])
-        cids = list(dict.fromkeys(ev.compile_id for ev in events))
-        nth = cids.index(compile_id)
-        name, filename, line = _frame_of(events)
-        key = frame_key(name, filename, line, nth)
-        rep = build_report(events, [], ignore_backend_mismatch=False, rank=self._rank, world_size=self._world)
+        events = list(self._collector.by_frame[compile_id.split("/")[0]])
+        acc = account(events, compile_id, rank=self._rank, world_size=self._world)
+        name, filename, line, key, nth, rep = acc.name, acc.filename, acc.line, acc.key, acc.nth, acc.report
         found, waited, complete = self._exchange(store, key, rep, compile_id, nth)
         if not found:
             self._set_state("running")
@@ -399,6 +395,29 @@ class RankWatch:
             print(f"[rank {self._rank}] dynscope.watch_ranks: could not save the report to {self.folder}: {err}",
                   file=sys.stderr, flush=True)
             return ""
+
+
+@dataclass(frozen=True)
+class Account:
+    """What one rank says of one compile: the frame's compiles so far as a report, and the
+    key every rank files it under."""
+
+    name: str  # the frame's function
+    filename: str
+    line: int
+    nth: int  # which compile of the frame (0 first)
+    key: str  # _model.watch.frame_key
+    report: Report
+
+
+def account(events: list[TraceEvent], compile_id: str, *, rank: int, world_size: int) -> Account:
+    """The account of ``compile_id`` from the events of its frame logged so far (in the
+    watch, up to that compile's guards record)."""
+    cids = list(dict.fromkeys(ev.compile_id for ev in events))
+    nth = cids.index(compile_id)
+    name, filename, line = _frame_of(events)
+    rep = build_report(events, [], ignore_backend_mismatch=False, rank=rank, world_size=world_size)
+    return Account(name, filename, line, nth, frame_key(name, filename, line, nth), rep)
 
 
 def _frame_of(events: list[TraceEvent]) -> tuple[str, str, int]:
