@@ -7,7 +7,7 @@ Example:
 
 Importing dynscope does not import torch: the names that need it (``report``,
 ``capture``, ``Capture``, ``advise``, ``assert_compiles``, ``export_report``,
-``assert_exports``, ``TimingOptions``, ``watch_ranks``) load on first use, so
+``assert_exports``, ``TimingOptions``, ``watch_ranks``, ``fix``) load on first use, so
 reading a saved report or a TORCH_TRACE log (``dynscope.load``, ``dynscope.load_trace``,
 ``dynscope.read``, ``dynscope show|diff|render|trace``) works where torch is not installed.
 With ``DYNSCOPE_WATCH_RANKS=1`` set, importing dynscope imports torch and starts
@@ -40,6 +40,7 @@ from dynscope._model import (
     Divergence,
     ExportBlocker,
     ExportReport,
+    FixResult,
     Frame,
     Graph,
     GraphBreak,
@@ -52,6 +53,7 @@ from dynscope._model import (
     MultiRankReport,
     Node,
     Outcome,
+    Patch,
     ProgramMemory,
     Recompile,
     RecompileGroup,
@@ -65,6 +67,7 @@ from dynscope._model import (
     Timing,
     TimingCost,
     Trial,
+    Unpatched,
     Verdict,
 )
 from dynscope._model.codec import load
@@ -74,6 +77,7 @@ if typing.TYPE_CHECKING:
     from dynscope._capture.advise import advise
     from dynscope._capture.capture import Capture, capture, report
     from dynscope._capture.export import assert_exports, export_report
+    from dynscope._capture.fix import fix
     from dynscope._capture.raised import raised_at
     from dynscope._capture.reading import read
     from dynscope._capture.timing_options import TimingOptions
@@ -99,6 +103,7 @@ _LAZY = {
     "assert_exports": "dynscope._capture.export",
     "TimingOptions": "dynscope._capture.timing_options",
     "watch_ranks": "dynscope._capture.watch",
+    "fix": "dynscope._capture.fix",
 }
 
 __all__ = [
@@ -117,6 +122,7 @@ __all__ = [
     "DynscopeError",
     "ExportBlocker",
     "ExportReport",
+    "FixResult",
     "Frame",
     "Graph",
     "GraphBreak",
@@ -131,6 +137,7 @@ __all__ = [
     "MultiRankReport",
     "Node",
     "Outcome",
+    "Patch",
     "ProgramMemory",
     "RankDivergenceError",
     "RankDivergenceWarning",
@@ -148,12 +155,14 @@ __all__ = [
     "TimingCost",
     "TimingOptions",
     "Trial",
+    "Unpatched",
     "Verdict",
     "advise",
     "assert_compiles",
     "assert_exports",
     "capture",
     "export_report",
+    "fix",
     "load",
     "load_trace",
     "merge",

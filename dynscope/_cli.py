@@ -25,8 +25,10 @@ what it prints and writes besides the model's shortcuts, the render door ``dynsc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -49,6 +51,7 @@ EXAMPLES = {
     "merge": "example: dynscope merge ranks/ -o merged/ --fail-on-divergence   (exit 1 when ranks differ)",
     "trace": "example: dynscope trace /tmp/trace/ -o trace-report/ --fail-on-divergence   (the folder TORCH_TRACE named)",
     "script": "example: dynscope script run.json 0 -o graph_0.py && python graph_0.py   (needs only torch)",
+    "fix": "example: dynscope fix examples/quickstart.py:build   (--write applies the verified patches, with backups)",
 }
 
 
@@ -150,8 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_Version, help="print the versions of dynscope and torch, then exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for add in (_report_args, _advise_args, _export_args, _show_args, _diff_args, _render_args, _merge_args,
-                _trace_args, _script_args):
+    for add in (_report_args, _advise_args, _fix_args, _export_args, _show_args, _diff_args, _render_args,
+                _merge_args, _trace_args, _script_args):
         add(sub)
     for name, command in sub.choices.items():
         command.add_argument("-q", "--quiet", action="store_true",
@@ -211,6 +214,24 @@ def _advise_args(sub: _Commands) -> None:
                    "each measured for peak memory and step time")
     a.add_argument("--json", metavar="FILE", help="save the report, with its trials, as JSON")
     a.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle (with the \"What each fix buys\" table) to DIR")
+
+
+def _fix_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope fix``."""
+    f = sub.add_parser(
+        "fix",
+        help="propose source patches that remove graph breaks, each verified on a copy of your file",
+        description="Import TARGET as `dynscope report` does, then run dynscope.fix: for each break site "
+        "in your own files, rewrite the statement by its cause, apply it to a copy of the file in a "
+        "temporary folder, rerun under torch.compile, and call it verified only when the break is gone, "
+        "no new one appeared and outputs (and gradients) equal the unpatched eager run's. Your files "
+        "change only with --write (verified patches only, a backup beside each file).",
+        epilog=EXAMPLES["fix"],
+    )
+    f.add_argument("target", help="path/to/file.py:function or package.module:function")
+    f.add_argument("--write", action="store_true", help="apply the verified patches to your files (FILE.py.dynscope-backup kept)")
+    f.add_argument("--json", action="store_true", help="print the result as JSON instead of text")
+    f.add_argument("--html", metavar="FILE", help="also write the result as a self-contained HTML page")
 
 
 def _export_args(sub: _Commands) -> None:
@@ -427,6 +448,31 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fix(args: argparse.Namespace) -> int:
+    _cwd_on_path()
+    progress = Progress("fix", quiet_s=_QUIET_S)
+    progress.phase(f"importing {args.target}")
+    model, kwargs = _program(args.target)
+    progress.phase("capturing the program, then rewriting and verifying each break site")
+    # With --json, what the program itself prints goes to stderr: stdout stays one JSON document.
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    try:
+        with quiet:
+            result = dynscope.fix(model, write=args.write, **kwargs)
+    except dynscope.CaptureError as err:
+        _model_raised(err, args)  # raises
+    progress.done()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        _out(result.summary(), summary=True)
+    if args.html:
+        path = Path(args.html)
+        path.write_text(result.to_html(), encoding="utf-8")
+        print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
 def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
     """What each gate the command line asked for found over its limit (empty: all pass)."""
     failed = []
@@ -612,7 +658,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "report": _cmd_report, "advise": _cmd_advise, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render,
-    "merge": _cmd_merge, "trace": _cmd_trace, "script": _cmd_script, "export": _cmd_export,
+    "merge": _cmd_merge, "trace": _cmd_trace, "script": _cmd_script, "export": _cmd_export, "fix": _cmd_fix,
 }
 
 

@@ -17,6 +17,7 @@ would load every family and circle back).
     report     Report, Frame, Guard, GuardFailure, Recompile, RecompileGroup, SizeFix, SCHEMA_VERSION
     ranks      MultiRankReport, Divergence
     watch      Verdict (what watch_ranks found at one compile)
+    fix        FixResult, Patch, Unpatched (what dynscope.fix proposed and verified)
     budget     Budget (Report.check)
     display    the output shortcuts (summary(), to_html(), to_svg()...): the door's one caller
     plain, codec   model -> JSON and back, checked
@@ -31,6 +32,7 @@ from dynscope._model.breaks import BreakEvent, GraphBreak, StackFrame
 from dynscope._model.budget import Budget
 from dynscope._model.causes import Cause, StateChange
 from dynscope._model.export import CompileBreakMatch, ExportBlocker, ExportReport, SuggestedShapes
+from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._model.graph import (
     SHORT_DTYPES,
     AotGraph,
@@ -70,6 +72,7 @@ __all__ = [
     "Divergence",
     "ExportBlocker",
     "ExportReport",
+    "FixResult",
     "Frame",
     "Graph",
     "GraphMemory",
@@ -81,6 +84,7 @@ __all__ = [
     "MultiRankReport",
     "Node",
     "Outcome",
+    "Patch",
     "ProgramMemory",
     "GuardFailure",
     "Recompile",
@@ -95,5 +99,6 @@ __all__ = [
     "Timing",
     "TimingCost",
     "Trial",
+    "Unpatched",
     "Verdict",
 ]

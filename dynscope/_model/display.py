@@ -29,6 +29,7 @@ __all__ = [
     "BreakShortcuts",
     "CauseShortcuts",
     "ExportShortcuts",
+    "FixShortcuts",
     "GraphShortcuts",
     "MergedShortcuts",
     "ReportShortcuts",
@@ -246,6 +247,23 @@ class ExportShortcuts:
         """One self-contained HTML page; the exported graph drawn when Graphviz is there
         (``pictures`` None), or as asked."""
         return str(_door().export_html(self, pictures=pictures))
+
+
+class FixShortcuts:
+    """``FixResult``'s text and page."""
+
+    __slots__ = ()
+
+    def summary(self) -> str:
+        """Each patch as a diff with its evidence, then the sites left alone and why (plain text)."""
+        return str(_door().fix_text(self))
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_html(self) -> str:
+        """One self-contained HTML page of the patches and their evidence."""
+        return str(_door().fix_html(self))
 
 
 class CauseShortcuts:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         Report,
     )
     from dynscope._model.diff import ReportDiff
+    from dynscope._model.fix import FixResult
 
 __all__ = [
     "Progress",
@@ -49,6 +50,8 @@ __all__ = [
     "export_html",
     "export_page",
     "export_text",
+    "fix_html",
+    "fix_text",
     "graph_card",
     "graph_dot",
     "graph_script",
@@ -245,6 +248,20 @@ def merged_html(merged: MultiRankReport) -> str:
     from dynscope._render.ranks import render_merged_html
 
     return render_merged_html(merged)
+
+
+def fix_text(result: FixResult) -> str:
+    """``dynscope.fix``'s patches and evidence as plain text (``FixResult.summary``)."""
+    from dynscope._render.fix import fix_text as render
+
+    return render(result)
+
+
+def fix_html(result: FixResult) -> str:
+    """``dynscope.fix``'s self-contained page (``FixResult.to_html``)."""
+    from dynscope._render.fix import fix_html as render
+
+    return render(result)
 
 
 def export_text(rep: ExportReport) -> str:

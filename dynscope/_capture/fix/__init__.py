@@ -1,0 +1,234 @@
+"""``dynscope.fix()``: source patches that remove graph breaks, each verified in isolation.
+
+The program is reported once (its break sites), each site in the user's own files gets the
+rewrites its cause allows (:mod:`.rewrites`), and each rewrite is verified on a copy
+(:mod:`.verify`): only a rewrite that removes the break, adds none, and leaves outputs and
+gradients equal to the unpatched eager run's is "verified". Breaks inside installed
+packages get no edit: the result says whose code it is and what to do instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynscope._capture.capture import _MISSING, normalise_calls, report, title_of
+from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
+from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
+from dynscope._errors import InputError
+from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
+from dynscope._model.fix import FixResult, Patch, Unpatched
+from dynscope._torch.registry import is_user_file, library_of
+from dynscope._write import write_text
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from dynscope._capture.fix.verify import Run
+    from dynscope._model import GraphBreak, Report
+
+__all__ = ["fix"]
+
+_ON_PURPOSE = {
+    OPTIMIZER: "torch.optim breaks here on purpose: compile the optimizer step on its own",
+    LIBRARY_BREAK: "a library calls torch._dynamo.graph_break() on purpose",
+    EXPLICIT: "your code calls torch._dynamo.graph_break(): remove it if the split is no longer needed",
+}
+
+Calls = list[tuple[tuple[Any, ...], dict[str, Any]]]
+
+
+def fix(model: Any, inputs: Any = _MISSING, *, calls: Sequence[Any] | None = None, write: bool = False,
+        title: str = "") -> FixResult:
+    """Propose a source patch for each graph break in your own files, and verify each.
+
+    Args:
+        model: the callable to compile: a function or a ``torch.nn.Module`` (as for
+            :func:`dynscope.report`).
+        inputs: its inputs, as for ``report()`` (a tensor, a tuple of arguments, a dict of
+            keyword arguments).
+        calls: several calls' inputs instead of ``inputs``.
+        write: apply the verified patches to your files, each kept beside as
+            ``FILE.py.dynscope-backup``. Defaults to False (nothing of yours is changed).
+        title: a name for the result. Defaults to the model's.
+
+    Returns:
+        A :class:`~dynscope.FixResult`: ``patches`` (site, category, diff, verified, breaks
+        before and after, outputs matched, why not verified), ``unpatched`` (sites left alone
+        and why), and, with every verified patch applied together, the break count.
+
+    Raises:
+        InputError: the arguments are not usable (as for ``report()``).
+    """
+    normalised = normalise_calls(model, inputs, calls)
+    state = torch.random.get_rng_state()
+    try:
+        return _fix(model, normalised, write=write, title=title or title_of(model))
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
+    before = _report(model, calls)
+    eager = run_eager(model, calls)
+    patches: list[Patch] = []
+    chosen: list[tuple[Patch, Rewrite]] = []
+    unpatched: list[Unpatched] = []
+    for site in before.breaks:
+        found = _site(model, calls, before, eager, site)
+        if isinstance(found, Unpatched):
+            unpatched.append(found)
+            continue
+        patch, rewrite = found
+        patches.append(patch)
+        if patch.verified:
+            chosen.append((patch, rewrite))
+    after, outputs_after, written, backups = _together(model, calls, eager, chosen, write=write)
+    return FixResult(title=title, patches=tuple(patches), unpatched=tuple(unpatched), breaks_before=before.break_count,
+                     breaks_after=after, outputs_matched_after=outputs_after, written=written, backups=backups)
+
+
+def _report(model: Any, calls: Calls) -> Report:
+    return report(model, calls=[_as_input(a, k) for a, k in calls]) if len(calls) > 1 else report(
+        model, _as_input(*calls[0]))
+
+
+def _as_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if kwargs and not args:
+        return kwargs
+    if kwargs:
+        raise InputError("fix() takes positional or keyword inputs per call, not both")
+    return args[0] if len(args) == 1 and not isinstance(args[0], tuple) else args
+
+
+def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak) -> Unpatched | tuple[Patch, Rewrite]:
+    where = site.location
+    owner = library_of(site.filename) or ("your code" if is_user_file(site.filename) else "torch")
+    if site.category in _ON_PURPOSE:
+        return Unpatched(where, site.category, owner, _ON_PURPOSE[site.category], site.count)
+    if owner != "your code":
+        return Unpatched(where, site.category, owner, (
+            f"the break is in {owner}'s code: dynscope does not edit installed packages. Call that code outside "
+            f"the compiled region, wrap it in torch.compiler.disable, or look for a {owner} release that fixes it"),
+            site.count)
+    try:
+        source = Path(site.filename).read_text(encoding="utf-8")
+    except OSError as err:
+        return Unpatched(where, site.category, owner, f"cannot read {site.filename}: {err}", site.count)
+    rewrites, why = candidates(source, site.lineno, site.category)
+    if not rewrites:
+        return Unpatched(where, site.category, owner, f"no patch: {why}. {site.fix}".strip(), site.count)
+    tried: list[tuple[Patch, Rewrite]] = []
+    for rw in rewrites:
+        patch = _verified(model, calls, before, eager, site, source, rw)
+        if patch.verified:
+            return patch, rw
+        tried.append((patch, rw))
+    first, rw = tried[0]
+    if len(tried) > 1:  # say what the others found too
+        more = "; ".join(f"{p.rewrite}: {p.why_not}" for p, _ in tried[1:])
+        first = _with(first, why_not=f"{first.why_not} (also tried {more})")
+    return first, rw
+
+
+def _with(patch: Patch, **changes: Any) -> Patch:
+    from dataclasses import replace
+
+    return replace(patch, **changes)
+
+
+@dataclass(frozen=True)
+class _Rerun:
+    rep: Report | None
+    path: str
+    why: str
+
+
+def _rerun(model: Any, calls: Calls, filename: str, text: str, eager: Run) -> tuple[_Rerun, Any]:
+    """The patched program's report and the comparison of its compiled outputs with eager's."""
+    with patched_module(filename, text) as module:
+        path = module.__file__ or ""
+        patched, why = counterpart(model, filename, module)
+        if patched is None:
+            return _Rerun(None, path, why), None
+        try:
+            rep = _report(patched, calls)
+            got = run_compiled(patched, calls)
+        except Exception as err:  # noqa: BLE001 - the patched program failed: not verified, said why
+            return _Rerun(None, path, f"the patched program raised {type(err).__name__}: {err}"), None
+        return _Rerun(rep, path, ""), compare(eager, got)
+
+
+def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: str, rw: Rewrite) -> Patch:
+    name = Path(site.filename).name
+    patch = Patch(
+        site=site.location, filename=site.filename, lineno=site.lineno, category=site.category, rewrite=rw.name,
+        diff=unified_diff(source, rw.source, name), verified=False, assumes=rw.note, breaks_before=site.count,
+        program_breaks_before=before.break_count, graphs_before=before.graph_count,
+        coverage_before=before.coverage.ratio if before.coverage is not None else None,
+    )
+    rerun, ev = _rerun(model, calls, site.filename, rw.source, eager)
+    if rerun.rep is None or ev is None:
+        return _with(patch, why_not=rerun.why)
+    rep = rerun.rep
+    at_site = sum(b.count for b in rep.breaks if _same(b.filename, rerun.path) and rw.first <= b.lineno <= rw.new_last)
+    patch = _with(patch, breaks_after=at_site, program_breaks_after=rep.break_count, graphs_after=rep.graph_count,
+                  coverage_after=rep.coverage.ratio if rep.coverage is not None else None,
+                  outputs_matched=ev.outputs_matched, gradients_matched=ev.gradients_matched,
+                  max_abs_error=ev.max_abs_error)
+    why = []
+    if at_site:
+        why.append(f"the break is still there ({at_site} at the rewritten lines)")
+    if rep.break_count > before.break_count - site.count:
+        why.append(f"the program breaks {rep.break_count} times after, {before.break_count} before")
+    if not ev.outputs_matched:
+        why.append(f"outputs differ from the unpatched eager run (max abs error {ev.max_abs_error:.3g})")
+    if ev.gradients_matched is False:
+        why.append("gradients differ from the unpatched eager run")
+    return _with(patch, verified=not why, why_not="; ".join(why))
+
+
+def _same(a: str, b: str) -> bool:
+    return Path(a).name == Path(b).name and Path(a).resolve().parent == Path(b).resolve().parent
+
+
+def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Rewrite]], *,
+              write: bool) -> tuple[int | None, bool | None, tuple[str, ...], tuple[str, ...]]:
+    """Every verified patch applied together: the break count and outputs (one file: the
+    model's; several files are counted per patch only), and the files written."""
+    by_file: dict[str, list[tuple[Patch, Rewrite]]] = {}
+    for patch, rw in chosen:
+        kept = by_file.setdefault(patch.filename, [])
+        if all(rw.last < r.first or rw.first > r.last for _, r in kept):  # one statement, one rewrite
+            kept.append((patch, rw))
+    texts = {f: combined(Path(f).read_text(encoding="utf-8"), [rw for _, rw in items]) for f, items in by_file.items()}
+    after: int | None = None
+    matched: bool | None = None
+    if len(texts) == 1:
+        ((filename, text),) = texts.items()
+        rerun, ev = _rerun(model, calls, filename, text, eager)
+        if rerun.rep is not None and ev is not None:
+            after, matched = rerun.rep.break_count, ev.outputs_matched
+    written: list[str] = []
+    backups: list[str] = []
+    if write:
+        for filename, text in texts.items():
+            backup = _backup_path(filename)
+            shutil.copy2(filename, backup)
+            write_text(Path(filename), text)
+            written.append(filename)
+            backups.append(str(backup))
+    return after, matched, tuple(written), tuple(backups)
+
+
+def _backup_path(filename: str) -> Path:
+    base = Path(filename + ".dynscope-backup")
+    n = 1
+    while base.exists():
+        base = Path(f"{filename}.dynscope-backup{n}")
+        n += 1
+    return base

@@ -1,0 +1,424 @@
+"""Source rewrites that remove a graph break, by cause: Python source in, Python source out.
+
+Each rewrite looks at the statement at a break site and, when its shape is one it knows,
+returns the file's new text. Nothing here decides whether a rewrite is right: the verifier
+(``dynscope._capture.fix.verify``) reruns the patched program and only then calls it
+verified. No torch import: this is text.
+
+The rewrites, in the order they are tried for a category:
+
+- ``guard side effect``: a print, logging, warnings or timing statement runs only outside
+  compiled code (``if not torch.compiler.is_compiling():``; a timing assignment becomes a
+  conditional expression so later lines still find the name).
+- ``branch to torch.where``: an ``if`` on a tensor whose branches only assign names (or
+  return) becomes ``torch.where`` per name (``.item()`` in the test dropped: a tensor test).
+- ``branch to torch.cond``: the same ``if`` with several statements per branch becomes
+  ``torch.cond`` over two local functions.
+- ``keep it a tensor``: ``.item()``, ``sum/max/min(t.tolist())``, ``float(t)``/``int(t)`` at the
+  site become detached tensor expressions (no gradient, as a Python number has none).
+- ``mask instead of select``: ``x[mask].sum()`` becomes ``torch.where(mask, x, 0).sum()``.
+- ``clone instead of deepcopy``: ``copy.deepcopy(t)`` becomes ``t.clone()``.
+- ``detach instead of requires_grad_(False)``.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import difflib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dynscope._lexicon.break_categories import (
+    BRANCH,
+    DEEPCOPY,
+    DYNAMIC_SHAPE,
+    LOGGING,
+    REQUIRES_GRAD,
+    SCALAR,
+    UNSUPPORTED_CALL,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["Rewrite", "candidates", "combined", "unified_diff"]
+
+GUARD = "guard side effect"
+WHERE = "branch to torch.where"
+COND = "branch to torch.cond"
+TENSOR = "keep it a tensor"
+MASK = "mask instead of select"
+CLONE = "clone instead of deepcopy"
+DETACH = "detach instead of requires_grad_(False)"
+
+_SIDE_EFFECT_CALLS = {"print", "warn", "debug", "info", "warning", "error", "critical", "exception", "log"}
+_TIMING = {"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "monotonic_ns"}
+_REDUCTIONS = {"sum": "sum", "max": "max", "min": "min"}
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One proposed change to a file."""
+
+    name: str  # which rewrite (GUARD, WHERE, ...)
+    source: str  # the file's whole new text
+    first: int  # first line of the replaced statement (1-based, in the old text)
+    last: int  # its last line
+    new_last: int  # the last line of its replacement in the new text
+    note: str = ""  # what it assumes ("both branches give tensors of one shape")
+    replacement: tuple[str, ...] = ()  # the lines put in place of first..last (with newlines)
+    adds_import: bool = False  # "import torch" was put at the top
+
+
+def unified_diff(old: str, new: str, name: str) -> str:
+    """The unified diff of one file, as ``git diff`` shows it (a/ and b/ prefixes)."""
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        f"a/{name}", f"b/{name}"))
+
+
+def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], str]:
+    """The rewrites that apply to the statement at ``lineno``, in the order to try them, and,
+    when there is none, why."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as err:
+        return [], f"the file does not parse ({err.msg})"
+    stmt = _statement_at(tree, lineno)
+    if stmt is None:
+        return [], f"no statement at line {lineno}"
+    makers = _BY_CATEGORY.get(category, ())
+    if not makers:
+        return [], f"no rewrite is known for a {category!r} break"
+    found = []
+    text = _Text(source)
+    for make in makers:
+        new = make(stmt, text)
+        if new is not None:
+            lines, name, note = new
+            found.append(_replaced(source, stmt, lines, name, note))
+    if not found:
+        return [], f"the statement at line {lineno} is not a shape a {category!r} rewrite knows"
+    return found, ""
+
+
+# -- finding and replacing the statement -------------------------------------------------------
+
+
+def _statement_at(tree: ast.Module, lineno: int) -> ast.stmt | None:
+    """The innermost statement that holds ``lineno`` (an ``if`` for a line in its test)."""
+    best: ast.stmt | None = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        end = node.end_lineno or node.lineno
+        if isinstance(node, (ast.If, ast.While, ast.For, ast.With)):
+            end = node.body[0].lineno - 1 if node.body else end  # its header only
+        if node.lineno <= lineno <= end and (best is None or node.lineno >= best.lineno):
+            best = node
+    return best
+
+
+def _replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str) -> Rewrite:
+    lines = source.splitlines(keepends=True)
+    first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
+    indent = " " * stmt.col_offset
+    body = [indent + ln + "\n" if ln else "\n" for ln in new_lines]
+    out = lines[: first - 1] + body + lines[last:]
+    text = "".join(out)
+    shift = 0
+    if "torch." in "".join(new_lines) and not _imports_torch(source):
+        text, shift = "import torch\n" + text, 1
+    return Rewrite(name, text, first, last, first + shift + len(body) - 1, note, tuple(body), bool(shift))
+
+
+def combined(source: str, rewrites: list[Rewrite]) -> str:
+    """``source`` with several rewrites of distinct statements applied together."""
+    lines = source.splitlines(keepends=True)
+    for rw in sorted(rewrites, key=lambda r: r.first, reverse=True):
+        lines[rw.first - 1: rw.last] = list(rw.replacement)
+    text = "".join(lines)
+    return "import torch\n" + text if any(r.adds_import for r in rewrites) else text
+
+
+def _imports_torch(source: str) -> bool:
+    tree = ast.parse(source)
+    return any(isinstance(n, ast.Import) and any(a.name == "torch" and a.asname is None for a in n.names)
+               for n in tree.body)
+
+
+class _Text:
+    """The file's text, to copy a node's own spelling (quotes, comments) where it is kept."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.lines = source.splitlines()
+
+    def of(self, node: ast.AST) -> str:
+        """The node as written, when it is one of the file's own; else as ``ast`` spells it."""
+        if getattr(node, "lineno", None) is not None:
+            seg = ast.get_source_segment(self.source, node)
+            if seg is not None and "\n" not in seg:
+                return seg
+        return ast.unparse(node)
+
+    def statement_lines(self, stmt: ast.stmt) -> list[str]:
+        """The statement's lines as written, its own indentation removed (comments kept)."""
+        raw = self.lines[stmt.lineno - 1: stmt.end_lineno or stmt.lineno]
+        return [ln[stmt.col_offset:] if ln[: stmt.col_offset].strip() == "" else ln.lstrip() for ln in raw]
+
+    def body_lines(self, body: list[ast.stmt]) -> list[str]:
+        return [ln for s in body for ln in self.statement_lines(s)]
+
+
+def _src(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+# -- guard side effect -------------------------------------------------------------------------
+
+
+def _called_name(call: ast.expr) -> str:
+    if not isinstance(call, ast.Call):
+        return ""
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _is_timing(expr: ast.expr) -> bool:
+    return any(_called_name(n) in _TIMING for n in ast.walk(expr) if isinstance(n, ast.Call))
+
+
+def _guard(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+    if isinstance(stmt, ast.Expr) and _called_name(stmt.value) in _SIDE_EFFECT_CALLS | _TIMING:
+        own = text.statement_lines(stmt)
+        return ["if not torch.compiler.is_compiling():", *("    " + ln for ln in own)], GUARD, (
+            "the statement runs in eager code only; under torch.compile it is skipped")
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_timing(stmt.value):
+        value = text.of(stmt.value)
+        return [f"{text.of(stmt.targets[0])} = {value} if not torch.compiler.is_compiling() else 0.0"], GUARD, (
+            "the timing runs in eager code only; under torch.compile the value is 0.0")
+    return None
+
+
+# -- branches ------------------------------------------------------------------------------------
+
+
+class _TensorTest(ast.NodeTransformer):
+    """A branch test as a tensor expression: ``.item()``, ``bool()``, ``float()`` dropped;
+    ``and``/``or``/``not`` as ``&``/``|``/``~``."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args:
+            return node.func.value
+        if isinstance(node.func, ast.Name) and node.func.id in ("bool", "float", "int") and len(node.args) == 1:
+            return node.args[0]
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        op: ast.operator = ast.BitAnd() if isinstance(node.op, ast.And) else ast.BitOr()
+        out = node.values[0]
+        for v in node.values[1:]:
+            out = ast.BinOp(left=out, op=op, right=v)
+        return out
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.op, ast.Not):
+            return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="logical_not"), args=[node.operand],
+                            keywords=[])
+        return node
+
+
+def _tensor_test(test: ast.expr) -> str:
+    return _src(_TensorTest().visit(copy.deepcopy(test)))
+
+
+def _assigns(body: list[ast.stmt]) -> dict[str, ast.expr] | None:
+    """name -> value for a branch that only assigns plain names, once each; None otherwise."""
+    out: dict[str, ast.expr] = {}
+    for s in body:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            name, value = s.targets[0].id, s.value
+        elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
+            name, value = s.target.id, ast.BinOp(left=ast.Name(s.target.id), op=s.op, right=s.value)
+        else:
+            return None
+        if name in out:
+            return None
+        out[name] = value
+    return out
+
+
+def _where(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+    if not isinstance(stmt, ast.If):
+        return None
+    test = _tensor_test(stmt.test)
+    then, other = _assigns(stmt.body), _assigns(stmt.orelse) if stmt.orelse else {}
+    note = "both branches give tensors of one shape and dtype (torch.where computes both)"
+    if then is not None and other is not None and then:
+        names = list(dict.fromkeys([*then, *other]))
+        pred, lines = test, []
+        if len(names) > 1:  # the test is read once, before any name it reads is rebound
+            pred, lines = "_pred", [f"_pred = {test}"]
+        lines += [f"{n} = torch.where({pred}, {text.of(then[n]) if n in then else n}, "
+                  f"{text.of(other[n]) if n in other else n})" for n in names]
+        return lines, WHERE, note
+    ret_then = stmt.body[0] if len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return) else None
+    ret_else = stmt.orelse[0] if len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.Return) else None
+    if ret_then is not None and ret_else is not None and ret_then.value is not None and ret_else.value is not None:
+        return [f"return torch.where({test}, {text.of(ret_then.value)}, {text.of(ret_else.value)})"], WHERE, note
+    return None
+
+
+def _free_of_effects(body: list[ast.stmt]) -> bool:
+    """Only assignments to plain names, no bare calls, no attribute or item stores."""
+    for s in body:
+        if not isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            return False
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+        if not all(isinstance(t, ast.Name) for t in targets):
+            return False
+    return True
+
+
+def _cond(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+    if not isinstance(stmt, ast.If) or not _free_of_effects(stmt.body) or not _free_of_effects(stmt.orelse):
+        return None
+    if len(stmt.body) < 2 and len(stmt.orelse) < 2:
+        return None  # one statement a branch: torch.where says it plainer
+    names = list(dict.fromkeys(
+        t.id for s in [*stmt.body, *stmt.orelse]
+        for t in (s.targets if isinstance(s, ast.Assign) else [s.target])  # type: ignore[attr-defined]
+        if isinstance(t, ast.Name)
+    ))
+    out = ", ".join(names) + ("," if len(names) == 1 else "")
+
+    def branch(fn: str, body: list[ast.stmt]) -> list[str]:
+        # Names assigned in the branch are the function's own; the rest come from outside.
+        inner = text.body_lines(body)
+        local = {t.id for s in body for t in (s.targets if isinstance(s, ast.Assign) else [s.target])  # type: ignore[attr-defined]
+                 if isinstance(t, ast.Name)}
+        carried = [n for n in names if n not in local]
+        pre = [f"{n}_ = {n}" for n in carried]  # read before the outer name is rebound
+        ret = ", ".join(n if n in local else f"{n}_" for n in names)
+        return [f"def {fn}():", *("    " + ln for ln in [*pre, *inner]), f"    return ({ret},)"]
+
+    test = _tensor_test(stmt.test)
+    lines = [*branch("_then", stmt.body), *branch("_else", stmt.orelse), f"{out} = torch.cond({test}, _then, _else)"]
+    return lines, COND, "both branches give tensors of one shape and dtype per name (torch.cond's rule)"
+
+
+# -- keep it a tensor ----------------------------------------------------------------------------
+
+
+class _Tensorised(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args:
+            # A Python number carries no gradient: neither does the detached tensor.
+            self.changed = True
+            return _detached(f.value)
+        if (isinstance(f, ast.Name) and f.id in _REDUCTIONS and len(node.args) == 1 and not node.keywords
+                and isinstance(node.args[0], ast.Call) and isinstance(node.args[0].func, ast.Attribute)
+                and node.args[0].func.attr == "tolist"):
+            self.changed = True
+            return _detached(ast.Call(func=ast.Attribute(value=node.args[0].func.value, attr=_REDUCTIONS[f.id]),
+                                      args=[], keywords=[]))
+        if isinstance(f, ast.Name) and f.id in ("float", "int") and len(node.args) == 1 and self.changed:
+            return node.args[0]
+        if (isinstance(f, ast.Attribute) and f.attr == "tensor" and isinstance(f.value, ast.Name)
+                and f.value.id == "torch" and len(node.args) == 1 and self.changed):
+            return node.args[0]
+        return node
+
+
+def _detached(node: ast.expr) -> ast.expr:
+    return ast.Call(func=ast.Attribute(value=node, attr="detach"), args=[], keywords=[])
+
+
+def _tensor(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+    if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
+        return None
+    t = _Tensorised()
+    new = t.visit(copy.deepcopy(stmt))
+    if not t.changed:
+        return None
+    return _src(new).splitlines(), TENSOR, (
+        "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)")
+
+
+# -- masks, copies, requires_grad ----------------------------------------------------------------
+
+
+class _Masked(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if (isinstance(f, ast.Attribute) and f.attr == "sum" and not node.args and isinstance(f.value, ast.Subscript)
+                and isinstance(f.value.slice, (ast.Compare, ast.Name, ast.BoolOp, ast.Call))):
+            sub = f.value
+            self.changed = True
+            where = ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="where"),
+                             args=[sub.slice, sub.value, ast.Constant(0)], keywords=[])
+            return ast.Call(func=ast.Attribute(value=where, attr="sum"), args=[], keywords=[])
+        return node
+
+
+def _mask(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+    t = _Masked()
+    new = t.visit(copy.deepcopy(stmt))
+    return (_src(new).splitlines(), MASK, "a sum over the selected values equals the masked sum") if t.changed else None
+
+
+class _Cloned(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if (isinstance(f, ast.Attribute) and f.attr == "deepcopy" and len(node.args) == 1
+                or isinstance(f, ast.Name) and f.id == "deepcopy" and len(node.args) == 1):
+            self.changed = True
+            return ast.Call(func=ast.Attribute(value=node.args[0], attr="clone"), args=[], keywords=[])
+        return node
+
+
+def _clone(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+    t = _Cloned()
+    new = t.visit(copy.deepcopy(stmt))
+    return (_src(new).splitlines(), CLONE, "the copied value is a tensor") if t.changed else None
+
+
+def _detach(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+    if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
+        return None
+    call = stmt.value
+    f = call.func
+    off = len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and call.args[0].value is False
+    if isinstance(f, ast.Attribute) and f.attr == "requires_grad_" and off and isinstance(f.value, ast.Name):
+        name = f.value.id
+        return [f"{name} = {name}.detach()"], DETACH, "nothing later needs the gradient of the value"
+    return None
+
+
+_BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, _Text], tuple[list[str], str, str] | None], ...]] = {
+    LOGGING: (_guard,),
+    UNSUPPORTED_CALL: (_guard, _tensor),
+    BRANCH: (_where, _cond),
+    SCALAR: (_where, _cond, _tensor),
+    DYNAMIC_SHAPE: (_mask, _where),
+    DEEPCOPY: (_clone,),
+    REQUIRES_GRAD: (_detach,),
+}
+

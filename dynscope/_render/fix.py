@@ -1,0 +1,79 @@
+"""``dynscope.fix``'s result as text and as a page: each patch as a diff with its evidence."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dynscope._format import plural
+from dynscope._render.html import CSP, CSS
+from dynscope._render.html_parts import esc, html_table
+
+if TYPE_CHECKING:
+    from dynscope._model.fix import FixResult, Patch
+
+__all__ = ["evidence", "fix_html", "fix_text"]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _yes(x: bool | None) -> str:
+    return "not run" if x is None else "yes" if x else "no"
+
+
+def evidence(p: Patch) -> str:
+    """One line of what the rerun showed."""
+    grads = "" if p.gradients_matched is None else f", gradients equal: {_yes(p.gradients_matched)}"
+    return (f"breaks at the site {p.breaks_before} -> {p.breaks_after}; program {p.program_breaks_before} -> "
+            f"{p.program_breaks_after} breaks, {p.graphs_before} -> {p.graphs_after} graphs, coverage "
+            f"{_pct(p.coverage_before)} -> {_pct(p.coverage_after)}; outputs equal to eager: "
+            f"{_yes(p.outputs_matched)}{grads}")
+
+
+def _head(result: FixResult) -> str:
+    verified = result.verified
+    sites = len({p.site for p in result.patches} | {u.site for u in result.unpatched})
+    after = "" if result.breaks_after is None else f"; with every verified patch: {plural(result.breaks_after, 'break event')}"
+    return (f"dynscope fix: {result.title or 'program'}\n{plural(sites, 'break site')}, "
+            f"{plural(result.breaks_before, 'break event')}; {len(verified)} verified "
+            f"{'patch' if len(verified) == 1 else 'patches'}, "
+            f"{len(result.patches) - len(verified)} proposed only{after}")
+
+
+def fix_text(result: FixResult) -> str:
+    """The patches (verified first), each with its diff and evidence, then the sites left alone."""
+    lines = [_head(result)]
+    for p in sorted(result.patches, key=lambda p: (not p.verified, p.site)):
+        state = "verified" if p.verified else f"proposed, not verified: {p.why_not}"
+        lines += ["", f"{p.site}  {p.category}  [{p.rewrite}]  {state}", f"    {evidence(p)}"]
+        if p.assumes:
+            lines.append(f"    assumes: {p.assumes}")
+        lines += ["    " + ln for ln in p.diff.rstrip("\n").splitlines()]
+    if result.unpatched:
+        lines += ["", "Left alone:"]
+        lines += [f"  {u.site}  {u.category}  ({u.owner}): {u.why}" for u in result.unpatched]
+    if result.written:
+        lines += ["", "Written: " + ", ".join(result.written) + " (backups: " + ", ".join(result.backups) + ")"]
+    return "\n".join(lines) + "\n"
+
+
+def fix_html(result: FixResult) -> str:
+    """One self-contained page: the patches with diffs and evidence, then the sites left alone."""
+    title = f"dynscope fix: {result.title or 'program'}"
+    parts = [f"<header><h1>{esc(title)}</h1><div class='totals'>{esc(_head(result).splitlines()[1])}</div></header><main>"]
+    for p in sorted(result.patches, key=lambda p: (not p.verified, p.site)):
+        state = "verified" if p.verified else f"proposed, not verified: {p.why_not}"
+        parts.append(
+            f"<section class='patch'><h2><code>{esc(p.site)}</code> {esc(p.category)} [{esc(p.rewrite)}]</h2>"
+            f"<p><b>{esc(state)}</b></p><p>{esc(evidence(p))}</p>"
+            + (f"<p>assumes: {esc(p.assumes)}</p>" if p.assumes else "")
+            + f"<pre class='diff'>{esc(p.diff)}</pre></section>"
+        )
+    if result.unpatched:
+        rows = [[f"<code>{esc(u.site)}</code>", esc(u.category), esc(u.owner), esc(u.why)] for u in result.unpatched]
+        parts.append(f"<section><h2>Left alone</h2>{html_table(['site', 'category', 'whose code', 'why'], rows)}</section>")
+    parts.append("</main>")
+    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\"><title>{esc(title)}</title>"
+            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
