@@ -107,7 +107,7 @@ def _as_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak) -> Unpatched | tuple[Patch, Rewrite]:
     where = site.location
-    owner = library_of(site.filename) or ("your code" if is_user_file(site.filename) else "torch")
+    owner = _owner(site.filename)
     if site.category in _ON_PURPOSE:
         return Unpatched(where, site.category, owner, _ON_PURPOSE[site.category], site.count)
     if owner != "your code":
@@ -124,15 +124,27 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
         return Unpatched(where, site.category, owner, f"no patch: {why}. {site.fix}".strip(), site.count)
     tried: list[tuple[Patch, Rewrite]] = []
     for rw in rewrites:
-        patch = _verified(model, calls, before, eager, site, source, rw)
+        patch, rerun = _verified(model, calls, before, eager, site, source, rw)
         if patch.verified:
             return patch, rw
+        followed = _follow_on(model, calls, before, eager, site, source, rw, patch, rerun)
+        if followed is not None:
+            return followed
         tried.append((patch, rw))
     first, rw = tried[0]
     if len(tried) > 1:  # say what the others found too
         more = "; ".join(f"{p.rewrite}: {p.why_not}" for p, _ in tried[1:])
         first = _with(first, why_not=f"{first.why_not} (also tried {more})")
     return first, rw
+
+
+def _owner(filename: str) -> str:
+    """Whose code a break site is: "your code", an installed package's name, or torch's."""
+    if library_of(filename):
+        return library_of(filename)
+    if is_user_file(filename):
+        return "your code"
+    return "torch" if f"{Path('torch')}" in Path(filename).parts else "the Python standard library"
 
 
 def _with(patch: Patch, **changes: Any) -> Patch:
@@ -159,11 +171,17 @@ def _rerun(model: Any, calls: Calls, filename: str, text: str, eager: Run) -> tu
             rep = _report(patched, calls)
             got = run_compiled(patched, calls)
         except Exception as err:  # noqa: BLE001 - the patched program failed: not verified, said why
-            return _Rerun(None, path, f"the patched program raised {type(err).__name__}: {err}"), None
+            said = str(err).strip().splitlines()
+            inner = next((ln for ln in said[1:] if ln.strip() and "Error" in ln), "")
+            brief = said[0][:200] if said else ""
+            return _Rerun(None, path, f"the patched program raised {type(err).__name__}: {brief}"
+                          + (f" ({inner.strip()[:200]})" if inner else "")), None
         return _Rerun(rep, path, ""), compare(eager, got)
 
 
-def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: str, rw: Rewrite) -> Patch:
+def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: str,
+              rw: Rewrite) -> tuple[Patch, _Rerun]:
+    """The patch of ``rw`` with its evidence, and the rerun it came from."""
     name = Path(site.filename).name
     patch = Patch(
         site=site.location, filename=site.filename, lineno=site.lineno, category=site.category, rewrite=rw.name,
@@ -173,7 +191,7 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     )
     rerun, ev = _rerun(model, calls, site.filename, rw.source, eager)
     if rerun.rep is None or ev is None:
-        return _with(patch, why_not=rerun.why)
+        return _with(patch, why_not=rerun.why), rerun
     rep = rerun.rep
     at_site = sum(b.count for b in rep.breaks if _same(b.filename, rerun.path) and rw.first <= b.lineno <= rw.new_last)
     patch = _with(patch, breaks_after=at_site, program_breaks_after=rep.break_count, graphs_after=rep.graph_count,
@@ -183,13 +201,61 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     why = []
     if at_site:
         why.append(f"the break is still there ({at_site} at the rewritten lines)")
-    if rep.break_count > before.break_count - site.count:
-        why.append(f"the program breaks {rep.break_count} times after, {before.break_count} before")
+    elif rep.break_count >= before.break_count:
+        moved = [b.location for b in _new_sites(before, rep, rerun.path, rw)]
+        why.append(f"the program still breaks {rep.break_count} times ({before.break_count} before)"
+                   + (f": the break moved to {', '.join(moved)}" if moved else ""))
     if not ev.outputs_matched:
         why.append(f"outputs differ from the unpatched eager run (max abs error {ev.max_abs_error:.3g})")
     if ev.gradients_matched is False:
         why.append("gradients differ from the unpatched eager run")
-    return _with(patch, verified=not why, why_not="; ".join(why))
+    return _with(patch, verified=not why, why_not="; ".join(why)), rerun
+
+
+def _new_sites(before: Report, after: Report, path: str, rw: Rewrite) -> list[GraphBreak]:
+    """Break sites of the patched file that were no break site before (lines mapped back)."""
+    shift = (rw.new_last - rw.first) - (rw.last - rw.first)
+    old = {b.lineno for b in before.breaks}
+    out = []
+    for b in after.breaks:
+        if not _same(b.filename, path) or rw.first <= b.lineno <= rw.new_last:
+            continue
+        line = b.lineno if b.lineno < rw.first else b.lineno - shift
+        if line not in old:
+            out.append(b)
+    return out
+
+
+def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: str, rw: Rewrite,
+               patch: Patch, rerun: _Rerun) -> tuple[Patch, Rewrite] | None:
+    """A rewrite that removed its break and kept outputs, but moved the break to the next
+    statement (``.item()`` kept a tensor, and the ``if`` on it now breaks): the rewrite of that
+    statement too, verified as one patch of both."""
+    if rerun.rep is None or patch.breaks_after or not patch.outputs_matched or patch.gradients_matched is False:
+        return None
+    moved = _new_sites(before, rerun.rep, rerun.path, rw)
+    if not moved:
+        return None
+    nxt = moved[0]
+    second, _ = candidates(rw.source, nxt.lineno, nxt.category)
+    for rw2 in second:
+        both = _spanning(source, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
+        followed, _ = _verified(model, calls, before, eager, site, source, both)
+        if followed.verified:
+            return followed, both
+    return None
+
+
+def _spanning(old: str, new: str, name: str, note: str) -> Rewrite:
+    """One rewrite from ``old`` to ``new`` over the lines between their common head and tail."""
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return Rewrite(name, new, head + 1, len(a) - tail, len(b) - tail, note, tuple(b[head: len(b) - tail]))
 
 
 def _same(a: str, b: str) -> bool:

@@ -18,7 +18,7 @@ The rewrites, in the order they are tried for a category:
   site become detached tensor expressions (no gradient, as a Python number has none).
 - ``mask instead of select``: ``x[mask].sum()`` becomes ``torch.where(mask, x, 0).sum()``.
 - ``clone instead of deepcopy``: ``copy.deepcopy(t)`` becomes ``t.clone()``.
-- ``detach instead of requires_grad_(False)``.
+- ``detach instead of requires_grad = False`` (or ``requires_grad_(False)``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ COND = "branch to torch.cond"
 TENSOR = "keep it a tensor"
 MASK = "mask instead of select"
 CLONE = "clone instead of deepcopy"
-DETACH = "detach instead of requires_grad_(False)"
+DETACH = "detach instead of requires_grad = False"
 
 _SIDE_EFFECT_CALLS = {"print", "warn", "debug", "info", "warning", "error", "critical", "exception", "log"}
 _TIMING = {"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "monotonic_ns"}
@@ -289,26 +289,48 @@ def _cond(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
         return None
     if len(stmt.body) < 2 and len(stmt.orelse) < 2:
         return None  # one statement a branch: torch.where says it plainer
-    names = list(dict.fromkeys(
-        t.id for s in [*stmt.body, *stmt.orelse]
-        for t in (s.targets if isinstance(s, ast.Assign) else [s.target])  # type: ignore[attr-defined]
-        if isinstance(t, ast.Name)
-    ))
+    then, other = _stored(stmt.body), _stored(stmt.orelse)
+    names = list(dict.fromkeys([*then, *other]))
+    # Names a branch reads before it assigns them, or that only one branch assigns, come in
+    # as torch.cond's operands (the values before the if): both branches take them all.
+    operands = [n for n in names if n in _read_first(stmt.body) or n in _read_first(stmt.orelse)
+                or n not in then or n not in other]
+    params = ", ".join(operands)
     out = ", ".join(names) + ("," if len(names) == 1 else "")
 
     def branch(fn: str, body: list[ast.stmt]) -> list[str]:
-        # Names assigned in the branch are the function's own; the rest come from outside.
-        inner = text.body_lines(body)
-        local = {t.id for s in body for t in (s.targets if isinstance(s, ast.Assign) else [s.target])  # type: ignore[attr-defined]
-                 if isinstance(t, ast.Name)}
-        carried = [n for n in names if n not in local]
-        pre = [f"{n}_ = {n}" for n in carried]  # read before the outer name is rebound
-        ret = ", ".join(n if n in local else f"{n}_" for n in names)
-        return [f"def {fn}():", *("    " + ln for ln in [*pre, *inner]), f"    return ({ret},)"]
+        own = set(_stored(body))
+        # torch.cond returns no operand as it is (no aliasing): an untouched one is cloned.
+        ret = ", ".join(n if n in own else f"{n}.clone()" for n in names)
+        return [f"def {fn}({params}):", *("    " + ln for ln in text.body_lines(body)), f"    return ({ret},)"]
 
     test = _tensor_test(stmt.test)
-    lines = [*branch("_then", stmt.body), *branch("_else", stmt.orelse), f"{out} = torch.cond({test}, _then, _else)"]
+    ops = "(" + params + ("," if len(operands) == 1 else "") + ")"
+    lines = [*branch("_then", stmt.body), *branch("_else", stmt.orelse),
+             f"{out} = torch.cond({test}, _then, _else, {ops})"]
     return lines, COND, "both branches give tensors of one shape and dtype per name (torch.cond's rule)"
+
+
+def _stored(body: list[ast.stmt]) -> list[str]:
+    out = []
+    for s in body:
+        targets = s.targets if isinstance(s, ast.Assign) else [getattr(s, "target", None)]
+        out += [t.id for t in targets if isinstance(t, ast.Name)]
+    return out
+
+
+def _read_first(body: list[ast.stmt]) -> set[str]:
+    """Names the statements read before they assign them."""
+    assigned: set[str] = set()
+    read: set[str] = set()
+    for s in body:
+        value = getattr(s, "value", None)
+        loads = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} if value is not None else set()
+        if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
+            loads.add(s.target.id)
+        read |= loads - assigned
+        assigned |= set(_stored([s]))
+    return read
 
 
 # -- keep it a tensor ----------------------------------------------------------------------------
@@ -401,6 +423,12 @@ def _clone(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
 
 
 def _detach(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+    note = "nothing later needs the gradient of the value"
+    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute)
+            and stmt.targets[0].attr == "requires_grad" and isinstance(stmt.targets[0].value, ast.Name)
+            and isinstance(stmt.value, ast.Constant) and stmt.value.value is False):
+        name = stmt.targets[0].value.id
+        return [f"{name} = {name}.detach()"], DETACH, note
     if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
         return None
     call = stmt.value

@@ -1,0 +1,339 @@
+"""dynscope.fix (issue 35): each rewrite on a program where it applies and on one where it
+must not, verified by rerunning live compiles; library code left alone; --write with a
+backup; the CLI; and, in the heavy tier, the whole break corpus measured
+(tests/corpus/fix_programs.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import dynscope
+from dynscope._capture.fix.rewrites import candidates, combined
+from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_eager
+from tests.corpus import fix_programs as fp
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = Path(fp.__file__).read_text(encoding="utf-8").splitlines()
+
+
+def _expected(lineno: int) -> str:
+    """The rewrite the corpus marks at a line (``# SITE: ...``)."""
+    found = re.search(r"# SITE: (.*)$", SOURCE[lineno - 1])
+    assert found, f"fix_programs.py:{lineno} carries no SITE marker"
+    return found.group(1).strip()
+
+
+def _fix(name: str, **kw: Any) -> dynscope.FixResult:
+    model, inputs = fp.PROGRAMS[name]()
+    return dynscope.fix(model, inputs, **kw)
+
+
+def _patch(result: dynscope.FixResult, rewrite: str) -> dynscope.Patch:
+    (p,) = [p for p in result.patches if p.rewrite == rewrite]
+    return p
+
+
+# -- each rewrite, where it applies and where it must not -----------------------------------------
+
+
+def test_a_guarded_print_is_verified_and_a_print_that_mutates_is_not(capsys: pytest.CaptureFixture[str]) -> None:
+    res = _fix("logged_stack")
+    guarded = [p for p in res.patches if p.rewrite == "guard side effect"]
+    assert guarded and all(p.verified and p.breaks_after == 0 for p in guarded)
+    assert all("if not torch.compiler.is_compiling():" in p.diff for p in guarded)
+    assert "+            print(\"stack input\", x.shape)  # SITE: guard side effect" in guarded[0].diff + guarded[1].diff
+    (mutating,) = _fix("mutating").patches
+    assert mutating.rewrite == "guard side effect" and not mutating.verified
+    assert mutating.outputs_matched is False and "outputs differ" in mutating.why_not
+    capsys.readouterr()
+
+
+def test_a_branch_becomes_torch_where_unless_the_branches_differ_in_shape() -> None:
+    res = _fix("clipped")
+    where = _patch(res, "branch to torch.where")
+    assert where.verified and where.outputs_matched and where.breaks_before == 1 and where.breaks_after == 0
+    assert "+    _pred = scores.mean() > threshold" in where.diff
+    assert "+    offset = torch.where(_pred, scores.mean(), scores.min())" in where.diff
+    (shape,) = _fix("shapes").patches
+    assert shape.rewrite == "branch to torch.where" and not shape.verified
+    assert "the patched program raised" in shape.why_not
+
+
+def test_a_multi_statement_branch_becomes_torch_cond() -> None:
+    cond = _patch(_fix("regularised"), "branch to torch.cond")
+    assert cond.verified and cond.gradients_matched is True
+    assert "torch.cond(penalty > 1, _then, _else, (penalty,))" in cond.diff
+    assert "return (penalty.clone(),)" in cond.diff  # no operand returned as it is
+
+
+def test_item_stays_a_detached_tensor_unless_python_needs_the_number() -> None:
+    res = _fix("train_loss")
+    item = _patch(res, "keep it a tensor")
+    assert item.verified and item.gradients_matched is True
+    assert "+        value = loss.detach()" in item.diff
+    (loop,) = _fix("loops").patches
+    assert loop.rewrite == "keep it a tensor" and not loop.verified, "range() needs a Python int"
+
+
+def test_a_moved_break_is_followed_into_one_patch_of_both_statements() -> None:
+    res = _fix("kv_step")
+    (both,) = [p for p in res.patches if p.site.endswith(":133")]
+    assert both.verified and both.rewrite == "keep it a tensor, then branch to torch.where"
+    assert "-        norm = cache.norm().item()" in both.diff and "torch.where(norm > 100" in both.diff
+    # A break that moves to a statement no rewrite can fix stays proposed, and says where it went.
+    routing = _fix("routing")
+    (moved,) = [p for p in routing.patches if p.site.endswith(":79")]
+    assert not moved.verified and "the break moved to fix_programs.py:80" in moved.why_not
+
+
+def test_masks_clones_and_detaches() -> None:
+    mask = _patch(_fix("clipped"), "mask instead of select")
+    assert mask.verified and "torch.where(scores > 0.5, scores, 0).sum()" in mask.diff
+    res = _fix("regularised")
+    clone = _patch(res, "clone instead of deepcopy")
+    assert clone.verified and "+        ref = x.clone()" in clone.diff
+    detach = _patch(res, "detach instead of requires_grad = False")
+    assert detach.verified and "+        noise = noise.detach()" in detach.diff
+    assert res.breaks_before == 3 and res.breaks_after == 0 and res.outputs_matched_after is True
+
+
+def test_a_statement_no_rewrite_knows_is_said_with_pytorchs_remedy() -> None:
+    res = _fix("generation_loop")
+    assert not res.patches
+    (left,) = res.unpatched
+    assert left.owner == "your code" and left.why.startswith("no patch: the statement at line")
+    assert "torch.where" in left.why  # the category's own remedy follows
+
+
+def test_rewrites_refuse_statements_of_other_shapes() -> None:
+    src = "def f(x):\n    x.add_(1)\n    return x\n"
+    assert candidates(src, 2, "logging/print side effect")[0] == []
+    assert candidates(src, 2, "no such category")[1] == "no rewrite is known for a 'no such category' break"
+    assert "does not parse" in candidates("def f(:\n", 1, "logging/print side effect")[1]
+    branchy = "def f(x):\n    if x.sum() > 0:\n        print(x)\n    return x\n"
+    assert candidates(branchy, 2, "data-dependent branch")[0] == [], "a branch with a side effect is no torch.where"
+
+
+def test_two_rewrites_of_one_file_apply_together() -> None:
+    src = "import torch\ndef f(x):\n    print(x.shape)\n    s = x.sum().item()\n    return x / s\n"
+    (a,), _ = candidates(src, 3, "logging/print side effect")
+    (b,), _ = candidates(src, 4, ".item()/scalar output")
+    both = combined(src, [a, b])
+    assert "    if not torch.compiler.is_compiling():\n        print(x.shape)\n" in both
+    assert "    s = x.sum().detach()\n" in both and both.endswith("    return x / s\n")
+
+
+# -- whose code, and writing --------------------------------------------------------------------
+
+
+def test_a_break_inside_an_installed_package_gets_no_edit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pkg = tmp_path / "site-packages" / "fakepkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("def report_shape(t):\n    print('shape', t.shape)\n    return t\n")
+    sys.path.insert(0, str(pkg.parent))
+    try:
+        import fakepkg  # type: ignore[import-not-found]
+
+        def step(x: torch.Tensor) -> torch.Tensor:
+            return fakepkg.report_shape(x.sin()) * 2
+
+        res = dynscope.fix(step, torch.ones(3))
+    finally:
+        sys.path.remove(str(pkg.parent))
+        sys.modules.pop("fakepkg", None)
+    assert not res.patches
+    (left,) = res.unpatched
+    assert left.owner == "fakepkg" and "dynscope does not edit installed packages" in left.why
+    assert left.site == "__init__.py:2"
+    capsys.readouterr()
+
+
+def _user_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mymodel.py"
+    path.write_text(textwrap.dedent('''
+        import torch
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(8, 8)
+
+            def forward(self, x):
+                h = self.a(x).relu()
+                print("features", h.shape)  # debug output
+                if h.sum() > 0:
+                    h = h * 2
+                else:
+                    h = h - 1
+                scale = h.abs().mean().item()
+                return h / scale
+
+
+        def build():
+            torch.manual_seed(0)
+            return Net(), torch.randn(4, 8)
+    ''').lstrip())
+    return path
+
+
+def test_write_applies_the_verified_patches_and_keeps_a_backup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _user_file(tmp_path)
+    before = path.read_text()
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import mymodel  # type: ignore[import-not-found]
+
+        model, x = mymodel.build()
+        dry = dynscope.fix(model, x)
+        assert path.read_text() == before, "nothing of the user's changes without write"
+        res = dynscope.fix(model, x, write=True)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("mymodel", None)
+    assert [p.verified for p in dry.patches] == [True, True, True] and dry.breaks_after == 0
+    assert res.written == (str(path),) and Path(res.backups[0]).read_text() == before
+    after = path.read_text()
+    assert "torch.where(h.sum() > 0, h * 2, h - 1)" in after and "scale = h.abs().mean().detach()" in after
+    # The written file compiles without a break, and computes what the old one did.
+    with patched_module(str(path), after) as new, patched_module(str(path), before) as old:
+        torch.manual_seed(0)
+        model_new, xs = new.build()
+        assert dynscope.report(model_new, xs).break_count == 0
+        torch.manual_seed(0)
+        model_old, _ = old.build()
+        assert compare(run_eager(model_old, [((xs,), {})]), run_eager(model_new, [((xs,), {})])).outputs_matched
+    capsys.readouterr()
+
+
+def test_the_result_as_text_page_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    res = _fix("clipped")
+    text = res.summary()
+    assert text.startswith("dynscope fix: clipped_scores\n2 break sites, 2 break events; 2 verified patches")
+    assert "--- a/fix_programs.py" in text and "outputs equal to eager: yes" in text
+    page = res.to_html()
+    assert "<pre class='diff'>" in page and "mask instead of select" in page
+    data = json.loads(json.dumps(res.to_dict()))
+    assert data["kind"] == "dynscope-fix" and len(data["patches"]) == 2 and data["patches"][0]["verified"]
+
+
+def test_the_cli_prints_json_and_writes(tmp_path: Path) -> None:
+    path = _user_file(tmp_path)
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "dynscope", "fix", f"{path}:build", "--json", "-q"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(done.stdout)  # the program's own prints went to stderr
+    assert [p["verified"] for p in data["patches"]] == [True, True, True]
+    assert "features" in done.stderr
+    wrote = subprocess.run([sys.executable, "-m", "dynscope", "fix", f"{path}:build", "--write", "-q"],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False)
+    assert wrote.returncode == 0 and "Written: " in wrote.stdout
+    assert (tmp_path / "mymodel.py.dynscope-backup").is_file()
+
+
+def test_a_function_defined_inside_another_is_proposed_not_verified(capsys: pytest.CaptureFixture[str]) -> None:
+    def local(x: torch.Tensor) -> torch.Tensor:
+        print("local", x.shape)
+        return x + 1
+
+    (p,) = dynscope.fix(local, torch.ones(2)).patches
+    assert not p.verified and "defined inside another function" in p.why_not
+    with patched_module(__file__, Path(__file__).read_text()) as module:
+        assert counterpart(local, __file__, module)[0] is None
+    capsys.readouterr()
+
+
+# -- the corpus, measured ---------------------------------------------------------------------------
+
+
+def measure() -> dict[str, Any]:
+    """Run fix over every corpus program: per category, sites found, patched, verified,
+    removed; every verified patch's rewrite against the SITE marker; verified patches that
+    change an output on a second, unseen input."""
+    per: dict[str, dict[str, int]] = {}
+    mismatched, changed = [], []
+    for build in fp.PROGRAMS.values():
+        model, inputs = build()
+        res = dynscope.fix(model, inputs)
+        for p in res.patches:
+            row = per.setdefault(p.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
+            row["found"] += 1
+            row["patched"] += 1
+            row["verified"] += p.verified
+            row["removed"] += p.verified and p.breaks_after == 0
+            want = _expected(p.lineno)
+            if p.verified and not want.startswith(p.rewrite.split(", then ")[0]):
+                mismatched.append((p.site, p.rewrite, want))
+            if not p.verified and want != "none" and not want.startswith(p.rewrite.split(", then ")[0]):
+                mismatched.append((p.site, p.rewrite, want))
+            if p.verified and not _same_on_new_input(build, p):
+                changed.append(p.site)
+        for u in res.unpatched:
+            row = per.setdefault(u.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
+            row["found"] += 1
+    return {"per": per, "mismatched": mismatched, "changed": changed}
+
+
+def _same_on_new_input(build: Any, p: dynscope.Patch) -> bool:
+    """The patched program, eager, on inputs of another seed, against the unpatched one."""
+    from dynscope._capture.fix.verify import run_compiled
+
+    model, inputs = build()
+    args = inputs if isinstance(inputs, tuple) else (inputs,)
+    fresh = tuple(a + torch.randn_like(a) * 0.5 if a.is_floating_point() else a for a in args)
+    calls = [(fresh, {})]
+    # The patch applied to the file as fix wrote it in the diff: rebuild the new text.
+    new = _apply_diff(Path(p.filename).read_text(encoding="utf-8"), p.diff)
+    with patched_module(p.filename, new) as module:
+        patched, _ = counterpart(model, p.filename, module)
+        return compare(run_eager(model, calls), run_compiled(patched, calls)).outputs_matched
+
+
+def _apply_diff(old: str, diff: str) -> str:
+    """A one-hunk-per-change unified diff applied to ``old`` (the diffs fix writes)."""
+    lines = old.splitlines(keepends=True)
+    out: list[str] = []
+    i = 0
+    for hunk in re.finditer(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@\n(.*?)(?=^@@|\Z)", diff, re.S | re.M):
+        start = int(hunk.group(1)) - 1
+        out += lines[i:start]
+        i = start
+        for ln in hunk.group(3).splitlines(keepends=True):
+            if ln.startswith("+"):
+                out.append(ln[1:])
+            elif ln.startswith("-"):
+                i += 1
+            else:
+                out.append(lines[i])
+                i += 1
+    return "".join(out + lines[i:])
+
+
+@pytest.mark.heavy
+def test_the_corpus_is_fixed_at_three_quarters_of_its_sites_and_no_verified_patch_changes_an_output(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    m = measure()
+    per = m["per"]
+    found = sum(r["found"] for r in per.values())
+    removed = sum(r["removed"] for r in per.values())
+    with capsys.disabled():
+        print(f"\nfix corpus: {removed} of {found} break sites removed by verified patches ({removed / found:.0%})")
+        for cat, r in sorted(per.items()):
+            print(f"  {cat:40} found {r['found']:2}  patched {r['patched']:2}  verified {r['verified']:2}  "
+                  f"removed {r['removed']:2}")
+    assert found >= 40
+    assert removed / found >= 0.75
+    assert m["changed"] == [], "a verified patch changed an output on another input"
+    assert m["mismatched"] == [], "a site was fixed (or not) otherwise than its SITE marker says"
