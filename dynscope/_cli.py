@@ -212,6 +212,8 @@ def _advise_args(sub: _Commands) -> None:
     a.add_argument("--memory", action="store_true",
                    help="also try the memory remedies (activation_memory_budget, activation checkpointing), "
                    "each measured for peak memory and step time")
+    a.add_argument("--patches", action="store_true",
+                   help="also try dynscope fix's source patches, each verified on a copy of your file, ranked beside the remedies")
     a.add_argument("--json", metavar="FILE", help="save the report, with its trials, as JSON")
     a.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle (with the \"What each fix buys\" table) to DIR")
 
@@ -434,7 +436,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     model, kwargs = _program(args.target)
     progress.phase("capturing the program, then trying each remedy")
     try:
-        advice = dynscope.advise(model, timing=args.timing, memory=args.memory, **kwargs)
+        advice = dynscope.advise(model, timing=args.timing, memory=args.memory, patches=args.patches, **kwargs)
     except dynscope.CaptureError as err:
         _model_raised(err, args)  # raises
     rep = advice.report

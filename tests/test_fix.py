@@ -337,3 +337,26 @@ def test_the_corpus_is_fixed_at_three_quarters_of_its_sites_and_no_verified_patc
     assert removed / found >= 0.75
     assert m["changed"] == [], "a verified patch changed an output on another input"
     assert m["mismatched"] == [], "a site was fixed (or not) otherwise than its SITE marker says"
+
+
+def test_advise_ranks_verified_patches_beside_the_config_remedies(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    _user_file(tmp_path)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import mymodel  # type: ignore[import-not-found]
+
+        model, x = mymodel.build()
+        adv = dynscope.advise(model, x, patches=True)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("mymodel", None)
+    names = [t.remedy for t in adv.trials]
+    patches = [t for t in adv.trials if t.remedy.startswith("source patch")]
+    assert len(patches) == 3 and all(t.helped and t.outputs_match for t in patches)
+    assert {t.target for t in patches} == {("mymodel.py:12",), ("mymodel.py:13",), ("mymodel.py:17",)}
+    # Whatever helped comes before what did not, and what was not run comes last.
+    assert names.index("is_compiling guard") > max(names.index(t.remedy) for t in patches)
+    assert all(t.after is not None and t.after.breaks < t.before.breaks for t in patches)
+    assert "source patch (branch to torch.where)" in adv.summary()
+    capsys.readouterr()

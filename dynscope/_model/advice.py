@@ -47,7 +47,7 @@ class Trial:
     # Fewer breaks or recompiles, or measured faster (timing) or a smaller peak (memory
     # remedies), with outputs unchanged. A break that only moved (``moved``) is not help.
     helped: bool = False
-    tried: bool = True  # False: a code change dynscope cannot make for you (shown, not run)
+    tried: bool = True  # False: a change to the user's code, shown, not run here (dynscope.fix verifies patches)
     outputs_match: bool = True  # the program's outputs with the remedy equal eager's
     error: str = ""  # why the remedy failed or was rejected ("changed outputs: ...")
     note: str = ""  # what else to know

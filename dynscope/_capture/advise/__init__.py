@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from dynscope._capture.advise.patches import patch_trials
 from dynscope._capture.advise.plans import (
     REMEDIES,
     Call,
@@ -66,6 +67,7 @@ def advise(
     memory: bool = False,
     budget_s: float | None = None,
     progress: bool | None = None,
+    patches: bool = False,
     **report_kwargs: Any,
 ) -> Advice:
     """Report on ``model``, then try each remedy that applies, one at a time, and measure it.
@@ -99,6 +101,8 @@ def advise(
             None: no limit. Defaults to None.
         progress: False says nothing on stderr; else one line per trial (a bar on a
             terminal), unless ``DYNSCOPE_PROGRESS=0``. Defaults to None.
+        patches: also try :func:`dynscope.fix`'s source patches, each a trial ranked beside
+            the config remedies (a verified patch helped). Defaults to False.
         **report_kwargs: passed to every :func:`dynscope.report` run (``inner``,
             ``dynamic``, ``coverage``, ``modes``, ``timing_options``, ``restore_state``).
 
@@ -122,7 +126,7 @@ def advise(
     if isinstance(model, Report):
         _no_inputs_beside(inputs, calls)
         return advise_report(model, timing=timing, variants=variants, memory=memory, budget_s=budget_s,
-                             progress=progress, **report_kwargs)
+                             progress=progress, patches=patches, **report_kwargs)
     _check_kwargs(report_kwargs)
     budget = _checked_budget(budget_s)
     memory = _checked_memory(memory)
@@ -132,7 +136,8 @@ def advise(
     show = Progress("advise", show=progress)
     show.phase("the report before any remedy")
     before = run_report(inner, call_list, _BEFORE_MEMORY if memory else NO_REMEDY, timing, report_kwargs)
-    return _advise(before, inner, call_list, timing, report_kwargs, rewrites, memory=memory, budget=budget, show=show)
+    return _advise(before, inner, call_list, timing, report_kwargs, rewrites, memory=memory, budget=budget, show=show,
+                   patches=patches)
 
 
 def advise_report(
@@ -143,6 +148,7 @@ def advise_report(
     memory: bool = False,
     budget_s: float | None = None,
     progress: bool | None = None,
+    patches: bool = False,
     **report_kwargs: Any,
 ) -> Advice:
     """``dynscope.advise(rep)``: advise on the model and calls a live report ran, with its options.
@@ -173,7 +179,8 @@ def advise_report(
     if (timing and not rep.timing) or (memory and (rep.memory is None or not rep.timing)):
         show.phase("the report before any remedy, measured as the trials are")
         before = run_report(model, call_list, _BEFORE_MEMORY if memory else NO_REMEDY, timing, report_kwargs)
-    return _advise(before, model, call_list, timing, report_kwargs, rewrites, memory=memory, budget=budget, show=show)
+    return _advise(before, model, call_list, timing, report_kwargs, rewrites, memory=memory, budget=budget, show=show,
+                   patches=patches)
 
 
 def _no_inputs_beside(inputs: Any, calls: Sequence[Any] | None) -> None:
@@ -238,6 +245,7 @@ def _advise(
     memory: bool = False,
     budget: Budget | None = None,
     show: Progress | None = None,
+    patches: bool = False,
 ) -> Advice:
     """Plan, run each trial, rank them: the engine both entry points share."""
     plans = plans_for(before, model, call_list, timing, memory)
@@ -268,6 +276,9 @@ def _advise(
             before, runs, model, call_list, timing, report_kwargs, reference, memory=memory, budget=budget, show=show,
         )
     trials = [t for _, t in runs]
+    if patches:
+        show.phase("source patches (dynscope.fix), each verified on a copy of your file")
+        trials += patch_trials(model, call_list)
     show.done()
     ordered = ranked(trials)
     note = "" if ordered else why_nothing_to_try(before)

@@ -289,7 +289,8 @@ def _logging_plans(rep: Report) -> list[Plan]:
     )
     plans.append(Plan(
         "is_compiling guard", guarded or "if not torch.compiler.is_compiling():\n    ...", target, tried=False,
-        note="a code change dynscope cannot make for you: the line is skipped while compiled (no output "
+        note="a change to your code (`dynscope fix` writes it and verifies it on a copy of your file; "
+             "advise(..., patches=True) ranks it here): the line is skipped while compiled (no output "
              "under torch.compile), and the graph no longer breaks there",
     ))
     return plans

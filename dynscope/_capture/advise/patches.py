@@ -1,0 +1,48 @@
+"""``advise(..., patches=True)``: dynscope.fix's source patches as trials beside the config
+remedies, ranked with them by what they bought (a verified patch is a remedy that helped)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dynscope._model.advice import Outcome, Trial
+
+if TYPE_CHECKING:
+    from dynscope._capture.advise.plans import Call
+    from dynscope._model.fix import Patch
+
+__all__ = ["patch_trials"]
+
+
+def _changed_lines(diff: str) -> str:
+    """The added lines of a patch, in one line: what the table shows (the diff is in fix)."""
+    added = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    return "; ".join(a for a in added if a)
+
+
+def as_trial(p: Patch) -> Trial:
+    """One patch as a trial: before and after as fix measured them."""
+    before = Outcome(graphs=p.graphs_before, breaks=p.program_breaks_before, coverage=p.coverage_before)
+    ran = p.outputs_matched is not None
+    after = Outcome(graphs=p.graphs_after, breaks=p.program_breaks_after, coverage=p.coverage_after) if ran else None
+    return Trial(
+        remedy=f"source patch ({p.rewrite})", code=_changed_lines(p.diff), target=(p.site,), before=before,
+        after=after, helped=p.verified, tried=True, outputs_match=bool(p.outputs_matched) if ran else True,
+        error="" if p.verified else p.why_not,
+        note="verified on a patched copy of your file: `dynscope fix ... --write` applies it" if p.verified else "",
+    )
+
+
+def patch_trials(model: Any, calls: list[Call]) -> list[Trial]:
+    """Every patch dynscope.fix proposes for the program, as trials."""
+    from dynscope._capture.fix import fix
+
+    inputs = [(_input(a, k)) for a, k in calls]
+    result = fix(model, calls=inputs) if len(inputs) > 1 else fix(model, inputs[0])
+    return [as_trial(p) for p in result.patches]
+
+
+def _input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if kwargs and not args:
+        return kwargs
+    return args[0] if len(args) == 1 and not isinstance(args[0], tuple) else args
