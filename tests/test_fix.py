@@ -6,7 +6,6 @@ backup; the CLI; and, in the heavy tier, the whole break corpus measured
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import textwrap
@@ -19,17 +18,10 @@ import torch
 import dynscope
 from dynscope._capture.fix.rewrites import candidates, combined
 from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_eager
+from tests.corpus import fix_measure
 from tests.corpus import fix_programs as fp
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = Path(fp.__file__).read_text(encoding="utf-8").splitlines()
-
-
-def _expected(lineno: int) -> str:
-    """The rewrite the corpus marks at a line (``# SITE: ...``)."""
-    found = re.search(r"# SITE: (.*)$", SOURCE[lineno - 1])
-    assert found, f"fix_programs.py:{lineno} carries no SITE marker"
-    return found.group(1).strip()
 
 
 def _fix(name: str, **kw: Any) -> dynscope.FixResult:
@@ -257,74 +249,11 @@ def test_a_function_defined_inside_another_is_proposed_not_verified(capsys: pyte
 # -- the corpus, measured ---------------------------------------------------------------------------
 
 
-def measure() -> dict[str, Any]:
-    """Run fix over every corpus program: per category, sites found, patched, verified,
-    removed; every verified patch's rewrite against the SITE marker; verified patches that
-    change an output on a second, unseen input."""
-    per: dict[str, dict[str, int]] = {}
-    mismatched, changed = [], []
-    for build in fp.PROGRAMS.values():
-        model, inputs = build()
-        res = dynscope.fix(model, inputs)
-        for p in res.patches:
-            row = per.setdefault(p.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
-            row["found"] += 1
-            row["patched"] += 1
-            row["verified"] += p.verified
-            row["removed"] += p.verified and p.breaks_after == 0
-            want = _expected(p.lineno)
-            if p.verified and not want.startswith(p.rewrite.split(", then ")[0]):
-                mismatched.append((p.site, p.rewrite, want))
-            if not p.verified and want != "none" and not want.startswith(p.rewrite.split(", then ")[0]):
-                mismatched.append((p.site, p.rewrite, want))
-            if p.verified and not _same_on_new_input(build, p):
-                changed.append(p.site)
-        for u in res.unpatched:
-            row = per.setdefault(u.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
-            row["found"] += 1
-    return {"per": per, "mismatched": mismatched, "changed": changed}
-
-
-def _same_on_new_input(build: Any, p: dynscope.Patch) -> bool:
-    """The patched program, eager, on inputs of another seed, against the unpatched one."""
-    from dynscope._capture.fix.verify import run_compiled
-
-    model, inputs = build()
-    args = inputs if isinstance(inputs, tuple) else (inputs,)
-    fresh = tuple(a + torch.randn_like(a) * 0.5 if a.is_floating_point() else a for a in args)
-    calls = [(fresh, {})]
-    # The patch applied to the file as fix wrote it in the diff: rebuild the new text.
-    new = _apply_diff(Path(p.filename).read_text(encoding="utf-8"), p.diff)
-    with patched_module(p.filename, new) as module:
-        patched, _ = counterpart(model, p.filename, module)
-        return compare(run_eager(model, calls), run_compiled(patched, calls)).outputs_matched
-
-
-def _apply_diff(old: str, diff: str) -> str:
-    """A one-hunk-per-change unified diff applied to ``old`` (the diffs fix writes)."""
-    lines = old.splitlines(keepends=True)
-    out: list[str] = []
-    i = 0
-    for hunk in re.finditer(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@\n(.*?)(?=^@@|\Z)", diff, re.S | re.M):
-        start = int(hunk.group(1)) - 1
-        out += lines[i:start]
-        i = start
-        for ln in hunk.group(3).splitlines(keepends=True):
-            if ln.startswith("+"):
-                out.append(ln[1:])
-            elif ln.startswith("-"):
-                i += 1
-            else:
-                out.append(lines[i])
-                i += 1
-    return "".join(out + lines[i:])
-
-
 @pytest.mark.heavy
 def test_the_corpus_is_fixed_at_three_quarters_of_its_sites_and_no_verified_patch_changes_an_output(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    m = measure()
+    m = fix_measure.measure()
     per = m["per"]
     found = sum(r["found"] for r in per.values())
     removed = sum(r["removed"] for r in per.values())

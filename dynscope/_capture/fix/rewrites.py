@@ -119,9 +119,20 @@ def _statement_at(tree: ast.Module, lineno: int) -> ast.stmt | None:
     return best
 
 
+def _trailing_comment(source: str, stmt: ast.stmt) -> str:
+    """The comment after a one-line statement ("  # debug"), "" when none."""
+    if stmt.end_lineno != stmt.lineno or stmt.end_col_offset is None:
+        return ""
+    rest = source.splitlines()[stmt.lineno - 1][stmt.end_col_offset:]
+    return rest.rstrip() if rest.lstrip().startswith("#") else ""
+
+
 def _replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str) -> Rewrite:
     lines = source.splitlines(keepends=True)
     first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
+    comment = _trailing_comment(source, stmt)
+    if comment and len(new_lines) == 1 and not new_lines[0].rstrip().endswith(comment.strip()):
+        new_lines = [new_lines[0] + comment]
     indent = " " * stmt.col_offset
     body = [indent + ln + "\n" if ln else "\n" for ln in new_lines]
     out = lines[: first - 1] + body + lines[last:]

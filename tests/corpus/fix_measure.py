@@ -1,0 +1,85 @@
+"""The fix corpus measured (tests/corpus/fix_programs.py): per break category, sites found,
+patched, verified and removed; verified patches checked again on inputs fix never saw.
+Used by tests/test_fix.py (heavy tier) and benchmarks/fix_corpus.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import dynscope
+from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
+from tests.corpus import fix_programs as fp
+
+SOURCE = Path(fp.__file__).read_text(encoding="utf-8").splitlines()
+
+
+def expected(lineno: int) -> str:
+    """The rewrite the corpus marks at a line (``# SITE: ...``)."""
+    found = re.search(r"# SITE: (.*)$", SOURCE[lineno - 1])
+    if not found:
+        raise AssertionError(f"fix_programs.py:{lineno} carries no SITE marker")
+    return found.group(1).strip()
+
+
+def measure() -> dict[str, Any]:
+    """Run fix over every corpus program: per category, sites found, patched, verified,
+    removed; every patch's rewrite against the SITE marker; verified patches that change an
+    output on a second, unseen input."""
+    per: dict[str, dict[str, int]] = {}
+    mismatched, changed = [], []
+    for build in fp.PROGRAMS.values():
+        model, inputs = build()
+        res = dynscope.fix(model, inputs)
+        for p in res.patches:
+            row = per.setdefault(p.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
+            row["found"] += 1
+            row["patched"] += 1
+            row["verified"] += p.verified
+            row["removed"] += p.verified and p.breaks_after == 0
+            want, first = expected(p.lineno), p.rewrite.split(", then ")[0]
+            if (p.verified or want != "none") and not want.startswith(first):
+                mismatched.append((p.site, p.rewrite, want))
+            if p.verified and not _same_on_new_input(build, p):
+                changed.append(p.site)
+        for u in res.unpatched:
+            row = per.setdefault(u.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
+            row["found"] += 1
+            if expected(int(u.site.rsplit(":", 1)[1])) != "none":
+                mismatched.append((u.site, "no patch", expected(int(u.site.rsplit(":", 1)[1]))))
+    return {"per": per, "mismatched": mismatched, "changed": changed}
+
+
+def _same_on_new_input(build: Any, p: dynscope.Patch) -> bool:
+    """The patched program compiled, on inputs of another draw, against the unpatched eager one."""
+    model, inputs = build()
+    args = inputs if isinstance(inputs, tuple) else (inputs,)
+    fresh = tuple(a + torch.randn_like(a) * 0.5 if a.is_floating_point() else a for a in args)
+    calls = [(fresh, {})]
+    new = apply_diff(Path(p.filename).read_text(encoding="utf-8"), p.diff)
+    with patched_module(p.filename, new) as module:
+        patched, _ = counterpart(model, p.filename, module)
+        return compare(run_eager(model, calls), run_compiled(patched, calls)).outputs_matched
+
+
+def apply_diff(old: str, diff: str) -> str:
+    """A unified diff as fix writes it, applied to ``old``."""
+    lines = old.splitlines(keepends=True)
+    out: list[str] = []
+    i = 0
+    for hunk in re.finditer(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@\n(.*?)(?=^@@|\Z)", diff, re.S | re.M):
+        start = int(hunk.group(1)) - 1
+        out += lines[i:start]
+        i = start
+        for ln in hunk.group(3).splitlines(keepends=True):
+            if ln.startswith("+"):
+                out.append(ln[1:])
+            elif ln.startswith("-"):
+                i += 1
+            else:
+                out.append(lines[i])
+                i += 1
+    return "".join(out + lines[i:])
