@@ -1,7 +1,9 @@
 """dynscope.fix (issue 35): each rewrite on a program where it applies and on one where it
 must not, verified by rerunning live compiles; library code left alone; --write with a
-backup; the CLI; and, in the heavy tier, the whole break corpus measured
-(tests/corpus/fix_programs.py)."""
+backup; the CLI; the whole break corpus measured (tests/corpus/fix_programs.py).
+
+Each fix reruns its program several times under torch.compile: those tests are in the heavy
+tier (the whole suite); the rewrites' text tests stay in the fast tier."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ def _patch(result: dynscope.FixResult, rewrite: str) -> dynscope.Patch:
 # -- each rewrite, where it applies and where it must not -----------------------------------------
 
 
+@pytest.mark.heavy
 def test_a_guarded_print_is_verified_and_a_print_that_mutates_is_not(capsys: pytest.CaptureFixture[str]) -> None:
     res = _fix("logged_stack")
     guarded = [p for p in res.patches if p.rewrite == "guard side effect"]
@@ -49,6 +52,7 @@ def test_a_guarded_print_is_verified_and_a_print_that_mutates_is_not(capsys: pyt
     capsys.readouterr()
 
 
+@pytest.mark.heavy
 def test_a_branch_becomes_torch_where_unless_the_branches_differ_in_shape() -> None:
     res = _fix("clipped")
     where = _patch(res, "branch to torch.where")
@@ -60,6 +64,7 @@ def test_a_branch_becomes_torch_where_unless_the_branches_differ_in_shape() -> N
     assert "the patched program raised" in shape.why_not
 
 
+@pytest.mark.heavy
 def test_a_multi_statement_branch_becomes_torch_cond() -> None:
     cond = _patch(_fix("regularised"), "branch to torch.cond")
     assert cond.verified and cond.gradients_matched is True
@@ -67,6 +72,7 @@ def test_a_multi_statement_branch_becomes_torch_cond() -> None:
     assert "return (penalty.clone(),)" in cond.diff  # no operand returned as it is
 
 
+@pytest.mark.heavy
 def test_item_stays_a_detached_tensor_unless_python_needs_the_number() -> None:
     res = _fix("train_loss")
     item = _patch(res, "keep it a tensor")
@@ -76,6 +82,7 @@ def test_item_stays_a_detached_tensor_unless_python_needs_the_number() -> None:
     assert loop.rewrite == "keep it a tensor" and not loop.verified, "range() needs a Python int"
 
 
+@pytest.mark.heavy
 def test_a_moved_break_is_followed_into_one_patch_of_both_statements() -> None:
     res = _fix("kv_step")
     (both,) = [p for p in res.patches if p.site.endswith(":133")]
@@ -87,6 +94,7 @@ def test_a_moved_break_is_followed_into_one_patch_of_both_statements() -> None:
     assert not moved.verified and "the break moved to fix_programs.py:80" in moved.why_not
 
 
+@pytest.mark.heavy
 def test_masks_clones_and_detaches() -> None:
     mask = _patch(_fix("clipped"), "mask instead of select")
     assert mask.verified and "torch.where(scores > 0.5, scores, 0).sum()" in mask.diff
@@ -98,6 +106,7 @@ def test_masks_clones_and_detaches() -> None:
     assert res.breaks_before == 3 and res.breaks_after == 0 and res.outputs_matched_after is True
 
 
+@pytest.mark.heavy
 def test_a_statement_no_rewrite_knows_is_said_with_pytorchs_remedy() -> None:
     res = _fix("generation_loop")
     assert not res.patches
@@ -127,6 +136,7 @@ def test_two_rewrites_of_one_file_apply_together() -> None:
 # -- whose code, and writing --------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_a_break_inside_an_installed_package_gets_no_edit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pkg = tmp_path / "site-packages" / "fakepkg"
     pkg.mkdir(parents=True)
@@ -179,6 +189,7 @@ def _user_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.heavy
 def test_write_applies_the_verified_patches_and_keeps_a_backup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _user_file(tmp_path)
     before = path.read_text()
@@ -208,6 +219,7 @@ def test_write_applies_the_verified_patches_and_keeps_a_backup(tmp_path: Path, c
     capsys.readouterr()
 
 
+@pytest.mark.heavy
 def test_the_result_as_text_page_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     res = _fix("clipped")
     text = res.summary()
@@ -219,6 +231,7 @@ def test_the_result_as_text_page_and_json(capsys: pytest.CaptureFixture[str]) ->
     assert data["kind"] == "dynscope-fix" and len(data["patches"]) == 2 and data["patches"][0]["verified"]
 
 
+@pytest.mark.heavy
 def test_the_cli_prints_json_and_writes(tmp_path: Path) -> None:
     path = _user_file(tmp_path)
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
@@ -234,6 +247,7 @@ def test_the_cli_prints_json_and_writes(tmp_path: Path) -> None:
     assert (tmp_path / "mymodel.py.dynscope-backup").is_file()
 
 
+@pytest.mark.heavy
 def test_a_function_defined_inside_another_is_proposed_not_verified(capsys: pytest.CaptureFixture[str]) -> None:
     def local(x: torch.Tensor) -> torch.Tensor:
         print("local", x.shape)
@@ -268,6 +282,7 @@ def test_the_corpus_is_fixed_at_three_quarters_of_its_sites_and_no_verified_patc
     assert m["mismatched"] == [], "a site was fixed (or not) otherwise than its SITE marker says"
 
 
+@pytest.mark.heavy
 def test_advise_ranks_verified_patches_beside_the_config_remedies(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     _user_file(tmp_path)
@@ -288,4 +303,26 @@ def test_advise_ranks_verified_patches_beside_the_config_remedies(tmp_path: Path
     assert names.index("is_compiling guard") > max(names.index(t.remedy) for t in patches)
     assert all(t.after is not None and t.after.breaks < t.before.breaks for t in patches)
     assert "source patch (branch to torch.where)" in adv.summary()
+    capsys.readouterr()
+
+
+@pytest.mark.heavy
+def test_fix_leaves_pytorch_and_the_users_state_as_it_found_them(capsys: pytest.CaptureFixture[str]) -> None:
+    from dynscope import _torch
+
+    model, inputs = fp.PROGRAMS["clipped"]()
+    compiled = torch.compile(model, backend="eager")
+    compiled(*inputs)  # the user's own compile first: it must survive fix
+    torch.manual_seed(123)
+    rng = torch.random.get_rng_state()
+    state = _torch.snapshot_state()
+    modules = set(sys.modules)
+    with dynscope.capture() as cap:  # a capture open around fix sees the user's program only
+        res = dynscope.fix(model, inputs)
+    assert res.verified and torch.equal(torch.random.get_rng_state(), rng)
+    assert _torch.snapshot_state() == state
+    assert not [m for m in set(sys.modules) - modules if m.startswith("_dynscope_fix_")]
+    assert all(g.frame.startswith(("clipped_scores", "torch_dynamo_resume")) for g in cap.report.graphs)
+    assert cap.report.break_count == res.breaks_before  # the patched copies' compiles are not counted
+    assert torch.equal(compiled(*inputs), model(*inputs))
     capsys.readouterr()

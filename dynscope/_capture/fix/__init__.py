@@ -23,6 +23,7 @@ from dynscope._errors import InputError
 from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
 from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._torch.registry import is_user_file, library_of
+from dynscope._torch.trace import own_work
 from dynscope._write import write_text
 
 if TYPE_CHECKING:
@@ -168,7 +169,8 @@ def _rerun(model: Any, calls: Calls, filename: str, text: str, eager: Run) -> tu
         if patched is None:
             return _Rerun(None, path, why), None
         try:
-            rep = _report(patched, calls)
+            with own_work():  # the patched copy is dynscope's work, not the user's program
+                rep = _report(patched, calls)
             got = run_compiled(patched, calls)
         except Exception as err:  # noqa: BLE001 - the patched program failed: not verified, said why
             said = str(err).strip().splitlines()

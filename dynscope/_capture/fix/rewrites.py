@@ -420,8 +420,8 @@ class _Cloned(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
         f = node.func
-        if (isinstance(f, ast.Attribute) and f.attr == "deepcopy" and len(node.args) == 1
-                or isinstance(f, ast.Name) and f.id == "deepcopy" and len(node.args) == 1):
+        called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if called == copy.deepcopy.__name__ and len(node.args) == 1:  # copy.deepcopy(x) or deepcopy(x)
             self.changed = True
             return ast.Call(func=ast.Attribute(value=node.args[0], attr="clone"), args=[], keywords=[])
         return node

@@ -25,6 +25,8 @@ from typing import Any
 import torch
 
 from dynscope._torch.runtime import compare_outputs, tensors
+from dynscope._torch.sandbox import DynamoSandbox, compile_kwargs
+from dynscope._torch.trace import own_work
 
 __all__ = ["Evidence", "Run", "counterpart", "patched_module", "run_eager", "run_compiled"]
 
@@ -188,8 +190,12 @@ def run_compiled(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) 
     captured them) on copies of the inputs; ``obj`` is already the patched copy."""
     fresh = _fresh(calls)
     model = _copied(obj)
-    compiled = torch.compile(model, backend="eager")
-    outputs = [_call(compiled, a, k) for a, k in fresh]
+    # In dynscope's sandbox, as its own work: Dynamo's counters, config and caches are put
+    # back, and a capture() the user opened around fix() does not count these compiles.
+    with DynamoSandbox(model) as sandbox, own_work():
+        compiled = torch.compile(model, backend="eager", **compile_kwargs())
+        sandbox.own(compiled)
+        outputs = [_call(compiled, a, k) for a, k in fresh]
     return Run(outputs, _grads(model, fresh, outputs))
 
 
