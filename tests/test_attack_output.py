@@ -421,6 +421,7 @@ def _one_error_line(res: subprocess.CompletedProcess[str], needle: str) -> None:
     assert needle in res.stderr
 
 
+@pytest.mark.heavy  # four fresh Pythons running the command line
 def test_cli_bad_files_are_one_line_exit_2(tmp_path: Path, mlp_report: Report) -> None:
     (tmp_path / "bad.json").write_bytes(b"\xff\xfe not a report")
     _one_error_line(_cli("show", "bad.json", cwd=tmp_path), "bad.json is not UTF-8")

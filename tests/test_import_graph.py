@@ -298,6 +298,7 @@ def test_reading_modules_do_not_import_torch() -> None:
     assert culprit is None, f"importing {culprit} imported torch (checked in order: {readers})"
 
 
+@pytest.mark.heavy  # a fresh Python reading every stored report
 def test_reading_a_report_never_imports_torch(tmp_path: Path) -> None:
     # Stored reports from real compiles (scripts/record_golden_reports.py): graphs, break
     # sites, a recompile, lowering and advice between them. Everything a reader does, through
@@ -326,6 +327,7 @@ print("torch" in sys.modules)
     assert res.stdout.strip() == "False", "reading and rendering a saved report imported torch"
 
 
+@pytest.mark.heavy  # a fresh Python reading every recorded release's logs
 def test_reading_a_trace_never_imports_torch(tmp_path: Path) -> None:
     # Real TORCH_TRACE logs of every recorded release (tests/traces/torch-*/logs): one rank, a job's
     # folder of two ranks (read in parallel processes too), the command line on both.

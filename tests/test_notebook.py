@@ -65,7 +65,7 @@ def test_quickstart_repr_is_one_short_line(quickstart: dynscope.Report) -> None:
     assert repr(b).startswith(f"<GraphBreak quickstart.py:{b.lineno} {b.category} x{b.count}: ")
 
 
-@pytest.mark.parametrize("name", ["quickstart", *STORED])
+@pytest.mark.parametrize("name", [pytest.param("quickstart", marks=pytest.mark.heavy), *STORED])  # the whole example
 def test_every_repr_is_short(name: str, request: pytest.FixtureRequest) -> None:
     rep = request.getfixturevalue("quickstart") if name == "quickstart" else stored(name)
     seen = 0

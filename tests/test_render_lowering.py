@@ -283,6 +283,7 @@ def test_hostile_strings_still_render(train) -> None:
     assert f'fillcolor="{KERNEL_PALETTE[1]}"' in line and 'color="#b2182b"' in line
 
 
+@pytest.mark.heavy  # a whole bundle drawn with Graphviz
 def test_report_pictures_and_bundle(train, tmp_path: Path) -> None:
     program, graphs, aot = lay_out(train).as_tuple()
     assert program.startswith("<svg") and set(graphs) == {0, 1, 2}

@@ -283,6 +283,7 @@ def test_the_environment_variable_is_read_and_checked() -> None:
         watch_from_env({"DYNSCOPE_WATCH_RANKS": "1", "DYNSCOPE_WATCH_WAIT_S": "soon"})
 
 
+@pytest.mark.heavy  # a fresh interpreter importing torch: seconds
 def test_python_m_dynscope_watch_runs_a_script_as_python_would(tmp_path: Path) -> None:
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent("""

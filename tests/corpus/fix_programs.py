@@ -235,6 +235,23 @@ def train_loss() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
     return TrainModel(), (_x(8, 8), _x(8, 1, seed=1))
 
 
+def sgd_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """A whole training step: forward, loss, backward, the optimizer's update, and a log line."""
+    loss = (model(x) - y).square().mean()
+    loss.backward()  # SITE: none
+    opt.step()  # SITE: on purpose
+    opt.zero_grad()  # SITE: on purpose
+    print(f"step loss {loss.item():.4f}")  # SITE: guard side effect
+    return loss.detach()
+
+
+def train_step() -> tuple[Any, tuple[Any, ...]]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    return sgd_step, (model, opt, _x(8, 8), _x(8, 1, seed=1))
+
+
 class Regularised(nn.Module):
     """A loss with a reference copy, a frozen statistic and a branchy penalty."""
 
@@ -328,6 +345,38 @@ def loops() -> tuple[Any, torch.Tensor]:
     return loop_count, _x(4)
 
 
+def uneven_branches(x: torch.Tensor) -> torch.Tensor:
+    """Two statements a branch, of other shapes: neither torch.where nor torch.cond holds them."""
+    if x.mean() > 0:  # SITE: none
+        head = x[:2]
+        out = head * 2
+    else:
+        head = x
+        out = x + 1
+    return out.sum() + head.sum()
+
+
+def uneven() -> tuple[Any, torch.Tensor]:
+    return uneven_branches, _x(4, 3)
+
+
+class CopiesItsLayer(nn.Module):
+    """A module deep-copied inside forward: .clone() is no method of a module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        frozen = copy.deepcopy(self.fc)  # SITE: none
+        return frozen(x) + self.fc(x)
+
+
+def copies_layer() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return CopiesItsLayer(), _x(2, 4)
+
+
 #: Every program of the corpus: name -> builder.
 PROGRAMS = {
     "attention": attention,
@@ -338,10 +387,13 @@ PROGRAMS = {
     "preprocessing": preprocessing,
     "clipped": clipped,
     "train_loss": train_loss,
+    "train_step": train_step,
     "metrics": metrics,
     "generation_loop": generation_loop,
     "regularised": regularised,
     "mutating": mutating,
     "shapes": shapes,
     "loops": loops,
+    "uneven": uneven,
+    "copies_layer": copies_layer,
 }

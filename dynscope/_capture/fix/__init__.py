@@ -9,6 +9,7 @@ packages get no edit: the result says whose code it is and what to do instead.
 
 from __future__ import annotations
 
+import copy
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,9 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
 
 
 def _report(model: Any, calls: Calls) -> Report:
+    # On copies: a train step updates the model and optimizer it is given, and every run of
+    # fix (before, each patch) must start where the user's program starts, which it leaves alone.
+    calls = copy.deepcopy(calls)
     return report(model, calls=[_as_input(a, k) for a, k in calls]) if len(calls) > 1 else report(
         model, _as_input(*calls[0]))
 

@@ -455,7 +455,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, _Text], tuple[list[str], str, 
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, _tensor),
     BRANCH: (_where, _cond),
-    SCALAR: (_where, _cond, _tensor),
+    SCALAR: (_where, _cond, _tensor, _guard),  # a print of loss.item(): guarded when kept a tensor fails
     DYNAMIC_SHAPE: (_mask, _where),
     DEEPCOPY: (_clone,),
     REQUIRES_GRAD: (_detach,),

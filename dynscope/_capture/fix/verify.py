@@ -40,13 +40,26 @@ class Run:
 
     outputs: list[Any]
     grads: dict[str, torch.Tensor]
+    weights: dict[str, torch.Tensor] | None = None  # parameters and buffers after the calls (a train step updates them)
 
 
 @dataclass(frozen=True)
 class Evidence:
-    outputs_matched: bool
+    outputs_matched: bool  # outputs, and the weights after the calls (a train step's update)
     gradients_matched: bool | None
     max_abs_error: float
+
+
+def _weights(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> dict[str, torch.Tensor]:
+    """The state of the model and of every module passed as an argument, after the calls."""
+    owners: list[tuple[str, torch.nn.Module]] = []
+    model = obj.__self__ if isinstance(obj, types.MethodType) else obj
+    if isinstance(model, torch.nn.Module):
+        owners.append(("model", model))
+    for i, (args, kwargs) in enumerate(calls):
+        owners += [(f"call {i} arg {j}", a) for j, a in enumerate([*args, *kwargs.values()])
+                   if isinstance(a, torch.nn.Module)]
+    return {f"{who} {name}": t.detach().clone() for who, m in owners for name, t in m.state_dict().items()}
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -182,7 +195,7 @@ def run_eager(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> 
     model = _copied(obj)
     fresh = _fresh(calls)
     outputs = [_call(model, a, k) for a, k in fresh]
-    return Run(outputs, _grads(model, fresh, outputs))
+    return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh))
 
 
 def run_compiled(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Run:
@@ -196,12 +209,15 @@ def run_compiled(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) 
         compiled = torch.compile(model, backend="eager", **compile_kwargs())
         sandbox.own(compiled)
         outputs = [_call(compiled, a, k) for a, k in fresh]
-    return Run(outputs, _grads(model, fresh, outputs))
+    return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh))
 
 
 def compare(expected: Run, got: Run) -> Evidence:
     """Outputs and gradients within the numerics check's tolerances (dynscope's timing check's)."""
     max_abs, _, ok = compare_outputs(expected.outputs, got.outputs)
+    if expected.weights is not None and got.weights is not None:
+        ok = ok and expected.weights.keys() == got.weights.keys() and all(
+            compare_outputs(expected.weights[k], got.weights[k])[2] for k in expected.weights)
     grads: bool | None = None
     if expected.grads or got.grads:
         grads = expected.grads.keys() == got.grads.keys() and all(
