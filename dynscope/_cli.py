@@ -462,7 +462,8 @@ def _cmd_fix(args: argparse.Namespace) -> int:
         with quiet:
             result = dynscope.fix(model, write=args.write, **kwargs)
     except dynscope.CaptureError as err:
-        _model_raised(err, args)  # raises
+        raise UsageError(f"{args.target}: the program raised before any patch: {err}".splitlines()[0],
+                         dynscope.raised_at(err)) from err
     progress.done()
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))

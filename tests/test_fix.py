@@ -137,6 +137,42 @@ def test_a_train_step_is_verified_on_its_updated_weights(capsys: pytest.CaptureF
 
 
 @pytest.mark.heavy
+def test_a_model_with_batchnorm_is_verified_and_left_as_it_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bnmodel.py"
+    path.write_text(textwrap.dedent('''
+        import torch
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.bn = nn.BatchNorm1d(4)
+
+            def forward(self, x):
+                h = self.bn(self.fc(x))
+                print("batch", h.shape)
+                return h.relu()
+    ''').lstrip())
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import bnmodel  # type: ignore[import-not-found]
+
+        torch.manual_seed(0)
+        model = bnmodel.Net()
+        stats = model.bn.running_mean.clone(), int(model.bn.num_batches_tracked)
+        res = dynscope.fix(model, torch.randn(8, 4))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("bnmodel", None)
+    (p,) = res.patches
+    assert p.verified, p.why_not
+    assert torch.equal(model.bn.running_mean, stats[0]) and int(model.bn.num_batches_tracked) == stats[1]
+    capsys.readouterr()
+
+
+@pytest.mark.heavy
 def test_masks_clones_and_detaches() -> None:
     mask = _patch(_fix("clipped"), "mask instead of select")
     assert mask.verified and "torch.where(scores > 0.5, scores, 0).sum()" in mask.diff
@@ -158,16 +194,57 @@ def test_a_statement_no_rewrite_knows_is_said_with_pytorchs_remedy() -> None:
 
 
 def test_rewrites_refuse_statements_of_other_shapes() -> None:
-    src = "def f(x):\n    x.add_(1)\n    return x\n"
-    assert candidates(src, 2, "logging/print side effect")[0] == []
-    assert candidates(src, 2, "no such category")[1] == "no rewrite is known for a 'no such category' break"
+    src = "import torch\ndef f(x):\n    x.add_(1)\n    return x\n"
+    assert candidates(src, 3, "logging/print side effect")[0] == []
+    assert candidates(src, 3, "no such category")[1] == "no rewrite is known for a 'no such category' break"
     assert "does not parse" in candidates("def f(:\n", 1, "logging/print side effect")[1]
-    branchy = "def f(x):\n    if x.sum() > 0:\n        print(x)\n    return x\n"
-    assert candidates(branchy, 2, "data-dependent branch")[0] == [], "a branch with a side effect is no torch.where"
-    mean = "def f(x):\n    return x[x > 0].mean()\n"
-    assert candidates(mean, 2, "data-dependent guard/shape")[0] == [], "the masked mean is not the mean of the selected"
-    on = "def f(x):\n    y = x * 2\n    y.requires_grad = True\n    return y\n"
-    assert candidates(on, 3, "tensor attribute mutation (requires_grad)")[0] == [], "detach cannot turn grad on"
+    branchy = "import torch\ndef f(x):\n    if x.sum() > 0:\n        print(x)\n    return x\n"
+    assert candidates(branchy, 3, "data-dependent branch")[0] == [], "a branch with a side effect is no torch.where"
+    mean = "import torch\ndef f(x):\n    return x[x > 0].mean()\n"
+    assert candidates(mean, 3, "data-dependent guard/shape")[0] == [], "the masked mean is not the mean of the selected"
+    on = "import torch\ndef f(x):\n    y = x * 2\n    y.requires_grad = True\n    return y\n"
+    assert candidates(on, 4, "tensor attribute mutation (requires_grad)")[0] == [], "detach cannot turn grad on"
+
+
+def test_rewrites_refuse_what_would_change_meaning() -> None:
+    head = "import torch\ndef f(x, mask, n, y, z):\n"
+
+    def names(body: str, line: int, category: str) -> list[str]:
+        return [r.name for r in candidates(head + body, line, category)[0]]
+
+    # An elif, or a statement sharing its line, is not rewritten line by line.
+    assert candidates(head + "    if x.sum() > 0:\n        y = x\n    elif x.sum() < 0:\n        y = -x\n    return y\n",
+                      5, "data-dependent branch")[1].endswith("does not start its line (an elif, or after another statement)")
+    assert "does not start its line" in candidates(head + "    y = x; print(y)\n    return y\n", 3,
+                                                   "logging/print side effect")[1]
+    assert "does not `import torch`" in candidates("def f(x):\n    print(x)\n", 2, "logging/print side effect")[1]
+    # `is None and ...` short-circuits: no `&`. A plain name may be a Python bool.
+    assert names("    if mask is not None and mask.any():\n        y = x * 2\n    return y\n", 3, "data-dependent branch") == []
+    assert names("    if n and x.sum() > 0:\n        y = x * 2\n    return y\n", 3, "data-dependent branch") == []
+    # int() truncates: it stays.
+    (where,) = candidates(head + "    if int(x.sum()) > 0:\n        y = x * 2\n    return y\n", 3, "data-dependent branch")[0]
+    assert "int(x.sum()) > 0" in where.source
+    # One where per name must read what the branch reads: else `b = z; a = b * 2` reads its new b.
+    order = "    if x.sum() > 0:\n        a = x\n        b = y\n    else:\n        b = z\n        a = b * 2\n    return a + b\n"
+    assert "branch to torch.where" not in names(order, 3, "data-dependent branch")
+    # A sum over a dim, or a mask of another tensor, is no masked sum.
+    assert names("    return x[x > 0].sum(dim=1)\n", 3, "data-dependent guard/shape") == []
+    assert names("    return x[mask > 0].sum()\n", 3, "data-dependent guard/shape") == []
+    # float() around something the rewrite did not make stays.
+    (item,) = candidates(head + "    s = float(n) * x.sum().item()\n    return x / s\n", 3, ".item()/scalar output")[0]
+    assert "float(n) * x.sum().detach()" in item.source
+
+
+def test_outputs_compare_dtypes_and_python_numbers() -> None:
+    from dynscope._capture.fix.verify import Run
+
+    def ev(a: Any, b: Any) -> bool:
+        return compare(Run([a], {}), Run([b], {})).outputs_matched
+
+    assert ev({"loss": 1.0, "t": torch.ones(2)}, {"loss": 1.0, "t": torch.ones(2)})
+    assert not ev({"loss": 1.0}, {"loss": 1.5}), "a Python number that changed"
+    assert not ev(torch.ones(2), torch.ones(2, dtype=torch.float64)), "a dtype that changed"
+    assert not ev((torch.ones(1), "a"), (torch.ones(1), "b"))
 
 
 def test_two_rewrites_of_one_file_apply_together() -> None:

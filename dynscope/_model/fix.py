@@ -68,6 +68,7 @@ class FixResult(FixShortcuts):
     outputs_matched_after: bool | None = None  # the same, for outputs
     written: tuple[str, ...] = ()  # files written (--write), each with a backup beside it
     backups: tuple[str, ...] = ()
+    note: str = ""  # why write=True wrote nothing ("" otherwise)
 
     @property
     def verified(self) -> tuple[Patch, ...]:

@@ -44,7 +44,7 @@ def _head(result: FixResult) -> str:
 def fix_text(result: FixResult) -> str:
     """The patches (verified first), each with its diff and evidence, then the sites left alone."""
     lines = [_head(result)]
-    for p in sorted(result.patches, key=lambda p: (not p.verified, p.site)):
+    for p in sorted(result.patches, key=lambda p: (not p.verified, p.filename, p.lineno)):
         state = "verified" if p.verified else f"proposed, not verified: {p.why_not}"
         lines += ["", f"{p.site}  {p.category}  [{p.rewrite}]  {state}", f"    {evidence(p)}"]
         if p.assumes:
@@ -55,6 +55,8 @@ def fix_text(result: FixResult) -> str:
         lines += [f"  {u.site}  {u.category}  ({u.owner}): {u.why}" for u in result.unpatched]
     if result.written:
         lines += ["", "Written: " + ", ".join(result.written) + " (backups: " + ", ".join(result.backups) + ")"]
+    if result.note:
+        lines += ["", result.note]
     return "\n".join(lines) + "\n"
 
 
@@ -62,7 +64,7 @@ def fix_html(result: FixResult) -> str:
     """One self-contained page: the patches with diffs and evidence, then the sites left alone."""
     title = f"dynscope fix: {result.title or 'program'}"
     parts = [f"<header><h1>{esc(title)}</h1><div class='totals'>{esc(_head(result).splitlines()[1])}</div></header><main>"]
-    for p in sorted(result.patches, key=lambda p: (not p.verified, p.site)):
+    for p in sorted(result.patches, key=lambda p: (not p.verified, p.filename, p.lineno)):
         state = "verified" if p.verified else f"proposed, not verified: {p.why_not}"
         parts.append(
             f"<section class='patch'><h2><code>{esc(p.site)}</code> {esc(p.category)} [{esc(p.rewrite)}]</h2>"

@@ -19,7 +19,7 @@ import torch
 
 from dynscope._capture.capture import _MISSING, normalise_calls, report, title_of
 from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
-from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
+from dynscope._capture.fix.verify import compare, copied, counterpart, patched_module, run_compiled, run_eager
 from dynscope._errors import InputError
 from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
 from dynscope._model.fix import FixResult, Patch, Unpatched
@@ -80,8 +80,9 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
     patches: list[Patch] = []
     chosen: list[tuple[Patch, Rewrite]] = []
     unpatched: list[Unpatched] = []
+    sources: dict[str, str] = {}  # each file as fix read it: the diffs are of this text
     for site in before.breaks:
-        found = _site(model, calls, before, eager, site)
+        found = _site(model, calls, before, eager, site, sources)
         if isinstance(found, Unpatched):
             unpatched.append(found)
             continue
@@ -89,28 +90,33 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
         patches.append(patch)
         if patch.verified:
             chosen.append((patch, rewrite))
-    after, outputs_after, written, backups = _together(model, calls, eager, chosen, write=write)
+    after, outputs_after, written, backups, note = _together(model, calls, eager, chosen, sources, write=write)
     return FixResult(title=title, patches=tuple(patches), unpatched=tuple(unpatched), breaks_before=before.break_count,
-                     breaks_after=after, outputs_matched_after=outputs_after, written=written, backups=backups)
+                     breaks_after=after, outputs_matched_after=outputs_after, written=written, backups=backups,
+                     note=note)
 
 
 def _report(model: Any, calls: Calls) -> Report:
-    # On copies: a train step updates the model and optimizer it is given, and every run of
-    # fix (before, each patch) must start where the user's program starts, which it leaves alone.
-    calls = copy.deepcopy(calls)
+    # On copies of the model and the calls: a train step updates the model and optimizer it is
+    # given, a BatchNorm its statistics, and every run of fix (before, each patch) must start
+    # where the user's program starts, which it leaves alone.
+    model, calls = copied(model), copy.deepcopy(calls)
     return report(model, calls=[_as_input(a, k) for a, k in calls]) if len(calls) > 1 else report(
         model, _as_input(*calls[0]))
 
 
 def _as_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """One normalised call as report() takes it: the positional arguments as a tuple (a single
+    list or dict argument stays one argument), or the keyword arguments as a dict."""
     if kwargs and not args:
         return kwargs
     if kwargs:
         raise InputError("fix() takes positional or keyword inputs per call, not both")
-    return args[0] if len(args) == 1 and not isinstance(args[0], tuple) else args
+    return args
 
 
-def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak) -> Unpatched | tuple[Patch, Rewrite]:
+def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak,
+          sources: dict[str, str]) -> Unpatched | tuple[Patch, Rewrite]:
     where = site.location
     owner = _owner(site.filename)
     if site.category in _ON_PURPOSE:
@@ -121,7 +127,8 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
             f"the compiled region, wrap it in torch.compiler.disable, or look for a {owner} release that fixes it"),
             site.count)
     try:
-        source = Path(site.filename).read_text(encoding="utf-8")
+        source = sources.get(site.filename) or Path(site.filename).read_text(encoding="utf-8")
+        sources[site.filename] = source
     except OSError as err:
         return Unpatched(where, site.category, owner, f"cannot read {site.filename}: {err}", site.count)
     rewrites, why = candidates(source, site.lineno, site.category)
@@ -167,6 +174,14 @@ class _Rerun:
 
 def _rerun(model: Any, calls: Calls, filename: str, text: str, eager: Run) -> tuple[_Rerun, Any]:
     """The patched program's report and the comparison of its compiled outputs with eager's."""
+    try:
+        return _rerun_patched(model, calls, filename, text, eager)
+    except Exception as err:  # noqa: BLE001 - the patched copy did not import: not verified, said why
+        return _Rerun(None, "", f"the patched copy of {Path(filename).name} did not import: "
+                                f"{type(err).__name__}: {str(err)[:200]}"), None
+
+
+def _rerun_patched(model: Any, calls: Calls, filename: str, text: str, eager: Run) -> tuple[_Rerun, Any]:
     with patched_module(filename, text) as module:
         path = module.__file__ or ""
         patched, why = counterpart(model, filename, module)
@@ -268,16 +283,18 @@ def _same(a: str, b: str) -> bool:
     return Path(a).name == Path(b).name and Path(a).resolve().parent == Path(b).resolve().parent
 
 
-def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Rewrite]], *,
-              write: bool) -> tuple[int | None, bool | None, tuple[str, ...], tuple[str, ...]]:
+def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Rewrite]], sources: dict[str, str],
+              *, write: bool) -> tuple[int | None, bool | None, tuple[str, ...], tuple[str, ...], str]:
     """Every verified patch applied together: the break count and outputs (one file: the
-    model's; several files are counted per patch only), and the files written."""
+    model's; several files are counted per patch only), and, with ``write``, the file written
+    when the patches together still verify (fewer breaks, outputs equal) and the file is as
+    fix read it."""
     by_file: dict[str, list[tuple[Patch, Rewrite]]] = {}
     for patch, rw in chosen:
         kept = by_file.setdefault(patch.filename, [])
         if all(rw.last < r.first or rw.first > r.last for _, r in kept):  # one statement, one rewrite
             kept.append((patch, rw))
-    texts = {f: combined(Path(f).read_text(encoding="utf-8"), [rw for _, rw in items]) for f, items in by_file.items()}
+    texts = {f: combined(sources[f], [rw for _, rw in items]) for f, items in by_file.items()}
     after: int | None = None
     matched: bool | None = None
     if len(texts) == 1:
@@ -287,14 +304,22 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
             after, matched = rerun.rep.break_count, ev.outputs_matched
     written: list[str] = []
     backups: list[str] = []
-    if write:
+    before_count = next(iter(chosen))[0].program_breaks_before if chosen else 0
+    note = ""
+    if write and texts and not (after is not None and after < before_count and matched is True):
+        note = ("nothing written: the verified patches did not verify together "
+                + ("(they are in several files: fix one file's function at a time)" if len(texts) > 1
+                   else f"({after} break events after, {before_count} before; outputs equal: {matched})"))
+    elif write and any(Path(f).read_text(encoding="utf-8") != sources[f] for f in texts):
+        note = "nothing written: a file changed while fix ran; run it again"
+    if write and not note:
         for filename, text in texts.items():
             backup = _backup_path(filename)
             shutil.copy2(filename, backup)
             write_text(Path(filename), text)
             written.append(filename)
             backups.append(str(backup))
-    return after, matched, tuple(written), tuple(backups)
+    return after, matched, tuple(written), tuple(backups), note
 
 
 def _backup_path(filename: str) -> Path:

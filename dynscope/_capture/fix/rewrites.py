@@ -68,7 +68,6 @@ class Rewrite:
     new_last: int  # the last line of its replacement in the new text
     note: str = ""  # what it assumes ("both branches give tensors of one shape")
     replacement: tuple[str, ...] = ()  # the lines put in place of first..last (with newlines)
-    adds_import: bool = False  # "import torch" was put at the top
 
 
 def unified_diff(old: str, new: str, name: str) -> str:
@@ -87,6 +86,9 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
     stmt = _statement_at(tree, lineno)
     if stmt is None:
         return [], f"no statement at line {lineno}"
+    refused = _refused(tree, stmt, source)
+    if refused:
+        return [], refused
     makers = _BY_CATEGORY.get(category, ())
     if not makers:
         return [], f"no rewrite is known for a {category!r} break"
@@ -127,6 +129,27 @@ def _trailing_comment(source: str, stmt: ast.stmt) -> str:
     return rest.rstrip() if rest.lstrip().startswith("#") else ""
 
 
+def _refused(tree: ast.Module, stmt: ast.stmt, source: str) -> str:
+    """Why the statement cannot be rewritten line by line ("" when it can): it shares a line
+    with another statement, it is an ``elif``, or the file does not import torch."""
+    lines = source.splitlines()
+    first = lines[stmt.lineno - 1]
+    if first[: stmt.col_offset].strip() or first[stmt.col_offset:].startswith("elif"):
+        return f"the statement at line {stmt.lineno} does not start its line (an elif, or after another statement)"
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.stmt) and node is not stmt and node.lineno <= (stmt.end_lineno or stmt.lineno)
+                and (node.end_lineno or node.lineno) >= stmt.lineno and not _contains(stmt, node)
+                and not _contains(node, stmt)):
+            return f"the statement at line {stmt.lineno} shares its line with another statement"
+    if not _imports_torch(source):
+        return "the file does not `import torch` (the rewrites call torch.where, torch.compiler...)"
+    return ""
+
+
+def _contains(outer: ast.AST, inner: ast.AST) -> bool:
+    return any(n is inner for n in ast.walk(outer))
+
+
 def _replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str) -> Rewrite:
     lines = source.splitlines(keepends=True)
     first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
@@ -137,10 +160,7 @@ def _replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note
     body = [indent + ln + "\n" if ln else "\n" for ln in new_lines]
     out = lines[: first - 1] + body + lines[last:]
     text = "".join(out)
-    shift = 0
-    if "torch." in "".join(new_lines) and not _imports_torch(source):
-        text, shift = "import torch\n" + text, 1
-    return Rewrite(name, text, first, last, first + shift + len(body) - 1, note, tuple(body), bool(shift))
+    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body))
 
 
 def combined(source: str, rewrites: list[Rewrite]) -> str:
@@ -148,8 +168,7 @@ def combined(source: str, rewrites: list[Rewrite]) -> str:
     lines = source.splitlines(keepends=True)
     for rw in sorted(rewrites, key=lambda r: r.first, reverse=True):
         lines[rw.first - 1: rw.last] = list(rw.replacement)
-    text = "".join(lines)
-    return "import torch\n" + text if any(r.adds_import for r in rewrites) else text
+    return "".join(lines)
 
 
 def _imports_torch(source: str) -> bool:
@@ -216,18 +235,26 @@ def _guard(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
 
 
 class _TensorTest(ast.NodeTransformer):
-    """A branch test as a tensor expression: ``.item()``, ``bool()``, ``float()`` dropped;
-    ``and``/``or``/``not`` as ``&``/``|``/``~``."""
+    """A branch test as a tensor expression: ``.item()``, ``bool()``, ``float()`` dropped
+    (never ``int()``: it truncates); ``and``/``or``/``not`` as ``&``/``|``/``~`` only over
+    comparisons and calls (``mask is not None and ...`` relies on short-circuiting, a plain
+    name may be a Python bool): else ``refused``."""
+
+    def __init__(self) -> None:
+        self.refused = False
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
         if isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args:
             return node.func.value
-        if isinstance(node.func, ast.Name) and node.func.id in ("bool", "float", "int") and len(node.args) == 1:
+        if isinstance(node.func, ast.Name) and node.func.id in ("bool", "float") and len(node.args) == 1:
             return node.args[0]
         return node
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        if not all(isinstance(v, ast.Call) or (isinstance(v, ast.Compare) and not any(
+                isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in v.ops)) for v in node.values):
+            self.refused = True
         node = self.generic_visit(node)  # type: ignore[assignment]
         op: ast.operator = ast.BitAnd() if isinstance(node.op, ast.And) else ast.BitOr()
         out = node.values[0]
@@ -243,8 +270,11 @@ class _TensorTest(ast.NodeTransformer):
         return node
 
 
-def _tensor_test(test: ast.expr) -> str:
-    return _src(_TensorTest().visit(copy.deepcopy(test)))
+def _tensor_test(test: ast.expr) -> str | None:
+    """The test as a tensor expression; None when it cannot be one safely."""
+    t = _TensorTest()
+    out = _src(t.visit(copy.deepcopy(test)))
+    return None if t.refused else out
 
 
 def _assigns(body: list[ast.stmt]) -> dict[str, ast.expr] | None:
@@ -267,10 +297,14 @@ def _where(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
     if not isinstance(stmt, ast.If):
         return None
     test = _tensor_test(stmt.test)
+    if test is None:
+        return None
     then, other = _assigns(stmt.body), _assigns(stmt.orelse) if stmt.orelse else {}
     note = "both branches give tensors of one shape and dtype (torch.where computes both)"
     if then is not None and other is not None and then:
         names = list(dict.fromkeys([*then, *other]))
+        if not (_in_order(names, then) and _in_order(names, other)):
+            return None
         pred, lines = test, []
         if len(names) > 1:  # the test is read once, before any name it reads is rebound
             pred, lines = "_pred", [f"_pred = {test}"]
@@ -282,6 +316,22 @@ def _where(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
     if ret_then is not None and ret_else is not None and ret_then.value is not None and ret_else.value is not None:
         return [f"return torch.where({test}, {text.of(ret_then.value)}, {text.of(ret_else.value)})"], WHERE, note
     return None
+
+
+def _in_order(names: list[str], branch: dict[str, ast.expr]) -> bool:
+    """Whether one ``torch.where`` per name, in ``names`` order, reads what the branch's own
+    statements read: a name the branch assigned before is already the new value, any other
+    still the old one."""
+    pos = {n: i for i, n in enumerate(names)}
+    order = list(branch)
+    for k, (name, value) in enumerate(branch.items()):
+        before = set(order[:k])
+        for read in {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & set(names) - {name}:
+            if read in before and pos[read] > pos[name]:
+                return False  # the branch reads its new value; the where would read the old one
+            if read not in before and read in branch and pos[read] < pos[name]:
+                return False  # the branch reads the old value; the where would read the new one
+    return True
 
 
 def _free_of_effects(body: list[ast.stmt]) -> bool:
@@ -316,6 +366,8 @@ def _cond(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
         return [f"def {fn}({params}):", *("    " + ln for ln in text.body_lines(body)), f"    return ({ret},)"]
 
     test = _tensor_test(stmt.test)
+    if test is None:
+        return None
     ops = "(" + params + ("," if len(operands) == 1 else "") + ")"
     lines = [*branch("_then", stmt.body), *branch("_else", stmt.orelse),
              f"{out} = torch.cond({test}, _then, _else, {ops})"]
@@ -350,6 +402,7 @@ def _read_first(body: list[ast.stmt]) -> set[str]:
 class _Tensorised(ast.NodeTransformer):
     def __init__(self) -> None:
         self.changed = False
+        self.made: set[int] = set()  # the nodes this rewrite made (float()/torch.tensor() around them go)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
@@ -357,18 +410,23 @@ class _Tensorised(ast.NodeTransformer):
         if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args:
             # A Python number carries no gradient: neither does the detached tensor.
             self.changed = True
-            return _detached(f.value)
+            return self._made(_detached(f.value))
         if (isinstance(f, ast.Name) and f.id in _REDUCTIONS and len(node.args) == 1 and not node.keywords
                 and isinstance(node.args[0], ast.Call) and isinstance(node.args[0].func, ast.Attribute)
                 and node.args[0].func.attr == "tolist"):
             self.changed = True
-            return _detached(ast.Call(func=ast.Attribute(value=node.args[0].func.value, attr=_REDUCTIONS[f.id]),
-                                      args=[], keywords=[]))
-        if isinstance(f, ast.Name) and f.id in ("float", "int") and len(node.args) == 1 and self.changed:
+            return self._made(_detached(ast.Call(func=ast.Attribute(value=node.args[0].func.value,
+                                                                    attr=_REDUCTIONS[f.id]), args=[], keywords=[])))
+        around_made = len(node.args) == 1 and not node.keywords and id(node.args[0]) in self.made
+        if around_made and isinstance(f, ast.Name) and f.id == "float":
             return node.args[0]
-        if (isinstance(f, ast.Attribute) and f.attr == "tensor" and isinstance(f.value, ast.Name)
-                and f.value.id == "torch" and len(node.args) == 1 and self.changed):
+        if (around_made and isinstance(f, ast.Attribute) and f.attr == "tensor" and isinstance(f.value, ast.Name)
+                and f.value.id == "torch"):
             return node.args[0]
+        return node
+
+    def _made(self, node: ast.expr) -> ast.expr:
+        self.made.add(id(node))
         return node
 
 
@@ -397,8 +455,11 @@ class _Masked(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
         f = node.func
-        if (isinstance(f, ast.Attribute) and f.attr == "sum" and not node.args and isinstance(f.value, ast.Subscript)
-                and isinstance(f.value.slice, (ast.Compare, ast.Name, ast.BoolOp, ast.Call))):
+        # Only x[x <cmp> c].sum(): the mask has x's own shape (a mask of another shape would
+        # broadcast from the right), and a sum over everything (no dim).
+        if (isinstance(f, ast.Attribute) and f.attr == "sum" and not node.args and not node.keywords
+                and isinstance(f.value, ast.Subscript) and isinstance(f.value.slice, ast.Compare)
+                and ast.dump(f.value.slice.left) == ast.dump(f.value.value)):
             sub = f.value
             self.changed = True
             where = ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="where"),

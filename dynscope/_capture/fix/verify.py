@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import itertools
+import math
 import os
 import sys
 import tempfile
@@ -178,10 +179,10 @@ def _fresh(calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[tu
     return copy.deepcopy(calls)
 
 
-def _copied(obj: Any) -> Any:
+def copied(obj: Any) -> Any:
     """A deep copy of a model, its gradients cleared (a bound method's model likewise)."""
     if isinstance(obj, types.MethodType) and isinstance(obj.__self__, torch.nn.Module):
-        return getattr(_copied(obj.__self__), obj.__name__)
+        return getattr(copied(obj.__self__), obj.__name__)
     if not isinstance(obj, torch.nn.Module):
         return obj
     model = copy.deepcopy(obj)
@@ -192,7 +193,7 @@ def _copied(obj: Any) -> Any:
 
 def run_eager(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Run:
     """The unpatched program run eagerly on copies of the model and inputs."""
-    model = _copied(obj)
+    model = copied(obj)
     fresh = _fresh(calls)
     outputs = [_call(model, a, k) for a, k in fresh]
     return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh))
@@ -202,7 +203,7 @@ def run_compiled(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) 
     """The patched program under ``torch.compile`` (backend eager: the graphs as Dynamo
     captured them) on copies of the inputs; ``obj`` is already the patched copy."""
     fresh = _fresh(calls)
-    model = _copied(obj)
+    model = copied(obj)
     # In dynscope's sandbox, as its own work: Dynamo's counters, config and caches are put
     # back, and a capture() the user opened around fix() does not count these compiles.
     with DynamoSandbox(model) as sandbox, own_work():
@@ -212,9 +213,38 @@ def run_compiled(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) 
     return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh))
 
 
+def _leaves(value: Any) -> list[Any]:
+    """Every leaf of an output: tensors, Python numbers, anything else."""
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _leaves(v)]
+    if isinstance(value, dict):
+        return [x for k in sorted(value, key=str) for x in [k, *_leaves(value[k])]]
+    return [value]
+
+
+def _same_leaves(expected: Any, got: Any) -> bool:
+    """The outputs' structure, tensor dtypes, Python numbers (within tolerance) and other
+    values agree: compare_outputs reads the tensors' values alone."""
+    a, b = _leaves(expected), _leaves(got)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dtype == y.dtype):
+                return False
+        elif isinstance(x, (int, float)) and isinstance(y, (int, float)) and not isinstance(x, bool):
+            if type(x) is not type(y) or not math.isclose(x, y, rel_tol=1e-5, abs_tol=1e-6):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
 def compare(expected: Run, got: Run) -> Evidence:
-    """Outputs and gradients within the numerics check's tolerances (dynscope's timing check's)."""
+    """Outputs (their structure, dtypes, Python numbers too), gradients and weights within the
+    numerics check's tolerances (dynscope's timing check's)."""
     max_abs, _, ok = compare_outputs(expected.outputs, got.outputs)
+    ok = ok and _same_leaves(expected.outputs, got.outputs)
     if expected.weights is not None and got.weights is not None:
         ok = ok and expected.weights.keys() == got.weights.keys() and all(
             compare_outputs(expected.weights[k], got.weights[k])[2] for k in expected.weights)
