@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -138,23 +137,8 @@ def test_a_train_step_is_verified_on_its_updated_weights(capsys: pytest.CaptureF
 
 @pytest.mark.heavy
 def test_a_model_with_batchnorm_is_verified_and_left_as_it_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "bnmodel.py"
-    path.write_text(textwrap.dedent('''
-        import torch
-        from torch import nn
-
-
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc = nn.Linear(4, 4)
-                self.bn = nn.BatchNorm1d(4)
-
-            def forward(self, x):
-                h = self.bn(self.fc(x))
-                print("batch", h.shape)
-                return h.relu()
-    ''').lstrip())
+    _net_file(tmp_path, "bnmodel", ["self.fc = nn.Linear(4, 4)", "self.bn = nn.BatchNorm1d(4)"],
+              ["h = self.bn(self.fc(x))", 'print("batch", h.shape)', "return h.relu()"])
     sys.path.insert(0, str(tmp_path))
     try:
         import bnmodel  # type: ignore[import-not-found]
@@ -282,37 +266,29 @@ def test_a_break_inside_an_installed_package_gets_no_edit(tmp_path: Path, capsys
     capsys.readouterr()
 
 
-def _user_file(tmp_path: Path) -> Path:
-    path = tmp_path / "mymodel.py"
-    path.write_text(textwrap.dedent('''
-        import torch
-        from torch import nn
-
-
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.a = nn.Linear(8, 8)
-
-            def forward(self, x):
-                h = self.a(x).relu()
-                print("features", h.shape)  # debug output
-                if h.sum() > 0:
-                    h = h * 2
-                else:
-                    h = h - 1
-                scale = h.abs().mean().item()
-                return h / scale
-
-
-        def build():
-            torch.manual_seed(0)
-            return Net(), torch.randn(4, 8)
-    ''').lstrip())
+def _net_file(tmp_path: Path, name: str, layers: list[str], forward: list[str], tail: str = "") -> Path:
+    """``tmp_path/name.py``: a module ``Net`` with ``layers`` in __init__ and ``forward``'s lines."""
+    init = "".join(f"        {ln}\n" for ln in layers)
+    body = "".join(f"        {ln}\n" for ln in forward)
+    path = tmp_path / f"{name}.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+                    f"        super().__init__()\n{init}\n    def forward(self, x):\n{body}{tail}")
     return path
 
 
-@pytest.mark.heavy
+def _user_file(tmp_path: Path) -> Path:
+    return _net_file(tmp_path, "mymodel", ["self.a = nn.Linear(8, 8)"], [
+        "h = self.a(x).relu()",
+        'print("features", h.shape)  # debug output',
+        "if h.sum() > 0:",
+        "    h = h * 2",
+        "else:",
+        "    h = h - 1",
+        "scale = h.abs().mean().item()",
+        "return h / scale",
+    ], "\n\ndef build():\n    torch.manual_seed(0)\n    return Net(), torch.randn(4, 8)\n")
+
+
 def test_write_applies_the_verified_patches_and_keeps_a_backup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _user_file(tmp_path)
     before = path.read_text()
