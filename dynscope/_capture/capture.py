@@ -200,6 +200,13 @@ def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Ca
     return Capture(inner=inner, title=title)
 
 
+def as_report_call(call: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
+    """A normalised call (:func:`normalise_calls`) back in report()'s form: a dict of keyword
+    arguments, or a tuple of positional ones (a single list or dict argument stays one)."""
+    args, kwargs = call
+    return dict(kwargs) if kwargs else tuple(args)
+
+
 def _call_shape(value: Any, what: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """(args, kwargs) for one call: a Tensor is the one argument, a tuple or list is spread, a dict passed by keyword."""
     if isinstance(value, torch.Tensor):

@@ -328,10 +328,7 @@ class RankWatch:
             store = self._store
             if store.add(_VERDICTS, 1) == 1:
                 store.set(_VERDICT, json.dumps(verdict.to_dict()))
-            with self._lock:
-                first = not self._verdict_seen
-                self._verdict_seen = True
-            if first:
+            if self._first_verdict():
                 store.add(_ACKS, 1)  # this rank has saved; a rank that found it too counts itself
             self._await_acks(store)
             self._raised = True
@@ -341,9 +338,7 @@ class RankWatch:
     def _told(self, store: Any) -> None:
         """Another rank found a divergence: save, acknowledge, stop with its verdict."""
         verdict = Verdict.from_dict(json.loads(store.get(_VERDICT)))
-        with self._lock:
-            first = not self._verdict_seen
-            self._verdict_seen = True
+        first = self._first_verdict()
         saved = self._save() if first else ""
         if first:
             store.add(_ACKS, 1)
@@ -351,6 +346,14 @@ class RankWatch:
         self._set_state("running")
         self._raised = True
         raise raisable_in_compile(RankDivergenceError)(verdict, saved=saved)
+
+    def _first_verdict(self) -> bool:
+        """Whether this is the first verdict this rank handles (the main thread and the watcher
+        thread both may see it: one saves and acknowledges)."""
+        with self._lock:
+            first = not self._verdict_seen
+            self._verdict_seen = True
+        return first
 
     def _await_acks(self, store: Any) -> None:
         deadline = time.monotonic() + min(ACK_WAIT_S, self.wait_s)
@@ -365,10 +368,8 @@ class RankWatch:
             try:
                 if not store.check([_VERDICT]):
                     continue
-                with self._lock:
-                    if self._verdict_seen:
-                        return
-                    self._verdict_seen = True
+                if not self._first_verdict():
+                    return
                 verdict = Verdict.from_dict(json.loads(store.get(_VERDICT)))
                 saved = self._save()
                 store.add(_ACKS, 1)

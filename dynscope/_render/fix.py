@@ -41,12 +41,20 @@ def _head(result: FixResult) -> str:
             f"{len(result.patches) - len(verified)} proposed only{after}")
 
 
+def _ordered(result: FixResult) -> list[Patch]:
+    """The patches as both views list them: verified first, then by file and line."""
+    return sorted(result.patches, key=lambda p: (not p.verified, p.filename, p.lineno))
+
+
+def _state(p: Patch) -> str:
+    return "verified" if p.verified else f"proposed, not verified: {p.why_not}"
+
+
 def fix_text(result: FixResult) -> str:
     """The patches (verified first), each with its diff and evidence, then the sites left alone."""
     lines = [_head(result)]
-    for p in sorted(result.patches, key=lambda p: (not p.verified, p.filename, p.lineno)):
-        state = "verified" if p.verified else f"proposed, not verified: {p.why_not}"
-        lines += ["", f"{p.site}  {p.category}  [{p.rewrite}]  {state}", f"    {evidence(p)}"]
+    for p in _ordered(result):
+        lines += ["", f"{p.site}  {p.category}  [{p.rewrite}]  {_state(p)}", f"    {evidence(p)}"]
         if p.assumes:
             lines.append(f"    assumes: {p.assumes}")
         lines += ["    " + ln for ln in p.diff.rstrip("\n").splitlines()]
@@ -64,11 +72,10 @@ def fix_html(result: FixResult) -> str:
     """One self-contained page: the patches with diffs and evidence, then the sites left alone."""
     title = f"dynscope fix: {result.title or 'program'}"
     parts = [f"<header><h1>{esc(title)}</h1><div class='totals'>{esc(_head(result).splitlines()[1])}</div></header><main>"]
-    for p in sorted(result.patches, key=lambda p: (not p.verified, p.filename, p.lineno)):
-        state = "verified" if p.verified else f"proposed, not verified: {p.why_not}"
+    for p in _ordered(result):
         parts.append(
             f"<section class='patch'><h2><code>{esc(p.site)}</code> {esc(p.category)} [{esc(p.rewrite)}]</h2>"
-            f"<p><b>{esc(state)}</b></p><p>{esc(evidence(p))}</p>"
+            f"<p><b>{esc(_state(p))}</b></p><p>{esc(evidence(p))}</p>"
             + (f"<p>assumes: {esc(p.assumes)}</p>" if p.assumes else "")
             + f"<pre class='diff'>{esc(p.diff)}</pre></section>"
         )

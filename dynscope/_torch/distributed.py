@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar
 
 _E = TypeVar("_E", bound=BaseException)
@@ -70,6 +71,7 @@ def job_store() -> Any | None:
         return None
 
 
+@functools.cache
 def raisable_in_compile(error: type[_E]) -> type[_E]:
     """A subclass of ``error`` that leaves a Dynamo compile as itself.
 

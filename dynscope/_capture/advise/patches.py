@@ -35,14 +35,6 @@ def as_trial(p: Patch) -> Trial:
 
 def patch_trials(model: Any, calls: list[Call]) -> list[Trial]:
     """Every patch dynscope.fix proposes for the program, as trials."""
-    from dynscope._capture.fix import fix
+    from dynscope._capture.fix import fix_calls
 
-    inputs = [(_input(a, k)) for a, k in calls]
-    result = fix(model, calls=inputs) if len(inputs) > 1 else fix(model, inputs[0])
-    return [as_trial(p) for p in result.patches]
-
-
-def _input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if kwargs and not args:
-        return kwargs
-    return args[0] if len(args) == 1 and not isinstance(args[0], tuple) else args
+    return [as_trial(p) for p in fix_calls(model, calls).patches]

@@ -17,7 +17,7 @@ import torch
 from dynscope import _torch
 from dynscope._capture.advise.plans import Call, Plan, tied_retry
 from dynscope._capture.advise.ranking import ATOL, LOOSE_ATOL, LOOSE_RTOL, RTOL, helped, moved, outcome
-from dynscope._capture.capture import _REPORT_LOCK, KEPT_OUTPUTS, detached, report
+from dynscope._capture.capture import _REPORT_LOCK, KEPT_OUTPUTS, as_report_call, detached, report
 from dynscope._capture.raised import what_raised
 from dynscope._format import clip
 from dynscope._model import Outcome, Report, Trial
@@ -265,12 +265,6 @@ def _fresh_calls(call_list: list[Call], plan: Plan) -> list[Call]:
     return out
 
 
-def _as_report_call(call: Call) -> Any:
-    """A normalised call back in report()'s form (a dict, or a tuple of arguments)."""
-    args, kwargs = call
-    return dict(kwargs) if kwargs else tuple(args)
-
-
 def run_report(
     model: Any, call_list: list[Call], plan: Plan, timing: bool, report_kwargs: dict[str, Any]
 ) -> Report:
@@ -280,7 +274,7 @@ def run_report(
         kwargs["dynamic"] = plan.dynamic
     if plan.modes:
         kwargs["modes"] = plan.modes
-    calls = [_as_report_call(c) for c in _fresh_calls(call_list, plan)]
+    calls = [as_report_call(c) for c in _fresh_calls(call_list, plan)]
     if plan.memory:
         kwargs["memory"] = True
     # advise's own progress (one line per trial) speaks for the reports it runs.

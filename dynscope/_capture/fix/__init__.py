@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynscope._capture.capture import _MISSING, normalise_calls, report, title_of
+from dynscope._capture.capture import _MISSING, as_report_call, normalise_calls, report, title_of
 from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
 from dynscope._capture.fix.verify import compare, copied, counterpart, patched_module, run_compiled, run_eager
-from dynscope._errors import InputError
 from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
 from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._torch.registry import is_user_file, library_of
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from dynscope._capture.fix.verify import Run
     from dynscope._model import GraphBreak, Report
 
-__all__ = ["fix"]
+__all__ = ["fix", "fix_calls"]
 
 _ON_PURPOSE = {
     OPTIMIZER: "torch.optim breaks here on purpose: compile the optimizer step on its own",
@@ -66,10 +65,14 @@ def fix(model: Any, inputs: Any = _MISSING, *, calls: Sequence[Any] | None = Non
     Raises:
         InputError: the arguments are not usable (as for ``report()``).
     """
-    normalised = normalise_calls(model, inputs, calls)
+    return fix_calls(model, normalise_calls(model, inputs, calls), write=write, title=title or title_of(model))
+
+
+def fix_calls(model: Any, calls: Calls, *, write: bool = False, title: str = "") -> FixResult:
+    """:func:`fix` on calls already normalised (``normalise_calls``: advise's own calls)."""
     state = torch.random.get_rng_state()
     try:
-        return _fix(model, normalised, write=write, title=title or title_of(model))
+        return _fix(model, calls, write=write, title=title)
     finally:
         torch.random.set_rng_state(state)
 
@@ -100,19 +103,7 @@ def _report(model: Any, calls: Calls) -> Report:
     # On copies of the model and the calls: a train step updates the model and optimizer it is
     # given, a BatchNorm its statistics, and every run of fix (before, each patch) must start
     # where the user's program starts, which it leaves alone.
-    model, calls = copied(model), copy.deepcopy(calls)
-    return report(model, calls=[_as_input(a, k) for a, k in calls]) if len(calls) > 1 else report(
-        model, _as_input(*calls[0]))
-
-
-def _as_input(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """One normalised call as report() takes it: the positional arguments as a tuple (a single
-    list or dict argument stays one argument), or the keyword arguments as a dict."""
-    if kwargs and not args:
-        return kwargs
-    if kwargs:
-        raise InputError("fix() takes positional or keyword inputs per call, not both")
-    return args
+    return report(copied(model), calls=[as_report_call(c) for c in copy.deepcopy(calls)])
 
 
 def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak,
@@ -152,8 +143,9 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
 
 def _owner(filename: str) -> str:
     """Whose code a break site is: "your code", an installed package's name, or torch's."""
-    if library_of(filename):
-        return library_of(filename)
+    package = library_of(filename)
+    if package:
+        return package
     if is_user_file(filename):
         return "your code"
     return "torch" if f"{Path('torch')}" in Path(filename).parts else "the Python standard library"

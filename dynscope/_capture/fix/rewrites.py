@@ -434,15 +434,18 @@ def _detached(node: ast.expr) -> ast.expr:
     return ast.Call(func=ast.Attribute(value=node, attr="detach"), args=[], keywords=[])
 
 
+def _transformed(stmt: ast.stmt, transformer: _Tensorised | _Masked | _Cloned, name: str,
+                 note: str) -> tuple[list[str], str, str] | None:
+    """The statement with one expression rewrite applied; None when it changed nothing."""
+    new = transformer.visit(copy.deepcopy(stmt))
+    return (_src(new).splitlines(), name, note) if transformer.changed else None
+
+
 def _tensor(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
     if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
         return None
-    t = _Tensorised()
-    new = t.visit(copy.deepcopy(stmt))
-    if not t.changed:
-        return None
-    return _src(new).splitlines(), TENSOR, (
-        "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)")
+    return _transformed(stmt, _Tensorised(), TENSOR,
+                        "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)")
 
 
 # -- masks, copies, requires_grad ----------------------------------------------------------------
@@ -469,9 +472,7 @@ class _Masked(ast.NodeTransformer):
 
 
 def _mask(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
-    t = _Masked()
-    new = t.visit(copy.deepcopy(stmt))
-    return (_src(new).splitlines(), MASK, "a sum over the selected values equals the masked sum") if t.changed else None
+    return _transformed(stmt, _Masked(), MASK, "a sum over the selected values equals the masked sum")
 
 
 class _Cloned(ast.NodeTransformer):
@@ -489,9 +490,7 @@ class _Cloned(ast.NodeTransformer):
 
 
 def _clone(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
-    t = _Cloned()
-    new = t.visit(copy.deepcopy(stmt))
-    return (_src(new).splitlines(), CLONE, "the copied value is a tensor") if t.changed else None
+    return _transformed(stmt, _Cloned(), CLONE, "the copied value is a tensor")
 
 
 def _detach(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
