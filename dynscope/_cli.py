@@ -515,8 +515,10 @@ def _model_raised(err: Any, args: argparse.Namespace) -> NoReturn:
     cause = err.__cause__ if err.__cause__ is not None else err
     # The first line of the message only (_fail prints one line): Dynamo's run to many.
     first = next((ln.strip() for ln in str(cause).splitlines() if ln.strip()), "(no message)")
+    who = {"compiler": "torch.compile failed with", "dynscope": "dynscope failed (a dynscope bug; please report it) with"}
     raise UsageError(
-        f"the model raised {type(cause).__name__} during call {err.call_index}: {first}", dynscope.raised_at(cause)
+        f"{who.get(err.party, 'the model raised')} {type(cause).__name__} during call {err.call_index}: {first}",
+        dynscope.raised_at(cause),
     ) from err
 
 

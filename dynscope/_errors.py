@@ -52,12 +52,16 @@ class CaptureError(DynscopeError):
         report: the partial :class:`~dynscope.Report` (graphs, breaks, recompiles and
             guards captured up to the failure).
         call_index: which call of ``calls`` raised (0-based).
+        party: whose failure it was, found by rerunning the calls on copies: "model" (it
+            raises eagerly too), "compiler" (it runs eagerly but a plain ``torch.compile``
+            raises), "dynscope" (it runs both ways: a dynscope bug), or "" (not told).
     """
 
-    def __init__(self, message: str, *, report: Report, call_index: int) -> None:
+    def __init__(self, message: str, *, report: Report, call_index: int, party: str = "") -> None:
         super().__init__(message)
         self.report = report
         self.call_index = call_index
+        self.party = party
 
 
 class SchemaError(DynscopeError):

@@ -221,6 +221,10 @@ def _check(rep: Report, counts: TraceCounts | None, *, live: bool) -> None:
         _fail(rep, f"break_count {rep.break_count}, site counts {[b.count for b in rep.breaks]}, events {len(rep.break_events)}")
     if sum(b.gave_up for b in rep.breaks) != sum(e.gave_up for e in rep.break_events):
         _fail(rep, "events that gave up on their frame are not counted on their sites")
+    # A report whose trace collector failed says it lacks PyTorch's later records
+    # (dynscope._hooks): nothing to compare it with.
+    if counts is not None and any("dynscope's trace collector failed" in n for n in rep.notes):
+        counts = None
     if counts is not None:
         compared += 1
         if not rep.break_count <= counts.breaks <= rep.break_count + rep.unparsed:

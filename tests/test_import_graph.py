@@ -12,7 +12,7 @@ is a front end, so an edge to it is always kept.
 
 The floors, bottom up (docs/architecture.md, DESIGN.md "Layers"):
 
-- leaves: ``dynscope._errors``, ``_format``, ``_write``, ``_progress`` and the torch-free
+- leaves: ``dynscope._errors``, ``_format``, ``_write``, ``_progress``, ``_hooks`` and the torch-free
   phrasebooks of ``dynscope._lexicon``: import nothing of dynscope but the error tree ``dynscope._errors``
   (which imports nothing of dynscope at run time);
 - the model, ``dynscope._model.*``: leaves only, and the one door ``dynscope._render``
@@ -46,7 +46,7 @@ FRONT_ENDS = frozenset({
 })
 #: Shared leaves, and the plain-text rules about PyTorch's names (dynscope._lexicon).
 LEAVES = frozenset({
-    "dynscope._errors", "dynscope._format", "dynscope._write", "dynscope._progress",
+    "dynscope._errors", "dynscope._format", "dynscope._write", "dynscope._progress", "dynscope._hooks",
     "dynscope._lexicon", "dynscope._lexicon.wording", "dynscope._lexicon.break_categories",
 })
 DOOR = "dynscope._render"

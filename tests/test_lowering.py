@@ -357,10 +357,27 @@ def _untimed(rep: Report) -> None:
 def test_capture_of_users_inductor_compile_reads_lowering() -> None:
     # nn.Sequential's inference graph logs no user stack traces: kernels are tied through
     # the node mapping alone (a regression: this used to raise KeyError in build_lowering).
+    # provenance=True: Inductor's provenance tracking ties kernels to nodes (off by default:
+    # it is part of the FX graph cache key, tests/test_capture_cache.py).
     model, x = _small_mlp(), torch.randn(4, 16)
-    with torch.no_grad(), dynscope.capture() as cap:
+    with torch.no_grad(), dynscope.capture(provenance=True) as cap:
         torch.compile(model)(x)
     _untimed(cap.report)
+
+
+@pytest.mark.slow
+def test_capture_leaves_provenance_off_and_says_so() -> None:
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()  # nn.Sequential's forward is cached by earlier tests' compiles
+    model, x = _small_mlp(), torch.randn(4, 16)
+    before = inductor_config.trace.provenance_tracking_level
+    with torch.no_grad(), dynscope.capture() as cap:
+        assert inductor_config.trace.provenance_tracking_level == before
+        torch.compile(model)(x)
+    rep = cap.report
+    assert rep.graphs and all(g.lowering is not None for g in rep.graphs)
+    assert any("provenance tracking off" in n for n in rep.notes)
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ def test_report_fields_match_the_design() -> None:
 
 def test_capture_takes_only_public_options() -> None:
     # report()'s own configuration (run counting, coverage marks) is a private subclass.
-    assert list(inspect.signature(dynscope.Capture).parameters) == ["inner", "title"]
+    assert list(inspect.signature(dynscope.Capture).parameters) == ["inner", "title", "provenance"]
     assert "Budget" in dynscope.__all__
 
 

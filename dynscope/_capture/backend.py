@@ -11,6 +11,7 @@ import torch
 
 from dynscope import _torch
 from dynscope._errors import InputError
+from dynscope._hooks import Hook
 from dynscope._torch.distributed import ddp_split_active
 from dynscope._torch.fx import concrete, extract, has_symbolic_inputs, outputs_need_grad
 
@@ -57,7 +58,7 @@ def resolve_inner(inner: str | Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _seen(record: RecordedGraph, grad_inputs: Any, grad_outputs: Any) -> None:
-    record.backward_runs += 1
+    record.backward_runs += 1  # an int's increment: nothing here can raise into backward()
 
 
 # Autograd calls the hook while the user's compiled frame is still running (a backward()
@@ -87,19 +88,42 @@ def _count_backward(outputs: Any, record: RecordedGraph) -> None:
         return
 
 
-def _wrapped(compiled: Callable[..., Any], record: RecordedGraph, *, mark: bool) -> Callable[..., Any]:
-    """Count the graph's runs and backward runs; with ``mark``, put each run in a profiler range."""
+def _wrapped(compiled: Callable[..., Any], record: RecordedGraph, *, mark: bool,
+             runs: Hook, backward: Hook) -> Callable[..., Any]:
+    """Count the graph's runs and backward runs; with ``mark``, put each run in a profiler range.
+
+    Only the compiled graph's own call may raise: what dynscope adds around it is guarded
+    (:mod:`dynscope._hooks`) and turns itself off on error.
+    """
     from dynscope._torch.profiler import GRAPH_MARK
 
     def run(*args: Any) -> Any:
-        record.runs += 1
-        if not mark:
+        if runs.off:
+            return compiled(*args)
+        rf = None
+        try:
+            runs.check()
+            record.runs += 1
+            if mark:
+                rf = torch.profiler.record_function(GRAPH_MARK)
+                rf.__enter__()
+        except Exception as err:  # noqa: BLE001 - never into the user's program
+            runs.failed(err)
+            rf = None
+        try:
             out = compiled(*args)
-        else:
-            with torch.profiler.record_function(GRAPH_MARK):
-                out = compiled(*args)
-        if torch.is_grad_enabled():
-            _count_backward(out, record)
+        finally:
+            if rf is not None:
+                try:
+                    rf.__exit__(None, None, None)
+                except Exception as err:  # noqa: BLE001
+                    runs.failed(err)
+        if not backward.off and torch.is_grad_enabled():
+            try:
+                backward.check()
+                _count_backward(out, record)
+            except Exception as err:  # noqa: BLE001
+                backward.failed(err)
         return out
 
     return run
@@ -141,10 +165,27 @@ class RecordingBackend:
         self.thread: int | None = None
         # torch.compile names backends by __name__ in its logs and cache keys.
         self.__name__ = "dynscope"
+        self._hook, self._runs_hook = Hook("recording backend"), Hook("graph run counter")
+        self._backward_hook = Hook("backward counter")
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        if self.thread is not None and threading.get_ident() != self.thread:
+        if self._hook.off or (self.thread is not None and threading.get_ident() != self.thread):
             return self._inner(gm, example_inputs)
+        # Recording is guarded (dynscope._hooks): on error the graph goes to the inner backend
+        # unrecorded, as it would without dynscope. The inner backend's own errors are its own.
+        try:
+            self._hook.check()
+            record = self._record(gm, example_inputs)
+        except Exception as err:  # noqa: BLE001 - never into the compile
+            self._hook.failed(err)
+            return self._inner(gm, example_inputs)
+        compiled = self._inner(gm, example_inputs)
+        if not (self.mark_runs or self.count_runs):
+            return compiled
+        return _wrapped(compiled, record, mark=self.mark_runs, runs=self._runs_hook, backward=self._backward_hook)
+
+    def _record(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> RecordedGraph:
+        """Record the graph (before the inner backend: Inductor's passes rewrite ``gm``)."""
         record = RecordedGraph(
             compile_id=_torch.current_compile_id(),
             module=gm,
@@ -157,10 +198,7 @@ class RecordingBackend:
             grad_enabled=torch.is_grad_enabled(),
         )
         self.graphs.append(record)
-        compiled = self._inner(gm, example_inputs)
-        if not (self.mark_runs or self.count_runs):
-            return compiled
-        return _wrapped(compiled, record, mark=self.mark_runs)
+        return record
 
     def __repr__(self) -> str:
         return f"RecordingBackend(inner={self.inner_name!r}, graphs={len(self.graphs)})"

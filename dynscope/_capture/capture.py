@@ -6,20 +6,20 @@ import contextlib
 import contextvars
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
-from dynscope import _torch
+from dynscope import _hooks, _torch
 from dynscope._capture.assemble import build_report
 from dynscope._capture.backend import RecordingBackend
 from dynscope._capture.coverage import with_coverage
 from dynscope._capture.guard_check import describe_call, with_all_failures
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip, few
+from dynscope._hooks import Hook
 from dynscope._model.base import _Live
 from dynscope._torch.distributed import rank_info
 from dynscope._torch.profiler import OWN_MARK, CoverageRecorder
@@ -65,23 +65,26 @@ class Capture:
     Args:
         inner: backend that ``cap.backend`` delegates to after recording. Defaults to "eager".
         title: a name for the report. Defaults to "".
+        provenance: Inductor's provenance tracking on in the block (see :func:`capture`).
 
     Attributes:
         backend: a recording backend for ``torch.compile(model, backend=cap.backend)``.
     """
 
-    def __init__(self, *, inner: str | Callable[..., Any] = "eager", title: str = "") -> None:
+    def __init__(self, *, inner: str | Callable[..., Any] = "eager", title: str = "", provenance: bool = False) -> None:
         # Graphs compiled through cap.backend count their runs (Graph.runs): one graph may
         # serve every block of a model.
         self.backend = RecordingBackend(inner, count_runs=True)
         self.title = title
         self.calls = 0
+        self.provenance = provenance
         self._collector = TraceCollector()
         self._attached: Any = None
         self._report: Report | None = None
         # Set by report()'s own capture (_ReportCapture) only.
         self._coverage: CoverageRecorder | None = None
         self._ignore_backend_mismatch = False
+        self._hooks_from = 0  # dynscope._hooks.mark() when the block began
 
     def __enter__(self) -> Capture:
         if self._attached is not None:
@@ -91,20 +94,23 @@ class Capture:
                 "this capture has finished; its report is in cap.report. Use a new "
                 "dynscope.capture() for a new block (re-entering would mix old graphs in)"
             )
+        self._hooks_from = _hooks.mark()
         # Only the thread that opened the block is watched: another thread's compiles
         # are not part of this program's story.
         self._collector.thread = threading.get_ident()
         self.backend.thread = threading.get_ident()
-        # What Inductor does below Dynamo is kept too (Graph.lowering), with Inductor's
-        # provenance tracking on for the block: it logs which node each kernel computes and
-        # changes no generated code. Without Inductor nothing more is logged.
+        # What Inductor does below Dynamo is kept too (Graph.lowering). Inductor's provenance
+        # tracking (which node each kernel computes) is part of its FX graph cache key: turned
+        # on for the user's own compiles, a warm cache would miss and the compile times would
+        # not be theirs. So it is on only when asked (provenance=True: report()'s own compile).
         self._collector.lowering = True
         self._attached = contextlib.ExitStack()
         self._attached.enter_context(_torch.attached(self._collector))
         # PyTorch logs an interned file name once a process (and only while a handler is
         # attached): the names interned before this block are read from its table.
         self._collector.strings.update(_torch.interned_strings())
-        self._attached.enter_context(_torch.lowering_config(kernel_profile=False))
+        if self.provenance:
+            self._attached.enter_context(_torch.lowering_config(kernel_profile=False))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -131,6 +137,11 @@ class Capture:
         counts = self._coverage.counts() if self._coverage is not None else None
         if counts is not None:
             rep = with_coverage(rep, counts)
+        notes = tuple(f.note for f in _hooks.since(self._hooks_from))
+        if not self.provenance and any(g.lowering is not None and not g.lowering.kernels for g in rep.graphs):
+            notes += (PROVENANCE_OFF,)
+        if notes:
+            rep = replace(rep, notes=(*rep.notes, *notes))
         return self._finished(rep, events)
 
     def _finished(self, rep: Report, events: list[TraceEvent]) -> Report:
@@ -162,7 +173,9 @@ class _ReportCapture(Capture):
     def __init__(
         self, *, inner: str | Callable[..., Any], title: str, coverage: CoverageRecorder | None
     ) -> None:
-        super().__init__(inner=inner, title=title)
+        # report() owns its compile: Inductor's provenance is on for it (its cache entries are
+        # under a key of their own; the user's compiles are capture()'s, which leaves it off).
+        super().__init__(inner=inner, title=title, provenance=True)
         self.backend.count_runs = True
         self.backend.keep_inputs = True
         self.backend.mark_runs = coverage is not None
@@ -172,6 +185,18 @@ class _ReportCapture(Capture):
         # (guard_check: every guard an earlier entry failed on the call that recompiled).
         self.call_starts: list[int] = []
         self.call_values: list[dict[str, Any]] = []
+        self._describe_hook = Hook("call description")
+
+    def described(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's inputs described for guard_check; {} when that failed (a guarded hook)."""
+        if self._describe_hook.off:
+            return {}
+        try:
+            self._describe_hook.check()
+            return describe_call(model, args, kwargs)
+        except Exception as err:  # noqa: BLE001 - never into the user's call
+            self._describe_hook.failed(err)
+            return {}
 
     def _finished(self, rep: Report, events: list[TraceEvent]) -> Report:
         if not self.call_values:
@@ -179,13 +204,24 @@ class _ReportCapture(Capture):
         return with_all_failures(rep, events, self.call_starts, self.call_values)
 
 
-def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Capture:
+#: Said when capture() saw Inductor compiles but, leaving provenance off, could not list kernels.
+PROVENANCE_OFF = (
+    "Inductor's kernels are not listed: capture() leaves Inductor's provenance tracking off, because it is "
+    "part of the FX graph cache key (your warm cache would miss and your compile times would change). To list "
+    "kernels, run with INDUCTOR_PROVENANCE=1 (your cache keys then include it) or dynscope.capture(provenance=True)"
+)
+
+
+def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "", provenance: bool = False) -> Capture:
     """Watch everything torch.compile does inside a ``with`` block.
 
     Args:
         inner: backend that ``cap.backend`` delegates to after recording. Defaults to
             "eager". Compiles that do not use ``cap.backend`` keep their own backend.
         title: a name for the report. Defaults to "".
+        provenance: turn on Inductor's provenance tracking in the block, so each kernel is
+            tied to the nodes it computes. Defaults to False: it is part of Inductor's FX graph
+            cache key, so a warm cache would miss and compile times would not be your run's.
 
     Returns:
         A :class:`Capture`; its ``report`` is ready when the block ends (also when the
@@ -197,7 +233,7 @@ def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "") -> Ca
         ...     compiled(x)
         >>> print(cap.report)
     """
-    return Capture(inner=inner, title=title)
+    return Capture(inner=inner, title=title, provenance=provenance)
 
 
 def as_report_call(call: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
@@ -450,7 +486,7 @@ def _report_locked(
             for index, (args, kwargs) in enumerate(call_list):
                 cap.calls += 1
                 cap.call_starts.append(len(cap._collector.events))
-                cap.call_values.append(describe_call(model, args, kwargs))
+                cap.call_values.append(cap.described(model, args, kwargs))
                 try:
                     out = compiled(*args, **kwargs)
                 except Exception as raised:  # noqa: BLE001 - re-raised below with the report
@@ -465,15 +501,7 @@ def _report_locked(
     if notes:
         rep = replace(rep, notes=rep.notes + notes)
     if failure is not None:
-        index, err = failure
-        where = "".join(traceback.format_exception_only(type(err), err)).strip()
-        raise CaptureError(
-            f"the model raised during call {index} of {len(call_list)}: {where}\n"
-            f"What was captured before the failure is in err.report "
-            f"({rep.graph_count} graphs, {rep.break_count} breaks).",
-            report=rep,
-            call_index=index,
-        ) from err
+        _raise_failure(model, call_list, failure, rep, inner=inner, whole=whole)
     if timing or memory:
         from dynscope._capture.timing import time_report
         from dynscope._torch.trace import own_work
@@ -483,4 +511,34 @@ def _report_locked(
                 rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options,
                 capture_s=time.perf_counter() - started, dynamic=dynamic, timing=timing, memory=memory,
             )
+    return rep
+
+
+def _raise_failure(model: Any, call_list: list[tuple[tuple[Any, ...], dict[str, Any]]],
+                   failure: tuple[int, BaseException], rep: Report, *, inner: str | Callable[..., Any],
+                   whole: bool) -> NoReturn:
+    """Raise the CaptureError for a call that raised, saying whose failure it was (blame.py)."""
+    from dynscope._capture.blame import COMPILER, Blame, blame, message
+
+    index, err = failure
+    # A program that compiles its own parts is rerun with its own compiles: only eagerly-run
+    # reruns can tell (blame's plain compile is of the whole program, as report() compiled it).
+    told = blame(model, call_list, index, err, inner) if whole else Blame("", "")
+    if told.party == COMPILER:
+        rep = crashed(rep)
+        frame = next((f for f in rep.frames if f.status == "crashed"), None)
+        if frame is not None:  # the user's function being compiled, not a frame of the compiler
+            told = replace(told, at=f"compiling {frame.function} at {frame.filename}:{frame.lineno}")
+    name = inner if isinstance(inner, str) else getattr(inner, "__name__", "custom")
+    raise CaptureError(message(told, err, index, len(call_list), rep, name), report=rep, call_index=index,
+                       party=told.party) from err
+
+
+def crashed(rep: Report) -> Report:
+    """The report with the last frame whose compile failed marked "crashed": its error
+    raised into the program (it did not fall back to eager)."""
+    for i in range(len(rep.frames) - 1, -1, -1):
+        if rep.frames[i].status == "failed":
+            frames = (*rep.frames[:i], replace(rep.frames[i], status="crashed"), *rep.frames[i + 1:])
+            return replace(rep, frames=frames)
     return rep

@@ -7,6 +7,7 @@ import traceback
 
 from dynscope._errors import CaptureError
 from dynscope._format import clip
+from dynscope._lexicon.wording import base_function
 from dynscope._torch.registry import is_user_file
 
 #: Longest error text kept (Inductor errors can run to pages).
@@ -44,4 +45,6 @@ def raised_at(err: BaseException) -> str:
         return ""
     f = frames[-1]
     code = f" :: {f.line.strip()}" if f.line else ""
-    return f"at {f.filename}:{f.lineno} in {f.name}{code}"
+    # After a graph break the rest of a function runs in Dynamo's resume function
+    # ("torch_dynamo_resume_in_forward_at_25"): the user's function is its base.
+    return f"at {f.filename}:{f.lineno} in {base_function(f.name)}{code}"

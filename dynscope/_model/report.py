@@ -177,7 +177,7 @@ class Frame:
     op_count: int = 0  # ops Dynamo put in the graph (0: nothing compiled)
     compile_time: CompileTime = CompileTime()
     restarts: int = 0  # times Dynamo restarted its analysis (usually once per break)
-    status: str = "compiled"  # "compiled", "empty" (no ops, so no graph) or "failed"
+    status: str = "compiled"  # "compiled", "empty" (no ops, so no graph), "failed" (fell back to eager) or "crashed" (its compile error raised into the program)
     fail_reason: str = ""  # why compiling failed or was skipped
     torch_compile_id: str = ""  # PyTorch's own id (process-wide; matches TORCH_LOGS / tlparse)
     # Dynamic shapes: the input sizes this compile fixed or guarded, each with the user line

@@ -32,6 +32,7 @@ from dynscope._render.section_html import (
     table_html,
 )
 from dynscope._render.words import (
+    CRASH_WORDS,
     PHASE_SOURCES,
     cache_text,
     compile_parts,
@@ -137,6 +138,17 @@ def _fallbacks(rep: Report) -> str:
         "<section><h2>Frames that fell back to eager</h2><p>Dynamo gave up on these functions; "
         f"they run eagerly, and only what they call is compiled.</p>{table}</section>"
     )
+
+
+def _crashes(rep: Report) -> str:
+    crashed = [f for f in rep.frames if f.status == "crashed"]
+    if not crashed:
+        return ""
+    items = "".join(
+        f"<li><code>{esc(f.compile_id)}</code> {esc(f.function)} (<code>{esc(location(f.filename, f.lineno))}</code>): "
+        f"{esc(f.fail_summary)}</li>" for f in crashed)
+    return (f"<section><h2>The compile that raised into your program</h2><p>{esc(CRASH_WORDS)}</p>"
+            f"<ul>{items}</ul></section>")
 
 
 def _guards(rep: Report) -> str:
@@ -507,7 +519,7 @@ def render_html(
 <div class="svgbox" id="program-view">{program}</div></section>
 {_breaks(rep)}
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
-{_advice(rep)}{_fallbacks(rep)}{cov}{_end_to_end(rep)}{_memory(rep)}{_program_lowering(rep)}
+{_advice(rep)}{_crashes(rep)}{_fallbacks(rep)}{cov}{_end_to_end(rep)}{_memory(rep)}{_program_lowering(rep)}
 <section><h2>Guards</h2>{_guards(rep)}</section>
 <section id="graphs"><h2>Graphs ({rep.graph_count})</h2>{_legend()}{_graph_table(rep, svgs, picture_files, same)}</section>
 {graphs}

@@ -23,6 +23,7 @@ from dynscope._render.blocks import Entry, Group, Listing, Section, Table
 from dynscope._render.section_text import entry_lines, flagged, group_lines, listing_lines, table_text
 from dynscope._render.terminal import paint_summary
 from dynscope._render.words import (
+    CRASH_WORDS,
     advice_title,
     timing_doubts,
     totals_line,
@@ -277,6 +278,13 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
         out += [f"Recompiles ({rep.recompile_count})", recompiles_section(rep), ""]
     if rep.trials:
         out += [advice_title(rep.trials), advice_section(rep.trials), ""]
+    crashed = [f for f in rep.frames if f.status == "crashed"]
+    if crashed:
+        out.append("The compile that raised into your program")
+        out += textwrap.wrap(CRASH_WORDS, 100, initial_indent="    ", subsequent_indent="    ")
+        for f in crashed:
+            out.append(f"    {f.compile_id} {f.function} ({location(f.filename, f.lineno)}): {clip(f.fail_summary, 80)}")
+        out.append("")
     failed = [f for f in rep.frames if f.status == "failed"]
     if failed:
         out.append("Frames that fell back to eager")

@@ -662,3 +662,11 @@ def memory_notes(rep: Report) -> list[str]:
             f"({g.memory.ratio:.2f}x); dynscope.advise(rep, memory=True) tries the memory remedies"
         )
     return out
+
+
+#: Said of a frame whose compile failed and raised into the program (Frame.status "crashed").
+CRASH_WORDS = (
+    "PyTorch's compiler failed on this function and the error reached your program (it runs eagerly, and "
+    "under a plain torch.compile it fails the same way). Work around it with torch.compiler.disable on the "
+    "function, or torch._dynamo.config.suppress_errors = True to fall back to eager."
+)

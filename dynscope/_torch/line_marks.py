@@ -13,6 +13,10 @@ The tracer starts at the program's first graph break (before it, every op is in 
 at no break), is off while Dynamo compiles (its tracing runs millions of Python calls of its
 own), and is not installed when another tracer is set (a debugger, coverage.py: theirs is
 left alone) or ``DYNSCOPE_LINES=0``: ops then keep their region's break site.
+
+The tracer runs inside the user's frames, so it is a guarded hook (:mod:`dynscope._hooks`):
+on any error it takes itself out and the report says so. Its caches are keyed by the code
+object's identity: a code object Dynamo made can hold a dict constant, and is then unhashable.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from dynscope._hooks import Hook
 from dynscope._torch.registry import is_user_file
 
 if TYPE_CHECKING:
@@ -45,8 +50,10 @@ class LineMarks:
         self.active = False  # marking: armed, and no other tracer was set
         self._ready = False  # in the block, with no other tracer set
         self._thread = 0
-        self._wanted: dict[CodeType, bool] = {}
-        self._names: dict[tuple[CodeType, int], str] = {}
+        # By id(code), the code object kept in the value so its id is never reused meanwhile.
+        self._wanted: dict[int, tuple[CodeType, bool]] = {}
+        self._names: dict[tuple[int, int], tuple[CodeType, str]] = {}
+        self._hook = Hook("line tracer")
         self._open: dict[FrameType, Any] = {}
         self._paused = 0
         self._range: Any = None
@@ -79,7 +86,7 @@ class LineMarks:
 
     def arm(self) -> None:
         """Start marking (the program broke a graph); marking goes on while not paused."""
-        if self._ready and not self.active and threading.get_ident() == self._thread:
+        if self._ready and not self.active and not self._hook.off and threading.get_ident() == self._thread:
             self.active = True
             if not self._paused:
                 sys.settrace(self._call)
@@ -98,38 +105,60 @@ class LineMarks:
             if not self._paused and self.active:
                 sys.settrace(self._call)
 
+    def _stop(self, err: BaseException) -> None:
+        """The tracer failed: take it out, close its ranges, record what is lost."""
+        self._hook.failed(err)
+        self.active = False
+        sys.settrace(None)
+        for rf in self._open.values():
+            with contextlib.suppress(Exception):
+                rf.__exit__(None, None, None)
+        self._open.clear()
+
     def _call(self, frame: FrameType, event: str, _arg: Any) -> Any:
-        code = frame.f_code
-        wanted = self._wanted.get(code)
-        if wanted is None:
-            # The program's own Python and its libraries: not torch, dynscope or the stdlib.
-            wanted = self._wanted[code] = is_user_file(code.co_filename)
-        return self._local if wanted else None
+        try:
+            self._hook.check()
+            code = frame.f_code
+            entry = self._wanted.get(id(code))
+            if entry is None:
+                # The program's own Python and its libraries: not torch, dynscope or the stdlib.
+                entry = self._wanted[id(code)] = (code, is_user_file(code.co_filename))
+            return self._local if entry[1] else None
+        except Exception as err:  # noqa: BLE001 - never into the user's frame (module docstring)
+            self._stop(err)
+            return None
 
     def _name(self, code: CodeType, line: int) -> str:
         """The mark of ``line`` of ``code``; :data:`GLUE` for the lines of a Dynamo-compiled
         code object that are Dynamo's own (its first line: calling the graph, rebuilding
         Python values for the resume function at a break), which belong to the region."""
-        key = (code, line)
-        name = self._names.get(key)
-        if name is None:
+        key = (id(code), line)
+        entry = self._names.get(key)
+        if entry is None:
             glue = line == code.co_firstlineno and _compiled_by_dynamo(code)
-            name = self._names[key] = GLUE if glue else f"{LINE_MARK}{code.co_filename}:{line}"
-        return name
+            entry = self._names[key] = (code, GLUE if glue else f"{LINE_MARK}{code.co_filename}:{line}")
+        return entry[1]
 
     def _local(self, frame: FrameType, event: str, _arg: Any) -> Any:
-        if event == "line":
-            rf = self._open.pop(frame, None)
-            if rf is not None:
-                rf.__exit__(None, None, None)
-            name = self._name(frame.f_code, frame.f_lineno)
-            rf = self._range(name)
-            rf.__enter__()
-            self._open[frame] = rf
-        elif event == "return":
-            rf = self._open.pop(frame, None)
-            if rf is not None:
-                rf.__exit__(None, None, None)
+        if self._hook.off:
+            return None
+        try:
+            self._hook.check()
+            if event == "line":
+                rf = self._open.pop(frame, None)
+                if rf is not None:
+                    rf.__exit__(None, None, None)
+                name = self._name(frame.f_code, frame.f_lineno)
+                rf = self._range(name)
+                rf.__enter__()
+                self._open[frame] = rf
+            elif event == "return":
+                rf = self._open.pop(frame, None)
+                if rf is not None:
+                    rf.__exit__(None, None, None)
+        except Exception as err:  # noqa: BLE001 - never into the user's frame (module docstring)
+            self._stop(err)
+            return None
         return self._local
 
 
@@ -143,7 +172,10 @@ def _compiled_by_dynamo(code: CodeType) -> bool:
         from torch._dynamo.utils import orig_code_map
     except ImportError:  # pragma: no cover
         return False
-    return code in orig_code_map
+    try:
+        return code in orig_code_map
+    except TypeError:  # an unhashable code object (a dict constant): not one of Dynamo's
+        return False
 
 
 def line_of(mark: str) -> str:

@@ -10,6 +10,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from dynscope._hooks import Hook
 from dynscope._lexicon.wording import TRACE_LOGGER_NAME
 
 if TYPE_CHECKING:
@@ -92,11 +93,23 @@ def around_compiles(on_start: Callable[[], None], on_end: Callable[[], None]) ->
         yield
         return
 
+    # Called inside every Dynamo compile: guarded (dynscope._hooks), never into the compile.
+    hook = Hook("compile callbacks")
+
+    def guarded(fn: Callable[[], None]) -> None:
+        if hook.off:
+            return
+        try:
+            hook.check()
+            fn()
+        except Exception as err:  # noqa: BLE001 - never into PyTorch's compile
+            hook.failed(err)
+
     def start(*_: Any) -> None:
-        on_start()
+        guarded(on_start)
 
     def end(*_: Any) -> None:
-        on_end()
+        guarded(on_end)
 
     register_start(start)
     register_end(end)

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dynscope._hooks import Hook
 from dynscope._torch import records
 
 if TYPE_CHECKING:
@@ -72,8 +73,20 @@ class TraceCollector(logging.Handler):
         self.thread: int | None = None
         # Also keep what AOTAutograd and Inductor log (only Inductor compiles log it).
         self.lowering = False
+        self._hook = Hook("trace collector")
 
     def emit(self, record: logging.LogRecord) -> None:
+        # A handler's error would raise out of PyTorch's logging call, into the compile:
+        # guarded, it costs the records from here on (dynscope._hooks), never the compile.
+        if self._hook.off:
+            return
+        try:
+            self._hook.check()
+            self._emit(record)
+        except Exception as err:  # noqa: BLE001 - never into PyTorch's compile
+            self._hook.failed(err)
+
+    def _emit(self, record: logging.LogRecord) -> None:
         if self.thread is not None and record.thread != self.thread:
             return
         if _OWN_DEPTH.get() > self.depth:
