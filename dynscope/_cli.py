@@ -224,10 +224,11 @@ def _fix_args(sub: _Commands) -> None:
         "fix",
         help="propose source patches that remove graph breaks, each verified on a copy of your file",
         description="Import TARGET as `dynscope report` does, then run dynscope.fix: for each break site "
-        "in your own files, rewrite the statement by its cause, apply it to a copy of the file in a "
-        "temporary folder, rerun under torch.compile, and call it verified only when the break is gone, "
+        "in your own files, rewrite the statement by its cause, apply it to a hidden copy of the file beside "
+        "it, rerun under torch.compile, and call it verified only when the break is gone, "
         "no new one appeared and outputs (and gradients) equal the unpatched eager run's. Your files "
-        "change only with --write (verified patches only, a backup beside each file).",
+        "change only with --write (verified patches only, a backup beside each file; only the patched "
+        "lines change; exit 1 when nothing could be written).",
         epilog=EXAMPLES["fix"],
     )
     f.add_argument("target", help="path/to/file.py:function or package.module:function")
@@ -473,7 +474,9 @@ def _cmd_fix(args: argparse.Namespace) -> int:
         path = Path(args.html)
         path.write_text(result.to_html(), encoding="utf-8")
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
-    return 0
+    # --write asked for a change that did not happen (a read-only file, patches that did not
+    # verify together, a file changed meanwhile): say so in the exit status too.
+    return 1 if args.write and result.note else 0
 
 
 def _gates(rep: Any, args: argparse.Namespace) -> list[str]:

@@ -26,16 +26,23 @@ class Patch:
     why_not: str = ""  # why it is not verified ("" when it is)
     assumes: str = ""  # what the rewrite relies on ("both branches give tensors of one shape")
     breaks_before: int = 0  # break events at the site before
-    breaks_after: int = 0  # at the rewritten lines after
+    # Every "after" field is None when the patched program never ran (it did not import, its
+    # function could not be found, it raised): nothing was measured, which is not 0.
+    breaks_after: int | None = None  # at the rewritten lines after
     program_breaks_before: int = 0  # the whole program's break events
-    program_breaks_after: int = 0
+    program_breaks_after: int | None = None
     graphs_before: int = 0
-    graphs_after: int = 0
+    graphs_after: int | None = None
     coverage_before: float | None = None  # share of torch ops run inside graphs
     coverage_after: float | None = None
-    outputs_matched: bool | None = None  # the patched compiled program against the unpatched eager one
-    gradients_matched: bool | None = None  # None: nothing required grad
+    outputs_matched: bool | None = None  # the patched compiled program against the unpatched eager one; None: not run
+    gradients_matched: bool | None = None  # None: nothing required grad, or not run
     max_abs_error: float | None = None
+
+    @property
+    def ran(self) -> bool:
+        """Whether the patched program ran (and the "after" fields were measured)."""
+        return self.program_breaks_after is not None
 
     def __repr__(self) -> str:
         state = "verified" if self.verified else f"proposed ({self.why_not})"

@@ -23,7 +23,10 @@ def _yes(x: bool | None) -> str:
 
 
 def evidence(p: Patch) -> str:
-    """One line of what the rerun showed."""
+    """One line of what the rerun showed ("not run" when the patched program never ran)."""
+    if not p.ran:
+        return (f"not run: breaks at the site {p.breaks_before}, program {p.program_breaks_before} breaks, "
+                f"{p.graphs_before} graphs, coverage {_pct(p.coverage_before)} before the patch")
     grads = "" if p.gradients_matched is None else f", gradients equal: {_yes(p.gradients_matched)}"
     return (f"breaks at the site {p.breaks_before} -> {p.breaks_after}; program {p.program_breaks_before} -> "
             f"{p.program_breaks_after} breaks, {p.graphs_before} -> {p.graphs_after} graphs, coverage "

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 import dynscope
+from dynscope._capture.fix.source import line_map
 from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
 from tests.corpus import fix_programs as fp
 
@@ -66,8 +67,33 @@ def _same_on_new_input(build: Any, p: dynscope.Patch) -> bool:
     calls = [(fresh, {})]
     new = apply_diff(Path(p.filename).read_text(encoding="utf-8"), p.diff)
     with patched_module(p.filename, new) as module:
-        patched, _ = counterpart(model, p.filename, module)
+        # Found by its code, as fix finds it: the lines of its definitions in the patched text.
+        patched, why = counterpart(model, p.filename, module, line_map(diff_spans(p.diff)))
+        assert patched is not None, why
         return compare(run_eager(model, calls), run_compiled(patched, calls)).outputs_matched
+
+
+def diff_spans(diff: str) -> list[tuple[int, int, int]]:
+    """The changes of a unified diff as ``line_map`` takes them: (first old line, last old
+    line, lines put in their place), one per run of removed and added lines."""
+    spans: list[tuple[int, int, int]] = []
+    for hunk in re.finditer(r"@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@\n(.*?)(?=^@@|\Z)", diff, re.S | re.M):
+        line = int(hunk.group(1))
+        first, removed, added = 0, 0, 0
+        for ln in [*hunk.group(2).splitlines(), " "]:
+            if ln.startswith("-"):
+                first = first or line
+                removed += 1
+                line += 1
+            elif ln.startswith("+"):
+                first = first or line
+                added += 1
+            else:
+                if first:
+                    spans.append((first, first + removed - 1, added))
+                first, removed, added = 0, 0, 0
+                line += 1
+    return spans
 
 
 def apply_diff(old: str, diff: str) -> str:

@@ -4,7 +4,7 @@ Each program is a (model, inputs) builder; each break site carries a ``# SITE: <
 comment naming the rewrite expected to remove it, or ``# SITE: none`` where no patch should
 be verified (a rewrite that would change outputs, a value used as a Python int). The file
 imports only torch, numpy and the standard library: ``fix`` imports patched copies of it
-from a temporary folder.
+from hidden files beside it.
 """
 
 from __future__ import annotations

@@ -23,8 +23,10 @@ def _changed_lines(diff: str) -> str:
 def as_trial(p: Patch) -> Trial:
     """One patch as a trial: before and after as fix measured them."""
     before = Outcome(graphs=p.graphs_before, breaks=p.program_breaks_before, coverage=p.coverage_before)
-    ran = p.outputs_matched is not None
-    after = Outcome(graphs=p.graphs_after, breaks=p.program_breaks_after, coverage=p.coverage_after) if ran else None
+    # The "after" fields are None when the patched program never ran.
+    after = (Outcome(graphs=p.graphs_after, breaks=p.program_breaks_after, coverage=p.coverage_after)
+             if p.graphs_after is not None and p.program_breaks_after is not None else None)
+    ran = after is not None
     return Trial(
         remedy=f"source patch ({p.rewrite})", code=_changed_lines(p.diff), target=(p.site,), before=before,
         after=after, helped=p.verified, tried=True, outputs_match=bool(p.outputs_matched) if ran else True,

@@ -10,7 +10,6 @@ packages get no edit: the result says whose code it is and what to do instead.
 from __future__ import annotations
 
 import copy
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,15 +18,25 @@ import torch
 
 from dynscope._capture.capture import _MISSING, as_report_call, normalise_calls, report, title_of
 from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
-from dynscope._capture.fix.verify import compare, copied, counterpart, patched_module, run_compiled, run_eager
+from dynscope._capture.fix.source import Source, SourceError, line_map, python_lines
+from dynscope._capture.fix.verify import (
+    PatchedImportError,
+    compare,
+    copied,
+    counterpart,
+    patched_module,
+    run_compiled,
+    run_eager,
+)
+from dynscope._errors import DynscopeError
 from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
 from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._torch.registry import is_user_file, library_of
 from dynscope._torch.trace import own_work
-from dynscope._write import write_text
+from dynscope._write import rewrite_file
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from dynscope._capture.fix.verify import Run
     from dynscope._model import GraphBreak, Report
@@ -83,7 +92,7 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
     patches: list[Patch] = []
     chosen: list[tuple[Patch, Rewrite]] = []
     unpatched: list[Unpatched] = []
-    sources: dict[str, str] = {}  # each file as fix read it: the diffs are of this text
+    sources: dict[str, Source] = {}  # each file as fix read it: the diffs are of its text, the writes of its bytes
     for site in before.breaks:
         found = _site(model, calls, before, eager, site, sources)
         if isinstance(found, Unpatched):
@@ -107,7 +116,7 @@ def _report(model: Any, calls: Calls) -> Report:
 
 
 def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak,
-          sources: dict[str, str]) -> Unpatched | tuple[Patch, Rewrite]:
+          sources: dict[str, Source]) -> Unpatched | tuple[Patch, Rewrite]:
     where = site.location
     owner = _owner(site.filename)
     if site.category in _ON_PURPOSE:
@@ -118,11 +127,11 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
             f"the compiled region, wrap it in torch.compiler.disable, or look for a {owner} release that fixes it"),
             site.count)
     try:
-        source = sources.get(site.filename) or Path(site.filename).read_text(encoding="utf-8")
+        source = sources.get(site.filename) or Source.read(site.filename)
         sources[site.filename] = source
-    except OSError as err:
-        return Unpatched(where, site.category, owner, f"cannot read {site.filename}: {err}", site.count)
-    rewrites, why = candidates(source, site.lineno, site.category)
+    except SourceError as err:
+        return Unpatched(where, site.category, owner, f"no patch: {err}", site.count)
+    rewrites, why = candidates(source.text, site.lineno, site.category)
     if not rewrites:
         return Unpatched(where, site.category, owner, f"no patch: {why}. {site.fix}".strip(), site.count)
     tried: list[tuple[Patch, Rewrite]] = []
@@ -164,26 +173,38 @@ class _Rerun:
     why: str
 
 
-def _rerun(model: Any, calls: Calls, filename: str, text: str, eager: Run) -> tuple[_Rerun, Any]:
+def _rerun(model: Any, calls: Calls, source: Source, rewrites: Sequence[Rewrite], text: str,
+           eager: Run) -> tuple[_Rerun, Any]:
     """The patched program's report and the comparison of its compiled outputs with eager's."""
+    name = Path(source.path).name
     try:
-        return _rerun_patched(model, calls, filename, text, eager)
+        data = source.to_bytes(text)
+    except SourceError as err:
+        return _Rerun(None, "", f"no patched copy of {name}: {err}"), None
+    where = line_map([(rw.first, rw.last, rw.new_last - rw.first + 1) for rw in rewrites])
+    try:
+        return _rerun_patched(model, calls, source.path, data, where, eager)
+    except PatchedImportError as err:
+        return _Rerun(None, "", f"the patched copy of {name} did not import: {err}"), None
     except Exception as err:  # noqa: BLE001 - the patched copy did not import: not verified, said why
-        return _Rerun(None, "", f"the patched copy of {Path(filename).name} did not import: "
+        return _Rerun(None, "", f"the patched copy of {name} did not import: "
                                 f"{type(err).__name__}: {str(err)[:200]}"), None
 
 
-def _rerun_patched(model: Any, calls: Calls, filename: str, text: str, eager: Run) -> tuple[_Rerun, Any]:
-    with patched_module(filename, text) as module:
+def _rerun_patched(model: Any, calls: Calls, filename: str, data: bytes, where: Callable[[int], int | None],
+                   eager: Run) -> tuple[_Rerun, Any]:
+    with patched_module(filename, data) as module:
         path = module.__file__ or ""
-        patched, why = counterpart(model, filename, module)
+        patched, why = counterpart(model, filename, module, where)
         if patched is None:
             return _Rerun(None, path, why), None
         try:
             with own_work():  # the patched copy is dynscope's work, not the user's program
                 rep = _report(patched, calls)
             got = run_compiled(patched, calls)
-        except Exception as err:  # noqa: BLE001 - the patched program failed: not verified, said why
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # noqa: BLE001 - the patched program failed (or exited): not verified, said why
             said = str(err).strip().splitlines()
             inner = next((ln for ln in said[1:] if ln.strip() and "Error" in ln), "")
             brief = said[0][:200] if said else ""
@@ -192,17 +213,17 @@ def _rerun_patched(model: Any, calls: Calls, filename: str, text: str, eager: Ru
         return _Rerun(rep, path, ""), compare(eager, got)
 
 
-def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: str,
+def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: Source,
               rw: Rewrite) -> tuple[Patch, _Rerun]:
     """The patch of ``rw`` with its evidence, and the rerun it came from."""
     name = Path(site.filename).name
     patch = Patch(
         site=site.location, filename=site.filename, lineno=site.lineno, category=site.category, rewrite=rw.name,
-        diff=unified_diff(source, rw.source, name), verified=False, assumes=rw.note, breaks_before=site.count,
+        diff=unified_diff(source.text, rw.source, name), verified=False, assumes=rw.note, breaks_before=site.count,
         program_breaks_before=before.break_count, graphs_before=before.graph_count,
         coverage_before=before.coverage.ratio if before.coverage is not None else None,
     )
-    rerun, ev = _rerun(model, calls, site.filename, rw.source, eager)
+    rerun, ev = _rerun(model, calls, source, [rw], rw.source, eager)
     if rerun.rep is None or ev is None:
         return _with(patch, why_not=rerun.why), rerun
     rep = rerun.rep
@@ -215,7 +236,7 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     if at_site:
         why.append(f"the break is still there ({at_site} at the rewritten lines)")
     elif rep.break_count >= before.break_count:
-        moved = [b.location for b in _new_sites(before, rep, rerun.path, rw)]
+        moved = [f"{name}:{line}" for _, line in _new_sites(before, rep, rerun.path, rw)]
         why.append(f"the program still breaks {rep.break_count} times ({before.break_count} before)"
                    + (f": the break moved to {', '.join(moved)}" if moved else ""))
     if not ev.outputs_matched:
@@ -225,8 +246,9 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     return _with(patch, verified=not why, why_not="; ".join(why)), rerun
 
 
-def _new_sites(before: Report, after: Report, path: str, rw: Rewrite) -> list[GraphBreak]:
-    """Break sites of the patched file that were no break site before (lines mapped back)."""
+def _new_sites(before: Report, after: Report, path: str, rw: Rewrite) -> list[tuple[GraphBreak, int]]:
+    """Break sites of the patched file that were no break site before, each with its line in
+    the original file."""
     shift = (rw.new_last - rw.first) - (rw.last - rw.first)
     old = {b.lineno for b in before.breaks}
     out = []
@@ -235,11 +257,11 @@ def _new_sites(before: Report, after: Report, path: str, rw: Rewrite) -> list[Gr
             continue
         line = b.lineno if b.lineno < rw.first else b.lineno - shift
         if line not in old:
-            out.append(b)
+            out.append((b, line))
     return out
 
 
-def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: str, rw: Rewrite,
+def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: Source, rw: Rewrite,
                patch: Patch, rerun: _Rerun) -> tuple[Patch, Rewrite] | None:
     """A rewrite that removed its break and kept outputs, but moved the break to the next
     statement (``.item()`` kept a tensor, and the ``if`` on it now breaks): the rewrite of that
@@ -249,10 +271,10 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
     moved = _new_sites(before, rerun.rep, rerun.path, rw)
     if not moved:
         return None
-    nxt = moved[0]
+    nxt, _ = moved[0]
     second, _ = candidates(rw.source, nxt.lineno, nxt.category)
     for rw2 in second:
-        both = _spanning(source, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
+        both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
         followed, _ = _verified(model, calls, before, eager, site, source, both)
         if followed.verified:
             return followed, both
@@ -261,7 +283,7 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
 
 def _spanning(old: str, new: str, name: str, note: str) -> Rewrite:
     """One rewrite from ``old`` to ``new`` over the lines between their common head and tail."""
-    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    a, b = python_lines(old), python_lines(new)
     head = 0
     while head < min(len(a), len(b)) and a[head] == b[head]:
         head += 1
@@ -275,7 +297,7 @@ def _same(a: str, b: str) -> bool:
     return Path(a).name == Path(b).name and Path(a).resolve().parent == Path(b).resolve().parent
 
 
-def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Rewrite]], sources: dict[str, str],
+def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Rewrite]], sources: dict[str, Source],
               *, write: bool) -> tuple[int | None, bool | None, tuple[str, ...], tuple[str, ...], str]:
     """Every verified patch applied together: the break count and outputs (one file: the
     model's; several files are counted per patch only), and, with ``write``, the file written
@@ -286,14 +308,16 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
         kept = by_file.setdefault(patch.filename, [])
         if all(rw.last < r.first or rw.first > r.last for _, r in kept):  # one statement, one rewrite
             kept.append((patch, rw))
-    texts = {f: combined(sources[f], [rw for _, rw in items]) for f, items in by_file.items()}
+    texts = {f: combined(sources[f].text, [rw for _, rw in items]) for f, items in by_file.items()}
     after: int | None = None
     matched: bool | None = None
+    why = ""
     if len(texts) == 1:
         ((filename, text),) = texts.items()
-        rerun, ev = _rerun(model, calls, filename, text, eager)
+        rerun, ev = _rerun(model, calls, sources[filename], [rw for _, rw in by_file[filename]], text, eager)
         if rerun.rep is not None and ev is not None:
             after, matched = rerun.rep.break_count, ev.outputs_matched
+        why = rerun.why
     written: list[str] = []
     backups: list[str] = []
     before_count = next(iter(chosen))[0].program_breaks_before if chosen else 0
@@ -301,23 +325,19 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
     if write and texts and not (after is not None and after < before_count and matched is True):
         note = ("nothing written: the verified patches did not verify together "
                 + ("(they are in several files: fix one file's function at a time)" if len(texts) > 1
+                   else f"({why})" if after is None and why
                    else f"({after} break events after, {before_count} before; outputs equal: {matched})"))
-    elif write and any(Path(f).read_text(encoding="utf-8") != sources[f] for f in texts):
-        note = "nothing written: a file changed while fix ran; run it again"
     if write and not note:
         for filename, text in texts.items():
-            backup = _backup_path(filename)
-            shutil.copy2(filename, backup)
-            write_text(Path(filename), text)
+            source = sources[filename]
+            try:
+                # Only the patched lines change: the file's other bytes, its mode, owner and
+                # links stay (a symlink is written through, a hard link stays shared).
+                backup = rewrite_file(Path(filename), source.to_bytes(text), expected=source.raw,
+                                      backup=".dynscope-backup")
+            except (DynscopeError, SourceError) as err:
+                note = f"nothing written: {err}"
+                break
             written.append(filename)
             backups.append(str(backup))
     return after, matched, tuple(written), tuple(backups), note
-
-
-def _backup_path(filename: str) -> Path:
-    base = Path(filename + ".dynscope-backup")
-    n = 1
-    while base.exists():
-        base = Path(f"{filename}.dynscope-backup{n}")
-        n += 1
-    return base

@@ -29,6 +29,7 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dynscope._capture.fix.source import python_lines
 from dynscope._lexicon.break_categories import (
     BRANCH,
     DEEPCOPY,
@@ -71,8 +72,13 @@ class Rewrite:
 
 
 def unified_diff(old: str, new: str, name: str) -> str:
-    """The unified diff of one file, as ``git diff`` shows it (a/ and b/ prefixes)."""
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+    """The unified diff of one file, as ``git diff`` shows it (a/ and b/ prefixes); lines as
+    Python splits them, each shown ending in ``\\n`` (a CRLF file's diff reads as any other)."""
+
+    def shown(text: str) -> list[str]:
+        return [ln.rstrip("\r\n") + "\n" for ln in python_lines(text)]
+
+    return "".join(difflib.unified_diff(shown(old), shown(new),
                                         f"a/{name}", f"b/{name}"))
 
 
@@ -93,7 +99,7 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
     if not makers:
         return [], f"no rewrite is known for a {category!r} break"
     found = []
-    text = _Text(source)
+    text = _Text(source, _unit(_line(source, stmt.lineno), stmt.col_offset))
     for make in makers:
         new = make(stmt, text)
         if new is not None:
@@ -121,20 +127,42 @@ def _statement_at(tree: ast.Module, lineno: int) -> ast.stmt | None:
     return best
 
 
+def _line(source: str, lineno: int) -> str:
+    """Line ``lineno`` (1-based) as Python counts lines, without its ending."""
+    return python_lines(source)[lineno - 1].rstrip("\r\n")
+
+
+def _head(line: str, col: int) -> str:
+    """The part of ``line`` before ``col``: ast's columns count UTF-8 bytes, not characters."""
+    return line.encode("utf-8")[:col].decode("utf-8", "replace")
+
+
+def _rest(line: str, col: int) -> str:
+    """The part of ``line`` from ``col`` (a UTF-8 byte offset) on."""
+    return line.encode("utf-8")[col:].decode("utf-8", "replace")
+
+
+def _unit(line: str, col: int) -> str:
+    """One level of indentation as the file writes it: a tab, or 4 (2) spaces."""
+    indent = _head(line, col)
+    if "\t" in indent:
+        return "\t"
+    return "  " if len(indent) % 4 == 2 else "    "
+
+
 def _trailing_comment(source: str, stmt: ast.stmt) -> str:
     """The comment after a one-line statement ("  # debug"), "" when none."""
     if stmt.end_lineno != stmt.lineno or stmt.end_col_offset is None:
         return ""
-    rest = source.splitlines()[stmt.lineno - 1][stmt.end_col_offset:]
+    rest = _rest(_line(source, stmt.lineno), stmt.end_col_offset)
     return rest.rstrip() if rest.lstrip().startswith("#") else ""
 
 
 def _refused(tree: ast.Module, stmt: ast.stmt, source: str) -> str:
     """Why the statement cannot be rewritten line by line ("" when it can): it shares a line
     with another statement, it is an ``elif``, or the file does not import torch."""
-    lines = source.splitlines()
-    first = lines[stmt.lineno - 1]
-    if first[: stmt.col_offset].strip() or first[stmt.col_offset:].startswith("elif"):
+    first = _line(source, stmt.lineno)
+    if _head(first, stmt.col_offset).strip() or _rest(first, stmt.col_offset).startswith("elif"):
         return f"the statement at line {stmt.lineno} does not start its line (an elif, or after another statement)"
     for node in ast.walk(tree):
         if (isinstance(node, ast.stmt) and node is not stmt and node.lineno <= (stmt.end_lineno or stmt.lineno)
@@ -151,13 +179,18 @@ def _contains(outer: ast.AST, inner: ast.AST) -> bool:
 
 
 def _replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str) -> Rewrite:
-    lines = source.splitlines(keepends=True)
+    lines = python_lines(source)
     first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
     comment = _trailing_comment(source, stmt)
     if comment and len(new_lines) == 1 and not new_lines[0].rstrip().endswith(comment.strip()):
         new_lines = [new_lines[0] + comment]
-    indent = " " * stmt.col_offset
-    body = [indent + ln + "\n" if ln else "\n" for ln in new_lines]
+    # The statement's own indentation (tabs stay tabs) and line endings (CRLF stays CRLF; the
+    # file's last line keeps having none when it had none).
+    indent = _head(lines[first - 1], stmt.col_offset)
+    ending = lines[first - 1][len(lines[first - 1].rstrip("\r\n")):] or "\n"
+    last_ending = lines[last - 1][len(lines[last - 1].rstrip("\r\n")):]
+    body = [(indent + ln if ln else "") + ending for ln in new_lines]
+    body[-1] = body[-1][: len(body[-1]) - len(ending)] + last_ending
     out = lines[: first - 1] + body + lines[last:]
     text = "".join(out)
     return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body))
@@ -165,7 +198,7 @@ def _replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note
 
 def combined(source: str, rewrites: list[Rewrite]) -> str:
     """``source`` with several rewrites of distinct statements applied together."""
-    lines = source.splitlines(keepends=True)
+    lines = python_lines(source)
     for rw in sorted(rewrites, key=lambda r: r.first, reverse=True):
         lines[rw.first - 1: rw.last] = list(rw.replacement)
     return "".join(lines)
@@ -180,9 +213,10 @@ def _imports_torch(source: str) -> bool:
 class _Text:
     """The file's text, to copy a node's own spelling (quotes, comments) where it is kept."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, unit: str = "    ") -> None:
         self.source = source
-        self.lines = source.splitlines()
+        self.lines = [ln.rstrip("\r\n") for ln in python_lines(source)]
+        self.unit = unit  # one level of indentation as the file writes it
 
     def of(self, node: ast.AST) -> str:
         """The node as written, when it is one of the file's own; else as ``ast`` spells it."""
@@ -195,7 +229,8 @@ class _Text:
     def statement_lines(self, stmt: ast.stmt) -> list[str]:
         """The statement's lines as written, its own indentation removed (comments kept)."""
         raw = self.lines[stmt.lineno - 1: stmt.end_lineno or stmt.lineno]
-        return [ln[stmt.col_offset:] if ln[: stmt.col_offset].strip() == "" else ln.lstrip() for ln in raw]
+        col = stmt.col_offset
+        return [_rest(ln, col) if _head(ln, col).strip() == "" else ln.lstrip() for ln in raw]
 
     def body_lines(self, body: list[ast.stmt]) -> list[str]:
         return [ln for s in body for ln in self.statement_lines(s)]
@@ -222,7 +257,7 @@ def _is_timing(expr: ast.expr) -> bool:
 def _guard(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
     if isinstance(stmt, ast.Expr) and _called_name(stmt.value) in _SIDE_EFFECT_CALLS | _TIMING:
         own = text.statement_lines(stmt)
-        return ["if not torch.compiler.is_compiling():", *("    " + ln for ln in own)], GUARD, (
+        return ["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD, (
             "the statement runs in eager code only; under torch.compile it is skipped")
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_timing(stmt.value):
         value = text.of(stmt.value)
@@ -363,7 +398,8 @@ def _cond(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
         own = set(_stored(body))
         # torch.cond returns no operand as it is (no aliasing): an untouched one is cloned.
         ret = ", ".join(n if n in own else f"{n}.clone()" for n in names)
-        return [f"def {fn}({params}):", *("    " + ln for ln in text.body_lines(body)), f"    return ({ret},)"]
+        unit = text.unit
+        return [f"def {fn}({params}):", *(unit + ln for ln in text.body_lines(body)), f"{unit}return ({ret},)"]
 
     test = _tensor_test(stmt.test)
     if test is None:
@@ -438,7 +474,7 @@ def _transformed(stmt: ast.stmt, transformer: _Tensorised | _Masked | _Cloned, n
                  note: str) -> tuple[list[str], str, str] | None:
     """The statement with one expression rewrite applied; None when it changed nothing."""
     new = transformer.visit(copy.deepcopy(stmt))
-    return (_src(new).splitlines(), name, note) if transformer.changed else None
+    return (_src(new).split("\n"), name, note) if transformer.changed else None
 
 
 def _tensor(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:

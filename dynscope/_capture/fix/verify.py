@@ -1,12 +1,14 @@
-"""A patch verified in isolation: applied to a copy of the user's module in a temporary
-folder (never to the user's file), the program rerun under torch.compile in a fresh state,
-its breaks counted and its outputs (and gradients) compared with the unpatched program's
-eager run.
+"""A patch verified in isolation: applied to a copy of the user's module (never to the
+user's file), the program rerun under torch.compile in a fresh state, its breaks counted and
+its outputs (and gradients) compared with the unpatched program's eager run.
 
-The patched copy is a module of its own (a fresh import of the patched text), so its code
-objects are new: Dynamo has compiled none of them, and the user's compiled code is not
-touched. The user's model is deep-copied before its classes are swapped for the patched
-ones.
+The patched copy is a hidden file beside the user's (``.NAME.dynscope-fix-XXXX.py``), so its
+imports and the files it opens beside ``__file__`` resolve as the original's do, imported as
+a module of its own in the original's package: its code objects are new, Dynamo has compiled
+none of them, and the user's compiled code is not touched. The copy is removed when the
+block ends and on SIGTERM, SIGINT or SIGHUP (then the handler that was there runs). The user's
+model is deep-copied before its classes are swapped for the patched ones, each found by its
+code (the definition the user's object came from), not by its name.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ import importlib.util
 import itertools
 import math
 import os
+import secrets
+import shutil
+import signal
 import sys
 import tempfile
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,7 +35,10 @@ from dynscope._torch.runtime import compare_outputs, tensors
 from dynscope._torch.sandbox import DynamoSandbox, compile_kwargs
 from dynscope._torch.trace import own_work
 
-__all__ = ["Evidence", "Run", "counterpart", "patched_module", "run_eager", "run_compiled"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+__all__ = ["Evidence", "PatchedImportError", "Run", "counterpart", "patched_module", "run_eager", "run_compiled"]
 
 SEED = 0
 _numbers = itertools.count()
@@ -70,42 +79,159 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.abspath(a) == os.path.abspath(b)
 
 
-class patched_module:  # a context manager used like a function
-    """The patched text imported as a fresh module from a temporary folder, for the block."""
+class PatchedImportError(ImportError):
+    """The patched copy did not import: it raised, or exited (``SystemExit``), at import."""
 
-    def __init__(self, original: str, text: str) -> None:
-        self.original, self.text = original, text
+
+# -- the copies on disk, removed on every way out ------------------------------------------------
+
+_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
+_live: set[str] = set()  # copies (files and folders) on disk now
+_previous: dict[int, Any] = {}  # the handlers ours replaced, per signal
+_lock = threading.Lock()
+
+
+def _remove(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """Remove every copy, then do what the handler that was there would have done."""
+    for path in list(_live):
+        _remove(path)
+    _live.clear()
+    previous = _previous.get(signum, signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:  # the default action: die of the same signal
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _keep(path: str) -> None:
+    """Track a copy; the first one installs the handlers (main thread only: Python allows no
+    other; elsewhere the ``finally`` removes it)."""
+    with _lock:
+        _live.add(path)
+        if _previous or threading.current_thread() is not threading.main_thread():
+            return
+        for sig in _SIGNALS:
+            try:
+                previous = signal.signal(sig, _on_signal)
+            except (ValueError, OSError):  # pragma: no cover - not allowed here
+                continue
+            _previous[sig] = signal.SIG_DFL if previous is None else previous
+
+
+def _drop(path: str) -> None:
+    """Remove a copy; the last one puts the handlers back (unless someone replaced ours)."""
+    _remove(path)
+    with _lock:
+        _live.discard(path)
+        if _live or not _previous or threading.current_thread() is not threading.main_thread():
+            return
+        for sig, previous in _previous.items():
+            if signal.getsignal(sig) is _on_signal:
+                signal.signal(sig, previous)
+        _previous.clear()
+
+
+def _module_of(filename: str) -> types.ModuleType | None:
+    """The imported module whose file ``filename`` is (its package decides relative imports)."""
+    want = os.path.abspath(filename)
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and os.path.abspath(path) == want:
+            return module
+    return None
+
+
+class patched_module:  # a context manager used like a function
+    """The patched text imported as a fresh module from a hidden copy beside the original."""
+
+    def __init__(self, original: str, text: str | bytes) -> None:
+        self.original = original
+        # The file's bytes as fix writes them (its encoding, BOM, line endings); a str is UTF-8.
+        self.data = text if isinstance(text, bytes) else text.encode("utf-8")
         self.module: types.ModuleType | None = None
-        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self.path = ""
+        self._kept: str = ""
+
+    def _copy(self) -> Path:
+        """The copy's path: beside the original (its siblings and data files found as the
+        original finds them), else in a temporary folder when that folder is not writable."""
+        original = Path(os.path.abspath(self.original))
+        name = f".{original.stem}.dynscope-fix-{secrets.token_hex(4)}.py"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        path = original.with_name(name)
+        self._kept = str(path)
+        _keep(self._kept)
+        try:
+            fd = os.open(path, flags, 0o600)  # no wider than the user's own file needs
+        except OSError:
+            _drop(self._kept)
+            folder = tempfile.mkdtemp(prefix="dynscope-fix-")
+            self._kept = folder
+            _keep(folder)
+            path = Path(folder) / original.name
+            fd = os.open(path, flags, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(self.data)
+        return path
 
     def __enter__(self) -> types.ModuleType:
-        self._dir = tempfile.TemporaryDirectory(prefix="dynscope-fix-")
-        path = Path(self._dir.name) / Path(self.original).name
-        path.write_text(self.text, encoding="utf-8")
-        self.path = str(path)
-        name = f"_dynscope_fix_{next(_numbers)}_{path.stem}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has one
-            raise ImportError(f"cannot import the patched copy of {self.original}")
-        module = importlib.util.module_from_spec(spec)
-        # Its siblings (helpers it imports) are found where the original lives.
-        sys.path.insert(0, str(Path(self.original).resolve().parent))
-        sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            path = self._copy()
+            self.path = str(path)
+            original = self._original_module()
+            package = original.__spec__.parent if original is not None and original.__spec__ is not None else ""
+            leaf = f"_dynscope_fix_{next(_numbers)}_{Path(self.original).stem}"
+            name = f"{package}.{leaf}" if package else leaf
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None:  # pragma: no cover - a .py path always has one
+                raise PatchedImportError(f"cannot import the patched copy of {self.original}")
+            module = importlib.util.module_from_spec(spec)
+            # Compiled here, not by the import system: no __pycache__ is left in the user's folder.
+            code = compile(self.data, str(path), "exec", dont_inherit=True)
+            self._run(module, code)
         except BaseException:
             self.__exit__()
             raise
-        finally:
-            sys.path.remove(str(Path(self.original).resolve().parent))
-        self.module = module
         return module
+
+    def _original_module(self) -> types.ModuleType | None:
+        return _module_of(self.original)
+
+    def _run(self, module: types.ModuleType, code: types.CodeType) -> None:
+        folder = str(Path(self.original).resolve().parent)
+        # Its siblings (helpers it imports) are found where the original lives.
+        sys.path.insert(0, folder)
+        sys.modules[module.__name__] = module
+        self.module = module
+        try:
+            exec(code, module.__dict__)  # the user's own module, run as an import runs it
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # SystemExit too: the copy failed to import, fix goes on
+            what = (f"it called sys.exit({err.code!r})" if isinstance(err, SystemExit)
+                    else f"{type(err).__name__}: {str(err)[:200]}")
+            raise PatchedImportError(what) from err
+        finally:
+            if folder in sys.path:
+                sys.path.remove(folder)
 
     def __exit__(self, *exc: object) -> None:
         if self.module is not None:
             sys.modules.pop(self.module.__name__, None)
-        if self._dir is not None:
-            self._dir.cleanup()
+        if self._kept:
+            _drop(self._kept)
+            self._kept = ""
 
 
 def _defined_in(obj: Any, filename: str) -> bool:
@@ -120,26 +246,116 @@ def _defined_in(obj: Any, filename: str) -> bool:
 def _lookup(module: types.ModuleType, qualname: str) -> Any:
     obj: Any = module
     for part in qualname.split("."):
-        obj = getattr(obj, part)
+        obj = getattr(obj, part, None)
     return obj
 
 
-def counterpart(obj: Any, filename: str, module: types.ModuleType) -> tuple[Any, str]:
+def _own(value: Any) -> Any:
+    """A class attribute's function (a staticmethod's or classmethod's too)."""
+    return value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+
+
+def _members(module: types.ModuleType) -> Iterator[Any]:
+    """Every function and class the module holds: its names, and its classes' attributes."""
+    seen: set[int] = set()
+    stack: list[Any] = list(vars(module).values())
+    while stack:
+        value = _own(stack.pop())
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, types.FunctionType):
+            yield value
+        elif isinstance(value, type) and value.__module__ == module.__name__:
+            yield value
+            stack += list(vars(value).values())
+
+
+def _lines_of(cls: type, filename: str, where: Callable[[int], int | None]) -> dict[str, int | None]:
+    """The class's own methods from ``filename``: name -> the line of their ``def`` (mapped)."""
+    out = {}
+    for name, value in vars(cls).items():
+        fn = _own(value)
+        if isinstance(fn, types.FunctionType) and _same_file(fn.__code__.co_filename, filename):
+            out[name] = where(fn.__code__.co_firstlineno)
+    return out
+
+
+def _same_code(module: types.ModuleType) -> Callable[[Any, str, int | None], bool]:
+    path = module.__file__ or ""
+
+    def same(fn: Any, name: str, line: int | None) -> bool:
+        return (isinstance(fn, types.FunctionType) and fn.__code__.co_filename == path
+                and fn.__code__.co_name == name and fn.__code__.co_firstlineno == line)
+
+    return same
+
+
+def _function_in(module: types.ModuleType, fn: types.FunctionType,
+                 where: Callable[[int], int | None]) -> tuple[Any, str]:
+    """The patched copy of ``fn``: the function whose code comes from the same ``def`` (a name
+    bound twice in one file names two definitions; the user's object names one)."""
+    code = fn.__code__
+    line = where(code.co_firstlineno)
+    same = _same_code(module)
+    named = _lookup(module, fn.__qualname__)
+    if same(named, code.co_name, line):
+        return named, ""
+    found = [f for f in _members(module) if same(f, code.co_name, line)]
+    if found:
+        return found[0], ""
+    return None, (f"{fn.__qualname__} (the def at line {code.co_firstlineno}) is not the one the name "
+                  f"{fn.__qualname__!r} holds after the file runs, and no other name holds it: its patched copy "
+                  "cannot be run (bind it to a name of its own to verify it)")
+
+
+def _class_in(module: types.ModuleType, cls: type, filename: str,
+              where: Callable[[int], int | None]) -> tuple[Any, str]:
+    """The patched copy of ``cls``: the class whose methods come from the same lines."""
+    want = _lines_of(cls, filename, where)
+    path = module.__file__ or ""
+
+    def same(c: Any) -> bool:
+        return isinstance(c, type) and c.__qualname__ == cls.__qualname__ and _lines_of(c, path, lambda n: n) == want
+
+    named = _lookup(module, cls.__qualname__)
+    if same(named):
+        return named, ""
+    found = [c for c in _members(module) if same(c)]
+    if found:
+        return found[0], ""
+    return None, (f"class {cls.__qualname__} of the model is not the one the name {cls.__qualname__!r} holds after "
+                  f"{Path(filename).name} runs, and no other name holds it: its patched copy cannot be run")
+
+
+def _identity(line: int) -> int | None:
+    return line
+
+
+def counterpart(obj: Any, filename: str, module: types.ModuleType,
+                where: Callable[[int], int | None] = _identity) -> tuple[Any, str]:
     """``obj`` as the patched module defines it (a function, or a deep copy of a module whose
-    classes from ``filename`` are the patched ones); (None, why) when it cannot be."""
+    classes from ``filename`` are the patched ones); (None, why) when it cannot be.
+
+    Each is found by its code: ``where`` maps a line of the original file to the patched one
+    (the line of a ``def`` after a rewrite above it)."""
     if isinstance(obj, torch.nn.Module):
         swapped = copy.deepcopy(obj)
-        found = False
+        classes: dict[type, Any] = {}
         for sub in swapped.modules():
             cls = type(sub)
-            if _defined_in(cls, filename) and "<locals>" not in cls.__qualname__:
-                sub.__class__ = _lookup(module, cls.__qualname__)
-                found = True
-        if not found:
+            if cls not in classes and _defined_in(cls, filename) and "<locals>" not in cls.__qualname__:
+                new, why = _class_in(module, cls, filename, where)
+                if new is None:
+                    return None, why
+                classes[cls] = new
+            if cls in classes:
+                sub.__class__ = classes[cls]
+        if not classes:
             return None, f"no class of the model is defined in {Path(filename).name}"
         return swapped, ""
     if isinstance(obj, types.MethodType) and isinstance(obj.__self__, torch.nn.Module):
-        owner, why = counterpart(obj.__self__, filename, module)
+        owner, why = counterpart(obj.__self__, filename, module, where)
         return (getattr(owner, obj.__name__), "") if owner is not None else (None, why)
     if isinstance(obj, types.FunctionType):
         if not _defined_in(obj, filename):
@@ -147,7 +363,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType) -> tuple[Any,
                           f"{Path(filename).name}: run fix on a function of that file to verify")
         if "<locals>" in obj.__qualname__:
             return None, "the function is defined inside another function: its patched copy cannot be found"
-        return _lookup(module, obj.__qualname__), ""
+        return _function_in(module, obj, where)
     return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
 
 
