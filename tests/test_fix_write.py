@@ -460,3 +460,27 @@ def test_the_cli_exits_1_when_write_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr[-2000:]
     assert f"nothing written: {path} is read-only (mode 0444)" in done.stdout
     assert path.read_bytes() == raw
+
+
+@pytest.mark.heavy
+def test_a_module_of_a_package_verifies_with_its_relative_imports(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    pkg = tmp_path / "fixpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helpers.py").write_text("SCALE = 2.5\n")
+    (pkg / "model.py").write_text("import torch\n\nfrom .helpers import SCALE\n\n\n"
+                                  'def f(x):\n    print("scale", SCALE)\n    return x * SCALE\n')
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import fixpkg.model  # type: ignore[import-not-found]
+
+        res = dynscope.fix(fixpkg.model.f, torch.ones(3))
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m == "fixpkg" or m.startswith("fixpkg.")]:
+            sys.modules.pop(name, None)
+    (p,) = res.patches
+    assert p.verified, p.why_not
+    assert not _siblings(pkg)
+    capsys.readouterr()

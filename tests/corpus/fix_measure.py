@@ -44,6 +44,8 @@ def measure() -> dict[str, Any]:
             want, first = expected(p.lineno), p.rewrite.split(", then ")[0]
             if (p.verified or want != "none") and not want.startswith(first):
                 mismatched.append((p.site, p.rewrite, want))
+            if not p.verified and not p.why_not:
+                mismatched.append((p.site, p.rewrite, "an unverified patch that does not say why"))
             if p.verified and not _same_on_new_input(build, p):
                 changed.append(p.site)
         for u in res.unpatched:
