@@ -13,7 +13,16 @@ import dynscope
 # fail on a second import. Loading Dynamo's backend machinery here keeps inner runs from
 # importing it at all.
 from tests.corpus.markers import break_line
-from tests.corpus.programs import MLP, PROGRAMS, PrintModel, _train_step_setup, _x, disabled_fn, item_fn
+from tests.corpus.programs import (
+    MLP,
+    PROGRAMS,
+    PrintModel,
+    _train_step_setup,
+    _x,
+    disabled_fn,
+    item_fn,
+    loop_print_fn,
+)
 
 PRINT_LINE = break_line(PrintModel)
 
@@ -74,7 +83,9 @@ def test_coverage_known_values() -> None:
     model, calls = BY_NAME["loop_print"].make()
     cov = dynscope.report(model, calls=calls).coverage
     assert (cov.ops_in_graphs, cov.ops_eager, cov.ratio) == (0, 3, 0.0)
-    assert cov.eager_sites == (("outside compiled frames aten::add", 3),)
+    # Each at the line that ran it (issue 43: the frame began before the line tracer did).
+    add_line = break_line(loop_print_fn) - 1  # `x = x + 1`, the line before the print
+    assert cov.eager_sites == ((f"programs.py:{add_line} (outside compiled frames) aten::add", 3),)
     # Training: the backward of the captured forward graph counts as in graphs (its autograd
     # nodes were made inside the graph); AccumulateGrad's .grad writes are not counted. Only
     # the seed gradient loss.backward() makes (ones_like) runs eagerly, at its break line:

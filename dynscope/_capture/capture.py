@@ -15,7 +15,7 @@ import torch
 from dynscope import _hooks, _torch
 from dynscope._capture.assemble import build_report
 from dynscope._capture.backend import RecordingBackend
-from dynscope._capture.coverage import with_coverage
+from dynscope._capture.coverage import with_coverage, with_runs
 from dynscope._capture.guard_check import describe_call, with_all_failures
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip, few
@@ -23,6 +23,7 @@ from dynscope._hooks import Hook
 from dynscope._model.base import _Live
 from dynscope._torch.distributed import rank_info
 from dynscope._torch.profiler import OWN_MARK, CoverageRecorder
+from dynscope._torch.runs import RunCounter
 from dynscope._torch.trace import TraceCollector
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,6 +86,7 @@ class Capture:
         self._coverage: CoverageRecorder | None = None
         self._ignore_backend_mismatch = False
         self._hooks_from = 0  # dynscope._hooks.mark() when the block began
+        self._runs = RunCounter(0)
 
     def __enter__(self) -> Capture:
         if self._attached is not None:
@@ -99,6 +101,8 @@ class Capture:
         # are not part of this program's story.
         self._collector.thread = threading.get_ident()
         self.backend.thread = threading.get_ident()
+        # The runs of graphs compiled by the program's own backend (runs.py).
+        self._runs = RunCounter(threading.get_ident())
         # What Inductor does below Dynamo is kept too (Graph.lowering). Inductor's provenance
         # tracking (which node each kernel computes) is part of its FX graph cache key: turned
         # on for the user's own compiles, a warm cache would miss and the compile times would
@@ -106,6 +110,7 @@ class Capture:
         self._collector.lowering = True
         self._attached = contextlib.ExitStack()
         self._attached.enter_context(_torch.attached(self._collector))
+        self._attached.enter_context(self._runs.counting())
         # PyTorch logs an interned file name once a process (and only while a handler is
         # attached): the names interned before this block are read from its table.
         self._collector.strings.update(_torch.interned_strings())
@@ -137,6 +142,7 @@ class Capture:
         counts = self._coverage.counts() if self._coverage is not None else None
         if counts is not None:
             rep = with_coverage(rep, counts)
+        rep = replace(rep, graphs=with_runs(rep, self._runs.runs))
         notes = tuple(f.note for f in _hooks.since(self._hooks_from))
         if not self.provenance and any(g.lowering is not None and not g.lowering.kernels for g in rep.graphs):
             notes += (PROVENANCE_OFF,)

@@ -14,6 +14,8 @@ from dynscope._format import location
 from dynscope._model import Coverage, Graph, Report
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from dynscope._torch.profiler import OpCounts
 
 
@@ -86,7 +88,7 @@ def coverage_of(rep: Report, counts: OpCounts, placed: _Placed | None = None) ->
 def with_coverage(rep: Report, counts: OpCounts) -> Report:
     """The report with its coverage, and each break site with the eager time spent at it per
     call (the eager ops :func:`_placed` ties to the site, by their CPU time)."""
-    graphs = _with_runs(rep, counts)
+    graphs = with_runs(rep, counts.regions)
     # A graph the program's own backend compiled (report() of a program that compiles its
     # parts) runs unmarked unless Inductor built it: its ops cannot be told from eager ones.
     unmarked = [g.id for g in graphs if g.origin == "trace" and g.lowering is None and g.op_count and g.runs]
@@ -106,14 +108,14 @@ def with_coverage(rep: Report, counts: OpCounts) -> Report:
     return replace(rep, coverage=coverage_of(rep, counts, placed), breaks=breaks, graphs=graphs)
 
 
-def _with_runs(rep: Report, counts: OpCounts) -> tuple[Graph, ...]:
+def with_runs(rep: Report, runs: Mapping[str, int]) -> tuple[Graph, ...]:
     """The graphs, each that dynscope's backend did not count (the program's own compiles)
-    with the times its compiled code ran, from the profiler's ranges, where its compile made
-    that one graph."""
+    with the times its compiled code ran, ``runs`` by PyTorch's compile id (the profiler's
+    compiled-region ranges, or capture()'s run counter), where its compile made that one graph."""
     raw = {f.compile_id: f.torch_compile_id for f in rep.frames}
     per_compile = Counter(g.compile_id for g in rep.graphs)
     return tuple(
-        replace(g, runs=counts.regions.get(raw.get(g.compile_id, ""), 0))
+        replace(g, runs=runs.get(raw.get(g.compile_id, ""), 0))
         if g.runs == 0 and g.origin == "trace" and per_compile[g.compile_id] == 1 else g
         for g in rep.graphs
     )

@@ -275,7 +275,7 @@ class Graph(GraphShortcuts):
     code: str = ""  # readable Python code of the graph
     origin: str = "backend"  # "backend": seen by dynscope's backend; "trace": only from the trace
     timings: tuple[Timing, ...] = ()  # one per Inductor mode when timing ran
-    runs: int = 0  # times the graph ran during the calls (0: not counted: a graph of a backend not dynscope's, outside report())
+    runs: int = 0  # times the graph ran during the calls (0: not counted, e.g. a graph read from a trace log)
     backward_runs: int = 0  # of those runs, how many also ran the graph's backward (training)
     lowering: Lowering | None = None  # AOT graphs and kernels, when the graph went through Inductor
     # Why one compile made several graphs without a graph break: "" (it did not) or

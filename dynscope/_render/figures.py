@@ -69,6 +69,9 @@ def sizes_of(rep: Report, compile_ids: Iterable[str]) -> list[SizeFix]:
 
 
 def runs_shown(rep: Report) -> bool:
-    """Whether the graph tables show how often each graph ran: when one ran more often than
-    the program was called (one graph serving every block of a per-block compile)."""
-    return any(g.runs > max(rep.calls, 1) for g in rep.graphs)
+    """Whether the graph tables show how often each graph ran: whenever runs were counted,
+    unless every graph ran exactly once per call (the column would say nothing). Hot graphs
+    (one serving every block of a per-block compile) and cold ones then stand apart."""
+    if not any(g.runs > 0 for g in rep.graphs):
+        return False
+    return not (rep.calls > 0 and all(g.runs == rep.calls for g in rep.graphs))

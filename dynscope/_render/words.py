@@ -490,8 +490,8 @@ def runs_text(graph: Graph, calls: int) -> str:
     """"8 (4 per call)", "1"; "-" when not counted."""
     if graph.runs <= 0:
         return "-"
-    # Per call wherever calls were counted, but for one call that ran the graph once.
-    if not calls or (calls, graph.runs) == (1, 1):
+    # Per call where a graph ran more often than the program was called (a hot graph).
+    if not calls or graph.runs <= calls:
         return str(graph.runs)
     return f"{graph.runs} ({graph.runs / calls:g} per call)"
 

@@ -57,6 +57,7 @@ class LineMarks:
         self._open: dict[FrameType, Any] = {}
         self._paused = 0
         self._range: Any = None
+        self._outer: set[int] = set()
 
     @contextlib.contextmanager
     def marking(self) -> Iterator[None]:
@@ -73,6 +74,8 @@ class LineMarks:
             return
         self._range = _RecordFunctionFast
         self._thread = threading.get_ident()
+        # The frames running when the block began (report() and its callers): never marked.
+        self._outer = {id(f) for f in _stack(sys._getframe())}
         self._ready = True
         try:
             yield
@@ -90,6 +93,20 @@ class LineMarks:
             self.active = True
             if not self._paused:
                 sys.settrace(self._call)
+            self._mark_running()
+
+    def _mark_running(self) -> None:
+        """Mark the lines of the program's frames that were already running when marking began
+        (a loop that called the function that broke: ``sys.settrace`` reaches new frames only)."""
+        try:
+            self._hook.check()
+            for frame in _stack(sys._getframe(1)):
+                if id(frame) in self._outer or frame.f_trace is not None:
+                    continue
+                if self._call(frame, "call", None) is not None:
+                    frame.f_trace = self._local
+        except Exception as err:  # noqa: BLE001 - never into the user's frame
+            self._stop(err)
 
     def pause(self) -> None:
         """Stop marking new frames (Dynamo starts compiling)."""
@@ -160,6 +177,15 @@ class LineMarks:
             self._stop(err)
             return None
         return self._local
+
+
+def _stack(frame: FrameType | None) -> list[FrameType]:
+    """``frame`` and the frames that called it, innermost first."""
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return out
 
 
 #: The mark of Dynamo's own lines in code it compiled: an op under it is the region's.

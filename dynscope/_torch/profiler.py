@@ -174,12 +174,17 @@ class CoverageRecorder:
 
         from torch._dynamo.utils import counters
 
-        breaks = counters["graph_break"].total()
+        def broken() -> int:
+            # A break Dynamo resumed after, or one that made it give up on the whole frame
+            # (a break in a loop or under a context manager: counted as "unimplemented").
+            return counters["graph_break"].total() + counters["unimplemented"].total()
+
+        breaks = broken()
 
         def compiled() -> None:
             toggle(True)
             # Lines are marked from the program's first graph break on (LineMarks.arm).
-            if counters["graph_break"].total() != breaks:
+            if broken() != breaks:
                 self.lines.arm()
             self.lines.resume()
 
