@@ -23,6 +23,25 @@ fi
 "$PY" -c "import networkx, graphviz, tabulate, pytest" || { echo "missing dependencies: see the comment above"; exit 1; }
 echo "== CUDA tests"
 timeout 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_corpus.py -k "cuda or corpus_program" 2>&1 | tail -5
+echo "== Do no harm and counts on this torch (hooks, blame, eager lines, run counts, cache keys)"
+timeout 300 "$PY" -m pytest -q -p no:cacheprovider -m "not heavy or slow" tests/test_do_no_harm.py tests/test_blame.py \
+  tests/test_eager_lines.py tests/test_capture_cache.py 2>&1 | tail -5
+echo "== capture() of a CUDA Inductor program: runs counted, outputs unchanged"
+timeout 240 "$PY" - <<'PY' 2>&1 | grep -v "^W[0-9]"
+import torch, dynscope
+def f(x):
+    return (x.sin() * 2 + 1).relu() @ x.t()
+x = torch.randn(64, 64, device="cuda")
+expected = f(x)
+for mode in ("default", "reduce-overhead"):
+    torch._dynamo.reset()
+    with dynscope.capture() as cap:
+        g = torch.compile(f, mode=mode)
+        outs = [g(x) for _ in range(5)]
+    ok = all(torch.allclose(o, expected, atol=1e-4) for o in outs)
+    print(f"{mode:16} runs {[gr.runs for gr in cap.report.graphs]} (5 calls) outputs equal eager: {ok}; "
+          f"notes: {len(cap.report.notes)}")
+PY
 echo "== CUDA timing benchmark (dynscope vs triton.testing.do_bench)"
 timeout 240 "$PY" benchmarks/timing_accuracy.py 2>&1 | grep -v "^W[0-9]"
 echo "== end-to-end on CUDA"

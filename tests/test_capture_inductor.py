@@ -35,7 +35,10 @@ def test_capture_default_inductor() -> None:
     # Inductor's compile time is reported (small when an earlier test left the same graph in
     # Inductor's cache, so only "some"), and what Inductor made is read from the trace.
     assert rep.compile_time.backend_s > 0.0, "Inductor's compile time is reported"
-    assert first.lowering is not None and first.lowering.source == "trace" and first.lowering.kernels
+    assert first.lowering is not None and first.lowering.source == "trace"
+    # capture() leaves Inductor's provenance tracking off (part of the FX graph cache key):
+    # no kernel list, and the report says why (capture(provenance=True): tests/test_lowering.py).
+    assert not first.lowering.kernels and any("provenance tracking off" in n for n in rep.notes)
     assert rep.breaks[0].source == 'print("tiny")'
     assert rep.guards, "guards come from the trace too"
 
