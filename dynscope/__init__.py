@@ -205,5 +205,12 @@ def __dir__() -> list[str]:
 
 
 if _os.environ.get("DYNSCOPE_WATCH_RANKS") == "1":
-    # The no-code-change form (torchrun, Slurm): watch every compile of this process.
-    importlib.import_module("dynscope._capture.watch").watch_from_env()
+    # The no-code-change form (torchrun, Slurm): watch every compile of this process. Never
+    # fatal: without torch (a torch-free CLI command) or on any failure, say so and go on.
+    try:
+        importlib.import_module("dynscope._capture.watch").watch_from_env()
+    except Exception as _err:  # noqa: BLE001 - the variable must never break the import
+        import warnings as _warnings
+
+        _warnings.warn(f"DYNSCOPE_WATCH_RANKS=1: not watching this process ({type(_err).__name__}: {_err})",
+                       RankDivergenceWarning, stacklevel=2)

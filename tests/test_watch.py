@@ -27,7 +27,15 @@ from torch import nn
 
 import dynscope
 from dynscope._capture.watch import watch_from_env
-from dynscope._model.watch import Verdict, can_hang, compare, digest, frame_key, unmatched
+from dynscope._model.watch import (
+    Verdict,
+    blocked_divergence,
+    compare,
+    digest,
+    frame_key,
+    new_collectives,
+    unmatched,
+)
 from dynscope._torch.distributed import raisable_in_compile
 from dynscope._torch.logger import trace_logger
 
@@ -105,10 +113,12 @@ def test_a_recompile_only_one_rank_made_is_said_with_its_guard() -> None:
     assert div.kind == "recompiles" and div.ranks == (1,)
     assert "input x changed size in dim 0: compiled for 8, called with 4" in div.detail
     assert div.detail.endswith("rank 0 made no such compile within 2.0 s")
-    assert can_hang(rep, 1)
+    assert new_collectives(rep, 1) == (), "a recompile without collectives never stops the job"
     first = _report_of(f, (torch.randn(8, 3),), rank=1)
     assert unmatched(first, rank=1, nth=0, compile_id="3/0", missing=[0], waited_s=2.0).kind == "graph_count"
-    assert not can_hang(first, 0), "a frame only one rank compiled, without collectives, is only said"
+    assert new_collectives(first, 0) == (), "a frame only one rank compiled, without collectives, is only said"
+    doing = unmatched(rep, rank=1, nth=1, compile_id="0/1", missing=[0], waited_s=0.5, doing="rank 0 waits in barrier")
+    assert doing.detail.endswith("rank 0 made no such compile within 0.5 s (rank 0 waits in barrier)")
 
 
 def test_frame_keys_leave_out_the_folder_and_count_compiles() -> None:
@@ -212,14 +222,31 @@ def test_collectives_are_read_from_a_graph_known_only_from_the_trace() -> None:
             dist.all_reduce(y)
             return y * 2
 
-        rep = _report_of(f, (torch.ones(4),), rank=0)
+        rep = _report_of(f, (torch.ones(4),), (torch.ones(6),), rank=0)
     finally:
         dist.destroy_process_group()
     from dynscope._model.merge import collectives_of
 
-    (g,) = rep.graphs
-    assert not g.nodes and collectives_of(g) == ("all_reduce",)
-    assert can_hang(rep, 0), "a compile only some ranks made that issues a collective can hang the job"
+    first, again = rep.graphs
+    assert not first.nodes and collectives_of(first) == ("all_reduce",)
+    assert new_collectives(rep, 0) == ("all_reduce",), "a compile that brings a collective can hang the job"
+    # The recompile for another size issues the same collectives as the compile before it
+    # (as FSDP's and DDP's, sized by parameters): it desynchronises nothing.
+    assert collectives_of(again) == ("all_reduce",) and new_collectives(rep, 1) == ()
+
+
+def test_ranks_waiting_in_collectives_that_never_meet_are_named() -> None:
+    div = blocked_divergence({
+        0: {"op": "barrier", "seq": 4, "where": "train.py:90 in main"},
+        1: {"op": "barrier", "seq": 4, "where": "train.py:90 in main"},
+        2: {"op": "wait_tensor", "seq": 4, "where": "train.py:41 in main: total = sync(loss)"},
+    })
+    assert div.kind == "collectives" and div.ranks == (2,)
+    assert div.detail.startswith("ranks 0, 1 wait in barrier (its collective #4) at train.py:90 in main; rank 2 waits in wait_tensor")
+    v = dataclasses.replace(_verdict((2,), 3), divergences=(div,), blocked=True, compile_id="")
+    assert Verdict.from_dict(v.to_dict()) == v
+    assert "found by rank 2 while every rank waited in a collective the others never reach" in v.message()
+    assert "compile" not in v.message().splitlines()[0]
 
 
 class _RaiseAtGuards(logging.Handler):
@@ -276,11 +303,32 @@ def test_bad_options_are_refused_by_name(options: dict[str, Any]) -> None:
         pass
 
 
-def test_the_environment_variable_is_read_and_checked() -> None:
+def test_the_environment_variable_is_read_and_a_bad_option_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dynscope._capture.watch as watch_module
+
     assert watch_from_env({}) is None
     assert watch_from_env({"DYNSCOPE_WATCH_RANKS": "0"}) is None
-    with pytest.raises(dynscope.InputError, match="DYNSCOPE_WATCH_WAIT_S"):
-        watch_from_env({"DYNSCOPE_WATCH_RANKS": "1", "DYNSCOPE_WATCH_WAIT_S": "soon"})
+    monkeypatch.setattr(watch_module, "_process_watch", None)
+    for wait in ("soon", "-1", "nan"):
+        with pytest.warns(dynscope.RankDivergenceWarning, match="DYNSCOPE_WATCH_WAIT_S"):
+            watch = watch_from_env({"DYNSCOPE_WATCH_RANKS": "1", "DYNSCOPE_WATCH_WAIT_S": wait,
+                                    "DYNSCOPE_WATCH_ON": "stop"})
+        assert watch is not None and watch.wait_s == watch_module.DEFAULT_WAIT_S and watch.on_divergence == "raise"
+        watch.__exit__(None, None, None)
+        monkeypatch.setattr(watch_module, "_process_watch", None)
+
+
+@pytest.mark.heavy  # a fresh interpreter
+def test_the_variable_never_breaks_a_torch_free_command(tmp_path: Path) -> None:
+    src = tmp_path / "report.json"
+    _report_of(lambda x: x * 2, (torch.ones(2),), rank=0).save(src)
+    code = ("import sys; sys.modules['torch'] = None; sys.argv = ['dynscope', 'show', sys.argv[1]]; "
+            "import runpy; runpy.run_module('dynscope', run_name='__main__')")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DYNSCOPE_WATCH_RANKS": "1", "DYNSCOPE_WATCH_WAIT_S": "soon"}
+    done = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, timeout=120,
+                          env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "not watching this process" in done.stderr and done.stdout.strip()
 
 
 @pytest.mark.heavy  # a fresh interpreter importing torch: seconds
@@ -313,40 +361,59 @@ class Job:
     folder: Path
 
     def ended_after(self) -> list[float]:
-        """Each rank's time from init to its end (the job prints it in a finally)."""
-        return [float(s) for s in re.findall(r"rank \d+ ended after ([\d.]+) s", self.output)]
+        """Each rank's time from init to its end (the job prints it in a finally; a rank the
+        watch ends from its watcher thread says when, from the watch's start)."""
+        ended = {int(r): float(s) for r, s in re.findall(r"rank (\d+) ended after ([\d.]+) s", self.output)}
+        for r, s in re.findall(r"dynscope.watch_ranks: stopping rank (\d+) after ([\d.]+) s watched", self.output):
+            ended.setdefault(int(r), float(s))
+        return [ended[r] for r in sorted(ended)]
+
+    def stats(self) -> dict[int, dict[str, Any]]:
+        """What each rank's watch did (the job prints ``rank R watch: {...}`` at its end)."""
+        import json
+
+        found = (json.loads(m) for m in re.findall(r"rank \d+ watch: (\{.*\})", self.output))
+        return {s["rank"]: s for s in found}
+
+    def done(self) -> bool:
+        return self.returncode == 0 and all(f"rank {r} done" in self.output for r in (0, 1))
 
 
-def _torchrun(folder: Path, case: str, *, ranks: int = 2, how: str = "code", timeout_s: float = COLLECTIVE_TIMEOUT_S) -> Job:
+def _torchrun(folder: Path, case: str, *, ranks: int = 2, how: str = "code", timeout_s: float = COLLECTIVE_TIMEOUT_S,
+              wait_s: float = WAIT_S, on: str = "raise", extra: tuple[str, ...] = ()) -> Job:
     """Run the seeded job; ``how``: "none" (no dynscope), "code" (watch_ranks in the job),
     "env" (DYNSCOPE_WATCH_RANKS=1 with import dynscope), "module" (-m dynscope.watch)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
-           "DYNSCOPE_WATCH_WAIT_S": str(WAIT_S), "DYNSCOPE_WATCH_FOLDER": str(folder)}
+           "DYNSCOPE_WATCH_WAIT_S": str(wait_s), "DYNSCOPE_WATCH_FOLDER": str(folder), "DYNSCOPE_WATCH_ON": on}
     env.pop("DYNSCOPE_WATCH_RANKS", None)
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"]
-    args = ["--case", case, "--timeout", str(timeout_s), "--folder", str(folder)]
+    args = ["--case", case, "--timeout", str(timeout_s), "--folder", str(folder), *extra]
     if how == "code":
-        args += ["--watch", "--wait", str(WAIT_S)]
+        args += ["--watch", "--wait", str(wait_s), "--on", on]
     if how == "env":
         env["DYNSCOPE_WATCH_RANKS"] = "1"
         args += ["--import-dynscope"]
     cmd = [*launch, *(["-m", "dynscope.watch"] if how == "module" else []), str(JOB), *args]
     started = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=folder, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=folder, check=False)
     return Job(done.returncode, done.stdout + done.stderr, time.monotonic() - started, folder)
 
 
-#: case -> (the kind said, words it must say, the ranks named odd, how the watch is turned on)
-CASES: dict[str, tuple[str, str, tuple[int, ...], str]] = {
-    "batch": ("recompiles", "input x changed size in dim 0: compiled for 8, called with 4", (1,), "code"),
-    "branch": ("break_sites", "rank 0 broke the graph at diverging_job.py:", (), "env"),
-    "dtype": ("graph_structure", "f16", (), "code"),
-    "step_k": ("recompiles", "Python value log changed", (1,), "module"),
+#: case -> (the kind said, words it must say, the rank named odd or None, how the watch is turned on)
+CASES: dict[str, tuple[str, str, int | None, str]] = {
+    "batch": ("recompiles", "input x changed size in dim 0: compiled for 8, called with 4", 1, "code"),
+    "batch-env": ("recompiles", "input x changed size in dim 0: compiled for 8, called with 4", 1, "env"),
+    "branch": ("break_sites", "rank 0 broke the graph at diverging_job.py:", None, "env"),
+    "dtype": ("graph_structure", "f16", None, "code"),
+    "step_k": ("recompiles", "Python value log changed", 1, "module"),
+    "data_if": ("graph_count", "rank 1 compiled resume forward_at_", 1, "code"),
+    "data_if-env": ("graph_count", "rank 1 compiled resume forward_at_", 1, "env"),
+    "extra_step": ("collectives", "these collectives never meet", None, "code"),
 }
 
 
 @pytest.mark.torchrun
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", ["batch", "branch", "dtype", "step_k", "data_if", "extra_step"])
 def test_without_the_watch_the_seeded_job_hangs_until_the_collective_timeout(case: str, tmp_path: Path) -> None:
     job = _torchrun(tmp_path, case, how="none")
     assert job.returncode != 0
@@ -359,25 +426,94 @@ def test_without_the_watch_the_seeded_job_hangs_until_the_collective_timeout(cas
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_watch_stops_the_seeded_job_with_its_cause_before_the_timeout(case: str, tmp_path: Path) -> None:
     kind, words, odd, how = CASES[case]
-    job = _torchrun(tmp_path, case, how=how)
+    job = _torchrun(tmp_path, case.split("-")[0], how=how)
     out = job.output
     assert job.returncode != 0
     assert "dynscope.RankDivergenceError:" in out, out[-4000:]
     assert "Timed out waiting" not in out
-    said = [line for line in out.splitlines() if re.search(rf"\]:   {kind} \(", line)]
-    assert said and words in said[0], out[-4000:]
-    assert "your line: diverging_job.py:" in out and "loss = forward(x * scale, log)" in out
+    said = [line for line in out.splitlines() if re.search(rf"(\]:|watch_ranks:)   {kind} \(", line)]
+    assert said and any(words in line for line in said), out[-4000:]
+    if case != "extra_step":
+        assert "your line: diverging_job.py:" in out
     assert "remedy: " in out
-    if odd:
-        assert f"rank {odd[0]} of 2 ranks diverged at forward (diverging_job.py:" in out
+    if odd is not None:
+        assert f"rank {odd} of 2 ranks diverged at " in out
     # Every rank ended well before the collective timeout.
     ended = job.ended_after()
     assert len(ended) == 2 and max(ended) < COLLECTIVE_TIMEOUT_S / 2, ended
-    # Each rank's report so far is saved, and merge finds the same divergence after the job.
+    # Each rank's report so far is saved, and merge reads them after the job.
     assert sorted(p.name for p in tmp_path.glob("rank-*.json")) == ["rank-0.json", "rank-1.json"]
     merged = dynscope.merge(tmp_path)
-    assert merged.diverged and kind in {d.kind for d in merged.divergences} | {"recompiles"}
+    assert merged.world_size == 2
     print(f"{case}: stopped after {max(ended):.2f} s (collective timeout {COLLECTIVE_TIMEOUT_S:.0f} s)")
+
+
+@pytest.mark.torchrun
+def test_a_rank_that_runs_one_step_more_says_where_each_rank_waits(tmp_path: Path) -> None:
+    job = _torchrun(tmp_path, "extra_step", how="env")
+    out = job.output
+    # No compile differs: the ranks are found waiting in collectives that never meet.
+    assert "found by rank" in out and "while every rank waited in a collective the others never reach" in out
+    assert "waits in barrier" in out and "waits in wait_tensor" in out, out[-4000:]
+    for r in (0, 1):  # each rank: its last compile, where it waits, its step; its report saved
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"[rank {r}] dynscope.watch_ranks:   rank {r}: "))
+        assert "last compile " in line and "now waits in " in line and "step i=" in line, line
+    assert "step i=3 in run" in out, "rank 1 waits in its extra step"
+    assert sorted(p.name for p in tmp_path.glob("rank-*.json")) == ["rank-0.json", "rank-1.json"]
+    assert max(job.ended_after()) < COLLECTIVE_TIMEOUT_S / 2
+
+
+@pytest.mark.torchrun
+def test_with_wait_s_over_the_collective_timeout_the_watch_still_stops_first(tmp_path: Path) -> None:
+    job = _torchrun(tmp_path, "batch", wait_s=60)
+    out = job.output
+    assert "is not well under the process group's collective timeout (12 s)" in out
+    assert "dynscope.RankDivergenceError:" in out and "Timed out waiting" not in out, out[-4000:]
+    assert max(job.ended_after()) < COLLECTIVE_TIMEOUT_S / 2
+
+
+# -- healthy jobs under the watch: never stopped, never slowed ---------------------------------------
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("case", ["fsdp_short", "ddp_short", "helper"])
+def test_a_rank_local_recompile_without_collectives_runs_to_the_end_without_waiting(case: str, tmp_path: Path) -> None:
+    # FSDP2 / DDP: the last rank's smaller batch at step 3 recompiles its blocks alone (their
+    # collectives run in hooks, sized by parameters); helper: rank 0 alone recompiles its own.
+    job = _torchrun(tmp_path, case, wait_s=30)
+    assert job.done(), job.output[-4000:]
+    stats = job.stats()
+    assert sorted(stats) == [0, 1]
+    for s in stats.values():
+        assert s["verdicts"] == [] and not s["off"], s
+        # Only a compile that brings a collective waits (helper's sync, which every rank
+        # compiles at once); the rank-local recompiles never do.
+        assert s["waits"] == (1 if case == "helper" else 0), s
+        assert s["waited_s"] < 1.0, s
+    assert "RankDivergenceError" not in job.output
+    assert not list(tmp_path.glob("rank-*.json"))
+
+
+@pytest.mark.torchrun
+def test_a_first_compile_slower_than_the_wait_is_waited_for_not_declared_missing(tmp_path: Path) -> None:
+    # The last rank's first compile takes 3x the wait; rank 0 compiles sync (an all_reduce) and
+    # waits for it: the last rank says it is compiling from the compile's start.
+    job = _torchrun(tmp_path, "slow_compile", wait_s=WAIT_S, timeout_s=30, extra=("--slow", str(3 * WAIT_S)))
+    assert job.done(), job.output[-4000:]
+    stats = job.stats()
+    assert all(s["verdicts"] == [] for s in stats.values()), stats
+    assert stats[0]["waited_s"] > 2 * WAIT_S, "rank 0 waited for the slow compile, past wait_s"
+
+
+@pytest.mark.torchrun
+def test_warn_mode_never_waits(tmp_path: Path) -> None:
+    # A compile that brings a collective (sync) and a rank-local recompile (rank 0's helper):
+    # with wait_s 30, warn mode waits at neither.
+    job = _torchrun(tmp_path, "helper", wait_s=30, on="warn", timeout_s=60)
+    assert job.done(), job.output[-4000:]
+    stats = job.stats()
+    assert all(s["waits"] == 0 and s["waited_s"] == 0.0 and s["checks"] >= 2 for s in stats.values()), stats
+    assert max(job.ended_after()) < 15, job.ended_after()
 
 
 @pytest.mark.torchrun
@@ -388,21 +524,11 @@ def test_four_ranks_the_one_short_batch_rank_is_named_and_every_rank_stops(tmp_p
     out = job.output
     assert "dynscope.RankDivergenceError: rank 3 of 4 ranks diverged at forward" in out, out[-4000:]
     assert "ranks 0-2 made no such compile within" in out
-    # Ranks 0-2 were waiting in a collective: their watcher thread said the verdict and saved.
-    for r in (0, 1, 2):
-        assert f"[rank {r}] dynscope.watch_ranks: rank 3 of 4 ranks diverged" in out
+    for r in range(4):  # every rank waited in a collective: its watcher said the verdict and saved
+        assert f"[rank {r}] dynscope.watch_ranks: dynscope.RankDivergenceError: rank 3 of 4 ranks diverged" in out
     assert sorted(p.name for p in tmp_path.glob("rank-*.json")) == [f"rank-{r}.json" for r in range(4)]
     ended = job.ended_after()
     assert len(ended) == 4 and max(ended) < timeout_s / 2, ended
     (rec,) = dynscope.merge(tmp_path).of_kind("recompiles")
     assert rec.ranks == (3,)
     print(f"batch, 4 ranks: stopped after {max(ended):.2f} s (collective timeout {timeout_s:.0f} s)")
-
-
-@pytest.mark.torchrun
-def test_a_clean_four_rank_job_runs_silent_under_the_watch(tmp_path: Path) -> None:
-    job = _torchrun(tmp_path, "clean", ranks=4, how="module")
-    assert job.returncode == 0, job.output[-4000:]
-    assert "dynscope.watch_ranks" not in job.output and "RankDivergence" not in job.output
-    assert sorted(re.findall(r"rank (\d+) done", job.output)) == ["0", "1", "2", "3"]
-    assert not list(tmp_path.glob("rank-*.json")), "nothing diverged: nothing saved"

@@ -1,11 +1,12 @@
 """The live cross-rank check in plain data: one compile's reports from every rank, compared.
 
-``watch_ranks`` (``dynscope._capture.watch``) stops each rank at the end of each Dynamo
-compile, before the compiled code runs a collective, and compares what the ranks compiled.
-What a rank compiled is the :class:`~dynscope.Report` of the compiled frame's compiles so
-far, so the live check says what ``merge`` would say after the job, in the same words:
-this module keeps the kinds a compile decides, adds the compile that only some ranks made,
-and says what to do. No torch import.
+``watch_ranks`` (``dynscope._capture.watch``) compares, at the end of each Dynamo compile,
+what the ranks compiled. What a rank compiled is the :class:`~dynscope.Report` of the
+compiled frame's compiles so far, so the live check says what ``merge`` would say after the
+job, in the same words: this module keeps the kinds a compile decides, adds the compile that
+only some ranks made and the collectives the ranks wait in that never meet, says which
+compiles can desynchronise collectives (:func:`new_collectives`: only those stop a job), and
+says what to do. No torch import.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynscope._format import plural, rank_ranges
 from dynscope._lexicon.wording import resume_label
-from dynscope._model.merge import collective_sequence, comparable, divergences
+from dynscope._model.merge import collectives_of, comparable, divergences
 from dynscope._model.ranks import Divergence
 
 if TYPE_CHECKING:
@@ -27,14 +28,18 @@ if TYPE_CHECKING:
     from dynscope._model.report import Report
 
 __all__ = [
+    "BLOCKED_REMEDY",
     "LIVE_KINDS",
     "REMEDIES",
     "Verdict",
+    "blocked_divergence",
     "compare",
     "digest",
     "frame_key",
+    "new_collectives",
     "remedy_for",
     "unmatched",
+    "unmatched_why",
 ]
 
 #: The kinds of divergence one compile decides. Cache hits, the order graphs ran in and
@@ -106,13 +111,15 @@ def _who(ranks: Sequence[int]) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + rank_ranges(sorted(ranks))
 
 
-def unmatched(rep: Report, *, rank: int, nth: int, compile_id: str, missing: Sequence[int], waited_s: float) -> Divergence:
+def unmatched(rep: Report, *, rank: int, nth: int, compile_id: str, missing: Sequence[int], waited_s: float,
+              doing: str = "") -> Divergence:
     """The compile ``rank`` made that ``missing`` did not make within the wait: a recompile
     (``nth`` > 0) is a ``recompiles`` divergence, a frame only this rank compiled a
-    ``graph_count`` one."""
+    ``graph_count`` one. ``doing``: what the missing ranks did meanwhile ("it waits in barrier
+    at train.py:90"), said in parentheses."""
     frame = resume_label(rep.graphs[0].frame) if rep.graphs else ""
     frame = frame or (resume_label(rep.recompiles[-1].frame) if rep.recompiles else "a frame")
-    absent = f"{_who(list(missing))} made no such compile within {waited_s:.1f} s"
+    absent = f"{_who(list(missing))} made no such compile within {waited_s:.1f} s" + (f" ({doing})" if doing else "")
     if nth > 0 and rep.recompiles:
         r = rep.recompiles[-1]
         said = "; ".join(r.explained or r.reasons or ("no reason given",))
@@ -121,12 +128,62 @@ def unmatched(rep: Report, *, rank: int, nth: int, compile_id: str, missing: Seq
     return Divergence("graph_count", (rank,), f"rank {rank} {what} {frame} ({compile_id}); {absent}")
 
 
-def can_hang(rep: Report, nth: int) -> bool:
-    """Whether a compile only some ranks made can hang the job: it recompiles a frame the
-    others run too (they wait for it in the next collective; its cause is a rank-dependent
-    value), or its graphs issue collectives. A first compile of a frame with no collective
-    (rank 0's evaluation) is only said."""
-    return nth > 0 or bool(collective_sequence(rep))
+def new_collectives(rep: Report, nth: int) -> tuple[str, ...]:
+    """The collectives compile ``nth`` of the frame brings (``rep``: the frame's compiles so
+    far): those its graphs issue, unless an earlier compile of the same frame issued the same
+    sequence (a recompile for another batch size that runs the same collectives, as FSDP's and
+    DDP's sized by their parameters do, desynchronises nothing). Empty: the compile cannot
+    desynchronise the ranks' collectives, and the watch never stops the job at it."""
+    by_compile: dict[int, tuple[str, ...]] = {}
+    for g in rep.graphs:
+        n = g.compile_id.rsplit("/", 1)[-1]
+        if n.isdigit() and int(n) <= nth:
+            by_compile[int(n)] = by_compile.get(int(n), ()) + collectives_of(g)
+    newest = by_compile.pop(nth, ())
+    if not newest or newest in by_compile.values():
+        return ()
+    return newest
+
+
+def unmatched_why(nth: int, hooks: str) -> str:
+    """Why a compile only some ranks made, with no new collective in it, does not stop the job:
+    the words a note says after its divergence."""
+    why = ("a recompile of a function every rank runs, without a collective of its own: the "
+           "other ranks wait for it in their next collective, then the job goes on" if nth > 0 else
+           "a function only some ranks run, without a collective inside: the job goes on")
+    if hooks:
+        why += f"; it runs inside {hooks}, whose collectives every rank issues alike"
+    return why
+
+
+#: What to do when the ranks wait in collectives that never meet and no compile explains it.
+BLOCKED_REMEDY = (
+    "issue the same collectives in the same order on every rank: the same number of steps and "
+    "batches on every rank (DistributedSampler with drop_last=True; leave a loop on every rank "
+    "together), no collective under a rank-dependent branch"
+)
+
+
+def blocked_divergence(blocked: Mapping[int, Mapping[str, Any]]) -> Divergence:
+    """Every rank waits in a collective and they are not the same one: ``blocked`` maps each
+    rank to what it waits in (``op``, ``seq``: how many collectives it has issued, ``where``:
+    its line). The ranks that differ from the most common (op, seq) are named; on a tie, those
+    not holding the lowest rank."""
+    groups: dict[tuple[str, object], list[int]] = {}
+    for r in sorted(blocked):
+        b = blocked[r]
+        groups.setdefault((str(b.get("op", "?")), b.get("seq")), []).append(r)
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0]))
+    odd = tuple(sorted(r for g in ordered[1:] for r in g))
+
+    def said(r: int) -> str:
+        b = blocked[r]
+        seq = b.get("seq")
+        nth = f" (its collective #{seq})" if isinstance(seq, int) else ""
+        return f"{b.get('op', '?')}{nth} at {b.get('where') or '?'}"
+
+    parts = [f"{_who(g)} {'waits' if len(g) == 1 else 'wait'} in {said(g[0])}" for g in ordered]
+    return Divergence("collectives", odd, "; ".join(parts) + ": these collectives never meet, every rank waits")
 
 
 def remedy_for(found: Sequence[Divergence]) -> str:
@@ -147,8 +204,10 @@ class Verdict:
     divergences: tuple[Divergence, ...]
     remedy: str
     waited_s: float  # how long the finding rank waited for the others
-    stops: bool = True  # False: said only (a frame only some ranks compiled, no collective in it)
+    stops: bool = True  # False: said only (the compile brings no collective: the job goes on)
     answered: bool = True  # every rank gave its account (False: the odd ranks compiled alone)
+    blocked: bool = False  # found while every rank waited in collectives that never meet
+    why: str = ""  # a note's reason for not stopping the job
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -159,18 +218,20 @@ class Verdict:
         """The words every rank says: which ranks, where, what differs, the line, the remedy."""
         odd = list(self.ranks)
         # On a tie (2 ranks, one each way) no rank is the odd one, unless it compiled alone.
-        named = odd and (not self.answered or 2 * len(odd) < self.world_size)
+        named = odd and len(odd) < self.world_size and (not self.answered or 2 * len(odd) < self.world_size)
         who = f"{_who(odd)} of {plural(self.world_size, 'rank')}" if named else (
             f"the {plural(self.world_size, 'rank')}")
-        head = (
-            f"{who} diverged at {self.frame or 'a frame'} ({self.where or '?'}), compile "
-            f"{self.compile_id or '?'}, found by rank {self.found_by} before the compiled code ran"
-        )
+        when = ("while every rank waited in a collective the others never reach" if self.blocked else
+                "before the compiled code ran")
+        compile_id = f", compile {self.compile_id}" if self.compile_id else ""
+        head = f"{who} diverged at {self.frame or 'a frame'} ({self.where or '?'}){compile_id}, found by rank {self.found_by} {when}"
         lines = [head]
         lines += [f"  {d.kind} ({_who(list(d.ranks))}): {d.detail}" for d in self.divergences]
         if self.line:
             lines.append(f"  your line: {self.line}")
         lines.append(f"  remedy: {self.remedy}")
+        if not self.stops and self.why:
+            lines.append(f"  not stopped: {self.why}")
         if saved:
             lines.append(f"  this rank's report so far: {saved} (merge the folder: dynscope merge {PurePath(saved).parent})")
         return "\n".join(lines)
@@ -180,7 +241,7 @@ class Verdict:
         return {
             "found_by": self.found_by, "world_size": self.world_size, "frame": self.frame, "where": self.where,
             "compile_id": self.compile_id, "line": self.line, "remedy": self.remedy, "waited_s": self.waited_s,
-            "stops": self.stops, "answered": self.answered,
+            "stops": self.stops, "answered": self.answered, "blocked": self.blocked, "why": self.why,
             "divergences": [{"kind": d.kind, "ranks": list(d.ranks), "detail": d.detail} for d in self.divergences],
         }
 
@@ -191,7 +252,8 @@ class Verdict:
             found_by=int(data["found_by"]), world_size=int(data["world_size"]), frame=str(data["frame"]),
             where=str(data["where"]), compile_id=str(data["compile_id"]), line=str(data["line"]),
             remedy=str(data["remedy"]), waited_s=float(data["waited_s"]), stops=bool(data.get("stops", True)),
-            answered=bool(data.get("answered", True)),
+            answered=bool(data.get("answered", True)), blocked=bool(data.get("blocked", False)),
+            why=str(data.get("why", "")),
             divergences=tuple(
                 Divergence(str(d["kind"]), tuple(int(r) for r in d["ranks"]), str(d["detail"]))
                 for d in data["divergences"]
