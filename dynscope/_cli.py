@@ -151,6 +151,10 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action=_Version, help="print the versions of dynscope and torch, then exit")
+    # Global options are taken before the command too (dynscope -q trace ...): another dest, as
+    # a command's own default would overwrite this one's.
+    p.add_argument("-q", "--quiet", dest="quiet_before", action="store_true",
+                   help="no progress lines on stderr (as DYNSCOPE_PROGRESS=0); before or after the command")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for add in (_report_args, _advise_args, _fix_args, _export_args, _show_args, _diff_args, _render_args,
@@ -307,12 +311,12 @@ def _trace_args(sub: _Commands) -> None:
         epilog=EXAMPLES["trace"],
     )
     t.add_argument("path", help="a dedicated_log_torch_trace_*.log file, or the folder TORCH_TRACE named")
-    t.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle to DIR")
+    t.add_argument("-o", "--output", metavar="DIR", help="write the HTML bundle to DIR (a path ending .html: that one page)")
     t.add_argument("--json", action="store_true", help="print the whole report as JSON instead of the summary")
     t.add_argument("--jobs", type=_count, default=None, help="processes reading rank logs (default: CPU count for large folders)")
     t.add_argument("--run", type=_count, default=None, metavar="N",
                    help="a folder holding several runs of a job (reruns into one TORCH_TRACE folder): show run N, "
-                   "earliest 0 (default: the latest; the summary lists them)")
+                   "earliest 0 (default: the run with the most ranks, the latest of those; the summary lists them)")
     t.add_argument("--fail-on-divergence", action="store_true", help="exit 1 when the ranks compiled differently")
     t.add_argument("--fail-on-break", action="store_true", help="exit 1 when any rank has graph breaks")
     t.add_argument("--max-recompiles", type=_count, default=None, metavar="N", help="exit 1 when any rank recompiled more than N times")
@@ -472,7 +476,7 @@ def _cmd_fix(args: argparse.Namespace) -> int:
         _out(result.summary(), summary=True)
     if args.html:
         path = Path(args.html)
-        path.write_text(result.to_html(), encoding="utf-8")
+        _render.write_page(path, result.to_html())
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     # --write asked for a change that did not happen (a read-only file, patches that did not
     # verify together, a file changed meanwhile): say so in the exit status too.
@@ -576,12 +580,38 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_page(path: Path) -> bool:
+    """Whether ``-o PATH`` asks for one page (``page.html``), not a bundle's folder."""
+    return path.suffix.lower() in (".html", ".htm") and not path.is_dir()
+
+
 def _write_bundle(rep: Any, folder: Path, *, full: bool = False) -> Path:
     """The HTML bundle of a report (index.html, SVGs, report.json) or of a merged one
-    (index.html, merged.json); returns its index.html."""
+    (index.html, merged.json); returns its index.html. ``-o page.html`` writes that one
+    self-contained page instead (pictures inline; no report.json or merged.json)."""
+    if _one_page(folder):
+        if folder.parent and not folder.parent.is_dir():
+            raise UsageError(f"cannot write {folder}: its folder {folder.parent} does not exist")
+        page = rep.to_html(full=full) if isinstance(rep, dynscope.Report) else rep.to_html()
+        return _render.write_page(folder, page)
     if isinstance(rep, dynscope.Report):
         return rep.render(folder, full=full) / "index.html"
     return _render.merged_folder(rep, folder) / "index.html"
+
+
+def _warn_unused(args: argparse.Namespace, single: bool) -> None:
+    """Say which of ``trace``'s options do nothing for what was read (never silently ignored)."""
+    unused = []
+    if single and args.run is not None:
+        unused.append(f"--run {args.run} (it picks a run of a folder holding several; {args.path} is one log)")
+    if single and args.jobs is not None:
+        unused.append(f"--jobs {args.jobs} (processes reading a folder's rank logs; {args.path} is one log)")
+    if single and args.fail_on_divergence:
+        unused.append("--fail-on-divergence (ranks diverge only in a folder of rank logs; this is one log)")
+    if args.full and not args.output:
+        unused.append("--full (it draws the pictures of the page -o writes; no -o given)")
+    for what in unused:
+        sys.stderr.write(f"dynscope: warning: trace: ignored {_render.plain(what)}\n")
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
@@ -590,8 +620,9 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         raise UsageError(f"no such trace log or folder: {args.path}; pass the folder TORCH_TRACE named")
     progress = Progress("trace", quiet_s=_QUIET_S)
     size = sum(f.stat().st_size for f in (p.rglob("*") if p.is_dir() else [p]) if f.is_file())
+    _warn_unused(args, single=p.is_file())
     progress.phase(f"reading {args.path} ({human_bytes(size)})")
-    rep = dynscope.load_trace(p, jobs=args.jobs, run=args.run)
+    rep = dynscope.load_trace(p, jobs=args.jobs, run=None if p.is_file() else args.run)
     if args.json and isinstance(rep, dynscope.Report):
         sys.stdout.write(rep.to_json() + "\n")
     elif args.json:
@@ -619,9 +650,12 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise UsageError(f"{args.folder} is not a folder; pass the folder the ranks saved rank-*.json to")
     merged = dynscope.merge(folder)
-    out = _render.merged_folder(merged, Path(args.output))
     _out(merged.summary())
-    print(f"wrote {out / 'index.html'} and {out / 'merged.json'}")
+    if _one_page(Path(args.output)):
+        print(f"wrote {_write_bundle(merged, Path(args.output))} (one page; -o DIR also writes merged.json)")
+    else:
+        out = _render.merged_folder(merged, Path(args.output))
+        print(f"wrote {out / 'index.html'} and {out / 'merged.json'}")
     return 1 if args.fail_on_divergence and merged.diverged else 0
 
 
@@ -677,6 +711,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help (0) or a usage error (2, already printed)
         return exit_.code if isinstance(exit_.code, int) else 2
+    args.quiet = args.quiet or getattr(args, "quiet_before", False)
     quiet = os.environ.get("DYNSCOPE_PROGRESS")
     if args.quiet:  # every phase and bar below reads it, for this command only
         os.environ["DYNSCOPE_PROGRESS"] = "0"

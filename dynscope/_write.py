@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
@@ -49,8 +50,26 @@ def ensure_folder(folder: Path) -> Path:
     return folder
 
 
+#: Terminal control characters: C0 but newline and tab, DEL, C1. A user's names and strings
+#: can hold them raw (an ESC sequence in a function name); ``cat summary.txt`` would obey them.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str, *, json: bool = False) -> str:
+    """``text`` with every terminal control character written as a visible escape: ``\\x1b``
+    (``\\u001b`` in JSON, where it stays the same character once parsed)."""
+    if _CONTROLS.search(text) is None:
+        return text
+    form = "\\u{:04x}" if json else "\\x{:02x}"
+    return _CONTROLS.sub(lambda m: form.format(ord(m.group())), text)
+
+
 def write_text(path: Path, text: str | Iterable[str]) -> Path:
     """Write UTF-8 text atomically, creating parent folders; returns the path.
+
+    Terminal control characters in the text (C0 but newline and tab, DEL, C1) are written as
+    visible escapes (:func:`escape_controls`), so no file dynscope writes can retitle or
+    recolour the terminal of someone who ``cat``s it.
 
     Args:
         path: the file to (re)place.
@@ -62,6 +81,7 @@ def write_text(path: Path, text: str | Iterable[str]) -> Path:
         DynscopeError: writing failed midway (the previous file, if any, is unchanged).
     """
     pieces = (text,) if isinstance(text, str) else text
+    as_json = Path(path).suffix.lower() == ".json"
 
     def write(f: Any) -> None:
         batch: list[str] = []
@@ -70,9 +90,9 @@ def write_text(path: Path, text: str | Iterable[str]) -> Path:
             batch.append(piece)
             size += len(piece)
             if size >= _BATCH:
-                f.write("".join(batch).encode("utf-8", "replace"))
+                f.write(escape_controls("".join(batch), json=as_json).encode("utf-8", "replace"))
                 batch, size = [], 0
-        f.write("".join(batch).encode("utf-8", "replace"))
+        f.write(escape_controls("".join(batch), json=as_json).encode("utf-8", "replace"))
 
     return _atomic(Path(path), write)
 

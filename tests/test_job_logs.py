@@ -90,7 +90,7 @@ def test_a_folder_with_two_runs_reads_the_latest_and_says_how_it_grouped(tmp_pat
     assert first is not None
     assert "holds 2 runs" in said and "run 0: ranks 0, 1" in said and "run 1: ranks 0, 1" in said, said
     assert f"pids {first.pid}" in said or str(first.pid) in said
-    assert "Shown: run 1 (the latest)" in said and "--run 0" in said
+    assert "Shown: run 1 (the run with the most ranks (2), the latest)" in said and "--run 0" in said
     assert "1 log left out as a copy" in said and ("rank_0_copy.log" in said or DDP[0].name in said)
     earlier = dynscope.load_trace(folder, run=0)
     assert isinstance(earlier, dynscope.MultiRankReport)

@@ -106,6 +106,9 @@ def split_units(events: Sequence[TraceEvent]) -> tuple[dict[str, str], list[_Uni
             units[-1].provenance = lt.read_provenance(ev.payload)
         elif units and ev.name == records.PROVENANCE_KERNEL_STACK_TRACES:
             units[-1].lines = lt.read_kernel_lines(ev.payload)
+    if pending_collectives and units and not units[-1].collectives:
+        # Older releases log the schedule after the code it is of (torch 2.8's tlparse test logs).
+        units[-1].collectives = pending_collectives
     return aot, units, steps, aot_cache
 
 

@@ -23,12 +23,12 @@ from dynscope._capture.trace_report import TRACE_NOTE
 from dynscope._errors import InputError
 from dynscope._format import plural, rank_ranges
 from dynscope._model.merge import COMPILE_SKEW_S, merge_reports
-from dynscope._torch.trace_log import LogStamp, is_trace_log, log_stamp, rank_of
+from dynscope._torch.trace_log import LogStamp, is_trace_log, log_stamp, rank_from_name, rank_of
 
 if TYPE_CHECKING:
     from dynscope._model import MultiRankReport, Report
 
-__all__ = ["RUN_GAP_S", "TRACE_NOTE", "TraceRun", "load_trace", "trace_files", "trace_runs"]
+__all__ = ["RUN_GAP_S", "TRACE_NOTE", "TraceRun", "default_run", "file_rank", "load_trace", "trace_files", "trace_runs"]
 
 _T = TypeVar("_T")
 
@@ -50,6 +50,14 @@ class TraceRun:
     files: tuple[Path, ...]
     ranks: tuple[int | None, ...]  # per file; None: a single process's log (no rank)
     stamps: tuple[LogStamp | None, ...]  # per file: its first record's time and process id
+    # per file: the rank its records carry where it is not the one its name gives (a copied
+    # or renamed log); None where they agree or the records carry none
+    record_ranks: tuple[int | None, ...] = ()
+
+    @property
+    def rank_count(self) -> int:
+        """How many ranks the run holds (0 for a single process's log)."""
+        return len({r for r in self.ranks if r is not None})
 
     def describe(self) -> str:
         """"run 1: ranks 0-3 (pids 4101-4104), started 12-01 14:52:04"."""
@@ -61,41 +69,73 @@ class TraceRun:
         return f"run {self.index}: {who}{pid_text if pids else ''}" + (f", started {when.when}" if when else "")
 
 
+def file_rank(path: Path) -> tuple[int | None, int | None]:
+    """(the rank a trace file is read as, the rank its records say where that differs).
+
+    The file name's rank wins, as tlparse reads a folder: a log copied or renamed into a
+    job's folder (``..._rank_5.log`` holding rank 1's records) is the rank its name says, and
+    the records' rank is returned beside it so the reader can say they disagree. Without a
+    rank in the name, the records' rank (None: a single process)."""
+    named = rank_from_name(path)
+    recorded = rank_of(path)  # the records' "rank", else the name's
+    if named is None:
+        return recorded, None
+    return named, (recorded if recorded is not None and recorded != named else None)
+
+
 def trace_runs(folder: str | Path) -> tuple[list[TraceRun], list[Path]]:
     """The runs of the logs in ``folder``, earliest first, and the files left out as copies
     (a log of the same rank, process and start time as one already grouped).
 
-    A run is a set of logs of distinct ranks started within RUN_GAP_S of its first; a log
-    without a rank (a single process) is a run of its own.
+    When every log has a rank and no rank appears twice, the folder is one job, however far
+    apart its logs started (as tlparse reads it: logs gathered by hand from several runs
+    are still the ranks their names give; the notes say how far apart they started).
+    Otherwise a run is a set of logs of distinct ranks started within RUN_GAP_S of its
+    first; a log without a rank (a single process) is a run of its own.
     """
     files = trace_files(Path(folder))
-    logs = sorted(((f, rank_of(f), log_stamp(f)) for f in files),
-                  key=lambda t: (t[2].seconds if t[2] is not None else math.inf, str(t[0])))
-    groups: list[list[tuple[Path, int | None, LogStamp | None]]] = []
+    logs = sorted(((f, *file_rank(f), log_stamp(f)) for f in files),
+                  key=lambda t: (t[3].seconds if t[3] is not None else math.inf, str(t[0])))
+    kept: list[tuple[Path, int | None, int | None, LogStamp | None]] = []
     copies: list[Path] = []
     seen: set[tuple[int | None, int, float]] = set()
-    for f, rank, stamp in logs:
+    for f, rank, recorded, stamp in logs:
         if stamp is not None and (rank, stamp.pid, stamp.seconds) in seen:
             copies.append(f)
             continue
         if stamp is not None:
             seen.add((rank, stamp.pid, stamp.seconds))
-        run = groups[-1] if groups else None
-        first = run[0][2] if run else None
-        fits = (
-            run is not None and rank is not None and all(r is not None for _, r, _ in run)
-            and rank not in {r for _, r, _ in run}
-            and (stamp is None or first is None or stamp.seconds - first.seconds <= RUN_GAP_S)
-        )
-        if fits and run is not None:
-            run.append((f, rank, stamp))
-        else:
-            groups.append([(f, rank, stamp)])
+        kept.append((f, rank, recorded, stamp))
+    ranks = [rank for _, rank, _, _ in kept]
+    groups: list[list[tuple[Path, int | None, int | None, LogStamp | None]]] = []
+    if kept and None not in ranks and len(set(ranks)) == len(ranks):
+        groups = [kept]  # one job: every rank once
+    else:
+        for item in kept:
+            _, rank, _, stamp = item
+            run = groups[-1] if groups else None
+            first = run[0][3] if run else None
+            fits = (
+                run is not None and rank is not None and all(r is not None for _, r, _, _ in run)
+                and rank not in {r for _, r, _, _ in run}
+                and (stamp is None or first is None or stamp.seconds - first.seconds <= RUN_GAP_S)
+            )
+            if fits and run is not None:
+                run.append(item)
+            else:
+                groups.append([item])
     runs = [
-        TraceRun(i, tuple(f for f, _, _ in g), tuple(r for _, r, _ in g), tuple(st for _, _, st in g))
+        TraceRun(i, tuple(f for f, _, _, _ in g), tuple(r for _, r, _, _ in g), tuple(st for _, _, _, st in g),
+                 tuple(rec for _, _, rec, _ in g))
         for i, g in enumerate(groups)
     ]
     return runs, copies
+
+
+def default_run(runs: list[TraceRun]) -> TraceRun:
+    """The run shown when none is asked for: the one with the most ranks (a rerun of one
+    rank beside a whole job is not the job), the latest of those on a tie."""
+    return max(runs, key=lambda r: (r.rank_count, r.index))
 
 
 def trace_files(folder: Path) -> list[Path]:
@@ -147,35 +187,74 @@ def load_trace(
             f"TORCH_TRACE={p} set (docs/traces.md), then read that folder"
         )
     if run is None:
-        chosen = runs[-1]
+        chosen = default_run(runs)
     elif isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < len(runs):
         listed = "; ".join(r.describe() for r in runs)
         raise InputError(f"run={run!r}: {p} holds {plural(len(runs), 'run')} ({listed}); pick one by its number")
     else:
         chosen = runs[run]
-    notes = _run_notes(p, runs, chosen, copies)
+    notes = _run_notes(p, runs, chosen, copies, asked=run is not None)
     files = list(chosen.files)
     if len(files) == 1 and chosen.ranks[0] is None:
         rep = trace_report.report_of_log(files[0], single=True)
-        return replace(rep, notes=(*rep.notes, *notes)) if notes else rep
+        return replace(rep, notes=(*notes, *rep.notes)) if notes else rep
     order = sorted(range(len(files)), key=lambda i: chosen.ranks[i] or 0)
     files = [files[i] for i in order]
-    reports = _read_all(files, jobs)
+    ranks = [chosen.ranks[i] or 0 for i in order]
+    reports = [
+        rep if rep.rank == r else replace(rep, rank=r, title=f"trace of rank {r}")
+        for rep, r in zip(_read_all(files, jobs), ranks, strict=True)
+    ]
     merged = _merged(reports, [str(f) for f in files], compile_skew_s)
-    return replace(merged, notes=(*merged.notes, *notes)) if notes else merged
+    shown = _shown(chosen, runs, asked=run is not None)
+    return replace(merged, notes=(*merged.notes, *notes), shown=shown)
 
 
-def _run_notes(folder: Path, runs: list[TraceRun], chosen: TraceRun, copies: list[Path]) -> tuple[str, ...]:
+def _shown(chosen: TraceRun, runs: list[TraceRun], *, asked: bool) -> str:
+    """Which run the report is, for the summary's first line ("" for a folder of one run)."""
+    if len(runs) < 2:
+        return ""
+    why = "asked for" if asked else (
+        "the most ranks" + (", the latest of those" if sum(r.rank_count == chosen.rank_count for r in runs) > 1 else ""))
+    return f"run {chosen.index} of the folder's {len(runs)} ({why}; --run N or load_trace(path, run=N) shows another)"
+
+
+def _run_notes(folder: Path, runs: list[TraceRun], chosen: TraceRun, copies: list[Path], *, asked: bool = False) -> tuple[str, ...]:
     """What the page says about how a folder's logs were grouped into runs."""
     notes = []
     if len(runs) > 1:
         others = [r.index for r in runs if r is not chosen]
+        if asked:
+            why = "as asked"
+        else:
+            why = f"the run with the most ranks ({chosen.rank_count})" if chosen.rank_count else "the latest"
+            if chosen is runs[-1]:
+                why += ", the latest"
         notes.append(
             f"{folder} holds {plural(len(runs), 'run')}, grouped by rank and by when each log started "
             f"(a rank seen again or a log started over {RUN_GAP_S:g} s later opens a run): "
             + "; ".join(r.describe() for r in runs)
-            + f". Shown: run {chosen.index}{' (the latest)' if chosen is runs[-1] else ''}; "
+            + f". Shown: run {chosen.index} ({why}); "
             f"load_trace(path, run={others[0]}) or `dynscope trace {folder} --run {others[0]}` shows another"
+        )
+    stamps = [s for s in chosen.stamps if s is not None]
+    if len(runs) == 1 and len(stamps) > 1:
+        first, last = min(stamps, key=lambda s: s.seconds), max(stamps, key=lambda s: s.seconds)
+        if last.seconds - first.seconds > RUN_GAP_S:
+            pids = sorted({s.pid for s in stamps})
+            notes.append(
+                f"the logs started {_span(last.seconds - first.seconds)} apart ({first.when} to {last.when}, "
+                f"{len(pids)} process{'es' if len(pids) > 1 else ''}), more than the {RUN_GAP_S:g} s within which a job's ranks start: "
+                "logs of different runs put in one folder? Every rank appears once, so they are read as one "
+                "job, each rank the one its file name gives (as tlparse reads them)"
+            )
+    if chosen.record_ranks and any(r is not None for r in chosen.record_ranks):
+        said = [f"{f.name} (rank {named} by its name) holds rank {rec}'s records"
+                for f, named, rec in zip(chosen.files, chosen.ranks, chosen.record_ranks, strict=False) if rec is not None]
+        notes.append(
+            f"file names and records disagree on the rank of {plural(len(said), 'log')}: " + "; ".join(said[:4])
+            + ("; ..." if len(said) > 4 else "")
+            + ": a copied or renamed log? Each is read as the rank its file name gives, as tlparse reads it"
         )
     if copies:
         notes.append(
@@ -183,6 +262,15 @@ def _run_notes(folder: Path, runs: list[TraceRun], chosen: TraceRun, copies: lis
             + ", ".join(c.name for c in copies[:3]) + (", ..." if len(copies) > 3 else "")
         )
     return tuple(notes)
+
+
+def _span(seconds: float) -> str:
+    """"141 days", "5.2 hours", "12 minutes"."""
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.0f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{seconds / 60:.0f} minutes"
 
 
 def _read_all(files: list[Path], jobs: int | None) -> list[Report]:

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import io
+import tokenize
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dynscope._format import percent
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from dynscope._model.breaks import GraphBreak
     from dynscope._model.report import Report
 
@@ -22,6 +26,9 @@ class ReportDiff:
     breaks_removed: tuple[str, ...]
     ops_changed: tuple[tuple[str, int, int], ...]  # (op, old count, new count) over all graphs
     worse_because: tuple[str, ...]  # empty when the new report is not worse
+    # Sites whose statement and reason are the same but whose line changed (lines inserted
+    # above, a patch written by ``fix --write``): "file:OLD -> file:NEW [category] code"
+    breaks_moved: tuple[str, ...] = ()
 
     @property
     def worse(self) -> bool:
@@ -29,8 +36,60 @@ class ReportDiff:
         return bool(self.worse_because)
 
 
-def _site(b: GraphBreak) -> tuple[str, int]:
-    return (b.filename, b.lineno)
+SiteKey = tuple[str, str, str, str]
+
+
+def normalised_code(text: str) -> str:
+    """A statement's code with its spelling removed: tokens joined by one space, comments and
+    line breaks dropped (``x  = f( y ) # note`` and ``x = f(y)`` read the same); the text with
+    its whitespace collapsed when it does not tokenize (one line of a longer statement)."""
+    try:
+        toks = [t.string for t in tokenize.generate_tokens(io.StringIO(text.strip() + "\n").readline)
+                if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                                  tokenize.DEDENT, tokenize.ENDMARKER)]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return " ".join(text.split("#", 1)[0].split())
+    return " ".join(toks)
+
+
+def site_key(b: GraphBreak) -> SiteKey:
+    """A break site as ``diff`` and ``fix`` follow it across edits: its file, its function,
+    its statement's normalised code and its category (the same statement breaking for the same
+    reason), not its line, which any edit above it moves."""
+    return (b.filename, b.function, normalised_code(b.source), b.category)
+
+
+def match_sites(old: Sequence[GraphBreak], new: Sequence[GraphBreak]) -> tuple[
+        list[tuple[GraphBreak, GraphBreak]], list[GraphBreak], list[GraphBreak]]:
+    """Pair the sites of two reports by :func:`site_key`: (pairs, only in old, only in new).
+
+    Sites of one key (the same statement twice in a function) pair in line order; a site at
+    the same line as before pairs first, so an edit elsewhere moves none that did not move."""
+    groups_old: dict[SiteKey, list[GraphBreak]] = {}
+    groups_new: dict[SiteKey, list[GraphBreak]] = {}
+    for b in old:
+        groups_old.setdefault(site_key(b), []).append(b)
+    for b in new:
+        groups_new.setdefault(site_key(b), []).append(b)
+    pairs: list[tuple[GraphBreak, GraphBreak]] = []
+    gone: list[GraphBreak] = []
+    for key, olds in groups_old.items():
+        news = groups_new.pop(key, [])
+        # A site at the same line as before pairs first: an edit elsewhere moves none of them.
+        at = {b.lineno: b for b in news}
+        still = [(a, at.pop(a.lineno)) for a in olds if a.lineno in at]
+        rest_old = sorted((a for a in olds if all(a is not x for x, _ in still)), key=lambda b: b.lineno)
+        rest_new = sorted(at.values(), key=lambda b: b.lineno)
+        pairs += still + list(zip(rest_old, rest_new, strict=False))  # the longer side keeps the rest
+        gone += rest_old[len(rest_new):]
+        groups_new[key] = rest_new[len(rest_old):]
+    came = [b for bs in groups_new.values() for b in bs]
+    new_order = {id(b): i for i, b in enumerate(new)}
+    came.sort(key=lambda b: new_order[id(b)])
+    order = {id(b): i for i, b in enumerate(old)}
+    gone.sort(key=lambda b: order[id(b)])
+    pairs.sort(key=lambda p: order[id(p[0])])
+    return pairs, gone, came
 
 
 def _ops(rep: Report) -> dict[str, int]:
@@ -68,18 +127,20 @@ def diff_reports(old: Report, new: Report) -> ReportDiff:
         worse.append(f"graph breaks rose from {old.break_count} to {new.break_count}")
     if new.recompile_count > old.recompile_count:
         worse.append(f"recompiles rose from {old.recompile_count} to {new.recompile_count}")
-    old_sites = {_site(b): b for b in old.breaks}
-    new_sites = {_site(b): b for b in new.breaks}
-
     def says(b: GraphBreak) -> str:
         return f"{b.location} [{b.category}] {b.source}"
 
-    added = tuple(says(b) for k, b in new_sites.items() if k not in old_sites)
-    removed = tuple(says(b) for k, b in old_sites.items() if k not in new_sites)
+    # Sites by their statement and reason, not their line: lines inserted above a break
+    # (a patch written by fix --write) move it, they do not make it a new one.
+    pairs, gone, came = match_sites(old.breaks, new.breaks)
+    added = tuple(says(b) for b in came)
+    removed = tuple(says(b) for b in gone)
+    moved = tuple(f"{a.location} -> {b.location} [{b.category}] {b.source}" for a, b in pairs
+                  if a.lineno != b.lineno)
     a_ops, b_ops = _ops(old), _ops(new)
     ops_changed = tuple(
         (op, a_ops.get(op, 0), b_ops.get(op, 0))
         for op in sorted(set(a_ops) | set(b_ops))
         if a_ops.get(op, 0) != b_ops.get(op, 0)
     )
-    return ReportDiff(tuple(rows), added, removed, ops_changed, tuple(worse))
+    return ReportDiff(tuple(rows), added, removed, ops_changed, tuple(worse), moved)

@@ -33,6 +33,7 @@ __all__ = [
     "COMPILE_SKEW_S",
     "collective_sequence",
     "collectives_of",
+    "issued_in_order",
     "comparable",
     "divergences",
     "is_merged",
@@ -525,8 +526,31 @@ def _cache(reports: Sequence[Report]) -> list[Divergence]:
     def said(g: Graph) -> str:
         return ", ".join(f"{what} {status}" for what, status in _cache_key(g)) or "logged no cache result"
 
-    return _first_graph(reports, "cache", _cache_key, said,
-                        "a rank that misses compiles longer, and the others wait for it in the next collective")
+    found = _first_graph(reports, "cache", _cache_key, said,
+                         "a rank that misses compiles longer, and the others wait for it in the next collective")
+    return found or _cache_counts(reports)
+
+
+def _cache_counts(reports: Sequence[Report]) -> list[Divergence]:
+    """Where every graph the ranks have in common hit and missed alike, the ranks' cache
+    results in all: a rank that compiled more graphs looked them up (and missed) more."""
+    def results(rep: Report) -> tuple[tuple[str, str], ...]:
+        return tuple(r for g in rep.graphs for r in _cache_key(g))
+
+    groups = _groups(reports, results)
+    if len(groups) < 2:
+        return []
+
+    def said(g: list[Report]) -> str:
+        found = results(g[0])
+        counts = Counter(status for _, status in found)
+        return (f"{_who(_ranks_of(g))} logged {plural(len(found), 'cache result')}"
+                + (f" ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))})" if counts else "")
+                + f" over {plural(len(g[0].graphs), 'graph')}")
+
+    detail = "; ".join(said(g) for g in groups[1:]) + f"; {said(groups[0])}: the ranks that compiled more " \
+             "looked up (and missed) the caches more, and compile longer while the others wait"
+    return [Divergence("cache", _minority(groups), detail)]
 
 
 def _execution_order(reports: Sequence[Report]) -> list[Divergence]:
@@ -546,6 +570,68 @@ def _execution_order(reports: Sequence[Report]) -> list[Divergence]:
         parts.append(f"{_who(_ranks_of(g))} ran compile {ran or '?'} as graph run {at + 1}, where "
                      f"{_who(_ranks_of(ref))} ran {other or '?'}")
     return [Divergence("execution_order", _minority(groups), "; ".join(parts))]
+
+
+def _issued(rep: Report, compile_id: str) -> tuple[str, ...]:
+    """The collectives one run of a compile issues, in the order issued: Inductor's schedule
+    of its graphs when logged (what the compiled code calls), else the graphs' nodes."""
+    out: list[str] = []
+    for g in rep.graphs:
+        if g.compile_id == compile_id:
+            sched = tuple(c for c in map(collective_name, _schedule(g)) if c)
+            out += sched or collectives_of(g)
+    return tuple(out)
+
+
+def issued_in_order(rep: Report) -> tuple[tuple[str, int, str], ...]:
+    """Every collective the rank issued, in the order its compiled graphs ran (Inductor's
+    ``graph_execution`` record): (collective, graph run from 1, compile id) each; () when
+    the run order was not logged."""
+    memo: dict[str, tuple[str, ...]] = {}
+    out: list[tuple[str, int, str]] = []
+    for run, cid in enumerate(rep.execution_order, 1):
+        if cid not in memo:
+            memo[cid] = _issued(rep, cid)
+        out += [(c, run, cid) for c in memo[cid]]
+    return tuple(out)
+
+
+def _issue(group: Sequence[Report]) -> str:
+    return "issues" if len(group) == 1 else "issue"
+
+
+def _collective_order(reports: Sequence[Report]) -> list[Divergence]:
+    # The collectives each rank issues as its graphs ran, compared position by position: a
+    # rank that runs the same graphs in another order issues the same collectives in another
+    # order, and each waits in a collective the other has not reached.
+    logged = [r for r in reports if r.execution_order]
+    if len(logged) < 2:
+        return []
+    seqs = {r.rank: issued_in_order(r) for r in logged}
+    if not any(seqs.values()):
+        return []
+    groups = _groups(logged, lambda r: tuple(c for c, _, _ in seqs[r.rank]))
+    if len(groups) < 2:
+        return []
+    ref = groups[0]
+    theirs = seqs[ref[0].rank]
+    parts = []
+    for g in groups[1:]:
+        mine = seqs[g[0].rank]
+        at = next((k for k, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a[0] != b[0]),
+                  min(len(mine), len(theirs)))
+
+        def said(seq: tuple[tuple[str, int, str], ...], at: int = at) -> str:
+            if at >= len(seq):
+                return f"nothing (it issued {plural(len(seq), 'collective')} in all)"
+            c, run, cid = seq[at]
+            return f"{c} (graph run {run}, compile {cid or '?'})"
+
+        parts.append(f"{_who(_ranks_of(g))} {_issue(g)} {said(mine)} as collective {at + 1}, where "
+                     f"{_who(_ranks_of(ref))} {_issue(ref)} {said(theirs)}")
+    detail = "ranks issue their collectives in a different order: " + "; ".join(parts) + (
+        ": each waits in a collective the other has not reached, and the job hangs")
+    return [Divergence("collective_order", _minority(groups), detail)]
 
 
 def _compile_skew(reports: Sequence[Report], skew_s: float) -> list[Divergence]:
@@ -590,6 +676,7 @@ def divergences(reports: Sequence[Report], *, compile_skew_s: float = COMPILE_SK
     found += _collectives(reports)
     found += _collective_schedule(reports)
     found += _execution_order(reports)
+    found += _collective_order(reports)
     found += _cache(reports)
     found += _compile_skew(reports, compile_skew_s)
     return tuple(found)

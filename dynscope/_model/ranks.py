@@ -21,7 +21,7 @@ __all__ = ["KINDS", "MERGED_KIND", "Divergence", "MultiRankReport"]
 #: The kinds of divergence, in the order a reader should look at them.
 KINDS = (
     "graph_count", "graph_structure", "tensor_metadata", "break_sites", "recompiles", "guards", "collectives",
-    "collective_schedule", "execution_order", "cache", "compile_time_skew",
+    "collective_schedule", "execution_order", "collective_order", "cache", "compile_time_skew",
 )
 
 #: Marks a merged report's JSON (a single report has no ``kind`` field).
@@ -51,6 +51,9 @@ class MultiRankReport(MergedShortcuts):
     world_size: int = 1  # the job's world size (all reports agree)
     sources: tuple[str, ...] = ()  # the files read, in the order of ``reports``
     notes: tuple[str, ...] = ()  # what the reader must know: ranks that wrote no report...
+    # which run of a folder holding several this is, and why ("run 2 of the folder's 3 (the
+    # most ranks; ...)"); "" when the folder held one run (or the reports were merged)
+    shown: str = ""
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -349,6 +349,14 @@ def merged_folder(merged: MultiRankReport, folder: Path) -> Path:
     return out
 
 
+def write_page(path: Path, html: str) -> Path:
+    """One self-contained page written to ``path`` (atomically, control characters escaped);
+    returns the path."""
+    from dynscope._write import write_text
+
+    return write_text(path, html)
+
+
 def export_page(rep: ExportReport, path: Path) -> Path:
     """An export report's self-contained page written to ``path``; returns the path."""
     from dynscope._write import write_text

@@ -17,6 +17,8 @@ def render_diff(d: ReportDiff) -> str:
         out += ["Breaks added:"] + [f"  + {s}" for s in d.breaks_added] + [""]
     if d.breaks_removed:
         out += ["Breaks removed:"] + [f"  - {s}" for s in d.breaks_removed] + [""]
+    if d.breaks_moved:
+        out += ["Breaks moved (the same statement, the same reason):"] + [f"  ~ {s}" for s in d.breaks_moved] + [""]
     if d.ops_changed:
         out += ["Graph ops changed:"] + [f"  {op}: {a} -> {b}" for op, a, b in d.ops_changed] + [""]
     if d.worse:

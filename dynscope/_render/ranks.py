@@ -27,6 +27,7 @@ MEANING = {
     "collectives": "collectives inside graphs differ: the job can hang",
     "collective_schedule": "Inductor scheduled a graph's collectives in another order: the job can hang",
     "execution_order": "the compiled graphs ran in another order on some ranks",
+    "collective_order": "ranks issue their collectives in a different order (as their graphs ran): the job hangs",
     "cache": "a compile hit Inductor's caches on some ranks and missed on others: those compile longer",
     "compile_time_skew": "some ranks compiled much longer: the others wait",
 }
@@ -110,9 +111,19 @@ def _graph_cell(rep: Report, i: int) -> tuple[str, str]:
     return f"{resume_label(g.frame) or '?'} {g.compile_id}: {plural(g.op_count, 'op')} #{h[:8]}{split}", h
 
 
+def agreement(m: MultiRankReport) -> str:
+    """What a merged report with no divergence says: that the ranks agree, only when at least
+    two were compared."""
+    if len(m.reports) < 2:
+        return ("One rank read: nothing to compare" + (f" (world size {m.world_size}: the others wrote no log)"
+                                                       if m.world_size > len(m.reports) else "") + ".")
+    return "No divergences: every rank captured the same graphs, breaks, recompiles, guards and collectives."
+
+
 def render_merged_text(m: MultiRankReport) -> str:
     """The terminal summary of a merged report."""
-    lines = [f"dynscope: {plural(len(m.reports), 'rank')} of world size {m.world_size} ({rank_ranges(m.ranks)})"]
+    lines = [f"dynscope: {plural(len(m.reports), 'rank')} of world size {m.world_size} ({rank_ranges(m.ranks)})"
+             + (f"; {m.shown}" if m.shown else "")]
     for note in m.notes:
         lines.append(f"note: {note}")
     if m.divergences:
@@ -120,7 +131,7 @@ def render_merged_text(m: MultiRankReport) -> str:
         for d in m.divergences:
             lines.append(f"  {d.kind} (ranks {rank_ranges(d.ranks)}): {d.detail}")
     else:
-        lines.append("No divergences: every rank captured the same graphs, breaks, recompiles, guards and collectives.")
+        lines.append(agreement(m))
     columns = rank_columns(m)
     rows = rank_rows(m, columns)
     header = ["", *(heading for heading, _ in columns)]
@@ -143,6 +154,8 @@ def render_merged_html(m: MultiRankReport) -> str:
         f"<title>dynscope: {len(m.reports)} ranks</title><style>{_CSS}</style></head><body>",
         f"<h1>{esc(plural(len(m.reports), 'rank'))} of world size {m.world_size}</h1>",
     ]
+    if m.shown:
+        out.append(f"<p class='note'><b>{esc(m.shown[:1].upper() + m.shown[1:])}</b></p>")
     out += [f"<p class='note'>{esc(n)}</p>" for n in m.notes]
     out.append("<h2 id='divergences'>Divergences</h2>")
     if m.divergences:
@@ -153,8 +166,7 @@ def render_merged_html(m: MultiRankReport) -> str:
                 f"<br><small>{esc(MEANING.get(d.kind, ''))}</small></div>"
             )
     else:
-        out.append("<p class='ok'>No divergences: every rank captured the same graphs, breaks, "
-                   "recompiles, guards and collectives.</p>")
+        out.append(f"<p class='{'ok' if len(m.reports) > 1 else 'note'}'>{esc(agreement(m))}</p>")
     flagged = {r for d in m.divergences for r in d.ranks}
     columns = rank_columns(m)
     out.append("<h2>Ranks</h2><table><tr><th></th>")

@@ -10,12 +10,14 @@ packages get no edit: the result says whose code it is and what to do instead.
 from __future__ import annotations
 
 import copy
+import linecache
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynscope._capture.break_sites import _defs
 from dynscope._capture.capture import _MISSING, as_report_call, normalise_calls, report, title_of
 from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
 from dynscope._capture.fix.source import Source, SourceError, line_map, python_lines
@@ -30,6 +32,7 @@ from dynscope._capture.fix.verify import (
 )
 from dynscope._errors import DynscopeError
 from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
+from dynscope._model.diff import site_key
 from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._torch.registry import is_user_file, library_of
 from dynscope._torch.trace import own_work
@@ -236,7 +239,7 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     if at_site:
         why.append(f"the break is still there ({at_site} at the rewritten lines)")
     elif rep.break_count >= before.break_count:
-        moved = [f"{name}:{line}" for _, line in _new_sites(before, rep, rerun.path, rw)]
+        moved = [f"{name}:{line}" for _, line in _new_sites(before, rep, site.filename, rerun.path, rw)]
         why.append(f"the program still breaks {rep.break_count} times ({before.break_count} before)"
                    + (f": the break moved to {', '.join(moved)}" if moved else ""))
     if not ev.outputs_matched:
@@ -246,18 +249,21 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     return _with(patch, verified=not why, why_not="; ".join(why)), rerun
 
 
-def _new_sites(before: Report, after: Report, path: str, rw: Rewrite) -> list[tuple[GraphBreak, int]]:
+def _new_sites(before: Report, after: Report, original: str, path: str,
+               rw: Rewrite) -> list[tuple[GraphBreak, int]]:
     """Break sites of the patched file that were no break site before, each with its line in
-    the original file."""
+    the original file. A site is its statement and reason (``site_key``: function, normalised
+    code, category), not its line: a break that only moved with the lines the rewrite added
+    above it is the same site, and a statement that breaks now, at a line that broke for
+    another reason before, is a new one."""
     shift = (rw.new_last - rw.first) - (rw.last - rw.first)
-    old = {b.lineno for b in before.breaks}
+    old = {site_key(b)[1:] for b in before.breaks if _same(b.filename, original)}
     out = []
     for b in after.breaks:
         if not _same(b.filename, path) or rw.first <= b.lineno <= rw.new_last:
             continue
-        line = b.lineno if b.lineno < rw.first else b.lineno - shift
-        if line not in old:
-            out.append((b, line))
+        if site_key(b)[1:] not in old:
+            out.append((b, b.lineno if b.lineno < rw.first else b.lineno - shift))
     return out
 
 
@@ -268,7 +274,7 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
     statement too, verified as one patch of both."""
     if rerun.rep is None or patch.breaks_after or not patch.outputs_matched or patch.gradients_matched is False:
         return None
-    moved = _new_sites(before, rerun.rep, rerun.path, rw)
+    moved = _new_sites(before, rerun.rep, site.filename, rerun.path, rw)
     if not moved:
         return None
     nxt, _ = moved[0]
@@ -295,6 +301,14 @@ def _spanning(old: str, new: str, name: str, note: str) -> Rewrite:
 
 def _same(a: str, b: str) -> bool:
     return Path(a).name == Path(b).name and Path(a).resolve().parent == Path(b).resolve().parent
+
+
+def _forget(filename: str) -> None:
+    """Drop what this process remembers of a file fix wrote (its lines, its functions): a
+    report taken after ``fix(write=True)`` reads the patched text, so its break sites carry
+    the statements that are there now (``dynscope diff`` follows them by their code)."""
+    linecache.checkcache(filename)
+    _defs.cache_clear()
 
 
 def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Rewrite]], sources: dict[str, Source],
@@ -340,4 +354,5 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
                 break
             written.append(filename)
             backups.append(str(backup))
+            _forget(filename)
     return after, matched, tuple(written), tuple(backups), note
