@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import dynscope
-from dynscope._capture.fix.rewrites import candidates, combined
+from dynscope._capture.fix.rewrites import _BY_CATEGORY, candidates, combined
 from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_eager
 from tests.corpus import fix_measure
 from tests.corpus import fix_programs as fp
@@ -217,6 +217,55 @@ def test_rewrites_refuse_what_would_change_meaning() -> None:
     # float() around something the rewrite did not make stays.
     (item,) = candidates(head + "    s = float(n) * x.sum().item()\n    return x / s\n", 3, ".item()/scalar output")[0]
     assert "float(n) * x.sum().detach()" in item.source
+
+
+def test_every_rewrite_of_the_corpus_names_its_assumption() -> None:
+    # Text only (no rerun): every rewrite every category offers at every SITE line of the
+    # corpus says what it relies on; the heavy corpus measure asserts the same of each patch,
+    # and that every unverified one says why.
+    text = Path(fp.__file__).read_text(encoding="utf-8")
+    seen = 0
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if "# SITE:" not in line:
+            continue
+        for category in _BY_CATEGORY:
+            for rw in candidates(text, lineno, category)[0]:
+                seen += 1
+                assert rw.note, f"fix_programs.py:{lineno} {rw.name} names no assumption"
+    assert seen >= 40
+
+
+def test_a_failed_rerun_says_its_root_cause_and_what_the_rewrite_assumed() -> None:
+    from dynscope._capture.fix import _root_cause
+    from dynscope._errors import CaptureError
+
+    try:
+        try:
+            raise RuntimeError("Attempting to broadcast a dimension of length 4\nmore")
+        except RuntimeError as inner:
+            raise CaptureError("the model raised during call 0 of 1: TorchRuntimeError: ...",
+                               report=dynscope.Report(), call_index=0, party="compiler") from inner
+    except CaptureError as err:
+        said = _root_cause(err)
+    assert said == "RuntimeError: Attempting to broadcast a dimension of length 4 (under torch.compile)"
+    try:
+        raise CaptureError("the model raised during call 0 of 1 (eagerly too, without torch.compile): x",
+                           report=dynscope.Report(), call_index=0, party="model") from (
+            AttributeError("'Linear' object has no attribute 'clone'"))
+    except CaptureError as err:
+        said = _root_cause(err)
+    assert said == "AttributeError: 'Linear' object has no attribute 'clone' (in eager too, without torch.compile)"
+
+
+@pytest.mark.heavy
+def test_the_must_not_programs_say_why_in_the_terms_of_the_rewrites_assumption() -> None:
+    # A deepcopy of a module made .clone(); branches of two shapes made torch.where: each
+    # says the error it met and what the rewrite assumed, not a cut-off traceback.
+    (p,) = _fix("copies_layer").patches
+    assert not p.verified and "'Linear' object has no attribute 'clone'" in p.why_not
+    assert p.why_not.endswith("the rewrite assumes the copied value is a tensor")
+    (p,) = _fix("shapes").patches
+    assert not p.verified and "Attempting to broadcast" in p.why_not and "one shape and dtype" in p.why_not
 
 
 def test_outputs_compare_dtypes_and_python_numbers() -> None:

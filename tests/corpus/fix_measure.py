@@ -46,6 +46,8 @@ def measure() -> dict[str, Any]:
                 mismatched.append((p.site, p.rewrite, want))
             if not p.verified and not p.why_not:
                 mismatched.append((p.site, p.rewrite, "an unverified patch that does not say why"))
+            if not p.assumes:
+                mismatched.append((p.site, p.rewrite, "a patch that names no assumption"))
             if p.verified and not _same_on_new_input(build, p):
                 changed.append(p.site)
         for u in res.unpatched:

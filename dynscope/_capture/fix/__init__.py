@@ -208,12 +208,34 @@ def _rerun_patched(model: Any, calls: Calls, filename: str, data: bytes, where: 
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: BLE001 - the patched program failed (or exited): not verified, said why
-            said = str(err).strip().splitlines()
-            inner = next((ln for ln in said[1:] if ln.strip() and "Error" in ln), "")
-            brief = said[0][:200] if said else ""
-            return _Rerun(None, path, f"the patched program raised {type(err).__name__}: {brief}"
-                          + (f" ({inner.strip()[:200]})" if inner else "")), None
+            return _Rerun(None, path, f"the patched program raised {_root_cause(err)}"), None
         return _Rerun(rep, path, ""), compare(eager, got)
+
+
+def _root_cause(err: BaseException) -> str:
+    """What a failed rerun says in one line: the innermost exception of the chain (the
+    ``RuntimeError`` under Dynamo's ``TorchRuntimeError`` under dynscope's ``CaptureError``),
+    its type and first line, and whether the patched program failed in eager too (the rewrite
+    itself is wrong, not only its compile)."""
+    inner: BaseException = err
+    seen = {id(err)}
+    while True:
+        nxt = inner.__cause__ or inner.__context__
+        if nxt is None or id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        inner = nxt
+    said = str(inner).strip().splitlines()
+    line = said[0].strip() if said else ""
+    if isinstance(inner, SystemExit):
+        line = f"it called sys.exit({inner.code!r})"
+    out = f"{type(inner).__name__}: {line[:240]}" if line else type(inner).__name__
+    party = getattr(err, "party", "")  # CaptureError's: "model" raises in eager too
+    if party == "model" or "eagerly too" in str(err).split("\n", 1)[0]:
+        out += " (in eager too, without torch.compile)"
+    elif party == "compiler" or (inner is not err and isinstance(err, DynscopeError)):
+        out += " (under torch.compile)"
+    return out
 
 
 def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: Source,
@@ -228,7 +250,11 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     )
     rerun, ev = _rerun(model, calls, source, [rw], rw.source, eager)
     if rerun.rep is None or ev is None:
-        return _with(patch, why_not=rerun.why), rerun
+        # The program did not run: say what the rewrite relied on beside what failed (a
+        # deepcopy of a module made .clone(): "the copied value is a tensor").
+        raised = rerun.why.startswith("the patched program raised")  # not an import, not a lookup
+        said = f"{rerun.why}; the rewrite assumes {rw.note}" if rw.note and raised else rerun.why
+        return _with(patch, why_not=said or "the patched program did not run"), rerun
     rep = rerun.rep
     at_site = sum(b.count for b in rep.breaks if _same(b.filename, rerun.path) and rw.first <= b.lineno <= rw.new_last)
     patch = _with(patch, breaks_after=at_site, program_breaks_after=rep.break_count, graphs_after=rep.graph_count,

@@ -27,6 +27,7 @@ import ast
 import copy
 import difflib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from dynscope._capture.fix.source import python_lines
@@ -86,13 +87,13 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
     """The rewrites that apply to the statement at ``lineno``, in the order to try them, and,
     when there is none, why."""
     try:
-        tree = ast.parse(source)
+        _parsed(source)
     except SyntaxError as err:
         return [], f"the file does not parse ({err.msg})"
-    stmt = _statement_at(tree, lineno)
+    stmt = _statement_at(source, lineno)
     if stmt is None:
         return [], f"no statement at line {lineno}"
-    refused = _refused(tree, stmt, source)
+    refused = _refused(stmt, source)
     if refused:
         return [], refused
     makers = _BY_CATEGORY.get(category, ())
@@ -113,11 +114,24 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
 # -- finding and replacing the statement -------------------------------------------------------
 
 
-def _statement_at(tree: ast.Module, lineno: int) -> ast.stmt | None:
+@lru_cache(maxsize=8)
+def _parsed(source: str) -> ast.Module:
+    """The file's tree, parsed once for every site of it (nothing here changes a tree: the
+    rewrites transform deep copies)."""
+    return ast.parse(source)
+
+
+@lru_cache(maxsize=8)
+def _statements(source: str) -> tuple[ast.stmt, ...]:
+    """Every statement of the file's tree, walked once."""
+    return tuple(n for n in ast.walk(_parsed(source)) if isinstance(n, ast.stmt))
+
+
+def _statement_at(source: str, lineno: int) -> ast.stmt | None:
     """The innermost statement that holds ``lineno`` (an ``if`` for a line in its test)."""
     best: ast.stmt | None = None
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.stmt) or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    for node in _statements(source):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         end = node.end_lineno or node.lineno
         if isinstance(node, (ast.If, ast.While, ast.For, ast.With)):
@@ -158,14 +172,14 @@ def _trailing_comment(source: str, stmt: ast.stmt) -> str:
     return rest.rstrip() if rest.lstrip().startswith("#") else ""
 
 
-def _refused(tree: ast.Module, stmt: ast.stmt, source: str) -> str:
+def _refused(stmt: ast.stmt, source: str) -> str:
     """Why the statement cannot be rewritten line by line ("" when it can): it shares a line
     with another statement, it is an ``elif``, or the file does not import torch."""
     first = _line(source, stmt.lineno)
     if _head(first, stmt.col_offset).strip() or _rest(first, stmt.col_offset).startswith("elif"):
         return f"the statement at line {stmt.lineno} does not start its line (an elif, or after another statement)"
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.stmt) and node is not stmt and node.lineno <= (stmt.end_lineno or stmt.lineno)
+    for node in _statements(source):
+        if (node is not stmt and node.lineno <= (stmt.end_lineno or stmt.lineno)
                 and (node.end_lineno or node.lineno) >= stmt.lineno and not _contains(stmt, node)
                 and not _contains(node, stmt)):
             return f"the statement at line {stmt.lineno} shares its line with another statement"
@@ -205,7 +219,7 @@ def combined(source: str, rewrites: list[Rewrite]) -> str:
 
 
 def _imports_torch(source: str) -> bool:
-    tree = ast.parse(source)
+    tree = _parsed(source)
     return any(isinstance(n, ast.Import) and any(a.name == "torch" and a.asname is None for a in n.names)
                for n in tree.body)
 
@@ -220,10 +234,11 @@ class _Text:
 
     def of(self, node: ast.AST) -> str:
         """The node as written, when it is one of the file's own; else as ``ast`` spells it."""
-        if getattr(node, "lineno", None) is not None:
-            seg = ast.get_source_segment(self.source, node)
-            if seg is not None and "\n" not in seg:
-                return seg
+        line, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+        if line is not None and line == end and col is not None and end_col is not None:
+            # One line of the file: its own spelling (ast's columns count UTF-8 bytes).
+            return self.lines[line - 1].encode("utf-8")[col:end_col].decode("utf-8", "replace")
         return ast.unparse(node)
 
     def statement_lines(self, stmt: ast.stmt) -> list[str]:
