@@ -4,7 +4,9 @@ Every error dynscope raises on purpose derives from one base class::
 
     DynscopeError
     ├── InputError            bad arguments: a model that is not callable, inputs of the
-    │                         wrong kind, ``calls`` together with ``inputs``, an unknown option
+    │   │                     wrong kind, ``calls`` together with ``inputs``, an unknown option
+    │   └── DecompressionLimitError  a ``.gz`` trace log that unzips to over 100 times its
+    │                         size (a gzip bomb); names the file
     ├── CaptureError          the model raised while dynscope watched it; ``.report`` keeps
     │                         everything captured before the failure
     ├── SchemaError           a saved report that cannot be read (newer schema, not a report)
@@ -25,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "CaptureError",
     "CompileBudgetError",
+    "DecompressionLimitError",
     "DynscopeError",
     "GraphvizNotFoundError",
     "InputError",
@@ -43,6 +46,12 @@ class InputError(DynscopeError, ValueError):
 
     The message names what was received, what is allowed and what to do.
     """
+
+
+class DecompressionLimitError(InputError):
+    """A ``.gz`` TORCH_TRACE log unzipped to more than its limit (``GZIP_MAX_RATIO`` times
+    its size past ``GZIP_FLOOR`` bytes, ``dynscope._torch.trace_log``): a gzip bomb or a
+    file that is not a log. The message names the file and how to read it anyway."""
 
 
 class CaptureError(DynscopeError):

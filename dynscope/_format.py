@@ -11,7 +11,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
 __all__ = [
     "ADD_UP_TOLERANCE",
@@ -41,10 +41,17 @@ def rank_ranges(ranks: Iterable[int], limit: int = 8) -> str:
             runs[-1] = (runs[-1][0], r)
         else:
             runs.append((r, r))
-    words = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}" for a, b in runs]
+    return rank_runs(runs, len(rs), limit)
+
+
+def rank_runs(runs: Sequence[tuple[int, int]], count: int, limit: int = 8) -> str:
+    """Runs of ranks (first, last each, in order; ``count`` ranks in all) as rank_ranges
+    words them, so a range of a hundred billion ranks is one pair of numbers, never a list:
+    "2-99,999,999,998"."""
+    words = [f"{a:,}" if a == b else f"{a:,}, {b:,}" if b == a + 1 else f"{a:,}-{b:,}" for a, b in runs]
     if len(words) <= limit:
         return ", ".join(words)
-    return ", ".join([*words[: limit - 1], "...", words[-1]]) + f" ({len(rs)} ranks)"
+    return ", ".join([*words[: limit - 1], "...", words[-1]]) + f" ({count:,} ranks)"
 
 
 def clip(text: str, n: int) -> str:

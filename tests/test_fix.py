@@ -268,6 +268,45 @@ def test_the_must_not_programs_say_why_in_the_terms_of_the_rewrites_assumption()
     assert not p.verified and "Attempting to broadcast" in p.why_not and "one shape and dtype" in p.why_not
 
 
+BLOCKED = """import torch
+
+
+def step(x):
+    print("step", x.shape)
+    y = x * 2
+    if y.shape[0] == 4:
+        y = y + 1
+    return y.sin()
+
+
+def build():
+    x = torch.ones(4, 3)
+    torch._dynamo.mark_dynamic(x, 0)  # the if above specializes it: compile fails, eager runs
+    return step, x
+"""
+
+
+@pytest.mark.heavy
+def test_a_program_that_fails_under_compile_gets_patches_before_the_failure(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "blocked.py").write_text(BLOCKED)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import blocked  # type: ignore[import-not-found]
+
+        res = dynscope.fix(*blocked.build())
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("blocked", None)
+    assert res.blocked.startswith("torch.compile fails compiling step from blocked.py:5 on: ConstraintViolationError")
+    assert "specialized it" in res.blocked and "run fix again" in res.blocked
+    (p,) = res.patches  # the print before the failure: patched, its break gone, not verified
+    assert p.rewrite == "guard side effect" and not p.verified and p.breaks_after == 0 and p.outputs_matched is None
+    assert p.why_not.startswith("the program fails under torch.compile after this site (ConstraintViolationError")
+    assert "Blocked: torch.compile fails" in res.summary() and "<h2>Blocked</h2>" in res.to_html()
+    capsys.readouterr()
+
+
 def test_outputs_compare_dtypes_and_python_numbers() -> None:
     from dynscope._capture.fix.verify import Run
 

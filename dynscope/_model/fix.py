@@ -76,6 +76,9 @@ class FixResult(FixShortcuts):
     written: tuple[str, ...] = ()  # files written (--write), each with a backup beside it
     backups: tuple[str, ...] = ()
     note: str = ""  # why write=True wrote nothing ("" otherwise)
+    # Why the program stops under torch.compile (it runs in eager): where, the error, and that
+    # the sites after it are not known; "" when the program ran under compile.
+    blocked: str = ""
 
     @property
     def verified(self) -> tuple[Patch, ...]:

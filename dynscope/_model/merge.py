@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import dynscope._model.plain as _plain
 from dynscope._errors import InputError, SchemaError
-from dynscope._format import plural, rank_ranges
+from dynscope._format import plural, rank_ranges, rank_runs
 from dynscope._lexicon.wording import resume_label, without_rank_local
 from dynscope._model.causes import SAID
 from dynscope._model.ops import called_in_code, collective_name
@@ -203,10 +203,11 @@ def merge_reports(
     loaded = sorted(loaded, key=lambda item: item[0].rank)
     world = sizes.pop()
     notes: list[str] = []
-    missing = sorted(set(range(world)) - set(seen))
+    gaps, missing = missing_ranks(world, seen)
     if missing:
+        who = f"rank {gaps[0][0]:,}" if missing == 1 else "ranks " + rank_runs(gaps, missing)
         notes.append(
-            f"{_who(missing)} of world size {world} wrote no {written} (crashed, hung, or saved "
+            f"{who} of world size {world:,} wrote no {written} (crashed, hung, or saved "
             f"elsewhere): divergences are among the {plural(len(seen), 'rank')} read"
         )
     reports = tuple(rep for rep, _ in loaded)
@@ -217,6 +218,25 @@ def merge_reports(
         sources=tuple(src for _, src in loaded),
         notes=tuple(notes),
     )
+
+
+def missing_ranks(world: int, seen: Iterable[int]) -> tuple[list[tuple[int, int]], int]:
+    """The ranks below ``world`` not in ``seen``, as runs (first, last) and how many: the gaps
+    between the ranks read, so a world size of 1e11 costs what the ranks read cost, never one
+    entry per missing rank."""
+    gaps: list[tuple[int, int]] = []
+    count, start = 0, 0
+    for r in sorted(set(seen)):
+        if r >= world:
+            break
+        if r > start:
+            gaps.append((start, r - 1))
+            count += r - start
+        start = max(start, r + 1)
+    if start < world:
+        gaps.append((start, world - 1))
+        count += world - start
+    return gaps, count
 
 
 # -- divergences -------------------------------------------------------------------------

@@ -311,17 +311,26 @@ def printable(rep: Report) -> Report:
     from dynscope._model.codec import report_from_dict
     from dynscope._render.text import strip_controls
 
+    changed = False
+
     def clean(value: Any) -> Any:
+        nonlocal changed
         if isinstance(value, str):
             # Most strings hold no control character at all: only those go through the regex.
-            return value if value.isprintable() else strip_controls(value)
+            if value.isprintable():
+                return value
+            out = strip_controls(value)
+            changed = changed or out != value
+            return out
         if isinstance(value, list):
             return [clean(v) for v in value]
         if isinstance(value, dict):
             return {k: clean(v) for k, v in value.items()}
         return value
 
-    return report_from_dict(clean(rep.to_dict()))
+    cleaned = clean(rep.to_dict())
+    # Rebuilt only when a string changed: a report with nothing to strip is returned as it is.
+    return report_from_dict(cleaned) if changed else rep
 
 
 def report_diff(old: Report, new: Report) -> ReportDiff:

@@ -56,6 +56,8 @@ def _state(p: Patch) -> str:
 def fix_text(result: FixResult) -> str:
     """The patches (verified first), each with its diff and evidence, then the sites left alone."""
     lines = [_head(result)]
+    if result.blocked:
+        lines += ["", f"Blocked: {result.blocked}"]
     for p in _ordered(result):
         lines += ["", f"{p.site}  {p.category}  [{p.rewrite}]  {_state(p)}", f"    {evidence(p)}"]
         if p.assumes:
@@ -75,6 +77,8 @@ def fix_html(result: FixResult) -> str:
     """One self-contained page: the patches with diffs and evidence, then the sites left alone."""
     title = f"dynscope fix: {result.title or 'program'}"
     parts = [f"<header><h1>{esc(title)}</h1><div class='totals'>{esc(_head(result).splitlines()[1])}</div></header><main>"]
+    if result.blocked:
+        parts.append(f"<section><h2>Blocked</h2><p>{esc(result.blocked)}</p></section>")
     for p in _ordered(result):
         parts.append(
             f"<section class='patch'><h2><code>{esc(p.site)}</code> {esc(p.category)} [{esc(p.rewrite)}]</h2>"

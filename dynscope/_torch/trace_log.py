@@ -27,12 +27,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
+from dynscope._errors import DecompressionLimitError
 from dynscope._torch import records
 from dynscope._torch.records import unknown_kind
 from dynscope._torch.trace import TraceEvent, event_from
@@ -88,6 +90,7 @@ def rank_from_name(path: str | Path) -> int | None:
 
 
 _RANK_FIELD = re.compile(rb'"rank": (\d+)[,}]')
+_RANK_SCAN = 8 << 20
 
 
 def rank_of(path: str | Path) -> int | None:
@@ -96,10 +99,16 @@ def rank_of(path: str | Path) -> int | None:
     first records."""
     try:
         with _open(Path(path)) as f:
-            for _, line in zip(range(2000), f, strict=False):
-                if line[:1] != b"\t" and (m := _RANK_FIELD.search(line, 0, 600)):
+            line_start, seen = True, 0
+            for _ in range(2000):  # the first 2000 lines, at most 8 MiB: a line of any length is read in pieces
+                piece = f.readline(65536)
+                if not piece or seen > _RANK_SCAN:
+                    break
+                seen += len(piece)
+                if line_start and piece[:1] != b"\t" and (m := _RANK_FIELD.search(piece, 0, 600)):
                     return int(m.group(1))
-    except (OSError, EOFError, gzip.BadGzipFile):
+                line_start = piece.endswith(b"\n")
+    except _UNREADABLE:
         pass
     return rank_from_name(path)
 
@@ -148,8 +157,68 @@ def _open(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
+#: The most of one record's payload kept in memory, and so in a report, on a page or in
+#: report.json: 32 MiB (``DYNSCOPE_PAYLOAD_MB`` overrides). A longer payload keeps its head
+#: (cut at a line end), is still checked whole against its MD5, and is named in
+#: ``Report.unparsed_kinds`` with its size and the byte where its record starts in the file.
+PAYLOAD_CAP = 32 << 20
+#: A ``.gz`` log that unzips to more than GZIP_MAX_RATIO times the compressed bytes read, once
+#: past GZIP_FLOOR bytes unzipped, stops with DecompressionLimitError naming the file (``DYNSCOPE_GZIP_MAX_RATIO``
+#: overrides the ratio). Trace logs compress 5-15 times; gzip's best, a file of zeros, about
+#: 1030 times.
+GZIP_MAX_RATIO = 100
+GZIP_FLOOR = 256 << 20
+
+
+def payload_cap() -> int:
+    """The bytes of one payload kept: ``DYNSCOPE_PAYLOAD_MB`` (MiB, a fraction allowed), else PAYLOAD_CAP."""
+    return _env_number("DYNSCOPE_PAYLOAD_MB", PAYLOAD_CAP, 1 << 20)
+
+
+def _env_number(name: str, default: int, unit: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else 0.0
+    except ValueError:
+        value = 0.0
+    return int(value * unit) if value > 0 else default
+
+
+class _Read(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+class _Unzipped:
+    """A ``.gz`` log read through a limit: once past GZIP_FLOOR bytes unzipped, more than
+    GZIP_MAX_RATIO times the compressed bytes read so far raises DecompressionLimitError (a
+    gzip bomb, or something that is not a log), within a second whatever the file's size."""
+
+    def __init__(self, f: IO[bytes], path: Path, raw: Any = None) -> None:
+        self._f, self._path, self._n = f, path, 0
+        self._raw = raw if raw is not None else getattr(f, "fileobj", None)  # the compressed file under gzip's reader
+        self._ratio = _env_number("DYNSCOPE_GZIP_MAX_RATIO", GZIP_MAX_RATIO, 1)
+
+    def _compressed(self) -> int:
+        try:
+            return max(1, int(self._raw.tell())) if self._raw is not None else self._path.stat().st_size
+        except (OSError, ValueError):
+            return self._path.stat().st_size
+
+    def read(self, size: int, /) -> bytes:
+        data = self._f.read(size)
+        self._n += len(data)
+        if self._n > GZIP_FLOOR and self._n > self._ratio * (packed := self._compressed()):
+            raise DecompressionLimitError(
+                f"{self._path}: its first {packed:,} compressed bytes unzipped to {self._n:,}, over "
+                f"{self._ratio} times as many (a trace log compresses 5 to 15 times): stopped, as a "
+                f"gzip bomb or a file that is not a log. If it is a real log, unzip it (gunzip -k) "
+                f"and read the .log, or raise the limit with DYNSCOPE_GZIP_MAX_RATIO=<ratio>")
+        return data
+
+
 def read_log(path: str | Path, *, lowering: bool = True, block_size: int = 0) -> TraceLog:
-    """Read one TORCH_TRACE log into its kept events.
+    """Read one TORCH_TRACE log into its kept events, in time linear in its size and memory
+    bounded by the block size and the payload cap (``payload_cap()``), whatever its lines.
 
     Args:
         path: the log file (``.gz`` is read through gzip).
@@ -160,15 +229,75 @@ def read_log(path: str | Path, *, lowering: bool = True, block_size: int = 0) ->
 
     Raises:
         OSError: the file cannot be opened.
+        DecompressionLimitError: a ``.gz`` file unzips to over GZIP_MAX_RATIO times its size.
     """
     p = Path(path)
     log = TraceLog(path=str(p))
     with _open(p) as f:
-        for raw in _records(f, log, block_size or _BLOCK):
+        reader: _Read = _Unzipped(f, p) if p.suffix == ".gz" else f
+        for raw in _records(reader, log, block_size or _BLOCK, payload_cap()):
             _keep(raw, log, lowering)
     if log.rank is None:
         log.rank = rank_from_name(p)
     return log
+
+
+class _Payload:
+    """A record's payload as it streams in: its lines without the tab PyTorch puts in front,
+    the MD5 of all of it, and its first ``cap`` bytes (the rest counted, never held)."""
+
+    __slots__ = ("cap", "head", "md5", "size", "_line_start", "_newline")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.head = bytearray()
+        self.md5 = hashlib.md5(usedforsecurity=False)
+        self.size = 0
+        self._line_start = True  # the next byte starts a payload line (its tab is PyTorch's)
+        self._newline = False  # a newline held back: the record's last one is not payload
+
+    def add(self, raw: bytes) -> None:
+        """Payload lines as written (each "\\t" + line + "\\n"), whole or a piece of one."""
+        if self._line_start and raw[:1] == b"\t":
+            raw = raw[1:]
+        if not raw:
+            self._line_start = False
+            return
+        self._line_start = raw.endswith(b"\n")
+        data = raw.replace(b"\n\t", b"\n")
+        if self._newline:
+            self._emit(b"\n")
+        self._newline = data.endswith(b"\n")
+        self._emit(memoryview(data)[:-1] if self._newline else data)
+
+    def _emit(self, data: bytes | memoryview) -> None:
+        self.md5.update(data)
+        self.size += len(data)
+        room = self.cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+
+    @property
+    def cut(self) -> bool:
+        return self.size > self.cap
+
+    def kept(self) -> bytes:
+        """The payload, or its first ``cap`` bytes cut at the last line end (a character
+        end when it has none)."""
+        if not self.cut:
+            return bytes(self.head)
+        end = self.head.rfind(b"\n")
+        return bytes(self.head[:end]) if end > 0 else _whole_chars(bytes(self.head))
+
+
+def _whole_chars(data: bytes) -> bytes:
+    """``data`` without a UTF-8 character cut short at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        c = data[-back]
+        if c & 0xC0 != 0x80:  # a character's first byte
+            need = 2 if c >> 5 == 0b110 else 3 if c >> 4 == 0b1110 else 4 if c >> 3 == 0b11110 else 1
+            return data if need <= back else data[:-back]
+    return data
 
 
 @dataclass
@@ -178,8 +307,9 @@ class _Raw:
     kind: str  # the event's name, or the artifact's
     artifact: bool
     meta: bytes
-    payload: list[bytes] | None  # None: not kept, its payload was skipped unread
+    payload: _Payload | None  # None: not kept, its payload was skipped unread
     complete: bool = True
+    offset: int = 0  # the byte of the (unzipped) file where the record starts
 
 
 #: Bytes read at a time: records are cut out of each block with C-level searches, so the
@@ -187,26 +317,58 @@ class _Raw:
 _BLOCK = 1 << 22
 #: Where a line that is not a payload line starts: a record's first line (or an interleaved one).
 _LINE_START = re.compile(rb"\n(?!\t)")
+#: The longest start of a line held whole: past it a payload line streams into its record's
+#: payload (or is skipped), and a longer metadata line or foreign line is counted and skipped.
+_LONG_LINE = 8 << 20
+LONG_METADATA = f"record whose metadata line is over {_LONG_LINE >> 20} MiB (skipped)"
 
 
-def _records(f: IO[bytes], log: TraceLog, block_size: int) -> Iterator[_Raw]:
-    """The records of a log, in order; lines outside any record counted in ``log.unreadable``."""
+def _records(f: _Read, log: TraceLog, block_size: int, cap: int = PAYLOAD_CAP) -> Iterator[_Raw]:
+    """The records of a log, in order; lines outside any record counted in ``log.unreadable``.
+
+    Each byte is looked at a bounded number of times and at most one block, one line start
+    (``_LONG_LINE``) and one payload head (``cap``) are held: a line is never re-joined as it
+    grows, so a gigabyte on one line costs what a gigabyte of short lines costs.
+    """
     current: _Raw | None = None
-    rest = b""  # the end of the last read: a line not yet known to be whole
+    held: list[bytes] = []  # the start of a line not yet known to be whole
+    held_n = 0
+    long = ""  # inside a long line: "payload" (streams into current's payload) or "skip"
+    base = 0  # the file offset of the first byte not yet cut into segments
     ended_cleanly = True
-    while True:
-        block = f.read(block_size)
-        data = rest + block
-        if block:
-            ended_cleanly = block.endswith(b"\n")
-        # Cut after the last whole line (at the end of the file, all of it): a line is
-        # never split between two reads.
-        cut = data.rfind(b"\n") + 1 if block else len(data)
-        whole, rest = data[:cut], data[cut:]
-        for segment in _segments(whole):
-            current = yield from _take(segment, current, log)
-        if not block:
-            break
+    while block := f.read(block_size):
+        ended_cleanly = block.endswith(b"\n")
+        pos = 0
+        if long:
+            nl = block.find(b"\n")
+            pos = len(block) if nl < 0 else nl + 1
+            if long == "payload" and current is not None and current.payload is not None:
+                current.payload.add(block[:pos] if pos < len(block) else block)
+            base += pos
+            if nl < 0:
+                continue
+            long = ""
+        last = block.rfind(b"\n")
+        if last < pos:  # no line ends in the rest of this block
+            held.append(block[pos:] if pos else block)
+            held_n += len(block) - pos
+            if held_n > _LONG_LINE:
+                line = b"".join(held)
+                held, held_n = [], 0
+                current, long = yield from _long_line(line, current, log, base, cap)
+                base += len(line)
+            continue
+        whole = block[pos:last + 1]
+        if held:
+            whole = b"".join((*held, whole))
+        for start, segment in _segments(whole):
+            current = yield from _take(segment, current, log, base + start, cap)
+        base += len(whole)
+        tail = block[last + 1:]
+        held, held_n = ([tail], len(tail)) if tail else ([], 0)
+    if held and not long:  # a last line with no newline: the file was cut mid-write
+        for start, segment in _segments(b"".join(held)):
+            current = yield from _take(segment, current, log, base + start, cap)
     if current is not None:
         # A file that does not end in a newline was cut mid-write; its last record is whole
         # only if its payload still matches the MD5 PyTorch wrote beside it (checked in _keep).
@@ -214,24 +376,49 @@ def _records(f: IO[bytes], log: TraceLog, block_size: int) -> Iterator[_Raw]:
         yield current
 
 
-def _segments(data: bytes) -> Iterator[bytes]:
-    """``data`` cut before each line that is not a payload line."""
+def _long_line(line: bytes, current: _Raw | None, log: TraceLog, offset: int,
+               cap: int) -> Generator[_Raw, None, tuple[_Raw | None, str]]:
+    """The start of a line over ``_LONG_LINE`` bytes: a payload line goes on streaming into
+    its record's payload; a record's first line is counted (its record skipped); another
+    stream's line is counted. Returns the record now being read and what the rest of the line is."""
+    if line[:1] == b"\t":
+        if current is None:
+            log.unreadable[INTERLEAVED] += 1
+            return current, "skip"
+        if current.payload is None:
+            return current, "skip"
+        current.payload.add(line)
+        return current, "payload"
+    m = _PREFIX.match(line)
+    if m is None:
+        log.unreadable[INTERLEAVED] += 1
+        return current, "skip"
+    if current is not None:
+        yield current
+    log.records += 1
+    log.unreadable[LONG_METADATA] += 1
+    return _Raw(kind="", artifact=False, meta=b"", payload=None, offset=offset), "skip"
+
+
+def _segments(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """``data`` cut before each line that is not a payload line, with where each piece starts."""
     start = 0
     for m in _LINE_START.finditer(data):
-        yield data[start:m.end()]
+        yield start, data[start:m.end()]
         start = m.end()
     if start < len(data):
-        yield data[start:]
+        yield start, data[start:]
 
 
-def _take(segment: bytes, current: _Raw | None, log: TraceLog) -> Generator[_Raw, None, _Raw | None]:
-    """Read one segment (a first line and the payload lines after it); yield the record it
-    ends; return the record now being read."""
+def _take(segment: bytes, current: _Raw | None, log: TraceLog, offset: int = 0,
+          cap: int = PAYLOAD_CAP) -> Generator[_Raw, None, _Raw | None]:
+    """Read one segment (a first line and the payload lines after it, starting at byte
+    ``offset`` of the file); yield the record it ends; return the record now being read."""
     if segment[:1] == b"\t":  # payload lines continuing from the last read
         if current is None:
             log.unreadable[INTERLEAVED] += segment.count(b"\n") or 1
         elif current.payload is not None:
-            current.payload.append(segment)
+            current.payload.add(segment)
         return current
     nl = segment.find(b"\n")
     first, body = (segment, b"") if nl < 0 else (segment[:nl], segment[nl + 1:])
@@ -243,7 +430,7 @@ def _take(segment: bytes, current: _Raw | None, log: TraceLog) -> Generator[_Raw
             if current is None:
                 log.unreadable[INTERLEAVED] += body.count(b"\n") or 1
             elif current.payload is not None:
-                current.payload.append(body)
+                current.payload.add(body)
         return current
     if current is not None:
         yield current
@@ -254,7 +441,12 @@ def _take(segment: bytes, current: _Raw | None, log: TraceLog) -> Generator[_Raw
     # AOTInductor's code is read from graph dumps only (an artifact of that name is not it).
     keep = (records.kept_kind(kind, lowering=True) and (kind not in records.AOT_DUMPS or meta.startswith(_DUMP))) \
         or kind in records.READ_APART
-    return _Raw(kind=kind, artifact=container, meta=meta, payload=[body] if keep else None)
+    payload: _Payload | None = None
+    if keep:
+        payload = _Payload(cap)
+        if body:
+            payload.add(body)
+    return _Raw(kind=kind, artifact=container, meta=meta, payload=payload, offset=offset)
 
 
 #: How a container record's metadata line starts (its kind is the name inside).
@@ -301,12 +493,12 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         return
     payload: str | None = None
     if "has_payload" in metadata:
-        data = _payload_bytes(raw.payload)
+        data = _payload_bytes(raw, raw.payload, log)
         # Every payload read is checked against the MD5 PyTorch wrote beside it (of its UTF-8
         # bytes). The last record of a log cut mid-write is dropped; a record damaged anywhere
         # else is counted per kind and read as far as it goes (its metadata, which carries the
         # counts, is whole; a payload that no longer parses gives no event).
-        if hashlib.md5(data, usedforsecurity=False).hexdigest() != metadata["has_payload"]:
+        if raw.payload.md5.hexdigest() != metadata["has_payload"]:
             if not raw.complete:
                 log.unreadable[CUT_SHORT] += 1
                 return
@@ -331,15 +523,21 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         log.events.append(event)
 
 
-def _payload_bytes(pieces: list[bytes]) -> bytes:
-    """A record's payload from its lines as written (each "\\t" + line + "\\n")."""
-    data = b"".join(pieces)
-    if data.startswith(b"\t"):
-        data = data[1:]
-    data = data.replace(b"\n\t", b"\n")
-    if data.endswith(b"\n"):
-        data = data[:-1]  # the newline that ends the record's last line
-    return data
+def _payload_bytes(raw: _Raw, payload: _Payload, log: TraceLog) -> bytes:
+    """A record's payload as kept; one over the cap is counted with what was cut and where
+    the whole of it is."""
+    if payload.cut:
+        where = "unzipped " if log.path.endswith(".gz") else ""
+        log.unreadable[
+            f"record {raw.kind or '?'!r} with a payload of {payload.size:,} bytes: its first "
+            f"{_mib(payload.cap)} read, the rest cut (the whole record: {Path(log.path).name}, "
+            f"{where}byte {raw.offset:,}; tlparse shows it too; DYNSCOPE_PAYLOAD_MB raises the cap)"
+        ] += 1
+    return payload.kept()
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
 
 
 def _intern(entry: Any, log: TraceLog) -> None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import copy
 import linecache
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynscope._capture.blame import COMPILER
 from dynscope._capture.break_sites import _defs
 from dynscope._capture.capture import _MISSING, as_report_call, normalise_calls, report, title_of
 from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
@@ -30,7 +32,8 @@ from dynscope._capture.fix.verify import (
     run_compiled,
     run_eager,
 )
-from dynscope._errors import DynscopeError
+from dynscope._errors import CaptureError, DynscopeError
+from dynscope._format import location
 from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
 from dynscope._model.diff import site_key
 from dynscope._model.fix import FixResult, Patch, Unpatched
@@ -90,14 +93,22 @@ def fix_calls(model: Any, calls: Calls, *, write: bool = False, title: str = "")
 
 
 def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
-    before = _report(model, calls)
+    blocked = ""
+    try:
+        before = _report(model, calls)
+    except CaptureError as err:
+        if err.party != COMPILER:  # the program fails without torch.compile too: nothing to compare with
+            raise
+        # It runs in eager but fails under torch.compile: the sites that ran before the failure
+        # get their patches (proposed: no compiled outputs to compare), the failure is said.
+        before, blocked = err.report, _blocker(err)
     eager = run_eager(model, calls)
     patches: list[Patch] = []
     chosen: list[tuple[Patch, Rewrite]] = []
     unpatched: list[Unpatched] = []
     sources: dict[str, Source] = {}  # each file as fix read it: the diffs are of its text, the writes of its bytes
     for site in before.breaks:
-        found = _site(model, calls, before, eager, site, sources)
+        found = _site(model, calls, before, eager, site, sources, blocked)
         if isinstance(found, Unpatched):
             unpatched.append(found)
             continue
@@ -108,7 +119,19 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
     after, outputs_after, written, backups, note = _together(model, calls, eager, chosen, sources, write=write)
     return FixResult(title=title, patches=tuple(patches), unpatched=tuple(unpatched), breaks_before=before.break_count,
                      breaks_after=after, outputs_matched_after=outputs_after, written=written, backups=backups,
-                     note=note)
+                     note=note, blocked=blocked)
+
+
+def _blocker(err: CaptureError) -> str:
+    """What stops the program under torch.compile, in one line: where (the frame whose compile
+    failed) and the innermost error."""
+    frame = next((f for f in err.report.frames if f.status == "crashed"), None)
+    # A resume function Dynamo made after a break is the user's function from that line on.
+    name = re.sub(r"^torch_dynamo_resume_in_(.+)_at_\d+$", r"\1", frame.function) if frame else ""
+    where = f" compiling {name} from {location(frame.filename, frame.lineno)} on" if frame else ""
+    return (f"torch.compile fails{where}: {_root_cause(err)}. The break sites after it never ran under "
+            "compile (fix cannot see them); the patches before it are proposed, not verified (no compiled "
+            "outputs to compare with eager's): fix the failure, then run fix again")
 
 
 def _report(model: Any, calls: Calls) -> Report:
@@ -119,7 +142,7 @@ def _report(model: Any, calls: Calls) -> Report:
 
 
 def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak,
-          sources: dict[str, Source]) -> Unpatched | tuple[Patch, Rewrite]:
+          sources: dict[str, Source], blocked: str = "") -> Unpatched | tuple[Patch, Rewrite]:
     where = site.location
     owner = _owner(site.filename)
     if site.category in _ON_PURPOSE:
@@ -140,6 +163,8 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
     tried: list[tuple[Patch, Rewrite]] = []
     for rw in rewrites:
         patch, rerun = _verified(model, calls, before, eager, site, source, rw)
+        if blocked and rerun.blocked:  # proposed with what the run up to the failure showed
+            return patch, rw
         if patch.verified:
             return patch, rw
         followed = _follow_on(model, calls, before, eager, site, source, rw, patch, rerun)
@@ -174,6 +199,7 @@ class _Rerun:
     rep: Report | None
     path: str
     why: str
+    blocked: str = ""  # the patched program failed under torch.compile only: rep is what ran before
 
 
 def _rerun(model: Any, calls: Calls, source: Source, rewrites: Sequence[Rewrite], text: str,
@@ -207,6 +233,11 @@ def _rerun_patched(model: Any, calls: Calls, filename: str, data: bytes, where: 
             got = run_compiled(patched, calls)
         except KeyboardInterrupt:
             raise
+        except CaptureError as err:
+            if err.party == COMPILER:  # it runs in eager: the report up to the failure still says what changed
+                return _Rerun(err.report, path, f"the patched program raised {_root_cause(err)}",
+                              _root_cause(err)), None
+            return _Rerun(None, path, f"the patched program raised {_root_cause(err)}"), None
         except BaseException as err:  # noqa: BLE001 - the patched program failed (or exited): not verified, said why
             return _Rerun(None, path, f"the patched program raised {_root_cause(err)}"), None
         return _Rerun(rep, path, ""), compare(eager, got)
@@ -225,11 +256,13 @@ def _root_cause(err: BaseException) -> str:
             break
         seen.add(id(nxt))
         inner = nxt
-    said = str(inner).strip().splitlines()
-    line = said[0].strip() if said else ""
+    said = [ln.strip() for ln in str(inner).strip().splitlines() if ln.strip()]
+    # Its first line, and the second when that goes on with what the first left out
+    # ("Constraints violated (...)!" / "- You marked ... but your code specialized it").
+    line = " ".join(said[:2] if len(said) > 1 and said[1].startswith("- ") else said[:1])
     if isinstance(inner, SystemExit):
         line = f"it called sys.exit({inner.code!r})"
-    out = f"{type(inner).__name__}: {line[:240]}" if line else type(inner).__name__
+    out = f"{type(inner).__name__}: {line[:400]}" if line else type(inner).__name__
     party = getattr(err, "party", "")  # CaptureError's: "model" raises in eager too
     if party == "model" or "eagerly too" in str(err).split("\n", 1)[0]:
         out += " (in eager too, without torch.compile)"
@@ -249,6 +282,8 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
         coverage_before=before.coverage.ratio if before.coverage is not None else None,
     )
     rerun, ev = _rerun(model, calls, source, [rw], rw.source, eager)
+    if rerun.rep is not None and rerun.blocked:
+        return _blocked_patch(patch, rerun.rep, rerun, rw), rerun
     if rerun.rep is None or ev is None:
         # The program did not run: say what the rewrite relied on beside what failed (a
         # deepcopy of a module made .clone(): "the copied value is a tensor").
@@ -273,6 +308,17 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     if ev.gradients_matched is False:
         why.append("gradients differ from the unpatched eager run")
     return _with(patch, verified=not why, why_not="; ".join(why)), rerun
+
+
+def _blocked_patch(patch: Patch, rep: Report, rerun: _Rerun, rw: Rewrite) -> Patch:
+    """A patch of a program that fails under torch.compile: what the run up to the failure
+    showed (breaks at the site, in the program so far), never verified."""
+    at_site = sum(b.count for b in rep.breaks if _same(b.filename, rerun.path) and rw.first <= b.lineno <= rw.new_last)
+    gone = "the break at this site is gone" if not at_site else f"the break is still there ({at_site})"
+    return _with(patch, breaks_after=at_site, program_breaks_after=rep.break_count, graphs_after=rep.graph_count,
+                 coverage_after=rep.coverage.ratio if rep.coverage is not None else None,
+                 why_not=f"the program fails under torch.compile after this site ({rerun.blocked}), so no "
+                         f"compiled outputs can be compared; in the run up to the failure {gone}")
 
 
 def _new_sites(before: Report, after: Report, original: str, path: str,
