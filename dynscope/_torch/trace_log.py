@@ -108,7 +108,7 @@ def rank_of(path: str | Path) -> int | None:
                 if line_start and piece[:1] != b"\t" and (m := _RANK_FIELD.search(piece, 0, 600)):
                     return int(m.group(1))
                 line_start = piece.endswith(b"\n")
-    except _UNREADABLE:
+    except (OSError, EOFError, gzip.BadGzipFile):
         pass
     return rank_from_name(path)
 
