@@ -11,6 +11,7 @@ was raised, so it is tested without compiling anything; the capture floor tells 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = [
@@ -225,6 +226,10 @@ _BY_RAISED_IN = {c.raised_in: c.name for c in CATEGORIES if c.raised_in}
 # model", a type it also uses for other C slots: it is a generator/iterator break when the
 # message or the user's line is about iteration.
 _C_SPECIAL_METHOD = "c-implemented special method"
+#: A statement that is a call of a logger's method or of the logging module's functions.
+_LOGGING_CALL = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?(?:\w*_)?(?:log|logger|logging)\."
+    r"(?:debug|info|warning|warn|error|critical|exception|log|fatal|warning_once|info_once)\s*\(", re.I)
 _ITERATION = ("generator", "__next__", "__iter__", "next(", "iter(", ".send(", "yield", "for ")
 
 
@@ -277,4 +282,9 @@ def _by_words(text: str, source: str) -> str:
             return category.name
     if "deepcopy(" in source:
         return DEEPCOPY
+    if _LOGGING_CALL.match(source.strip()):
+        # A logging.Logger method (``logger.warning(...)``, ``self.logger.info``, transformers'
+        # ``warning_once``) or a logging module function (``logging.info``) whose break Dynamo
+        # words otherwise ("Unsupported python_type() call" on torch 2.13).
+        return LOGGING
     return OTHER

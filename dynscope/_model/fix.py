@@ -25,6 +25,9 @@ class Patch:
     verified: bool  # rerun on a copy: the break gone, no new one, outputs (and gradients) equal to eager's
     why_not: str = ""  # why it is not verified ("" when it is)
     assumes: str = ""  # what the rewrite relies on ("both branches give tensors of one shape")
+    # Another remedy for the same break and whether the installed PyTorch supports it, tried
+    # live (a logger call: reorderable_logging_functions instead of the guard); "" when none.
+    instead: str = ""
     breaks_before: int = 0  # break events at the site before
     # Every "after" field is None when the patched program never ran (it did not import, its
     # function could not be found, it raised): nothing was measured, which is not 0.

@@ -62,6 +62,8 @@ def fix_text(result: FixResult) -> str:
         lines += ["", f"{p.site}  {p.category}  [{p.rewrite}]  {_state(p)}", f"    {evidence(p)}"]
         if p.assumes:
             lines.append(f"    assumes: {p.assumes}")
+        if p.instead:
+            lines.append(f"    instead: {p.instead}")
         lines += ["    " + ln for ln in p.diff.rstrip("\n").splitlines()]
     if result.unpatched:
         lines += ["", "Left alone:"]
@@ -84,6 +86,7 @@ def fix_html(result: FixResult) -> str:
             f"<section class='patch'><h2><code>{esc(p.site)}</code> {esc(p.category)} [{esc(p.rewrite)}]</h2>"
             f"<p><b>{esc(_state(p))}</b></p><p>{esc(evidence(p))}</p>"
             + (f"<p>assumes: {esc(p.assumes)}</p>" if p.assumes else "")
+            + (f"<p>instead: {esc(p.instead)}</p>" if p.instead else "")
             + f"<pre class='diff'>{esc(p.diff)}</pre></section>"
         )
     if result.unpatched:

@@ -21,6 +21,7 @@ import torch
 from dynscope._capture.blame import COMPILER
 from dynscope._capture.break_sites import _defs
 from dynscope._capture.capture import _MISSING, as_report_call, normalise_calls, report, title_of
+from dynscope._capture.fix.reorder import logger_reorder_note
 from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
 from dynscope._capture.fix.source import Source, SourceError, line_map, python_lines
 from dynscope._capture.fix.verify import (
@@ -34,7 +35,7 @@ from dynscope._capture.fix.verify import (
 )
 from dynscope._errors import CaptureError, DynscopeError
 from dynscope._format import location
-from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
+from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, LOGGING, OPTIMIZER
 from dynscope._model.diff import site_key
 from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._torch.registry import is_user_file, library_of
@@ -278,6 +279,7 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     patch = Patch(
         site=site.location, filename=site.filename, lineno=site.lineno, category=site.category, rewrite=rw.name,
         diff=unified_diff(source.text, rw.source, name), verified=False, assumes=rw.note, breaks_before=site.count,
+        instead=logger_reorder_note(site.source) if site.category == LOGGING else "",
         program_breaks_before=before.break_count, graphs_before=before.graph_count,
         coverage_before=before.coverage.ratio if before.coverage is not None else None,
     )

@@ -54,7 +54,8 @@ MASK = "mask instead of select"
 CLONE = "clone instead of deepcopy"
 DETACH = "detach instead of requires_grad = False"
 
-_SIDE_EFFECT_CALLS = {"print", "warn", "debug", "info", "warning", "error", "critical", "exception", "log"}
+_SIDE_EFFECT_CALLS = {"print", "warn", "debug", "info", "warning", "error", "critical", "exception", "log", "fatal",
+                      "warning_once", "info_once"}  # the last two: transformers' logger
 _TIMING = {"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "monotonic_ns"}
 _REDUCTIONS = {"sum": "sum", "max": "max", "min": "min"}
 
