@@ -62,16 +62,17 @@ def _registry() -> frozenset[str]:
     return lt.aten_vocabulary()
 
 
-def _vocabulary(aot: dict[str, str], unit: _Unit) -> frozenset[str]:
+def _vocabulary(aot: dict[str, str], unit: _Unit | None = None, *, live: bool = False) -> frozenset[str]:
     """The ATen op names a fused kernel's name can be read with: those dynscope ships
     (dynscope/_torch/aten_ops.txt), those the compile's own graphs call (a newer torch's new
-    ops), and, where torch is already loaded, every registered one. Reading a trace log never
-    imports torch for it."""
-    named = {lt.op_name(n.target) for n in unit.post_grad.nodes if n.target.startswith("torch.ops.aten.")}
+    ops), and, for a live compile (``live``: not read from a trace) where torch is already
+    loaded, every registered one. Reading a trace log never imports torch for it, and reads
+    the same with torch installed or not."""
+    named = {lt.op_name(n.target) for n in unit.post_grad.nodes if n.target.startswith("torch.ops.aten.")} if unit else set()
     for text in aot.values():
         named |= lt.aten_ops_in(text)
     known = lt.shipped_aten_ops() | named
-    return known | _registry() if "torch" in sys.modules else known
+    return known | _registry() if live and "torch" in sys.modules else known
 
 
 def split_units(events: Sequence[TraceEvent]) -> tuple[dict[str, str], list[_Unit], list[tuple[str, str, float]], str]:
@@ -141,7 +142,8 @@ def build_lowering(
         saved = _saved(backward_text) if backward_text.nodes else None
 
     call_nodes = {n.name: n for n in graph.nodes if n.op.startswith("call_")}
-    ties = _Ties(aot, call_nodes, _nodes_by_line(call_nodes, units[0]), times, _whole_ms(times, measured_ms))
+    ties = _Ties(aot, call_nodes, _nodes_by_line(call_nodes, units[0]), times, _whole_ms(times, measured_ms),
+                 live=source != "trace")
     kernels: list[Kernel] = []
     out_notes = list(notes)
     for index, unit in enumerate(units[: len(kinds)]):
@@ -239,6 +241,7 @@ class _Ties:
     by_line: dict[tuple[str, int], list[str]]  # (file, line) -> Dynamo nodes made on it
     times: KernelTimes | None
     whole: float | None  # what shares are of (ms)
+    live: bool = False  # a live compile's (not read from a trace): torch's registered ops name kernels too
 
     def kernel(self, index: int, kind: str, unit: _Unit, post: dict[str, lt.GraphNode], key: str, line: int) -> Kernel:
         """The kernel called as ``key`` ("name:n") on ``line`` of unit ``index``'s code
@@ -255,7 +258,7 @@ class _Ties:
         if kkind in ("extern", "fallback"):
             ops = (lt.kernel_op(name),)
         elif not ops:
-            ops = lt.name_ops(name, _vocabulary(self.aot, unit))
+            ops = lt.name_ops(name, _vocabulary(self.aot, unit, live=self.live))
         lines = unit.lines.get(key, ()) or tuple(dict.fromkeys(
             (self.call_nodes[n].filename, self.call_nodes[n].lineno)
             for n in nodes if n in self.call_nodes and self.call_nodes[n].filename
@@ -540,7 +543,7 @@ def ahead_of_time_graph(gid: int, events: Sequence[TraceEvent]) -> Graph | None:
         return None
     wrapper = next((e.payload for e in events if e.name == records.INDUCTOR_AOT_WRAPPER_CODE), "")
     kernel_code = next((e.payload for e in events if e.name == records.INDUCTOR_AOT_KERNEL_CODE), "")
-    vocabulary = lt.aten_vocabulary()
+    vocabulary = _vocabulary({kind: graph_ev.payload})  # read from a log: never torch's registry
     kernels = tuple(
         Kernel(name=k.name, kind=k.kind, graph=kind, aten_ops=k.aten_ops or lt.name_ops(k.name, vocabulary),
                nodes=k.nodes, code_line=k.line)

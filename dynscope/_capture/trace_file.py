@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from dynscope._capture import trace_report
 from dynscope._capture.trace_report import TRACE_NOTE
-from dynscope._errors import InputError
+from dynscope._errors import DynscopeError, InputError
 from dynscope._format import plural, rank_ranges
 from dynscope._model.merge import COMPILE_SKEW_S, merge_reports
 from dynscope._torch.trace_log import LogStamp, is_trace_log, log_stamp, rank_from_name, rank_of
@@ -201,10 +201,17 @@ def load_trace(
     order = sorted(range(len(files)), key=lambda i: chosen.ranks[i] or 0)
     files = [files[i] for i in order]
     ranks = [chosen.ranks[i] or 0 for i in order]
-    reports = [
-        rep if rep.rank == r else replace(rep, rank=r, title=f"trace of rank {r}")
-        for rep, r in zip(_read_all(files, jobs), ranks, strict=True)
-    ]
+    read = list(zip(files, ranks, _read_all(files, jobs), strict=True))
+    # A rank's file that cannot be read (empty, not a log, unreadable) is a note about that
+    # rank, never the end of the job's read.
+    unread = [f"rank {r}'s log {f.name} could not be read ({why}): left out" for f, r, why in read if isinstance(why, str)]
+    read = [(f, r, rep) for f, r, rep in read if not isinstance(rep, str)]
+    if not read:
+        raise InputError(f"{p}: none of the {plural(len(files), 'rank log')} of the run could be read: " + "; ".join(unread[:3]))
+    files = [f for f, _, _ in read]
+    reports = [rep if rep.rank == r else replace(rep, rank=r, title=f"trace of rank {r}")
+               for _, r, rep in read if not isinstance(rep, str)]
+    notes = (*notes, *unread)
     merged = _merged(reports, [str(f) for f in files], compile_skew_s)
     shown = _shown(chosen, runs, asked=run is not None)
     return replace(merged, notes=(*merged.notes, *notes), shown=shown)
@@ -273,20 +280,28 @@ def _span(seconds: float) -> str:
     return f"{seconds / 60:.0f} minutes"
 
 
-def _read_all(files: list[Path], jobs: int | None) -> list[Report]:
-    """Every rank's report in the order of ``files``, read by worker processes when it pays;
-    values the ranks have in common (code, guards, kernels) are kept once."""
-    size = sum(f.stat().st_size for f in files)
+def _read_all(files: list[Path], jobs: int | None) -> list[Report | str]:
+    """Every rank's report in the order of ``files`` (for a file that cannot be read, why),
+    read by worker processes when it pays; values the ranks have in common (code, guards,
+    kernels) are kept once."""
+    size = sum(f.stat().st_size for f in files if f.is_file())
     workers = jobs if jobs is not None else (os.cpu_count() or 1) if size >= _PARALLEL_FROM_BYTES else 1
     workers = max(1, min(workers, len(files)))
     memo: dict[object, object] = {}
+
+    def here(f: Path) -> Report | str:
+        try:
+            return _shared(trace_report.rank_report(str(f)), memo)
+        except (DynscopeError, OSError) as err:
+            return trace_report.unreadable_why(f, err)
+
     if workers == 1:
-        return [_shared(trace_report.rank_report(str(f)), memo) for f in files]
+        return [here(f) for f in files]
     from dynscope._capture.trace_worker import read_in_workers
 
     by_path = read_in_workers([str(f) for f in files], workers, lambda rep: _shared(rep, memo))
     # A worker that died (killed, out of memory) leaves its files unread: read them here.
-    return [by_path.get(str(f)) or _shared(trace_report.rank_report(str(f)), memo) for f in files]
+    return [by_path.get(str(f)) or here(f) for f in files]
 
 
 def _shared(rep: Report, memo: dict[object, object]) -> Report:

@@ -45,7 +45,7 @@ def report_of_log(path: Path, *, single: bool) -> Report:
         world_size=rank + 1 if single and log.rank is not None else 1,
         torch_version=log.torch_version or _version_in_metrics(log.events),
     )
-    notes = [TRACE_NOTE] if single else []
+    notes = [TRACE_NOTE, *log.notes] if single else list(log.notes)
     if single and log.rank is not None:
         notes.append(f"one rank's log (rank {rank}): the job's other ranks were not read; read the folder for all")
     unread = dict(rep.unparsed_kinds)
@@ -66,6 +66,19 @@ def _version_in_metrics(events: list[TraceEvent]) -> str:
         if ev.name == records.COMPILATION_METRICS and isinstance(version := ev.metadata.get("pytorch_version"), str):
             return version
     return ""
+
+
+def unreadable_why(path: Path, err: BaseException) -> str:
+    """Why a rank's log could not be read, in a few words (for the note about that rank)."""
+    if isinstance(err, OSError):
+        return err.strerror or type(err).__name__
+    try:
+        empty = path.stat().st_size == 0
+    except OSError:
+        empty = False
+    if empty:
+        return "an empty file: the rank died before PyTorch wrote a record?"
+    return str(err).removeprefix(f"{path} ").removeprefix(f"{path}: ")
 
 
 def rank_report(path: str) -> Report:

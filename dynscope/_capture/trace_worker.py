@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynscope._errors import InputError
+from dynscope._errors import DynscopeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,21 +38,17 @@ def _shares(files: list[str], workers: int) -> list[list[str]]:
     return [p for p in parts if p]
 
 
-def read_in_workers(files: list[str], workers: int, take: Callable[[Report], Report]) -> dict[str, Report]:
-    """path -> its rank's report, read by ``workers`` child processes; each report passes
-    through ``take`` as it is read back. Files of a worker that died are left out (the
-    caller reads them itself); a file a worker could not read raises its error here.
-
-    Raises:
-        InputError: a file is not a trace log (the worker's message).
-    """
+def read_in_workers(files: list[str], workers: int, take: Callable[[Report], Report]) -> dict[str, Report | str]:
+    """path -> its rank's report (or why it could not be read: the worker's message), read
+    by ``workers`` child processes; each report passes through ``take`` as it is read back.
+    Files of a worker that died are left out (the caller reads them itself)."""
     import dynscope
 
     env = dict(os.environ)
     # The child imports the same dynscope as this process, wherever it is installed.
     root = str(Path(dynscope.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    got: dict[str, Report] = {}
+    got: dict[str, Report | str] = {}
     with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
         procs = []
         for i, part in enumerate(_shares(files, workers)):
@@ -72,16 +68,14 @@ def read_in_workers(files: list[str], workers: int, take: Callable[[Report], Rep
                         break
                     except pickle.UnpicklingError:  # cut short by a worker that died mid-write
                         break
-                    if item[0] == "error":
-                        raise InputError(item[2])
-                    got[item[1]] = take(item[2])
+                    got[item[1]] = item[2] if item[0] == "error" else take(item[2])
     return got
 
 
 def main(argv: list[str]) -> int:
     """Read each file of ``argv[1:]`` and append ("ok", path, report) or ("error", path,
     message) to the file ``argv[0]``."""
-    from dynscope._capture.trace_report import rank_report
+    from dynscope._capture.trace_report import rank_report, unreadable_why
 
     out, files = argv[0], argv[1:]
     with open(out, "wb") as f:
@@ -89,8 +83,8 @@ def main(argv: list[str]) -> int:
             item: tuple[Any, ...]
             try:
                 item = ("ok", path, rank_report(path))
-            except InputError as err:
-                item = ("error", path, str(err))
+            except (DynscopeError, OSError) as err:
+                item = ("error", path, unreadable_why(Path(path), err))
             pickle.dump(item, f, protocol=pickle.HIGHEST_PROTOCOL)
             f.flush()
     return 0

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -397,13 +398,17 @@ def shipped_aten_ops() -> frozenset[str]:
 
 
 def aten_vocabulary() -> frozenset[str]:
-    """Every registered ATen op's short name (for :func:`name_ops`)."""
-    import torch
-
-    names = getattr(torch._C, "_dispatch_get_all_op_names", None)
+    """Every registered ATen op's short name (for :func:`name_ops`) where this process has
+    already imported torch; empty otherwise. Never imports torch: reading a log needs none
+    (its kernel names are read against :func:`shipped_aten_ops`)."""
+    torch = sys.modules.get("torch")
+    names = getattr(getattr(torch, "_C", None), "_dispatch_get_all_op_names", None)
     if names is None:
         return frozenset()
-    return frozenset(n.split("::", 1)[1].split(".")[0] for n in names() if n.startswith("aten::"))
+    try:
+        return frozenset(n.split("::", 1)[1].split(".")[0] for n in names() if n.startswith("aten::"))
+    except Exception:  # noqa: BLE001 - a half-imported or stub torch: the shipped list stands
+        return frozenset()
 
 
 # -- compile phases -----------------------------------------------------------------------

@@ -20,7 +20,11 @@ torch/fx/experimental/symbolic_shapes.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+import json
+import math
+import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dynscope._torch import lowering_text as lt
@@ -92,6 +96,10 @@ class RecordKind:
     accept: Callable[[str], bool] | None = None
     parser: Callable[[TraceEvent], object] | None = None  # what the readers read from it
     reads: str = ""  # that, in words
+    # The fields of its own body (the metadata under its kind) dynscope reads, and what each
+    # must be (a check of CHECKS); ``validate`` holds every record that enters to them.
+    fields: Mapping[str, str] = field(default_factory=dict)
+    json_payload: bool = False  # its payload is JSON: nested past MAX_JSON_DEPTH, it is not read
 
 
 @dataclass(frozen=True)
@@ -147,30 +155,51 @@ def _body(ev: TraceEvent) -> dict[str, Any]:
     return ev.metadata
 
 
+# -- what a field must be: the checks of ``validate`` ----------------------------------------
+INT, NUMBER, TEXT, LIST = "an int", "a finite number", "a string", "a list"
+STRS = "a list of strings"
+SCALAR = "a string or a number"
+FRAMES = "a list of stack frames"  # objects: filename a string (or an interned string's number), line an int, name and loc strings
+
+#: What ``compilation_metrics`` fields dynscope reads must be (metrics.read_metrics,
+#: trace_report's version). PyTorch writes null for what it has no value for.
+_METRICS_FIELDS: dict[str, str] = {
+    "co_name": TEXT, "co_filename": TEXT, "co_firstlineno": INT, "entire_frame_compile_time_s": NUMBER,
+    "backend_compile_time_s": NUMBER, "inductor_compile_time_s": NUMBER, "guard_count": INT, "graph_op_count": INT,
+    "graph_node_count": INT, "fail_type": TEXT, "fail_reason": TEXT, "restart_reasons": LIST,
+    "recompile_reason": TEXT, "pytorch_version": TEXT,
+}
+
+
 def _dynamo_kinds() -> list[RecordKind]:
     return [
         RecordKind(DYNAMO_START, (EVENT,), ALWAYS, parser=lambda ev: ev.metadata.get("stack") or [],
-                   reads="the stack Dynamo starts on (a first name for the frame)"),
+                   reads="the stack Dynamo starts on (a first name for the frame)", fields={"stack": FRAMES}),
         RecordKind(DYNAMO_OUTPUT_GRAPH, (EVENT,), ALWAYS, parser=_payload, reads="the graph's printed code"),
         RecordKind(DYNAMO_CPP_GUARDS_STR, (EVENT,), ALWAYS, parser=lambda ev: parse_guards(ev.payload, ev.compile_id),
                    reads="the compile's guards (Guard)"),
         RecordKind(COMPILATION_METRICS, (EVENT,), ALWAYS, parser=lambda ev: read_metrics(ev.metadata),
-                   reads="the compile's numbers (CompileMetrics)"),
+                   reads="the compile's numbers (CompileMetrics)", fields=_METRICS_FIELDS),
         RecordKind(CREATE_SYMBOL, (EVENT,), ALWAYS, user_stack_only=True, parser=lambda ev: created_symbol(ev.metadata),
-                   reads="a dynamic size's symbol and the value it ran at (CreatedSymbol)"),
+                   reads="a dynamic size's symbol and the value it ran at (CreatedSymbol)",
+                   fields={"symbol": TEXT, "val": SCALAR, "source": TEXT, "stack": FRAMES, "user_stack": FRAMES}),
         # a piece of a compile's graph DDP's optimizer split at gradient buckets, logged inside
         # the backend compile: the pieces of graphs dynscope's backend did not see
-        RecordKind(OPTIMIZE_DDP_SPLIT_CHILD, (EVENT,), ALWAYS, parser=_payload, reads="a DDP piece's printed code"),
+        RecordKind(OPTIMIZE_DDP_SPLIT_CHILD, (EVENT,), ALWAYS, parser=_payload, reads="a DDP piece's printed code",
+                   fields={"name": TEXT}),
         # where sizes came from: a dynamic size the program fixed, a shape guard, each with
         # its user line (a dynamic model logs hundreds of shape guards: their stacks are dropped)
         RecordKind(SYMBOLIC_SHAPE_SPECIALIZATION, (EVENT,), ALWAYS, user_stack_only=True, parser=_body,
-                   reads="a size the program fixed, with its user line (SizeFix)"),
+                   reads="a size the program fixed, with its user line (SizeFix)",
+                   fields={"symbol": TEXT, "sources": STRS, "value": SCALAR, "reason": TEXT, "stack": FRAMES,
+                           "user_stack": FRAMES}),
         RecordKind(GUARD_ADDED_FAST, (EVENT,), ALWAYS, user_stack_only=True, parser=_body,
-                   reads="a shape guard, with its user line (SizeFix)"),
+                   reads="a shape guard, with its user line (SizeFix)",
+                   fields={"expr": TEXT, "stack": FRAMES, "user_stack": FRAMES}),
         RecordKind(DYNAMO_GRAPH_BREAK_REASON, (IN_ARTIFACT,), ALWAYS, parser=lambda ev: parse_break(ev.payload),
                    reads="one graph break (ParsedBreak)"),
         RecordKind(RECOMPILE_REASONS, (IN_ARTIFACT,), ALWAYS, parser=lambda ev: parse_recompile_reasons(ev.payload),
-                   reads="the guards that failed before a recompile"),
+                   reads="the guards that failed before a recompile", json_payload=True),
     ]
 
 
@@ -181,21 +210,21 @@ def _lowering_kinds() -> list[RecordKind]:
           for k in AOT_GRAPHS),
         RecordKind(INDUCTOR_OUTPUT_CODE, (EVENT,), LOWERING, parser=_payload, reads="Inductor's Python wrapper"),
         RecordKind(CHROMIUM_EVENT, (EVENT,), LOWERING, accept=_is_step, parser=lambda ev: lt.read_chromium(ev.payload),
-                   reads="the begin or end of a compile step"),
+                   reads="the begin or end of a compile step", json_payload=True),
         # an event on a cache hit, an artifact otherwise
         RecordKind(INDUCTOR_POST_GRAD_GRAPH, (EVENT, IN_ARTIFACT), LOWERING,
                    parser=lambda ev: lt.parse_graph_text(ev.payload), reads=graph),
         RecordKind(PROVENANCE_NODE_MAPPINGS, (IN_ARTIFACT,), LOWERING, parser=lambda ev: lt.read_provenance(ev.payload),
-                   reads="kernel -> post-grad nodes -> Dynamo nodes (Provenance)"),
+                   reads="kernel -> post-grad nodes -> Dynamo nodes (Provenance)", json_payload=True),
         RecordKind(PROVENANCE_KERNEL_STACK_TRACES, (IN_ARTIFACT,), LOWERING,
-                   parser=lambda ev: lt.read_kernel_lines(ev.payload), reads="each kernel's user lines"),
+                   parser=lambda ev: lt.read_kernel_lines(ev.payload), reads="each kernel's user lines", json_payload=True),
         *(RecordKind(k, (IN_ARTIFACT,), LOWERING, payload=False, parser=lambda ev: CACHE_RESULTS[ev.name],
                      reads="(which cache, hit/miss/bypass)") for k in CACHE_RESULTS),
         RecordKind(INDUCTOR_COLLECTIVE_SCHEDULE, (IN_ARTIFACT,), LOWERING,
                    parser=lambda ev: lt.read_collective_schedule(ev.payload),
-                   reads="the collectives Inductor scheduled, in order"),
+                   reads="the collectives Inductor scheduled, in order", json_payload=True),
         RecordKind(GRAPH_EXECUTION, (IN_ARTIFACT,), LOWERING, parser=lambda ev: lt.read_execution_order(ev.payload),
-                   reads="the compiled graphs in the order they ran"),
+                   reads="the compiled graphs in the order they ran", json_payload=True),
         # AOTInductor's generated C++: the wrapper, whose comments name each kernel's source
         # nodes and ATen ops as the Python wrapper's do, and the kernels
         RecordKind(INDUCTOR_AOT_WRAPPER_CODE, (IN_GRAPH_DUMP,), LOWERING,
@@ -222,7 +251,7 @@ _SKIPPED_NAMES = (
 def _other_kinds() -> list[RecordKind]:
     return [
         RecordKind(STR, (EVENT,), APART, reads="an interned string (the file names of later stacks)"),
-        RecordKind(TORCH_VERSION, (IN_ARTIFACT,), APART, reads="the torch release that wrote the log"),
+        RecordKind(TORCH_VERSION, (IN_ARTIFACT,), APART, reads="the torch release that wrote the log", json_payload=True),
         *(RecordKind(k, (EVENT,), SKIPPED) for k in _SKIPPED_NAMES),
     ]
 
@@ -285,3 +314,170 @@ def parse(ev: TraceEvent) -> object:
     with no parser."""
     entry = REGISTRY.get(ev.name)
     return entry.parser(ev) if entry is not None and entry.parser is not None else None
+
+
+# -- the one validation step: every record that enters is held to its kind's schema ----------
+
+#: JSON nested deeper than this is not read. Python's parser recurses once a level (JSON
+#: nested 100,000 deep raises RecursionError), and so does anything that later prints or
+#: walks the value; PyTorch's records nest under ten.
+MAX_JSON_DEPTH = 100
+#: What every record may carry beside its kind: its compile id, restart attempt, rank, the
+#: MD5 of its payload.
+COMMON_FIELDS: dict[str, str] = {
+    "frame_id": INT, "frame_compile_id": INT, "attempt": INT, "rank": INT, "has_payload": TEXT,
+}
+#: Common fields without which a record means nothing (which compile it is of): a record
+#: whose one of these is damaged is left out whole.
+_IDENTITY = frozenset({"frame_id", "frame_compile_id"})
+#: A stack frame's fields (dynamo_start, shape records): ``filename`` may be a number, an
+#: interned string.
+_FRAME_FIELDS: dict[str, str] = {"line": INT, "name": TEXT, "loc": TEXT}
+_BIG = 1 << 63  # ints past 64 bits are not PyTorch's (and past 4300 digits Python will not print them)
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when the JSON in ``text`` nests deeper than ``limit``; linear, without parsing
+    (strings are skipped, so brackets inside them do not count)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def load_json(text: str) -> Any:
+    """``json.loads`` with its depth bounded (MAX_JSON_DEPTH).
+
+    Raises:
+        ValueError: not JSON, or JSON nested deeper than MAX_JSON_DEPTH.
+    """
+    if json_too_deep(text):
+        raise ValueError(f"JSON nested over {MAX_JSON_DEPTH} deep")
+    try:
+        return json.loads(text)
+    except RecursionError:  # a belt to the depth check's braces
+        raise ValueError(f"JSON nested over {MAX_JSON_DEPTH} deep") from None
+
+
+def _int(value: object) -> bool:
+    return type(value) is int and -_BIG <= value < _BIG
+
+
+def _frame(value: object) -> bool:
+    if not isinstance(value, dict):
+        return False
+    filename = value.get("filename")
+    return (filename is None or isinstance(filename, str) or _int(filename)) and all(
+        fits(value.get(k), check) for k, check in _FRAME_FIELDS.items())
+
+
+def fits(value: object, check: str) -> bool:
+    """True when ``value`` is what ``check`` (INT, NUMBER, TEXT, ...) asks; null fits every
+    check (PyTorch writes null for what it has no value for, read as absent)."""
+    if value is None:
+        return True
+    if check == INT:
+        return _int(value)
+    if check == NUMBER:
+        return _int(value) or (type(value) is float and math.isfinite(value))
+    if check == TEXT:
+        return isinstance(value, str)
+    if check == LIST:
+        return isinstance(value, list)
+    if check == STRS:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if check == SCALAR:
+        return isinstance(value, str) or _int(value) or (type(value) is float and math.isfinite(value))
+    if check == FRAMES:
+        return isinstance(value, list) and all(_frame(f) for f in value)
+    raise AssertionError(f"no such check: {check}")
+
+
+def _what(value: object) -> str:
+    """A JSON value's type, in words."""
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, int):
+        return "an int" if _int(value) else "an int over 64 bits"
+    if isinstance(value, float):
+        return "a number" if math.isfinite(value) else f"{value!r}"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def _wrong(key: str, value: object, check: str, then: str) -> str:
+    what = "a list holding something else" if isinstance(value, list) and check in (STRS, FRAMES) else _what(value)
+    return f"field {key!r} is {what}, not {check} ({then})"
+
+
+def validate(metadata: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The one check every record that enters goes through (a log's, or one the collector
+    hears in process): its common fields and the fields of every known kind's body it holds,
+    against the registry's schema.
+
+    Returns:
+        (the metadata to read, with each damaged field left out (read as absent, as PyTorch's
+        null is) and a body that is not an object read as empty; None when the record means
+        nothing without what was damaged: its compile id, its container's name, an interned
+        string), and why, one reason per damage, in words.
+    """
+    out = metadata
+    problems: list[str] = []
+
+    def drop(key: str, body_of: str | None = None) -> None:
+        nonlocal out
+        if out is metadata:
+            out = dict(metadata)
+        if body_of is None:
+            del out[key]
+        else:
+            out[body_of] = {k: v for k, v in out[body_of].items() if k != key}
+
+    for key, value in metadata.items():
+        check = COMMON_FIELDS.get(key)
+        if check is not None:
+            if not fits(value, check):
+                if key in _IDENTITY:
+                    return None, [_wrong(key, value, check, "the record left out")]
+                problems.append(_wrong(key, value, check, "read as absent"))
+                drop(key)
+            continue
+        if key in (ARTIFACT, GRAPH_DUMP):
+            if not (isinstance(value, dict) and isinstance(value.get("name"), str)):
+                return None, [f"its {key} is {_what(value)}, not an object with a string name (the record left out)"]
+            continue
+        if key == STR:
+            if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str) and _int(value[1])):
+                return None, [f"its interned string is {_what(value)}, not [text, number] (the record left out)"]
+            continue
+        entry = REGISTRY.get(key)
+        if entry is None or entry.kept == SKIPPED or EVENT not in entry.where:
+            continue
+        if not isinstance(value, dict):
+            if value is not None:
+                problems.append(f"its body is {_what(value)}, not an object (read as empty)")
+            if out is metadata:
+                out = dict(metadata)
+            out[key] = {}
+            continue
+        for name, want in entry.fields.items():
+            if name in value and not fits(value[name], want):
+                problems.append(_wrong(name, value[name], want, "read as absent"))
+                drop(name, body_of=key)
+    return out, problems
+
+
+def validate_payload(kind: str, payload: str) -> tuple[str, str]:
+    """(the payload to read, why it is not read: "" when it is): a JSON payload nested past
+    MAX_JSON_DEPTH is not read (its parser would recurse to the bottom)."""
+    entry = REGISTRY.get(kind)
+    if entry is not None and entry.json_payload and json_too_deep(payload):
+        return "", f"payload is JSON nested over {MAX_JSON_DEPTH} deep (not read)"
+    return payload, ""

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import os
 import re
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +62,7 @@ INTERLEAVED = "line in no trace record (another stream's output mixed in)"
 BAD_METADATA = "record whose metadata is not JSON"
 CUT_SHORT = "last record cut short (the job stopped mid-write)"
 NOT_UTF8 = "record with bytes that are not UTF-8 (replaced)"
+NUL_BYTES = "record with NUL bytes (replaced)"
 
 
 def damaged(kind: str) -> str:
@@ -81,6 +82,10 @@ class TraceLog:
     unreadable: Counter[str] = field(default_factory=Counter)  # what could not be read, per kind
     torch_version: str = ""  # from the torch_version artifact, when the log has it
     strings: dict[int, str] = field(default_factory=dict)  # interned strings ("str" records)
+    notes: list[str] = field(default_factory=list)  # what the report says of the file as a whole (a .gz cut short)
+    # (kind, what is wrong) -> [records, byte offset of the first]: records that failed the
+    # registry's schema, counted in ``unreadable`` with the first one's line once read
+    invalid: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
 
 def rank_from_name(path: str | Path) -> int | None:
@@ -108,7 +113,7 @@ def rank_of(path: str | Path) -> int | None:
                 if line_start and piece[:1] != b"\t" and (m := _RANK_FIELD.search(piece, 0, 600)):
                     return int(m.group(1))
                 line_start = piece.endswith(b"\n")
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except _UNREADABLE:
         pass
     return rank_from_name(path)
 
@@ -129,7 +134,7 @@ def log_stamp(path: str | Path) -> LogStamp | None:
     try:
         with _open(Path(path)) as f:
             first = f.readline(65536)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except _UNREADABLE:
         return None
     m = _PREFIX.match(first)  # its groups: month, day, hour, minute, seconds, pid
     if m is None:
@@ -145,9 +150,14 @@ def is_trace_log(path: str | Path) -> bool:
     try:
         with _open(Path(path)) as f:
             first = f.readline(65536)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except _UNREADABLE:
         return False
     return bool(_PREFIX.match(first)) and b"{" in first
+
+
+#: What reading a log can raise past its opening: the file system's errors, and a ``.gz``
+#: file's cut short (EOFError), not gzip (BadGzipFile, an OSError) or corrupt (zlib.error).
+_UNREADABLE = (OSError, EOFError, zlib.error)
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -234,12 +244,51 @@ def read_log(path: str | Path, *, lowering: bool = True, block_size: int = 0) ->
     p = Path(path)
     log = TraceLog(path=str(p))
     with _open(p) as f:
-        reader: _Read = _Unzipped(f, p) if p.suffix == ".gz" else f
+        reader: _Read = _Unzipped(cast("IO[bytes]", _GzipRead(f, log)), p, getattr(f, "fileobj", None)) if p.suffix == ".gz" else f
         for raw in _records(reader, log, block_size or _BLOCK, payload_cap()):
             _keep(raw, log, lowering)
     if log.rank is None:
         log.rank = rank_from_name(p)
+    if log.invalid:
+        lines = _lines_at(p, [offset for _, offset in log.invalid.values()])
+        for (kind, problem), (n, offset) in log.invalid.items():
+            log.unreadable[invalid_label(kind, problem, lines.get(offset))] += n
     return log
+
+
+class _GzipRead:
+    """A ``.gz`` log read as far as it goes: where it ends early (a copy cut short) or its
+    data is corrupt (a deflate or CRC error), reading stops there and a note names the file."""
+
+    def __init__(self, f: IO[bytes], log: TraceLog) -> None:
+        self._f, self._log, self._n, self._done = cast("gzip.GzipFile", f), log, 0, False
+
+    def read(self, size: int, /) -> bytes:
+        """Up to ``size`` bytes, in pieces of one inflate each (``read1``), so what was
+        unzipped before the damage is returned, never lost with a failed whole read."""
+        pieces: list[bytes] = []
+        got = 0
+        while not self._done and got < size:
+            try:
+                piece = self._f.read1(size - got)
+            except EOFError:
+                self._stop("ends early (cut short, as by a copy that stopped): read as far as it goes")
+                break
+            except (gzip.BadGzipFile, zlib.error) as err:
+                checked = isinstance(err, gzip.BadGzipFile) and ("CRC" in str(err) or "length" in str(err))
+                self._stop(f"fails its check ({err}): read whole, but records in it may be damaged" if checked
+                           else f"is corrupt ({err}): read up to the damage, the rest lost")
+                break
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+            self._n += len(piece)
+        return b"".join(pieces)
+
+    def _stop(self, what: str) -> None:
+        self._done = True
+        self._log.notes.append(f"{Path(self._log.path).name}: the gzip file {what} ({self._n:,} bytes unzipped)")
 
 
 class _Payload:
@@ -468,10 +517,14 @@ def _kind(meta: bytes) -> str:
 
 def _text(data: bytes, log: TraceLog) -> str:
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         log.unreadable[NOT_UTF8] += 1
-        return data.decode("utf-8", "replace")
+        text = data.decode("utf-8", "replace")
+    if "\x00" in text:  # never PyTorch's; a file name holding one cannot even be looked up
+        log.unreadable[NUL_BYTES] += 1
+        text = text.replace("\x00", "\ufffd")
+    return text
 
 
 def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
@@ -484,13 +537,21 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
             log.unreadable[unknown_kind(raw.kind or "?")] += 1
         return
     try:
-        metadata = json.loads(_text(raw.meta, log))
+        metadata = records.load_json(_text(raw.meta, log))  # depth bounded: never a RecursionError
     except ValueError:
         log.unreadable[CUT_SHORT if not raw.complete else BAD_METADATA] += 1
         return
     if not isinstance(metadata, dict):
         log.unreadable[BAD_METADATA] += 1
         return
+    # The one validation step (records.validate): each field against its kind's schema; a
+    # damaged field is read as absent, a record without its compile id left out, each counted.
+    checked, problems = records.validate(metadata)
+    for problem in problems:
+        _invalid(log, raw, problem)
+    if checked is None:
+        return
+    metadata = checked
     payload: str | None = None
     if "has_payload" in metadata:
         data = _payload_bytes(raw, raw.payload, log)
@@ -503,7 +564,9 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
                 log.unreadable[CUT_SHORT] += 1
                 return
             log.unreadable[damaged(raw.kind or "?")] += 1
-        payload = _text(data, log)
+        payload, why = records.validate_payload(raw.kind, _text(data, log))
+        if why:
+            _invalid(log, raw, why)
     elif not raw.complete and not raw.meta.rstrip().endswith(b"}"):
         log.unreadable[CUT_SHORT] += 1
         return
@@ -514,13 +577,44 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         return
     if raw.kind == records.TORCH_VERSION and payload:
         try:
-            log.torch_version = str(json.loads(payload).get("pytorch_version", ""))
+            log.torch_version = str(records.load_json(payload).get("pytorch_version", ""))
         except (ValueError, AttributeError):
             log.unreadable[records.TORCH_VERSION] += 1
         return
     event = event_from(metadata, payload, lowering=lowering, strings=log.strings)
     if event is not None:
         log.events.append(event)
+
+
+def _invalid(log: TraceLog, raw: _Raw, problem: str) -> None:
+    """Count a record that failed the registry's schema (its line is found once the log is read)."""
+    seen = log.invalid.setdefault((raw.kind or "?", problem), [0, raw.offset])
+    seen[0] += 1
+
+
+def invalid_label(kind: str, problem: str, line: int | None) -> str:
+    """The unparsed_kinds label of records of one kind that failed its schema the same way."""
+    where = f"first at line {line:,}" if line is not None else "line not found"
+    return f"record {kind!r} whose {problem}; {where}"
+
+
+def _lines_at(path: Path, offsets: list[int]) -> dict[int, int]:
+    """The line (1-based) each byte offset of the (unzipped) file is on; one pass, stopped at
+    the last offset; offsets past what can be read are left out."""
+    out: dict[int, int] = {}
+    wanted = sorted(set(offsets))
+    line, pos, i = 1, 0, 0
+    try:
+        with _open(path) as f:
+            while i < len(wanted) and (block := f.read(_BLOCK)):
+                while i < len(wanted) and wanted[i] < pos + len(block):
+                    out[wanted[i]] = line + block.count(b"\n", 0, wanted[i] - pos)
+                    i += 1
+                line += block.count(b"\n")
+                pos += len(block)
+    except _UNREADABLE:
+        pass
+    return out
 
 
 def _payload_bytes(raw: _Raw, payload: _Payload, log: TraceLog) -> bytes:
