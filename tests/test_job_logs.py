@@ -254,3 +254,48 @@ def test_schedule_order_cache_and_metadata_divergences_name_rank_and_graph(tmp_p
         "rank 1 gave graph 0 (forward) input 2 as f32[16, 32] strides [1, 16], rank 0 as f32[16, 32] strides [32, 1]")
     assert "graph_structure" not in by_kind  # a stride alone: the ops and shapes agree
     assert main(["trace", str(job), "--fail-on-divergence", "--quiet"]) == 1
+
+
+def _runtime_meta(runtime_ns: float, stride: list[int]) -> str:
+    """An ``inductor_runtime_and_tensor_meta`` payload as PyTorch writes it (torch/_inductor/debug.py)."""
+    return json.dumps({"ops": [
+        {"name": "extern_kernels.mm", "type": "compute", "estimated_runtime_ns": runtime_ns,
+         "outputs": [{"shape": [16, 32], "stride": stride, "dtype": "float32"}]},
+        {"name": _ALL_REDUCE, "type": "collective", "estimated_runtime_ns": runtime_ns / 10,
+         "outputs": [{"shape": [], "stride": [], "dtype": None}]},
+    ]}, indent=1)
+
+
+def _with_runtime_meta(job: Path, rank1_stride: list[int]) -> Path:
+    """Each rank's log of the job with Inductor's runtime and tensor meta record for compile 0/0:
+    each rank's own benchmarked runtimes, rank 1's output strides as asked."""
+    from tests.corpus.job_logs import insert
+
+    for rank, path in enumerate(sorted(job.glob("*.log"))):
+        meta = {"artifact": {"name": "inductor_runtime_and_tensor_meta", "encoding": "json"}, "rank": rank,
+                "frame_id": 0, "frame_compile_id": 0, "attempt": 0}
+        payload = _runtime_meta(1000.0 + 37.5 * rank, [32, 1] if rank == 0 else rank1_stride)
+        insert(path, path, before=lambda k, m: False, at_end=True, records=[(meta, payload)])
+    return job
+
+
+def test_inductor_tensor_meta_ignores_each_ranks_own_runtime_estimates(tmp_path: Path) -> None:
+    """tlparse's "tensor meta" check compares the record whole, so ranks that compiled the same
+    kernels differ by their benchmarked runtimes (all 5 agreeing ranks of tlparse's
+    multi_rank_runtime test): dynscope compares ops and output metadata only."""
+    job = _with_runtime_meta(_inductor_job(tmp_path / "job", rank1_schedule=[_ALL_REDUCE, _ALL_GATHER],
+                                           rank1_order=["0/0", "1/0"], rank1_hits=False, rank1_stride=False), [32, 1])
+    merged = dynscope.load_trace(job)
+    assert isinstance(merged, dynscope.MultiRankReport)
+    assert all(r.graphs[0].lowering is not None and r.graphs[0].lowering.runtime_meta for r in merged.reports)
+    assert merged.divergences == (), [d.detail for d in merged.divergences]
+
+
+def test_inductor_tensor_meta_names_the_rank_whose_kernels_differ(tmp_path: Path) -> None:
+    job = _with_runtime_meta(_inductor_job(tmp_path / "job", rank1_schedule=[_ALL_REDUCE, _ALL_GATHER],
+                                           rank1_order=["0/0", "1/0"], rank1_hits=False, rank1_stride=False), [1, 16])
+    merged = dynscope.load_trace(job)
+    (found,) = [d for d in merged.divergences if d.kind == "inductor_tensor_meta"]
+    assert found.ranks == (1,)
+    assert found.detail.startswith("rank 1 compiled graph 0 (forward) into kernels of other output shapes")
+    assert "inductor_tensor_meta" in merged.summary()

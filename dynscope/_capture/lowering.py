@@ -55,6 +55,7 @@ class _Unit:
     lines: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     cache: str = ""
     collectives: tuple[str, ...] = ()  # Inductor's collective schedule for this compile
+    runtime_meta: str = ""  # digest of Inductor's runtime estimates and tensor metadata
 
 
 @lru_cache(maxsize=1)
@@ -103,6 +104,8 @@ def split_units(events: Sequence[TraceEvent]) -> tuple[dict[str, str], list[_Uni
                 units[-1].cache = status
         elif ev.name == records.INDUCTOR_COLLECTIVE_SCHEDULE:  # logged while scheduling, before the code
             pending_collectives = lt.read_collective_schedule(ev.payload)
+        elif units and ev.name == records.INDUCTOR_RUNTIME_META:  # logged after the code it is of
+            units[-1].runtime_meta = lt.read_runtime_meta(ev.payload)
         elif units and ev.name == records.PROVENANCE_NODE_MAPPINGS:
             units[-1].provenance = lt.read_provenance(ev.payload)
         elif units and ev.name == records.PROVENANCE_KERNEL_STACK_TRACES:
@@ -180,6 +183,7 @@ def build_lowering(
         measured_ms=measured_ms if times is not None else None,
         notes=tuple(out_notes),
         collective_schedule=tuple(c for unit in units[: len(kinds)] for c in unit.collectives),
+        runtime_meta=",".join(unit.runtime_meta for unit in units[: len(kinds)] if unit.runtime_meta),
     )
 
 

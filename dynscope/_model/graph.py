@@ -200,6 +200,10 @@ class Lowering:
     # inductor_collective_schedule, one kernel name each); () when the graph has none or
     # the torch did not log it. Ranks that run these in another order hang.
     collective_schedule: tuple[str, ...] = ()
+    # A digest of what Inductor logged of its kernels' estimated runtimes and output tensor
+    # metadata (inductor_runtime_and_tensor_meta; one per compile, comma-joined); "" when the
+    # torch did not log it. Ranks whose digests differ compiled different kernels.
+    runtime_meta: str = ""
 
     def __repr__(self) -> str:
         parts = [f"{g.kind} {plural(g.op_count, 'op')}" for g in (self.forward, self.backward) if g is not None]

@@ -538,6 +538,25 @@ def _collective_schedule(reports: Sequence[Report]) -> list[Divergence]:
                         "collectives issued in another order wait on each other")
 
 
+def _runtime_meta(graph: Graph) -> str:
+    return graph.lowering.runtime_meta if graph.lowering is not None else ""
+
+
+def _inductor_tensor_meta(reports: Sequence[Report]) -> list[Divergence]:
+    """Inductor's logged runtime estimates and tensor metadata of a graph differ between
+    ranks (tlparse's "tensor meta" check): only where every rank logged them."""
+    # Only graphs every rank logged it for: a rank that logged none says nothing of its kernels.
+    logged = [i for i in range(min(len(r.graphs) for r in reports)) if all(_runtime_meta(r.graphs[i]) for r in reports)]
+    found = _first_differing(reports, _runtime_meta, logged)
+    if found is None:
+        return []
+    i, groups = found
+    parts = [f"{_who(_ranks_of(g))} compiled graph {i} ({_name(g[0].graphs[i])}) into kernels of other output "
+             f"shapes, strides or dtypes than {_who(_ranks_of(groups[0]))}" for g in groups[1:]]
+    return [Divergence("inductor_tensor_meta", _minority(groups),
+                       "; ".join(parts) + " (Inductor's logged tensor metadata; estimated runtimes left out)")]
+
+
 def _cache_key(graph: Graph) -> tuple[tuple[str, str], ...]:
     return graph.lowering.cache if graph.lowering is not None else ()
 
@@ -695,6 +714,7 @@ def divergences(reports: Sequence[Report], *, compile_skew_s: float = COMPILE_SK
     found += _guards(reports)
     found += _collectives(reports)
     found += _collective_schedule(reports)
+    found += _inductor_tensor_meta(reports)
     found += _execution_order(reports)
     found += _collective_order(reports)
     found += _cache(reports)

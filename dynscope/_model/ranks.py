@@ -21,7 +21,7 @@ __all__ = ["KINDS", "MERGED_KIND", "Divergence", "MultiRankReport"]
 #: The kinds of divergence, in the order a reader should look at them.
 KINDS = (
     "graph_count", "graph_structure", "tensor_metadata", "break_sites", "recompiles", "guards", "collectives",
-    "collective_schedule", "execution_order", "collective_order", "cache", "compile_time_skew",
+    "collective_schedule", "inductor_tensor_meta", "execution_order", "collective_order", "cache", "compile_time_skew",
 )
 
 #: Marks a merged report's JSON (a single report has no ``kind`` field).

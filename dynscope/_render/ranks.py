@@ -26,6 +26,7 @@ MEANING = {
     "guards": "the same compile guards on different things",
     "collectives": "collectives inside graphs differ: the job can hang",
     "collective_schedule": "Inductor scheduled a graph's collectives in another order: the job can hang",
+    "inductor_tensor_meta": "Inductor compiled a graph's kernels with other shapes, strides or dtypes on some ranks",
     "execution_order": "the compiled graphs ran in another order on some ranks",
     "collective_order": "ranks issue their collectives in a different order (as their graphs ran): the job hangs",
     "cache": "a compile hit Inductor's caches on some ranks and missed on others: those compile longer",

@@ -25,6 +25,7 @@ result, never an exception (the caller notes what is missing).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 import sys
@@ -571,6 +572,25 @@ def read_collective_schedule(payload: str) -> tuple[str, ...]:
     except ValueError:
         return ()
     return tuple(str(x) for x in data if x) if isinstance(data, list) else ()
+
+
+def read_runtime_meta(payload: str) -> str:
+    """``inductor_runtime_and_tensor_meta``: a digest of the ops Inductor scheduled in one
+    compile (name, type) and their outputs' tensor metadata (shapes, strides, dtypes), over
+    canonical JSON (keys sorted, no spaces); "" when unreadable. Ranks whose digests differ
+    compiled different kernels. The ops' ``estimated_runtime_ns`` are left out: they are
+    benchmarked on each rank and differ between ranks that compiled the same kernels
+    (tlparse compares them too, and so warns on every rank of a healthy job)."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return ""
+    ops = data.get("ops") if isinstance(data, dict) else None
+    if isinstance(ops, list):
+        data = [{k: v for k, v in op.items() if k != "estimated_runtime_ns"} if isinstance(op, dict) else op
+                for op in ops]
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.md5(canonical.encode("utf-8"), usedforsecurity=False).hexdigest()[:16]
 
 
 def read_execution_order(payload: str) -> tuple[str, ...] | None:

@@ -69,6 +69,7 @@ AOTAUTOGRAD_CACHE_HIT = "aotautograd_cache_hit"
 AOTAUTOGRAD_CACHE_MISS = "aotautograd_cache_miss"
 AOTAUTOGRAD_CACHE_BYPASS = "aotautograd_cache_bypass"
 INDUCTOR_COLLECTIVE_SCHEDULE = "inductor_collective_schedule"
+INDUCTOR_RUNTIME_META = "inductor_runtime_and_tensor_meta"
 GRAPH_EXECUTION = "graph_execution"
 INDUCTOR_AOT_WRAPPER_CODE = "inductor_aot_wrapper_code"
 INDUCTOR_AOT_KERNEL_CODE = "inductor_aot_kernel_code"
@@ -223,6 +224,8 @@ def _lowering_kinds() -> list[RecordKind]:
         RecordKind(INDUCTOR_COLLECTIVE_SCHEDULE, (IN_ARTIFACT,), LOWERING,
                    parser=lambda ev: lt.read_collective_schedule(ev.payload),
                    reads="the collectives Inductor scheduled, in order", json_payload=True),
+        RecordKind(INDUCTOR_RUNTIME_META, (IN_ARTIFACT,), LOWERING, parser=lambda ev: lt.read_runtime_meta(ev.payload),
+                   reads="a digest of Inductor's runtime estimates and tensor metadata", json_payload=True),
         RecordKind(GRAPH_EXECUTION, (IN_ARTIFACT,), LOWERING, parser=lambda ev: lt.read_execution_order(ev.payload),
                    reads="the compiled graphs in the order they ran", json_payload=True),
         # AOTInductor's generated C++: the wrapper, whose comments name each kernel's source
