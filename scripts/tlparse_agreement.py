@@ -15,8 +15,9 @@ warning tlparse's multi-rank page gives against the divergence dynscope names fo
 - "Diverging Compilation IDs"              -> graph_count or recompiles
 - "Diverging Cache hit/miss patterns"      -> cache
 - "Diverging collective operation sequences" -> collectives, collective_schedule or collective_order
-- "divergent inductor tensor metadata"     -> tensor_metadata (tlparse: Inductor's kernel outputs;
-                                              dynscope: the graphs' inputs)
+- "divergent inductor tensor metadata"     -> inductor_tensor_meta (Inductor's kernel outputs, without
+                                              the per-rank runtime estimates tlparse also compares)
+                                              or tensor_metadata (the graphs' inputs)
 - "Schedule mismatch" (execution order)    -> collective_order
 - "Cache hit/miss mismatch" (execution order) -> cache
 
@@ -44,7 +45,7 @@ WARNINGS = {
     "compile ids": (r"Diverging Compilation IDs", {"graph_count", "recompiles"}),
     "cache": (r"Diverging Cache hit/miss patterns", {"cache"}),
     "collectives": (r"Diverging collective operation sequences", {"collectives", "collective_schedule", "collective_order"}),
-    "tensor meta": (r"Ranks exhibit divergent inductor tensor metadata", {"tensor_metadata"}),
+    "tensor meta": (r"Ranks exhibit divergent inductor tensor metadata", {"tensor_metadata", "inductor_tensor_meta"}),
     "exec schedule": (r"Schedule mismatch across ranks", {"collective_order"}),
     "exec cache": (r"Cache hit/miss mismatch across ranks", {"cache"}),
 }
