@@ -487,12 +487,12 @@ def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
     """What each gate the command line asked for found over its limit (empty: all pass)."""
     failed = []
     # Each gate checks its own count only; unread trace messages are shown, not gated.
-    if args.fail_on_break and dynscope.Budget(max_graph_breaks=0, max_recompiles=None, allow_unparsed=True).problems(rep):
+    if args.fail_on_break and dynscope.Budget(max_graph_breaks=0, max_recompiles=None, allow_unparsed=True).overruns(rep):
         failed.append(f"{rep.break_count} graph breaks (--fail-on-break)")
     if args.max_recompiles is not None:
-        over = dynscope.Budget(max_graph_breaks=None, max_recompiles=args.max_recompiles, allow_unparsed=True).problems(rep)
+        over = dynscope.Budget(max_graph_breaks=None, max_recompiles=args.max_recompiles, allow_unparsed=True).overruns(rep)
         if over:
-            detail = over[0].splitlines()[1:]  # one line per recompile, with the failed guard in words
+            _, detail = _render.overrun_lines(over[0], rep)  # one line per recompile, the failed guard in words
             failed.append(
                 "\n".join([f"{plural(rep.recompile_count, 'recompile')}, more than --max-recompiles "
                            f"{args.max_recompiles}:", *detail])
@@ -505,9 +505,9 @@ def _gates(rep: Any, args: argparse.Namespace) -> list[str]:
     ratio = getattr(args, "max_memory_ratio", None)
     if ratio is not None:
         over = dynscope.Budget(max_graph_breaks=None, max_recompiles=None, allow_unparsed=True,
-                      max_memory_ratio=ratio).problems(rep)
+                               max_memory_ratio=ratio).overruns(rep)
         if over:
-            failed.append(f"{over[0]} (--max-memory-ratio)")
+            failed.append(f"{_render.budget_problems(over, rep)[0]} (--max-memory-ratio)")
     return failed
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dynscope._errors import CompileBudgetError, InputError
-from dynscope._format import location, percent, plural
+from dynscope._model.display import BudgetShortcuts
 
 if TYPE_CHECKING:  # pragma: no cover
     from dynscope._model.report import Report
@@ -43,8 +43,36 @@ def _invalid(field: str, value: object) -> str | None:
     return None if number is not None and number >= 0 else "must be a number >= 0 or None"
 
 
+#: The limits an :class:`Overrun` names, in the order they are checked.
+OVERRUN_KINDS = ("unparsed", "graph_breaks", "recompiles", "graphs", "coverage", "memory")
+
+
 @dataclass(frozen=True)
-class Budget:
+class Overrun:
+    """One limit a report is over, as fields (``dynscope._render.budget`` says it in words).
+
+    Attributes:
+        kind: the limit, one of OVERRUN_KINDS ("unparsed": trace messages not read).
+        found: the report's figure: messages not read, break events, recompiles, graphs
+            counted, the coverage ratio, the memory ratio. 0 when not measured.
+        allowed: the budget's limit (None for "unparsed").
+        measured: False when the report did not measure it (coverage, memory).
+        uncounted: graphs left out of the count (DDP bucket splits).
+        error: why memory could not be measured ("" when it was, or was not asked).
+        graphs: the ids of the graphs that grew most (memory), most first.
+    """
+
+    kind: str  # one of OVERRUN_KINDS
+    found: float = 0  # the report's figure; 0 when not measured
+    allowed: float | None = None  # the limit; None for "unparsed"
+    measured: bool = True  # False: the report did not measure it
+    uncounted: int = 0  # graphs DDP's bucket splits added, not counted
+    error: str = ""  # why memory could not be measured
+    graphs: tuple[int, ...] = ()  # graph ids that grew most, most first (memory)
+
+
+@dataclass(frozen=True)
+class Budget(BudgetShortcuts):
     """Limits a compiled program must keep; None means no limit.
 
     Attributes:
@@ -61,6 +89,9 @@ class Budget:
 
     Raises:
         InputError: a limit is not usable (the message names it and the value).
+
+    ``overruns(rep)`` gives each exceeded limit as an :class:`Overrun` record;
+    ``problems(rep)`` says them in words.
 
     Example:
         >>> budget = dynscope.Budget(max_graph_breaks=0, max_recompiles=1)
@@ -113,8 +144,9 @@ class Budget:
             limits[MARKER_KEYWORDS[key]] = value
         return cls(**limits)
 
-    def problems(self, rep: Report) -> list[str]:
-        """One readable block per exceeded limit; empty when the budget holds.
+    def overruns(self, rep: Report) -> tuple[Overrun, ...]:
+        """Each exceeded limit as a record (which limit, the figure, the limit); empty when
+        the budget holds. :meth:`problems` says them in words.
 
         A report with trace messages dynscope could not read (``rep.unparsed``) fails unless
         ``allow_unparsed``: its counts may be short, and a budget that passes on short counts
@@ -122,49 +154,25 @@ class Budget:
         """
         max_graph_breaks, max_recompiles = self.max_graph_breaks, self.max_recompiles
         min_coverage, max_graphs = self.min_coverage, self.max_graphs
-        problems: list[str] = []
+        found: list[Overrun] = []
         if rep.unparsed and not self.allow_unparsed:
-            problems.append(
-                f"{plural(rep.unparsed, 'PyTorch trace message')} could not be read, so the counts "
-                f"below may be short. Report it with your torch version "
-                f"({rep.torch_version or 'unknown'}); pass allow_unparsed=True to accept"
-            )
+            found.append(Overrun("unparsed", rep.unparsed))
         if max_graph_breaks is not None and rep.break_count > max_graph_breaks:
-            lines = [
-                f"{plural(rep.break_count, 'graph break')} at {plural(len(rep.breaks), 'site')} "
-                f"(budget: {max_graph_breaks}):"
-            ]
-            for b in rep.breaks:
-                lines.append(f"  {location(b.filename, b.lineno, full=True)} [{b.category}] x{b.count}")
-                lines.append(f"      {b.source}")
-                lines.append(f"      why: {b.reason}")
-                lines.append(f"      fix: {b.fix}")
-            problems.append("\n".join(lines))
+            found.append(Overrun("graph_breaks", rep.break_count, max_graph_breaks))
         if max_recompiles is not None and rep.recompile_count > max_recompiles:
-            lines = [f"{plural(rep.recompile_count, 'recompile')} (budget: {max_recompiles}):"]
-            for r in rep.recompiles:
-                lines.append(f"  {r.compile_id} {r.frame}: " + "; ".join(r.explained or r.reasons))
-            problems.append("\n".join(lines))
+            found.append(Overrun("recompiles", rep.recompile_count, max_recompiles))
         # DDP's bucket splits are not the user's graphs: a compile DDP split counts once.
         graphs = _budget_graphs(rep)
         if max_graphs is not None and graphs > max_graphs:
-            split = rep.graph_count - graphs
-            extra = f"; {plural(split, 'more graph')} from DDP bucket splits not counted" if split else ""
-            problems.append(f"{plural(graphs, 'graph')} (budget: {max_graphs}{extra})")
+            found.append(Overrun("graphs", graphs, max_graphs, uncounted=rep.graph_count - graphs))
         if min_coverage is not None:
             if rep.coverage is None:
-                problems.append("coverage was not measured; use dynscope.report() / assert_compiles()")
+                found.append(Overrun("coverage", allowed=min_coverage, measured=False))
             elif rep.coverage.ratio < min_coverage:
-                c = rep.coverage
-                lines = [
-                    f"coverage {percent(c.ratio, 1)} below {percent(min_coverage, 1)} "
-                    f"({c.ops_eager} torch ops ran eagerly, {c.ops_in_graphs} in graphs):"
-                ]
-                lines += [f"  {site} x{n}" for site, n in c.eager_sites[:10]]
-                problems.append("\n".join(lines))
+                found.append(Overrun("coverage", rep.coverage.ratio, min_coverage))
         if self.max_memory_ratio is not None:
-            problems += _memory_problems(rep, self.max_memory_ratio)
-        return problems
+            found += _memory_overruns(rep, self.max_memory_ratio)
+        return tuple(found)
 
     def check(self, rep: Report) -> Report:
         """Return ``rep`` when the budget holds; raise CompileBudgetError listing every exceeded limit."""
@@ -185,30 +193,16 @@ def _budget_graphs(rep: Report) -> int:
     return plain + len({g.compile_id for g in rep.graphs if g.split_by == "ddp_bucket"})
 
 
-def _memory_problems(rep: Report, limit: float) -> list[str]:
+def _memory_overruns(rep: Report, limit: float) -> list[Overrun]:
     """What is over a memory budget: the whole call's compiled peak against eager's, with
-    the graphs that grew most; or why it cannot be told."""
-    from dynscope._format import human_bytes
-
+    the graphs that grew most; or that it cannot be told."""
     m = rep.memory
     if m is None:
-        return ["memory was not measured; use dynscope.report(..., memory=True) or "
-                "assert_compiles(..., max_memory_ratio=...)"]
+        return [Overrun("memory", allowed=limit, measured=False)]
     if m.error:
-        return [f"memory could not be measured: {m.error}"]
+        return [Overrun("memory", allowed=limit, measured=False, error=m.error)]
     if m.eager_peak <= 0 or m.ratio <= limit:
         return []
-    lines = [
-        f"compiled peak memory {human_bytes(m.compiled_peak)} is {m.ratio:.2f}x eager's {human_bytes(m.eager_peak)} "
-        f"(budget: {limit:.2f}x; {m.method}):"
-    ]
     grown = sorted((g for g in rep.graphs if g.memory is not None and not g.memory.error and g.memory.growth > 0),
                    key=lambda g: -(g.memory.growth if g.memory else 0))
-    for g in grown[:5]:
-        assert g.memory is not None
-        eager, compiled = g.memory.peak
-        lines.append(f"  graph {g.id} {g.frame} ({location(g.filename, g.lineno, full=True)}): "
-                     f"{human_bytes(eager)} -> {human_bytes(compiled)} ({g.memory.ratio:.2f}x)")
-    lines.append("  try: dynscope.advise(model, inputs, memory=True) measures activation checkpointing and "
-                 "AOTAutograd's activation_memory_budget")
-    return ["\n".join(lines)]
+    return [Overrun("memory", m.ratio, limit, graphs=tuple(g.id for g in grown[:5]))]

@@ -27,6 +27,7 @@ __all__ = [
     "AdviceShortcuts",
     "AotGraphShortcuts",
     "BreakShortcuts",
+    "BudgetShortcuts",
     "CauseShortcuts",
     "ExportShortcuts",
     "FixShortcuts",
@@ -281,3 +282,14 @@ class CauseShortcuts:
     def what_changed(self) -> str:
         """What changed, as recompiles are grouped ("size of input x changed (dim 0)")."""
         return str(_door().cause_changed(self))
+
+
+class BudgetShortcuts:
+    """``Budget``'s overruns in words (made in one place, ``dynscope._render.budget``)."""
+
+    __slots__ = ()
+
+    def problems(self, rep: Report) -> list[str]:
+        """One readable block per exceeded limit (``Budget.overruns`` in words); empty when
+        the budget holds."""
+        return list(_door().budget_problems(self.overruns(rep), rep))  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ from dynscope._format import human_bytes, plural
 from dynscope._progress import Progress
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
 
     from dynscope._model import (
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         MultiRankReport,
         Report,
     )
+    from dynscope._model.budget import Overrun
     from dynscope._model.diff import ReportDiff
     from dynscope._model.fix import FixResult
 
@@ -44,6 +45,7 @@ __all__ = [
     "aot_graph_dot",
     "aot_graph_svg",
     "break_card",
+    "budget_problems",
     "diff_text",
     "cause_changed",
     "cause_explained",
@@ -61,6 +63,7 @@ __all__ = [
     "merged_folder",
     "merged_html",
     "merged_text",
+    "overrun_lines",
     "painted",
     "plain",
     "plural",
@@ -213,6 +216,20 @@ def break_card(brk: GraphBreak) -> str:
     from dynscope._render.card import break_card as card
 
     return card(brk)
+
+
+def budget_problems(overruns: Sequence[Overrun], rep: Report) -> list[str]:
+    """A budget's overruns as readable blocks, one each (``Budget.problems``)."""
+    from dynscope._render.budget import problems_text
+
+    return problems_text(overruns, rep)
+
+
+def overrun_lines(overrun: Overrun, rep: Report) -> tuple[str, list[str]]:
+    """One overrun's head and the lines under it (the command line's gates)."""
+    from dynscope._render.budget import overrun_detail, overrun_head
+
+    return overrun_head(overrun, rep), overrun_detail(overrun, rep)
 
 
 def cause_explained(cause: Cause) -> str:
