@@ -29,10 +29,12 @@ __all__ = [
     "BreakShortcuts",
     "BudgetShortcuts",
     "CauseShortcuts",
+    "DivergenceShortcuts",
     "ExportShortcuts",
     "FixShortcuts",
     "GraphShortcuts",
     "MergedShortcuts",
+    "VerdictShortcuts",
     "ReportShortcuts",
 ]
 
@@ -293,3 +295,25 @@ class BudgetShortcuts:
         """One readable block per exceeded limit (``Budget.overruns`` in words); empty when
         the budget holds."""
         return list(_door().budget_problems(self.overruns(rep), rep))  # type: ignore[attr-defined]
+
+
+class DivergenceShortcuts:
+    """``Divergence``'s words (made in one place, ``dynscope._render.divergences``)."""
+
+    __slots__ = ()
+
+    @property
+    def detail(self) -> str:
+        """What differs, in words ("rank 1 recompiled Mlp.forward (0/1): ...; rank 0 did not")."""
+        return str(_door().divergence_detail(self))
+
+
+class VerdictShortcuts:
+    """``Verdict``'s words (``dynscope._render.divergences``)."""
+
+    __slots__ = ()
+
+    def message(self, *, saved: str = "") -> str:
+        """The words every rank says: which ranks, where, what differs, the line, the remedy
+        (``saved``: this rank's report file, named with the command that merges its folder)."""
+        return str(_door().verdict_text(self, saved=saved))

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import dynscope._model.plain as _plain
 from dynscope._errors import InputError, SchemaError
-from dynscope._format import plural, rank_ranges, rank_runs
+from dynscope._format import plural, rank_runs
 from dynscope._lexicon.wording import resume_label, without_rank_local
 from dynscope._model.causes import SAID
 from dynscope._model.ops import called_in_code, collective_name
-from dynscope._model.ranks import MERGED_KIND, Divergence, MultiRankReport
+from dynscope._model.ranks import MERGED_KIND, Divergence, Fact, MultiRankReport, Value
 from dynscope._model.report import SCHEMA_VERSION, Report
 from dynscope._model.structure import structure_hash
 
@@ -241,12 +241,6 @@ def missing_ranks(world: int, seen: Iterable[int]) -> tuple[list[tuple[int, int]
 
 # -- divergences -------------------------------------------------------------------------
 
-def _who(ranks: Iterable[int]) -> str:
-    """"rank 1", "ranks 0, 2, 3" or, for many, "ranks 0-4, 6-20, ..., 246-255 (240 ranks)"."""
-    rs = sorted(ranks)
-    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + rank_ranges(rs)
-
-
 def _groups(reports: Sequence[Report], key: Callable[[Report], Hashable]) -> list[list[Report]]:
     """Reports grouped by ``key``; the majority first (the group of the lowest rank on a tie)."""
     by: dict[Hashable, list[Report]] = {}
@@ -259,8 +253,8 @@ def _minority(groups: list[list[Report]]) -> tuple[int, ...]:
     return tuple(sorted(r.rank for g in groups[1:] for r in g))
 
 
-def _ranks_of(group: Sequence[Report]) -> list[int]:
-    return [r.rank for r in group]
+def _ranks_of(group: Sequence[Report]) -> tuple[int, ...]:
+    return tuple(r.rank for r in group)
 
 
 def _name(graph: Graph) -> str:
@@ -272,22 +266,17 @@ def _graph_count(reports: Sequence[Report]) -> list[Divergence]:
     if len(groups) < 2:
         return []
     ref = groups[0]
-    parts = [f"{_who(_ranks_of(g))} captured {plural(g[0].graph_count, 'graph')}" for g in groups[1:]]
-    detail = "; ".join(parts) + f"; {_who(_ranks_of(ref))} captured {ref[0].graph_count}"
-    return [Divergence("graph_count", _minority(groups), detail)]
+    facts = [Fact("captured", _ranks_of(g), (g[0].graph_count,)) for g in groups[1:]]
+    facts.append(Fact("captured_ref", _ranks_of(ref), (ref[0].graph_count,)))
+    return [Divergence("graph_count", _minority(groups), facts=tuple(facts))]
 
 
-def _inputs_text(graph: Graph) -> str:
-    user, _ = graph.user_inputs()
-    return ", ".join(m.describe() for m in user) or "no inputs"
-
-
-def _graph_text(graph: Graph) -> str:
-    """"Mlp.forward [DDP bucket split]: linear, relu on f32[8, 512]"."""
+def _graph_said(graph: Graph) -> tuple[Value, ...]:
+    """A graph as a fact's values: its name, whether DDP split it, how many ops, the first 8,
+    then "|" and its inputs ("Mlp.forward [DDP bucket split]: linear, relu on f32[8, 512]")."""
     ops = [n.target.split(".")[-1] for n in graph.nodes if n.is_op] or [t.split(".")[-1] for t, _ in graph.op_counts]
-    shown = ", ".join(ops[:8]) + (f", +{len(ops) - 8}" if len(ops) > 8 else "")
-    split = " [DDP bucket split]" if graph.split_by == "ddp_bucket" else ""
-    return f"{_name(graph)}{split}: {shown or 'no ops'} on {_inputs_text(graph)}"
+    user, _ = graph.user_inputs()
+    return (_name(graph), graph.split_by == "ddp_bucket", len(ops), *ops[:8], "|", *(m.describe() for m in user))
 
 
 def _graph_structure(reports: Sequence[Report]) -> list[Divergence]:
@@ -297,29 +286,29 @@ def _graph_structure(reports: Sequence[Report]) -> list[Divergence]:
         return []
     i, groups = found
     ref = groups[0]
-    parts = [f"{_who(_ranks_of(g))} made graph {i} as {_graph_text(g[0].graphs[i])}" for g in groups[1:]]
-    detail = "; ".join(parts) + f"; {_who(_ranks_of(ref))} as {_graph_text(ref[0].graphs[i])}"
-    if all(_graph_text(g[0].graphs[i]) == _graph_text(ref[0].graphs[i]) for g in groups[1:]):
+    facts = [Fact("made_graph", _ranks_of(g), (i, *_graph_said(g[0].graphs[i]))) for g in groups[1:]]
+    facts.append(Fact("made_graph_ref", _ranks_of(ref), _graph_said(ref[0].graphs[i])))
+    if all(_graph_said(g[0].graphs[i]) == _graph_said(ref[0].graphs[i]) for g in groups[1:]):
         # The same ops on the same inputs: say the first node whose result differs (a dtype).
-        detail += "".join(_first_node_difference(g[0].graphs[i], ref[0].graphs[i], _ranks_of(g), _ranks_of(ref))
-                          for g in groups[1:])
-    return [Divergence("graph_structure", _minority(groups), detail)]
+        for g in groups[1:]:
+            facts += _first_node_difference(g[0].graphs[i], ref[0].graphs[i], _ranks_of(g), _ranks_of(ref))
+    return [Divergence("graph_structure", _minority(groups), facts=tuple(facts))]
 
 
-def _first_node_difference(mine: Graph, theirs: Graph, my_ranks: list[int], their_ranks: list[int]) -> str:
-    """"; first difference: linear (node 3) gives f16[8, 32] on rank 1, f32[8, 32] on rank 0"."""
+def _first_node_difference(mine: Graph, theirs: Graph, my_ranks: tuple[int, ...],
+                           their_ranks: tuple[int, ...]) -> list[Fact]:
+    """The first node whose result differs ("first difference: linear (node 3) gives f16[8, 32]
+    on rank 1, f32[8, 32] on rank 0"), or the first input; none when all agree."""
     for k, (a, b) in enumerate(zip(mine.nodes, theirs.nodes, strict=False)):
         ours, other = ", ".join(m.describe() for m in a.outputs), ", ".join(m.describe() for m in b.outputs)
         if a.target != b.target or ours != other:
             name = a.target.split(".")[-1] if a.is_op else a.name
-            return (f"; first difference: {name} (node {k}) gives {ours or 'nothing'} on {_who(my_ranks)}, "
-                    f"{other or 'nothing'} on {_who(their_ranks)}")
+            return [Fact("node_differs", my_ranks, (name, k, ours, other), their_ranks)]
     for k, (a_in, b_in) in enumerate(zip(mine.inputs, theirs.inputs, strict=False)):
         # A graph known only from the trace has no nodes: its inputs (weights included) tell.
         if a_in.describe() != b_in.describe():
-            return (f"; first difference: input {k} is {a_in.describe()} on {_who(my_ranks)}, "
-                    f"{b_in.describe()} on {_who(their_ranks)}")
-    return ""
+            return [Fact("input_differs", my_ranks, (k, a_in.describe(), b_in.describe()), their_ranks)]
+    return []
 
 
 def _site(rep: Report) -> frozenset[tuple[str, str]]:
@@ -331,24 +320,16 @@ def _break_sites(reports: Sequence[Report]) -> list[Divergence]:
     if len(groups) < 2:
         return []
     ref, ref_sites = groups[0], _site(groups[0][0])
-    parts = []
+    facts = []
     for g in groups[1:]:
         sites = _site(g[0])
         extra = sorted(sites - ref_sites)
         lacking = sorted(ref_sites - sites)
         if extra:
-            parts.append(
-                f"{_who(_ranks_of(g))} broke the graph at "
-                + ", ".join(f"{loc} ({reason})" for loc, reason in extra)
-                + f"; {_who(_ranks_of(ref))} did not"
-            )
+            facts.append(Fact("broke_at", _ranks_of(g), tuple(x for site in extra for x in site), _ranks_of(ref)))
         if lacking:
-            parts.append(
-                f"{_who(_ranks_of(ref))} broke the graph at "
-                + ", ".join(f"{loc} ({reason})" for loc, reason in lacking)
-                + f"; {_who(_ranks_of(g))} did not"
-            )
-    return [Divergence("break_sites", _minority(groups), "; ".join(parts))]
+            facts.append(Fact("broke_at", _ranks_of(ref), tuple(x for site in lacking for x in site), _ranks_of(g)))
+    return [Divergence("break_sites", _minority(groups), facts=tuple(facts))]
 
 
 RecompileKey = tuple[tuple[str, tuple[object, ...]], ...]
@@ -371,13 +352,15 @@ def _recompile_key(rep: Report, by_words: bool = False) -> RecompileKey:
     return tuple((r.frame, r.causes or r.why) for r in rep.recompiles)
 
 
-def _recompile_words(rep: Report, known: set[tuple[str, tuple[object, ...]]], by_words: bool) -> list[str]:
+def _recompile_words(rep: Report, known: set[tuple[str, tuple[object, ...]]], by_words: bool) -> tuple[Value, ...]:
+    """Each recompile of ``rep`` not in ``known``: its function, compile id and failed guards."""
     mine = _recompile_key(rep, by_words)
-    return [
-        f"{resume_label(r.frame) or 'a frame'} ({r.compile_id}): " + "; ".join(r.explained or r.reasons or ("no reason given",))
+    return tuple(
+        x
         for r, key in zip(rep.recompiles, mine, strict=True)
         if key not in known
-    ]
+        for x in (resume_label(r.frame), r.compile_id, "; ".join(r.explained or r.reasons or ("no reason given",)))
+    )
 
 
 def _recompiles(reports: Sequence[Report]) -> list[Divergence]:
@@ -387,18 +370,18 @@ def _recompiles(reports: Sequence[Report]) -> list[Divergence]:
         return []
     ref = groups[0]
     ref_keys = set(_recompile_key(ref[0], by_words))
-    parts = []
+    facts = []
     for g in groups[1:]:
         keys = set(_recompile_key(g[0], by_words))
         mine = _recompile_words(g[0], ref_keys, by_words)
         if mine:
-            parts.append(f"{_who(_ranks_of(g))} recompiled " + "; ".join(mine) + f"; {_who(_ranks_of(ref))} did not")
+            facts.append(Fact("recompiled", _ranks_of(g), mine, _ranks_of(ref)))
         theirs = _recompile_words(ref[0], keys, by_words)
         if theirs:
-            parts.append(f"{_who(_ranks_of(ref))} recompiled " + "; ".join(theirs) + f"; {_who(_ranks_of(g))} did not")
+            facts.append(Fact("recompiled", _ranks_of(ref), theirs, _ranks_of(g)))
         if not mine and not theirs:
-            parts.append(f"{_who(_ranks_of(g))} recompiled in another order than {_who(_ranks_of(ref))}")
-    return [Divergence("recompiles", _minority(groups), "; ".join(parts))]
+            facts.append(Fact("reordered", _ranks_of(g), (), _ranks_of(ref)))
+    return [Divergence("recompiles", _minority(groups), facts=tuple(facts))]
 
 
 def _guard_set(rep: Report, cids: set[str]) -> Counter[tuple[str, str, str, str]]:
@@ -419,20 +402,18 @@ def _guards(reports: Sequence[Report]) -> list[Divergence]:
     if len(groups) < 2:
         return []
     ref = groups[0]
-    parts = []
+    facts = []
     for g in groups[1:]:
         extra = sorted((sets[g[0].rank] - sets[ref[0].rank]).elements())
         lacking = sorted((sets[ref[0].rank] - sets[g[0].rank]).elements())
-        said = []
         if extra:
-            cid, kind, source, detail = extra[0]
-            said.append(f"{_who(_ranks_of(g))} guard {cid} on {source or kind}: {detail}")
+            facts.append(Fact("guard", _ranks_of(g), extra[0]))
         if lacking:
-            cid, kind, source, detail = lacking[0]
-            said.append(f"{_who(_ranks_of(ref))} guard {cid} on {source or kind}: {detail}")
+            facts.append(Fact("guard", _ranks_of(ref), lacking[0]))
         more = max(len(extra), len(lacking)) - 1
-        parts.append("; ".join(said) + (f" (and {plural(more, 'more guard')} differ)" if more > 0 else ""))
-    return [Divergence("guards", _minority(groups), "; ".join(parts))]
+        if more > 0:
+            facts.append(Fact("more_guards", (), (more,)))
+    return [Divergence("guards", _minority(groups), facts=tuple(facts))]
 
 
 def collectives_of(graph: Graph) -> tuple[str, ...]:
@@ -451,14 +432,10 @@ def _collectives(reports: Sequence[Report]) -> list[Divergence]:
     if len(groups) < 2:
         return []
 
-    def said(rep: Report) -> str:
-        seq = collective_sequence(rep)
-        return ", ".join(seq) if seq else "none"
-
     ref = groups[0]
-    parts = [f"{_who(_ranks_of(g))} issue {said(g[0])} inside graphs" for g in groups[1:]]
-    detail = "; ".join(parts) + f"; {_who(_ranks_of(ref))} issue {said(ref[0])}: a different sequence hangs the job"
-    return [Divergence("collectives", _minority(groups), detail)]
+    facts = [Fact("issue", _ranks_of(g), collective_sequence(g[0])) for g in groups[1:]]
+    facts.append(Fact("issue_ref", _ranks_of(ref), collective_sequence(ref[0])))
+    return [Divergence("collectives", _minority(groups), facts=tuple(facts))]
 
 
 def _first_differing(
@@ -478,16 +455,17 @@ def _first_differing(
 
 
 def _first_graph(reports: Sequence[Report], kind: str, key: Callable[[Graph], Hashable],
-                 said: Callable[[Graph], str], why: str) -> list[Divergence]:
-    """The first graph, by position, whose ``key`` differs between ranks, in words."""
+                 said: Callable[[Graph], tuple[Value, ...]], what: str) -> list[Divergence]:
+    """The first graph, by position, whose ``key`` differs between ranks: facts ``what`` (the
+    graph, then ``said``), ``what``_ref for the majority, and why it matters (why_``kind``)."""
     found = _first_differing(reports, key)
     if found is None:
         return []
     i, groups = found
     ref = groups[0]
-    parts = [f"{_who(_ranks_of(g))} {said(g[0].graphs[i])} in graph {i} ({_name(g[0].graphs[i])})" for g in groups[1:]]
-    return [Divergence(kind, _minority(groups), "; ".join(parts) + f"; {_who(_ranks_of(ref))} {said(ref[0].graphs[i])}"
-                       + (f": {why}" if why else ""))]
+    facts = [Fact(what, _ranks_of(g), (i, _name(g[0].graphs[i]), *said(g[0].graphs[i]))) for g in groups[1:]]
+    facts += [Fact(f"{what}_ref", _ranks_of(ref), said(ref[0].graphs[i])), Fact(f"why_{what}")]
+    return [Divergence(kind, _minority(groups), facts=tuple(facts))]
 
 
 def _meta_key(graph: Graph) -> tuple[tuple[str, tuple[int | str, ...], str, tuple[int | str, ...]], ...]:
@@ -509,16 +487,15 @@ def _tensor_metadata(reports: Sequence[Report]) -> list[Divergence]:
     def meta(m: TensorMeta) -> str:
         return m.describe() + (f" strides {list(m.stride)}" if m.stride else "")
 
-    parts = []
+    facts = []
     for g in groups[1:]:
         mine = g[0].graphs[i]
         diff = [k for k, (a, b) in enumerate(zip(mine.inputs, ref.inputs, strict=False)) if _meta_key_one(a) != _meta_key_one(b)]
         k = diff[0] if diff else min(len(mine.inputs), len(ref.inputs))
         ours = meta(mine.inputs[k]) if k < len(mine.inputs) else "no such input"
         theirs = meta(ref.inputs[k]) if k < len(ref.inputs) else "no such input"
-        parts.append(f"{_who(_ranks_of(g))} gave graph {i} ({_name(mine)}) input {k} as {ours}, "
-                     f"{_who(_ranks_of(groups[0]))} as {theirs}")
-    return [Divergence("tensor_metadata", _minority(groups), "; ".join(parts))]
+        facts.append(Fact("input_as", _ranks_of(g), (i, _name(mine), k, ours, theirs), _ranks_of(groups[0])))
+    return [Divergence("tensor_metadata", _minority(groups), facts=tuple(facts))]
 
 
 def _meta_key_one(m: TensorMeta) -> tuple[str, tuple[int | str, ...], str, tuple[int | str, ...]]:
@@ -530,12 +507,10 @@ def _schedule(graph: Graph) -> tuple[str, ...]:
 
 
 def _collective_schedule(reports: Sequence[Report]) -> list[Divergence]:
-    def said(g: Graph) -> str:
-        names = [".".join(c.split(".")[-2:-1]) or c for c in _schedule(g)]
-        return "runs " + (", ".join(names) if names else "no collective")
+    def said(g: Graph) -> tuple[Value, ...]:
+        return tuple(".".join(c.split(".")[-2:-1]) or c for c in _schedule(g))
 
-    return _first_graph(reports, "collective_schedule", _schedule, said,
-                        "collectives issued in another order wait on each other")
+    return _first_graph(reports, "collective_schedule", _schedule, said, "runs")
 
 
 def _runtime_meta(graph: Graph) -> str:
@@ -551,10 +526,9 @@ def _inductor_tensor_meta(reports: Sequence[Report]) -> list[Divergence]:
     if found is None:
         return []
     i, groups = found
-    parts = [f"{_who(_ranks_of(g))} compiled graph {i} ({_name(g[0].graphs[i])}) into kernels of other output "
-             f"shapes, strides or dtypes than {_who(_ranks_of(groups[0]))}" for g in groups[1:]]
-    return [Divergence("inductor_tensor_meta", _minority(groups),
-                       "; ".join(parts) + " (Inductor's logged tensor metadata; estimated runtimes left out)")]
+    facts = [Fact("kernels_differ", _ranks_of(g), (i, _name(g[0].graphs[i])), _ranks_of(groups[0])) for g in groups[1:]]
+    facts.append(Fact("why_inductor_meta"))
+    return [Divergence("inductor_tensor_meta", _minority(groups), facts=tuple(facts))]
 
 
 def _cache_key(graph: Graph) -> tuple[tuple[str, str], ...]:
@@ -562,11 +536,10 @@ def _cache_key(graph: Graph) -> tuple[tuple[str, str], ...]:
 
 
 def _cache(reports: Sequence[Report]) -> list[Divergence]:
-    def said(g: Graph) -> str:
-        return ", ".join(f"{what} {status}" for what, status in _cache_key(g)) or "logged no cache result"
+    def said(g: Graph) -> tuple[Value, ...]:
+        return tuple(x for pair in _cache_key(g) for x in pair)
 
-    found = _first_graph(reports, "cache", _cache_key, said,
-                         "a rank that misses compiles longer, and the others wait for it in the next collective")
+    found = _first_graph(reports, "cache", _cache_key, said, "cache")
     return found or _cache_counts(reports)
 
 
@@ -580,16 +553,14 @@ def _cache_counts(reports: Sequence[Report]) -> list[Divergence]:
     if len(groups) < 2:
         return []
 
-    def said(g: list[Report]) -> str:
+    def said(g: list[Report]) -> Fact:
         found = results(g[0])
         counts = Counter(status for _, status in found)
-        return (f"{_who(_ranks_of(g))} logged {plural(len(found), 'cache result')}"
-                + (f" ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))})" if counts else "")
-                + f" over {plural(len(g[0].graphs), 'graph')}")
+        return Fact("cache_results", _ranks_of(g),
+                    (len(found), len(g[0].graphs), *(x for s, n in sorted(counts.items()) for x in (s, n))))
 
-    detail = "; ".join(said(g) for g in groups[1:]) + f"; {said(groups[0])}: the ranks that compiled more " \
-             "looked up (and missed) the caches more, and compile longer while the others wait"
-    return [Divergence("cache", _minority(groups), detail)]
+    facts = [said(g) for g in groups[1:]] + [said(groups[0]), Fact("why_cache_results")]
+    return [Divergence("cache", _minority(groups), facts=tuple(facts))]
 
 
 def _execution_order(reports: Sequence[Report]) -> list[Divergence]:
@@ -600,15 +571,14 @@ def _execution_order(reports: Sequence[Report]) -> list[Divergence]:
     if len(groups) < 2:
         return []
     ref = groups[0]
-    parts = []
+    facts = []
     for g in groups[1:]:
         mine, theirs = g[0].execution_order, ref[0].execution_order
         at = next((k for k, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), min(len(mine), len(theirs)))
-        ran = mine[at] if at < len(mine) else "nothing"
-        other = theirs[at] if at < len(theirs) else "nothing"
-        parts.append(f"{_who(_ranks_of(g))} ran compile {ran or '?'} as graph run {at + 1}, where "
-                     f"{_who(_ranks_of(ref))} ran {other or '?'}")
-    return [Divergence("execution_order", _minority(groups), "; ".join(parts))]
+        ran = mine[at] if at < len(mine) else None  # None: no graph run there
+        other = theirs[at] if at < len(theirs) else None
+        facts.append(Fact("ran_compile", _ranks_of(g), (at, ran, other), _ranks_of(ref)))
+    return [Divergence("execution_order", _minority(groups), facts=tuple(facts))]
 
 
 def _issued(rep: Report, compile_id: str) -> tuple[str, ...]:
@@ -635,10 +605,6 @@ def issued_in_order(rep: Report) -> tuple[tuple[str, int, str], ...]:
     return tuple(out)
 
 
-def _issue(group: Sequence[Report]) -> str:
-    return "issues" if len(group) == 1 else "issue"
-
-
 def _collective_order(reports: Sequence[Report]) -> list[Divergence]:
     # The collectives each rank issues as its graphs ran, compared position by position: a
     # rank that runs the same graphs in another order issues the same collectives in another
@@ -654,23 +620,19 @@ def _collective_order(reports: Sequence[Report]) -> list[Divergence]:
         return []
     ref = groups[0]
     theirs = seqs[ref[0].rank]
-    parts = []
+    facts = [Fact("order_head")]
     for g in groups[1:]:
         mine = seqs[g[0].rank]
         at = next((k for k, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a[0] != b[0]),
                   min(len(mine), len(theirs)))
 
-        def said(seq: tuple[tuple[str, int, str], ...], at: int = at) -> str:
-            if at >= len(seq):
-                return f"nothing (it issued {plural(len(seq), 'collective')} in all)"
-            c, run, cid = seq[at]
-            return f"{c} (graph run {run}, compile {cid or '?'})"
+        def said(seq: tuple[tuple[str, int, str], ...], at: int = at) -> tuple[Value, ...]:
+            # (collective, graph run, compile id, how many in all); no collective: "" there
+            return (*seq[at], len(seq)) if at < len(seq) else ("", 0, "", len(seq))
 
-        parts.append(f"{_who(_ranks_of(g))} {_issue(g)} {said(mine)} as collective {at + 1}, where "
-                     f"{_who(_ranks_of(ref))} {_issue(ref)} {said(theirs)}")
-    detail = "ranks issue their collectives in a different order: " + "; ".join(parts) + (
-        ": each waits in a collective the other has not reached, and the job hangs")
-    return [Divergence("collective_order", _minority(groups), detail)]
+        facts.append(Fact("issues_as", _ranks_of(g), (at, *said(mine), *said(theirs)), _ranks_of(ref)))
+    facts.append(Fact("why_order"))
+    return [Divergence("collective_order", _minority(groups), facts=tuple(facts))]
 
 
 def _compile_skew(reports: Sequence[Report], skew_s: float) -> list[Divergence]:
@@ -679,12 +641,9 @@ def _compile_skew(reports: Sequence[Report], skew_s: float) -> list[Divergence]:
     slow = sorted(r for r, t in times.items() if t - fastest >= skew_s)
     if not slow:
         return []
-    quick = sorted(r for r in times if r not in slow)
-    detail = (
-        "; ".join(f"rank {r} spent {times[r]:.1f} s compiling" for r in slow)
-        + f"; {_who(quick)} {fastest:.1f} s: the others wait that long in the next collective"
-    )
-    return [Divergence("compile_time_skew", tuple(slow), detail)]
+    quick = tuple(sorted(r for r in times if r not in slow))
+    facts = [Fact("spent", (r,), (times[r],)) for r in slow] + [Fact("spent_ref", quick, (fastest,))]
+    return [Divergence("compile_time_skew", tuple(slow), facts=tuple(facts))]
 
 
 def comparable(rep: Report) -> tuple[object, ...]:

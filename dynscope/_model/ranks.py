@@ -6,17 +6,17 @@ Reading rank folders, merging and finding divergences is ``dynscope._model.merge
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import dynscope._model.plain as _plain
 from dynscope._format import plural
 from dynscope._model.base import _brief
-from dynscope._model.display import MergedShortcuts
+from dynscope._model.display import DivergenceShortcuts, MergedShortcuts
 from dynscope._model.report import SCHEMA_VERSION, Report
 
-__all__ = ["KINDS", "MERGED_KIND", "Divergence", "MultiRankReport"]
+__all__ = ["KINDS", "MERGED_KIND", "Divergence", "Fact", "MultiRankReport", "Value"]
 
 #: The kinds of divergence, in the order a reader should look at them.
 KINDS = (
@@ -28,13 +28,35 @@ KINDS = (
 MERGED_KIND = "dynscope-merged"
 
 
+#: What a :class:`Fact` may hold: names, counts, figures, "" or None for nothing.
+Value = str | int | float | bool | None
+
+
 @dataclass(frozen=True)
-class Divergence:
-    """One way the ranks of a job compiled differently."""
+class Fact:
+    """One thing a group of ranks did, in a divergence: what (a closed set of names,
+    ``dynscope._render.divergences`` says each in words), whose, and its values.
+
+    Example: ``Fact("captured", (1,), (3,))`` is "rank 1 captured 3 graphs".
+    """
+
+    what: str  # "captured", "made_graph", "broke_at", "recompiled", "guard", "issue", ...
+    ranks: tuple[int, ...] = ()  # the ranks it is about
+    args: tuple[Value, ...] = ()  # its values, in the order its words take them
+    others: tuple[int, ...] = ()  # the ranks it is compared with ("...; rank 0 did not")
+
+
+@dataclass(frozen=True)
+class Divergence(DivergenceShortcuts):
+    """One way the ranks of a job compiled differently: its kind, the ranks that differ and
+    what each group of ranks did, as :class:`Fact` records; ``detail`` says them in words."""
 
     kind: str  # one of KINDS: "recompiles", "break_sites", ...
     ranks: tuple[int, ...]  # the ranks that differ from the rest (the majority, lowest rank on a tie)
-    detail: str  # in words: "rank 1 recompiled forward (0/1): ...; rank 0 did not"
+    # the words of a divergence made before divergences were fields (a report saved then, or one
+    # built from words); "" when ``facts`` say it
+    said: str = field(default="", metadata={"was": "detail"})
+    facts: tuple[Fact, ...] = ()  # what each group did, in the order said
 
     def __repr__(self) -> str:
         return _brief("Divergence", f"{self.kind} ranks {list(self.ranks)}: {self.detail}")

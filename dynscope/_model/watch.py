@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from dynscope._format import plural, rank_ranges
 from dynscope._lexicon.wording import resume_label
+from dynscope._model.display import VerdictShortcuts
 from dynscope._model.merge import collectives_of, comparable, divergences
-from dynscope._model.ranks import Divergence
+from dynscope._model.plain import to_plain
+from dynscope._model.ranks import Divergence, Fact
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -107,10 +108,6 @@ def compare(reports: Sequence[Report]) -> tuple[Divergence, ...]:
     return tuple(d for d in divergences(reports) if d.kind in LIVE_KINDS)
 
 
-def _who(ranks: Sequence[int]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + rank_ranges(sorted(ranks))
-
-
 def unmatched(rep: Report, *, rank: int, nth: int, compile_id: str, missing: Sequence[int], waited_s: float,
               doing: str = "") -> Divergence:
     """The compile ``rank`` made that ``missing`` did not make within the wait: a recompile
@@ -119,13 +116,12 @@ def unmatched(rep: Report, *, rank: int, nth: int, compile_id: str, missing: Seq
     at train.py:90"), said in parentheses."""
     frame = resume_label(rep.graphs[0].frame) if rep.graphs else ""
     frame = frame or (resume_label(rep.recompiles[-1].frame) if rep.recompiles else "a frame")
-    absent = f"{_who(list(missing))} made no such compile within {waited_s:.1f} s" + (f" ({doing})" if doing else "")
+    absent = Fact("absent", tuple(missing), (waited_s, doing))
     if nth > 0 and rep.recompiles:
         r = rep.recompiles[-1]
         said = "; ".join(r.explained or r.reasons or ("no reason given",))
-        return Divergence("recompiles", (rank,), f"rank {rank} recompiled {frame} ({compile_id}): {said}; {absent}")
-    what = "recompiled" if nth > 0 else "compiled"
-    return Divergence("graph_count", (rank,), f"rank {rank} {what} {frame} ({compile_id}); {absent}")
+        return Divergence("recompiles", (rank,), facts=(Fact("recompiled_alone", (rank,), (frame, compile_id, said)), absent))
+    return Divergence("graph_count", (rank,), facts=(Fact("compiled_alone", (rank,), (nth > 0, frame, compile_id)), absent))
 
 
 def new_collectives(rep: Report, nth: int) -> tuple[str, ...]:
@@ -176,14 +172,13 @@ def blocked_divergence(blocked: Mapping[int, Mapping[str, Any]]) -> Divergence:
     ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0]))
     odd = tuple(sorted(r for g in ordered[1:] for r in g))
 
-    def said(r: int) -> str:
-        b = blocked[r]
+    def said(g: list[int]) -> Fact:
+        b = blocked[g[0]]
         seq = b.get("seq")
-        nth = f" (its collective #{seq})" if isinstance(seq, int) else ""
-        return f"{b.get('op', '?')}{nth} at {b.get('where') or '?'}"
+        return Fact("waits_in", tuple(g), (str(b.get("op", "?")), seq if isinstance(seq, int) else None,
+                                           str(b.get("where") or "")))
 
-    parts = [f"{_who(g)} {'waits' if len(g) == 1 else 'wait'} in {said(g[0])}" for g in ordered]
-    return Divergence("collectives", odd, "; ".join(parts) + ": these collectives never meet, every rank waits")
+    return Divergence("collectives", odd, facts=(*(said(g) for g in ordered), Fact("never_meet")))
 
 
 def remedy_for(found: Sequence[Divergence]) -> str:
@@ -192,8 +187,9 @@ def remedy_for(found: Sequence[Divergence]) -> str:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """What one rank found at one compile: enough to stop every rank with the same words."""
+class Verdict(VerdictShortcuts):
+    """What one rank found at one compile: enough to stop every rank with the same words
+    (``message()``, made in ``dynscope._render.divergences``)."""
 
     found_by: int  # the rank that compared and found it
     world_size: int
@@ -214,48 +210,25 @@ class Verdict:
         """The ranks that differ from the rest, over every divergence found."""
         return tuple(sorted({r for d in self.divergences for r in d.ranks}))
 
-    def message(self, *, saved: str = "") -> str:
-        """The words every rank says: which ranks, where, what differs, the line, the remedy."""
-        odd = list(self.ranks)
-        # On a tie (2 ranks, one each way) no rank is the odd one, unless it compiled alone.
-        named = odd and len(odd) < self.world_size and (not self.answered or 2 * len(odd) < self.world_size)
-        who = f"{_who(odd)} of {plural(self.world_size, 'rank')}" if named else (
-            f"the {plural(self.world_size, 'rank')}")
-        when = ("while every rank waited in a collective the others never reach" if self.blocked else
-                "before the compiled code ran")
-        compile_id = f", compile {self.compile_id}" if self.compile_id else ""
-        head = f"{who} diverged at {self.frame or 'a frame'} ({self.where or '?'}){compile_id}, found by rank {self.found_by} {when}"
-        lines = [head]
-        lines += [f"  {d.kind} ({_who(list(d.ranks))}): {d.detail}" for d in self.divergences]
-        if self.line:
-            lines.append(f"  your line: {self.line}")
-        lines.append(f"  remedy: {self.remedy}")
-        if not self.stops and self.why:
-            lines.append(f"  not stopped: {self.why}")
-        if saved:
-            lines.append(f"  this rank's report so far: {saved} (merge the folder: dynscope merge {PurePath(saved).parent})")
-        return "\n".join(lines)
-
     def to_dict(self) -> dict[str, Any]:
         """Plain data, for the job's store."""
         return {
             "found_by": self.found_by, "world_size": self.world_size, "frame": self.frame, "where": self.where,
             "compile_id": self.compile_id, "line": self.line, "remedy": self.remedy, "waited_s": self.waited_s,
             "stops": self.stops, "answered": self.answered, "blocked": self.blocked, "why": self.why,
-            "divergences": [{"kind": d.kind, "ranks": list(d.ranks), "detail": d.detail} for d in self.divergences],
+            "divergences": [to_plain(d) for d in self.divergences],
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
         """The verdict another rank wrote (:meth:`to_dict`)."""
+        from dynscope._model.codec import from_plain
+
         return cls(
             found_by=int(data["found_by"]), world_size=int(data["world_size"]), frame=str(data["frame"]),
             where=str(data["where"]), compile_id=str(data["compile_id"]), line=str(data["line"]),
             remedy=str(data["remedy"]), waited_s=float(data["waited_s"]), stops=bool(data.get("stops", True)),
             answered=bool(data.get("answered", True)), blocked=bool(data.get("blocked", False)),
             why=str(data.get("why", "")),
-            divergences=tuple(
-                Divergence(str(d["kind"]), tuple(int(r) for r in d["ranks"]), str(d["detail"]))
-                for d in data["divergences"]
-            ),
+            divergences=tuple(from_plain(Divergence, d) for d in data["divergences"]),
         )

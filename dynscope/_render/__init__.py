@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from dynscope._model.budget import Overrun
     from dynscope._model.diff import ReportDiff
     from dynscope._model.fix import FixResult
+    from dynscope._model.ranks import Divergence
+    from dynscope._model.watch import Verdict
 
 __all__ = [
     "Progress",
@@ -47,6 +49,7 @@ __all__ = [
     "break_card",
     "budget_problems",
     "diff_text",
+    "divergence_detail",
     "cause_changed",
     "cause_explained",
     "export_html",
@@ -75,6 +78,7 @@ __all__ = [
     "report_diff",
     "report_html",
     "summary_text",
+    "verdict_text",
 ]
 
 
@@ -251,6 +255,20 @@ def advice_text(advice: Advice) -> str:
     from dynscope._render.text import advice_section
 
     return str(advice_section(advice.trials, empty=advice.note))
+
+
+def divergence_detail(divergence: Divergence) -> str:
+    """What differs between the ranks, in words (``Divergence.detail``)."""
+    from dynscope._render.divergences import detail
+
+    return detail(divergence)
+
+
+def verdict_text(verdict: Verdict, *, saved: str = "") -> str:
+    """The words every rank of a watched job says (``Verdict.message``)."""
+    from dynscope._render.divergences import verdict_text as said
+
+    return said(verdict, saved=saved)
 
 
 def merged_text(merged: MultiRankReport) -> str:

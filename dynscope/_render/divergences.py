@@ -1,0 +1,187 @@
+"""The words of a divergence: each :class:`~dynscope._model.ranks.Fact` a merge or the live
+watch found, said in one place, and the verdict every rank of a watched job says."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import TYPE_CHECKING
+
+from dynscope._format import plural, rank_ranges
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from dynscope._model.ranks import Divergence, Fact, Value
+    from dynscope._model.watch import Verdict
+
+__all__ = ["detail", "fact_text", "verdict_text", "who"]
+
+
+def who(ranks: Sequence[int]) -> str:
+    """"rank 1", "ranks 0, 2, 3" or, for many, "ranks 0-4, 6-20, ..., 246-255 (240 ranks)"."""
+    rs = sorted(ranks)
+    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + rank_ranges(rs)
+
+
+def _s(v: Value) -> str:
+    return "" if v is None else str(v)
+
+
+def _n(v: Value) -> int:
+    return int(v) if isinstance(v, (int, float)) else 0
+
+
+def _pairs(args: Sequence[Value]) -> list[tuple[str, str]]:
+    return [(_s(args[k]), _s(args[k + 1])) for k in range(0, len(args) - 1, 2)]
+
+
+def _graph(args: Sequence[Value]) -> str:
+    """"Mlp.forward [DDP bucket split]: linear, relu on f32[8, 512]": args are the graph's
+    name, whether DDP split it, how many ops, the shown ops, then "|" and its inputs."""
+    name, split, count = _s(args[0]), bool(args[1]), _n(args[2])
+    rest = [_s(a) for a in args[3:]]
+    bar = rest.index("|") if "|" in rest else len(rest)
+    ops, inputs = rest[:bar], rest[bar + 1:]
+    shown = ", ".join(ops) + (f", +{count - len(ops)}" if count > len(ops) else "")
+    return f"{name}{' [DDP bucket split]' if split else ''}: {shown or 'no ops'} on {', '.join(inputs) or 'no inputs'}"
+
+
+def _collective_at(args: Sequence[Value]) -> str:
+    """A collective issued at one position (args: name, graph run, compile id, how many in
+    all); an empty name: the rank issued nothing there."""
+    name, run, cid, total = _s(args[0]), _n(args[1]), _s(args[2]), _n(args[3])
+    if not name:
+        return f"nothing (it issued {plural(total, 'collective')} in all)"
+    return f"{name} (graph run {run}, compile {cid or '?'})"
+
+
+def _ran(compile_id: Value) -> str:
+    """A compile a graph run ran; None: no run there."""
+    return "nothing" if compile_id is None else (_s(compile_id) or "?")
+
+
+def _issue(ranks: Sequence[int]) -> str:
+    return "issues" if len(ranks) == 1 else "issue"
+
+
+def _cache_results(f: Fact) -> str:
+    n, graphs = _n(f.args[0]), _n(f.args[1])
+    counts = ", ".join(f"{c} {s}" for s, c in _pairs(f.args[2:]))
+    return (f"{who(f.ranks)} logged {plural(n, 'cache result')}" + (f" ({counts})" if counts else "")
+            + f" over {plural(graphs, 'graph')}")
+
+
+def _waits_in(f: Fact) -> str:
+    op, seq, where = _s(f.args[0]) or "?", f.args[1], _s(f.args[2]) or "?"
+    nth = f" (its collective #{seq})" if isinstance(seq, int) and not isinstance(seq, bool) else ""
+    return f"{who(f.ranks)} {'waits' if len(f.ranks) == 1 else 'wait'} in {op}{nth} at {where}"
+
+
+def _absent(f: Fact) -> str:
+    doing = _s(f.args[1])
+    return f"{who(f.ranks)} made no such compile within {float(f.args[0] or 0):.1f} s" + (f" ({doing})" if doing else "")
+
+
+#: Each fact's words, by ``Fact.what``.
+_SAID: dict[str, Callable[[Fact], str]] = {
+    "captured": lambda f: f"{who(f.ranks)} captured {plural(_n(f.args[0]), 'graph')}",
+    "captured_ref": lambda f: f"{who(f.ranks)} captured {_n(f.args[0])}",
+    "made_graph": lambda f: f"{who(f.ranks)} made graph {_n(f.args[0])} as {_graph(f.args[1:])}",
+    "made_graph_ref": lambda f: f"{who(f.ranks)} as {_graph(f.args)}",
+    "node_differs": lambda f: (f"first difference: {_s(f.args[0])} (node {_n(f.args[1])}) gives {_s(f.args[2]) or 'nothing'} "
+                               f"on {who(f.ranks)}, {_s(f.args[3]) or 'nothing'} on {who(f.others)}"),
+    "input_differs": lambda f: (f"first difference: input {_n(f.args[0])} is {_s(f.args[1])} on {who(f.ranks)}, "
+                                f"{_s(f.args[2])} on {who(f.others)}"),
+    "broke_at": lambda f: (f"{who(f.ranks)} broke the graph at "
+                           + ", ".join(f"{loc} ({reason})" for loc, reason in _pairs(f.args))
+                           + f"; {who(f.others)} did not"),
+    "recompiled": lambda f: (f"{who(f.ranks)} recompiled "
+                             + "; ".join(f"{_s(f.args[k]) or 'a frame'} ({_s(f.args[k + 1])}): {_s(f.args[k + 2])}"
+                                         for k in range(0, len(f.args) - 2, 3))
+                             + f"; {who(f.others)} did not"),
+    "reordered": lambda f: f"{who(f.ranks)} recompiled in another order than {who(f.others)}",
+    "guard": lambda f: f"{who(f.ranks)} guard {_s(f.args[0])} on {_s(f.args[2]) or _s(f.args[1])}: {_s(f.args[3])}",
+    "more_guards": lambda f: f" (and {plural(_n(f.args[0]), 'more guard')} differ)",
+    "issue": lambda f: f"{who(f.ranks)} issue {', '.join(map(_s, f.args)) or 'none'} inside graphs",
+    "issue_ref": lambda f: (f"{who(f.ranks)} issue {', '.join(map(_s, f.args)) or 'none'}: "
+                            "a different sequence hangs the job"),
+    "runs": lambda f: (f"{who(f.ranks)} runs {', '.join(map(_s, f.args[2:])) or 'no collective'} "
+                       f"in graph {_n(f.args[0])} ({_s(f.args[1])})"),
+    "runs_ref": lambda f: f"{who(f.ranks)} runs {', '.join(map(_s, f.args)) or 'no collective'}",
+    "why_runs": lambda f: ": collectives issued in another order wait on each other",
+    "cache": lambda f: (f"{who(f.ranks)} {', '.join(f'{w} {st}' for w, st in _pairs(f.args[2:])) or 'logged no cache result'} "
+                        f"in graph {_n(f.args[0])} ({_s(f.args[1])})"),
+    "cache_ref": lambda f: f"{who(f.ranks)} {', '.join(f'{w} {st}' for w, st in _pairs(f.args)) or 'logged no cache result'}",
+    "why_cache": lambda f: ": a rank that misses compiles longer, and the others wait for it in the next collective",
+    "cache_results": _cache_results,
+    "why_cache_results": lambda f: (": the ranks that compiled more looked up (and missed) the caches more, "
+                                    "and compile longer while the others wait"),
+    "input_as": lambda f: (f"{who(f.ranks)} gave graph {_n(f.args[0])} ({_s(f.args[1])}) input {_n(f.args[2])} "
+                           f"as {_s(f.args[3])}, {who(f.others)} as {_s(f.args[4])}"),
+    "kernels_differ": lambda f: (f"{who(f.ranks)} compiled graph {_n(f.args[0])} ({_s(f.args[1])}) into kernels of other "
+                                 f"output shapes, strides or dtypes than {who(f.others)}"),
+    "why_inductor_meta": lambda f: " (Inductor's logged tensor metadata; estimated runtimes left out)",
+    "ran_compile": lambda f: (f"{who(f.ranks)} ran compile {_ran(f.args[1])} as graph run {_n(f.args[0]) + 1}, "
+                              f"where {who(f.others)} ran {_ran(f.args[2])}"),
+    "order_head": lambda f: "ranks issue their collectives in a different order: ",
+    "issues_as": lambda f: (f"{who(f.ranks)} {_issue(f.ranks)} {_collective_at(f.args[1:5])} as collective "
+                            f"{_n(f.args[0]) + 1}, where {who(f.others)} {_issue(f.others)} {_collective_at(f.args[5:9])}"),
+    "why_order": lambda f: ": each waits in a collective the other has not reached, and the job hangs",
+    "spent": lambda f: f"rank {f.ranks[0]} spent {float(f.args[0] or 0):.1f} s compiling",
+    "spent_ref": lambda f: f"{who(f.ranks)} {float(f.args[0] or 0):.1f} s: the others wait that long in the next collective",
+    "recompiled_alone": lambda f: f"rank {f.ranks[0]} recompiled {_s(f.args[0])} ({_s(f.args[1])}): {_s(f.args[2])}",
+    "compiled_alone": lambda f: (f"rank {f.ranks[0]} {'recompiled' if f.args[0] else 'compiled'} {_s(f.args[1])} "
+                                 f"({_s(f.args[2])})"),
+    "absent": _absent,
+    "waits_in": _waits_in,
+    "never_meet": lambda f: ": these collectives never meet, every rank waits",
+}
+
+#: Facts said right after the one before, without "; " (a reason, a count in parentheses).
+_TAILS = frozenset({"more_guards", "why_runs", "why_cache", "why_cache_results", "why_inductor_meta",
+                    "why_order", "never_meet"})
+#: Facts the next one follows without "; " (a lead-in).
+_HEADS = frozenset({"order_head"})
+
+
+def fact_text(f: Fact) -> str:
+    """One fact in words (an unknown one, from a newer dynscope, by its name and values)."""
+    said = _SAID.get(f.what)
+    if said is None:
+        return f"{f.what} ({who(f.ranks) if f.ranks else 'no rank'}): " + ", ".join(map(_s, f.args))
+    return said(f)
+
+
+def detail(d: Divergence) -> str:
+    """What differs, in words (``Divergence.detail``); a divergence saved as words keeps them."""
+    if not d.facts:
+        return d.said
+    out: list[str] = []
+    glue = ""
+    for f in d.facts:
+        out.append(("" if f.what in _TAILS else glue) + fact_text(f))
+        glue = "" if f.what in _HEADS else "; "
+    return "".join(out)
+
+
+def verdict_text(v: Verdict, *, saved: str = "") -> str:
+    """The words every rank of a watched job says (``Verdict.message``): which ranks, where,
+    what differs, the line, the remedy."""
+    odd = list(v.ranks)
+    # On a tie (2 ranks, one each way) no rank is the odd one, unless it compiled alone.
+    named = odd and len(odd) < v.world_size and (not v.answered or 2 * len(odd) < v.world_size)
+    whom = f"{who(odd)} of {plural(v.world_size, 'rank')}" if named else f"the {plural(v.world_size, 'rank')}"
+    when = ("while every rank waited in a collective the others never reach" if v.blocked else
+            "before the compiled code ran")
+    compile_id = f", compile {v.compile_id}" if v.compile_id else ""
+    head = f"{whom} diverged at {v.frame or 'a frame'} ({v.where or '?'}){compile_id}, found by rank {v.found_by} {when}"
+    lines = [head]
+    lines += [f"  {d.kind} ({who(list(d.ranks))}): {detail(d)}" for d in v.divergences]
+    if v.line:
+        lines.append(f"  your line: {v.line}")
+    lines.append(f"  remedy: {v.remedy}")
+    if not v.stops and v.why:
+        lines.append(f"  not stopped: {v.why}")
+    if saved:
+        lines.append(f"  this rank's report so far: {saved} (merge the folder: dynscope merge {PurePath(saved).parent})")
+    return "\n".join(lines)
