@@ -34,14 +34,19 @@ def evidence(p: Patch) -> str:
             f"{_yes(p.outputs_matched)}{grads}")
 
 
-def _head(result: FixResult) -> str:
+def _totals(result: FixResult) -> str:
+    """The totals line both views show under the title: sites, events, patches."""
     verified = result.verified
     sites = len({p.site for p in result.patches} | {u.site for u in result.unpatched})
     after = "" if result.breaks_after is None else f"; with every verified patch: {plural(result.breaks_after, 'break event')}"
-    return (f"dynscope fix: {result.title or 'program'}\n{plural(sites, 'break site')}, "
+    return (f"{plural(sites, 'break site')}, "
             f"{plural(result.breaks_before, 'break event')}; {len(verified)} verified "
             f"{'patch' if len(verified) == 1 else 'patches'}, "
             f"{len(result.patches) - len(verified)} proposed only{after}")
+
+
+def _head(result: FixResult) -> str:
+    return f"dynscope fix: {result.title or 'program'}\n{_totals(result)}"
 
 
 def _ordered(result: FixResult) -> list[Patch]:
@@ -78,7 +83,7 @@ def fix_text(result: FixResult) -> str:
 def fix_html(result: FixResult) -> str:
     """One self-contained page: the patches with diffs and evidence, then the sites left alone."""
     title = f"dynscope fix: {result.title or 'program'}"
-    parts = [f"<header><h1>{esc(title)}</h1><div class='totals'>{esc(_head(result).splitlines()[1])}</div></header><main>"]
+    parts = [f"<header><h1>{esc(title)}</h1><div class='totals'>{esc(_totals(result))}</div></header><main>"]
     if result.blocked:
         parts.append(f"<section><h2>Blocked</h2><p>{esc(result.blocked)}</p></section>")
     for p in _ordered(result):
