@@ -7,7 +7,8 @@ function over 80 lines (def to last line, docstring included); the import circle
 modules (imports run at import time, i.e. at module level outside ``if TYPE_CHECKING:``) and,
 apart, the circles when function-level imports count too, leaving out the model's one
 declared door into ``dynscope._render``; and the modules that spell a PyTorch trace record
-kind as a string literal (the places that know a record kind).
+kind as a string literal (the places that know a record kind); and the places outside the
+registry that test what kind a record is (``kind_tests``).
 """
 
 from __future__ import annotations
@@ -122,32 +123,104 @@ def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def main(root: Path) -> None:
+#: The one module that may test what kind a record is (the registry itself).
+REGISTRY_MODULE = "dynscope/_torch/records.py"
+
+
+def _registry_names(tree: ast.Module) -> set[str]:
+    """Names a module imported from the registry module (``from dynscope._torch.records import X``)."""
+    return {
+        a.asname or a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "dynscope._torch.records"
+        for a in node.names
+    }
+
+
+def _names_a_kind(node: ast.expr, imported: set[str]) -> bool:
+    """True when ``node`` is a record kind or a set of kinds: ``records.X`` (X upper case), a
+    name imported from the registry, or a kind's string."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "records":
+        return node.attr.isupper()
+    if isinstance(node, ast.Name):
+        return node.id in imported and node.id.isupper()
+    if isinstance(node, ast.Constant):
+        return node.value in RECORD_KINDS
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_a_kind(e, imported) for e in node.elts)
+    return False
+
+
+#: What dynscope calls a trace record in code (``ev.name``, ``raw.kind``): its kind compared
+#: with anything is a test of its kind, whatever the other side is called.
+_RECORD_VARIABLES = frozenset({"ev", "event", "raw"})
+
+
+def _record_kind(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr in ("name", "kind")
+            and isinstance(node.value, ast.Name) and node.value.id in _RECORD_VARIABLES)
+
+
+def kind_tests(root: Path) -> list[str]:
+    """The places outside the registry that test what kind a record is: every comparison
+    (``==``, ``!=``, ``in``, ``not in``) one side of which is a record kind or a set of kinds
+    (``ev.name == records.X``, ``name in records.NAME_ONLY``, ``kind in (records.A, records.B)``),
+    or a record's own kind (``ev.name in _SOME_KINDS``), as ``path:line``. A lookup in a handler table (``_HANDLERS.get(ev.name)``) is not a test."""
+    found = []
+    for path in sorted((root / "dynscope").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == REGISTRY_MODULE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = _registry_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(
+                    _names_a_kind(side, imported) or _record_kind(side) for side in (node.left, *node.comparators)):
+                found.append(f"{rel}:{node.lineno}")
+    return found
+
+
+def figures(root: Path) -> dict[str, object]:
+    """The figures docs/architecture.md quotes, for the checkout at ``root``."""
     package = root / "dynscope"
     paths = sorted(package.rglob("*.py"))
     trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in paths}
-    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in paths)
-    print(f"modules: {len(paths)}, lines: {lines}")
     longest = sorted(
         ((n.end_lineno or n.lineno) - n.lineno + 1, f"{p.relative_to(root)}:{n.name}")
         for p, t in trees.items() for n in ast.walk(t) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
     )[::-1]
-    over = [f"{name} {n}" for n, name in longest if n > LONG]
-    print(f"functions over {LONG} lines: {len(over)}" + "".join(f"\n  {o}" for o in over))
-    print("longest five: " + ", ".join(f"{name} {n}" for n, name in longest[:5]))
-    print(f"module-level import circles: {_circles(_edges(package, nested=False))}")
     every = _edges(package, nested=True)
-    without_door = {m: (t - {DOOR} if m.startswith("dynscope._model") else t) for m, t in every.items()}
-    print(f"circles with function-level imports, the model's door left out: {_circles(without_door)}")
     typed = _edges(package, nested=True, typing=True)
-    typed = {m: (t - {DOOR} if m.startswith("dynscope._model") else t) for m, t in typed.items()}
-    print(f"circles counting type-checking imports too, the door left out: {_circles(typed)}")
-    knowing = sorted(
-        f"{p.relative_to(root)} ({', '.join(sorted(kinds))})"
-        for p, t in trees.items()
-        if (kinds := {n.value for n in ast.walk(t) if isinstance(n, ast.Constant) and n.value in RECORD_KINDS})
-    )
-    print(f"modules that spell a record kind: {len(knowing)}" + "".join(f"\n  {k}" for k in knowing))
+    return {
+        "modules": len(paths),
+        "lines": sum(len(p.read_text(encoding="utf-8").splitlines()) for p in paths),
+        "over": [(name, n) for n, name in longest if n > LONG],
+        "longest": [(name, n) for n, name in longest[:5]],
+        "circles": _circles(_edges(package, nested=False)),
+        "circles_nested": _circles({m: (t - {DOOR} if m.startswith("dynscope._model") else t) for m, t in every.items()}),
+        "circles_typed": _circles({m: (t - {DOOR} if m.startswith("dynscope._model") else t) for m, t in typed.items()}),
+        "knowing": sorted(
+            f"{p.relative_to(root)} ({', '.join(sorted(kinds))})"
+            for p, t in trees.items()
+            if (kinds := {n.value for n in ast.walk(t) if isinstance(n, ast.Constant) and n.value in RECORD_KINDS})
+        ),
+        "kind_tests": kind_tests(root),
+    }
+
+
+def main(root: Path) -> None:
+    f = figures(root)
+    print(f"modules: {f['modules']}, lines: {f['lines']}")
+    over = f["over"]
+    print(f"functions over {LONG} lines: {len(over)}" + "".join(f"\n  {name} {n}" for name, n in over))  # type: ignore[attr-defined]
+    print("longest five: " + ", ".join(f"{name} {n}" for name, n in f["longest"]))  # type: ignore[attr-defined]
+    print(f"module-level import circles: {f['circles']}")
+    print(f"circles with function-level imports, the model's door left out: {f['circles_nested']}")
+    print(f"circles counting type-checking imports too, the door left out: {f['circles_typed']}")
+    knowing = f["knowing"]
+    print(f"modules that spell a record kind: {len(knowing)}" + "".join(f"\n  {k}" for k in knowing))  # type: ignore[arg-type]
+    tests = f["kind_tests"]
+    print(f"places that test a record kind: {len(tests)}" + "".join(f"\n  {t}" for t in tests))  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

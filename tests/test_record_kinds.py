@@ -5,6 +5,7 @@ as unknown."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import re
 from collections import Counter
@@ -169,3 +170,71 @@ def test_unknown_kinds_are_counted_and_container_names_are_not() -> None:
     assert not records.is_unknown("brand_new_artifact", in_container=True)
     assert not records.is_unknown("describe_tensor", in_container=False)  # skipped on purpose
     assert not records.is_unknown(records.CHROMIUM_EVENT, in_container=False)
+
+
+# -- records parsed once, folded through handler tables (issue 46 part 1) ---------------------
+
+def _metrics_script():  # a module loaded from scripts/
+    spec = importlib.util.spec_from_file_location("architecture_metrics", ROOT / "scripts" / "architecture_metrics.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: ``ev.name == ...``, ``.name in records.``, ``raw.kind != ...``: a record's kind tested by name.
+_NAME_TEST = re.compile(r"\b(?:ev|event|raw)\.(?:name|kind)\s*(?:==|!=|in\b|not in\b)|\.name\s+(?:not\s+)?in\s+records\.")
+
+
+def test_no_module_but_the_registry_tests_a_record_kind() -> None:
+    # What happens to each kind is decided by a lookup in a handler table (assemble's _FIRST and
+    # _HANDLERS, lowering's _HANDLERS, trace_log's _READ_APART, the watch's _at_kind), never
+    # by a comparison: the script's figure ...
+    assert _metrics_script().kind_tests(ROOT) == []
+    # ... and a plain grep agree.
+    found = [
+        f"{path.relative_to(ROOT)}:{n} {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py")) if path != REGISTRY_FILE
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if _NAME_TEST.search(line)
+    ]
+    assert not found, "record kinds tested outside dynscope/_torch/records.py:\n" + "\n".join(found)
+
+
+def test_the_kind_test_scan_sees_one(tmp_path: Path) -> None:
+    (tmp_path / "dynscope").mkdir()
+    (tmp_path / "dynscope" / "m.py").write_text(
+        "from dynscope._torch.records import AOT_GRAPHS\n"
+        "def f(ev, name, kind):\n"
+        "    a = ev.name == records.DYNAMO_START\n"
+        "    b = name in records.NAME_ONLY\n"
+        "    c = kind in (records.ARTIFACT, records.GRAPH_DUMP)\n"
+        "    d = ev.name in _SOME\n"
+        "    e = name in AOT_GRAPHS\n"
+        "    f = kind == 'compilation_metrics'\n"
+        "    return _HANDLERS.get(ev.name), records.REGISTRY[ev.name].payload\n",
+        encoding="utf-8",
+    )
+    assert _metrics_script().kind_tests(tmp_path) == [f"dynscope/m.py:{n}" for n in range(3, 9)]
+    assert _NAME_TEST.search("if ev.name == records.X:") and _NAME_TEST.search("x.name in records.AOT_GRAPHS")
+    assert not _NAME_TEST.search("handler = _HANDLERS.get(ev.name)")
+
+
+def test_each_event_is_parsed_once_through_its_kinds_parser() -> None:
+    log = read_log(TRACES / "torch-2.14" / "logs" / "inductor-train.log")
+    calls: Counter[str] = Counter()
+    originals = {name: kind.parser for name, kind in records.REGISTRY.items()}
+    try:
+        for kind in records.REGISTRY.values():
+            if kind.parser is not None:
+                parser = kind.parser
+                object.__setattr__(kind, "parser", lambda ev, parser=parser: (calls.update([ev.name]), parser(ev))[1])
+        for ev in log.events:
+            first, again = ev.record, ev.record
+            assert first is again
+        assert sum(calls.values()) == len(log.events)
+        assert {ev.name for ev in log.events} == set(calls)
+    finally:
+        for name, kind in records.REGISTRY.items():
+            object.__setattr__(kind, "parser", originals[name])
+    metrics = [ev.record for ev in log.events if isinstance(ev.record, CompileMetrics)]
+    assert metrics and all(m.pytorch_version.startswith("2.14") for m in metrics)

@@ -38,7 +38,6 @@ from dynscope._model import (
 from dynscope._model.base import _Live
 from dynscope._model.causes import NO_REASON
 from dynscope._torch import records
-from dynscope._torch.break_report import ParsedBreak, parse_break
 from dynscope._torch.graph_text import (
     input_names_from_code,
     inputs_from_code,
@@ -52,22 +51,21 @@ from dynscope._torch.guard_text import (
     global_states,
     is_backend_mismatch,
     library_fix,
-    parse_guards,
     parse_recompile_reasons,
     reason_cause,
     state_values,
     states_differ,
     with_argument_names,
 )
-from dynscope._torch.lowering_text import read_execution_order
-from dynscope._torch.metrics import CompileMetrics, read_metrics
 from dynscope._torch.registry import library_of
-from dynscope._torch.shape_text import entry_failures, recompile_fixes, size_fixes
+from dynscope._torch.shape_text import ShapeRecords, entry_failures, recompile_fixes, size_fixes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from dynscope._capture.backend import RecordedGraph
+    from dynscope._torch.break_report import ParsedBreak
+    from dynscope._torch.metrics import CompileMetrics
     from dynscope._torch.trace import TraceEvent
 
 
@@ -146,31 +144,20 @@ class _Wrapped:
     arguments: tuple[str, ...]  # its names for the wrapper's args[0], args[1]... (() when none)
 
 
-def _wrapped_frames(events: list[TraceEvent], by_cid: dict[str, RecordedGraph]) -> dict[str, _Wrapped]:
-    """frame id -> the function its wrapper runs, for frames whose code is a decorator's
-    wrapper, read from the node stacks of a graph the backend saw for the frame. Read in a
-    pass of its own: a recompile's failed guards come before its compile's metrics."""
-    out: dict[str, _Wrapped] = {}
-    for ev in events:
-        frame = ev.compile_id.split("/")[0]
-        if ev.name != records.COMPILATION_METRICS or frame in out or (rec := by_cid.get(ev.compile_id)) is None:
-            continue
-        m = read_metrics(ev.metadata)
-        if not (m.co_name and m.co_filename and is_decorator_wrapper(m.co_filename, m.co_firstlineno)):
-            continue
-        found = wrapped_function(rec.data.get("stacks") or [])
-        if found is not None:
-            filename, fn = found
-            out[frame] = _Wrapped(fn.name, filename, fn.line, wrapper_arguments(m.co_filename, m.co_firstlineno, fn))
-    return out
-
-
-#: The records whose text names a frame's inputs by their guard sources (``L['args'][0]``):
-#: only these are renamed for a wrapper frame (Inductor's output code has ``args`` of its own).
-_SOURCE_KINDS = frozenset({
-    records.DYNAMO_CPP_GUARDS_STR, records.RECOMPILE_REASONS, records.SYMBOLIC_SHAPE_SPECIALIZATION,
-    records.GUARD_ADDED_FAST, records.CREATE_SYMBOL,
-})
+def _first_metrics(st: _Assembly, ev: TraceEvent) -> None:
+    """compilation_metrics, first pass: for a frame whose code is a decorator's wrapper, the
+    function it runs, read from the node stacks of a graph the backend saw for the frame. Read
+    in a pass of its own: a recompile's failed guards come before its compile's metrics."""
+    frame = ev.compile_id.split("/")[0]
+    if frame in st.wrapped or (rec := st.by_cid.get(ev.compile_id)) is None:
+        return
+    m: CompileMetrics = ev.record
+    if not (m.co_name and m.co_filename and is_decorator_wrapper(m.co_filename, m.co_firstlineno)):
+        return
+    found = wrapped_function(rec.data.get("stacks") or [])
+    if found is not None:
+        filename, fn = found
+        st.wrapped[frame] = _Wrapped(fn.name, filename, fn.line, wrapper_arguments(m.co_filename, m.co_firstlineno, fn))
 
 
 def _named_arguments(ev: TraceEvent, names: tuple[str, ...]) -> TraceEvent:
@@ -227,47 +214,47 @@ def _metrics_frame(cid: str, m: CompileMetrics, graph_ids: tuple[int, ...]) -> F
     )
 
 
-def _ddp_traced(events: list[TraceEvent]) -> dict[str, list[TraceEvent]]:
-    """compile id -> the pieces DDP's optimizer split its graph into, as the trace logged them
-    (``optimize_ddp_split_child``, one per piece, during the backend compile), for compiles
-    split in two or more. Of a compile that restarted, the last attempt's pieces."""
-    pieces: dict[str, dict[int, list[TraceEvent]]] = {}
-    for ev in events:
-        if ev.name == records.OPTIMIZE_DDP_SPLIT_CHILD and ev.compile_id:
-            pieces.setdefault(ev.compile_id, {}).setdefault(ev.attempt, []).append(ev)
+def _first_ddp_piece(st: _Assembly, ev: TraceEvent) -> None:
+    """optimize_ddp_split_child, first pass: a piece DDP's optimizer split a compile's graph
+    into, as the trace logged it (one per piece, during the backend compile)."""
+    if ev.compile_id:
+        st.ddp_pieces.setdefault(ev.compile_id, {}).setdefault(ev.attempt, []).append(ev)
+
+
+def _first_symbol(st: _Assembly, ev: TraceEvent) -> None:
+    """create_symbol, first pass: the size a symbol ran at (ShapeEnv's create_symbol, logged
+    while the frame is traced, before its graph): what a trace-only graph's dynamic inputs ran
+    at. Read before the handlers run, so a graph sees every symbol of its compile whatever
+    order the trace logged them in."""
+    made = ev.record
+    if made is not None and made.value is not None:
+        st.symbol_sizes.setdefault(ev.compile_id, {}).setdefault(made.symbol, made.value)
+
+
+def _ddp_traced(pieces: dict[str, dict[int, list[TraceEvent]]]) -> dict[str, list[TraceEvent]]:
+    """compile id -> the pieces DDP's optimizer split its graph into, as the trace logged them,
+    for compiles split in two or more. Of a compile that restarted, the last attempt's pieces."""
     last = {cid: by_attempt[max(by_attempt)] for cid, by_attempt in pieces.items()}
     return {cid: evs for cid, evs in last.items() if len(evs) > 1}
-
-
-def _symbol_sizes(events: list[TraceEvent]) -> dict[str, dict[str, int]]:
-    """compile id -> symbol -> the size it ran at (ShapeEnv's create_symbol, logged while the
-    frame is traced, before its graph): what a trace-only graph's dynamic inputs ran at.
-
-    Read in a pass of its own, before the handlers run, so a graph sees every symbol of its
-    compile whatever order the trace logged them in.
-    """
-    sizes: dict[str, dict[str, int]] = {}
-    for ev in events:
-        if ev.name == records.CREATE_SYMBOL and (made := records.created_symbol(ev.metadata)) and made.value is not None:
-            sizes.setdefault(ev.compile_id, {}).setdefault(made.symbol, made.value)
-    return sizes
 
 
 @dataclass
 class _Assembly:
     """What the trace handlers build up, event by event, for one report.
 
-    The first four fields are given (what the backend recorded, the options); the rest
-    grow as the handlers in ``_HANDLERS`` read the events.
+    The first four fields are given (what the backend recorded, the options); the next four
+    grow in a first pass (``_FIRST``), the rest as the handlers in ``_HANDLERS`` read the events.
     """
 
     by_cid: dict[str, RecordedGraph]  # compile id -> the graph the backend saw for it
     ddp_split: dict[str, list[RecordedGraph]]  # compile id -> DDP's pieces of its graph
-    ddp_traced: dict[str, list[TraceEvent]]  # compile id -> the pieces the trace logged (its code only)
-    symbol_sizes: dict[str, dict[str, int]]  # compile id -> symbol -> size it ran at
     ignore_backend_mismatch: bool  # drop "another backend compiled this before" recompiles
     renumber: dict[str, str]  # PyTorch's compile id -> this report's (_renumbering)
     wrapped: dict[str, _Wrapped] = field(default_factory=dict)  # frame id -> what its wrapper runs
+    # compile id -> restart attempt -> the DDP pieces the trace logged (their code only)
+    ddp_pieces: dict[str, dict[int, list[TraceEvent]]] = field(default_factory=dict)
+    ddp_traced: dict[str, list[TraceEvent]] = field(default_factory=dict)  # compile id -> its pieces (_ddp_traced)
+    symbol_sizes: dict[str, dict[str, int]] = field(default_factory=dict)  # compile id -> symbol -> size it ran at
     graphs: list[Graph] = field(default_factory=list)
     graph_ids: dict[str, list[int]] = field(default_factory=dict)  # compile id -> its graphs
     metrics: dict[str, CompileMetrics] = field(default_factory=dict)
@@ -277,9 +264,11 @@ class _Assembly:
     break_items: list[tuple[str, ParsedBreak]] = field(default_factory=list)
     pending_reasons: dict[str, tuple[str, ...]] = field(default_factory=dict)  # compile id -> failed guards
     failures: dict[str, tuple[GuardFailure, ...]] = field(default_factory=dict)  # compile id -> per-entry failures
-    shape_events: dict[str, list[TraceEvent]] = field(default_factory=dict)  # compile id -> its shape records
+    shapes: dict[str, ShapeRecords] = field(default_factory=dict)  # compile id -> its shape records
     used: set[str] = field(default_factory=set)  # compile ids whose graph the trace announced
     lowering_events: dict[str, list[TraceEvent]] = field(default_factory=dict)  # compile id -> Inductor's events
+    coded: set[str] = field(default_factory=set)  # compile ids Inductor logged output code for
+    steps: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)  # compile id -> its compile steps
     # Payloads no parser understood, per event kind: counted, never dropped silently
     # (Report.unparsed is their total, Report.unparsed_kinds the split).
     unparsed: Counter[str] = field(default_factory=Counter)
@@ -312,7 +301,7 @@ def _on_output_graph(st: _Assembly, ev: TraceEvent) -> None:
 
 def _on_dynamo_start(st: _Assembly, ev: TraceEvent) -> None:
     """dynamo_start: a first name for the frame, from the top of the stack Dynamo starts on."""
-    stack = ev.metadata.get("stack") or []
+    stack = ev.record
     if stack:
         top = stack[-1]
         st.names[ev.compile_id] = (str(top.get("name", "")), "", int(top.get("line") or 0))
@@ -321,7 +310,7 @@ def _on_dynamo_start(st: _Assembly, ev: TraceEvent) -> None:
 def _on_metrics(st: _Assembly, ev: TraceEvent) -> None:
     """compilation_metrics: the compile's numbers and the code object it compiled."""
     cid = ev.compile_id
-    m = st.metrics[cid] = read_metrics(ev.metadata)
+    m = st.metrics[cid] = ev.record
     # A compile that failed early (recompile limit) names no code: it is the
     # same frame as the frame's earlier compiles.
     same_frame = st.frame_names.get(cid.split("/")[0], ("", "", 0))
@@ -338,7 +327,7 @@ def _on_metrics(st: _Assembly, ev: TraceEvent) -> None:
 
 def _on_guards(st: _Assembly, ev: TraceEvent) -> None:
     """dynamo_cpp_guards_str: the guard tree of a compile."""
-    parsed_guards = parse_guards(ev.payload, ev.compile_id)
+    parsed_guards = ev.record
     if ev.payload.strip() and not parsed_guards:
         st.unparsed[ev.name] += 1
     st.guards.extend(parsed_guards)
@@ -346,7 +335,7 @@ def _on_guards(st: _Assembly, ev: TraceEvent) -> None:
 
 def _on_break(st: _Assembly, ev: TraceEvent) -> None:
     """dynamo_graph_break_reason: one break event."""
-    parsed = parse_break(ev.payload)
+    parsed = ev.record
     # One event per record, as PyTorch's own tests count them: a helper that breaks
     # inlined and again in its own frame (where Dynamo gives up) is two events.
     if parsed is None:
@@ -357,7 +346,7 @@ def _on_break(st: _Assembly, ev: TraceEvent) -> None:
 
 def _on_recompile_reasons(st: _Assembly, ev: TraceEvent) -> None:
     """recompile_reasons: the guards that failed before a compile."""
-    reasons = parse_recompile_reasons(ev.payload)
+    reasons = ev.record
     if ev.payload.strip() and not reasons:
         st.unparsed[ev.name] += 1
     reasons = _users_reasons(reasons, st.ignore_backend_mismatch)
@@ -373,30 +362,62 @@ def _on_recompile_reasons(st: _Assembly, ev: TraceEvent) -> None:
         )
 
 
-def _on_shape(st: _Assembly, ev: TraceEvent) -> None:
-    """create_symbol, symbolic_shape_specialization, guard_added_fast: where a compile's
-    sizes came from, read once the compile's records are all in (Frame.shapes)."""
-    st.shape_events.setdefault(ev.compile_id, []).append(ev)
+def _on_symbol(st: _Assembly, ev: TraceEvent) -> None:
+    """create_symbol: a size made dynamic. This and the next two: where a compile's sizes came
+    from, read once the compile's records are all in (Frame.shapes)."""
+    st.shapes.setdefault(ev.compile_id, ShapeRecords()).created.append(ev.record)
+
+
+def _on_size_fixed(st: _Assembly, ev: TraceEvent) -> None:
+    """symbolic_shape_specialization: a dynamic size the program fixed."""
+    st.shapes.setdefault(ev.compile_id, ShapeRecords()).fixed.append(ev.record)
+
+
+def _on_shape_guard(st: _Assembly, ev: TraceEvent) -> None:
+    """guard_added_fast: a shape guard."""
+    st.shapes.setdefault(ev.compile_id, ShapeRecords()).guarded.append(ev.record)
 
 
 def _on_lowering(st: _Assembly, ev: TraceEvent) -> None:
-    """Inductor's events and artifacts: kept per compile, read once the graphs exist."""
+    """Inductor's events and artifacts: kept per compile, read once the graphs exist
+    (lowering.split_units folds them through its own table)."""
     st.lowering_events.setdefault(ev.compile_id, []).append(ev)
+
+
+def _on_output_code(st: _Assembly, ev: TraceEvent) -> None:
+    """inductor_output_code: kept with the compile's lowering; the graph has a lowering."""
+    _on_lowering(st, ev)
+    st.coded.add(ev.compile_id)
+
+
+def _on_step(st: _Assembly, ev: TraceEvent) -> None:
+    """chromium_event: a compile step, kept with the lowering and for the compile's time."""
+    _on_lowering(st, ev)
+    if ev.record is not None:
+        st.steps.setdefault(ev.compile_id, []).append(ev.record)
 
 
 def _on_execution(st: _Assembly, ev: TraceEvent) -> None:
     """graph_execution: the compiled graphs in the order they ran (the last record wins)."""
-    order = read_execution_order(ev.payload)
+    order = ev.record
     if order is None:
         st.unparsed[ev.name] += 1
     else:
         st.execution_order = tuple(st.renumber.get(cid, cid) for cid in order)
 
 
+#: Trace-event kind (dynscope._torch.records) -> what the first pass reads of it, before
+#: a wrapper frame's inputs are given their names and before ``_HANDLERS`` run.
+_FIRST: dict[str, Callable[[_Assembly, TraceEvent], None]] = {
+    records.COMPILATION_METRICS: _first_metrics,
+    records.OPTIMIZE_DDP_SPLIT_CHILD: _first_ddp_piece,
+    records.CREATE_SYMBOL: _first_symbol,
+}
+
 # Trace-event kind (dynscope._torch.records) -> its handler, one per artifact (as tlparse
-# registers one parser per structured-log artifact): a new artifact is one new entry. Events
-# of other kinds are kept by the trace collector for other readers (DDP's pieces, read in a
-# pass of their own) or ignored.
+# registers one parser per structured-log artifact), each reading the event's typed record
+# (``ev.record``, parsed once by the kind's parser in the registry): a new artifact is one new
+# entry. Events of other kinds are read in the first pass only (``_FIRST``) or ignored.
 _HANDLERS: dict[str, Callable[[_Assembly, TraceEvent], None]] = {
     records.DYNAMO_OUTPUT_GRAPH: _on_output_graph,
     records.DYNAMO_START: _on_dynamo_start,
@@ -404,11 +425,13 @@ _HANDLERS: dict[str, Callable[[_Assembly, TraceEvent], None]] = {
     records.DYNAMO_CPP_GUARDS_STR: _on_guards,
     records.DYNAMO_GRAPH_BREAK_REASON: _on_break,
     records.RECOMPILE_REASONS: _on_recompile_reasons,
-    # create_symbol is read in a pass of its own too (sizes), and here for shapes
-    records.CREATE_SYMBOL: _on_shape,
-    records.SYMBOLIC_SHAPE_SPECIALIZATION: _on_shape,
-    records.GUARD_ADDED_FAST: _on_shape,
+    # create_symbol is read in the first pass too (sizes), and here for shapes
+    records.CREATE_SYMBOL: _on_symbol,
+    records.SYMBOLIC_SHAPE_SPECIALIZATION: _on_size_fixed,
+    records.GUARD_ADDED_FAST: _on_shape_guard,
     **{name: _on_lowering for name in sorted(records.LOWERING_KINDS)},
+    records.INDUCTOR_OUTPUT_CODE: _on_output_code,
+    records.CHROMIUM_EVENT: _on_step,
     records.GRAPH_EXECUTION: _on_execution,  # a lowering artifact, read apart
 }
 
@@ -438,16 +461,16 @@ def build_report(
         torch_version: the torch that produced the events. Defaults to "" (not known:
             a recorded trace assembled elsewhere).
     """
-    st, events, unmatched = _assembled(events, recorded, ignore_backend_mismatch)
+    st, unmatched = _assembled(events, recorded, ignore_backend_mismatch)
     raw_ids = {new: old for old, new in st.renumber.items()}
     graphs = _all_graphs(st, unmatched)
     _reasons_in_metrics(st)
-    shapes = {cid: size_fixes(evs) for cid, evs in st.shape_events.items()}
+    shapes = {cid: size_fixes(cid, of_compile) for cid, of_compile in st.shapes.items()}
     recompiles = _recompiles(st, raw_ids, {cid: fixes for cid, (fixes, _) in shapes.items()})
-    graphs = _with_lowering(graphs, st.lowering_events)
+    graphs = _with_lowering(graphs, st.lowering_events, st.coded)
     # One definition of the user's compile time (frame compile + lazy backward compile, by
     # phase), in lowering.compile_times: header, phases, CLI and JSON all read it.
-    frames, total = compile_times(_frames(st, raw_ids, shapes), events)
+    frames, total = compile_times(_frames(st, raw_ids, shapes), st.steps)
     breaks, break_events = fold_breaks(st.break_items)
     breaks = _costed(breaks, [g.frame for g in graphs], [r.frame for r in recompiles])
     notes = tuple(
@@ -480,10 +503,10 @@ def build_report(
 
 def _assembled(
     events: list[TraceEvent], recorded: list[RecordedGraph], ignore_backend_mismatch: bool
-) -> tuple[_Assembly, list[TraceEvent], list[RecordedGraph]]:
-    """Every event read by its handler, with compile ids renumbered and the backend's graphs
-    matched to their compiles; also the events as read, and the backend's graphs no compile
-    id matched."""
+) -> tuple[_Assembly, list[RecordedGraph]]:
+    """Every event read by its handlers (``_FIRST``, then ``_HANDLERS``), with compile ids
+    renumbered and the backend's graphs matched to their compiles; also the backend's graphs
+    no compile id matched."""
     renumber = _renumbering(events, recorded)
     # Only what changes is copied: a report's trace runs to thousands of events (compile
     # steps, guards), and after torch._dynamo.reset() most ids are already the capture's own.
@@ -504,27 +527,28 @@ def _assembled(
         else:
             unmatched.append(rec)
 
-    wrapped = _wrapped_frames(events, by_cid)
-    if any(w.arguments for w in wrapped.values()):
+    st = _Assembly(
+        by_cid=by_cid, ddp_split=ddp_split, renumber=renumber, ignore_backend_mismatch=ignore_backend_mismatch
+    )
+    for ev in events:
+        first = _FIRST.get(ev.name)
+        if first is not None:
+            first(st, ev)
+    st.ddp_traced = _ddp_traced(st.ddp_pieces)
+    if any(w.arguments for w in st.wrapped.values()):
+        # a wrapper's args[i] named as the function it runs names them, in the records whose
+        # text names a frame's inputs by their guard sources (the registry's names_inputs)
         events = [
             _named_arguments(ev, w.arguments)
-            if ev.name in _SOURCE_KINDS and (w := wrapped.get(ev.compile_id.split("/")[0])) and w.arguments else ev
+            if records.REGISTRY[ev.name].names_inputs and (w := st.wrapped.get(ev.compile_id.split("/")[0]))
+            and w.arguments else ev
             for ev in events
         ]
-    st = _Assembly(
-        wrapped=wrapped,
-        by_cid=by_cid,
-        ddp_split=ddp_split,
-        ddp_traced=_ddp_traced(events),
-        renumber=renumber,
-        symbol_sizes=_symbol_sizes(events),
-        ignore_backend_mismatch=ignore_backend_mismatch,
-    )
     for ev in events:
         handler = _HANDLERS.get(ev.name)
         if handler is not None:
             handler(st, ev)
-    return st, events, unmatched
+    return st, unmatched
 
 
 def _all_graphs(st: _Assembly, unmatched: list[RecordedGraph]) -> list[Graph]:
@@ -636,18 +660,18 @@ def _costed(breaks: tuple[GraphBreak, ...], graph_frames: list[str], recompiled:
     return tuple(out)
 
 
-def _with_lowering(graphs: list[Graph], lowering_events: dict[str, list[TraceEvent]]) -> list[Graph]:
+def _with_lowering(graphs: list[Graph], lowering_events: dict[str, list[TraceEvent]], coded: set[str]) -> list[Graph]:
     """Graphs with the lowering PyTorch logged for their compile (Inductor compiles only).
 
     Args:
         graphs: the report's graphs.
         lowering_events: compile id -> the AOTAutograd and Inductor events of that compile.
+        coded: the compile ids Inductor logged output code for.
     """
     out = []
     for g in graphs:
-        evs = lowering_events.get(g.compile_id, [])
-        if any(ev.name == records.INDUCTOR_OUTPUT_CODE for ev in evs):
-            g = replace(g, lowering=build_lowering(g, evs, source="trace"))
+        if g.compile_id in coded:
+            g = replace(g, lowering=build_lowering(g, lowering_events[g.compile_id], source="trace"))
         out.append(g)
     return out
 

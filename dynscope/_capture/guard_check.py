@@ -23,7 +23,6 @@ import torch
 
 from dynscope._model import Cause, GuardFailure
 from dynscope._model import causes as k
-from dynscope._torch import records
 from dynscope._torch.shape_text import size_terms, source_words, tensor_guard, value_guard
 
 if TYPE_CHECKING:
@@ -178,7 +177,9 @@ def with_all_failures(
         by_entry.setdefault(g.compile_id, []).append(g)
     call_of: dict[str, int] = {}
     for index, ev in enumerate(events):
-        if ev.name == records.COMPILATION_METRICS and ev.compile_id in raw_to_new:
+        # the call a compile ran in: that of its first record (every record of a compile is
+        # logged inside the call that compiled it, but its backward's, which come later)
+        if ev.compile_id in raw_to_new:
             call_of.setdefault(raw_to_new[ev.compile_id], bisect.bisect_right(call_starts, index) - 1)
     recompiles = []
     for r in rep.recompiles:

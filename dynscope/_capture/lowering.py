@@ -40,7 +40,7 @@ from dynscope._torch import lowering_text as lt
 from dynscope._torch import records
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from dynscope._torch.profiler import KernelTimes
     from dynscope._torch.trace import TraceEvent
@@ -76,44 +76,107 @@ def _vocabulary(aot: dict[str, str], unit: _Unit | None = None, *, live: bool = 
     return known | _registry() if live and "torch" in sys.modules else known
 
 
-def split_units(events: Sequence[TraceEvent]) -> tuple[dict[str, str], list[_Unit], list[tuple[str, str, float]], str]:
-    """(AOT graph texts by kind, Inductor compiles in order, compile steps, AOT cache result)."""
-    aot: dict[str, str] = {}
-    units: list[_Unit] = []
-    steps: list[tuple[str, str, float]] = []
-    aot_cache = ""
-    pending_post_grad = lt.GraphText()
-    pending_collectives: tuple[str, ...] = ()
+@dataclass
+class _Split:
+    """One compile's lowering records, folded in arrival order (:func:`split_units`)."""
+
+    aot: dict[str, str] = field(default_factory=dict)  # AOT graph kind -> its printed text (the first)
+    aot_parsed: dict[str, lt.GraphText] = field(default_factory=dict)  # the same, read
+    units: list[_Unit] = field(default_factory=list)  # Inductor compiles in order
+    steps: list[tuple[str, str, float]] = field(default_factory=list)  # compile steps
+    aot_cache: str = ""  # AOTAutograd's cache result
+    pending_post_grad: lt.GraphText = field(default_factory=lt.GraphText)  # the next unit's post-grad graph
+    pending_collectives: tuple[str, ...] = ()  # the next unit's collective schedule
+    aot_wrapper: str = ""  # AOTInductor's C++ wrapper (the first logged)
+    aot_kernels: str = ""  # AOTInductor's kernels' C++ (the first logged)
+    aot_calls: tuple[lt.AotKernel, ...] = ()  # the kernels the wrapper calls
+
+
+def _on_aot_graph(sp: _Split, ev: TraceEvent) -> None:
+    kind = records.AOT_GRAPHS[ev.name]
+    if kind not in sp.aot:
+        sp.aot[kind], sp.aot_parsed[kind] = ev.payload, ev.record
+
+
+def _on_post_grad(sp: _Split, ev: TraceEvent) -> None:
+    sp.pending_post_grad = ev.record
+
+
+def _on_output_code(sp: _Split, ev: TraceEvent) -> None:
+    sp.units.append(_Unit(post_grad=sp.pending_post_grad, code=ev.payload, collectives=sp.pending_collectives))
+    sp.pending_post_grad, sp.pending_collectives = lt.GraphText(), ()
+
+
+def _on_step(sp: _Split, ev: TraceEvent) -> None:
+    if ev.record is not None:
+        sp.steps.append(ev.record)
+
+
+def _on_cache(sp: _Split, ev: TraceEvent) -> None:
+    which, status = ev.record
+    if which == "aot_autograd":
+        sp.aot_cache = status
+    elif sp.units:
+        sp.units[-1].cache = status
+
+
+def _on_schedule(sp: _Split, ev: TraceEvent) -> None:
+    sp.pending_collectives = ev.record  # logged while scheduling, before the code
+
+
+def _on_runtime_meta(sp: _Split, ev: TraceEvent) -> None:
+    if sp.units:  # logged after the code it is of
+        sp.units[-1].runtime_meta = ev.record
+
+
+def _on_provenance(sp: _Split, ev: TraceEvent) -> None:
+    if sp.units:
+        sp.units[-1].provenance = ev.record
+
+
+def _on_kernel_lines(sp: _Split, ev: TraceEvent) -> None:
+    if sp.units:
+        sp.units[-1].lines = ev.record
+
+
+def _on_aot_wrapper(sp: _Split, ev: TraceEvent) -> None:
+    if not sp.aot_wrapper:
+        sp.aot_wrapper, sp.aot_calls = ev.payload, tuple(ev.record)
+
+
+def _on_aot_kernels(sp: _Split, ev: TraceEvent) -> None:
+    sp.aot_kernels = sp.aot_kernels or ev.payload
+
+
+#: Lowering record kind (dynscope._torch.records) -> how it folds into one compile's lowering
+#: (each event read through its kind's parser: ``ev.record``). A new kind is one new entry.
+_HANDLERS: dict[str, Callable[[_Split, TraceEvent], None]] = {
+    **{kind: _on_aot_graph for kind in records.AOT_GRAPHS},
+    records.INDUCTOR_POST_GRAD_GRAPH: _on_post_grad,
+    records.INDUCTOR_OUTPUT_CODE: _on_output_code,
+    records.CHROMIUM_EVENT: _on_step,
+    **{kind: _on_cache for kind in records.CACHE_RESULTS},
+    records.INDUCTOR_COLLECTIVE_SCHEDULE: _on_schedule,
+    records.INDUCTOR_RUNTIME_META: _on_runtime_meta,
+    records.PROVENANCE_NODE_MAPPINGS: _on_provenance,
+    records.PROVENANCE_KERNEL_STACK_TRACES: _on_kernel_lines,
+    records.INDUCTOR_AOT_WRAPPER_CODE: _on_aot_wrapper,
+    records.INDUCTOR_AOT_KERNEL_CODE: _on_aot_kernels,
+}
+
+
+def split_units(events: Sequence[TraceEvent]) -> _Split:
+    """One compile's lowering records folded through ``_HANDLERS``: AOT graph texts by kind,
+    Inductor compiles in order, compile steps, the AOT cache result, AOTInductor's code."""
+    sp = _Split()
     for ev in events:
-        if ev.name in records.AOT_GRAPHS:
-            aot.setdefault(records.AOT_GRAPHS[ev.name], ev.payload)
-        elif ev.name == records.INDUCTOR_POST_GRAD_GRAPH:
-            pending_post_grad = lt.parse_graph_text(ev.payload)
-        elif ev.name == records.INDUCTOR_OUTPUT_CODE:
-            units.append(_Unit(post_grad=pending_post_grad, code=ev.payload, collectives=pending_collectives))
-            pending_post_grad, pending_collectives = lt.GraphText(), ()
-        elif ev.name == records.CHROMIUM_EVENT:
-            step = lt.read_chromium(ev.payload)
-            if step is not None:
-                steps.append(step)
-        elif ev.name in records.CACHE_RESULTS:
-            which, status = records.CACHE_RESULTS[ev.name]
-            if which == "aot_autograd":
-                aot_cache = status
-            elif units:
-                units[-1].cache = status
-        elif ev.name == records.INDUCTOR_COLLECTIVE_SCHEDULE:  # logged while scheduling, before the code
-            pending_collectives = lt.read_collective_schedule(ev.payload)
-        elif units and ev.name == records.INDUCTOR_RUNTIME_META:  # logged after the code it is of
-            units[-1].runtime_meta = lt.read_runtime_meta(ev.payload)
-        elif units and ev.name == records.PROVENANCE_NODE_MAPPINGS:
-            units[-1].provenance = lt.read_provenance(ev.payload)
-        elif units and ev.name == records.PROVENANCE_KERNEL_STACK_TRACES:
-            units[-1].lines = lt.read_kernel_lines(ev.payload)
-    if pending_collectives and units and not units[-1].collectives:
+        handler = _HANDLERS.get(ev.name)
+        if handler is not None:
+            handler(sp, ev)
+    if sp.pending_collectives and sp.units and not sp.units[-1].collectives:
         # Older releases log the schedule after the code it is of (torch 2.8's tlparse test logs).
-        units[-1].collectives = pending_collectives
-    return aot, units, steps, aot_cache
+        sp.units[-1].collectives = sp.pending_collectives
+    return sp
 
 
 def build_lowering(
@@ -132,15 +195,17 @@ def build_lowering(
     user's compile of the graph's frame (what Report.compile_time counts), with
     ``source="timing"`` dynscope's own build (no Dynamo: dynscope hands Inductor the graph).
     """
-    aot, units, steps, aot_cache = split_units(events)
+    sp = split_units(events)
+    aot, units, steps, aot_cache = sp.aot, sp.units, sp.steps, sp.aot_cache
     if not units:
-        return _without_code(aot, aot_cache, steps, mode=mode, source=source, notes=notes) if aot else None
+        return _without_code(sp, mode=mode, source=source, notes=notes) if aot else None
     training = "backward" in aot or len(units) > 1
     kinds = ["forward", "backward"] if training else ["inference"]
-    forward = _aot_graph(aot.get("forward") or aot.get("inference") or "", "forward" if training else "inference")
+    first = "forward" if aot.get("forward") else "inference"
+    forward = _aot_graph(aot.get(first, ""), "forward" if training else "inference", sp.aot_parsed.get(first))
     backward = saved = None
     if "backward" in aot:
-        backward_text = lt.parse_graph_text(aot["backward"])
+        backward_text = sp.aot_parsed["backward"]
         backward = _aot_graph(aot["backward"], "backward", backward_text)
         saved = _saved(backward_text) if backward_text.nodes else None
 
@@ -187,21 +252,18 @@ def build_lowering(
     )
 
 
-def _without_code(
-    aot: dict[str, str], aot_cache: str, steps: list[tuple[str, str, float]], *, mode: str, source: str,
-    notes: Sequence[str],
-) -> Lowering:
+def _without_code(sp: _Split, *, mode: str, source: str, notes: Sequence[str]) -> Lowering:
     """The lowering of a graph AOTAutograd ran on but handed Inductor nothing: every output
     is an input, a view of one or a constant (``loss.detach()``), so there is no code and no
     kernel."""
-    only = next(iter(aot))
+    only = next(iter(sp.aot))
     return Lowering(
         mode=mode,
         source=source,
-        forward=_aot_graph(aot[only], only),
+        forward=_aot_graph(sp.aot[only], only, sp.aot_parsed[only]),
         mapped_share=1.0,
-        cache=(("aot_autograd", aot_cache),) if aot_cache else (),
-        phases=_phases(steps, source),
+        cache=(("aot_autograd", sp.aot_cache),) if sp.aot_cache else (),
+        phases=_phases(sp.steps, source),
         notes=(
             *notes,
             "Inductor generated no code for this graph: nothing in it computes (its outputs are "
@@ -309,7 +371,9 @@ def user_phases(steps: Sequence[tuple[str, str, float]]) -> tuple[tuple[str, flo
     return _ordered(lt.phase_seconds(steps, within=lt.WAIT_STEPS if windowed else ()))
 
 
-def compile_times(frames: Sequence[Frame], events: Sequence[TraceEvent]) -> tuple[tuple[Frame, ...], CompileTime]:
+def compile_times(
+    frames: Sequence[Frame], steps: Mapping[str, Sequence[tuple[str, str, float]]]
+) -> tuple[tuple[Frame, ...], CompileTime]:
     """The frames with their compile time completed, and the report's total: one definition
     of the user's compile time.
 
@@ -320,17 +384,15 @@ def compile_times(frames: Sequence[Frame], events: Sequence[TraceEvent]) -> tupl
     total by PyTorch's compile steps (``chromium_event``), counted inside those two spans
     only, so they add up to it; a frame without logged steps is split by compilation_metrics
     (dynamo, backend, inductor). The report's total and phases are the frames' sums.
+
+    Args:
+        frames: the report's frames.
+        steps: compile id -> its compile steps (``chromium_event`` records), in order.
     """
-    steps: dict[str, list[tuple[str, str, float]]] = {}
-    for ev in events:
-        if ev.name == records.CHROMIUM_EVENT:
-            step = lt.read_chromium(ev.payload)
-            if step is not None:
-                steps.setdefault(ev.compile_id, []).append(step)
     out: list[Frame] = []
     for f in frames:
         t = f.compile_time
-        own = steps.get(f.compile_id, [])
+        own = list(steps.get(f.compile_id, ()))
         backward = lt.step_seconds(own, lt.BACKWARD_STEP)
         phases = user_phases(own) if any(name in lt.WAIT_STEPS for name, _, _ in own) else ()
         ahead = lt.step_seconds(own, lt.AOT_STEP) if not phases else 0.0
@@ -517,7 +579,7 @@ class CompileEvents:
 
     def kernel_units(self) -> list[list[tuple[str, tuple[str, ...]]]]:
         """Per output code, its kernel calls as ("name:n", profiler names), in call order."""
-        _, units, _, _ = split_units(self.events)
+        units = split_units(self.events).units
         return [
             [(key, lt.profiler_names(lt.split_handle(key)[0])) for key, _ in lt.kernel_calls(u.code)] for u in units
         ]
@@ -538,22 +600,22 @@ def ahead_of_time_graph(gid: int, events: Sequence[TraceEvent]) -> Graph | None:
     without a compile id: the exported graph as AOTAutograd handed it to Inductor, the kernels
     AOTInductor's C++ wrapper calls (with the nodes and ATen ops it names), its compile steps;
     None when the events hold no such graph."""
-    graph_ev = next((e for e in events if e.name in (records.AOT_INFERENCE_GRAPH, records.AOT_FORWARD_GRAPH)), None)
-    if graph_ev is None:
+    sp = split_units(events)
+    # the graph AOTAutograd handed Inductor: the first forward or inference one logged
+    kind = next((k for k in sp.aot if k != "backward"), None)
+    if kind is None:
         return None
-    kind = records.AOT_GRAPHS[graph_ev.name]
-    aot = _aot_graph(graph_ev.payload, kind)
+    aot = _aot_graph(sp.aot[kind], kind, sp.aot_parsed[kind])
     if aot is None:
         return None
-    wrapper = next((e.payload for e in events if e.name == records.INDUCTOR_AOT_WRAPPER_CODE), "")
-    kernel_code = next((e.payload for e in events if e.name == records.INDUCTOR_AOT_KERNEL_CODE), "")
-    vocabulary = _vocabulary({kind: graph_ev.payload})  # read from a log: never torch's registry
+    wrapper, kernel_code = sp.aot_wrapper, sp.aot_kernels
+    vocabulary = _vocabulary({kind: sp.aot[kind]})  # read from a log: never torch's registry
     kernels = tuple(
         Kernel(name=k.name, kind=k.kind, graph=kind, aten_ops=k.aten_ops or lt.name_ops(k.name, vocabulary),
                nodes=k.nodes, code_line=k.line)
-        for k in lt.aot_wrapper_kernels(wrapper)
+        for k in sp.aot_calls
     )
-    steps = [st for e in events if e.name == records.CHROMIUM_EVENT and (st := lt.read_chromium(e.payload))]
+    steps = sp.steps
     mapped = {n for k in kernels for n in k.nodes}
     computing = [n.name for n in aot.nodes if n.op == "call_function" and not lt.is_view(n.target)]
     low = Lowering(

@@ -62,10 +62,7 @@ def report_of_log(path: Path, *, single: bool) -> Report:
 def _version_in_metrics(events: list[TraceEvent]) -> str:
     """The torch release compilation_metrics names (torch_version is logged once a process,
     so a log that starts after it, or a release that omits it, still says which torch)."""
-    for ev in events:
-        if ev.name == records.COMPILATION_METRICS and isinstance(version := ev.metadata.get("pytorch_version"), str):
-            return version
-    return ""
+    return next((v for ev in records.of_kind(events, records.COMPILATION_METRICS) if (v := ev.record.pytorch_version)), "")
 
 
 def unreadable_why(path: Path, err: BaseException) -> str:

@@ -121,7 +121,8 @@ class _Collector(TraceCollector):
     def __init__(self, on_guards: Callable[[str], None]) -> None:
         super().__init__()
         self.by_frame: defaultdict[str, list[TraceEvent]] = defaultdict(list)
-        self._on_guards = on_guards
+        # record kind -> what its arrival does (a compile's guards: the compile is done)
+        self._at_kind: dict[str, Callable[[str], None]] = {records.DYNAMO_CPP_GUARDS_STR: on_guards}
 
     def emit(self, record: Any) -> None:
         before = len(self.events)
@@ -132,9 +133,10 @@ class _Collector(TraceCollector):
         if not ev.compile_id:
             return
         self.by_frame[ev.compile_id.split("/")[0]].append(ev)
-        if ev.name == records.DYNAMO_CPP_GUARDS_STR:
+        at = self._at_kind.get(ev.name)
+        if at is not None:
             # Raising here leaves the compile as the error itself (raisable_in_compile).
-            self._on_guards(ev.compile_id)
+            at(ev.compile_id)
 
 
 @dataclass
@@ -908,8 +910,8 @@ def account(events: list[TraceEvent], compile_id: str, *, rank: int, world_size:
 def _frame_of(events: list[TraceEvent]) -> tuple[str, str, int]:
     """(function, file, line) of the frame the events compile, from its first compile's
     dynamo_start (the top of the stack Dynamo starts on)."""
-    start = next((ev for ev in events if ev.name == records.DYNAMO_START), None)
-    stack = start.metadata.get("stack") if start is not None else None
+    start = next(records.of_kind(events, records.DYNAMO_START), None)
+    stack = start.record if start is not None else None
     if not isinstance(stack, list) or not stack or not isinstance(stack[-1], dict):
         return "?", "?", 0
     top = stack[-1]

@@ -28,6 +28,7 @@ class CompileMetrics:
     fail_reason: str = ""
     restarts: int = 0  # len(restart_reasons)
     recompile_reason: str = ""  # older torch: the reason text when no artifact was logged
+    pytorch_version: str = ""  # the torch release that compiled
 
 
 def read_metrics(m: dict[str, Any]) -> CompileMetrics:
@@ -46,4 +47,5 @@ def read_metrics(m: dict[str, Any]) -> CompileMetrics:
         fail_reason=str(m.get("fail_reason") or ""),
         restarts=len(m.get("restart_reasons") or ()),
         recompile_reason=str(m.get("recompile_reason") or ""),
+        pytorch_version=str(m.get("pytorch_version") or ""),
     )

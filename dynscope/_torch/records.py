@@ -6,11 +6,13 @@ containers, the name inside (``{"artifact": {"name": "recompile_reasons"}}``,
 ``{"graph_dump": {"name": "inductor_aot_wrapper_code"}}``). For each kind dynscope knows, the
 registry says when it is kept (always, only while lowering is watched, read apart by the
 collector or the log reader, or skipped on purpose), what of it is kept (its payload, or only the user's frames of
-its stack), and which function of ``_torch`` reads it: a typed record where one exists
-(``CompileMetrics``, ``ParsedBreak``, ``Guard``...), a named accessor otherwise. The collector
-(``trace``) and the log reader (``trace_log``) build what they keep from it; the readers
-dispatch on its constants and call those functions directly (``parse`` runs the one an
-entry names, for the test that reads every kind of four stored logs through the registry). A kind in no entry is counted as unknown by the log reader
+its stack), and which function of ``_torch`` reads it into its typed record (``CompileMetrics``,
+``ParsedBreak``, ``Guard``...). The collector (``trace``) and the log reader (``trace_log``)
+build what they keep from it; each kept event is read through its kind's parser once, where
+it enters (``TraceEvent.record``, on first ask: a log of a million records read for its counts
+never parses their payloads), and ``_capture`` folds those records through its handler tables
+(kind -> handler), never testing a kind itself. A new kind is a record type, one entry here and
+one handler. A kind in no entry is counted as unknown by the log reader
 (``Report.unparsed_kinds``), so a new kind in a new release is seen, not lost (tlparse's one
 ``Envelope`` with a catch-all, read the same way).
 
@@ -33,7 +35,7 @@ from dynscope._torch.guard_text import parse_guards, parse_recompile_reasons
 from dynscope._torch.metrics import read_metrics
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from dynscope._torch.trace import TraceEvent
 
@@ -101,6 +103,17 @@ class RecordKind:
     # must be (a check of CHECKS); ``validate`` holds every record that enters to them.
     fields: Mapping[str, str] = field(default_factory=dict)
     json_payload: bool = False  # its payload is JSON: nested past MAX_JSON_DEPTH, it is not read
+    # Its text names a frame's inputs by their guard sources (``L['args'][0]``): renamed for a
+    # decorator's wrapper frame (Inductor's output code has ``args`` of its own, so not all are).
+    names_inputs: bool = False
+
+    @property
+    def body_key(self) -> str:
+        """The metadata key holding a record's own fields: its kind for a top-level kind
+        (inductor_post_grad_graph's artifact form too, which holds none), else its container."""
+        if EVENT in self.where:
+            return self.name
+        return GRAPH_DUMP if IN_GRAPH_DUMP in self.where else ARTIFACT
 
 
 @dataclass(frozen=True)
@@ -178,11 +191,11 @@ def _dynamo_kinds() -> list[RecordKind]:
                    reads="the stack Dynamo starts on (a first name for the frame)", fields={"stack": FRAMES}),
         RecordKind(DYNAMO_OUTPUT_GRAPH, (EVENT,), ALWAYS, parser=_payload, reads="the graph's printed code"),
         RecordKind(DYNAMO_CPP_GUARDS_STR, (EVENT,), ALWAYS, parser=lambda ev: parse_guards(ev.payload, ev.compile_id),
-                   reads="the compile's guards (Guard)"),
+                   reads="the compile's guards (Guard)", names_inputs=True),
         RecordKind(COMPILATION_METRICS, (EVENT,), ALWAYS, parser=lambda ev: read_metrics(ev.metadata),
                    reads="the compile's numbers (CompileMetrics)", fields=_METRICS_FIELDS),
         RecordKind(CREATE_SYMBOL, (EVENT,), ALWAYS, user_stack_only=True, parser=lambda ev: created_symbol(ev.metadata),
-                   reads="a dynamic size's symbol and the value it ran at (CreatedSymbol)",
+                   reads="a dynamic size's symbol and the value it ran at (CreatedSymbol)", names_inputs=True,
                    fields={"symbol": TEXT, "val": SCALAR, "source": TEXT, "stack": FRAMES, "user_stack": FRAMES}),
         # a piece of a compile's graph DDP's optimizer split at gradient buckets, logged inside
         # the backend compile: the pieces of graphs dynscope's backend did not see
@@ -191,16 +204,16 @@ def _dynamo_kinds() -> list[RecordKind]:
         # where sizes came from: a dynamic size the program fixed, a shape guard, each with
         # its user line (a dynamic model logs hundreds of shape guards: their stacks are dropped)
         RecordKind(SYMBOLIC_SHAPE_SPECIALIZATION, (EVENT,), ALWAYS, user_stack_only=True, parser=_body,
-                   reads="a size the program fixed, with its user line (SizeFix)",
+                   reads="a size the program fixed, with its user line (SizeFix)", names_inputs=True,
                    fields={"symbol": TEXT, "sources": STRS, "value": SCALAR, "reason": TEXT, "stack": FRAMES,
                            "user_stack": FRAMES}),
         RecordKind(GUARD_ADDED_FAST, (EVENT,), ALWAYS, user_stack_only=True, parser=_body,
-                   reads="a shape guard, with its user line (SizeFix)",
+                   reads="a shape guard, with its user line (SizeFix)", names_inputs=True,
                    fields={"expr": TEXT, "stack": FRAMES, "user_stack": FRAMES}),
         RecordKind(DYNAMO_GRAPH_BREAK_REASON, (IN_ARTIFACT,), ALWAYS, parser=lambda ev: parse_break(ev.payload),
                    reads="one graph break (ParsedBreak)"),
         RecordKind(RECOMPILE_REASONS, (IN_ARTIFACT,), ALWAYS, parser=lambda ev: parse_recompile_reasons(ev.payload),
-                   reads="the guards that failed before a recompile", json_payload=True),
+                   reads="the guards that failed before a recompile", json_payload=True, names_inputs=True),
     ]
 
 
@@ -284,6 +297,59 @@ NAME_ONLY = frozenset(k.name for k in REGISTRY.values() if not k.payload)
 USER_STACK_ONLY = frozenset(k.name for k in REGISTRY.values() if k.user_stack_only)
 #: Read besides the kept events, by the readers themselves: interned strings, the torch version.
 READ_APART = frozenset(k.name for k in REGISTRY.values() if k.kept == APART)
+
+
+def kind_of(metadata: Mapping[str, Any], *, lowering: bool = False) -> str | None:
+    """The kind of a record to keep, from its metadata (a top-level key, or the name inside a
+    container); None when no record of its kind is kept (``lowering``: AOTAutograd's and
+    Inductor's are kept too)."""
+    for key in ALWAYS_ORDER:
+        if key in metadata:
+            return key
+    if lowering:
+        for key in LOWERING_ORDER:
+            if key in metadata:
+                return key
+    artifact = metadata.get(ARTIFACT)
+    if isinstance(artifact, dict):
+        art = artifact.get("name")
+        if art in KEPT_ARTIFACTS or (lowering and art in LOWERING_ARTIFACTS):
+            return str(art)
+    dump = metadata.get(GRAPH_DUMP)
+    if lowering and isinstance(dump, dict) and dump.get("name") in AOT_DUMPS:
+        return str(dump["name"])
+    return None
+
+
+def of_kind(events: Iterable[TraceEvent], kind: str) -> Iterator[TraceEvent]:
+    """The events of one kind, in order: for a reader that wants one kind's records, not a fold
+    of every kind (that is a handler table's: ``_capture.assemble``, ``_capture.lowering``)."""
+    return (ev for ev in events if ev.name == kind)
+
+
+def interned(metadata: Mapping[str, Any]) -> tuple[int, str] | None:
+    """(number, text) of an interned-string record (``{"str": [text, n]}``); None for a record
+    of another kind. A damaged one is ``(-1, "")``."""
+    if STR not in metadata:
+        return None
+    entry = metadata[STR]
+    if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], int):
+        return entry[1], entry[0]
+    return -1, ""
+
+
+def is_container(key: str) -> bool:
+    """True for a container's key (artifact, graph dump): the record's kind is the name inside."""
+    return key in (ARTIFACT, GRAPH_DUMP)
+
+
+def kept_in_log(kind: str, *, in_graph_dump: bool) -> bool:
+    """True when the log reader keeps a record of this kind (lowering's kinds included, and the
+    kinds read apart). AOTInductor's code is read from graph dumps only (an artifact of that
+    name is not it)."""
+    if kind in READ_APART:
+        return True
+    return kept_kind(kind, lowering=True) and (in_graph_dump or IN_GRAPH_DUMP not in REGISTRY[kind].where)
 
 
 def kept_kind(kind: str, *, lowering: bool = False) -> bool:

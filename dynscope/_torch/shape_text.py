@@ -18,20 +18,19 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dynscope._format import location
 from dynscope._model import GuardFailure, SizeFix
 from dynscope._model.causes import GUARD, SIZE, VALUE
-from dynscope._torch import records
 from dynscope._torch.registry import is_user_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from dynscope._model import Cause
-    from dynscope._torch.trace import TraceEvent
+    from dynscope._torch.records import CreatedSymbol
 
 _LOCAL = re.compile(r"L\['(?P<name>[^']+)'\]")
 _KWARG = re.compile(r"L\['kwargs'\]\['(?P<key>[^']+)'\]")
@@ -114,60 +113,68 @@ def _user_site(stack: Any) -> _Site:
     )
 
 
-def symbol_sources(events: Iterable[TraceEvent]) -> dict[str, str]:
-    """symbol -> the input size it stands for, in words (``s77`` -> ``x.size(0)``), of one compile."""
+def symbol_sources(created: Iterable[CreatedSymbol | None]) -> dict[str, str]:
+    """symbol -> the input size it stands for, in words (``s77`` -> ``x.size(0)``), of one
+    compile, from its ``create_symbol`` records."""
     out: dict[str, str] = {}
-    for ev in events:
-        if ev.name == records.CREATE_SYMBOL and (made := records.created_symbol(ev.metadata)) and made.source is not None:
+    for made in created:
+        if made is not None and made.source is not None:
             out.setdefault(made.symbol, source_words(made.source))
     return out
 
 
-def size_fixes(events: list[TraceEvent]) -> tuple[tuple[SizeFix, ...], tuple[str, ...]]:
+@dataclass
+class ShapeRecords:
+    """One compile's shape records, by kind, each in the order PyTorch logged it."""
+
+    created: list[CreatedSymbol | None] = field(default_factory=list)  # create_symbol
+    fixed: list[Mapping[str, Any]] = field(default_factory=list)  # symbolic_shape_specialization bodies
+    guarded: list[Mapping[str, Any]] = field(default_factory=list)  # guard_added_fast bodies
+
+
+def size_fixes(compile_id: str, shapes: ShapeRecords) -> tuple[tuple[SizeFix, ...], tuple[str, ...]]:
     """(the sizes one compile fixed or guarded, with the user line of each; its input sizes
-    that stayed dynamic), from that compile's shape records in order.
+    that stayed dynamic), from that compile's shape records.
 
     A size fixed to a value (``symbolic_shape_specialization``) is one ``SizeFix`` of kind
     "fixed"; the ``Eq`` guard PyTorch adds for the same fix is not listed again. Other shape
     guards are kind "guarded", once per distinct guard and line.
     """
-    symbols = symbol_sources(events)
+    symbols = symbol_sources(shapes.created)
     fixes: list[SizeFix] = []
     # PyTorch may log a fix's Eq guard before the fix itself: know every fixed symbol first.
-    fixed_symbols = {str(ev.metadata.get("symbol") or "") for ev in events if ev.name == records.SYMBOLIC_SHAPE_SPECIALIZATION}
+    fixed_symbols = {str(body.get("symbol") or "") for body in shapes.fixed}
     seen: set[tuple[str, str, int]] = set()
-    for ev in sorted(events, key=lambda e: e.name != records.SYMBOLIC_SHAPE_SPECIALIZATION):
-        body = ev.metadata
-        if ev.name == records.SYMBOLIC_SHAPE_SPECIALIZATION:
-            symbol = str(body.get("symbol") or "")
-            sources = body.get("sources") or []
-            words = source_words(str(sources[0])) if sources else symbols.get(symbol, symbol)
-            site = _user_site(body.get("user_stack"))
-            key = (words, site.filename, site.lineno)
-            if key in seen:
-                continue
-            seen.add(key)
-            fixes.append(SizeFix(
-                compile_id=ev.compile_id, size=words, kind="fixed", value=str(body.get("value", "")),
-                reason=str(body.get("reason") or ""), filename=site.filename, lineno=site.lineno,
-                function=site.function, code=site.code, via=site.via,
-            ))
-        elif ev.name == records.GUARD_ADDED_FAST:
-            expr = str(body.get("expr") or "")
-            site = _user_site(body.get("user_stack"))
-            said = expr_words(expr, symbols)
-            named = _SYMBOL.findall(expr)
-            if expr.startswith("Eq(") and any(s in fixed_symbols for s in named):
-                continue  # the guard of a fix already listed
-            key = (said, site.filename, site.lineno)
-            if key in seen or not named:
-                continue
-            seen.add(key)
-            fixes.append(SizeFix(
-                compile_id=ev.compile_id, size=", ".join(dict.fromkeys(symbols.get(s, s) for s in named)),
-                kind="guarded", value=said, reason="", filename=site.filename, lineno=site.lineno,
-                function=site.function, code=site.code, via=site.via,
-            ))
+    for body in shapes.fixed:
+        symbol = str(body.get("symbol") or "")
+        sources = body.get("sources") or []
+        words = source_words(str(sources[0])) if sources else symbols.get(symbol, symbol)
+        site = _user_site(body.get("user_stack"))
+        key = (words, site.filename, site.lineno)
+        if key in seen:
+            continue
+        seen.add(key)
+        fixes.append(SizeFix(
+            compile_id=compile_id, size=words, kind="fixed", value=str(body.get("value", "")),
+            reason=str(body.get("reason") or ""), filename=site.filename, lineno=site.lineno,
+            function=site.function, code=site.code, via=site.via,
+        ))
+    for body in shapes.guarded:
+        expr = str(body.get("expr") or "")
+        site = _user_site(body.get("user_stack"))
+        said = expr_words(expr, symbols)
+        named = _SYMBOL.findall(expr)
+        if expr.startswith("Eq(") and any(s in fixed_symbols for s in named):
+            continue  # the guard of a fix already listed
+        key = (said, site.filename, site.lineno)
+        if key in seen or not named:
+            continue
+        seen.add(key)
+        fixes.append(SizeFix(
+            compile_id=compile_id, size=", ".join(dict.fromkeys(symbols.get(s, s) for s in named)),
+            kind="guarded", value=said, reason="", filename=site.filename, lineno=site.lineno,
+            function=site.function, code=site.code, via=site.via,
+        ))
     dynamic = tuple(dict.fromkeys(words for symbol, words in symbols.items() if symbol not in fixed_symbols))
     return tuple(fixes), dynamic
 

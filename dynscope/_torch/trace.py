@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -28,13 +29,22 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TraceEvent:
-    """One kept trace event."""
+    """One kept trace event, and the typed record its kind's parser reads from it."""
 
     name: str  # event name, or the artifact's name for artifacts
     compile_id: str  # "frame/compile", "" when the event had none
     attempt: int  # Dynamo's restart attempt (0 first)
     metadata: dict[str, Any] = field(default_factory=dict)  # the event's own metadata
     payload: str = ""  # the event's text, "" when none
+
+    @functools.cached_property
+    def record(self) -> Any:
+        """What this event says, as its kind's parser in the registry reads it (records.parse):
+        ``CompileMetrics``, ``ParsedBreak``, a tuple of ``Guard``...; None when it could not be
+        read. Parsed once, on first ask (eagerly, a collector would parse inside the user's
+        compile, and a log read for its counts would parse every payload): an event renamed
+        or renumbered with ``dataclasses.replace`` is a new event, read afresh."""
+        return records.parse(self)
 
 
 #: How deep in dynscope's own measurement work (its timing and memory compiles) this context
@@ -92,11 +102,11 @@ class TraceCollector(logging.Handler):
         if _OWN_DEPTH.get() > self.depth:
             return
         metadata = getattr(record, "metadata", None)
-        if isinstance(metadata, dict) and records.STR in metadata:
-            entry = metadata[records.STR]
-            if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], int):
+        string = records.interned(metadata) if isinstance(metadata, dict) else None
+        if string is not None:
+            if string[0] >= 0:
                 with self._lock_events:
-                    self.strings[entry[1]] = str(entry[0])
+                    self.strings[string[0]] = string[1]
             return
         event = event_from(metadata, getattr(record, "payload", None), lowering=self.lowering, strings=self.strings)
         if event is None:
@@ -121,16 +131,17 @@ def event_from(
     """
     if not isinstance(metadata, dict):
         return None
-    name = _event_name(metadata, lowering)
+    name = records.kind_of(metadata, lowering=lowering)
     if name is None or not records.wanted(name, payload):
         return None
-    if name in records.NAME_ONLY:
+    kind = records.REGISTRY[name]
+    if not kind.payload:
         payload = ""
     frame_id = metadata.get("frame_id")
     compile_id = f"{frame_id}/{metadata.get('frame_compile_id')}" if frame_id is not None else ""
-    body = metadata.get(_body_key(name))
+    body = metadata.get(kind.body_key)
     body = body if isinstance(body, dict) else {}
-    if name in records.USER_STACK_ONLY:
+    if kind.user_stack_only:
         body = {k: v for k, v in body.items() if k != "stack"}
     if strings:
         body = with_files(body, strings)
@@ -158,30 +169,3 @@ def with_files(body: dict[str, Any], strings: dict[int, str]) -> dict[str, Any]:
                 for f in frames
             ]
     return out
-
-
-def _body_key(name: str) -> str:
-    """The metadata key holding a kept record's own fields: its kind for a top-level kind
-    (inductor_post_grad_graph's artifact form too, which holds none), else its container."""
-    if name in records.KEPT_EVENTS or name in records.LOWERING_EVENTS:
-        return name
-    return records.GRAPH_DUMP if name in records.AOT_DUMPS else records.ARTIFACT
-
-
-def _event_name(metadata: dict[str, Any], lowering: bool) -> str | None:
-    for key in records.ALWAYS_ORDER:
-        if key in metadata:
-            return key
-    if lowering:
-        for key in records.LOWERING_ORDER:
-            if key in metadata:
-                return key
-    artifact = metadata.get(records.ARTIFACT)
-    if isinstance(artifact, dict):
-        art = artifact.get("name")
-        if art in records.KEPT_ARTIFACTS or (lowering and art in records.LOWERING_ARTIFACTS):
-            return str(art)
-    dump = metadata.get(records.GRAPH_DUMP)
-    if lowering and isinstance(dump, dict) and dump.get("name") in records.AOT_DUMPS:
-        return str(dump["name"])
-    return None

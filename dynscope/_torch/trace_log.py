@@ -40,7 +40,7 @@ from dynscope._torch.records import unknown_kind
 from dynscope._torch.trace import TraceEvent, event_from
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterator
+    from collections.abc import Callable, Generator, Iterator
 
 #: The prefix of a record's first line (torch 2.2 .. 2.14 write the same): level, month and
 #: day, time, process id, the logging call's "file:line]". Anything before the metadata's
@@ -487,9 +487,7 @@ def _take(segment: bytes, current: _Raw | None, log: TraceLog, offset: int = 0,
     kind = _kind(meta)
     log.records += 1
     container = meta.startswith(_CONTAINERS)
-    # AOTInductor's code is read from graph dumps only (an artifact of that name is not it).
-    keep = (records.kept_kind(kind, lowering=True) and (kind not in records.AOT_DUMPS or meta.startswith(_DUMP))) \
-        or kind in records.READ_APART
+    keep = records.kept_in_log(kind, in_graph_dump=meta.startswith(_DUMP))
     payload: _Payload | None = None
     if keep:
         payload = _Payload(cap)
@@ -509,7 +507,7 @@ def _kind(meta: bytes) -> str:
     if m is None:
         return ""
     kind = m.group(1).decode("ascii", "replace")
-    if kind in (records.ARTIFACT, records.GRAPH_DUMP):  # containers: the kind is the name inside
+    if records.is_container(kind):  # the kind is the name inside
         a = _ARTIFACT_NAME.search(meta, m.end(), m.end() + 300)
         return a.group(1).decode("ascii", "replace") if a is not None else ""
     return kind
@@ -572,14 +570,9 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
         return
     if log.rank is None and isinstance(metadata.get("rank"), int):
         log.rank = metadata["rank"]  # the records' own word; the file name is only a fallback
-    if raw.kind == records.STR:
-        _intern(metadata.get(records.STR), log)
-        return
-    if raw.kind == records.TORCH_VERSION and payload:
-        try:
-            log.torch_version = str(records.load_json(payload).get("pytorch_version", ""))
-        except (ValueError, AttributeError):
-            log.unreadable[records.TORCH_VERSION] += 1
+    apart = _READ_APART.get(raw.kind)
+    if apart is not None:
+        apart(log, metadata, payload)
         return
     event = event_from(metadata, payload, lowering=lowering, strings=log.strings)
     if event is not None:
@@ -634,9 +627,27 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
 
-def _intern(entry: Any, log: TraceLog) -> None:
+def _intern(log: TraceLog, metadata: dict[str, Any], payload: str | None) -> None:
     """A ``{"str": [text, n]}`` record: string n of this log."""
-    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], int):
-        log.strings[entry[1]] = entry[0]
+    number, text = records.interned(metadata) or (-1, "")
+    if number >= 0:
+        log.strings[number] = text
     else:
         log.unreadable[records.STR] += 1
+
+
+def _torch_version(log: TraceLog, metadata: dict[str, Any], payload: str | None) -> None:
+    """The ``torch_version`` artifact: the release that wrote the log."""
+    if not payload:
+        return
+    try:
+        log.torch_version = str(records.load_json(payload).get("pytorch_version", ""))
+    except (ValueError, AttributeError):
+        log.unreadable[records.TORCH_VERSION] += 1
+
+
+#: The kinds the log reader reads itself, never events (records.READ_APART) -> how.
+_READ_APART: dict[str, Callable[[TraceLog, dict[str, Any], str | None], None]] = {
+    records.STR: _intern,
+    records.TORCH_VERSION: _torch_version,
+}
