@@ -422,8 +422,9 @@ def test_mutated_logs_read_or_raise_a_dynscope_error(tmp_path: Path) -> None:
 @pytest.mark.heavy
 @pytest.mark.synthetic_reports
 def test_thousands_of_mutated_logs(tmp_path: Path) -> None:
-    failures = _run(range(300, 4300), tmp_path)
-    assert not failures, f"{len(failures)} of 4000 mutated logs raised:\n" + "\n".join(failures[:20])
+    # 2,000 in the suite (45 s); `python tests/test_trace_fuzz.py N` surveys more (4,000 passed).
+    failures = _run(range(300, 2300), tmp_path)
+    assert not failures, f"{len(failures)} of 2000 mutated logs raised:\n" + "\n".join(failures[:20])
 
 
 # -- each damage alone, on a real log: what the report says --------------------------------

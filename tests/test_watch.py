@@ -413,7 +413,9 @@ CASES: dict[str, tuple[str, str, int | None, str]] = {
 
 
 @pytest.mark.torchrun
-@pytest.mark.parametrize("case", ["batch", "branch", "dtype", "step_k", "data_if", "extra_step"])
+# Two of the six seeded cases as controls in the suite (about 20 s each: they run to the
+# collective timeout); all six hung without the watch when measured (docs/distributed.md).
+@pytest.mark.parametrize("case", ["batch", "data_if"])
 def test_without_the_watch_the_seeded_job_hangs_until_the_collective_timeout(case: str, tmp_path: Path) -> None:
     job = _torchrun(tmp_path, case, how="none")
     assert job.returncode != 0
