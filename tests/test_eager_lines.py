@@ -22,6 +22,7 @@ from torch import nn
 
 import dynscope
 from tests.corpus import decode_loops
+from tests.test_library_truth import Block  # torchtitan's block, as compiled there
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -124,15 +125,6 @@ class Counting:
             return gm.forward(*args)
 
         return run
-
-
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(16, 16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.lin(x)) + x
 
 
 def test_capture_counts_the_runs_of_per_block_compiles() -> None:

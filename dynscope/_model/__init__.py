@@ -15,10 +15,10 @@ would load every family and circle back).
     export     ExportReport, ExportBlocker, SuggestedShapes, CompileBreakMatch
     advice     Outcome, Trial, Advice
     report     Report, Frame, Guard, GuardFailure, Recompile, RecompileGroup, SizeFix, SCHEMA_VERSION
-    ranks      MultiRankReport, Divergence
+    ranks      MultiRankReport, Divergence, Fact
     watch      Verdict (what watch_ranks found at one compile)
     fix        FixResult, Patch, Unpatched (what dynscope.fix proposed and verified)
-    budget     Budget (Report.check)
+    budget     Budget (Report.check), Overrun
     display    the output shortcuts (summary(), to_html(), to_svg()...): the door's one caller
     plain, codec   model -> JSON and back, checked
     merge      rank folders saved, read and compared
@@ -29,7 +29,7 @@ would load every family and circle back).
 
 from dynscope._model.advice import Advice, Outcome, Trial
 from dynscope._model.breaks import BreakEvent, GraphBreak, StackFrame
-from dynscope._model.budget import Budget
+from dynscope._model.budget import Budget, Overrun
 from dynscope._model.causes import Cause, StateChange
 from dynscope._model.export import CompileBreakMatch, ExportBlocker, ExportReport, SuggestedShapes
 from dynscope._model.fix import FixResult, Patch, Unpatched
@@ -44,7 +44,7 @@ from dynscope._model.graph import (
     TensorMeta,
 )
 from dynscope._model.memory import GraphMemory, ProgramMemory
-from dynscope._model.ranks import Divergence, MultiRankReport
+from dynscope._model.ranks import Divergence, Fact, MultiRankReport
 from dynscope._model.report import (
     SCHEMA_VERSION,
     Frame,
@@ -72,6 +72,7 @@ __all__ = [
     "Divergence",
     "ExportBlocker",
     "ExportReport",
+    "Fact",
     "FixResult",
     "Frame",
     "Graph",
@@ -84,6 +85,7 @@ __all__ = [
     "MultiRankReport",
     "Node",
     "Outcome",
+    "Overrun",
     "Patch",
     "ProgramMemory",
     "GuardFailure",

@@ -67,17 +67,26 @@ def job_store() -> Any | None:
     ``torch.distributed.distributed_c10d._get_default_store`` (torch >= 1.8; 2.11 .. 2.15
     checked): the store every rank already reaches, so dynscope runs no server of its own.
     """
+    return _c10d_default("_get_default_store")
+
+
+def _c10d_default(getter: str) -> Any | None:
+    """``torch.distributed.distributed_c10d.<getter>()`` (the default group or its store), or
+    None without an initialised process group, in a build without it, or when it fails."""
     import torch
 
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()):
         return None
     try:
-        from torch.distributed.distributed_c10d import _get_default_store
+        from torch.distributed import distributed_c10d
     except ImportError:  # pragma: no cover - a build without it
         return None
+    get = getattr(distributed_c10d, getter, None)
+    if get is None:  # pragma: no cover
+        return None
     try:
-        return _get_default_store()
+        return get()
     except (RuntimeError, ValueError):  # pragma: no cover - a group made without a store
         return None
 
@@ -116,19 +125,7 @@ def raisable_in_compile(error: type[_E]) -> type[_E]:
 
 
 def _default_group() -> Any | None:
-    import torch
-
-    dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()):
-        return None
-    try:
-        from torch.distributed.distributed_c10d import _get_default_group
-    except ImportError:  # pragma: no cover - a build without it
-        return None
-    try:
-        return _get_default_group()
-    except (RuntimeError, ValueError):  # pragma: no cover
-        return None
+    return _c10d_default("_get_default_group")
 
 
 def collective_timeout_s() -> float | None:
