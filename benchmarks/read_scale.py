@@ -41,6 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LOG = ROOT / "tests/traces/torch-2.13/logs/inductor-train.log"
 SMALL = ROOT / "tests/traces/torch-2.13/logs/corpus-print_break.log"
+sys.path.insert(0, str(ROOT))
+from tests.corpus.job_logs import record_bytes  # noqa: E402 - after the path
+
 CHILD_TIMEOUT_S = 1800
 MB = 1 << 20
 PREFIX = b"V1201 14:51:53.005000 22876 torch/_inductor/graph.py:2745] "
@@ -76,17 +79,6 @@ print(json.dumps(out))
 """
 
 
-def _records(data: bytes) -> list[bytes]:
-    """The log's records, each its first line and payload lines."""
-    out: list[bytes] = []
-    for line in data.splitlines(keepends=True):
-        if line[:1] == b"\t" and out:
-            out[-1] += line
-        else:
-            out.append(line)
-    return out
-
-
 def make_log(path: Path, size: int) -> None:
     """Ordinary records: a real log's, repeated to ``size`` bytes."""
     base = LOG.read_bytes()
@@ -115,7 +107,7 @@ def make_line(path: Path, size: int) -> None:
 
 def make_bomb(path: Path, compressed: int) -> None:
     """A ``.gz`` log: a real first record, then gzip members of zeros to ``compressed`` bytes."""
-    first = _records(SMALL.read_bytes())[0]
+    first = record_bytes(SMALL.read_bytes())[0]
     member = gzip.compress(b"\t" + bytes(64 * MB), compresslevel=9)  # ~64 KB each
     with path.open("wb") as f:
         f.write(gzip.compress(first))

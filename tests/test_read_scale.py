@@ -24,6 +24,7 @@ from dynscope._model.merge import missing_ranks
 from dynscope._render.pictures import QUICK_EDGES, quick
 from dynscope._torch import trace_log
 from dynscope._torch.trace_log import read_log
+from tests.corpus.job_logs import record_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "tests" / "traces" / "torch-2.13" / "logs"
@@ -32,20 +33,10 @@ SMALL = LOGS / "corpus-print_break.log"
 MB = 1 << 20
 
 
-def _records(data: bytes) -> list[bytes]:
-    out: list[bytes] = []
-    for line in data.splitlines(keepends=True):
-        if line[:1] == b"\t" and out:
-            out[-1] += line
-        else:
-            out.append(line)
-    return out
-
-
 def _with_long_line(src: Path, dst: Path, extra: bytes) -> str:
     """``src`` with ``extra`` (one line, no newline) added to the first output code's payload,
     its MD5 remade; returns the whole new payload."""
-    recs = _records(src.read_bytes())
+    recs = record_bytes(src.read_bytes())
     for i, rec in enumerate(recs):
         first, _, body = rec.partition(b"\n")
         if b'"inductor_output_code"' in first:
@@ -112,7 +103,7 @@ def test_a_gzip_bomb_stops_with_a_clear_error_naming_the_file(tmp_path: Path, mo
     # 256 MiB so the test unzips 8 MiB, not 256.
     monkeypatch.setattr(trace_log, "GZIP_FLOOR", 4 * MB)
     bomb = tmp_path / "rank_0.log.gz"
-    first = _records(SMALL.read_bytes())[0]
+    first = record_bytes(SMALL.read_bytes())[0]
     bomb.write_bytes(gzip.compress(first) + gzip.compress(b"\t" + bytes(16 * MB)))
     with pytest.raises(dynscope.DynscopeError, match=re.escape(str(bomb))) as err:
         dynscope.load_trace(bomb)

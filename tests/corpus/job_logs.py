@@ -34,6 +34,11 @@ def _records(data: bytes) -> list[tuple[bytes, list[bytes]]]:
     return out
 
 
+def record_bytes(data: bytes) -> list[bytes]:
+    """The log's records as bytes, each its first line and payload lines (newlines kept)."""
+    return [first + b"".join(lines) for first, lines in _records(data)]
+
+
 def rewrite(src: Path, dst: Path, *, meta: Callable[[dict], dict], payload: Callable[[str, str], str],
             pid_shift: int = 0) -> None:
     """``src`` written again to ``dst``: each record's metadata through ``meta``, each
