@@ -22,10 +22,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+
+_T = TypeVar("_T")
 
 __all__ = ["HOOKS", "Failure", "Hook", "InjectedFault", "injected", "mark", "since"]
 
@@ -70,6 +72,18 @@ class Hook:
         """Raise :class:`InjectedFault` when a test asked this hook to fail."""
         if _injected and self.name in _injected:
             raise InjectedFault(f"fault injected into dynscope's {self.name}")
+
+    def call(self, fn: Callable[..., _T], *args: Any, default: _T) -> _T:
+        """``fn(*args)`` guarded: ``default`` once the hook is off or when ``fn`` raises (which
+        turns the hook off)."""
+        if self.off:
+            return default
+        try:
+            self.check()
+            return fn(*args)
+        except Exception as err:  # noqa: BLE001 - never into the user's program
+            self.failed(err)
+            return default
 
     def failed(self, err: BaseException) -> None:
         """Turn the hook off and record the failure (once per hook)."""

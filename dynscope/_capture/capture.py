@@ -28,7 +28,7 @@ from dynscope._torch.trace import TraceCollector
 
 if TYPE_CHECKING:  # pragma: no cover
     from dynscope._capture.timing_options import TimingOptions
-    from dynscope._model import Report
+    from dynscope._model import Frame, Report
     from dynscope._torch.trace import TraceEvent
 
 _MISSING: Any = object()
@@ -195,14 +195,7 @@ class _ReportCapture(Capture):
 
     def described(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's inputs described for guard_check; {} when that failed (a guarded hook)."""
-        if self._describe_hook.off:
-            return {}
-        try:
-            self._describe_hook.check()
-            return describe_call(model, args, kwargs)
-        except Exception as err:  # noqa: BLE001 - never into the user's call
-            self._describe_hook.failed(err)
-            return {}
+        return self._describe_hook.call(describe_call, model, args, kwargs, default={})
 
     def _finished(self, rep: Report, events: list[TraceEvent]) -> Report:
         if not self.call_values:
@@ -531,8 +524,7 @@ def _raise_failure(model: Any, call_list: list[tuple[tuple[Any, ...], dict[str, 
     # reruns can tell (blame's plain compile is of the whole program, as report() compiled it).
     told = blame(model, call_list, index, err, inner) if whole else Blame("", "")
     if told.party == COMPILER:
-        rep = crashed(rep)
-        frame = next((f for f in rep.frames if f.status == "crashed"), None)
+        rep, frame = crashed(rep)
         if frame is not None:  # the user's function being compiled, not a frame of the compiler
             told = replace(told, at=f"compiling {frame.function} at {frame.filename}:{frame.lineno}")
     name = inner if isinstance(inner, str) else getattr(inner, "__name__", "custom")
@@ -540,11 +532,11 @@ def _raise_failure(model: Any, call_list: list[tuple[tuple[Any, ...], dict[str, 
                        party=told.party) from err
 
 
-def crashed(rep: Report) -> Report:
-    """The report with the last frame whose compile failed marked "crashed": its error
-    raised into the program (it did not fall back to eager)."""
+def crashed(rep: Report) -> tuple[Report, Frame | None]:
+    """The report with the last frame whose compile failed marked "crashed" (its error raised
+    into the program: it did not fall back to eager), and that frame; (rep, None) when none failed."""
     for i in range(len(rep.frames) - 1, -1, -1):
         if rep.frames[i].status == "failed":
-            frames = (*rep.frames[:i], replace(rep.frames[i], status="crashed"), *rep.frames[i + 1:])
-            return replace(rep, frames=frames)
-    return rep
+            frame = replace(rep.frames[i], status="crashed")
+            return replace(rep, frames=(*rep.frames[:i], frame, *rep.frames[i + 1:])), frame
+    return rep, None

@@ -96,20 +96,11 @@ def around_compiles(on_start: Callable[[], None], on_end: Callable[[], None]) ->
     # Called inside every Dynamo compile: guarded (dynscope._hooks), never into the compile.
     hook = Hook("compile callbacks")
 
-    def guarded(fn: Callable[[], None]) -> None:
-        if hook.off:
-            return
-        try:
-            hook.check()
-            fn()
-        except Exception as err:  # noqa: BLE001 - never into PyTorch's compile
-            hook.failed(err)
-
     def start(*_: Any) -> None:
-        guarded(on_start)
+        hook.call(on_start, default=None)
 
     def end(*_: Any) -> None:
-        guarded(on_end)
+        hook.call(on_end, default=None)
 
     register_start(start)
     register_end(end)
