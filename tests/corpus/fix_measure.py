@@ -1,10 +1,12 @@
-"""The fix corpus measured (tests/corpus/fix_programs.py): per break category, sites found,
-patched, verified and removed; verified patches checked again on inputs fix never saw.
-Used by tests/test_fix.py (heavy tier) and benchmarks/fix_corpus.py."""
+"""The fix corpus measured (tests/corpus/fix_programs.py and the modules of ``CORPUS``): per
+break category, sites found, patched, verified and removed; verified patches checked again on
+inputs fix never saw. Used by tests/test_fix.py (heavy tier) and benchmarks/fix_corpus.py."""
 
 from __future__ import annotations
 
 import re
+import types
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -15,24 +17,32 @@ from dynscope._capture.fix.source import line_map
 from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
 from tests.corpus import fix_programs as fp
 
-SOURCE = Path(fp.__file__).read_text(encoding="utf-8").splitlines()
+#: The corpus modules: each holds ``PROGRAMS`` (name -> builder) and marks each break site
+#: ``# SITE: <rewrite>`` (``none`` where no patch may be verified, ``on purpose`` for torch's own).
+CORPUS: list[types.ModuleType] = [fp]
 
 
-def expected(lineno: int) -> str:
+@lru_cache(maxsize=None)
+def _lines(filename: str) -> list[str]:
+    return Path(filename).read_text(encoding="utf-8").splitlines()
+
+
+def expected(lineno: int, filename: str = fp.__file__) -> str:
     """The rewrite the corpus marks at a line (``# SITE: ...``)."""
-    found = re.search(r"# SITE: (.*)$", SOURCE[lineno - 1])
+    found = re.search(r"# SITE: (.*)$", _lines(filename)[lineno - 1])
     if not found:
-        raise AssertionError(f"fix_programs.py:{lineno} carries no SITE marker")
+        raise AssertionError(f"{Path(filename).name}:{lineno} carries no SITE marker")
     return found.group(1).strip()
 
 
-def measure() -> dict[str, Any]:
+def measure(modules: list[types.ModuleType] | None = None) -> dict[str, Any]:
     """Run fix over every corpus program: per category, sites found in user code, patched,
     verified, removed; every patch's rewrite against the SITE marker; verified patches that
     change an output on a second, unseen input; the sites PyTorch breaks at on purpose apart."""
     per: dict[str, dict[str, int]] = {}
     mismatched, changed, on_purpose = [], [], []
-    for build in fp.PROGRAMS.values():
+    builds = [b for m in (modules or CORPUS) for b in m.PROGRAMS.values()]
+    for build in builds:
         model, inputs = build()
         res = dynscope.fix(model, inputs)
         for p in res.patches:
@@ -41,7 +51,7 @@ def measure() -> dict[str, Any]:
             row["patched"] += 1
             row["verified"] += p.verified
             row["removed"] += p.verified and p.breaks_after == 0
-            want, first = expected(p.lineno), p.rewrite.split(", then ")[0]
+            want, first = expected(p.lineno, p.filename), p.rewrite.split(", then ")[0]
             if (p.verified or want != "none") and not want.startswith(first):
                 mismatched.append((p.site, p.rewrite, want))
             if not p.verified and not p.why_not:
@@ -51,7 +61,7 @@ def measure() -> dict[str, Any]:
             if p.verified and not _same_on_new_input(build, p):
                 changed.append(p.site)
         for u in res.unpatched:
-            want = expected(int(u.site.rsplit(":", 1)[1]))
+            want = expected(int(u.site.rsplit(":", 1)[1]), _file_of(build, u.site))
             if want == "on purpose":  # torch.optim's own breaks: no change in user code removes them
                 on_purpose.append(u.site)
                 continue
@@ -60,6 +70,16 @@ def measure() -> dict[str, Any]:
             if want != "none":
                 mismatched.append((u.site, "no patch", want))
     return {"per": per, "mismatched": mismatched, "changed": changed, "on_purpose": on_purpose}
+
+
+def _file_of(build: Any, site: str) -> str:
+    """The corpus file a site (``NAME.py:LINE``) is in: the builder's own, else the corpus
+    module of that name (a helper in another file of the corpus)."""
+    name = site.rsplit(":", 1)[0]
+    for module in [__import__(build.__module__, fromlist=["_"]), *CORPUS]:
+        if Path(module.__file__ or "").name == Path(name).name:
+            return module.__file__ or ""
+    return str(Path(fp.__file__).with_name(Path(name).name))
 
 
 def _same_on_new_input(build: Any, p: dynscope.Patch) -> bool:

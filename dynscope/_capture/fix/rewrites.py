@@ -25,12 +25,22 @@ from __future__ import annotations
 
 import ast
 import copy
-import difflib
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix.source import python_lines
+from dynscope._capture.fix.statements import (
+    Made,
+    Rewrite,
+    Text,
+    combined,
+    indent_unit,
+    line_of,
+    parsed,
+    refused,
+    replaced,
+    statement_at,
+    unified_diff,
+    unparsed,
+)
 from dynscope._lexicon.break_categories import (
     BRANCH,
     DEEPCOPY,
@@ -60,200 +70,33 @@ _TIMING = {"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf
 _REDUCTIONS = {"sum": "sum", "max": "max", "min": "min"}
 
 
-@dataclass(frozen=True)
-class Rewrite:
-    """One proposed change to a file."""
-
-    name: str  # which rewrite (GUARD, WHERE, ...)
-    source: str  # the file's whole new text
-    first: int  # first line of the replaced statement (1-based, in the old text)
-    last: int  # its last line
-    new_last: int  # the last line of its replacement in the new text
-    note: str = ""  # what it assumes ("both branches give tensors of one shape")
-    replacement: tuple[str, ...] = ()  # the lines put in place of first..last (with newlines)
-
-
-def unified_diff(old: str, new: str, name: str) -> str:
-    """The unified diff of one file, as ``git diff`` shows it (a/ and b/ prefixes); lines as
-    Python splits them, each shown ending in ``\\n`` (a CRLF file's diff reads as any other)."""
-
-    def shown(text: str) -> list[str]:
-        return [ln.rstrip("\r\n") + "\n" for ln in python_lines(text)]
-
-    return "".join(difflib.unified_diff(shown(old), shown(new),
-                                        f"a/{name}", f"b/{name}"))
-
-
 def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], str]:
     """The rewrites that apply to the statement at ``lineno``, in the order to try them, and,
     when there is none, why."""
     try:
-        _parsed(source)
+        parsed(source)
     except SyntaxError as err:
         return [], f"the file does not parse ({err.msg})"
-    stmt = _statement_at(source, lineno)
+    stmt = statement_at(source, lineno)
     if stmt is None:
         return [], f"no statement at line {lineno}"
-    refused = _refused(stmt, source)
-    if refused:
-        return [], refused
+    why = refused(stmt, source)
+    if why:
+        return [], why
     makers = _BY_CATEGORY.get(category, ())
     if not makers:
         return [], f"no rewrite is known for a {category!r} break"
     found = []
-    text = _Text(source, _unit(_line(source, stmt.lineno), stmt.col_offset))
+    text = Text(source, indent_unit(line_of(source, stmt.lineno), stmt.col_offset))
     for make in makers:
         new = make(stmt, text)
-        if new is not None:
-            lines, name, note = new
-            found.append(_replaced(source, stmt, lines, name, note))
+        if new is None:
+            continue
+        made = new if isinstance(new, Made) else Made(*new)
+        found.append(replaced(source, made.first or stmt, made.lines, made.name, made.note, made.last))
     if not found:
         return [], f"the statement at line {lineno} is not a shape a {category!r} rewrite knows"
     return found, ""
-
-
-# -- finding and replacing the statement -------------------------------------------------------
-
-
-@lru_cache(maxsize=8)
-def _parsed(source: str) -> ast.Module:
-    """The file's tree, parsed once for every site of it (nothing here changes a tree: the
-    rewrites transform deep copies)."""
-    return ast.parse(source)
-
-
-@lru_cache(maxsize=8)
-def _statements(source: str) -> tuple[ast.stmt, ...]:
-    """Every statement of the file's tree, walked once."""
-    return tuple(n for n in ast.walk(_parsed(source)) if isinstance(n, ast.stmt))
-
-
-def _statement_at(source: str, lineno: int) -> ast.stmt | None:
-    """The innermost statement that holds ``lineno`` (an ``if`` for a line in its test)."""
-    best: ast.stmt | None = None
-    for node in _statements(source):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        end = node.end_lineno or node.lineno
-        if isinstance(node, (ast.If, ast.While, ast.For, ast.With)):
-            end = node.body[0].lineno - 1 if node.body else end  # its header only
-        if node.lineno <= lineno <= end and (best is None or node.lineno >= best.lineno):
-            best = node
-    return best
-
-
-def _line(source: str, lineno: int) -> str:
-    """Line ``lineno`` (1-based) as Python counts lines, without its ending."""
-    return python_lines(source)[lineno - 1].rstrip("\r\n")
-
-
-def _head(line: str, col: int) -> str:
-    """The part of ``line`` before ``col``: ast's columns count UTF-8 bytes, not characters."""
-    return line.encode("utf-8")[:col].decode("utf-8", "replace")
-
-
-def _rest(line: str, col: int) -> str:
-    """The part of ``line`` from ``col`` (a UTF-8 byte offset) on."""
-    return line.encode("utf-8")[col:].decode("utf-8", "replace")
-
-
-def _unit(line: str, col: int) -> str:
-    """One level of indentation as the file writes it: a tab, or 4 (2) spaces."""
-    indent = _head(line, col)
-    if "\t" in indent:
-        return "\t"
-    return "  " if len(indent) % 4 == 2 else "    "
-
-
-def _trailing_comment(source: str, stmt: ast.stmt) -> str:
-    """The comment after a one-line statement ("  # debug"), "" when none."""
-    if stmt.end_lineno != stmt.lineno or stmt.end_col_offset is None:
-        return ""
-    rest = _rest(_line(source, stmt.lineno), stmt.end_col_offset)
-    return rest.rstrip() if rest.lstrip().startswith("#") else ""
-
-
-def _refused(stmt: ast.stmt, source: str) -> str:
-    """Why the statement cannot be rewritten line by line ("" when it can): it shares a line
-    with another statement, it is an ``elif``, or the file does not import torch."""
-    first = _line(source, stmt.lineno)
-    if _head(first, stmt.col_offset).strip() or _rest(first, stmt.col_offset).startswith("elif"):
-        return f"the statement at line {stmt.lineno} does not start its line (an elif, or after another statement)"
-    for node in _statements(source):
-        if (node is not stmt and node.lineno <= (stmt.end_lineno or stmt.lineno)
-                and (node.end_lineno or node.lineno) >= stmt.lineno and not _contains(stmt, node)
-                and not _contains(node, stmt)):
-            return f"the statement at line {stmt.lineno} shares its line with another statement"
-    if not _imports_torch(source):
-        return "the file does not `import torch` (the rewrites call torch.where, torch.compiler...)"
-    return ""
-
-
-def _contains(outer: ast.AST, inner: ast.AST) -> bool:
-    return any(n is inner for n in ast.walk(outer))
-
-
-def _replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str) -> Rewrite:
-    lines = python_lines(source)
-    first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
-    comment = _trailing_comment(source, stmt)
-    if comment and len(new_lines) == 1 and not new_lines[0].rstrip().endswith(comment.strip()):
-        new_lines = [new_lines[0] + comment]
-    # The statement's own indentation (tabs stay tabs) and line endings (CRLF stays CRLF; the
-    # file's last line keeps having none when it had none).
-    indent = _head(lines[first - 1], stmt.col_offset)
-    ending = lines[first - 1][len(lines[first - 1].rstrip("\r\n")):] or "\n"
-    last_ending = lines[last - 1][len(lines[last - 1].rstrip("\r\n")):]
-    body = [(indent + ln if ln else "") + ending for ln in new_lines]
-    body[-1] = body[-1][: len(body[-1]) - len(ending)] + last_ending
-    out = lines[: first - 1] + body + lines[last:]
-    text = "".join(out)
-    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body))
-
-
-def combined(source: str, rewrites: list[Rewrite]) -> str:
-    """``source`` with several rewrites of distinct statements applied together."""
-    lines = python_lines(source)
-    for rw in sorted(rewrites, key=lambda r: r.first, reverse=True):
-        lines[rw.first - 1: rw.last] = list(rw.replacement)
-    return "".join(lines)
-
-
-def _imports_torch(source: str) -> bool:
-    tree = _parsed(source)
-    return any(isinstance(n, ast.Import) and any(a.name == "torch" and a.asname is None for a in n.names)
-               for n in tree.body)
-
-
-class _Text:
-    """The file's text, to copy a node's own spelling (quotes, comments) where it is kept."""
-
-    def __init__(self, source: str, unit: str = "    ") -> None:
-        self.source = source
-        self.lines = [ln.rstrip("\r\n") for ln in python_lines(source)]
-        self.unit = unit  # one level of indentation as the file writes it
-
-    def of(self, node: ast.AST) -> str:
-        """The node as written, when it is one of the file's own; else as ``ast`` spells it."""
-        line, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
-        col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
-        if line is not None and line == end and col is not None and end_col is not None:
-            # One line of the file: its own spelling (ast's columns count UTF-8 bytes).
-            return self.lines[line - 1].encode("utf-8")[col:end_col].decode("utf-8", "replace")
-        return ast.unparse(node)
-
-    def statement_lines(self, stmt: ast.stmt) -> list[str]:
-        """The statement's lines as written, its own indentation removed (comments kept)."""
-        raw = self.lines[stmt.lineno - 1: stmt.end_lineno or stmt.lineno]
-        col = stmt.col_offset
-        return [_rest(ln, col) if _head(ln, col).strip() == "" else ln.lstrip() for ln in raw]
-
-    def body_lines(self, body: list[ast.stmt]) -> list[str]:
-        return [ln for s in body for ln in self.statement_lines(s)]
-
-
-def _src(node: ast.AST) -> str:
-    return ast.unparse(node)
 
 
 # -- guard side effect -------------------------------------------------------------------------
@@ -270,7 +113,7 @@ def _is_timing(expr: ast.expr) -> bool:
     return any(_called_name(n) in _TIMING for n in ast.walk(expr) if isinstance(n, ast.Call))
 
 
-def _guard(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+def _guard(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     if isinstance(stmt, ast.Expr) and _called_name(stmt.value) in _SIDE_EFFECT_CALLS | _TIMING:
         own = text.statement_lines(stmt)
         return ["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD, (
@@ -324,7 +167,7 @@ class _TensorTest(ast.NodeTransformer):
 def _tensor_test(test: ast.expr) -> str | None:
     """The test as a tensor expression; None when it cannot be one safely."""
     t = _TensorTest()
-    out = _src(t.visit(copy.deepcopy(test)))
+    out = unparsed(t.visit(copy.deepcopy(test)))
     return None if t.refused else out
 
 
@@ -344,7 +187,7 @@ def _assigns(body: list[ast.stmt]) -> dict[str, ast.expr] | None:
     return out
 
 
-def _where(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+def _where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     if not isinstance(stmt, ast.If):
         return None
     test = _tensor_test(stmt.test)
@@ -396,7 +239,7 @@ def _free_of_effects(body: list[ast.stmt]) -> bool:
     return True
 
 
-def _cond(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+def _cond(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     if not isinstance(stmt, ast.If) or not _free_of_effects(stmt.body) or not _free_of_effects(stmt.orelse):
         return None
     if len(stmt.body) < 2 and len(stmt.orelse) < 2:
@@ -490,10 +333,10 @@ def _transformed(stmt: ast.stmt, transformer: _Tensorised | _Masked | _Cloned, n
                  note: str) -> tuple[list[str], str, str] | None:
     """The statement with one expression rewrite applied; None when it changed nothing."""
     new = transformer.visit(copy.deepcopy(stmt))
-    return (_src(new).split("\n"), name, note) if transformer.changed else None
+    return (unparsed(new).split("\n"), name, note) if transformer.changed else None
 
 
-def _tensor(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+def _tensor(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
         return None
     return _transformed(stmt, _Tensorised(), TENSOR,
@@ -523,7 +366,7 @@ class _Masked(ast.NodeTransformer):
         return node
 
 
-def _mask(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+def _mask(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     return _transformed(stmt, _Masked(), MASK, "a sum over the selected values equals the masked sum")
 
 
@@ -541,11 +384,11 @@ class _Cloned(ast.NodeTransformer):
         return node
 
 
-def _clone(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+def _clone(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     return _transformed(stmt, _Cloned(), CLONE, "the copied value is a tensor")
 
 
-def _detach(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
+def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     note = "nothing later needs the gradient of the value"
     if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute)
             and stmt.targets[0].attr == "requires_grad" and isinstance(stmt.targets[0].value, ast.Name)
@@ -563,7 +406,7 @@ def _detach(stmt: ast.stmt, text: _Text) -> tuple[list[str], str, str] | None:
     return None
 
 
-_BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, _Text], tuple[list[str], str, str] | None], ...]] = {
+_BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | None], ...]] = {
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, _tensor),
     BRANCH: (_where, _cond),

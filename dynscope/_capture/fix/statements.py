@@ -1,0 +1,257 @@
+"""The statements of a file and their replacement: what every rewrite shares.
+
+A break site's statement found by its line (the innermost one; an ``if`` for a line of its
+test), the file's own spelling of a node, its indentation unit, and a statement (or a run of
+statements) replaced by new lines with the file's indentation and line endings kept. Text
+only: no torch import.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+
+from dynscope._capture.fix.source import python_lines
+
+__all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "function_of", "names_loaded", "parsed", "read_later",
+           "refused", "replaced", "statement_at", "unified_diff"]
+
+
+@dataclass(frozen=True)
+class Made:
+    """What a rewrite maker proposes for a site: the new lines (indented relative to the
+    statement), the rewrite's name, the assumption it makes, and the statements it replaces:
+    from ``first`` (the site's own when None: a pattern that starts earlier, build then use)
+    through ``last`` (the site's own when None: a pattern that goes on, select then reduce)."""
+
+    lines: list[str]
+    name: str
+    note: str
+    first: ast.stmt | None = None
+    last: ast.stmt | None = None
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One proposed change to a file."""
+
+    name: str  # which rewrite (GUARD, WHERE, ...)
+    source: str  # the file's whole new text
+    first: int  # first line of the replaced statement (1-based, in the old text)
+    last: int  # its last line
+    new_last: int  # the last line of its replacement in the new text
+    note: str = ""  # what it assumes ("both branches give tensors of one shape")
+    replacement: tuple[str, ...] = ()  # the lines put in place of first..last (with newlines)
+
+
+def unified_diff(old: str, new: str, name: str) -> str:
+    """The unified diff of one file, as ``git diff`` shows it (a/ and b/ prefixes); lines as
+    Python splits them, each shown ending in ``\\n`` (a CRLF file's diff reads as any other)."""
+
+    def shown(text: str) -> list[str]:
+        return [ln.rstrip("\r\n") + "\n" for ln in python_lines(text)]
+
+    return "".join(difflib.unified_diff(shown(old), shown(new),
+                                        f"a/{name}", f"b/{name}"))
+
+
+# -- finding and replacing the statement -------------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def parsed(source: str) -> ast.Module:
+    """The file's tree, parsed once for every site of it (nothing here changes a tree: the
+    rewrites transform deep copies)."""
+    return ast.parse(source)
+
+
+@lru_cache(maxsize=8)
+def all_statements(source: str) -> tuple[ast.stmt, ...]:
+    """Every statement of the file's tree, walked once."""
+    return tuple(n for n in ast.walk(parsed(source)) if isinstance(n, ast.stmt))
+
+
+def statement_at(source: str, lineno: int) -> ast.stmt | None:
+    """The innermost statement that holds ``lineno`` (an ``if`` for a line in its test)."""
+    best: ast.stmt | None = None
+    for node in all_statements(source):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        end = node.end_lineno or node.lineno
+        if isinstance(node, (ast.If, ast.While, ast.For, ast.With)):
+            end = node.body[0].lineno - 1 if node.body else end  # its header only
+        if node.lineno <= lineno <= end and (best is None or node.lineno >= best.lineno):
+            best = node
+    return best
+
+
+def line_of(source: str, lineno: int) -> str:
+    """Line ``lineno`` (1-based) as Python counts lines, without its ending."""
+    return python_lines(source)[lineno - 1].rstrip("\r\n")
+
+
+def text_before(line: str, col: int) -> str:
+    """The part of ``line`` before ``col``: ast's columns count UTF-8 bytes, not characters."""
+    return line.encode("utf-8")[:col].decode("utf-8", "replace")
+
+
+def text_from(line: str, col: int) -> str:
+    """The part of ``line`` from ``col`` (a UTF-8 byte offset) on."""
+    return line.encode("utf-8")[col:].decode("utf-8", "replace")
+
+
+def indent_unit(line: str, col: int) -> str:
+    """One level of indentation as the file writes it: a tab, or 4 (2) spaces."""
+    indent = text_before(line, col)
+    if "\t" in indent:
+        return "\t"
+    return "  " if len(indent) % 4 == 2 else "    "
+
+
+def trailing_comment(source: str, stmt: ast.stmt) -> str:
+    """The comment after a one-line statement ("  # debug"), "" when none."""
+    if stmt.end_lineno != stmt.lineno or stmt.end_col_offset is None:
+        return ""
+    rest = text_from(line_of(source, stmt.lineno), stmt.end_col_offset)
+    return rest.rstrip() if rest.lstrip().startswith("#") else ""
+
+
+def refused(stmt: ast.stmt, source: str) -> str:
+    """Why the statement cannot be rewritten line by line ("" when it can): it shares a line
+    with another statement, it is an ``elif``, or the file does not import torch."""
+    first = line_of(source, stmt.lineno)
+    if text_before(first, stmt.col_offset).strip() or text_from(first, stmt.col_offset).startswith("elif"):
+        return f"the statement at line {stmt.lineno} does not start its line (an elif, or after another statement)"
+    for node in all_statements(source):
+        if (node is not stmt and node.lineno <= (stmt.end_lineno or stmt.lineno)
+                and (node.end_lineno or node.lineno) >= stmt.lineno and not contains(stmt, node)
+                and not contains(node, stmt)):
+            return f"the statement at line {stmt.lineno} shares its line with another statement"
+    if not imports_torch(source):
+        return "the file does not `import torch` (the rewrites call torch.where, torch.compiler...)"
+    return ""
+
+
+def contains(outer: ast.AST, inner: ast.AST) -> bool:
+    return any(n is inner for n in ast.walk(outer))
+
+
+def replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str,
+             through: ast.stmt | None = None) -> Rewrite:
+    """The file with ``stmt`` (through ``through``, a later statement of its block, when given)
+    replaced by ``new_lines``, written at the statement's indentation."""
+    lines = python_lines(source)
+    first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
+    if through is not None:
+        last = max(last, through.end_lineno or through.lineno)
+    comment = trailing_comment(source, stmt) if through is None else ""
+    if comment and len(new_lines) == 1 and not new_lines[0].rstrip().endswith(comment.strip()):
+        new_lines = [new_lines[0] + comment]
+    # The statement's own indentation (tabs stay tabs) and line endings (CRLF stays CRLF; the
+    # file's last line keeps having none when it had none).
+    indent = text_before(lines[first - 1], stmt.col_offset)
+    ending = lines[first - 1][len(lines[first - 1].rstrip("\r\n")):] or "\n"
+    last_ending = lines[last - 1][len(lines[last - 1].rstrip("\r\n")):]
+    body = [(indent + ln if ln else "") + ending for ln in new_lines]
+    body[-1] = body[-1][: len(body[-1]) - len(ending)] + last_ending
+    out = lines[: first - 1] + body + lines[last:]
+    text = "".join(out)
+    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body))
+
+
+def combined(source: str, rewrites: list[Rewrite]) -> str:
+    """``source`` with several rewrites of distinct statements applied together."""
+    lines = python_lines(source)
+    for rw in sorted(rewrites, key=lambda r: r.first, reverse=True):
+        lines[rw.first - 1: rw.last] = list(rw.replacement)
+    return "".join(lines)
+
+
+def imports_torch(source: str) -> bool:
+    tree = parsed(source)
+    return any(isinstance(n, ast.Import) and any(a.name == "torch" and a.asname is None for a in n.names)
+               for n in tree.body)
+
+
+class Text:
+    """The file's text, to copy a node's own spelling (quotes, comments) where it is kept."""
+
+    def __init__(self, source: str, unit: str = "    ") -> None:
+        self.source = source
+        self.lines = [ln.rstrip("\r\n") for ln in python_lines(source)]
+        self.unit = unit  # one level of indentation as the file writes it
+
+    def of(self, node: ast.AST) -> str:
+        """The node as written, when it is one of the file's own; else as ``ast`` spells it."""
+        line, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+        if line is not None and line == end and col is not None and end_col is not None:
+            # One line of the file: its own spelling (ast's columns count UTF-8 bytes).
+            return self.lines[line - 1].encode("utf-8")[col:end_col].decode("utf-8", "replace")
+        return ast.unparse(node)
+
+    def statement_lines(self, stmt: ast.stmt) -> list[str]:
+        """The statement's lines as written, its own indentation removed (comments kept)."""
+        raw = self.lines[stmt.lineno - 1: stmt.end_lineno or stmt.lineno]
+        col = stmt.col_offset
+        return [text_from(ln, col) if text_before(ln, col).strip() == "" else ln.lstrip() for ln in raw]
+
+    def body_lines(self, body: list[ast.stmt]) -> list[str]:
+        return [ln for s in body for ln in self.statement_lines(s)]
+
+
+def unparsed(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+
+
+# -- the statements around a site: multi-statement patterns -----------------------------------
+
+
+def block_of(source: str, stmt: ast.stmt) -> tuple[list[ast.stmt], int]:
+    """The block (a body, an ``else``, a loop's body) that holds ``stmt``, and its index there."""
+    for node in ast.walk(parsed(source)):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list):
+                for i, s in enumerate(body):
+                    if s is stmt:
+                        return body, i
+        for handler in getattr(node, "handlers", ()) or ():
+            for i, s in enumerate(handler.body):
+                if s is stmt:
+                    return handler.body, i
+    return [stmt], 0
+
+
+def function_of(source: str, stmt: ast.stmt) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function whose body holds ``stmt``."""
+    best = None
+    for node in ast.walk(parsed(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not stmt and contains(node, stmt):
+            if best is None or contains(best, node):
+                best = node
+    return best
+
+
+def names_loaded(node: ast.AST) -> set[str]:
+    """The plain names an expression or statement reads."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def read_later(source: str, stmt: ast.stmt, name: str, after: ast.stmt | None = None) -> bool:
+    """Whether ``name`` is read anywhere in the function after ``after`` (``stmt`` when None):
+    a name a pattern replaces must not be needed by what follows it. A loop around the site
+    reads it again on its next turn: any read in the function counts then."""
+    fn = function_of(source, stmt)
+    scope: ast.AST = fn if fn is not None else parsed(source)
+    end = (after or stmt).end_lineno or (after or stmt).lineno
+    in_loop = any(isinstance(n, (ast.For, ast.While)) and contains(n, stmt) for n in ast.walk(scope))
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            if n.lineno > end or (in_loop and not contains(after or stmt, n) and not contains(stmt, n)):
+                return True
+    return False
