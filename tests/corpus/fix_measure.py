@@ -5,10 +5,9 @@ inputs fix never saw. Used by tests/test_fix.py (heavy tier) and benchmarks/fix_
 from __future__ import annotations
 
 import re
-import types
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -17,12 +16,15 @@ from dynscope._capture.fix.source import line_map
 from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
 from tests.corpus import fix_programs as fp
 
+if TYPE_CHECKING:
+    import types
+
 #: The corpus modules: each holds ``PROGRAMS`` (name -> builder) and marks each break site
 #: ``# SITE: <rewrite>`` (``none`` where no patch may be verified, ``on purpose`` for torch's own).
 CORPUS: list[types.ModuleType] = [fp]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _lines(filename: str) -> list[str]:
     return Path(filename).read_text(encoding="utf-8").splitlines()
 
