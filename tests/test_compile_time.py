@@ -125,7 +125,7 @@ def test_windowed_phases_count_only_what_the_user_waits_for() -> None:
         ("compile_file", "E", 5e6),
         ("dynamo", "E", 6e6),
     ]
-    assert lt.phase_seconds(steps, within=lt.WAIT_STEPS) == {"dynamo": 1.0}
+    assert lt.phases_of_steps(steps, within=lt.WAIT_STEPS) == {"dynamo": 1.0}
     assert lt.step_seconds(steps, "compile_file") == 2.0
     assert lt.step_seconds(steps, "entire_backward_compile") == 0.0
 

@@ -218,17 +218,17 @@ def test_read_provenance_and_kernel_calls_agree(version: str) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_phase_seconds_from_recorded_steps(version: str) -> None:
+def test_phases_of_steps_from_recorded_steps(version: str) -> None:
     steps = [s for p in _payloads(version, "train_step", "chromium_event") if (s := lt.read_chromium(p))]
     assert steps and {ph for _, ph, _ in steps} == {"B", "E"}
-    phases = lt.phase_seconds(steps)
+    phases = lt.phases_of_steps(steps)
     span = (max(t for *_, t in steps) - min(t for *_, t in steps)) / 1e6
     # Nested steps are counted once (in the innermost): the phases add up to at most the span.
     assert 0 < sum(phases.values()) <= span + 1e-6
     assert set(phases) <= set(lt.PHASE_ORDER)
 
 
-def test_phase_seconds_gives_time_to_the_innermost_step() -> None:
+def test_phases_of_steps_gives_time_to_the_innermost_step() -> None:
     steps = [
         ("GraphLowering.run", "B", 0.0),
         ("compile_file", "B", 1e6),
@@ -237,7 +237,7 @@ def test_phase_seconds_gives_time_to_the_innermost_step() -> None:
         ("unknown_step", "B", 5e6),  # a step of no phase, outside any: not counted
         ("unknown_step", "E", 9e6),
     ]
-    assert lt.phase_seconds(steps) == {"lowering": 2.0, "compile": 2.0}
+    assert lt.phases_of_steps(steps) == {"lowering": 2.0, "compile": 2.0}
 
 
 _CODES = sorted(k for k in lt._DTYPE_BYTES if k in lt._DTYPE_NAMES)

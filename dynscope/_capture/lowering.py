@@ -351,7 +351,7 @@ def _phases(steps: list[tuple[str, str, float]], source: str) -> tuple[tuple[str
     compile (see :func:`user_phases`); dynscope's build counts all its steps."""
     if source == "trace":
         return user_phases(steps)
-    return _ordered(lt.phase_seconds(steps))
+    return _ordered(lt.phases_of_steps(steps))
 
 
 def _ordered(phases: dict[str, float]) -> tuple[tuple[str, float], ...]:
@@ -368,7 +368,7 @@ def user_phases(steps: Sequence[tuple[str, str, float]]) -> tuple[tuple[str, flo
     steps when neither of those was logged (a partial trace)."""
     steps = list(steps)
     windowed = any(name in lt.WAIT_STEPS for name, _, _ in steps)
-    return _ordered(lt.phase_seconds(steps, within=lt.WAIT_STEPS if windowed else ()))
+    return _ordered(lt.phases_of_steps(steps, within=lt.WAIT_STEPS if windowed else ()))
 
 
 def compile_times(
@@ -398,7 +398,7 @@ def compile_times(
         ahead = lt.step_seconds(own, lt.AOT_STEP) if not phases else 0.0
         if ahead:  # an ahead-of-time compile: no frame compile, all of it Inductor's
             t = replace(t, total_s=ahead, backend_s=ahead, inductor_s=ahead)
-            found = lt.phase_seconds(own, within=(lt.AOT_STEP,))
+            found = lt.phases_of_steps(own, within=(lt.AOT_STEP,))
             # Time inside compile_fx_aot but in no step of a phase of its own (torch 2.15
             # logs gaps of tens of milliseconds) is the backend's other work.
             rest = ahead - sum(found.values())
@@ -620,7 +620,7 @@ def ahead_of_time_graph(gid: int, events: Sequence[TraceEvent]) -> Graph | None:
     computing = [n.name for n in aot.nodes if n.op == "call_function" and not lt.is_view(n.target)]
     low = Lowering(
         mode="aot", source="trace", forward=aot, kernels=kernels, code=wrapper, backward_code=kernel_code,
-        phases=_ordered(lt.phase_seconds(steps, within=(lt.AOT_STEP,))),
+        phases=_ordered(lt.phases_of_steps(steps, within=(lt.AOT_STEP,))),
         mapped_share=len(mapped & set(computing)) / len(computing) if computing else 0.0,
         notes=("an ahead-of-time compile (AOTInductor): no Dynamo frame, guards or breaks; the graph is "
                "torch.export's, as AOTAutograd handed it to Inductor; code is the C++ wrapper (and its "

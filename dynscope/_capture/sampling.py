@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from dynscope._capture.timing_options import TimingOptions
 
 __all__ = [
-    "MIN_SAMPLES_CUT", "NOISY_SPREAD", "SEED", "Budget", "Clock", "Samples", "compare_outputs", "cuda_devices",
+    "MIN_SAMPLES_CUT", "NOISY_SPREAD", "SEED", "Deadline", "Clock", "Samples", "compare_outputs", "cuda_devices",
     "interleaved", "is_random", "sample_fields", "seeded", "spending", "tensors",
 ]
 
@@ -42,8 +42,9 @@ __all__ = [
 MIN_SAMPLES_CUT = 3
 
 
-class Budget:
-    """The seconds measuring may take in all (``TimingOptions.budget_s``): once spent,
+class Deadline:
+    """The seconds measuring may take in all (``TimingOptions.budget_s``, advise's
+    ``budget_s``; named apart from ``dynscope.Budget``, a compile budget): once spent,
     sampling loops stop at MIN_SAMPLES_CUT samples and the caller skips what is left,
     saying what was cut.
 
@@ -62,11 +63,11 @@ class Budget:
         return self._deadline is not None and time.monotonic() >= self._deadline
 
 
-_BUDGET: ContextVar[Budget | None] = ContextVar("dynscope_budget", default=None)
+_BUDGET: ContextVar[Deadline | None] = ContextVar("dynscope_budget", default=None)
 
 
 @contextlib.contextmanager
-def spending(budget: Budget) -> Iterator[Budget]:
+def spending(budget: Deadline) -> Iterator[Deadline]:
     """Sampling inside the block stops early once ``budget`` is spent."""
     token = _BUDGET.set(budget)
     try:

@@ -29,7 +29,7 @@ from dynscope._capture.lowering import CompileEvents, LoweringRecorder
 from dynscope._capture.machine import read_machine
 from dynscope._capture.memory import measure_graph, program_memory
 from dynscope._capture.raised import what_raised
-from dynscope._capture.sampling import Budget, Clock, cuda_devices, interleaved, sample_fields, spending
+from dynscope._capture.sampling import Clock, Deadline, cuda_devices, interleaved, sample_fields, spending
 from dynscope._capture.timing_options import TimingOptions, device_of, validate_modes
 from dynscope._format import plural
 from dynscope._model import GraphMemory, Lowering, ModeTiming, ProgramMemory, Report, Timing, TimingCost
@@ -226,7 +226,7 @@ class _Run:
                  *, timing: bool, memory: bool, capture_s: float) -> None:
         self.rep, self.model, self.opts, self.timing, self.memory = rep, model, opts, timing, memory
         self.show = Progress("timing" if timing else "memory", show=opts.progress)
-        self.budget = Budget(opts.budget_s)
+        self.budget = Deadline(opts.budget_s)
         self.skipped: list[str] = []  # what the budget cut, for the notes
         self.cost = Cost()
         if capture_s:

@@ -467,7 +467,7 @@ BACKWARD_STEP = "entire_backward_compile"
 AOT_STEP = "compile_fx_aot"
 
 
-def phase_seconds(steps: list[tuple[str, str, float]], *, within: tuple[str, ...] = ()) -> dict[str, float]:
+def phases_of_steps(steps: list[tuple[str, str, float]], *, within: tuple[str, ...] = ()) -> dict[str, float]:
     """Seconds per phase from begin/end steps of one compile (time in nested steps goes to the
     innermost one that has a phase, so nothing is counted twice).
 

@@ -44,7 +44,7 @@ from dynscope._capture.advise.trials import (
     stalled_by,
 )
 from dynscope._capture.capture import _MISSING, check_model, normalise_calls, report
-from dynscope._capture.sampling import Budget
+from dynscope._capture.sampling import Deadline
 from dynscope._errors import InputError
 from dynscope._format import ms, plural
 from dynscope._model import Advice, Report, Trial
@@ -192,10 +192,10 @@ def _no_inputs_beside(inputs: Any, calls: Sequence[Any] | None) -> None:
         )
 
 
-def _checked_budget(budget_s: Any) -> Budget:
+def _checked_budget(budget_s: Any) -> Deadline:
     if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0):
         raise InputError(f"budget_s must be a positive number of seconds or None; got {budget_s!r:.60}")
-    return Budget(budget_s)
+    return Deadline(budget_s)
 
 
 #: The report before the memory remedies: measured and timed as they are.
@@ -243,7 +243,7 @@ def _advise(
     variants: Mapping[str, Any] | None = None,
     *,
     memory: bool = False,
-    budget: Budget | None = None,
+    budget: Deadline | None = None,
     show: Progress | None = None,
     patches: bool = False,
 ) -> Advice:
@@ -253,7 +253,7 @@ def _advise(
     base = outcome(before)
     reference = eager_outputs(model, call_list) if any(p.tried for p in plans) else None
     trials = []
-    budget = budget or Budget(None)
+    budget = budget or Deadline(None)
     show = show or Progress("advise", show=False)
     untried: list[str] = []
     runs: list[tuple[Plan, Trial]] = []
@@ -293,7 +293,7 @@ def _advise(
 
 def _measured_alike(
     before: Report, runs: list[tuple[Plan, Trial]], model: Any, call_list: list[Call], timing: bool,
-    report_kwargs: dict[str, Any], reference: Reference | None, *, memory: bool, budget: Budget, show: Progress,
+    report_kwargs: dict[str, Any], reference: Reference | None, *, memory: bool, budget: Deadline, show: Progress,
 ) -> tuple[Report, list[tuple[Plan, Trial]], list[str]]:
     """The report before any remedy and the trials, each measured in the same conditions.
 
