@@ -3,7 +3,7 @@
 Runs dynscope.fix on every program of tests/corpus/fix_programs.py (break sites in the shapes
 real models have them: attention masks, routing, decoding, KV caches, logging, pre-processing,
 train steps) and prints, per break category, the sites found, patched, verified and removed;
-then each verified patch is run again on inputs fix never saw, compiled, against the
+(and per category the sites removed, proposed and left alone); then each verified patch is run again on inputs fix never saw, compiled, against the
 unpatched program in eager: the patches that change an output (goal: 0).
 
 Run:  .venv/bin/python benchmarks/fix_corpus.py
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.corpus.fix_measure import measure  # the repository root is on the path (above)
+from tests.corpus.fix_measure import measure, table  # the repository root is on the path (above)
 
 
 def main() -> None:
@@ -26,11 +26,7 @@ def main() -> None:
     per = m["per"]
     found = sum(r["found"] for r in per.values())
     removed = sum(r["removed"] for r in per.values())
-    print(f"{'category':42} found  patched  verified  removed")
-    for cat, r in sorted(per.items()):
-        print(f"{cat:42} {r['found']:5}  {r['patched']:7}  {r['verified']:8}  {r['removed']:7}")
-    print(f"{'all':42} {found:5}  {sum(r['patched'] for r in per.values()):7}  "
-          f"{sum(r['verified'] for r in per.values()):8}  {removed:7}")
+    print(table(per))
     print(f"removed by verified patches: {removed} of {found} sites in user code ({removed / found:.0%}); "
           f"{len(m['on_purpose'])} more where torch.optim breaks on purpose")
     print(f"verified patches that change an output on unseen inputs: {len(m['changed'])}")

@@ -14,7 +14,11 @@ import torch
 import dynscope
 from dynscope._capture.fix.source import line_map
 from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
+from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
 from tests.corpus import fix_programs as fp
+
+#: Breaks PyTorch or the program make on purpose: no source rewrite is asked of them.
+_ON_PURPOSE_CATEGORIES = {OPTIMIZER, LIBRARY_BREAK, EXPLICIT}
 
 if TYPE_CHECKING:
     import types
@@ -74,10 +78,76 @@ def measure(modules: list[types.ModuleType] | None = None) -> dict[str, Any]:
     return {"per": per, "mismatched": mismatched, "changed": changed, "on_purpose": on_purpose}
 
 
+def measure_held_out(programs: dict[str, Any]) -> dict[str, Any]:
+    """fix over programs written apart from its rewrites (tests/corpus/fix_heldout), whose
+    break lines are marked ``# BREAK: ...`` (a rewrite could keep outputs) or ``# BREAK
+    must-not: ...`` (none can): per category, sites found, patched, verified, removed, and
+    among them the fixable ones; verified patches at must-not sites (goal: none), verified
+    patches that change an output on unseen inputs (goal: none), sites nobody marked."""
+    per: dict[str, dict[str, int]] = {}
+    must_not_verified, changed, unmarked, on_purpose = [], [], [], []
+    for name, build in programs.items():
+        model, inputs = build()
+        res = dynscope.fix(model, inputs)
+        sites: list[tuple[str, str, int, str, dynscope.Patch | None]] = [
+            (p.site, p.filename, p.lineno, p.category, p) for p in res.patches]
+        sites += [(u.site, _file_of(build, u.site), int(u.site.rsplit(":", 1)[1]), u.category, None)
+                  for u in res.unpatched]
+        for site, filename, lineno, category, p in sites:
+            if category in _ON_PURPOSE_CATEGORIES:
+                on_purpose.append(site)
+                continue
+            mark = _break_mark(filename, lineno)
+            if mark is None:
+                unmarked.append(f"{name}: {site}")
+            row = per.setdefault(category, dict.fromkeys(("found", "fixable", "patched", "verified", "removed",
+                                                          "fixable removed"), 0))
+            removed = bool(p is not None and p.verified and p.breaks_after == 0)
+            row["found"] += 1
+            row["fixable"] += mark != "must-not"
+            row["patched"] += p is not None
+            row["verified"] += bool(p is not None and p.verified)
+            row["removed"] += removed
+            row["fixable removed"] += removed and mark != "must-not"
+            if p is not None and p.verified and mark == "must-not":
+                must_not_verified.append(f"{name}: {site} {p.rewrite}")
+            if p is not None and p.verified and not _same_on_new_input(build, p):
+                changed.append(f"{name}: {site}")
+    return {"per": per, "must_not_verified": must_not_verified, "changed": changed, "unmarked": unmarked,
+            "on_purpose": on_purpose}
+
+
+def _break_mark(filename: str, lineno: int) -> str | None:
+    """"must-not", "fixable", or None for an unmarked line."""
+    try:
+        line = _lines(filename)[lineno - 1]
+    except (OSError, IndexError):
+        return None
+    found = re.search(r"# BREAK( must-not)?:", line)
+    if not found:
+        return None
+    return "must-not" if found.group(1) else "fixable"
+
+
+def table(per: dict[str, dict[str, int]]) -> str:
+    """Per category: sites found, removed by verified patches, proposed (a patch, not
+    verified), left alone (no patch); and the totals."""
+    rows = [(cat, r["found"], r["removed"], r["patched"] - r["verified"], r["found"] - r["patched"])
+            for cat, r in sorted(per.items())]
+    total = [sum(int(r[i]) for r in rows) for i in range(1, 5)]
+    out = [f"{'category':44} {'found':>5} {'removed':>7} {'proposed':>8} {'left alone':>10}"]
+    out += [f"{cat:44} {f:5} {rm:7} {pr:8} {la:10}" for cat, f, rm, pr, la in rows]
+    out.append(f"{'all':44} {total[0]:5} {total[1]:7} {total[2]:8} {total[3]:10}")
+    return "\n".join(out)
+
+
 def _file_of(build: Any, site: str) -> str:
     """The corpus file a site (``NAME.py:LINE``) is in: the builder's own, else the corpus
     module of that name (a helper in another file of the corpus)."""
     name = site.rsplit(":", 1)[0]
+    beside = Path(__import__(build.__module__, fromlist=["_"]).__file__ or "").with_name(Path(name).name)
+    if beside.exists():
+        return str(beside)
     for module in [__import__(build.__module__, fromlist=["_"]), *CORPUS]:
         if Path(module.__file__ or "").name == Path(name).name:
             return module.__file__ or ""
@@ -90,7 +160,7 @@ def _same_on_new_input(build: Any, p: dynscope.Patch) -> bool:
     args = inputs if isinstance(inputs, tuple) else (inputs,)
     fresh = tuple(a + torch.randn_like(a) * 0.5 if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                   for a in args)
-    calls = [(fresh, {})]
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [(fresh, {})]
     new = apply_diff(Path(p.filename).read_text(encoding="utf-8"), p.diff)
     with patched_module(p.filename, new) as module:
         # Found by its code, as fix finds it: the lines of its definitions in the patched text.

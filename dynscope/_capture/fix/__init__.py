@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import linecache
 import re
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,13 +30,14 @@ from dynscope._capture.fix.verify import (
     compare,
     copied,
     counterpart,
+    defined_in,
     patched_module,
     run_compiled,
     run_eager,
 )
 from dynscope._errors import CaptureError, DynscopeError
 from dynscope._format import location
-from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, LOGGING, OPTIMIZER
+from dynscope._lexicon.break_categories import LOGGING, category_named
 from dynscope._model.diff import site_key
 from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._torch.registry import is_user_file, library_of
@@ -49,12 +51,6 @@ if TYPE_CHECKING:
     from dynscope._model import GraphBreak, Report
 
 __all__ = ["fix", "fix_calls"]
-
-_ON_PURPOSE = {
-    OPTIMIZER: "torch.optim breaks here on purpose: compile the optimizer step on its own",
-    LIBRARY_BREAK: "a library calls torch._dynamo.graph_break() on purpose",
-    EXPLICIT: "your code calls torch._dynamo.graph_break(): remove it if the split is no longer needed",
-}
 
 Calls = list[tuple[tuple[Any, ...], dict[str, Any]]]
 
@@ -146,8 +142,10 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
           sources: dict[str, Source], blocked: str = "") -> Unpatched | tuple[Patch, Rewrite]:
     where = site.location
     owner = _owner(site.filename)
-    if site.category in _ON_PURPOSE:
-        return Unpatched(where, site.category, owner, _ON_PURPOSE[site.category], site.count)
+    # A break made on purpose (or the user's own graph_break()) gets no rewrite: its category says why.
+    left_alone = category_named(site.category).unpatched
+    if left_alone:
+        return Unpatched(where, site.category, owner, left_alone, site.count)
     if owner != "your code":
         return Unpatched(where, site.category, owner, (
             f"the break is in {owner}'s code: dynscope does not edit installed packages. Call that code outside "
@@ -206,42 +204,72 @@ class _Rerun:
 def _rerun(model: Any, calls: Calls, source: Source, rewrites: Sequence[Rewrite], text: str,
            eager: Run) -> tuple[_Rerun, Any]:
     """The patched program's report and the comparison of its compiled outputs with eager's."""
-    name = Path(source.path).name
-    try:
-        data = source.to_bytes(text)
-    except SourceError as err:
-        return _Rerun(None, "", f"no patched copy of {name}: {err}"), None
-    where = line_map([(rw.first, rw.last, rw.new_last - rw.first + 1) for rw in rewrites])
-    try:
-        return _rerun_patched(model, calls, source.path, data, where, eager)
-    except PatchedImportError as err:
-        return _Rerun(None, "", f"the patched copy of {name} did not import: {err}"), None
-    except Exception as err:  # noqa: BLE001 - the patched copy did not import: not verified, said why
-        return _Rerun(None, "", f"the patched copy of {name} did not import: "
-                                f"{type(err).__name__}: {str(err)[:200]}"), None
+    return _rerun_files(model, calls, [(source, rewrites, text)], eager)
 
 
-def _rerun_patched(model: Any, calls: Calls, filename: str, data: bytes, where: Callable[[int], int | None],
+def _rerun_files(model: Any, calls: Calls, files: Sequence[tuple[Source, Sequence[Rewrite], str]],
+                 eager: Run) -> tuple[_Rerun, Any]:
+    """The program with every file of ``files`` patched (its rewrites, its new text) at once:
+    the model's classes and the helpers of other files it calls, each its patched copy."""
+    patched_files = []
+    for source, rewrites, text in files:
+        name = Path(source.path).name
+        try:
+            data = source.to_bytes(text)
+        except SourceError as err:
+            return _Rerun(None, "", f"no patched copy of {name}: {err}"), None
+        where = line_map([(rw.first, rw.last, rw.new_last - rw.first + 1) for rw in rewrites])
+        patched_files.append((source.path, data, where))
+    with ExitStack() as stack:
+        modules = []
+        for filename, data, where in patched_files:
+            try:
+                modules.append((filename, stack.enter_context(patched_module(filename, data)), where))
+            except PatchedImportError as err:
+                return _Rerun(None, "", f"the patched copy of {Path(filename).name} did not import: {err}"), None
+            except Exception as err:  # noqa: BLE001 - the patched copy did not import: not verified, said why
+                return _Rerun(None, "", f"the patched copy of {Path(filename).name} did not import: "
+                                        f"{type(err).__name__}: {str(err)[:200]}"), None
+        return _rerun_patched(model, calls, modules, eager)
+
+
+def _rerun_patched(model: Any, calls: Calls, modules: Sequence[tuple[str, Any, Callable[[int], int | None]]],
                    eager: Run) -> tuple[_Rerun, Any]:
-    with patched_module(filename, data) as module:
-        path = module.__file__ or ""
-        patched, why = counterpart(model, filename, module, where)
+    patched, path = model, ""
+    # The files that define the model's own classes (or function) first: their patched copies
+    # replace the model's classes, whose code then calls the other files' patched helpers.
+    modules = sorted(modules, key=lambda m: not _defines(model, m[0]))
+    for filename, module, where in modules:
+        path = path or module.__file__ or ""
+        try:
+            patched, why = counterpart(patched, filename, module, where)
+        except Exception as err:  # noqa: BLE001 - a model that cannot be copied or swapped: not verified, said why
+            patched, why = None, (f"the model could not be set up with the patched copy of {Path(filename).name}: "
+                                  f"{type(err).__name__}: {str(err)[:200]}")
         if patched is None:
             return _Rerun(None, path, why), None
-        try:
-            with own_work():  # the patched copy is dynscope's work, not the user's program
-                rep = _report(patched, calls)
-            got = run_compiled(patched, calls)
-        except KeyboardInterrupt:
-            raise
-        except CaptureError as err:
-            if err.party == COMPILER:  # it runs in eager: the report up to the failure still says what changed
-                return _Rerun(err.report, path, f"the patched program raised {_root_cause(err)}",
-                              _root_cause(err)), None
-            return _Rerun(None, path, f"the patched program raised {_root_cause(err)}"), None
-        except BaseException as err:  # noqa: BLE001 - the patched program failed (or exited): not verified, said why
-            return _Rerun(None, path, f"the patched program raised {_root_cause(err)}"), None
-        return _Rerun(rep, path, ""), compare(eager, got)
+    try:
+        with own_work():  # the patched copy is dynscope's work, not the user's program
+            rep = _report(patched, calls)
+        got = run_compiled(patched, calls)
+    except KeyboardInterrupt:
+        raise
+    except CaptureError as err:
+        if err.party == COMPILER:  # it runs in eager: the report up to the failure still says what changed
+            return _Rerun(err.report, path, f"the patched program raised {_root_cause(err)}",
+                          _root_cause(err)), None
+        return _Rerun(None, path, f"the patched program raised {_root_cause(err)}"), None
+    except BaseException as err:  # noqa: BLE001 - the patched program failed (or exited): not verified, said why
+        return _Rerun(None, path, f"the patched program raised {_root_cause(err)}"), None
+    return _Rerun(rep, path, ""), compare(eager, got)
+
+
+def _defines(model: Any, filename: str) -> bool:
+    """Whether ``filename`` defines the model's function or one of its modules' classes."""
+    obj = model.__self__ if hasattr(model, "__self__") and isinstance(model.__self__, torch.nn.Module) else model
+    if isinstance(obj, torch.nn.Module):
+        return any(defined_in(type(m), filename) for m in obj.modules())
+    return defined_in(obj, filename)
 
 
 def _root_cause(err: BaseException) -> str:
@@ -387,10 +415,10 @@ def _forget(filename: str) -> None:
 
 def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Rewrite]], sources: dict[str, Source],
               *, write: bool) -> tuple[int | None, bool | None, tuple[str, ...], tuple[str, ...], str]:
-    """Every verified patch applied together: the break count and outputs (one file: the
-    model's; several files are counted per patch only), and, with ``write``, the file written
-    when the patches together still verify (fewer breaks, outputs equal) and the file is as
-    fix read it."""
+    """Every verified patch applied together, in every file they touch (the model's, its
+    helpers' in other files of the project): the break count and outputs, and, with ``write``,
+    the files written when the patches together still verify (fewer breaks, outputs equal) and
+    each file is as fix read it."""
     by_file: dict[str, list[tuple[Patch, Rewrite]]] = {}
     for patch, rw in chosen:
         kept = by_file.setdefault(patch.filename, [])
@@ -400,9 +428,9 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
     after: int | None = None
     matched: bool | None = None
     why = ""
-    if len(texts) == 1:
-        ((filename, text),) = texts.items()
-        rerun, ev = _rerun(model, calls, sources[filename], [rw for _, rw in by_file[filename]], text, eager)
+    if texts:
+        rerun, ev = _rerun_files(model, calls, [(sources[f], [rw for _, rw in by_file[f]], text)
+                                                for f, text in texts.items()], eager)
         if rerun.rep is not None and ev is not None:
             after, matched = rerun.rep.break_count, ev.outputs_matched
         why = rerun.why
@@ -412,8 +440,7 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
     note = ""
     if write and texts and not (after is not None and after < before_count and matched is True):
         note = ("nothing written: the verified patches did not verify together "
-                + ("(they are in several files: fix one file's function at a time)" if len(texts) > 1
-                   else f"({why})" if after is None and why
+                + (f"({why})" if after is None and why
                    else f"({after} break events after, {before_count} before; outputs equal: {matched})"))
     if write and not note:
         for filename, text in texts.items():

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynscope._torch.registry import is_user_file, library_of
 from dynscope._torch.runtime import compare_outputs, tensors
 from dynscope._torch.sandbox import DynamoSandbox, compile_kwargs
 from dynscope._torch.trace import own_work
@@ -38,7 +39,7 @@ from dynscope._torch.trace import own_work
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ["Evidence", "PatchedImportError", "Run", "counterpart", "patched_module", "run_eager", "run_compiled"]
+__all__ = ["Evidence", "PatchedImportError", "Run", "counterpart", "defined_in", "patched_module", "run_eager", "run_compiled"]
 
 SEED = 0
 _numbers = itertools.count()
@@ -234,12 +235,13 @@ class patched_module:  # a context manager used like a function
             self._kept = ""
 
 
-def _defined_in(obj: Any, filename: str) -> bool:
+def defined_in(obj: Any, filename: str) -> bool:
+    """Whether a function, or a class's own functions, come from ``filename``."""
     code = getattr(obj, "__code__", None)
     if code is not None:
         return _same_file(code.co_filename, filename)
     if isinstance(obj, type):
-        return any(_defined_in(v, filename) for v in vars(obj).values() if isinstance(v, types.FunctionType))
+        return any(defined_in(v, filename) for v in vars(obj).values() if isinstance(v, types.FunctionType))
     return False
 
 
@@ -344,7 +346,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
         classes: dict[type, Any] = {}
         for sub in swapped.modules():
             cls = type(sub)
-            if cls not in classes and _defined_in(cls, filename) and "<locals>" not in cls.__qualname__:
+            if cls not in classes and defined_in(cls, filename) and "<locals>" not in cls.__qualname__:
                 new, why = _class_in(module, cls, filename, where)
                 if new is None:
                     return None, why
@@ -352,19 +354,131 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
             if cls in classes:
                 sub.__class__ = classes[cls]
         if not classes:
-            return None, f"no class of the model is defined in {Path(filename).name}"
+            # The break is in a helper of another file of the user's: the model's classes
+            # call the patched helper instead (their own code unchanged).
+            return _calling_patched(obj, filename, module, where)
         return swapped, ""
     if isinstance(obj, types.MethodType) and isinstance(obj.__self__, torch.nn.Module):
         owner, why = counterpart(obj.__self__, filename, module, where)
         return (getattr(owner, obj.__name__), "") if owner is not None else (None, why)
     if isinstance(obj, types.FunctionType):
-        if not _defined_in(obj, filename):
-            return None, (f"the function is defined in {Path(obj.__code__.co_filename).name}, the break in "
-                          f"{Path(filename).name}: run fix on a function of that file to verify")
+        if not defined_in(obj, filename):
+            return _calling_patched(obj, filename, module, where)
         if "<locals>" in obj.__qualname__:
             return None, "the function is defined inside another function: its patched copy cannot be found"
         return _function_in(module, obj, where)
     return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
+
+
+# -- a helper of another file patched: the model calls the patched copy -----------------------
+
+_DEPTH = 4  # helpers calling helpers: as deep as a project's own layers go
+
+
+def _calling_patched(obj: Any, filename: str, module: types.ModuleType,
+                     where: Callable[[int], int | None]) -> tuple[Any, str]:
+    """``obj`` (a model or function of another file) calling the patched copies of
+    ``filename``'s functions and classes: every function of the user's on the way (the model's
+    methods, helpers calling helpers) that reads one of them as a global is rebuilt with the
+    patched one in its globals (a copy of them: the user's modules are not touched)."""
+    original = _module_of(filename)
+    if original is None:
+        return None, f"{Path(filename).name} is not imported by the program: its patched copy cannot be called"
+    swaps: dict[int, Any] = {id(original): module}
+    for value in _members(original):
+        if isinstance(value, types.FunctionType) and _same_file(value.__code__.co_filename, filename):
+            new, _ = _function_in(module, value, where)
+        elif isinstance(value, type) and defined_in(value, filename):
+            new, _ = _class_in(module, value, filename, where)
+        else:
+            continue
+        if new is not None:
+            swaps[id(value)] = new
+    rebinder = _Rebinder(swaps)
+    if isinstance(obj, torch.nn.Module):
+        swapped = copy.deepcopy(obj)
+        for sub in swapped.modules():
+            new_cls = rebinder.cls(type(sub))
+            if new_cls is not type(sub):
+                sub.__class__ = new_cls
+        if not rebinder.changed:
+            return None, (f"no code of the model reaches the functions of {Path(filename).name} by name: "
+                          "the patched copy cannot be called in their place")
+        return swapped, ""
+    if isinstance(obj, types.FunctionType):
+        new_fn = rebinder.function(obj)
+        if new_fn is obj:
+            return None, (f"{obj.__qualname__} does not reach the functions of {Path(filename).name} by name: "
+                          "the patched copy cannot be called in their place")
+        return new_fn, ""
+    return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
+
+
+class _Rebinder:
+    """Functions and classes of the user's files rebuilt to read patched globals."""
+
+    def __init__(self, swaps: dict[int, Any]) -> None:
+        self.swaps = swaps
+        self.done: dict[int, Any] = {}
+        self.changed = False
+
+    def _user(self, fn: types.FunctionType) -> bool:
+        name = fn.__code__.co_filename
+        return is_user_file(name) and not library_of(name)  # never an installed package's code
+
+    def function(self, fn: types.FunctionType, depth: int = 0) -> types.FunctionType:
+        if id(fn) in self.swaps:
+            return self.swaps[id(fn)]
+        if id(fn) in self.done:
+            return self.done[id(fn)]
+        self.done[id(fn)] = fn  # a recursive helper reads itself: not rebuilt for that
+        if depth > _DEPTH or not self._user(fn):
+            return fn
+        names = set(fn.__code__.co_names)
+        for const in fn.__code__.co_consts:  # names read by the function's own comprehensions/lambdas
+            if isinstance(const, types.CodeType):
+                names |= set(const.co_names)
+        new_globals: dict[str, Any] | None = None
+        for name in names:
+            value = fn.__globals__.get(name)
+            if value is None:
+                continue
+            new = self.swaps.get(id(value))
+            if new is None and isinstance(value, types.FunctionType):
+                rebuilt = self.function(value, depth + 1)
+                new = rebuilt if rebuilt is not value else None
+            if new is not None:
+                new_globals = new_globals if new_globals is not None else dict(fn.__globals__)
+                new_globals[name] = new
+        if new_globals is None:
+            return fn
+        out = types.FunctionType(fn.__code__, new_globals, fn.__name__, fn.__defaults__, fn.__closure__)
+        out.__kwdefaults__ = fn.__kwdefaults__
+        out.__qualname__ = fn.__qualname__
+        out.__dict__.update(fn.__dict__)
+        self.done[id(fn)] = out
+        self.changed = True
+        return out
+
+    def cls(self, cls: type) -> type:
+        """A subclass of ``cls`` whose own methods read the patched globals (``cls`` itself when
+        none reads them): a subclass, so ``isinstance`` and ``super()`` hold as before."""
+        if id(cls) in self.done:
+            return self.done[id(cls)]
+        self.done[id(cls)] = cls
+        methods: dict[str, Any] = {}
+        for name, value in vars(cls).items():
+            fn = _own(value)
+            if isinstance(fn, types.FunctionType):
+                new = self.function(fn)
+                if new is not fn:
+                    methods[name] = (staticmethod(new) if isinstance(value, staticmethod)
+                                     else classmethod(new) if isinstance(value, classmethod) else new)
+        if not methods:
+            return cls
+        out = type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        self.done[id(cls)] = out
+        return out
 
 
 def _call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
