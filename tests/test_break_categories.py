@@ -17,6 +17,7 @@ from dynscope._lexicon.break_categories import (
     CATEGORIES,
     CATEGORY_NAMES,
     CONSTRAINT,
+    EXPLICIT,
     LIBRARY_BREAK,
     OBSERVED_EXCEPTION,
     OTHER,
@@ -154,3 +155,14 @@ def test_the_docs_list_every_category() -> None:
     listed = re.search(r"^Categories: (.*?)\.\n\n", text, re.S | re.M)
     assert listed is not None
     assert sorted(" ".join(listed.group(1).split()).split(", ")) == sorted(CATEGORY_NAMES)
+
+
+def test_what_fix_leaves_alone_is_on_the_category_table() -> None:
+    # dynscope.fix reads why it proposes no patch from the category (Category.unpatched):
+    # every break made on purpose says why, and the user's own graph_break() too.
+    for c in CATEGORIES:
+        if c.on_purpose:
+            assert c.unpatched, c.name
+    left_alone = {c.name for c in CATEGORIES if c.unpatched}
+    assert left_alone == {c.name for c in CATEGORIES if c.on_purpose} | {EXPLICIT}
+    assert category_named("no such category").unpatched == ""  # "other": fix tries its rewrites

@@ -3,7 +3,8 @@
 One :class:`Category` per category: the name reports show (and saved reports store, so a
 name never changes), the words of PyTorch's graph-break type or explanation that select it
 (torch 2.11 .. 2.14, see tests/traces and tests/test_attack_wording.py), dynscope's fix text,
-and whether the break is made on purpose (no change at the user's line removes it).
+whether the break is made on purpose (no change at the user's line removes it), and why
+``dynscope.fix`` leaves such a site alone, where it does.
 :func:`classify` is a pure function of PyTorch's words, the user's line and where the break
 was raised, so it is tested without compiling anything; the capture floor tells it where
 (``dynscope._capture.break_sites.raised_in``). docs/report-model.md lists the categories.
@@ -59,6 +60,10 @@ class Category:
     on_purpose: bool = False
     # An explicit graph_break() raised there (a RAISED_IN_* value) falls in this category.
     raised_in: str = ""
+    # Why ``dynscope.fix`` proposes no source patch at such a site, said in its result; ""
+    # for a category it tries rewrites for. Set for a break made on purpose, and for the
+    # user's own graph_break(), which only the user can decide to remove.
+    unpatched: str = ""
 
     @property
     def actionable(self) -> bool:
@@ -80,12 +85,14 @@ CATEGORIES: tuple[Category, ...] = (
         "step on its own (`torch.compile(opt.step)`, or a separate compiled function that calls "
         "opt.step()), or call opt.step() and opt.zero_grad() outside the compiled function.",
         words=("function `optimizer.",), on_purpose=True, raised_in=RAISED_IN_OPTIM,
+        unpatched="torch.optim breaks here on purpose: compile the optimizer step on its own",
     ),
     Category(
         EXPLICIT,
         "The code calls torch._dynamo.graph_break() on purpose. Remove it if the split is "
         "no longer needed.",
         words=("torch._dynamo.graph_break()", "user-inserted graph break"),
+        unpatched="your code calls torch._dynamo.graph_break(): remove it if the split is no longer needed",
     ),
     Category(
         DEEPCOPY,
@@ -213,6 +220,7 @@ CATEGORIES: tuple[Category, ...] = (
         "library function outside the compiled function, or compile the code before and after "
         "it separately; the code around it still compiles.",
         on_purpose=True, raised_in=RAISED_IN_LIBRARY,
+        unpatched="a library calls torch._dynamo.graph_break() on purpose",
     ),
     # No words match.
     Category(OTHER, "Read PyTorch's explanation and hints below, and its documentation link."),
