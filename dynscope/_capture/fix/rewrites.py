@@ -19,6 +19,10 @@ The rewrites, in the order they are tried for a category:
 - ``mask instead of select``: ``x[mask].sum()`` becomes ``torch.where(mask, x, 0).sum()``.
 - ``clone instead of deepcopy``: ``copy.deepcopy(t)`` becomes ``t.clone()``.
 - ``detach instead of requires_grad = False`` (or ``requires_grad_(False)``).
+- host round trips and data-dependent selections (:mod:`.host`): a numpy round trip as torch
+  ops, ``.tolist()`` lengths of a ragged pooling as a masked segment reduction, a selection or
+  a nonzero index that is only reduced as a mask, a loop over experts as dense routing,
+  ``math.*`` of ``.item()`` as ``torch.*``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
+from dynscope._capture.fix import host
 from dynscope._capture.fix.statements import (
     Made,
     Rewrite,
@@ -87,15 +92,19 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
     if not makers:
         return [], f"no rewrite is known for a {category!r} break"
     found = []
+    said: list[str] = []  # why a maker that knows the shape writes no rewrite of it
     text = Text(source, indent_unit(line_of(source, stmt.lineno), stmt.col_offset))
     for make in makers:
         new = make(stmt, text)
         if new is None:
             continue
+        if isinstance(new, str):
+            said.append(new)
+            continue
         made = new if isinstance(new, Made) else Made(*new)
         found.append(replaced(source, made.first or stmt, made.lines, made.name, made.note, made.last))
     if not found:
-        return [], f"the statement at line {lineno} is not a shape a {category!r} rewrite knows"
+        return [], "; ".join(said) or f"the statement at line {lineno} is not a shape a {category!r} rewrite knows"
     return found, ""
 
 
@@ -406,12 +415,13 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     return None
 
 
-_BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | None], ...]] = {
+_BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
-    UNSUPPORTED_CALL: (_guard, _tensor),
+    UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
     BRANCH: (_where, _cond),
-    SCALAR: (_where, _cond, _tensor, _guard),  # a print of loss.item(): guarded when kept a tensor fails
-    DYNAMIC_SHAPE: (_mask, _where),
+    # A print of loss.item(): guarded when kept a tensor fails.
+    SCALAR: (_where, _cond, host.numpy_to_torch, host.segment_reduction, host.math_to_torch, _tensor, _guard),
+    DYNAMIC_SHAPE: (_mask, _where, host.dense_experts, host.masked_select),
     DEEPCOPY: (_clone,),
     REQUIRES_GRAD: (_detach,),
 }

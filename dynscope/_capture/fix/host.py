@@ -1,0 +1,1017 @@
+"""Rewrites for host round trips and data-dependent selections, by what the code does.
+
+A value that leaves the graph (a numpy array, a Python list or number) or a selection whose
+size depends on the data (``x[mask]``, ``nonzero``) breaks the graph. Each maker here sees the
+break site's statement and the statements around it, and when the run of them is a shape it
+knows, writes the same computation in tensor ops of static shape:
+
+- ``torch ops instead of numpy``: ``a = x.detach().cpu().numpy()`` ... ``np.*`` ... back to
+  torch (``torch.from_numpy``, ``float(...)``) as torch ops on the detached tensor.
+- ``masked segment reduction``: ``lengths = t.tolist()`` and a pooling over ragged
+  segments (``torch.stack([h[i, :n].mean(0) ...])``, ``torch.split(flat, lengths)``) as a
+  masked or indexed reduction over all of them at once.
+- ``masked reduction instead of select``: ``sel = x[mask]`` then ``sel.sum()``, ``.mean()``,
+  ``.max()``, ``.numel()``... as reductions of ``torch.where(mask, x, fill)``.
+- ``mask instead of nonzero``: ``keep = (scores > t).nonzero().squeeze(1)`` then
+  ``boxes[keep]`` reduced, as the mask; a filtered tensor that is returned is refused, with
+  the reason (its size is the data's).
+- ``dense expert routing``: a loop over experts that gathers its tokens with ``torch.where``
+  and scatters back (``out[idx] += ...``, ``index_add_``) as every expert on every token,
+  weighted by its routing weight (zero where not routed).
+- ``torch math instead of math``: ``math.sqrt(t.item())`` and the like as ``torch.sqrt(t)``.
+
+Text only (no torch import); nothing here decides whether a rewrite is right: the verifier
+reruns the patched program.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from dynscope._capture.fix.statements import Made, Text, block_of, function_of, names_loaded, parsed, unparsed
+
+__all__ = ["DENSE", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "dense_experts", "masked_select",
+           "math_to_torch", "numpy_to_torch", "segment_reduction"]
+
+NUMPY = "torch ops instead of numpy"
+SEGMENT = "masked segment reduction"
+SELECT = "masked reduction instead of select"
+NONZERO = "mask instead of nonzero"
+DENSE = "dense expert routing"
+MATH = "torch math instead of math"
+
+_Maker = Made | str | None
+
+
+# -- shared: the statements after a site ------------------------------------------------------
+
+
+def _expr(src: str) -> ast.expr:
+    return ast.parse(src, mode="eval").body
+
+
+def _call(node: ast.AST, owner: str | None = None) -> str:
+    """The name a call calls (``np.clip`` -> "clip" when ``owner`` is "np"); "" otherwise."""
+    if not isinstance(node, ast.Call):
+        return ""
+    f = node.func
+    if owner is None:
+        return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == owner:
+        return f.attr
+    return ""
+
+
+def _method(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """(receiver, name) of a method call ``recv.name(...)``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.value, node.func.attr
+    return None
+
+
+def _stored_names(stmt: ast.stmt) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _target(stmt: ast.stmt) -> str | None:
+    """The one plain name an assignment binds."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id
+    return None
+
+
+def _read_outside(source: str, stmt: ast.stmt, run: list[ast.stmt], name: str) -> bool:
+    """Whether ``name`` is read in the site's function outside the replaced run (before it in a
+    loop, which reads it on its next turn, or after it)."""
+    scope: ast.AST = function_of(source, stmt) or parsed(source)
+    inside = {id(n) for s in run for n in ast.walk(s)}
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and id(n) not in inside
+               for n in ast.walk(scope))
+
+
+def _simple(stmt: ast.stmt) -> bool:
+    """A statement the rewrites may transform whole: no block of its own."""
+    return isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr))
+
+
+def _lines(text: Text, stmt: ast.stmt, new: ast.stmt | None) -> list[str]:
+    """A statement of a replaced run: as written when unchanged (comments kept), else unparsed."""
+    if new is None or ast.dump(new) == ast.dump(stmt):
+        return text.statement_lines(stmt)
+    return unparsed(new).split("\n")
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _is_zero(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0 and not isinstance(node.value, bool)
+
+
+def _dim0(call: ast.Call) -> bool:
+    """A reduction over dim 0 (``.sum(0)``, ``.sum(dim=0)``)."""
+    return (len(call.args) == 1 and _is_zero(call.args[0]) and not call.keywords) or (
+        not call.args and len(call.keywords) == 1 and call.keywords[0].arg == "dim" and _is_zero(call.keywords[0].value))
+
+
+# -- 1. numpy round trip -------------------------------------------------------------------------
+
+
+# np.<name> -> torch.<name>, and how its arguments are renamed.
+_NP_FUNCS = {
+    "clip": "clamp", "exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "abs", "absolute": "abs", "tanh": "tanh",
+    "square": "square", "log1p": "log1p", "expm1": "expm1", "sign": "sign", "floor": "floor", "ceil": "ceil",
+    "sin": "sin", "cos": "cos", "exp2": "exp2", "log2": "log2", "log10": "log10", "maximum": "maximum",
+    "minimum": "minimum", "where": "where", "mean": "mean", "sum": "sum", "max": "amax", "min": "amin",
+    "amax": "amax", "amin": "amin", "std": "std", "var": "var", "argsort": "argsort", "argmax": "argmax",
+    "argmin": "argmin", "cumsum": "cumsum", "nanmean": "nanmean", "nansum": "nansum", "round": "round",
+    "quantile": "quantile", "percentile": "quantile", "median": "median", "isnan": "isnan",
+    "isfinite": "isfinite", "logical_and": "logical_and", "logical_or": "logical_or", "matmul": "matmul",
+    "trapz": "trapezoid", "digitize": "bucketize", "asarray": "", "array": "",
+}
+_NP_METHODS = {"mean": "mean", "sum": "sum", "max": "amax", "min": "amin", "std": "std", "var": "var",
+               "clip": "clamp", "argmax": "argmax", "argmin": "argmin", "argsort": "argsort", "cumsum": "cumsum",
+               "copy": "clone", "reshape": "reshape", "flatten": "flatten", "round": "round", "astype": "to",
+               "item": "", "squeeze": "squeeze"}
+_NP_KW = {"axis": "dim", "keepdims": "keepdim", "ddof": "correction", "a_min": "min", "a_max": "max",
+          "decimals": "decimals"}
+_NP_DTYPES = {"float16", "float32", "float64", "int32", "int64", "int8", "uint8", "bool_", "int16"}
+_BACK = {"from_numpy", "tensor", "as_tensor"}
+
+
+class _FromNumpy(ast.NodeTransformer):
+    """numpy calls on the arrays of a round trip as torch calls on the tensors they come from."""
+
+    def __init__(self, arrays: set[str]) -> None:
+        self.arrays = arrays  # the names that hold arrays of the round trip
+        self.refused = ""
+
+    def _array(self, node: ast.AST) -> bool:
+        """Whether an expression (of the original text) is a numpy array of the round trip."""
+        if isinstance(node, ast.Name):
+            return node.id in self.arrays
+        if _numpy_source(node) is not None or _call(node, "np"):
+            return True
+        if isinstance(node, ast.Call):
+            m = _method(node)
+            return m is not None and m[1] not in ("item", "tolist") and self._array(m[0])
+        if isinstance(node, ast.BinOp):
+            return self._array(node.left) or self._array(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return self._array(node.operand)
+        if isinstance(node, ast.Subscript):
+            return self._array(node.value)
+        if isinstance(node, ast.Attribute):
+            return node.attr == "T" and self._array(node.value)
+        return False
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if node.attr == "size" and isinstance(node.ctx, ast.Load) and self._array(node.value):
+            # numpy's a.size is the element count (a method call's .size never reaches here)
+            return ast.Call(func=ast.Attribute(value=self.visit(node.value), attr="numel"), args=[], keywords=[])
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.value, ast.Name) and node.value.id == "np" and node.attr in _NP_DTYPES:
+            return ast.Attribute(value=ast.Name("torch"), attr=node.attr.rstrip("_"))
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        src = _numpy_source(node)
+        if src is not None:  # x.detach().cpu().numpy() -> x.detach().cpu(): the tensor it copies
+            return self.visit(src)
+        # What the arguments were (arrays or not) before they are rewritten.
+        first_is_array = bool(node.args) and self._array(node.args[0])
+        m = _method(node)
+        on_array = m is not None and self._array(m[0])
+        node.args = [self.visit(a) for a in node.args]
+        for k in node.keywords:
+            k.value = self.visit(k.value)
+        name = _call(node, "np")
+        if name:
+            return self._np(node, name)
+        if _call(node, "torch") in _BACK and first_is_array:
+            # Back to torch: the value already is a tensor (dtype/device kept as asked).
+            kw = [k for k in node.keywords if k.arg in ("dtype", "device")]
+            return ast.Call(func=ast.Attribute(value=node.args[0], attr="to"), args=[], keywords=kw) if kw else node.args[0]
+        if isinstance(node.func, ast.Name) and node.func.id == "float" and len(node.args) == 1 and first_is_array:
+            return node.args[0]  # a 0-dim tensor stands for the Python float
+        if isinstance(node.func, ast.Name) and node.func.id in ("int", "bool") and first_is_array:
+            self.refused = f"{node.func.id}() of an array: a Python {node.func.id} (an index, a count), no tensor"
+            return node
+        if m is not None and on_array:
+            return self._array_method(node, self.visit(m[0]), m[1])
+        node.func = self.visit(node.func)
+        return node
+
+    def _kwargs(self, node: ast.Call) -> list[ast.keyword] | None:
+        out = []
+        for k in node.keywords:
+            if k.arg not in _NP_KW:
+                self.refused = f"numpy's {k.arg}= has no torch spelling here"
+                return None
+            out.append(ast.keyword(arg=_NP_KW[k.arg], value=k.value))
+        return out
+
+    def _np(self, node: ast.Call, name: str) -> ast.expr:
+        if name not in _NP_FUNCS:
+            self.refused = f"np.{name} has no torch counterpart fix knows"
+            return node
+        kw = self._kwargs(node)
+        if kw is None:
+            return node
+        args = list(node.args)
+        if name in ("asarray", "array"):
+            if len(args) == 1 and self._array(args[0]) and not kw:
+                return args[0]
+            self.refused = f"np.{name} of Python values (numpy makes float64 of Python floats)"
+            return node
+        torch_name = _NP_FUNCS[name]
+        if name in ("maximum", "minimum") and len(args) == 2:
+            # torch.maximum takes two tensors; against a number it is a clamp.
+            number = [isinstance(a, ast.Constant) or (isinstance(a, ast.UnaryOp) and isinstance(a.operand, ast.Constant))
+                      for a in args]
+            if number[0] != number[1]:
+                arr, other = (args[1], args[0]) if number[0] else (args[0], args[1])
+                bound = "min" if name == "maximum" else "max"
+                return _torch("clamp", [arr], [ast.keyword(arg=bound, value=other)])
+        if name in ("std", "var") and not any(k.arg == "correction" for k in kw):
+            kw.append(ast.keyword(arg="correction", value=ast.Constant(0)))  # numpy's ddof=0
+        if name == "percentile" and len(args) >= 2:
+            args[1] = ast.BinOp(left=args[1], op=ast.Div(), right=ast.Constant(100))
+        if name == "digitize" and len(args) >= 2 and isinstance(args[1], (ast.List, ast.Tuple)):
+            args[1] = _torch("tensor", [args[1]], [ast.keyword(arg="dtype", value=ast.Attribute(
+                value=args[0], attr="dtype"))])
+        if name == "digitize":  # np.digitize(x, bins) counts bins[i-1] <= x < bins[i]: bucketize's right=True
+            if len(args) != 2 or kw:
+                self.refused = "np.digitize with right= (bucketize's sides differ)"
+                return node
+            kw = [ast.keyword(arg="right", value=ast.Constant(True))]
+        if name == "median":
+            kw_dim = [k for k in kw if k.arg == "dim"]
+            call = _torch("median", args, kw)
+            # torch.median with a dim returns (values, indices); without one, a tensor.
+            return ast.Attribute(value=call, attr="values") if kw_dim else call
+        if name == "cumsum" and not any(k.arg == "dim" for k in kw) and len(args) == 1:
+            return _torch("cumsum", [ast.Call(func=ast.Attribute(value=args[0], attr="flatten"), args=[],
+                                              keywords=[])], [ast.keyword(arg="dim", value=ast.Constant(0))])
+        if name == "clip" and len(args) == 3 and isinstance(args[1], ast.Constant) and args[1].value is None:
+            return _torch("clamp", [args[0]], [ast.keyword(arg="max", value=args[2])])
+        if name == "round" and len(args) == 2:
+            kw.append(ast.keyword(arg="decimals", value=args.pop()))
+        if name in ("mean", "sum", "max", "min", "amax", "amin", "std", "var", "argmax", "argmin", "argsort",
+                    "cumsum", "nanmean", "nansum", "median") and len(args) == 2:
+            kw.append(ast.keyword(arg="dim", value=args.pop()))  # np.sum(a, 0): the axis, positionally
+        return _torch(torch_name, args, kw)
+
+    def _array_method(self, node: ast.Call, recv: ast.expr, meth: str) -> ast.expr:
+        if meth not in _NP_METHODS:
+            self.refused = f"the array method .{meth}() has no torch counterpart fix knows"
+            return node
+        kw = self._kwargs(node)
+        if kw is None:
+            return node
+        if meth == "item":  # the 0-dim tensor stands for the number (it is detached: no gradient)
+            return recv
+        args = list(node.args)
+        if meth in ("std", "var") and not any(k.arg == "correction" for k in kw):
+            kw.append(ast.keyword(arg="correction", value=ast.Constant(0)))
+        if meth in ("mean", "sum", "max", "min", "std", "var", "argmax", "argmin", "cumsum") and len(args) == 1:
+            kw.append(ast.keyword(arg="dim", value=args.pop()))
+        if meth == "reshape" and len(args) == 1 and isinstance(args[0], ast.Tuple):
+            args = list(args[0].elts)
+        return ast.Call(func=ast.Attribute(value=recv, attr=_NP_METHODS[meth]), args=args, keywords=kw)
+
+
+def _torch(name: str, args: list[ast.expr], kw: list[ast.keyword]) -> ast.Call:
+    return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr=name), args=args, keywords=kw)
+
+
+def _numpy_source(node: ast.AST) -> ast.expr | None:
+    """The tensor of ``t.numpy()`` (``t.detach().cpu()``), None for anything else."""
+    m = _method(node)
+    if m is not None and m[1] == "numpy" and isinstance(node, ast.Call) and not node.args:
+        force = _keyword(node, "force")
+        recv = m[0]
+        if force is not None:  # numpy(force=True) detaches and copies to the CPU itself
+            recv = ast.Call(func=ast.Attribute(value=ast.Call(func=ast.Attribute(value=recv, attr="detach"), args=[],
+                                                              keywords=[]), attr="cpu"), args=[], keywords=[])
+        return recv
+    return None
+
+
+def numpy_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
+    """A numpy round trip around the site (from ``a = t.numpy()`` to the last statement that
+    reads an array of it) as torch ops on the tensor ``a`` came from."""
+    source = text.source
+    block, at = block_of(source, stmt)
+    start = None
+    for i in range(at, -1, -1):  # the round trip's start: the nearest .numpy() at or before the site
+        s = block[i]
+        if isinstance(s, ast.Assign) and any(_numpy_source(n) is not None for n in ast.walk(s.value)) and _target(s):
+            start = i
+            break
+    if start is None:
+        return None
+    arrays: set[str] = set()
+    end = start
+    for i in range(start, len(block)):
+        s = block[i]
+        if i == start or names_loaded(s) & arrays:
+            if not _simple(s):
+                return None  # a loop or branch over the arrays: out of reach
+            end = i
+            name = _target(s)
+            if name is not None:
+                arrays.add(name)
+            elif isinstance(s, (ast.Assign, ast.AugAssign)):
+                return None  # an array stored in an attribute or a tuple: followed no further
+        elif _stored_names(s) & arrays:
+            arrays -= _stored_names(s)
+    if end < at:
+        return None
+    run = block[start:end + 1]
+    last = run[-1]
+    if any(_read_outside(source, stmt, run, n) for n in arrays):
+        return None
+    fix = _FromNumpy(arrays)
+    out: list[str] = []
+    for s in run:
+        if s is not run[0] and not names_loaded(s) & arrays:
+            out += text.statement_lines(s)  # between the array's uses: as written
+            continue
+        new = fix.visit(copy.deepcopy(s))
+        if fix.refused:
+            return None
+        out += _lines(text, s, new)
+    return Made(out, NUMPY, (
+        "numpy's ops and torch's agree (the vocabulary map: axis -> dim, keepdims -> keepdim, np.std/np.var "
+        "with ddof=0 -> correction=0, np.max -> torch.amax; np.median is torch.median, the lower middle value "
+        "for an even count where numpy averages the two); the arrays keep the tensor's dtype (float32 stays "
+        "float32: no float64 from Python floats), a float() of an array stays a 0-dim tensor, detached as the "
+        "array was"), first=block[start], last=last)
+
+
+# -- 2. .tolist() lengths into a ragged pooling ------------------------------------------------------
+
+
+_POOL = {"sum": "sum", "mean": "mean", "amax": "amax", "max": "amax"}
+
+
+def _pooled(elt: ast.expr, var: str) -> tuple[ast.expr, str] | None:
+    """(the sliced tensor, the reduction) of ``var_sliced.sum(0)`` / ``.mean(0)`` / ``.amax(0)``
+    / ``.max(0).values`` / ``.max(0)[0]``, the comprehension's element."""
+    if isinstance(elt, ast.Attribute) and elt.attr == "values":
+        elt = elt.value
+        if not (isinstance(elt, ast.Call) and _method(elt) and _method(elt)[1] == "max"):  # type: ignore[index]
+            return None
+    elif isinstance(elt, ast.Subscript) and _is_zero(elt.slice):
+        elt = elt.value
+        if not (isinstance(elt, ast.Call) and _method(elt) and _method(elt)[1] == "max"):  # type: ignore[index]
+            return None
+    m = _method(elt)
+    if m is None or m[1] not in _POOL or not isinstance(elt, ast.Call) or not _dim0(elt):
+        return None
+    return m[0], _POOL[m[1]]
+
+
+def _ragged(call: ast.expr, lengths: str) -> tuple[str, str, str] | None:
+    """``torch.stack([...])`` over prefixes of rows: (h, reduction, "rows") for
+    ``[h[i, :n].R(0) for i, n in enumerate(lengths)]`` / ``[t[:n].R(0) for t, n in zip(h, lengths)]``;
+    (flat, reduction, "split") for ``[p.R(0) for p in torch.split(flat, lengths)]``."""
+    if not (_call(call, "torch") == "stack" and isinstance(call, ast.Call) and len(call.args) == 1
+            and not call.keywords and isinstance(call.args[0], ast.ListComp)):
+        return None
+    comp = call.args[0]
+    if len(comp.generators) != 1 or comp.generators[0].ifs or comp.generators[0].is_async:
+        return None
+    gen = comp.generators[0]
+    it, target = gen.iter, gen.target
+    if isinstance(target, ast.Name):  # for p in torch.split(flat, lengths)
+        found = _pooled(comp.elt, target.id)
+        split = _split_of(it, lengths)
+        if found is None or split is None or not (isinstance(found[0], ast.Name) and found[0].id == target.id):
+            return None
+        return split, found[1], "split"
+    if not (isinstance(target, ast.Tuple) and len(target.elts) == 2
+            and all(isinstance(e, ast.Name) for e in target.elts)):
+        return None
+    a, n = (e.id for e in target.elts)  # type: ignore[attr-defined]
+    found = _pooled(comp.elt, a)
+    if found is None or not isinstance(found[0], ast.Subscript):
+        return None
+    sliced, red = found
+    sl = sliced.slice  # type: ignore[attr-defined]
+    if _call(it, None) == "enumerate" and isinstance(it, ast.Call) and len(it.args) == 1 and _is_name(it.args[0], lengths):
+        # h[i, :n]: row i, its first n positions
+        if isinstance(sl, ast.Tuple) and unparsed(sl).strip("()") == f"{a}, :{n}":
+            return unparsed(sliced.value), red, "rows"  # type: ignore[attr-defined]
+        return None
+    if (_call(it, None) == "zip" and isinstance(it, ast.Call) and len(it.args) == 2 and _is_name(it.args[1], lengths)
+            and all(k.arg == "strict" for k in it.keywords)
+            and _is_name(sliced.value, a) and unparsed(sl) == f":{n}"):  # type: ignore[attr-defined]
+        return unparsed(it.args[0]), red, "rows"
+    return None
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _split_of(node: ast.expr, lengths: str) -> str | None:
+    """``flat`` of ``torch.split(flat, lengths)`` / ``flat.split(lengths)`` (dim 0)."""
+    if _call(node, "torch") == "split" and isinstance(node, ast.Call) and len(node.args) == 2 and not node.keywords \
+            and _is_name(node.args[1], lengths):
+        return unparsed(node.args[0])
+    m = _method(node)
+    if m is not None and m[1] == "split" and isinstance(node, ast.Call) and len(node.args) == 1 \
+            and not node.keywords and _is_name(node.args[0], lengths):
+        return unparsed(m[0])
+    return None
+
+
+def _segment_expr(flat_or_h: str, red: str, kind: str, lengths: str) -> tuple[list[str], str]:
+    """(statements to put first, the pooled expression) for a reduction over every segment."""
+    if kind == "rows":  # h: (batch, length, features); a row's first n positions
+        keep = f"{lengths}_keep"
+        pre = [f"{keep} = torch.arange({flat_or_h}.shape[1], device={flat_or_h}.device) < {lengths}[:, None]"]
+        if red == "amax":
+            return pre, f"torch.where({keep}[:, :, None], {flat_or_h}, float('-inf')).amax(1)"
+        total = f"torch.where({keep}[:, :, None], {flat_or_h}, 0).sum(1)"
+        if red == "mean":  # n past the row's end counts the row's length, as h[i, :n] does
+            return pre, f"{total} / {lengths}.clamp(max={flat_or_h}.shape[1])[:, None]"
+        return pre, total
+    # flat: (total, features), split into consecutive segments: each row's segment by bucketize
+    seg = f"{lengths}_segment"
+    pre = [f"{seg} = torch.bucketize(torch.arange({flat_or_h}.shape[0], device={flat_or_h}.device), "
+           f"{lengths}.cumsum(0), right=True)"]
+    zeros = f"{flat_or_h}.new_zeros(({lengths}.shape[0],) + {flat_or_h}.shape[1:])"
+    if red == "amax":
+        return pre, (f"{zeros}.scatter_reduce(0, {seg}[:, None].expand_as({flat_or_h}), {flat_or_h}, 'amax', "
+                     "include_self=False)")
+    total = f"{zeros}.index_add(0, {seg}, {flat_or_h})"
+    return pre, (f"{total} / {lengths}[:, None]" if red == "mean" else total)
+
+
+def segment_reduction(stmt: ast.stmt, text: Text) -> _Maker:
+    """``lengths = t.tolist()`` then a pooling over ragged segments as one masked (or indexed)
+    reduction over all segments; ``lengths`` stays the tensor."""
+    name = _target(stmt)
+    if name is None or not isinstance(stmt, ast.Assign):
+        return None
+    m = _method(stmt.value)
+    if m is None or m[1] != "tolist" or stmt.value.args:  # type: ignore[attr-defined]
+        return None
+    source = text.source
+    block, at = block_of(source, stmt)
+    users = [s for s in block[at + 1:] if name in names_loaded(s)]
+    if len(users) != 1 or not _simple(users[0]):
+        return None
+    pool = users[0]
+    split = _split_of(pool.value, name) if isinstance(pool, ast.Assign) else None
+    parts = _target(pool) if split is not None else None
+    if parts is not None:
+        # parts = torch.split(flat, lengths), then one pooling statement over parts: read as the split
+        readers = [s for s in block[block.index(pool) + 1:] if parts in names_loaded(s)]
+        if len(readers) != 1 or not _simple(readers[0]):
+            return None
+        pool = readers[0]
+    run = block[at:block.index(pool) + 1]
+    if any(_read_outside(source, stmt, run, n) for n in (name, parts) if n):
+        return None
+    found: list[tuple[ast.Call, tuple[str, str, str]]] = []
+    for node in ast.walk(pool):
+        if not isinstance(node, ast.Call):
+            continue
+        probe = node
+        if parts is not None and node.args and isinstance(node.args[0], ast.ListComp) \
+                and _is_name(node.args[0].generators[0].iter, parts):
+            probe = copy.deepcopy(node)
+            probe.args[0].generators[0].iter = _expr(f"torch.split({split}, {name})")  # type: ignore[attr-defined]
+        got = _ragged(probe, name)
+        if got is not None:
+            found.append((node, got))
+    if len(found) != 1:
+        return None
+    call, (tensor, red, kind) = found[0]
+    pre, pooled = _segment_expr(tensor, red, kind, name)
+
+    new = _swap(pool, call, _expr(pooled))
+    between = [ln for s in run[1:-1] if s is not users[0] for ln in text.statement_lines(s)]
+    lines = [f"{name} = {unparsed(m[0])}", *between, *pre, *unparsed(new).split("\n")]
+    note = ("the segments are prefixes of h's rows (h[i, :n]), h is (batch, length, features)" if kind == "rows"
+            else "the segments are consecutive rows of the packed tensor and their lengths add up to its rows")
+    return Made(lines, SEGMENT, (
+        f"{note}; {name} is read only by the pooling; an empty segment's mean is 0/0 = nan as in eager, its sum 0, "
+        "its max -inf (eager raises); max's gradient is split between tied values"), last=pool)
+
+
+def _swap(stmt: ast.stmt, old: ast.AST, new: ast.expr) -> ast.stmt:
+    """A copy of ``stmt`` with its node ``old`` replaced by ``new`` (the file's tree is shared:
+    never changed in place)."""
+    memo: dict[int, object] = {}
+    out = copy.deepcopy(stmt, memo)
+    twin = memo.get(id(old))
+
+    class _Swap(ast.NodeTransformer):
+        def visit(self, node: ast.AST) -> ast.AST:
+            return new if node is twin else super().visit(node)
+
+    swapped = _Swap().visit(out)
+    assert isinstance(swapped, ast.stmt)
+    return swapped
+
+
+# -- 3./4. select then reduce; nonzero then index ------------------------------------------------
+
+
+class _Sel:
+    """A selection ``value[mask]`` (mask of value's leading dims) whose reductions become masked."""
+
+    def __init__(self, value: ast.expr, mask: str, made: ast.expr, rows: bool = False) -> None:
+        self.value, self.mask = unparsed(value), mask  # the mask's expression, or the name it is bound to
+        self.rows = rows  # the mask is 1-D (a row mask, from nonzero): dim 0 of the selection is the value's
+        # x[x > t]: the mask has x's shape, no reshape needed
+        self.same = isinstance(made, ast.Compare) and unparsed(made.left) == unparsed(value)
+
+    def masked(self, fill: str) -> str:
+        mask = self.mask if self.same else (
+            f"{_paren(self.mask)}.view(*{_paren(self.mask)}.shape, *[1] * ({_paren(self.value)}.dim() - "
+            f"{_paren(self.mask)}.dim()))")
+        return f"torch.where({mask}, {self.value}, {fill})"
+
+    def over_rows(self, masked: str, reduction: str) -> str:
+        """A reduction over dim 0 of the selection: the mask's dimensions of the value."""
+        if self.rows:
+            return f"{masked}.{reduction}(0)"
+        return f"{masked}.flatten(0, {_paren(self.mask)}.dim() - 1).{reduction}(0)"
+
+    def count(self) -> str:  # len(x[mask]): the selected rows
+        return f"{_paren(self.mask)}.sum()"
+
+    def numel(self) -> str:
+        if self.same:
+            return self.count()
+        return f"({_paren(self.mask)}.sum() * ({_paren(self.value)}.numel() // {_paren(self.mask)}.numel()))"
+
+
+def _paren(src: str) -> str:
+    return src if src.isidentifier() or src.replace(".", "").isidentifier() else f"({src})"
+
+
+_FILL = {"sum": "0", "mean": "0", "max": "float('-inf')", "amax": "float('-inf')", "min": "float('inf')",
+         "amin": "float('inf')"}
+
+
+class _Reduced(ast.NodeTransformer):
+    """Reductions of selections as reductions of masks; ``bad`` when a selection is read otherwise."""
+
+    def __init__(self, sels: dict[str, _Sel], index: dict[str, tuple[str, ast.expr]]) -> None:
+        self.sels = sels  # name -> its selection
+        self.index = index  # name of a nonzero index -> the mask it came from (1-D): its name, its expression
+        self.bad = ""
+        self.used = False
+
+    def _sel(self, node: ast.AST) -> _Sel | None:
+        if isinstance(node, ast.Name) and node.id in self.sels:
+            return self.sels[node.id]
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in self.index:
+            return _Sel(node.value, *self.index[node.slice.id], rows=True)
+        return None
+
+    def _reduced(self, node: ast.AST) -> str | None:
+        """The masked form of a reduction of a selection, None when ``node`` is none."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
+                and len(node.args) == 1:
+            arg = node.args[0]
+            if isinstance(arg, ast.Name) and arg.id in self.index:
+                return f"{_paren(self.index[arg.id][0])}.sum()"
+            s = self._sel(arg)
+            return s.count() if s else None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                and _is_zero(node.slice):
+            inner = node.value.value
+            if isinstance(inner, ast.Name) and inner.id in self.index:
+                return f"{_paren(self.index[inner.id][0])}.sum()"
+            s = self._sel(inner)
+            return s.count() if s else None
+        if isinstance(node, ast.Attribute) and node.attr == "values" and isinstance(node.value, ast.Call):
+            m = _method(node.value)
+            s = self._sel(m[0]) if m else None
+            if s and m and m[1] in ("max", "min") and _dim0(node.value):
+                if s.same and not s.rows:
+                    return f"{s.masked(_FILL[m[1]])}.a{m[1]}()"  # x[x > t] is 1-D: dim 0 is everything
+                return s.over_rows(s.masked(_FILL[m[1]]), f"a{m[1]}")
+        m = _method(node)
+        if m is None or not isinstance(node, ast.Call):
+            return None
+        recv, name = m
+        if isinstance(recv, ast.Name) and recv.id in self.index and name in ("numel", "size") and (
+                not node.args or _is_zero(node.args[0])) and len(node.args) == (1 if name == "size" else 0):
+            return f"{_paren(self.index[recv.id][0])}.sum()"
+        s = self._sel(recv)
+        if s is None:
+            return None
+        if name == "numel" and not node.args and not node.keywords:
+            return s.numel()
+        if name == "size" and len(node.args) == 1 and _is_zero(node.args[0]):
+            return s.count()
+        if name not in _FILL:
+            return None
+        everything = not node.args and not node.keywords
+        if name in ("max", "min") and not everything:
+            return None  # .max(0) is (values, indices): only with .values
+        if everything:
+            red = {"max": "amax", "min": "amin"}.get(name, name)
+            if name == "mean":
+                return f"{s.masked('0')}.sum() / {s.numel()}"
+            return f"{s.masked(_FILL[name])}.{red}()"
+        if _dim0(node) and name not in ("max", "min"):
+            if s.same and not s.rows:  # x[x > t] is 1-D: dim 0 is everything
+                return self._reduced(ast.Call(func=node.func, args=[], keywords=[]))
+            if name == "mean":
+                return f"{s.over_rows(s.masked('0'), 'sum')} / {s.count()}"
+            return s.over_rows(s.masked(_FILL[name]), name)
+        return None
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        out = self._reduced(node)
+        if out is not None:
+            self.used = True
+            return _expr(out)
+        if isinstance(node, ast.Name) and (node.id in self.sels or node.id in self.index) and isinstance(node.ctx, ast.Load):
+            self.bad = self.bad or node.id
+            return node
+        return super().visit(node)
+
+
+def _nonzero_mask(value: ast.expr) -> ast.expr | None:
+    """The 1-D mask of a row index made by nonzero: ``c.nonzero().squeeze(1)``,
+    ``torch.nonzero(c).squeeze(-1)``, ``.flatten()``/``.view(-1)``/``[:, 0]``,
+    ``torch.where(c)[0]``, ``c.nonzero(as_tuple=True)[0]``."""
+    if isinstance(value, ast.Subscript) and _is_zero(value.slice):
+        inner = value.value
+        if _call(inner, "torch") == "where" and isinstance(inner, ast.Call) and len(inner.args) == 1:
+            return inner.args[0]
+        if isinstance(inner, ast.Call) and _keyword(inner, "as_tuple") is not None:
+            return _nonzero_of(inner)
+        return None
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Tuple) and len(value.slice.elts) == 2 \
+            and isinstance(value.slice.elts[0], ast.Slice) and _is_zero(value.slice.elts[1]):
+        return _nonzero_of(value.value)
+    m = _method(value)
+    if m is None or not isinstance(value, ast.Call):
+        return None
+    recv, name = m
+    flat = (name in ("squeeze",) and len(value.args) == 1 and isinstance(value.args[0], (ast.Constant, ast.UnaryOp))
+            and unparsed(value.args[0]) in ("1", "-1")) or (name == "flatten" and not value.args) or (
+        name in ("view", "reshape") and len(value.args) == 1 and unparsed(value.args[0]) == "-1")
+    return _nonzero_of(recv) if flat else None
+
+
+def _nonzero_of(node: ast.expr) -> ast.expr | None:
+    if _call(node, "torch") == "nonzero" and isinstance(node, ast.Call) and len(node.args) == 1:
+        return node.args[0]
+    m = _method(node)
+    if m is not None and m[1] == "nonzero" and isinstance(node, ast.Call) and not node.args:
+        return m[0]
+    return None
+
+
+def _returns(stmts: list[ast.stmt], names: set[str], index: set[str]) -> str:
+    """The selection (a name, or ``x[keep]``) a return statement hands back as it is (itself, or
+    an item of the returned tuple): its size is the output's."""
+    for s in stmts:
+        if not isinstance(s, ast.Return) or s.value is None:
+            continue
+        items = s.value.elts if isinstance(s.value, (ast.Tuple, ast.List)) else [s.value]
+        for n in items:
+            if isinstance(n, ast.Name) and n.id in names:
+                return n.id
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Name) and n.slice.id in index:
+                return unparsed(n)
+    return ""
+
+
+def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
+    """``sel = x[mask]`` (or ``keep = mask.nonzero()...`` and ``x[keep]``) whose only uses are
+    reductions (sum, mean, max, min, counts) as reductions of ``torch.where(mask, x, fill)``."""
+    name = _target(stmt)
+    if name is None or not isinstance(stmt, ast.Assign):
+        return None
+    source = text.source
+    block, at = block_of(source, stmt)
+    value = stmt.value
+    nz = _nonzero_mask(value)
+    sels: dict[str, _Sel] = {}
+    index: dict[str, tuple[str, ast.expr]] = {}
+    fn = function_of(source, stmt)
+    taken = {n.id for n in ast.walk(fn or parsed(source)) if isinstance(n, ast.Name)}
+    # A mask that is an expression is bound once, to a name of its own, where the selection was.
+    mask_name = f"{name}_mask" if f"{name}_mask" not in taken else ""
+    if nz is not None:
+        mask = nz
+        rewrite, note = NONZERO, ("the index only selects rows that are then reduced (a sum, mean, max, min or "
+                                  "count over them): the mask's reductions equal the selection's; a count is a "
+                                  "0-dim int64 tensor where it was a Python int")
+    elif isinstance(value, ast.Subscript) and not isinstance(value.slice, (ast.Slice, ast.Tuple, ast.Constant)):
+        mask = value.slice
+        rewrite, note = SELECT, ("the index is a boolean mask of the selected tensor's leading dimensions; the "
+                                 "selected values are floating point (max and min fill with -inf and inf); a "
+                                 "count is a 0-dim int64 tensor where it was a Python int")
+    else:
+        return None
+    first: list[str] = []
+    said = unparsed(mask)
+    if not isinstance(mask, ast.Name) and mask_name:
+        first, said = [f"{mask_name} = {said}"], mask_name
+    if nz is not None:
+        index[name] = (said, mask)
+    else:
+        sels[name] = _Sel(value.value, said, mask)  # type: ignore[attr-defined]
+    deps = names_loaded(value)
+    readers = [i for i in range(at + 1, len(block)) if names_loaded(block[i]) & (set(sels) | set(index))]
+    if not readers:
+        return None
+    # Indexed copies bound to a name (kept = boxes[keep]) are selections too.
+    out: list[str] = []
+    last = at
+    for i in range(at + 1, len(block)):
+        s = block[i]
+        tracked = set(sels) | set(index)
+        if not names_loaded(s) & tracked:
+            if i < readers[-1] and _stored_names(s) & deps:
+                return None  # the mask or the tensor is rebound between the selection and its use
+            continue
+        if not _simple(s):
+            return None
+        t = _target(s)
+        if t is not None and isinstance(s, ast.Assign) and isinstance(s.value, ast.Subscript) and \
+                isinstance(s.value.slice, ast.Name) and s.value.slice.id in index:
+            sels[t] = _Sel(s.value.value, *index[s.value.slice.id], rows=True)
+            continue
+        last = i
+    run = block[at:last + 1]
+    tracked_all = set(sels) | set(index)
+    returned = _returns(block[at + 1:], tracked_all, set(index))
+    if returned:
+        return (f"`{returned}` is returned and its size is the data's (how many rows the mask keeps): no "
+                "rewrite keeps that shape static. Setting torch._dynamo.config.capture_dynamic_output_shape_ops "
+                "= True lets Dynamo trace the nonzero (your choice: fix never sets config)")
+    if last == at or any(_read_outside(source, stmt, run, n) for n in tracked_all):
+        return None
+    fix = _Reduced(sels, index)
+    out += first
+    for s in run[1:]:
+        if _target(s) in sels and s is not stmt and isinstance(s, ast.Assign) and isinstance(s.value, ast.Subscript):
+            continue  # kept = boxes[keep]: read as the mask where it is reduced
+        if not names_loaded(s) & tracked_all:
+            out += text.statement_lines(s)
+            continue
+        new = fix.visit(copy.deepcopy(s))
+        if fix.bad:
+            return None
+        out += _lines(text, s, new)  # type: ignore[arg-type]
+    if not fix.used or not out:
+        return None
+    return Made(out, rewrite, note, last=block[last])
+
+
+# -- 5. top-k routing over experts -------------------------------------------------------------------
+
+
+class _Dense(ast.NodeTransformer):
+    """An expert's gathered tokens as all tokens: ``x[tok]`` -> ``x``, ``w[tok, slot]`` -> the
+    routing weight of every token (zero where not routed)."""
+
+    def __init__(self, tok: str, slot: str | None, routing: str) -> None:
+        self.tok, self.slot, self.routing = tok, slot, routing
+        self.weighted = False  # a routing weight multiplies the expert's output
+        self.bad = ""
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        sl = node.slice
+        elts = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
+        names = [e.id if isinstance(e, ast.Name) else None for e in elts]
+        if self.slot is not None and names[:2] in ([self.tok, self.slot], [self.slot, self.tok]):
+            routing = self.routing if names[0] == self.tok else f"{self.routing}.T"
+            dim = 1 if names[0] == self.tok else 0
+            weight = _expr(f"({unparsed(self.visit(node.value))} * {routing}).sum({dim})")
+            self.weighted = True
+            rest = elts[2:]
+            if not rest:
+                return weight
+            return ast.Subscript(value=weight, slice=ast.Tuple(elts=[ast.Slice(), *rest]), ctx=ast.Load())
+        if self.tok in names:
+            new = [ast.Slice() if n == self.tok else e for n, e in zip(names, elts, strict=True)]
+            value = self.visit(node.value)
+            if len(new) == 1:
+                return value  # x[tok] -> x
+            return ast.Subscript(value=value, slice=ast.Tuple(elts=new), ctx=ast.Load())
+        return self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in (self.tok, self.slot):
+            self.bad = node.id
+        return node
+
+
+def _update(s: ast.stmt, tok: str) -> tuple[str, ast.expr] | None:
+    """(accumulator, value) of ``out[tok] += value`` or ``out.index_add_(0, tok, value)``."""
+    if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add) and isinstance(s.target, ast.Subscript) \
+            and _is_name(s.target.slice, tok):
+        return unparsed(s.target.value), s.value
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+        m = _method(s.value)
+        if m and m[1] == "index_add_" and len(s.value.args) == 3 and _is_zero(s.value.args[0]) \
+                and _is_name(s.value.args[1], tok):
+            return unparsed(m[0]), s.value.args[2]
+    return None
+
+
+def _routing_of(value: ast.expr) -> tuple[list[str], ast.expr] | None:
+    """(index names, mask) of ``a, b = torch.where(m)`` / ``idx = torch.where(m)[0]`` and the nonzero forms."""
+    if _call(value, "torch") == "where" and isinstance(value, ast.Call) and len(value.args) == 1:
+        return ["", ""], value.args[0]  # two names: the caller's targets
+    if isinstance(value, ast.Call) and _keyword(value, "as_tuple") is not None:
+        inner = _nonzero_of(value)
+        return (["", ""], inner) if inner is not None else None
+    mask = _nonzero_mask(value)
+    return ([""], mask) if mask is not None else None
+
+
+def dense_experts(stmt: ast.stmt, text: Text) -> _Maker:
+    """A loop body that gathers an expert's tokens with ``torch.where`` / ``nonzero`` and
+    scatters its output back as the expert on every token, weighted by its routing (zero
+    where not routed)."""
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+        return None
+    source = text.source
+    block, at = block_of(source, stmt)
+    loops = [n for n in ast.walk(parsed(source)) if isinstance(n, ast.For) and n.body is block]
+    if not loops:
+        return None
+    found = _routing_of(stmt.value)
+    if found is None:
+        return None
+    kinds, mask = found
+    target = stmt.targets[0]
+    if len(kinds) == 2 and isinstance(target, ast.Tuple) and len(target.elts) == 2 \
+            and all(isinstance(e, ast.Name) for e in target.elts):
+        first, second = (e.id for e in target.elts)  # type: ignore[attr-defined]
+    elif len(kinds) == 1 and isinstance(target, ast.Name):
+        first, second = target.id, ""
+    else:
+        return None
+    rest = block[at + 1:]
+    updates = [(i, u) for i, s in enumerate(rest) if (u := _update(s, first) or (_update(s, second) if second else None))]
+    if len(updates) != 1:
+        return None
+    i_upd, (acc, _) = updates[0]
+    tok = first if _update(rest[i_upd], first) else second
+    slot = (second if tok == first else first) or None
+    m = unparsed(mask)
+    # The routing of every token to this expert, tokens first: (tokens, slots) for two indices.
+    routing = _paren(m) if tok == first else f"{_paren(m)}.T"
+    dense = _Dense(tok, slot, routing)
+    out: list[str] = []
+    for s in rest[: i_upd + 1]:
+        if isinstance(s, ast.If) and not s.orelse and len(s.body) == 1 and isinstance(s.body[0], ast.Continue) \
+                and names_loaded(s.test) & {tok, slot}:
+            continue  # `if idx.numel() == 0: continue`: no empty expert once every token runs
+        if not _simple(s):
+            return None
+        if not names_loaded(s) & {tok, slot}:
+            out += text.statement_lines(s)
+            continue
+        upd = _update(s, tok)
+        new: ast.AST = _expr(unparsed(dense.visit(copy.deepcopy(upd[1])))) if upd else dense.visit(copy.deepcopy(s))
+        if dense.bad:
+            return None
+        if upd:
+            value = unparsed(new)
+            if slot is None or not dense.weighted:
+                # no routing weight zeroes the tokens not routed here: a mask does
+                # (the value has the accumulator's dimensions: a row of it per token)
+                rows = _paren(m) if slot is None else f"{_paren(routing)}.any(1)"
+                value = f"torch.where({rows}.view(-1, *[1] * ({_paren(acc)}.dim() - 1)), {value}, 0)"
+            out.append(f"{acc} += {value}")
+        else:
+            out += _lines(text, s, new)  # type: ignore[arg-type]
+    last = rest[i_upd]
+    if any(_read_outside(source, stmt, [stmt, *rest[: i_upd + 1]], n) for n in (tok, slot) if n):
+        return None
+    return Made(out, DENSE, (
+        "every expert runs on every token (the cost: experts x tokens instead of top-k x tokens) and its output "
+        "is weighted by the token's routing weight, zero where the token is not routed to it; the expert works "
+        "token by token (nothing in it mixes the tokens it is given), and a token picks an expert at most once"),
+        last=last)
+
+
+# -- 6. .item() and float() into math.* --------------------------------------------------------------
+
+
+_MATH = {"sqrt": "sqrt", "exp": "exp", "log": "log", "log2": "log2", "log10": "log10", "log1p": "log1p",
+         "expm1": "expm1", "tanh": "tanh", "sin": "sin", "cos": "cos", "tan": "tan", "atan": "atan",
+         "fabs": "abs", "floor": "floor", "ceil": "ceil", "pow": "pow", "erf": "erf", "isnan": "isnan",
+         "isinf": "isinf", "isfinite": "isfinite"}
+
+
+class _MathTensor(ast.NodeTransformer):
+    """``.item()`` -> ``.detach()``, ``float(t)`` -> ``t.detach()``, ``math.f`` of such a tensor ->
+    ``torch.f``, ``max``/``min`` of such a tensor and a number -> ``torch.clamp``."""
+
+    def __init__(self, numbers: set[str], *, site: bool = False) -> None:
+        self.numbers = numbers  # names that hold the numbers, tensors now
+        self.site = site  # the break site's own statement: a float() there reads a tensor
+        self.changed = False  # a math call (or max/min) became a torch call
+        self.tensorish: set[int] = set()  # the nodes this rewrite made tensors
+
+    def _tensor(self, node: ast.AST) -> bool:
+        return id(node) in self.tensorish or bool(names_loaded(node) & self.numbers)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args:
+            return self._mark(_detach(f.value))
+        if isinstance(f, ast.Name) and f.id == "float" and len(node.args) == 1 and not node.keywords:
+            arg = node.args[0]
+            if self._tensor(arg):
+                return self._mark(arg)
+            if self.site and not isinstance(arg, ast.Constant):
+                return self._mark(_detach(arg))  # float(t) broke here: t is a tensor
+            return node
+        name = _call(node, "math")
+        if name in _MATH and node.args and any(self._tensor(a) for a in node.args):
+            self.changed = True
+            if name == "log" and len(node.args) == 2:  # math.log(x, base): the base stays a number
+                base = ast.Call(func=ast.Attribute(value=ast.Name("math"), attr="log"), args=[node.args[1]], keywords=[])
+                return self._mark(ast.BinOp(left=_torch("log", [node.args[0]], []), op=ast.Div(), right=base))
+            return self._mark(_torch(_MATH[name], list(node.args), []))
+        if isinstance(f, ast.Name) and f.id in ("max", "min") and len(node.args) == 2 and not node.keywords:
+            a, b = node.args
+            if self._tensor(a) != self._tensor(b):
+                t, other = (a, b) if self._tensor(a) else (b, a)
+                self.changed = True
+                bound = "min" if f.id == "max" else "max"
+                return self._mark(_torch("clamp", [t], [ast.keyword(arg=bound, value=other)]))
+        return node
+
+    def _mark(self, node: ast.expr) -> ast.expr:
+        self.tensorish.add(id(node))
+        return node
+
+
+def _detach(node: ast.expr) -> ast.expr:
+    return ast.Call(func=ast.Attribute(value=node, attr="detach"), args=[], keywords=[])
+
+
+def _number_source(stmt: ast.stmt) -> bool:
+    """The statement reads a tensor into a number (``.item()`` or ``float(...)``)."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Call) and ((isinstance(n.func, ast.Attribute) and n.func.attr == "item" and not n.args)
+                                        or (isinstance(n.func, ast.Name) and n.func.id == "float")):
+            return True
+    return False
+
+
+def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
+    """A number read from a tensor (``.item()``, ``float(t)``) and put through ``math.*`` (in
+    the site's statement or the next ones of its block), kept a tensor and put through the
+    torch function of that name."""
+    if not _simple(stmt):
+        return None
+    block, at = block_of(text.source, stmt)
+    name = _target(stmt)
+    if not _number_source(stmt):
+        # math.f(v) of a tensor v (the break a kept tensor moved here): the math call reads it
+        fix = _MathTensor({n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - {"math", "torch"}, site=True)
+        new = fix.visit(copy.deepcopy(stmt))
+        return Made(_lines(text, stmt, new), MATH, _MATH_NOTE) if fix.changed else None
+    fix = _MathTensor({name} if name is not None else set(), site=True)
+    out = _lines(text, stmt, fix.visit(copy.deepcopy(stmt)))
+    changed, last = fix.changed, None
+    fix.site = False
+    pending: list[str] = []
+    for s in block[at + 1:] if name is not None else []:
+        if names_loaded(s) & fix.numbers and _simple(s):
+            fix.changed = False
+            new = fix.visit(copy.deepcopy(s))
+            if fix.changed:
+                out += pending + _lines(text, s, new)
+                pending, last, changed = [], s, True
+                if _stored_names(s) & fix.numbers:
+                    break
+                continue
+        if _stored_names(s) & fix.numbers:
+            break  # the name holds something else from here
+        pending += text.statement_lines(s)
+    if not changed:
+        return None  # no math on the number: "keep it a tensor" says it plainer
+    return Made(out, MATH, _MATH_NOTE, last=last)
+
+
+_MATH_NOTE = ("the number stays a 0-dim tensor, detached as a Python number is, and math.f becomes torch.f in the "
+              "tensor's dtype (float32 where Python computes in float64; math.floor/ceil give a float tensor, "
+              "not an int: a count or an index fails)")

@@ -1,0 +1,337 @@
+"""Host round trips and data-dependent selections, in the shapes real code has them, for
+``dynscope.fix`` (dynscope/_capture/fix/host.py).
+
+Numpy in a model's head and in metric code, ``.tolist()`` lengths of a ragged pooling,
+selections that are only reduced (a masked token loss, confidence statistics), detection
+post-processing with ``nonzero``, mixture-of-experts loops that gather each expert's tokens,
+and ``math.*`` of ``.item()``. Each break site carries ``# SITE: <rewrite>``, or
+``# SITE: none`` where no patch may be verified (a rewrite that would change outputs, a
+filtered tensor that is returned). Imports only torch, numpy and the standard library: fix
+imports patched copies of this file from hidden files beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _x(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# -- numpy round trips ---------------------------------------------------------------------------
+
+
+class NumpyScaledHead(nn.Module):
+    """A head whose features are scaled by an RMS computed in numpy (ported preprocessing)."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        a = h.detach().cpu().numpy()
+        scale = float(np.sqrt(np.mean(np.square(a))) + 1e-6)  # SITE: torch ops instead of numpy
+        clipped = np.clip(a / scale, -2.0, 2.0)
+        return h / scale + torch.from_numpy(clipped)
+
+
+def numpy_head() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return NumpyScaledHead(), _x(4, 8)
+
+
+def row_error(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Metric code: a per-row error ignoring outliers (nanmean: not in torch._numpy)."""
+    err = (pred - target).abs().detach().cpu().numpy()
+    err = np.where(err > 4.0, np.nan, err)
+    per_row = np.nanmean(err, axis=1)  # SITE: torch ops instead of numpy
+    spread = np.std(per_row, ddof=1)
+    return pred.mean(1) * torch.tensor(per_row) + torch.as_tensor(spread)
+
+
+def numpy_metric() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return row_error, (_x(4, 6), _x(4, 6, seed=1))
+
+
+def median_centred(x: torch.Tensor) -> torch.Tensor:
+    """numpy's median of an even count averages the two middle values; torch.median takes
+    the lower one: the translation is proposed and the verifier refuses it."""
+    a = x.detach().cpu().numpy()
+    mid = float(np.median(a))  # SITE: none
+    return x - mid
+
+
+def numpy_median() -> tuple[Any, torch.Tensor]:
+    return median_centred, _x(4, 6)
+
+
+# -- ragged pooling over .tolist() lengths -------------------------------------------------------
+
+
+class MeanPooler(nn.Module):
+    """Sentence-embedding mean pooling over each sequence's real tokens (right padding)."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.dense = nn.Linear(dim, dim)
+
+    def forward(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        lengths = mask.sum(1).tolist()  # SITE: masked segment reduction
+        pooled = torch.stack([h[i, :n].mean(0) for i, n in enumerate(lengths)])
+        return self.dense(pooled).tanh()
+
+
+def mean_pooling() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])
+    return MeanPooler(), (_x(3, 5, 8), mask)
+
+
+def packed_max(flat: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Max pooling over a packed batch (graph nodes, variable-length sequences)."""
+    sizes = lengths.tolist()  # SITE: masked segment reduction
+    parts = torch.split(flat, sizes)
+    return torch.stack([p.amax(0) for p in parts])
+
+
+def packed_pooling() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return packed_max, (_x(9, 4), torch.tensor([3, 5, 1]))
+
+
+def summed_prefixes(h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    counts = lengths.tolist()  # SITE: masked segment reduction
+    return torch.stack([t[:n].sum(0) for t, n in zip(h, counts, strict=True)])
+
+
+def sum_pooling() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return summed_prefixes, (_x(3, 4, 2), torch.tensor([2, 4, 1]))
+
+
+# -- select, then reduce ---------------------------------------------------------------------------
+
+
+class TokenLoss(nn.Module):
+    """A masked language-model loss: the loss of the labelled tokens only (-100 ignored)."""
+
+    def __init__(self, dim: int = 8, vocab: int = 6) -> None:
+        super().__init__()
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        logits = self.head(hidden)
+        losses = F.cross_entropy(logits.flatten(0, 1), labels.flatten().clamp(min=0), reduction="none")
+        active = labels.flatten() != -100
+        picked = losses[active]  # SITE: masked reduction instead of select
+        return picked.sum() / picked.numel()
+
+
+def token_loss() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    labels = torch.tensor([[1, 2, -100, 0], [5, -100, -100, 3]])
+    return TokenLoss(), (_x(2, 4, 8), labels)
+
+
+def confident_stats(probs: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """Calibration statistics over the confident predictions."""
+    top = probs.softmax(-1).amax(-1)
+    sure = top[top > threshold]  # SITE: masked reduction instead of select
+    return sure.mean() + sure.max() * len(sure) / top.numel()
+
+
+def confidence() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return confident_stats, (_x(6, 3), torch.tensor(0.45))
+
+
+def class_range(labels: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Integer labels: max fills with -inf, a float: the masked max is not the selection's dtype."""
+    seen = labels[valid]  # SITE: none
+    return seen.max() - seen.min()
+
+
+def label_range() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return class_range, (torch.tensor([3, 1, 4, 1, 5]), torch.tensor([True, False, True, True, False]))
+
+
+# -- detection post-processing ---------------------------------------------------------------------
+
+
+class ScoreFilter(nn.Module):
+    """Detection head statistics over the boxes that pass the score threshold."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.cls = nn.Linear(dim, 1)
+        self.reg = nn.Linear(dim, 4)
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        scores = self.cls(feats).squeeze(-1).sigmoid()
+        boxes = self.reg(feats)
+        keep = (scores > 0.5).nonzero().squeeze(1)  # SITE: mask instead of nonzero
+        kept = boxes[keep]
+        mean_box = kept.sum(0) / len(keep)
+        return mean_box * scores[keep].amax()
+
+
+def score_filter() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return ScoreFilter(), _x(7, 8)
+
+
+def postprocess(scores: torch.Tensor, boxes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kept boxes are the output: their number is the data's."""
+    keep = torch.where(scores > 0.5)[0]  # SITE: none
+    return boxes[keep], scores[keep]
+
+
+def detections() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return postprocess, (torch.rand(6, generator=torch.Generator().manual_seed(0)), _x(6, 4))
+
+
+# -- mixture of experts ----------------------------------------------------------------------------
+
+
+class SparseMoE(nn.Module):
+    """Top-2 routing as Mixtral's sparse block writes it: each expert on the tokens routed to it."""
+
+    def __init__(self, dim: int = 8, experts: int = 3, top_k: int = 2) -> None:
+        super().__init__()
+        self.top_k = top_k
+        self.gate = nn.Linear(dim, experts, bias=False)
+        self.experts = nn.ModuleList(nn.Sequential(nn.Linear(dim, 16), nn.SiLU(), nn.Linear(16, dim))
+                                     for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        routing = self.gate(x).softmax(-1)
+        weights, selected = routing.topk(self.top_k, dim=-1)
+        weights = weights / weights.sum(-1, keepdim=True)
+        out = torch.zeros_like(x)
+        expert_mask = F.one_hot(selected, num_classes=len(self.experts)).permute(2, 1, 0)
+        for e, expert in enumerate(self.experts):
+            slot, token = torch.where(expert_mask[e])  # SITE: dense expert routing
+            current = expert(x[None, token].reshape(-1, x.shape[-1])) * weights[token, slot, None]
+            out.index_add_(0, token, current.to(x.dtype))
+        return out
+
+
+def sparse_moe() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return SparseMoE(), _x(6, 8)
+
+
+class SwitchMoE(nn.Module):
+    """Top-1 (Switch) routing with the gate value scaling each expert's output."""
+
+    def __init__(self, dim: int = 8, experts: int = 3) -> None:
+        super().__init__()
+        self.gate = nn.Linear(dim, experts)
+        self.experts = nn.ModuleList(nn.Linear(dim, dim) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, choice = self.gate(x).softmax(-1).max(-1)
+        out = torch.zeros_like(x)
+        for e in range(len(self.experts)):
+            idx = (choice == e).nonzero().squeeze(1)  # SITE: dense expert routing
+            out[idx] += gate[idx, None] * self.experts[e](x[idx])
+        return out
+
+
+def switch_moe() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return SwitchMoE(), _x(6, 8)
+
+
+class CentredExperts(nn.Module):
+    """Each expert centres the tokens it is given: run on every token, the mean is another."""
+
+    def __init__(self, dim: int = 8, experts: int = 2) -> None:
+        super().__init__()
+        self.gate = nn.Linear(dim, experts)
+        self.experts = nn.ModuleList(nn.Linear(dim, dim) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, choice = self.gate(x).softmax(-1).max(-1)
+        out = torch.zeros_like(x)
+        for e in range(len(self.experts)):
+            token = torch.where(choice == e)[0]  # SITE: none
+            h = self.experts[e](x[token])
+            h = h - h.mean(0)
+            out.index_add_(0, token, gate[token, None] * h)
+        return out
+
+
+def centred_experts() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return CentredExperts(), _x(6, 8)
+
+
+# -- math of .item() -------------------------------------------------------------------------------
+
+
+class VarianceScaled(nn.Module):
+    """Attention logits scaled by their own spread, read as a Python number."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.q = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self.q(x) @ x.T
+        var = scores.var().item()  # SITE: torch math instead of math
+        scale = 1.0 / math.sqrt(var + 1e-6)
+        return (scores * scale).softmax(-1)
+
+
+def variance_scaled() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return VarianceScaled(), _x(5, 8)
+
+
+def log_bits(x: torch.Tensor) -> torch.Tensor:
+    total = float(x.abs().sum())  # SITE: torch math instead of math
+    bits = math.log(total + 1.0, 2)
+    return x * bits
+
+
+def bits() -> tuple[Any, torch.Tensor]:
+    return log_bits, _x(4, 3)
+
+
+def top_fraction(x: torch.Tensor) -> torch.Tensor:
+    """math.ceil makes a Python int for a slice: torch.ceil's float tensor cannot slice."""
+    frac = x.sigmoid().mean().item()  # SITE: none
+    k = math.ceil(frac * x.shape[0])
+    return x.sort(descending=True).values[:k].sum()
+
+
+def fraction() -> tuple[Any, torch.Tensor]:
+    return top_fraction, _x(8)
+
+
+#: Every program of this corpus: name -> builder.
+PROGRAMS = {
+    "numpy_head": numpy_head,
+    "numpy_metric": numpy_metric,
+    "numpy_median": numpy_median,
+    "mean_pooling": mean_pooling,
+    "packed_pooling": packed_pooling,
+    "sum_pooling": sum_pooling,
+    "token_loss": token_loss,
+    "confidence": confidence,
+    "label_range": label_range,
+    "score_filter": score_filter,
+    "detections": detections,
+    "sparse_moe": sparse_moe,
+    "switch_moe": switch_moe,
+    "centred_experts": centred_experts,
+    "variance_scaled": variance_scaled,
+    "bits": bits,
+    "fraction": fraction,
+}

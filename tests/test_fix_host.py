@@ -1,0 +1,275 @@
+"""The host round-trip and selection rewrites (dynscope/_capture/fix/host.py): the text each
+writes and what each refuses (fast, on source strings), and ``dynscope.fix`` live on the
+programs of tests/corpus/fix_host.py (heavy: each fix reruns its program under
+torch.compile), where a rewrite that would change outputs must not be verified."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import dynscope
+from dynscope._capture.fix.host import DENSE, MATH, NONZERO, NUMPY, SEGMENT, SELECT
+from dynscope._capture.fix.rewrites import candidates
+from dynscope._lexicon.break_categories import DYNAMIC_SHAPE, SCALAR, UNSUPPORTED_CALL
+from tests.corpus import fix_host as fh
+
+HEAD = "import math\nimport numpy as np\nimport torch\n\n\n"
+
+
+def _rewrite(body: str, line: str, category: str, name: str) -> str:
+    """The new text of the function ``body`` by rewrite ``name`` at the line holding ``line``."""
+    src = HEAD + body
+    lineno = next(i for i, ln in enumerate(src.splitlines(), 1) if line in ln)
+    found = [rw for rw in candidates(src, lineno, category)[0] if rw.name == name]
+    assert len(found) == 1, f"{name} offers no rewrite at {line!r}: {candidates(src, lineno, category)[1]}"
+    return found[0].source[len(HEAD):]
+
+
+def _names(body: str, line: str, category: str) -> tuple[list[str], str]:
+    src = HEAD + body
+    lineno = next(i for i, ln in enumerate(src.splitlines(), 1) if line in ln)
+    rewrites, why = candidates(src, lineno, category)
+    return [rw.name for rw in rewrites], why
+
+
+# -- 1. numpy round trips ----------------------------------------------------------------------------
+
+
+def test_a_numpy_round_trip_becomes_torch_ops_with_numpys_arguments_renamed() -> None:
+    body = ("def f(x):\n"
+            "    a = x.detach().cpu().numpy()\n"
+            "    s = float(np.std(a, axis=0, keepdims=True).max())\n"
+            "    b = np.maximum(np.clip(a, -1.0, 1.0), 0) / s\n"
+            "    return x * torch.from_numpy(b)\n")
+    new = _rewrite(body, "np.std", SCALAR, NUMPY)
+    assert new == ("def f(x):\n"
+                   "    a = x.detach().cpu()\n"
+                   "    s = torch.std(a, dim=0, keepdim=True, correction=0).amax()\n"
+                   "    b = torch.clamp(torch.clamp(a, -1.0, 1.0), min=0) / s\n"
+                   "    return x * b\n")
+
+
+def test_numpy_dtypes_methods_and_the_way_back_to_torch() -> None:
+    body = ("def f(x):\n"
+            "    a = x.numpy(force=True).astype(np.float64)\n"
+            "    m = np.nanmean(a, 1)\n"
+            "    v = a.var(ddof=1)\n"
+            "    return torch.as_tensor(m, dtype=torch.float32) + torch.tensor(v)\n")
+    new = _rewrite(body, "np.nanmean", UNSUPPORTED_CALL, NUMPY)
+    assert "a = x.detach().cpu().to(torch.float64)" in new
+    assert "m = torch.nanmean(a, dim=1)" in new
+    assert "v = a.var(correction=1)" in new, "ddof=1 is torch's correction=1"
+    assert "return m.to(dtype=torch.float32) + v" in new
+
+
+def test_a_numpy_round_trip_is_refused_where_torch_has_no_spelling_or_python_needs_the_number() -> None:
+    interp = ("def f(x):\n    a = x.detach().numpy()\n    b = np.interp(a, [0.0, 1.0], [0.0, 2.0])\n"
+              "    return torch.from_numpy(b)\n")
+    assert NUMPY not in _names(interp, "np.interp", UNSUPPORTED_CALL)[0]
+    index = ("def f(x):\n    a = x.detach().numpy()\n    i = int(np.argmax(a))\n    return x.flatten()[i]\n")
+    assert NUMPY not in _names(index, "np.argmax", SCALAR)[0], "int() of an array is an index: no tensor"
+    later = ("def f(x):\n    a = x.detach().numpy()\n    s = float(np.mean(a))\n    for r in range(2):\n"
+             "        x = x + a.sum()\n    return x - s\n")
+    assert NUMPY not in _names(later, "np.mean", SCALAR)[0], "an array read in a loop later is out of reach"
+
+
+# -- 2. .tolist() lengths of a ragged pooling -------------------------------------------------------------
+
+
+def test_tolist_lengths_of_a_prefix_mean_become_a_masked_mean() -> None:
+    body = ("def f(h, mask):\n"
+            "    lengths = mask.sum(1).tolist()\n"
+            "    pooled = torch.stack([h[i, :n].mean(0) for i, n in enumerate(lengths)])\n"
+            "    return pooled\n")
+    assert _rewrite(body, "tolist", SCALAR, SEGMENT) == (
+        "def f(h, mask):\n"
+        "    lengths = mask.sum(1)\n"
+        "    lengths_keep = torch.arange(h.shape[1], device=h.device) < lengths[:, None]\n"
+        "    pooled = torch.where(lengths_keep[:, :, None], h, 0).sum(1) / lengths.clamp(max=h.shape[1])[:, None]\n"
+        "    return pooled\n")
+
+
+def test_a_split_of_a_packed_tensor_becomes_an_indexed_reduction() -> None:
+    body = ("def f(flat, lengths):\n"
+            "    sizes = lengths.tolist()\n"
+            "    parts = flat.split(sizes)\n"
+            "    return torch.stack([p.sum(0) for p in parts])\n")
+    new = _rewrite(body, "tolist", SCALAR, SEGMENT)
+    assert "sizes_segment = torch.bucketize(torch.arange(flat.shape[0], device=flat.device), sizes.cumsum(0), right=True)" in new
+    assert "return flat.new_zeros((sizes.shape[0],) + flat.shape[1:]).index_add(0, sizes_segment, flat)" in new
+    assert "parts" not in new
+
+
+def test_max_pooling_over_zip_and_lengths_read_again_are_told_apart() -> None:
+    zipped = ("def f(h, lengths):\n    ns = lengths.tolist()\n"
+              "    return torch.stack([t[:n].max(0).values for t, n in zip(h, ns)])\n")
+    assert "float('-inf')).amax(1)" in _rewrite(zipped, "tolist", SCALAR, SEGMENT)
+    again = ("def f(h, lengths):\n    ns = lengths.tolist()\n"
+             "    out = torch.stack([t[:n].sum(0) for t, n in zip(h, ns)])\n    return out / max(ns)\n")
+    assert SEGMENT not in _names(again, "tolist", SCALAR)[0], "the list is read again: it must stay a list"
+    suffix = ("def f(h, lengths):\n    ns = lengths.tolist()\n"
+              "    return torch.stack([t[-n:].sum(0) for t, n in zip(h, ns)])\n")
+    assert SEGMENT not in _names(suffix, "tolist", SCALAR)[0], "a suffix is no prefix mask"
+
+
+# -- 3./4. select then reduce; nonzero then index --------------------------------------------------------
+
+
+def test_a_selection_only_reduced_becomes_masked_reductions() -> None:
+    body = ("def f(x, t):\n"
+            "    pos = x[x > t]\n"
+            "    total = pos.sum()\n"
+            "    return total / len(pos) + pos.max() - pos.mean()\n")
+    assert _rewrite(body, "x[x > t]", DYNAMIC_SHAPE, SELECT) == (
+        "def f(x, t):\n"
+        "    pos_mask = x > t\n"
+        "    total = torch.where(pos_mask, x, 0).sum()\n"
+        "    return total / pos_mask.sum() + torch.where(pos_mask, x, float('-inf')).amax() - "
+        "torch.where(pos_mask, x, 0).sum() / pos_mask.sum()\n")
+
+
+def test_a_mask_of_leading_dimensions_is_broadcast_from_the_left() -> None:
+    body = "def f(x, rows):\n    sel = x[rows]\n    return sel.sum(0) / sel.shape[0]\n"
+    new = _rewrite(body, "x[rows]", DYNAMIC_SHAPE, SELECT)
+    assert "torch.where(rows.view(*rows.shape, *[1] * (x.dim() - rows.dim())), x, 0).flatten(0, rows.dim() - 1).sum(0)" in new
+    assert new.endswith("/ rows.sum()\n")
+
+
+def test_a_selection_read_otherwise_is_left_alone() -> None:
+    used = "def f(x, mask):\n    sel = x[mask]\n    return sel.sum() + sel.sort().values[0]\n"
+    assert SELECT not in _names(used, "x[mask]", DYNAMIC_SHAPE)[0]
+    later = "def f(x, mask):\n    sel = x[mask]\n    s = sel.sum()\n    if s > 0:\n        s = s + sel[0]\n    return s\n"
+    assert SELECT not in _names(later, "x[mask]", DYNAMIC_SHAPE)[0]
+
+
+def test_a_nonzero_index_that_only_feeds_reductions_becomes_the_mask() -> None:
+    body = ("def f(scores, boxes):\n"
+            "    keep = torch.nonzero(scores > 0.3).squeeze(-1)\n"
+            "    kept = boxes[keep]\n"
+            "    return kept.mean(0) * scores[keep].sum() / keep.numel()\n")
+    new = _rewrite(body, "nonzero", DYNAMIC_SHAPE, NONZERO)
+    assert "keep_mask = scores > 0.3" in new and "kept" not in new
+    assert "torch.where(keep_mask, scores, 0).sum() / keep_mask.sum()" in new
+    assert ".sum(0) / keep_mask.sum()" in new
+
+
+def test_a_filtered_tensor_that_is_returned_is_refused_with_the_config_named() -> None:
+    body = "def f(scores, boxes):\n    keep = torch.where(scores > 0.5)[0]\n    return boxes[keep], scores[keep]\n"
+    names, why = _names(body, "torch.where", DYNAMIC_SHAPE)
+    assert names == []
+    assert why.startswith("`boxes[keep]` is returned and its size is the data's")
+    assert "torch._dynamo.config.capture_dynamic_output_shape_ops = True" in why and "fix never sets config" in why
+
+
+# -- 5. top-k routing over experts ---------------------------------------------------------------------
+
+
+def test_a_mixtral_expert_loop_becomes_dense_routing() -> None:
+    body = ("def f(x, weights, expert_mask, experts):\n"
+            "    out = torch.zeros_like(x)\n"
+            "    for e, expert in enumerate(experts):\n"
+            "        idx, top_x = torch.where(expert_mask[e])\n"
+            "        if top_x.shape[0] == 0:\n"
+            "            continue\n"
+            "        current = expert(x[None, top_x].reshape(-1, x.shape[-1])) * weights[top_x, idx, None]\n"
+            "        out.index_add_(0, top_x, current.to(x.dtype))\n"
+            "    return out\n")
+    new = _rewrite(body, "torch.where", DYNAMIC_SHAPE, DENSE)
+    assert ("        current = expert(x[None, :].reshape(-1, x.shape[-1])) * "
+            "(weights * expert_mask[e].T).sum(1)[:, None]\n        out += current.to(x.dtype)\n") in new
+    assert "continue" not in new, "no expert is empty once every token runs through it"
+
+
+def test_a_top1_loop_without_a_zeroing_weight_is_masked_and_an_index_read_later_refused() -> None:
+    body = ("def f(x, choice, experts):\n    out = torch.zeros_like(x)\n    for e in range(3):\n"
+            "        idx = (choice == e).nonzero().squeeze(1)\n        out[idx] += experts[e](x[idx])\n    return out\n")
+    new = _rewrite(body, "nonzero", DYNAMIC_SHAPE, DENSE)
+    assert "out += torch.where((choice == e).view(-1, *[1] * (out.dim() - 1)), experts[e](x), 0)" in new
+    counted = body.replace("    return out\n", "        n = idx.numel()\n    return out\n")
+    assert DENSE not in _names(counted, "nonzero", DYNAMIC_SHAPE)[0]
+
+
+# -- 6. .item() into math ---------------------------------------------------------------------------------
+
+
+def test_math_of_an_item_becomes_torch_math_in_one_statement_or_across_several() -> None:
+    one = "def f(x):\n    s = math.sqrt(x.var().item())\n    return x / s\n"
+    assert "    s = torch.sqrt(x.var().detach())\n" in _rewrite(one, "math.sqrt", SCALAR, MATH)
+    several = ("def f(x):\n    v = float(x.abs().sum())\n    y = x * 2\n    b = math.log(v + 1.0, 2)\n"
+               "    c = max(math.exp(-v), 1e-3)\n    return y * b * c\n")
+    new = _rewrite(several, "float(", SCALAR, MATH)
+    assert new == ("def f(x):\n    v = x.abs().sum().detach()\n    y = x * 2\n    b = torch.log(v + 1.0) / math.log(2)\n"
+                   "    c = torch.clamp(torch.exp(-v), min=0.001)\n    return y * b * c\n")
+
+
+def test_an_item_without_math_is_left_to_keep_it_a_tensor() -> None:
+    plain = "def f(x):\n    s = x.var().item()\n    return x / s\n"
+    names, _ = _names(plain, ".item()", SCALAR)
+    assert MATH not in names and "keep it a tensor" in names
+
+
+# -- the corpus, as text ----------------------------------------------------------------------------------
+
+
+def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assumption() -> None:
+    text = Path(fh.__file__).read_text(encoding="utf-8")
+    marked = 0
+    for lineno, line in enumerate(text.splitlines(), 1):
+        found = re.search(r"# SITE: ([a-z .]+)$", line)  # a marker, not the docstring that names it
+        if not found or found.group(1) == "none":
+            continue
+        marked += 1
+        offered = [rw for cat in (SCALAR, UNSUPPORTED_CALL, DYNAMIC_SHAPE) for rw in candidates(text, lineno, cat)[0]]
+        assert found.group(1) in [rw.name for rw in offered], f"fix_host.py:{lineno}"
+        assert all(rw.note for rw in offered)
+    assert marked >= 12
+
+
+# -- live: dynscope.fix on the corpus -------------------------------------------------------------------
+
+_FIXED = ["numpy_head", "numpy_metric", "mean_pooling", "packed_pooling", "sum_pooling", "token_loss", "confidence",
+          "score_filter", "sparse_moe", "switch_moe", "variance_scaled", "bits"]
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", _FIXED)
+def test_each_shape_is_fixed_live_and_verified(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    model, inputs = fh.PROGRAMS[name]()
+    res = dynscope.fix(model, inputs)
+    (p,) = res.patches
+    assert p.verified, p.why_not
+    assert p.breaks_after == 0 and p.outputs_matched is True and p.gradients_matched is not False
+    assert res.breaks_after == 0 < res.breaks_before
+    capsys.readouterr()
+
+
+@pytest.mark.heavy
+def test_the_rewrites_that_would_change_outputs_are_not_verified(capsys: pytest.CaptureFixture[str]) -> None:
+    def only(name: str) -> dynscope.Patch:
+        model, inputs = fh.PROGRAMS[name]()
+        (p,) = dynscope.fix(model, inputs).patches
+        assert not p.verified and p.why_not
+        return p
+
+    median = only("numpy_median")  # numpy averages the two middle values, torch takes the lower
+    assert median.rewrite == NUMPY and "outputs differ" in median.why_not and "torch.median" in median.assumes
+    labels = only("label_range")  # an int selection's max fills with -inf: a float comes back
+    assert labels.rewrite == SELECT and labels.outputs_matched is False
+    centred = only("centred_experts")  # the expert's mean over its tokens becomes the mean over all
+    assert centred.rewrite == DENSE and "outputs differ" in centred.why_not and centred.gradients_matched is False
+    ceil = only("fraction")  # math.ceil made a Python int for a slice
+    assert ceil.rewrite == MATH and "the patched program raised TypeError" in ceil.why_not
+    capsys.readouterr()
+
+
+@pytest.mark.heavy
+def test_a_returned_filter_is_left_alone_with_the_config_it_would_take() -> None:
+    model, inputs = fh.PROGRAMS["detections"]()
+    res = dynscope.fix(model, inputs)
+    assert res.patches == ()
+    (left,) = res.unpatched
+    assert left.owner == "your code" and "`boxes[keep]` is returned" in left.why
+    assert "capture_dynamic_output_shape_ops" in left.why
