@@ -302,14 +302,14 @@ def test_stride_recompile_says_what_changed_and_the_fix() -> None:
     torch.manual_seed(0)
     model = TinyGPT()
     rep = dynscope.report(model, calls=_generate_calls(1))
-    stride = [r for r in rep.recompiles if any("stride()" in reason for reason in r.reasons)]
-    assert stride, [r.reasons for r in rep.recompiles]
+    stride = [r for r in rep.recompiles if any("stride()" in reason for reason in r.raw_reasons)]
+    assert stride, [r.raw_reasons for r in rep.recompiles]
     r = stride[0]
     said = " ".join(r.explained)
     assert "input idx changed strides" in said and "slice" in said
     assert "please file a bug" not in said and "unknown source" not in said
     assert "strides of input idx changed (dim 0)" in r.cause_words
-    fix = r.fixes[r.cause_words.index("strides of input idx changed (dim 0)")]
+    fix = r.fixes[r.cause_words.index("strides of input idx changed (dim 0)")].words
     assert "see the guard" not in fix
     assert "idx.contiguous()" in fix and "idx.clone(memory_format=torch.contiguous_format)" in fix
 
@@ -322,15 +322,15 @@ def test_the_stride_fix_removes_the_stride_recompile(batch: int, fix: str) -> No
     model = TinyGPT()
     before = dynscope.report(model, calls=_generate_calls(batch))
     after = dynscope.report(model, calls=_generate_calls(batch, fix))
-    assert any("stride" in reason for r in before.recompiles for reason in r.reasons)
-    assert not any("stride" in reason for r in after.recompiles for reason in r.reasons)
+    assert any("stride" in reason for r in before.recompiles for reason in r.raw_reasons)
+    assert not any("stride" in reason for r in after.recompiles for reason in r.raw_reasons)
     assert after.recompile_count < before.recompile_count
     if batch == 1:
         unfixed = dynscope.report(model, calls=_generate_calls(1, "contiguous"))
         assert unfixed.recompile_count == before.recompile_count
         # Nor does dynamic=True remove it (so the fix text does not offer it).
         dynamic = dynscope.report(model, calls=_generate_calls(1), dynamic=True)
-        assert any("stride" in reason for r in dynamic.recompiles for reason in r.reasons)
+        assert any("stride" in reason for r in dynamic.recompiles for reason in r.raw_reasons)
 
 
 # -- what the table says -------------------------------------------------------------------

@@ -64,7 +64,7 @@ def test_kwargs_recompile_reason_in_words(model: Callable[..., Any], calls: list
     rep = dynscope.report(model, calls=calls)
     assert rep.recompile_count == 1
     (recompile,) = rep.recompiles
-    assert any("kwargs['" in r for r in recompile.reasons), "PyTorch names the input kwargs['...']"
+    assert any("kwargs['" in r for r in recompile.raw_reasons), "PyTorch names the input kwargs['...']"
     (explained,) = recompile.explained
     assert explained.startswith(said)
     assert "kwargs[" not in explained.split(" (from ")[0]

@@ -58,11 +58,13 @@ def test_every_cause_read_from_pytorchs_words_has_a_known_kind() -> None:
         "GLOBAL_STATE changed: grad_mode autocast(cpu)_enabled", "___stack0 <= 0.0  # if y > 0:  # t.py:9 in f",
     ]
     for reason in reasons:
-        found = [reason_cause(reason), *(c for c, _ in causes_of(reason))]
+        fixes = causes_of(reason)
+        found = [reason_cause(reason), *(f.change for f in fixes)]
         assert all(c.kind in kinds.CAUSE_KINDS for c in found), (reason, found)
         assert all(said.explained(c) and said.what_changed(c) for c in found), (reason, found)
-    assert causes_of("len(kwargs) == 1")[0][0].kind == kinds.KWARGS
-    assert [c.name for c, _ in causes_of(reasons[-2])] == ["grad_mode", "autocast(cpu)_enabled"]
+        assert all(f.kind in kinds.FIX_KINDS and said.fix_words(f) for f in fixes), (reason, fixes)
+    assert causes_of("len(kwargs) == 1")[0].change.kind == kinds.KWARGS
+    assert [f.change.name for f in causes_of(reasons[-2])] == ["grad_mode", "autocast(cpu)_enabled"]
 
 
 def test_global_state_values_are_fields_and_said_as_before() -> None:
@@ -86,7 +88,9 @@ def test_a_report_saved_with_words_loads_with_the_same_words(name: str) -> None:
     for r, saved in zip(rep.recompiles, raw["recompiles"], strict=True):
         assert r.explained == tuple(saved.get("explained", ()))
         assert r.cause_words == tuple(saved.get("causes", ()))
-        assert all(c.kind == kinds.SAID for c in (*r.why, *r.causes))
+        assert tuple(f.words for f in r.fixes) == tuple(saved.get("fixes", ()))  # old prose fixes, as saved
+        assert all(c.kind == kinds.SAID for c in (*r.causes, *r.changes))
+        assert all(f.kind == kinds.FIX_SAID for f in r.fixes)
         for f, was in zip(r.failures, saved.get("failures", ()), strict=True):
             assert f.explained == was["explained"] and f.cause is not None and f.cause.kind == kinds.SAID
 
@@ -97,3 +101,33 @@ def test_a_report_with_causes_round_trips(tmp_path: Path) -> None:
     assert back == rep and back.recompiles[0].causes[0].kind == kinds.VALUE
     assert back.recompiles[0].explained == rep.recompiles[0].explained
     assert [g.cause for g in back.recompile_groups()] == [g.cause for g in rep.recompile_groups()]
+
+
+def test_a_report_saved_with_prose_fixes_and_why_loads_into_one_tuple_of_causes() -> None:
+    # Schema 6 (tests/golden/reports/schema6_recompiles.json, saved by dynscope before fixes were
+    # records: ``dynscope.report(f, calls=[...])`` of a function called with other sizes and a
+    # dtype): "why" held the failed guards' causes, "causes" what changed, "fixes" words.
+    raw = json.loads((STORED / "schema6_recompiles.json").read_text(encoding="utf-8"))
+    assert raw["schema_version"] == 6
+    rep = dynscope.load(STORED / "schema6_recompiles.json")
+    for r, saved in zip(rep.recompiles, raw["recompiles"], strict=True):
+        assert r.raw_reasons == tuple(saved["reasons"])
+        assert [c.kind for c in r.causes] == [c["kind"] for c in saved["why"]]
+        assert [c.kind for c in r.changes] == [c["kind"] for c in saved["causes"]]
+        assert tuple(f.words for f in r.fixes) == tuple(saved["fixes"])
+    groups = [(said.what_changed(g.cause), g.fix.words if g.fix else "") for g in rep.recompile_groups()]
+    assert groups[0] == ("size of input x changed (dim 0)", "sizes that change between calls: mark the dimension "
+                         "dynamic before the first call (torch._dynamo.mark_dynamic(x, 0)) or compile with "
+                         "torch.compile(..., dynamic=True)")
+    assert groups[2] == ("dtype of input x changed", "cast the input to one dtype before the call")
+
+
+def test_fixes_are_records_worded_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    rep = dynscope.report(scale_by, calls=[(torch.ones(3), 2), (torch.ones(3), 3)])
+    (fix,) = rep.recompiles[0].fixes
+    assert fix.kind == kinds.SCALAR_AS_TENSOR and fix.change == kinds.Cause(kinds.VALUE, name="n")
+    assert fix.words.startswith("avoid Python scalars that change between calls")
+    assert "avoid Python scalars" in rep.summary(color=False)
+    monkeypatch.setitem(said._FIXES, kinds.SCALAR_AS_TENSOR, lambda f: "said otherwise")
+    assert "said otherwise" in rep.summary(color=False)  # every output says a fix through fix_words's table
+    assert "said otherwise" in rep.to_html(pictures=False)

@@ -133,9 +133,9 @@ def test_recompile_limit_hit() -> None:
     with torch._dynamo.config.patch(recompile_limit=3, automatic_dynamic_shapes=False):
         rep = dynscope.report(scalar_fn, calls=[(_ones(), n) for n in range(6)])
     assert rep.graph_count == 3 and rep.recompile_count == 3
-    assert all("\n" not in reason for r in rep.recompiles for reason in r.reasons)
+    assert all("\n" not in reason for r in rep.recompiles for reason in r.raw_reasons)
     assert rep.recompiles[0].explained[0].startswith("Python value n changed: the graph was specialised to n == 0")
-    assert len(rep.recompiles[-1].reasons) == 3, "the third recompile failed three cached guards"
+    assert len(rep.recompiles[-1].raw_reasons) == 3, "the third recompile failed three cached guards"
     (failed,) = [f for f in rep.frames if f.status == "failed"]
     assert "recompile limit" in failed.fail_reason.lower()
     assert "Frames that fell back to eager" in rep.summary()

@@ -66,7 +66,7 @@ def test_a_no_grad_function_is_its_own_frame_and_its_arguments_keep_their_names(
     (r,) = rep.recompiles
     assert any("input x changed size in dim 0" in e for e in r.explained), r.explained
     (group,) = rep.recompile_groups()
-    assert "torch._dynamo.mark_dynamic(x, 0)" in group.fix, group.fix
+    assert group.fix and "torch._dynamo.mark_dynamic(x, 0)" in group.fix.words, group.fix
     text = rep.summary(color=False)
     assert "args[0]" not in text and "external_utils" not in text, text
     assert r.failures and all("args[" not in f.guard + f.explained for f in r.failures), r.failures
@@ -80,7 +80,7 @@ def test_a_wrapper_that_passes_self_first_names_the_wrapped_arguments() -> None:
     assert {(f.filename, f.lineno) for f in rep.frames} == {(__file__, _line_of(Decorated.forward))}
     (r,) = rep.recompiles
     # args[1] of wrapper(self, *args) is forward's second argument after self: scale.
-    said = " ".join((*r.reasons, *r.explained, *r.cause_words, *r.fixes))
+    said = " ".join((*r.raw_reasons, *r.explained, *r.cause_words, *(f.words for f in r.fixes)))
     assert "scale" in said and "args[" not in said, said
 
 
@@ -365,10 +365,10 @@ def test_a_librarys_own_recompile_and_break_say_whose_they_are(tmp_path: Path, m
     rep = dynscope.report(toylib.generate, torch.randn(4), dynamic=False)
     (r,) = [r for r in rep.recompiles if r.frame == "step"]
     assert r.library == "toylib"
-    assert r.cause_words == ("the keyword arguments passed changed",), r.causes
-    assert [c.kind for c in r.causes] == ["kwargs"], r.causes
-    assert r.fixes[0].startswith("toylib's own recompile: toylib's code called step differently"), r.fixes
-    assert "stacked tensor" not in " ".join(r.fixes)
+    assert r.cause_words == ("the keyword arguments passed changed",), r.changes
+    assert [c.kind for c in r.changes] == ["kwargs"], r.changes
+    assert r.fixes[0].words.startswith("toylib's own recompile: toylib's code called step differently"), r.fixes
+    assert "stacked tensor" not in " ".join(f.words for f in r.fixes)
     (b,) = rep.breaks
     assert b.library == "toylib"
     text = " ".join(rep.summary(color=False).split())

@@ -23,6 +23,7 @@ from dynscope._model import (
     ModeTiming,
     Node,
     Recompile,
+    RecompileFix,
     Report,
     StackFrame,
     StateChange,
@@ -62,6 +63,8 @@ breaks = st.builds(GraphBreak, filename=text, lineno=small, function=text, sourc
 causes = st.builds(Cause, kind=text, name=text, dim=text, then=text, now=text, guard=text, code=text, at=text,
                    checked=st.booleans(), said=text,
                    states=st.lists(st.builds(StateChange, state=text, then=text, now=text), max_size=2).map(tuple))
+recompile_fixes = st.builds(RecompileFix, kind=text, change=causes, name=text, dim=text, size=text, value=text, at=text,
+                            code=text, via=text, compile_id=text, library=text, function=text, said=text)
 failures = st.builds(GuardFailure, entry=text, guard=text, cause=st.none() | causes, then=text, now=text, source=text)
 times = st.builds(CompileTime, total_s=seconds, dynamo_s=seconds, backend_s=seconds, inductor_s=seconds)
 reports = st.builds(
@@ -71,9 +74,9 @@ reports = st.builds(
     break_events=st.lists(st.builds(BreakEvent, compile_id=text, filename=text, lineno=small,
                                     reported_filename=text, reported_lineno=small), max_size=2).map(tuple),
     recompiles=st.lists(st.builds(Recompile, compile_id=text, frame=text,
-                                  reasons=st.lists(text, max_size=2).map(tuple),
-                                  why=st.lists(causes, max_size=2).map(tuple),
+                                  raw_reasons=st.lists(text, max_size=2).map(tuple),
                                   causes=st.lists(causes, max_size=2).map(tuple),
+                                  fixes=st.lists(recompile_fixes, max_size=2).map(tuple),
                                   failures=st.lists(failures, max_size=2).map(tuple)), max_size=2).map(tuple),
     guards=st.lists(st.builds(Guard, compile_id=text, kind=text, source=text, detail=text, user_line=text),
                     max_size=3).map(tuple),

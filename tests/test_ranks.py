@@ -339,20 +339,20 @@ def test_a_rank_file_saved_before_causes_were_fields_agrees_with_a_new_one(tmp_p
     """A job whose rank files mix schemas (a rerun wrote some ranks with a newer dynscope):
     the same recompile, words only in the older file and fields in the newer, is no divergence;
     a different one still is."""
-    from dynscope._model.causes import SAID, SIZE, Cause
+    from dynscope._model.causes import MARK_DYNAMIC, SAID, SIZE, Cause, RecompileFix
 
     stored = dynscope.load(Path(__file__).parent / "golden" / "reports" / "print_model.json")
     first = stored.recompiles[0]
-    assert [c.kind for c in first.why] == [SAID]  # saved before causes were fields
-    words = first.why[0].said
-    fields = dataclasses.replace(first, why=(Cause(SIZE, name="x", dim="0", then="4", now="6"),),
-                                 causes=(Cause(SIZE, name="x", dim="0"),))
+    assert [c.kind for c in first.causes] == [SAID]  # saved before causes were fields
+    words = first.causes[0].said
+    fields = dataclasses.replace(first, causes=(Cause(SIZE, name="x", dim="0", then="4", now="6"),),
+                                 fixes=(RecompileFix(MARK_DYNAMIC, Cause(SIZE, name="x", dim="0"), name="x", dim="0"),))
     assert fields.explained == (words,)  # the new words are the old file's
     new = dataclasses.replace(stored, recompiles=(fields, *stored.recompiles[1:]), rank=1, world_size=2)
     dynscope.save_rank(dataclasses.replace(stored, rank=0, world_size=2), tmp_path / "job")
     dynscope.save_rank(new, tmp_path / "job")
     assert [d.kind for d in dynscope.merge(tmp_path / "job").divergences if "recompile" in d.kind] == []
-    other = dataclasses.replace(fields, why=(Cause(SIZE, name="x", dim="0", then="4", now="7"),))
+    other = dataclasses.replace(fields, causes=(Cause(SIZE, name="x", dim="0", then="4", now="7"),))
     dynscope.save_rank(dataclasses.replace(new, recompiles=(other, *stored.recompiles[1:])), tmp_path / "job")
     kinds = [d.kind for d in dynscope.merge(tmp_path / "job").divergences]
     assert any("recompile" in k for k in kinds), kinds

@@ -269,7 +269,7 @@ def test_recompile_without_a_named_guard_still_draws(print_report) -> None:
     # A loaded or hand-edited report may carry a recompile with no reasons (hypothesis
     # found one): the program picture says "recompiled" instead of failing.
     assert print_report.recompiles, "the stored program recompiles"
-    bare = tuple(dataclasses.replace(r, reasons=(), why=()) for r in print_report.recompiles)
+    bare = tuple(dataclasses.replace(r, raw_reasons=(), causes=(), fixes=()) for r in print_report.recompiles)
     rep = dataclasses.replace(print_report, recompiles=bare)
     dot = rep.program_dot()
     assert 'label="recompiled"' in dot

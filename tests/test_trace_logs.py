@@ -55,7 +55,7 @@ def signature(rep: Any) -> dict[str, Any]:
         "events": [(e.compile_id, e.filename, e.lineno, e.gave_up) for e in rep.break_events],
         "sites": [(b.filename, b.lineno, b.category, b.count, b.gb_type) for b in rep.breaks],
         "frames": [(f.compile_id, f.function, f.filename, f.lineno, f.status, f.op_count, f.graph_ids) for f in rep.frames],
-        "recompiles": [(r.compile_id, r.frame, r.reasons) for r in rep.recompiles],
+        "recompiles": [(r.compile_id, r.frame, r.raw_reasons) for r in rep.recompiles],
     }
 
 

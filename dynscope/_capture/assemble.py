@@ -50,7 +50,6 @@ from dynscope._torch.guard_text import (
     global_state_cause,
     global_states,
     is_backend_mismatch,
-    library_fix,
     parse_recompile_reasons,
     reason_cause,
     state_values,
@@ -620,20 +619,20 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[
         if not _is_recompile(counted_id):
             continue
         reasons = st.pending_reasons.get(cid, ())
-        why = tuple(_explained(r, cid, states) for r in reasons) or (Cause(NO_REASON),)
-        pairs = tuple(dict.fromkeys(pair for r in reasons for pair in causes_of(r)))
+        causes = tuple(_explained(r, cid, states) for r in reasons) or (Cause(NO_REASON),)
+        fixes = tuple(dict.fromkeys(fix for r in reasons for fix in causes_of(r)))
         failures = st.failures.get(cid, ())
-        pairs = recompile_fixes(pairs, failures, shapes, cid)
+        fixes = recompile_fixes(fixes, failures, shapes, cid)
         frame, filename, _ = st.names.get(cid, ("", "", 0))
         library = library_of(filename)
-        fixes = tuple(library_fix(library, frame, f) if library else f for _, f in pairs)
+        if library:  # the library's own recompile: its fixes say so first
+            fixes = tuple(replace(f, library=library, function=frame) for f in fixes)
         recompiles.append(
             Recompile(
                 compile_id=cid,
                 frame=frame,
-                reasons=reasons,
-                why=why,
-                causes=tuple(c for c, _ in pairs),
+                raw_reasons=reasons,
+                causes=causes,
                 fixes=fixes,
                 failures=failures,
                 library=library,

@@ -9,7 +9,8 @@ would load every family and circle back).
     base       what the families share (the live holder, the one-line repr)
     graph      TensorMeta, Node, Graph, AotGraph, SavedTensors, Kernel, Lowering
     breaks     StackFrame, BreakEvent, GraphBreak
-    causes     Cause, StateChange: why a guard failed, as fields (kind, name, values)
+    causes     Cause, StateChange: why a guard failed, as fields (kind, name, values);
+               RecompileFix: what to do about a change (kind and arguments)
     timing     CompileTime, Timing, ModeTiming, Coverage, TimingCost
     memory     GraphMemory, ProgramMemory
     export     ExportReport, ExportBlocker, SuggestedShapes, CompileBreakMatch
@@ -30,7 +31,7 @@ would load every family and circle back).
 from dynscope._model.advice import Advice, Outcome, Trial
 from dynscope._model.breaks import BreakEvent, GraphBreak, StackFrame
 from dynscope._model.budget import Budget, Overrun
-from dynscope._model.causes import Cause, StateChange
+from dynscope._model.causes import Cause, RecompileFix, StateChange
 from dynscope._model.export import CompileBreakMatch, ExportBlocker, ExportReport, SuggestedShapes
 from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._model.graph import (
@@ -90,6 +91,7 @@ __all__ = [
     "ProgramMemory",
     "GuardFailure",
     "Recompile",
+    "RecompileFix",
     "RecompileGroup",
     "SizeFix",
     "Report",

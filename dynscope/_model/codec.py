@@ -152,17 +152,21 @@ def _tuple_decoder(args: tuple[Any, ...]) -> _Decoder:
 def _dataclass_decoder(cls: type) -> _Decoder:
     hints = typing.get_type_hints(cls)
     # A field that older files saved under another name says so in its metadata ("was"):
-    # Recompile.why was "explained" (words) before causes were fields.
+    # Recompile.raw_reasons was "reasons" before schema 7.
     was = {f.name: f.metadata.get("was", f.name) for f in dataclasses.fields(cls)}
     fields = tuple((name, was[name], _decoder(hints[name])) for name in _plain_fields(cls))
-    # A class whose older files saved words where it now keeps fields (Cause) reads them.
+    # A class whose older files saved words where it now keeps fields (Cause, RecompileFix) reads them.
     from_words = getattr(cls, "_from_words", None)
+    # A class whose older files laid its fields out otherwise (Recompile) puts them in this layout.
+    upgraded = getattr(cls, "_upgraded", None)
 
     def dataclass(data: Any) -> Any:
         if type(data) is str and from_words is not None:
             return from_words(data)
         if type(data) is not dict:
             raise _Mismatch(f"expected an object, got {_show(data)}")
+        if upgraded is not None:
+            data = upgraded(data)
         kwargs = {}
         name = ""
         try:

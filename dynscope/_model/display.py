@@ -34,6 +34,7 @@ __all__ = [
     "FixShortcuts",
     "GraphShortcuts",
     "MergedShortcuts",
+    "RecompileFixShortcuts",
     "VerdictShortcuts",
     "ReportShortcuts",
 ]
@@ -284,6 +285,17 @@ class CauseShortcuts:
     def what_changed(self) -> str:
         """What changed, as recompiles are grouped ("size of input x changed (dim 0)")."""
         return str(_door().cause_changed(self))
+
+
+class RecompileFixShortcuts:
+    """``RecompileFix``'s words (made in one place, ``dynscope._render.causes``)."""
+
+    __slots__ = ()
+
+    @property
+    def words(self) -> str:
+        """What to do, in words ("sizes that change between calls: mark the dimension dynamic ...")."""
+        return str(_door().fix_words(self))
 
 
 class BudgetShortcuts:

@@ -338,18 +338,18 @@ RecompileKey = tuple[tuple[str, tuple[object, ...]], ...]
 def _said_only(rep: Report) -> bool:
     """Whether the report was saved before causes were fields: its recompiles carry only
     the words they were explained in (kind SAID)."""
-    return any(not r.causes and r.why and all(c.kind == SAID for c in r.why) for r in rep.recompiles)
+    return any(not r.fixes and r.causes and all(c.kind == SAID for c in r.causes) for r in rep.recompiles)
 
 
 def _recompile_key(rep: Report, by_words: bool = False) -> RecompileKey:
-    # Causes carry no values, so two ranks that recompiled for the same reason with
+    # Changes carry no values, so two ranks that recompiled for the same reason with
     # different sizes agree; a recompile PyTorch gave no cause for is keyed by its failed
-    # guards with their values (``why``). Beside a rank file saved before causes were
+    # guards with their values (``causes``). Beside a rank file saved before causes were
     # fields (words only), every rank is keyed by its words, which both kinds of file say
     # alike: else the older file alone would seem to diverge.
     if by_words:
-        return tuple((r.frame, tuple(r.explained or r.reasons)) for r in rep.recompiles)
-    return tuple((r.frame, r.causes or r.why) for r in rep.recompiles)
+        return tuple((r.frame, tuple(r.explained or r.raw_reasons)) for r in rep.recompiles)
+    return tuple((r.frame, r.changes or r.causes) for r in rep.recompiles)
 
 
 def _recompile_words(rep: Report, known: set[tuple[str, tuple[object, ...]]], by_words: bool) -> tuple[Value, ...]:
@@ -359,7 +359,7 @@ def _recompile_words(rep: Report, known: set[tuple[str, tuple[object, ...]]], by
         x
         for r, key in zip(rep.recompiles, mine, strict=True)
         if key not in known
-        for x in (resume_label(r.frame), r.compile_id, "; ".join(r.explained or r.reasons or ("no reason given",)))
+        for x in (resume_label(r.frame), r.compile_id, "; ".join(r.explained or r.raw_reasons or ("no reason given",)))
     )
 
 

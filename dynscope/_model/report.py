@@ -15,7 +15,7 @@ from dynscope._lexicon.wording import is_resume_name, resume_label
 from dynscope._model.advice import Trial  # noqa: TC001
 from dynscope._model.base import _brief, _Live, _live_field
 from dynscope._model.breaks import BreakEvent, GraphBreak  # noqa: TC001
-from dynscope._model.causes import SAID, Cause
+from dynscope._model.causes import FIX_SAID, SAID, Cause, RecompileFix
 from dynscope._model.display import ReportShortcuts
 from dynscope._model.graph import Graph, Kernel  # noqa: TC001
 from dynscope._model.memory import ProgramMemory  # noqa: TC001
@@ -34,7 +34,10 @@ __all__ = ["SCHEMA_VERSION", "Frame", "Guard", "Recompile", "RecompileGroup", "R
 #: 4: where sizes came from (Frame.shapes, Frame.dynamic_sizes), Recompile.failures.
 #: 5: memory (Graph.memory, Report.memory). 6: causes as fields (Recompile.why and .causes,
 #: GuardFailure.cause: ``Cause`` records where 5 saved words, read back as kind SAID).
-SCHEMA_VERSION = 6
+#: 7: one tuple of causes per recompile (Recompile.causes, one per failed guard; "why" before),
+#: fixes as records (RecompileFix, each with the change it answers; words before),
+#: Recompile.raw_reasons ("reasons" before). Older files are read into it (Recompile._upgraded).
+SCHEMA_VERSION = 7
 
 
 
@@ -104,12 +107,16 @@ class Recompile:
 
     compile_id: str  # the new compile ("0/1")
     frame: str  # the function recompiled
-    reasons: tuple[str, ...]  # the failed guards as PyTorch words them
-    # One cause per reason, with its values (``explained`` says them); saved as "explained"
-    # words before causes were fields.
-    why: tuple[Cause, ...] = field(default=(), metadata={"was": "explained"})
-    causes: tuple[Cause, ...] = ()  # what changed, without values (requires_grad of input x)
-    fixes: tuple[str, ...] = ()  # what to do about each cause, in the same order
+    # PyTorch's failed-guard lines as it logged them, unread: the raw record ``causes`` is
+    # read from (saved as "reasons" before schema 7).
+    raw_reasons: tuple[str, ...] = field(default=(), metadata={"was": "reasons"})
+    # What changed, one cause per failed guard, with its values where known (``explained``
+    # says them). Older files saved these as "why" (6) or as words, "explained" (5 and
+    # before): the codec reads them here (``_upgraded``).
+    causes: tuple[Cause, ...] = ()
+    # What to do, one fix per change the failed guards name (each fix's ``change``: what
+    # recompiles are grouped by, without values); ``words`` says a fix.
+    fixes: tuple[RecompileFix, ...] = ()
     # The failed guard of every earlier cache entry of the frame (PyTorch checks each entry
     # and logs, per entry, the first guard that failed), in PyTorch's order: newest entry first.
     failures: tuple[GuardFailure, ...] = ()
@@ -118,17 +125,40 @@ class Recompile:
     library: str = ""
 
     @property
+    def changes(self) -> tuple[Cause, ...]:
+        """What changed, without values, one per fix (requires_grad of input x): what
+        recompiles are grouped by."""
+        return tuple(f.change for f in self.fixes)
+
+    @property
     def explained(self) -> tuple[str, ...]:
-        """The failed guards said plainly, one per reason."""
-        return tuple(c.explained for c in self.why)
+        """The failed guards said plainly, one per cause (a display shortcut)."""
+        return tuple(c.explained for c in self.causes)
 
     @property
     def cause_words(self) -> tuple[str, ...]:
-        """What changed, in words, one per cause ("requires_grad changed on input x")."""
-        return tuple(c.what_changed for c in self.causes)
+        """What changed, in words, one per fix ("requires_grad changed on input x"; a display shortcut)."""
+        return tuple(c.what_changed for c in self.changes)
+
+    @classmethod
+    def _upgraded(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A recompile as an older file saved it, in this layout (the codec calls it on every
+        recompile it reads): before schema 7, "causes" held what changed (words before 6,
+        records in 6) beside the failed guards' own causes ("explained" words before 6,
+        "why" records in 6), and "fixes" held words. Each old fix becomes a FIX_SAID fix
+        holding its words and the change it was for, so groups and words stay as saved."""
+        own = data.get("why", data.get("explained"))
+        fixes = data.get("fixes", [])
+        if own is None and not any(type(f) is str for f in fixes):
+            return data  # this layout (or a file from before causes were kept at all)
+        out = {k: v for k, v in data.items() if k not in ("why", "explained", "causes", "fixes")}
+        out["causes"] = own if own is not None else []
+        changes = data.get("causes", []) if own is not None else []
+        out["fixes"] = [{"kind": FIX_SAID, "said": f, "change": c} for c, f in zip(changes, fixes, strict=False)]
+        return out
 
     def __repr__(self) -> str:
-        return _brief("Recompile", f"{self.compile_id} {resume_label(self.frame)}: " + "; ".join(self.explained or self.reasons))
+        return _brief("Recompile", f"{self.compile_id} {resume_label(self.frame)}: " + "; ".join(self.explained or self.raw_reasons))
 
 
 @dataclass(frozen=True)
@@ -136,8 +166,8 @@ class RecompileGroup:
     """Recompiles of one function for one cause (``Report.recompile_groups``)."""
 
     frame: str  # the function recompiled
-    cause: str  # what changed ("requires_grad changed on input x")
-    fix: str  # what to do about it
+    cause: Cause  # what changed, without values (``what_changed`` says it: "requires_grad changed on input x")
+    fix: RecompileFix | None = None  # what to do about it; None when the recompile names no change
     compile_ids: tuple[str, ...] = ()  # the recompiles, in order
 
     @property
@@ -146,7 +176,7 @@ class RecompileGroup:
         return len(self.compile_ids)
 
     def __repr__(self) -> str:
-        return _brief("RecompileGroup", f"{self.count} of {resume_label(self.frame)}: {self.cause}")
+        return _brief("RecompileGroup", f"{self.count} of {resume_label(self.frame)}: {self.cause!r}")
 
 
 @dataclass(frozen=True)
@@ -309,13 +339,14 @@ class Report(ReportShortcuts):
         groups: dict[tuple[str, Cause], RecompileGroup] = {}
         seen: dict[str, set[Cause]] = {}
         for r in self.recompiles:
-            # A recompile without causes (PyTorch's reason unread) is grouped by its first words.
-            pairs = list(zip(r.causes, r.fixes, strict=False)) or [
-                (Cause(SAID, said=r.explained[0] if r.why else "recompiled"), "")]
+            # A recompile that names no change (PyTorch's reason unread) is grouped by its
+            # first cause as it stands (NO_REASON, or the words an older file saved).
+            pairs: list[tuple[Cause, RecompileFix | None]] = [(f.change, f) for f in r.fixes] or [
+                (r.causes[0] if r.causes else Cause(SAID, said="recompiled"), None)]
             known = seen.setdefault(r.frame, set())
             cause, fix = next(((c, f) for c, f in pairs if c not in known), pairs[0])
             known.update(c for c, _ in pairs)
-            g = groups.get((r.frame, cause)) or RecompileGroup(r.frame, cause.what_changed, fix)
+            g = groups.get((r.frame, cause)) or RecompileGroup(r.frame, cause, fix)
             groups[(r.frame, cause)] = RecompileGroup(g.frame, g.cause, g.fix, (*g.compile_ids, r.compile_id))
         return tuple(sorted(groups.values(), key=lambda g: -g.count))
 

@@ -119,7 +119,7 @@ def unmatched(rep: Report, *, rank: int, nth: int, compile_id: str, missing: Seq
     absent = Fact("absent", tuple(missing), (waited_s, doing))
     if nth > 0 and rep.recompiles:
         r = rep.recompiles[-1]
-        said = "; ".join(r.explained or r.reasons or ("no reason given",))
+        said = "; ".join(r.explained or r.raw_reasons or ("no reason given",))
         return Divergence("recompiles", (rank,), facts=(Fact("recompiled_alone", (rank,), (frame, compile_id, said)), absent))
     return Divergence("graph_count", (rank,), facts=(Fact("compiled_alone", (rank,), (nth > 0, frame, compile_id)), absent))
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         GraphBreak,
         Lowering,
         MultiRankReport,
+        RecompileFix,
         Report,
     )
     from dynscope._model.budget import Overrun
@@ -57,6 +58,7 @@ __all__ = [
     "export_text",
     "fix_html",
     "fix_text",
+    "fix_words",
     "graph_card",
     "graph_dot",
     "graph_script",
@@ -248,6 +250,13 @@ def cause_changed(cause: Cause) -> str:
     from dynscope._render.causes import what_changed
 
     return what_changed(cause)
+
+
+def fix_words(fix: RecompileFix) -> str:
+    """What to do about a change that made a function recompile (``RecompileFix.words``)."""
+    from dynscope._render.causes import fix_words as words
+
+    return words(fix)
 
 
 def advice_text(advice: Advice) -> str:

@@ -68,7 +68,7 @@ def overrun_detail(o: Overrun, rep: Report) -> list[str]:
             lines.append(f"      why: {b.reason}")
             lines.append(f"      fix: {b.fix}")
     elif o.kind == "recompiles":
-        lines += [f"  {r.compile_id} {r.frame}: " + "; ".join(tuple(explained(c) for c in r.why) or r.reasons) for r in rep.recompiles]
+        lines += [f"  {r.compile_id} {r.frame}: " + "; ".join(tuple(explained(c) for c in r.causes) or r.raw_reasons) for r in rep.recompiles]
     elif o.kind == "coverage" and o.measured and rep.coverage is not None:
         lines += [f"  {site} x{n}" for site, n in rep.coverage.eager_sites[:10]]
     elif o.kind == "memory" and o.measured and not o.error:

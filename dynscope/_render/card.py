@@ -80,7 +80,7 @@ def _recompiles(rep: Report) -> str:
     # The same function recompiled for the same reason is one line with a count.
     causes: dict[tuple[str, str], int] = {}
     for r in rep.recompiles:
-        said = (r.explained or r.reasons or ("reason not reported",))[0]
+        said = (r.explained or r.raw_reasons or ("reason not reported",))[0]
         key = (resume_label(r.frame), said)
         causes[key] = causes.get(key, 0) + 1
     top = sorted(causes.items(), key=lambda kv: -kv[1])

@@ -739,7 +739,7 @@ def program_to_dot(rep: Report) -> str:
                 vid = box_of[other] = _box(lines, other, graphs_by_cid.get(other), frame_by_cid.get(other), variant=True)
                 rec = recompile_by_cid.get(other)
                 # A loaded or hand-made report may name no failed guard.
-                why = next(iter(rec.explained or rec.reasons), "recompiled") if rec else "recompiled"
+                why = next(iter(rec.explained or rec.raw_reasons), "recompiled") if rec else "recompiled"
                 lines.append(f"  {{ rank=same; {main_id}; {vid}; }}")
                 lines.append(f"  {before} -> {vid} [style=dashed, color=\"#b2182b\", label={quote(_wrap(why, 40))}];")
                 before = vid

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from dynscope._format import clip, human_bytes, location, ms, percent, plural
 from dynscope._lexicon.wording import resume_label
 from dynscope._render.blocks import Block, Column, Entry, Field, Group, Listing, Section, Table
+from dynscope._render.causes import explained, fix_words, what_changed
 from dynscope._render.figures import memory_order, sizes_of
 from dynscope._render.words import (
     UNSAID,
@@ -330,8 +331,10 @@ def recompiles(rep: Report) -> Section:
     by_id = {r.compile_id: r for r in rep.recompiles}
     groups = []
     for n, g in enumerate(rep.recompile_groups(), 1):
-        fields = ([Field("fix", g.fix)] if g.fix else []) + [Field("compiles", ", ".join(g.compile_ids), "flat")]
-        said = tuple(dict.fromkeys(x for cid in g.compile_ids for x in (by_id[cid].explained or by_id[cid].reasons)))
+        fix = fix_words(g.fix) if g.fix is not None else ""
+        fields = ([Field("fix", fix)] if fix else []) + [Field("compiles", ", ".join(g.compile_ids), "flat")]
+        said = tuple(dict.fromkeys(
+            x for cid in g.compile_ids for x in (tuple(map(explained, by_id[cid].causes)) or by_id[cid].raw_reasons)))
         sizes = tuple(size_fix_line(fx) for fx in sizes_of(rep, g.compile_ids))
         rows = tuple(tuple(row) for row in failure_rows(rep, g.compile_ids))
         blocks: tuple[Listing | Table, ...] = (
@@ -343,7 +346,7 @@ def recompiles(rep: Report) -> Section:
                   title="every failed guard, per earlier cache entry", limit=FAILURES_SHOWN,
                   rest=f"... {plural(len(rows) - FAILURES_SHOWN, 'more row')} (Recompile.failures)"),
         )
-        title = f"{plural(g.count, 'recompile')} of {resume_label(g.frame) or '?'}: {g.cause}"
+        title = f"{plural(g.count, 'recompile')} of {resume_label(g.frame) or '?'}: {what_changed(g.cause)}"
         groups.append(Group(f"recompile-{n}", title, tuple(fields), blocks))
     return Section(f"Recompiles ({rep.recompile_count})", tuple(groups))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from dynscope._model import Cause, Guard, StateChange
+from dynscope._model import Cause, Guard, RecompileFix, StateChange
 from dynscope._model import causes as k
 
 _SOURCE_EXPR = re.compile(r"((?:L|G)\[[^\]]+\](?:\[[^\]]+\]|\.[A-Za-z_]\w*)*)")
@@ -219,51 +219,23 @@ def reason_cause(reason: str) -> Cause:
 
 # -- causes: what to group recompiles by, and what to do about each ------------------------
 
-_SIZE_FIX = (
-    "sizes that change between calls: mark the dimension dynamic before the first call "
-    "(torch._dynamo.mark_dynamic(x, dim)) or compile with torch.compile(..., dynamic=True)"
-)
-_GRAD_FIX = (
-    "call with a consistent requires_grad: the same for every call (detach() inputs for "
-    "inference), or compile the training and the inference function separately"
-)
-_SCALAR_FIX = (
-    "avoid Python scalars that change between calls: pass the value as a tensor "
-    "(torch.tensor(value)) or mark it dynamic (torch.compile(..., dynamic=True))"
-)
-#: Measured on torch 2.13 (tests/test_advice_real.py): a contiguous copy removes the
-#: recompile; x.contiguous() returns a batch-of-1 slice as it is (PyTorch calls a tensor
-#: contiguous whatever the stride of a size-1 dim), and neither mark_dynamic nor
-#: dynamic=True removes a stride recompile.
-_STRIDE_FIX = (
-    "pass a contiguous copy: {n}.contiguous() before the call, or, where a dim has size 1 (a "
-    "batch of one: PyTorch calls {n}[:, -n:] contiguous then and keeps its strides), "
-    "{n}.clone(memory_format=torch.contiguous_format)"
-)
-_STATE_FIX = (
-    "call under the same grad mode and autocast every time (enter torch.no_grad() / "
-    "torch.autocast outside the compiled function consistently), or compile one function per state"
-)
-
-#: Failed guards read into what recompiles are grouped by (a cause without values) and what
-#: to do about it. First match wins.
+#: Failed guards read into what recompiles are grouped by (a cause without values) and the
+#: kind of fix for it (its words: dynscope._render.causes.fix_words). First match wins.
 _CAUSES: tuple[tuple[re.Pattern[str], str, str], ...] = (
-    (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\."), k.SIZE, _SIZE_FIX),
-    (re.compile(r"tensor '(?P<n>.+?)' rank mismatch\."), k.RANK, _SIZE_FIX),
-    (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\."), k.STRIDE, _STRIDE_FIX),
-    (_STRIDE_GUARD, k.STRIDE, _STRIDE_FIX),
-    (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\."), k.DTYPE, "cast the input to one dtype before the call"),
-    (re.compile(r"tensor '(?P<n>.+?)' device mismatch\."), k.DEVICE, "keep the input on one device"),
-    (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\."), k.REQUIRES_GRAD, _GRAD_FIX),
-    (re.compile(rf"^(?P<n>{_VALUE}) == "), k.VALUE, _SCALAR_FIX),
+    (re.compile(r"tensor '(?P<n>.+?)' size mismatch at index (?P<i>\d+)\."), k.SIZE, k.MARK_DYNAMIC),
+    (re.compile(r"tensor '(?P<n>.+?)' rank mismatch\."), k.RANK, k.MARK_DYNAMIC),
+    (re.compile(r"tensor '(?P<n>.+?)' stride mismatch at index (?P<i>\d+)\."), k.STRIDE, k.CONTIGUOUS_COPY),
+    (_STRIDE_GUARD, k.STRIDE, k.CONTIGUOUS_COPY),
+    (re.compile(r"tensor '(?P<n>.+?)' dtype mismatch\."), k.DTYPE, k.ONE_DTYPE),
+    (re.compile(r"tensor '(?P<n>.+?)' device mismatch\."), k.DEVICE, k.ONE_DEVICE),
+    (re.compile(r"tensor '(?P<n>.+?)' requires_grad mismatch\."), k.REQUIRES_GRAD, k.SAME_REQUIRES_GRAD),
+    (re.compile(rf"^(?P<n>{_VALUE}) == "), k.VALUE, k.SCALAR_AS_TENSOR),
     # **kwargs: the call passed another set of keyword arguments (not a list to stack).
     (re.compile(r"^(?:len\((?:L\['kwargs'\]|kwargs)\) == |not (?:L\['kwargs'\]|kwargs)\s*$)"), k.KWARGS,
-     "pass the same keyword arguments every call (the optional ones too, as None when unused)"),
-    (re.compile(rf"^len\((?P<n>{_VALUE})\) == "), k.LENGTH,
-     "keep the number of items the same between calls, or pass one stacked tensor"),
-    (re.compile(rf"___check_type_id\((?P<n>{_VALUE})"), k.TYPE, "pass a value of the same type each call"),
-    (re.compile(r"___check_obj_id\((?P<n>[^,]+),"), k.OBJECT,
-     "reuse the same object (module, function, tensor) between calls"),
+     k.SAME_KWARGS),
+    (re.compile(rf"^len\((?P<n>{_VALUE})\) == "), k.LENGTH, k.SAME_LENGTH),
+    (re.compile(rf"___check_type_id\((?P<n>{_VALUE})"), k.TYPE, k.SAME_TYPE),
+    (re.compile(r"___check_obj_id\((?P<n>[^,]+),"), k.OBJECT, k.SAME_OBJECT),
 )
 
 #: "GLOBAL_STATE changed: grad_mode autocast(cpu)_enabled" (torch 2.3 .. 2.14): the C++
@@ -322,30 +294,21 @@ def global_state_cause(reason: str, before: dict[str, object], after: dict[str, 
     return Cause(k.GLOBAL_STATE, states=tuple(changes))
 
 
-def causes_of(reason: str) -> tuple[tuple[Cause, str], ...]:
-    """(cause, fix) for one failed guard: what recompiles are grouped by (requires_grad of
-    input x, without the values that differ from one recompile to the next) and what to do
-    about it. A GLOBAL_STATE guard gives one cause per state it names."""
+def causes_of(reason: str) -> tuple[RecompileFix, ...]:
+    """The fix for one failed guard, each with the change it answers (``change``: what
+    recompiles are grouped by, requires_grad of input x, without the values that differ from
+    one recompile to the next). A GLOBAL_STATE guard gives one per state it names."""
     states = global_states(reason)
     if states:
-        return tuple((Cause(k.STATE, name=s), _STATE_FIX) for s in states)
+        return tuple(RecompileFix(k.SAME_STATE, Cause(k.STATE, name=s)) for s in states)
     expr = re.split(r"\s+#\s", reason, maxsplit=1)[0].strip()
     for pattern, kind, fix in _CAUSES:
         m = pattern.search(expr)
         if m:
             values = {g: _name(v) if g == "n" else v.strip() for g, v in m.groupdict().items()}
-            return ((Cause(kind, name=values.get("n", ""), dim=values.get("i", "")), fix.format(**values)),)
-    return ((Cause(k.GUARD, guard=expr), "see the guard: the code depends on this value"),)
-
-
-def library_fix(library: str, function: str, fix: str) -> str:
-    """The fix of a recompile inside a library's own code: the library calls its function
-    differently between calls (Hugging Face's ``generate``: the prompt first, then one token
-    a step), which the user's code does not cause; what the user can do, if anything."""
-    said = (
-        f"{library}'s own recompile: {library}'s code called {function or 'this function'} differently "
-        "this time (generate's first step takes the whole prompt, later steps one token; a decorator "
-        "makes a new wrapper), which your code does not cause; expected, nothing to change unless it "
-        "recompiles on every call"
-    )
-    return f"{said} (then: {fix})" if fix else said
+            name = values.get("n", "")
+            # Only the stride fix names the input; a size fix is named where its records are
+            # read (shape_text.recompile_fixes).
+            return (RecompileFix(fix, Cause(kind, name=name, dim=values.get("i", "")),
+                                 name=name if fix == k.CONTIGUOUS_COPY else ""),)
+    return (RecompileFix(k.SEE_GUARD, Cause(k.GUARD, guard=expr)),)

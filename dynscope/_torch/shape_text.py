@@ -18,18 +18,25 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dynscope._format import location
-from dynscope._model import GuardFailure, SizeFix
-from dynscope._model.causes import GUARD, SIZE, VALUE
+from dynscope._model import GuardFailure, RecompileFix, SizeFix
+from dynscope._model.causes import (
+    BRANCHED_ON,
+    GUARD,
+    RESUME_VALUE,
+    SIZE,
+    SIZE_FIXED_BY_CODE,
+    VALUE,
+    VALUE_FIXED_BY_CODE,
+)
 from dynscope._torch.registry import is_user_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from dynscope._model import Cause
     from dynscope._torch.records import CreatedSymbol
 
 _LOCAL = re.compile(r"L\['(?P<name>[^']+)'\]")
@@ -269,83 +276,69 @@ def value_guard(guard: str) -> tuple[str, bool] | None:
 # -- recompile fixes that name the user's line ------------------------------------------------
 
 
-def _where(fx: SizeFix) -> str:
-    where = location(fx.filename, fx.lineno) if fx.filename else "your code"
-    return where + (f" `{fx.code}`" if fx.code else "") + (f" (inside {fx.via})" if fx.via else "")
-
-
-def _fixed_by_code(failures: tuple[GuardFailure, ...], shapes: Mapping[str, tuple[SizeFix, ...]], cid: str) -> dict[str, str]:
-    """input name -> the fix to say when a size (or a Python int) the new call changed was
-    fixed by the user's own code, in the entry that failed or in the recompile itself (PyTorch
-    made it dynamic and the code made it static again): marking it dynamic cannot help there."""
-    out: dict[str, str] = {}
+def _fixed_by_code(
+    failures: tuple[GuardFailure, ...], shapes: Mapping[str, tuple[SizeFix, ...]], cid: str
+) -> dict[str, RecompileFix]:
+    """input name -> the fix when a size (or a Python int) the new call changed was fixed by
+    the user's own code, in the entry that failed or in the recompile itself (PyTorch made it
+    dynamic and the code made it static again): marking it dynamic cannot help there."""
+    out: dict[str, RecompileFix] = {}
     for f in failures:
         value = value_guard(f.guard)
         size = _SIZE_FAILURE.search(f.guard)
         if value is not None:
-            name, words = value[0], value[0]
+            name, words, dim = value[0], value[0], ""
         elif size is not None:
-            name, words = size["n"], f"{size['n']}.size({size['i']})"
+            name, words, dim = size["n"], f"{size['n']}.size({size['i']})", size["i"]
         else:
             continue
         fx = next((x for x in (*shapes.get(cid, ()), *shapes.get(f.entry, ())) if x.kind == "fixed" and x.size == words), None)
         if fx is None or name in out:
             continue
-        head = f"{words} was made dynamic, then fixed to {fx.value} by {_where(fx)} (compile {fx.compile_id}): "
-        out[name] = head + (
-            f"dynamic=True cannot keep it dynamic, so every value compiles anew. Make that line not read {name} "
-            f"as a Python int (pass it as a tensor and use tensor indexing such as index_copy_ / narrow), or "
-            f"keep {name} to a few values"
-            if value is not None else
-            f"mark_dynamic({name}, {size['i'] if size else 0}) fails there (ConstraintViolationError) and "
-            f"dynamic=True cannot keep it dynamic. Make that line not depend on {words} (a tensor op instead "
-            f"of a Python loop or branch on it), or pad {name} to a few fixed sizes"
-        )
+        kind = VALUE_FIXED_BY_CODE if value is not None else SIZE_FIXED_BY_CODE
+        at = location(fx.filename, fx.lineno) if fx.filename else ""  # "": the words say "your code"
+        out[name] = RecompileFix(kind, name=name, dim=dim, size=words, value=fx.value, compile_id=fx.compile_id,
+                                 at=at, code=fx.code, via=fx.via)
     return out
 
 
-def _branched_on(failures: tuple[GuardFailure, ...], shapes: Mapping[str, tuple[SizeFix, ...]]) -> dict[str, str]:
-    """failed shape guard -> the fix to say when the entry's guard on that size came from a
-    branch of the user's code on it (``if x.size(0) > 5:``): each side compiles once."""
-    out: dict[str, str] = {}
+def _branched_on(failures: tuple[GuardFailure, ...], shapes: Mapping[str, tuple[SizeFix, ...]]) -> dict[str, RecompileFix]:
+    """failed shape guard -> the fix when the entry's guard on that size came from a branch
+    of the user's code on it (``if x.size(0) > 5:``): each side compiles once."""
+    out: dict[str, RecompileFix] = {}
     for f in failures:
         sizes = {f"{n}.size({i})" for n, i in size_terms(f.guard)}
         for fx in shapes.get(f.entry, ()):
             if fx.kind == "guarded" and fx.size in sizes and fx.on_branch:
-                out.setdefault(f.guard, (
-                    f"{fx.size} is branched on at {location(fx.filename, fx.lineno)} `{fx.code}` (the entry guards "
-                    f"{fx.value}): each side of the branch compiles once, which no mark removes. For one "
-                    f"graph, make the branch a tensor op (torch.where, torch.cond)"
-                ))
+                out.setdefault(f.guard, RecompileFix(BRANCHED_ON, size=fx.size, value=fx.value, code=fx.code,
+                                                     at=location(fx.filename, fx.lineno)))
     return out
 
 
-def _named_fix(cause: Cause, fix: str) -> str:
-    """The fix for a size change with the input and dimension filled in
-    (``mark_dynamic(x, dim)`` -> ``mark_dynamic(x, 1)``); for a value PyTorch passes to a
-    resume function (``___stack0``), which no one can mark, where to look instead."""
+def _named_fix(fix: RecompileFix) -> RecompileFix:
+    """The fix for a size change with the input and dimension to mark (``mark_dynamic(x, 1)``);
+    for a value PyTorch passes to a resume function (``___stack0``), which no one can mark,
+    where to look instead."""
+    cause = fix.change
     if cause.kind != SIZE:
         return fix
     if cause.name.startswith("___stack"):
-        return (
-            f"the size of a value Dynamo passes to a resume function changed ({cause.name}, not an input you can "
-            f"mark): mark the input of the compiled function it is computed from, or see where sizes were fixed"
-        )
-    return fix.replace("mark_dynamic(x, dim)", f"mark_dynamic({cause.name}, {cause.dim})")
+        return replace(fix, kind=RESUME_VALUE, name=cause.name)
+    return replace(fix, name=cause.name, dim=cause.dim)
 
 
 def recompile_fixes(
-    pairs: tuple[tuple[Cause, str], ...],
+    fixes: tuple[RecompileFix, ...],
     failures: tuple[GuardFailure, ...],
     shapes: Mapping[str, tuple[SizeFix, ...]],
     cid: str,
-) -> tuple[tuple[Cause, str], ...]:
-    """(cause, fix) of a recompile with each fix made specific where the records say more:
-    the user's line that fixed the size or value that changed, the branch on a size, the input
-    and dim to mark.
+) -> tuple[RecompileFix, ...]:
+    """The fixes of a recompile, each made specific where the records say more: the user's
+    line that fixed the size or value that changed, the branch on a size, the input and dim
+    to mark. Each keeps the change it answers.
 
     Args:
-        pairs: (cause, fix) as guard_text.causes_of reads them.
+        fixes: the fixes as guard_text.causes_of reads them.
         failures: the recompile's failed guards, per earlier entry.
         shapes: compile id -> the sizes that compile fixed or guarded.
         cid: the recompile's compile id.
@@ -353,8 +346,10 @@ def recompile_fixes(
     fixed = _fixed_by_code(failures, shapes, cid)
     branched = _branched_on(failures, shapes)
     out = []
-    for cause, fix in pairs:
+    for fix in fixes:
+        cause = fix.change
         said = fixed.get(cause.name) if cause.kind in (SIZE, VALUE) else None
         guarded = branched.get(cause.guard) if cause.kind == GUARD else None
-        out.append((cause, said or guarded or _named_fix(cause, fix)))
+        found = said or guarded
+        out.append(replace(found, change=cause) if found is not None else _named_fix(fix))
     return tuple(out)

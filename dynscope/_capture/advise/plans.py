@@ -128,7 +128,7 @@ def why_nothing_to_try(rep: Report) -> str:
             "PyTorch has no switch that removes the graph breaks here, so their fix is a code change, "
             f"given with each break in the report: {sites}"
         )
-    causes = list(dict.fromkeys(c for r in rep.recompiles for c in (r.cause_words or r.explained or r.reasons)))
+    causes = list(dict.fromkeys(c for r in rep.recompiles for c in (r.cause_words or r.explained or r.raw_reasons)))
     if causes:
         parts.append(
             f"the recompiles ({'; '.join(causes)}) do not come from an input's size or a Python "
@@ -393,11 +393,11 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Pla
     top = {getattr(fn, "__qualname__", ""), getattr(fn, "__name__", "")} - {""}
     sized = False
     for r in rep.recompiles:
-        changes = remedies.size_changes(r.reasons)
+        changes = remedies.size_changes(r.raw_reasons)
         if not changes:
             continue
         sized = True
-        targets.append(f"{r.frame}: " + "; ".join(r.cause_words or r.explained or r.reasons))
+        targets.append(f"{r.frame}: " + "; ".join(r.cause_words or r.explained or r.raw_reasons))
         for name, dim in changes:
             where = _argument(name, names, call_list) if r.frame in top else None
             if where is None:
@@ -424,7 +424,7 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Pla
                 plans.append(Plan(how, code, target, marks=tuple(wide), mark_with=how, note=note))
     plans.extend(_value_plans(rep, names, call_list, top))
     plans.extend(_independence_plans(rep))
-    value_changed = any(c.kind == VALUE for r in rep.recompiles for c in r.causes)
+    value_changed = any(c.kind == VALUE for r in rep.recompiles for c in r.changes)
     if sized or value_changed:
         value_targets = target or tuple(f"{r.frame}: " + "; ".join(r.cause_words) for r in rep.recompiles)
         plans.append(Plan("dynamic=True", f"torch.compile({compiled_name(model)}, dynamic=True)", value_targets, dynamic=True))
@@ -439,7 +439,7 @@ def _value_plans(rep: Report, names: list[str], call_list: list[Call], top: set[
     targets: list[str] = []
     shown: list[str] = []
     for r in rep.recompiles:
-        for cause in r.causes:
+        for cause in r.changes:
             # A value a call passes by name: an argument (not an attribute, not an item).
             if cause.kind != VALUE or not cause.name.isidentifier() or r.frame not in top:
                 continue
