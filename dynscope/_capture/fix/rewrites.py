@@ -19,6 +19,9 @@ The rewrites, in the order they are tried for a category:
 - ``mask instead of select``: ``x[mask].sum()`` becomes ``torch.where(mask, x, 0).sum()``.
 - ``clone instead of deepcopy``: ``copy.deepcopy(t)`` becomes ``t.clone()``.
 - ``detach instead of requires_grad = False`` (or ``requires_grad_(False)``).
+- state and control flow (:mod:`.state`): a module deep-copied and called at once as a call with
+  its detached state, ``autograd.grad`` in forward as ``torch.func``, generators and a loop's
+  first match as tensor ops, a loop's early stop as a stop mask, a logged loss kept a tensor.
 - host round trips and data-dependent selections (:mod:`.host`): a numpy round trip as torch
   ops, ``.tolist()`` lengths of a ragged pooling as a masked segment reduction, a selection or
   a nonzero index that is only reduced as a mask, a loop over experts as dense routing,
@@ -31,7 +34,7 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix import host
+from dynscope._capture.fix import host, state
 from dynscope._capture.fix.statements import (
     Made,
     Rewrite,
@@ -51,6 +54,7 @@ from dynscope._lexicon.break_categories import (
     DEEPCOPY,
     DYNAMIC_SHAPE,
     LOGGING,
+    OTHER,
     REQUIRES_GRAD,
     SCALAR,
     UNSUPPORTED_CALL,
@@ -418,11 +422,13 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
-    BRANCH: (_where, _cond),
-    # A print of loss.item(): guarded when kept a tensor fails.
-    SCALAR: (_where, _cond, host.numpy_to_torch, host.segment_reduction, host.math_to_torch, _tensor, _guard),
+    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, _where, _cond),
+    # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
+    SCALAR: (_where, _cond, state.logged_value, host.numpy_to_torch, host.segment_reduction, host.math_to_torch,
+             _tensor, _guard, state.reported_value),
     DYNAMIC_SHAPE: (_mask, _where, host.dense_experts, host.masked_select),
-    DEEPCOPY: (_clone,),
-    REQUIRES_GRAD: (_detach,),
+    DEEPCOPY: (state.teacher_call, _clone),
+    REQUIRES_GRAD: (state.func_grad, _detach),
+    OTHER: (state.func_grad,),  # torch.autograd.grad's own line (trace_autograd_ops off)
 }
 

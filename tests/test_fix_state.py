@@ -1,0 +1,369 @@
+"""The state and control-flow rewrites (dynscope/_capture/fix/state.py, issue "Fix what we have
+never seen"): each on source text, where it applies and where it must refuse, in the fast tier;
+each live on tests/corpus/fix_state.py in the heavy tier, verified where outputs and gradients
+equal the unpatched eager run's and refused, with the reason, where they would not."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dynscope
+from dynscope._capture.fix import state
+from dynscope._capture.fix.rewrites import _BY_CATEGORY, candidates
+from dynscope._lexicon.break_categories import BRANCH, DEEPCOPY, OTHER, REQUIRES_GRAD, SCALAR
+from tests.corpus import fix_measure
+from tests.corpus import fix_state as fs
+
+HEAD = "import copy\nimport torch\n\n\n"
+
+
+def _made(body: str, line: int, category: str) -> dict[str, str]:
+    """rewrite name -> the new text of the function, for the statement at ``line`` of ``body``
+    (lines counted from the first line of ``body``, after HEAD)."""
+    src = HEAD + body
+    found, _ = candidates(src, line + HEAD.count("\n"), category)
+    return {rw.name: "".join(rw.replacement) for rw in found}
+
+
+def _why(body: str, line: int, category: str) -> str:
+    return candidates(HEAD + body, line + HEAD.count("\n"), category)[1]
+
+
+# -- 1. a module deep-copied in forward --------------------------------------------------------------
+
+
+TEACHER = """\
+def forward(self, x):
+    teacher = copy.deepcopy(self.encoder)
+    with torch.no_grad():
+        t = teacher(x)
+    return self.encoder(x) - t
+"""
+
+
+def test_a_copied_module_that_is_only_called_becomes_a_call_with_its_detached_state() -> None:
+    made = _made(TEACHER, 2, DEEPCOPY)
+    assert list(made) == [state.TEACHER, "clone instead of deepcopy"], "the module rewrite is tried first"
+    assert made[state.TEACHER] == (
+        "    _teacher_state = {n: t.detach().clone() for n, t in [*self.encoder.named_parameters(), "
+        "*self.encoder.named_buffers()]}\n"
+        "    def teacher(*args, **kwargs):\n"
+        "        return torch.func.functional_call(self.encoder, _teacher_state, args, kwargs)\n")
+
+
+@pytest.mark.parametrize("use", [
+    "    teacher.eval()\n    return teacher(x)\n",  # its mode changed: the copy's own, not the module's
+    "    self.ema = teacher\n    return teacher(x)\n",  # kept beyond the call
+    "    return teacher\n",  # handed back, not called
+    "    return sum(p.sum() for p in teacher.parameters())\n",  # its weights read
+])
+def test_a_copied_module_used_otherwise_is_no_call_with_detached_state(use: str) -> None:
+    body = "def forward(self, x):\n    teacher = copy.deepcopy(self.encoder)\n" + use
+    assert state.TEACHER not in _made(body, 2, DEEPCOPY)
+
+
+def test_a_copy_kept_on_self_across_calls_is_left_to_the_clone_rewrite() -> None:
+    body = "def forward(self, x):\n    if self.ema is None:\n        self.ema = copy.deepcopy(self.encoder)\n" \
+           "    return self.ema(x)\n"
+    assert list(_made(body, 3, DEEPCOPY)) == ["clone instead of deepcopy"]
+
+
+# -- 2. a gradient taken inside forward ----------------------------------------------------------------
+
+
+SALIENCY = """\
+def forward(self, x):
+    x = x.detach().requires_grad_(True)
+    score = self.net(x).max(-1).values.sum()
+    grad, = torch.autograd.grad(score, x)
+    return self.net(x.detach() * grad.abs())
+"""
+
+
+def test_autograd_grad_in_forward_becomes_torch_func_grad_from_either_of_its_sites() -> None:
+    want = ("    x = x.detach()\n"
+            "    def _forward(x):\n"
+            "        score = self.net(x).max(-1).values.sum()\n"
+            "        return score\n"
+            "    grad = torch.func.grad(_forward)(x)\n"
+            "    grad = grad.detach()\n")
+    from_requires_grad = _made(SALIENCY, 2, REQUIRES_GRAD)
+    from_grad = _made(SALIENCY, 4, OTHER)
+    assert from_requires_grad[state.FUNC_GRAD] == from_grad[state.FUNC_GRAD] == want
+    (rw,) = [r for r in candidates(HEAD + SALIENCY, 4 + HEAD.count("\n"), OTHER)[0]]
+    assert (rw.first, rw.last) == (2 + HEAD.count("\n"), 4 + HEAD.count("\n")), "one patch of the three statements"
+
+
+def test_a_gradient_penalty_keeps_its_graph_and_its_grad_outputs() -> None:
+    body = """\
+def forward(self, real, fake, alpha):
+    interp = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    d = self.critic(interp)
+    grads = torch.autograd.grad(d, interp, grad_outputs=torch.ones_like(d), create_graph=True)[0]
+    return ((grads.norm(2, dim=1) - 1) ** 2).mean()
+"""
+    new = _made(body, 2, REQUIRES_GRAD)[state.FUNC_GRAD]
+    assert "    interp = alpha * real + (1 - alpha) * fake\n" in new
+    assert "    d, _vjp = torch.func.vjp(_forward, interp)\n    grads, = _vjp(torch.ones_like(d))\n" in new
+    assert ".detach()" not in new, "create_graph=True: the penalty is differentiated again"
+
+
+def test_names_of_the_forward_read_after_the_gradient_come_back_as_aux() -> None:
+    body = """\
+def f(net, x):
+    x.requires_grad_(True)
+    h = net(x)
+    out = h.sum()
+    g, = torch.autograd.grad(out, x)
+    return g + h
+"""
+    new = _made(body, 2, REQUIRES_GRAD)[state.FUNC_GRAD]
+    assert "        return out, (h,)\n" in new
+    assert "    g, (h,) = torch.func.grad(_forward, has_aux=True)(x)\n" in new
+
+
+@pytest.mark.parametrize("body", [
+    # Another statement between: it would run inside torch.func's transform.
+    "def f(net, x):\n    x.requires_grad_(True)\n    print(x)\n    g, = torch.autograd.grad(net(x).sum(), x)\n"
+    "    return g\n",
+    # allow_unused: another contract than torch.func's.
+    "def f(net, x):\n    x.requires_grad_(True)\n    g, = torch.autograd.grad(net(x).sum(), x, allow_unused=True)\n"
+    "    return g\n",
+    # The gradient of another tensor than the one made to require grad.
+    "def f(net, x, y):\n    x.requires_grad_(True)\n    g, = torch.autograd.grad(net(x).sum(), y)\n    return g\n",
+    # requires_grad_(False) is the detach rewrite's.
+    "def f(net, x):\n    x.requires_grad_(False)\n    g, = torch.autograd.grad(net(x).sum(), x)\n    return g\n",
+])
+def test_gradients_of_other_shapes_are_not_rewritten_to_torch_func(body: str) -> None:
+    assert state.FUNC_GRAD not in _made(body, 2, REQUIRES_GRAD)
+
+
+# -- 4. generators with an early exit --------------------------------------------------------------
+
+
+def test_next_any_and_all_over_a_tensor_become_tensor_ops() -> None:
+    body = "def f(s, t):\n    i = next(i for i, v in enumerate(s) if v > t)\n    return i\n"
+    assert _made(body, 2, BRANCH)[state.TENSOR_OPS] == "    i = (s > t).int().argmax()\n"
+    body = "def f(s, t):\n    v = next((v for v in s if v.abs() > t), s[0])\n    return v\n"
+    assert _made(body, 2, BRANCH)[state.TENSOR_OPS] == (
+        "    v = torch.where((s.abs() > t).any(), s.index_select(0, (s.abs() > t).int().argmax().reshape(1))"
+        ".squeeze(0), s[0])\n")
+    body = "def f(s):\n    if all(v > 0 and v < 1 for v in s):\n        s = s * 2\n    return s\n"
+    assert _made(body, 2, BRANCH)[state.TENSOR_OPS] == "    s = torch.where(((s > 0) & (s < 1)).all(), s * 2, s)\n"
+    body = "def f(s):\n    if any(v > 2 for v in s):\n        return s * 2\n    return s\n"
+    assert _made(body, 2, BRANCH)[state.TENSOR_OPS] == "    return torch.where((s > 2).any(), s * 2, s)\n"
+
+
+def test_a_next_without_default_says_it_would_raise_where_argmax_gives_zero() -> None:
+    src = HEAD + "def f(s, t):\n    i = next(i for i, v in enumerate(s) if v > t)\n    return i\n"
+    (rw,) = candidates(src, 6, BRANCH)[0]
+    assert "next() without a default raises when no element passes; argmax then gives 0" in rw.note
+
+
+@pytest.mark.parametrize("gen", [
+    "any(v.sum() > 0 for v in s)",  # a reduction of each element: not elementwise
+    "any(v > i for i, v in enumerate(s))",  # the index as a number
+    "any(f(v) for v in s)",  # a function of the element
+    "any(v is None for v in s)",  # identity, not a tensor test
+    "any([v > 0 for v in s])",  # a list, not a generator: evaluated whole
+])
+def test_generators_that_are_not_elementwise_tests_stay(gen: str) -> None:
+    body = f"def f(s, i):\n    if {gen}:\n        s = s * 2\n    return s\n"
+    assert state.TENSOR_OPS not in _made(body, 2, BRANCH)
+
+
+def test_a_loops_first_match_becomes_argmax() -> None:
+    body = """\
+def f(cum, p):
+    cutoff = cum.shape[0] - 1
+    for i in range(cum.shape[0]):
+        if cum[i] > p:
+            cutoff = i
+            break
+    return cutoff
+"""
+    assert _made(body, 4, BRANCH)[state.FIRST_MATCH] == (
+        "    _hit = cum > p\n    cutoff = torch.where(_hit.any(), _hit.int().argmax(), cutoff)\n")
+    # The loop's own name read after it: the new code never sets it.
+    assert state.FIRST_MATCH not in _made(body.replace("return cutoff", "return cutoff + i"), 4, BRANCH)
+    # Something else in the loop body: not a scan.
+    assert state.FIRST_MATCH not in _made(body.replace("    for i in range(cum.shape[0]):\n",
+                                                       "    for i in range(cum.shape[0]):\n        p = p * 2\n"),
+                                          5, BRANCH)
+
+
+# -- 5. an early stop -------------------------------------------------------------------------------
+
+
+DECODE = """\
+def decode(self, tok, eos):
+    out = torch.zeros(tok.shape[0], 6, dtype=torch.long)
+    toks = []
+    for i in range(6):
+        tok = self.step(tok)
+        out[:, i] = tok
+        toks.append(tok)
+        total += tok
+        if (tok == eos).all():
+            break
+    return out
+"""
+
+
+def test_an_early_stop_becomes_a_stop_mask_that_freezes_what_the_loop_carries() -> None:
+    assert _made(DECODE, 9, BRANCH)[state.STOP_MASK] == (
+        "    _stopped = torch.zeros((), dtype=torch.bool)\n"
+        "    for i in range(6):\n"
+        "        tok = torch.where(_stopped, tok, self.step(tok))\n"
+        "        out[:, i] = torch.where(_stopped, out[:, i], tok)\n"
+        "        toks.append(torch.where(_stopped, torch.zeros_like(tok), tok))\n"
+        "        total = torch.where(_stopped, total, total + tok)\n"
+        "        _stopped = _stopped | (tok == eos).all()\n")
+    (rw,) = candidates(HEAD + DECODE, 9 + HEAD.count("\n"), BRANCH)[0]
+    assert "longer than the eager run's when the loop stopped early" in rw.note
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("    for i in range(6):\n", "    for i in tok:\n"),  # no fixed count of turns
+    ("        toks.append(tok)\n", "        print(tok)\n"),  # an effect the mask cannot hold
+    ("        toks.append(tok)\n", "        if i == 2:\n            continue\n"),  # another exit
+    ("            break\n", "            break\n    else:\n        tok = eos\n"),  # an else that runs without a stop
+])
+def test_loops_that_a_stop_mask_cannot_hold_stay(old: str, new: str) -> None:
+    body = DECODE.replace(old, new)
+    line = next(n for n, ln in enumerate(body.splitlines(), 1) if "(tok == eos).all()" in ln)
+    assert state.STOP_MASK not in _made(body, line, BRANCH)
+
+
+# -- 6. a logged loss --------------------------------------------------------------------------------
+
+
+def test_a_loss_kept_for_the_record_stays_a_tensor_and_the_note_says_what_the_user_holds() -> None:
+    body = "def step(loss, history, stats):\n    history.append(loss.item())\n    return loss\n"
+    src = HEAD + body
+    first, *_ = candidates(src, 6, SCALAR)[0]
+    assert first.name == state.LOGGED and "".join(first.replacement) == "    history.append(loss.detach())\n"
+    assert first.note.startswith("history holds 0-dim tensors (detached, on the loss's device) instead of Python floats")
+    body = "def step(loss, total):\n    total += float(loss.item())\n    return total\n"
+    assert _made(body, 2, SCALAR)[state.LOGGED] == "    total += loss.detach()\n"
+
+
+def test_a_call_that_only_reports_the_value_is_guarded() -> None:
+    body = "def step(loss, bar):\n    bar.set_postfix(loss=loss.item())\n    return loss\n"
+    assert _made(body, 2, SCALAR)[state.REPORTED] == (
+        "    if not torch.compiler.is_compiling():\n        bar.set_postfix(loss=loss.item())\n")
+    for kept in ("meter.update(loss.item())", "history.append(loss.item())", "bar.set_postfix(loss=loss)"):
+        assert state.REPORTED not in _made(f"def step(loss, bar, meter, history):\n    {kept}\n    return loss\n",
+                                           2, SCALAR), kept
+
+
+# -- the corpus, as text -------------------------------------------------------------------------------
+
+
+def test_every_site_of_the_state_corpus_gets_its_rewrite_and_each_names_its_assumption() -> None:
+    # Text only: every SITE line marked with one of state.py's rewrites is offered it (by some
+    # category), and every rewrite offered at any SITE line says what it relies on.
+    text = Path(fs.__file__).read_text(encoding="utf-8")
+    ours = {state.TEACHER, state.FUNC_GRAD, state.TENSOR_OPS, state.FIRST_MATCH, state.STOP_MASK, state.LOGGED,
+            state.REPORTED}
+    marked = 0
+    for lineno, line in enumerate(text.splitlines(), 1):
+        found = re.search(r"# SITE: (.*)$", line)
+        if not found:
+            continue
+        offered = [rw for category in _BY_CATEGORY for rw in candidates(text, lineno, category)[0]]
+        assert all(rw.note for rw in offered), f"fix_state.py:{lineno}: a rewrite names no assumption"
+        if found.group(1) in ours:
+            marked += 1
+            assert found.group(1) in {rw.name for rw in offered}, f"fix_state.py:{lineno} is not offered its rewrite"
+    assert marked >= 13  # the corpus's sites of these rewrites: a marker lost is a site untested
+
+
+# -- live: dynscope.fix on the corpus ---------------------------------------------------------------------
+
+
+def _fix(name: str) -> dynscope.FixResult:
+    model, inputs = fs.PROGRAMS[name]()
+    return dynscope.fix(model, inputs)
+
+
+def _verified(res: dynscope.FixResult, rewrite: str) -> list[dynscope.Patch]:
+    found = [p for p in res.patches if p.rewrite == rewrite]
+    assert found, f"no {rewrite!r} patch: {[(p.rewrite, p.why_not) for p in res.patches]}"
+    for p in found:
+        assert p.verified and p.breaks_after == 0 and p.outputs_matched, (p.site, p.why_not)
+    return found
+
+
+@pytest.mark.heavy
+def test_teacher_copies_and_gradients_in_forward_are_verified() -> None:
+    distill = _fix("distill")
+    (p,) = _verified(distill, state.TEACHER)
+    assert p.gradients_matched is True and distill.breaks_after == 0
+    assert "torch.func.functional_call(self.student, _teacher_state, args, kwargs)" in p.diff
+    saliency = _fix("saliency")
+    assert len(_verified(saliency, state.FUNC_GRAD)) == 2, "the requires_grad_ site and the autograd.grad site"
+    assert saliency.breaks_after == 0
+    (gp, _) = _verified(_fix("gradient_penalty"), state.FUNC_GRAD)
+    assert gp.gradients_matched is True, "the penalty's second derivative reaches the critic as in eager"
+
+
+@pytest.mark.heavy
+def test_generators_loops_and_early_stops_are_verified() -> None:
+    for name, rewrite in [("episode", state.TENSOR_OPS), ("outliers", state.TENSOR_OPS),
+                          ("nucleus", state.FIRST_MATCH), ("greedy_buffer", state.STOP_MASK),
+                          ("rollout", state.STOP_MASK)]:
+        res = _fix(name)
+        _verified(res, rewrite)
+        assert res.breaks_after == 0, name
+    (p,) = _verified(_fix("rollout"), state.STOP_MASK)
+    assert p.gradients_matched is True, "rewards after the stop are zeros: the return's gradient is eager's"
+
+
+@pytest.mark.heavy
+def test_logged_losses_are_verified_and_the_optimizer_is_left_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    res = _fix("nanogpt")
+    _verified(res, state.LOGGED)
+    assert {u.category for u in res.unpatched} == {"backward() in compiled code", "torch.optim (on purpose)"}
+    _verified(_fix("accumulating"), state.LOGGED)
+    _verified(_fix("reporting"), state.REPORTED)
+    capsys.readouterr()
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("name", "why"), [
+    # A copy kept on self: no call to rewrite, and .clone() is no method of a module.
+    ("ema_teacher", "'Linear' object has no attribute 'clone'"),
+    # The caller's x was made to require grad and the output reads it: its gradient differs.
+    ("saliency_leak", "gradients differ from the unpatched eager run"),
+    # The decode stops at its third step: a list of all six turns is longer.
+    ("greedy_list", "outputs differ from the unpatched eager run"),
+    # The caller wants a Python float, not a tensor.
+    ("eval_mean", "outputs differ from the unpatched eager run"),
+])
+def test_rewrites_that_would_change_what_the_program_gives_are_not_verified(name: str, why: str) -> None:
+    res = _fix(name)
+    assert res.patches and not any(p.verified for p in res.patches)
+    assert all(why in p.why_not and p.assumes for p in res.patches), [p.why_not for p in res.patches]
+
+
+@pytest.mark.heavy
+def test_a_module_made_in_forward_is_left_alone_with_the_reason() -> None:
+    res = _fix("lazy_head")
+    assert not res.patches
+    (left,) = res.unpatched
+    assert left.owner == "your code" and left.why.startswith("no patch:")
+
+
+@pytest.mark.heavy
+def test_the_state_corpus_measured(capsys: pytest.CaptureFixture[str]) -> None:
+    got: dict[str, Any] = fix_measure.measure([fs])
+    assert got["changed"] == [] and got["mismatched"] == []
+    found = sum(r["found"] for r in got["per"].values())
+    removed = sum(r["removed"] for r in got["per"].values())
+    assert removed / found >= 0.6, got["per"]
+    capsys.readouterr()
