@@ -115,6 +115,24 @@ def test_max_pooling_over_zip_and_lengths_read_again_are_told_apart() -> None:
     assert SEGMENT not in _names(suffix, "tolist", SCALAR)[0], "a suffix is no prefix mask"
 
 
+def test_a_loop_that_appends_each_segments_pool_is_read_as_the_comprehension_it_spells() -> None:
+    body = ("def f(h, mask):\n"
+            "    lengths = mask.sum(-1).cpu().tolist()\n"
+            "    scale = 2\n"
+            "    pooled = []\n"
+            "    for t, n in zip(h, lengths):\n"
+            "        pooled.append(t[:n].sum(dim=0))\n"
+            "    return torch.stack(pooled, dim=0) * scale\n")
+    assert _rewrite(body, "tolist", SCALAR, SEGMENT) == (
+        "def f(h, mask):\n"
+        "    lengths = mask.sum(-1)\n"
+        "    scale = 2\n"
+        "    lengths_keep = torch.arange(h.shape[1], device=h.device) < lengths[:, None]\n"
+        "    return torch.where(lengths_keep[:, :, None], h, 0).sum(1) * scale\n"), "lengths stay on h's device"
+    other = body.replace("pooled.append(t[:n].sum(dim=0))", "pooled.append(t[:n].sum(dim=0))\n        print(n)")
+    assert SEGMENT not in _names(other, "tolist", SCALAR)[0], "a loop that does more than append"
+
+
 # -- 3./4. select then reduce; nonzero then index --------------------------------------------------------
 
 
@@ -192,6 +210,19 @@ def test_a_top1_loop_without_a_zeroing_weight_is_masked_and_an_index_read_later_
     assert DENSE not in _names(counted, "nonzero", DYNAMIC_SHAPE)[0]
 
 
+def test_a_boolean_mask_update_in_an_expert_loop_becomes_dense() -> None:
+    body = ("def f(x, choice, gate, experts):\n    out = torch.zeros_like(x)\n    for e, expert in enumerate(experts):\n"
+            "        routed = choice == e\n        out[routed] += gate[routed, None] * expert(x[routed])\n"
+            "        out[routed] = out[routed].clamp(min=0)\n    return out\n")
+    new = _rewrite(body, "out[routed] +=", DYNAMIC_SHAPE, DENSE)
+    assert ("        out += torch.where(routed.view(-1, *[1] * (out.dim() - 1)), gate[:, None] * expert(x), 0)\n"
+            in new)
+    assert "        out = torch.where(routed.view(-1, *[1] * (out.dim() - 1)), out.clamp(min=0), out)\n" in _rewrite(
+        body, "out[routed] =", DYNAMIC_SHAPE, DENSE)
+    outside = "def f(x, m, out):\n    out[m] += x[m] * 2\n    return out\n"
+    assert DENSE not in _names(outside, "out[m]", DYNAMIC_SHAPE)[0], "not in an expert loop"
+
+
 # -- 6. .item() into math ---------------------------------------------------------------------------------
 
 
@@ -230,8 +261,8 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
 
 # -- live: dynscope.fix on the corpus -------------------------------------------------------------------
 
-_FIXED = ["numpy_head", "numpy_metric", "mean_pooling", "packed_pooling", "sum_pooling", "token_loss", "confidence",
-          "score_filter", "sparse_moe", "switch_moe", "variance_scaled", "bits"]
+_FIXED = ["numpy_head", "numpy_metric", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
+          "confidence", "score_filter", "sparse_moe", "switch_moe", "masked_moe", "variance_scaled", "bits"]
 
 
 @pytest.mark.heavy

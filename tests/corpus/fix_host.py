@@ -115,6 +115,27 @@ def sum_pooling() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
     return summed_prefixes, (_x(3, 4, 2), torch.tensor([2, 4, 1]))
 
 
+class LoopPooler(nn.Module):
+    """The same pooling written as a loop that appends to a list, the lengths read on the CPU."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.out = nn.Linear(dim, 2)
+
+    def forward(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        lengths = mask.sum(-1).cpu().tolist()  # SITE: masked segment reduction
+        pooled = []
+        for i, n in enumerate(lengths):
+            pooled.append(h[i, :n].mean(dim=0))
+        return self.out(torch.stack(pooled, dim=0))
+
+
+def loop_pooling() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 0]])
+    return LoopPooler(), (_x(3, 4, 8), mask)
+
+
 # -- select, then reduce ---------------------------------------------------------------------------
 
 
@@ -248,6 +269,28 @@ def switch_moe() -> tuple[nn.Module, torch.Tensor]:
     return SwitchMoE(), _x(6, 8)
 
 
+class MaskedMoE(nn.Module):
+    """Top-1 routing as many repositories write it: a boolean mask of each expert's tokens."""
+
+    def __init__(self, dim: int = 8, experts: int = 3) -> None:
+        super().__init__()
+        self.gate = nn.Linear(dim, experts)
+        self.experts = nn.ModuleList(nn.Sequential(nn.Linear(dim, dim), nn.GELU()) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, choice = self.gate(x).softmax(-1).max(-1)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            routed = choice == e
+            out[routed] += gate[routed, None] * expert(x[routed])  # SITE: dense expert routing
+        return out
+
+
+def masked_moe() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return MaskedMoE(), _x(6, 8)
+
+
 class CentredExperts(nn.Module):
     """Each expert centres the tokens it is given: run on every token, the mean is another."""
 
@@ -323,6 +366,7 @@ PROGRAMS = {
     "mean_pooling": mean_pooling,
     "packed_pooling": packed_pooling,
     "sum_pooling": sum_pooling,
+    "loop_pooling": loop_pooling,
     "token_loss": token_loss,
     "confidence": confidence,
     "label_range": label_range,
@@ -330,6 +374,7 @@ PROGRAMS = {
     "detections": detections,
     "sparse_moe": sparse_moe,
     "switch_moe": switch_moe,
+    "masked_moe": masked_moe,
     "centred_experts": centred_experts,
     "variance_scaled": variance_scaled,
     "bits": bits,

@@ -379,9 +379,13 @@ def _ragged(call: ast.expr, lengths: str) -> tuple[str, str, str] | None:
     """``torch.stack([...])`` over prefixes of rows: (h, reduction, "rows") for
     ``[h[i, :n].R(0) for i, n in enumerate(lengths)]`` / ``[t[:n].R(0) for t, n in zip(h, lengths)]``;
     (flat, reduction, "split") for ``[p.R(0) for p in torch.split(flat, lengths)]``."""
-    if not (_call(call, "torch") == "stack" and isinstance(call, ast.Call) and len(call.args) == 1
-            and not call.keywords and isinstance(call.args[0], ast.ListComp)):
+    if not (_call(call, "torch") == "stack" and isinstance(call, ast.Call) and call.args
+            and isinstance(call.args[0], ast.ListComp)):
         return None
+    dim = call.args[1:] + [k.value for k in call.keywords if k.arg == "dim"]
+    if len(call.args) + len(call.keywords) > 2 or any(not _is_zero(d) for d in dim) or \
+            any(k.arg != "dim" for k in call.keywords):
+        return None  # torch.stack(..., dim=0) only: the segments are rows
     comp = call.args[0]
     if len(comp.generators) != 1 or comp.generators[0].ifs or comp.generators[0].is_async:
         return None
@@ -453,41 +457,78 @@ def _segment_expr(flat_or_h: str, red: str, kind: str, lengths: str) -> tuple[li
     return pre, (f"{total} / {lengths}[:, None]" if red == "mean" else total)
 
 
+def _appended(block: list[ast.stmt], at: int, loop: ast.For) -> tuple[str, ast.ListComp, ast.stmt] | None:
+    """``acc = []`` then ``for ...: acc.append(elt)``: (acc, the comprehension it spells, the ``acc = []``)."""
+    if loop.orelse or len(loop.body) != 1 or not isinstance(loop.body[0], ast.Expr):
+        return None
+    m = _method(loop.body[0].value)
+    call = loop.body[0].value
+    if m is None or m[1] != "append" or not isinstance(m[0], ast.Name) or not isinstance(call, ast.Call) \
+            or len(call.args) != 1:
+        return None
+    acc = m[0].id
+    init = next((s for s in block[at + 1:block.index(loop)] if _target(s) == acc
+                 and isinstance(s.value, ast.List) and not s.value.elts), None)  # type: ignore[attr-defined]
+    if init is None:
+        return None
+    comp = ast.ListComp(elt=call.args[0], generators=[ast.comprehension(target=loop.target, iter=loop.iter, ifs=[],
+                                                                         is_async=0)])
+    return acc, comp, init
+
+
 def segment_reduction(stmt: ast.stmt, text: Text) -> _Maker:
-    """``lengths = t.tolist()`` then a pooling over ragged segments as one masked (or indexed)
-    reduction over all segments; ``lengths`` stays the tensor."""
+    """``lengths = t.tolist()`` then a pooling over ragged segments (a comprehension, or a loop
+    that appends to a list, stacked; a split) as one masked (or indexed) reduction over all
+    segments; ``lengths`` stays the tensor."""
     name = _target(stmt)
     if name is None or not isinstance(stmt, ast.Assign):
         return None
     m = _method(stmt.value)
     if m is None or m[1] != "tolist" or stmt.value.args:  # type: ignore[attr-defined]
         return None
+    lengths = m[0]
+    cpu = _method(lengths)
+    if cpu is not None and cpu[1] == "cpu" and not lengths.args:  # type: ignore[attr-defined]
+        lengths = cpu[0]  # t.cpu().tolist(): the lengths stay on the tensor's device
     source = text.source
     block, at = block_of(source, stmt)
     users = [s for s in block[at + 1:] if name in names_loaded(s)]
-    if len(users) != 1 or not _simple(users[0]):
+    if len(users) != 1:
         return None
-    pool = users[0]
-    split = _split_of(pool.value, name) if isinstance(pool, ast.Assign) else None
-    parts = _target(pool) if split is not None else None
-    if parts is not None:
-        # parts = torch.split(flat, lengths), then one pooling statement over parts: read as the split
-        readers = [s for s in block[block.index(pool) + 1:] if parts in names_loaded(s)]
+    user = users[0]
+    dropped: list[ast.stmt] = []  # what the rewrite makes unneeded: the split, the list and its loop
+    alias, stands = "", ast.expr()  # a name that stands for a split or a comprehension, and what it stands for
+    if isinstance(user, ast.For):
+        appended = _appended(block, at, user)
+        if appended is None:
+            return None
+        alias, stands, init = appended
+        dropped = [init, user]
+    elif isinstance(user, ast.Assign) and _split_of(user.value, name) is not None and _target(user):
+        alias, stands, dropped = _target(user) or "", user.value, [user]
+    elif not _simple(user):
+        return None
+    pool = user
+    if alias:
+        readers = [s for s in block[block.index(user) + 1:] if alias in names_loaded(s)]
         if len(readers) != 1 or not _simple(readers[0]):
             return None
         pool = readers[0]
     run = block[at:block.index(pool) + 1]
-    if any(_read_outside(source, stmt, run, n) for n in (name, parts) if n):
+    if any(_read_outside(source, stmt, run, n) for n in (name, alias) if n):
         return None
     found: list[tuple[ast.Call, tuple[str, str, str]]] = []
     for node in ast.walk(pool):
         if not isinstance(node, ast.Call):
             continue
         probe = node
-        if parts is not None and node.args and isinstance(node.args[0], ast.ListComp) \
-                and _is_name(node.args[0].generators[0].iter, parts):
-            probe = copy.deepcopy(node)
-            probe.args[0].generators[0].iter = _expr(f"torch.split({split}, {name})")  # type: ignore[attr-defined]
+        if alias and len(node.args) == 1 and _is_name(node.args[0], alias) and isinstance(stands, ast.ListComp):
+            probe = copy.deepcopy(node)  # torch.stack(pooled): the comprehension the loop spells
+            probe.args[0] = stands
+        elif alias and node.args and isinstance(node.args[0], ast.ListComp) \
+                and _is_name(node.args[0].generators[0].iter, alias):
+            probe = copy.deepcopy(node)  # a comprehension over parts: over the split itself
+            probe.args[0].generators[0].iter = stands  # type: ignore[attr-defined]
         got = _ragged(probe, name)
         if got is not None:
             found.append((node, got))
@@ -495,10 +536,9 @@ def segment_reduction(stmt: ast.stmt, text: Text) -> _Maker:
         return None
     call, (tensor, red, kind) = found[0]
     pre, pooled = _segment_expr(tensor, red, kind, name)
-
     new = _swap(pool, call, _expr(pooled))
-    between = [ln for s in run[1:-1] if s is not users[0] for ln in text.statement_lines(s)]
-    lines = [f"{name} = {unparsed(m[0])}", *between, *pre, *unparsed(new).split("\n")]
+    between = [ln for s in run[1:-1] if s is not user and s not in dropped for ln in text.statement_lines(s)]
+    lines = [f"{name} = {unparsed(lengths)}", *between, *pre, *unparsed(new).split("\n")]
     note = ("the segments are prefixes of h's rows (h[i, :n]), h is (batch, length, features)" if kind == "rows"
             else "the segments are consecutive rows of the packed tensor and their lengths add up to its rows")
     return Made(lines, SEGMENT, (
@@ -844,12 +884,16 @@ def dense_experts(stmt: ast.stmt, text: Text) -> _Maker:
     """A loop body that gathers an expert's tokens with ``torch.where`` / ``nonzero`` and
     scatters its output back as the expert on every token, weighted by its routing (zero
     where not routed)."""
-    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
-        return None
     source = text.source
     block, at = block_of(source, stmt)
     loops = [n for n in ast.walk(parsed(source)) if isinstance(n, ast.For) and n.body is block]
     if not loops:
+        return None
+    if isinstance(stmt, (ast.AugAssign, ast.Assign)):
+        masked = _masked_update(stmt, text)
+        if masked is not None:
+            return masked
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
         return None
     found = _routing_of(stmt.value)
     if found is None:
@@ -906,6 +950,30 @@ def dense_experts(stmt: ast.stmt, text: Text) -> _Maker:
         "is weighted by the token's routing weight, zero where the token is not routed to it; the expert works "
         "token by token (nothing in it mixes the tokens it is given), and a token picks an expert at most once"),
         last=last)
+
+
+def _masked_update(stmt: ast.AugAssign | ast.Assign, text: Text) -> Made | None:
+    """``out[m] += v`` / ``out[m] = v`` in an expert loop, ``m`` a boolean mask of the tokens and
+    ``v`` of ``x[m]``, ``w[m, None]``: ``v`` on every token, kept where ``m`` holds."""
+    target = stmt.target if isinstance(stmt, ast.AugAssign) else (stmt.targets[0] if len(stmt.targets) == 1 else None)
+    if not isinstance(target, ast.Subscript) or not isinstance(target.slice, ast.Name):
+        return None
+    if isinstance(stmt, ast.AugAssign) and not isinstance(stmt.op, ast.Add):
+        return None
+    m, acc = target.slice.id, unparsed(target.value)
+    dense = _Dense(m, None, "")
+    value = dense.visit(copy.deepcopy(stmt.value))
+    if dense.bad or m not in names_loaded(stmt.value):
+        return None
+    rows = f"{m}.view(-1, *[1] * ({_paren(acc)}.dim() - 1))"
+    if isinstance(stmt, ast.AugAssign):
+        line = f"{acc} += torch.where({rows}, {unparsed(value)}, 0)"
+    else:
+        line = f"{acc} = torch.where({rows}, {unparsed(value)}, {acc})"
+    return Made([line], DENSE, (
+        "every expert runs on every token (the cost: experts x tokens instead of the routed ones) and its output is "
+        f"kept where {m} holds; {m} is a boolean mask of the tokens (dim 0), and the expert works token by token "
+        "(nothing in it mixes the tokens it is given)"))
 
 
 # -- 6. .item() and float() into math.* --------------------------------------------------------------
