@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import dynscope
-from dynscope._capture.fix.host import DENSE, MATH, NONZERO, NUMPY, SEGMENT, SELECT
+from dynscope._capture.fix.host import DENSE, FLOAT, MATH, NONZERO, NUMPY, SEGMENT, SELECT
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._lexicon.break_categories import DYNAMIC_SHAPE, SCALAR, UNSUPPORTED_CALL
 from tests.corpus import fix_host as fh
@@ -236,10 +236,13 @@ def test_math_of_an_item_becomes_torch_math_in_one_statement_or_across_several()
                    "    c = torch.clamp(torch.exp(-v), min=0.001)\n    return y * b * c\n")
 
 
-def test_an_item_without_math_is_left_to_keep_it_a_tensor() -> None:
+def test_an_item_without_math_is_left_to_keep_it_a_tensor_and_a_float_is_kept_a_tensor_too() -> None:
     plain = "def f(x):\n    s = x.var().item()\n    return x / s\n"
     names, _ = _names(plain, ".item()", SCALAR)
-    assert MATH not in names and "keep it a tensor" in names
+    assert MATH not in names and FLOAT not in names and "keep it a tensor" in names
+    floated = "def f(x, mask):\n    n = float(mask.sum())\n    return x.sum() / n\n"
+    assert "    n = mask.sum().detach()\n" in _rewrite(floated, "float(", SCALAR, FLOAT)
+    assert _names("def f(x):\n    n = float(3)\n    return x / n\n", "float(", SCALAR)[0] == []
 
 
 # -- the corpus, as text ----------------------------------------------------------------------------------
@@ -262,7 +265,7 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
 # -- live: dynscope.fix on the corpus -------------------------------------------------------------------
 
 _FIXED = ["numpy_head", "numpy_metric", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
-          "confidence", "score_filter", "sparse_moe", "switch_moe", "masked_moe", "variance_scaled", "bits"]
+          "confidence", "score_filter", "sparse_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric"]
 
 
 @pytest.mark.heavy
@@ -293,6 +296,8 @@ def test_the_rewrites_that_would_change_outputs_are_not_verified(capsys: pytest.
     assert centred.rewrite == DENSE and "outputs differ" in centred.why_not and centred.gradients_matched is False
     ceil = only("fraction")  # math.ceil made a Python int for a slice
     assert ceil.rewrite == MATH and "the patched program raised TypeError" in ceil.why_not
+    bound = only("slice_bound")  # a float() count used as a slice bound: the break moves to the slice
+    assert bound.rewrite == FLOAT and "the break moved to fix_host.py:" in bound.why_not
     capsys.readouterr()
 
 

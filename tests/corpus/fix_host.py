@@ -358,6 +358,26 @@ def fraction() -> tuple[Any, torch.Tensor]:
     return top_fraction, _x(8)
 
 
+def precision(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Metric code: counts read as Python floats."""
+    hits = float(((scores > 0.5) & (labels > 0)).sum())  # SITE: float() kept a tensor
+    return scores.mean() * hits / (scores.numel() + 1.0)
+
+
+def precision_metric() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return precision, (torch.rand(8, generator=torch.Generator().manual_seed(0)), torch.tensor([1, 0, 1, 1, 0, 0, 1, 0]))
+
+
+def first_valid(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A count read as a float and then used as a slice bound: a tensor cannot stand in."""
+    total = float(mask.sum())  # SITE: none
+    return x[: int(total)].sum()
+
+
+def slice_bound() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return first_valid, (_x(6), torch.tensor([True, True, False, True, False, False]))
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "numpy_head": numpy_head,
@@ -379,4 +399,6 @@ PROGRAMS = {
     "variance_scaled": variance_scaled,
     "bits": bits,
     "fraction": fraction,
+    "precision_metric": precision_metric,
+    "slice_bound": slice_bound,
 }

@@ -18,7 +18,8 @@ knows, writes the same computation in tensor ops of static shape:
 - ``dense expert routing``: a loop over experts that gathers its tokens with ``torch.where``
   and scatters back (``out[idx] += ...``, ``index_add_``) as every expert on every token,
   weighted by its routing weight (zero where not routed).
-- ``torch math instead of math``: ``math.sqrt(t.item())`` and the like as ``torch.sqrt(t)``.
+- ``torch math instead of math``: ``math.sqrt(t.item())`` and the like as ``torch.sqrt(t)``;
+  ``float() kept a tensor``: ``v = float(t)`` into Python arithmetic as ``v = t.detach()``.
 
 Text only (no torch import); nothing here decides whether a rewrite is right: the verifier
 reruns the patched program.
@@ -31,7 +32,7 @@ import copy
 
 from dynscope._capture.fix.statements import Made, Text, block_of, function_of, names_loaded, parsed, unparsed
 
-__all__ = ["DENSE", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "dense_experts", "masked_select",
+__all__ = ["DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "dense_experts", "masked_select",
            "math_to_torch", "numpy_to_torch", "segment_reduction"]
 
 NUMPY = "torch ops instead of numpy"
@@ -40,6 +41,7 @@ SELECT = "masked reduction instead of select"
 NONZERO = "mask instead of nonzero"
 DENSE = "dense expert routing"
 MATH = "torch math instead of math"
+FLOAT = "float() kept a tensor"
 
 _Maker = Made | str | None
 
@@ -993,6 +995,7 @@ class _MathTensor(ast.NodeTransformer):
         self.numbers = numbers  # names that hold the numbers, tensors now
         self.site = site  # the break site's own statement: a float() there reads a tensor
         self.changed = False  # a math call (or max/min) became a torch call
+        self.floated = False  # a float(t) of the site became t.detach()
         self.tensorish: set[int] = set()  # the nodes this rewrite made tensors
 
     def _tensor(self, node: ast.AST) -> bool:
@@ -1008,6 +1011,7 @@ class _MathTensor(ast.NodeTransformer):
             if self._tensor(arg):
                 return self._mark(arg)
             if self.site and not isinstance(arg, ast.Constant):
+                self.floated = True
                 return self._mark(_detach(arg))  # float(t) broke here: t is a tensor
             return node
         name = _call(node, "math")
@@ -1076,6 +1080,11 @@ def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
             break  # the name holds something else from here
         pending += text.statement_lines(s)
     if not changed:
+        if fix.floated and name is not None:
+            # float(t) into Python arithmetic: the keep-it-a-tensor rewrite of .item(), for float()
+            return Made(_lines(text, stmt, _MathTensor(set(), site=True).visit(copy.deepcopy(stmt))), FLOAT, (
+                "the value stays a 0-dim tensor, detached as a Python float is, in the tensor's dtype (type promotion "
+                "as for a number; an int tensor stays int: floor division and a use as a count or an index differ)"))
         return None  # no math on the number: "keep it a tensor" says it plainer
     return Made(out, MATH, _MATH_NOTE, last=last)
 
