@@ -86,11 +86,15 @@ def _fail(message: str) -> None:
     sys.stderr.write(f"dynscope: error: {_render.plain(lines[0] if lines else 'unknown error')}\n")
 
 
-def _out(text: str, *, summary: bool = False) -> None:
-    """Print report text to stdout without terminal control sequences from the data; a
-    summary is then coloured when stdout is a terminal (see dynscope._render.terminal)."""
-    clean = _render.plain(text)
-    sys.stdout.write(_render.painted(clean, sys.stdout) if summary else clean)
+def _out(text: str) -> None:
+    """Print report text to stdout without terminal control sequences from the data."""
+    sys.stdout.write(_render.plain(text))
+
+
+def _out_summary(rep: dynscope.Report) -> None:
+    """Print a report's summary: its strings without terminal control sequences, coloured by
+    each line's tone when stdout is a terminal (see dynscope._render.terminal)."""
+    sys.stdout.write(_render.printable(rep).summary(color=None))
 
 
 def _version_text() -> str:
@@ -421,7 +425,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         )
     except dynscope.CaptureError as err:
         _model_raised(err, args)  # raises
-    _out(rep.summary(color=False), summary=True)
+    _out_summary(rep)
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.html:
@@ -445,7 +449,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     except dynscope.CaptureError as err:
         _model_raised(err, args)  # raises
     rep = advice.report
-    _out(advice.summary() + "\n", summary=True)  # the same layout as print(advice)
+    _out(advice.summary() + "\n")  # the same layout as print(advice)
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.output:
@@ -467,13 +471,13 @@ def _cmd_fix(args: argparse.Namespace) -> int:
         with quiet:
             result = dynscope.fix(model, write=args.write, **kwargs)
     except dynscope.CaptureError as err:
-        raise UsageError(f"{args.target}: the program raised before any patch: {err}".splitlines()[0],
+        raise UsageError(f"{args.target}: the program raised before any patch: {_raised_line(err)}",
                          dynscope.raised_at(err)) from err
     progress.done()
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
     else:
-        _out(result.summary(), summary=True)
+        _out(result.summary())
     if args.html:
         path = Path(args.html)
         _render.write_page(path, result.to_html())
@@ -520,13 +524,17 @@ def _model_raised(err: Any, args: argparse.Namespace) -> NoReturn:
             f"{plural(rep.break_count, 'graph break')} captured before the model raised)"
         )
     cause = err.__cause__ if err.__cause__ is not None else err
-    # The first line of the message only (_fail prints one line): Dynamo's run to many.
+    raise UsageError(_raised_line(err), dynscope.raised_at(cause)) from err
+
+
+def _raised_line(err: Any) -> str:
+    """One line on a CaptureError, made from its fields (who failed, which call) and the first
+    line of the exception it carries (PyTorch's or the model's words, never dynscope's own
+    message read back; _fail prints one line, and Dynamo's messages run to many)."""
+    cause = err.__cause__ if err.__cause__ is not None else err
     first = next((ln.strip() for ln in str(cause).splitlines() if ln.strip()), "(no message)")
     who = {"compiler": "torch.compile failed with", "dynscope": "dynscope failed (a dynscope bug; please report it) with"}
-    raise UsageError(
-        f"{who.get(err.party, 'the model raised')} {type(cause).__name__} during call {err.call_index}: {first}",
-        dynscope.raised_at(cause),
-    ) from err
+    return f"{who.get(err.party, 'the model raised')} {type(cause).__name__} during call {err.call_index}: {first}"
 
 
 def _warn(message: str) -> None:
@@ -563,7 +571,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if not isinstance(rep, dynscope.Report):  # a merged many-rank report
         _out(rep.summary())
         return 0
-    _out(_render.printable(rep).summary(color=False), summary=True)
+    _out_summary(rep)
     return 0
 
 
@@ -629,7 +637,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         for piece in _render.json_pieces(rep):  # a big job's JSON, rank by rank
             sys.stdout.write(piece)
     elif isinstance(rep, dynscope.Report):
-        _out(_render.printable(rep).summary(color=False), summary=True)
+        _out_summary(rep)
     else:
         _out(rep.summary())
     if args.output:
@@ -690,7 +698,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     model, inputs, shapes = (*result, None) if len(result) == 2 else result
     rep = dynscope.export_report(model, inputs, dynamic_shapes=shapes, strict=args.strict,
                                  compare_compile=not args.no_compile)
-    _out(rep.summary() + "\n", summary=True)
+    _out(rep.summary() + "\n")
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.html:

@@ -205,7 +205,9 @@ def test_hostile_strings_are_escaped() -> None:
         title=EVIL,
         breaks=(evil_break,),
         graphs=tuple(dataclasses.replace(g, frame=EVIL) for g in rep.graphs),
-        recompiles=tuple(dataclasses.replace(r, frame=EVIL, why=(dynscope.Cause("said", said=EVIL),)) for r in rep.recompiles),
+        recompiles=tuple(dataclasses.replace(
+            r, frame=EVIL, causes=(dynscope.Cause("said", said=EVIL),),
+            fixes=(dynscope.RecompileFix("said", dynscope.Cause("said", said=EVIL), said=EVIL),)) for r in rep.recompiles),
         notes=(EVIL,),
     )
     for shown in (rep._repr_html_(), rep.graphs[0]._repr_html_(), rep.breaks[0]._repr_html_()):
@@ -273,6 +275,16 @@ def test_what_is_coloured() -> None:
     assert "\x1b[33m    ! look" in noted, "'!' lines in yellow"
     clean = stored("mlp").summary(color=True)
     assert "\x1b[32mGraph breaks: none" in clean and red not in clean, "nothing bad, nothing red"
+
+
+def test_colour_comes_from_tones_not_from_the_words() -> None:
+    # A note whose lines read like a title or like good news is still a note: the terminal
+    # colours each line by the tone it was made with, never by what the finished text says.
+    rep = dataclasses.replace(stored("mlp"), notes=("one\n\nRecompiles (3)\nGraph breaks: none",))
+    text = rep.summary(color=True)
+    assert ANSI.sub("", text) == rep.summary(color=False)
+    assert "\x1b[33mRecompiles (3)\x1b[0m" in text and "\x1b[1;31m" not in text, "a note's line in the note's yellow"
+    assert text.count("\x1b[32mGraph breaks: none") == 1, "only the section says there is no break"
 
 
 def test_colour_choice(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ pieces) and the leaves' ``Progress``, ``plural`` and ``human_bytes``, re-exporte
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from dynscope._format import human_bytes, plural
 from dynscope._progress import Progress
@@ -69,7 +69,6 @@ __all__ = [
     "merged_html",
     "merged_text",
     "overrun_lines",
-    "painted",
     "plain",
     "plural",
     "printable",
@@ -336,14 +335,6 @@ def plain(text: str) -> str:
     from dynscope._render.text import strip_controls
 
     return strip_controls(text)
-
-
-def painted(text: str, stream: TextIO) -> str:
-    """A summary's text coloured for ``stream`` when it is a terminal and colour is on
-    (``NO_COLOR``, ``FORCE_COLOR``: dynscope._render.terminal), else the text as it is."""
-    from dynscope._render.terminal import paint_summary, use_color
-
-    return paint_summary(text) if use_color(None, stream) else text
 
 
 def printable(rep: Report) -> Report:

@@ -21,6 +21,7 @@ from dynscope._render.figures import memory_order, sizes_of
 from dynscope._render.words import (
     UNSAID,
     advice_title,
+    breaks_title_pieces,
     cache_text,
     call_chain_text,
     compile_parts,
@@ -96,7 +97,7 @@ def breaks(rep: Report) -> Section:
          clip(b.source, 40), b.reason)
         for i, b in enumerate(ranked, 1)
     )
-    title = f"Graph breaks ({plural(rep.break_count, 'event')} at {plural(len(rep.breaks), 'site')})"
+    title = "".join(text for text, _ in breaks_title_pieces(rep))
     if not ranked:
         return Section(title)
     entries = tuple(_break_entry(rep, i, b) for i, b in enumerate(ranked, 1))

@@ -1,20 +1,24 @@
 """Colour for the terminal summary: when to use it and how to paint it (a leaf: imports
 nothing from dynscope).
 
-Colour goes on after the summary is rendered, as a pass over its plain text, so the text
-without colour is exactly what files, golden tests and pipes get, and stripping the
-escape codes gives it back. What is coloured: section titles, the counts that are bad
-(graph breaks, recompiles above zero) and the "!" lines that say what to read first.
+The summary is made as :class:`Line`s whose pieces carry a tone where they are made (a
+section title, a count that is bad news, a "!" note, "Graph breaks: none"); colour comes
+from the tone, never from reading the finished text back. Without colour, the lines
+joined are exactly what files, golden tests and pipes get, and stripping the escape codes
+from the coloured text gives it back.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
-from typing import TextIO
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TextIO
 
-__all__ = ["paint_summary", "use_color"]
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["BAD", "GOOD", "PLAIN", "TITLE", "WARNING", "Line", "joined", "lines_of", "use_color"]
 
 RESET = "\x1b[0m"
 BOLD = "\x1b[1m"
@@ -22,12 +26,48 @@ RED = "\x1b[1;31m"
 YELLOW = "\x1b[33m"
 GREEN = "\x1b[32m"
 
-# A count that is bad when above zero: "3 graph breaks", "1 recompile", "Recompiles (2)".
-_BAD_COUNT = re.compile(
-    r"\b[1-9]\d* (?:graph breaks?|recompiles?|events?)\b|^Recompiles \([1-9]\d*\)|^Frames that fell back to eager"
-)
-_RULE = re.compile(r"-+(?: +-+)*")  # tabulate's line under a table's header
-_WARNING = re.compile(r"^ *! ")
+# The tones. A line's: TITLE bold, WARNING yellow, GOOD green. A piece's: BAD red (a count of
+# breaks or recompiles above zero; inside a title it is red and the title bold around it).
+PLAIN = ""
+TITLE = "title"
+WARNING = "warning"
+GOOD = "good"
+BAD = "bad"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of the summary: its pieces, each (text, tone), and the line's own tone."""
+
+    pieces: tuple[tuple[str, str], ...] = ()
+    tone: str = PLAIN
+
+    @property
+    def text(self) -> str:
+        """The line without colour."""
+        return "".join(t for t, _ in self.pieces)
+
+    def painted(self) -> str:
+        """The line with the ANSI colour of its tones (an empty line stays empty)."""
+        text = self.text
+        if not text:
+            return text
+        if self.tone == TITLE:
+            inner = "".join(f"{RED}{t}{RESET}{BOLD}" if tone == BAD and t else t for t, tone in self.pieces)
+            return f"{BOLD}{inner}{RESET}"
+        if self.tone in (WARNING, GOOD):
+            return f"{YELLOW if self.tone == WARNING else GREEN}{text}{RESET}"
+        return "".join(f"{RED}{t}{RESET}" if tone == BAD and t else t for t, tone in self.pieces)
+
+
+def lines_of(text: str, tone: str = PLAIN) -> list[Line]:
+    """``text`` (one line or several) as lines of one tone."""
+    return [Line(((t, PLAIN),), tone) for t in text.split("\n")]
+
+
+def joined(lines: Iterable[Line], *, color: bool) -> str:
+    """The lines as text, painted by their tones when ``color``."""
+    return "\n".join(line.painted() if color else line.text for line in lines)
 
 
 def use_color(color: bool | None = None, stream: TextIO | None = None) -> bool:
@@ -53,45 +93,3 @@ def use_color(color: bool | None = None, stream: TextIO | None = None) -> bool:
         return bool(stream is not None and stream.isatty())
     except (AttributeError, ValueError):  # no isatty, or a closed stream
         return False
-
-
-def _paint(line: str, style: str) -> str:
-    return f"{style}{line}{RESET}" if line else line
-
-
-def _is_title(lines: list[str], i: int) -> bool:
-    """A section title: a line at the left margin after a blank line, starting with a
-    capital, that is not a table's header (those are followed by a rule)."""
-    line = lines[i]
-    following = lines[i + 1] if i + 1 < len(lines) else ""
-    return (
-        i > 0 and not lines[i - 1].strip() and line[:1].isupper()
-        and not _RULE.fullmatch(following.strip() or "x")
-    )
-
-
-def paint_summary(text: str) -> str:
-    """``text`` (a rendered summary) with ANSI colour: the title and section titles bold,
-    bad counts in red in the totals line and the titles, "!" lines (and their wrapped
-    continuation) in yellow, "Graph breaks: none" in green."""
-    lines = text.split("\n")
-    out = []
-    warning = False
-    for i, line in enumerate(lines):
-        if _WARNING.match(line):
-            warning = True
-        elif not (warning and line.startswith("      ") and line.strip()):
-            warning = False
-        if i == 0 and line:
-            out.append(_paint(line, BOLD))
-        elif warning:
-            out.append(_paint(line, YELLOW))
-        elif line == "Graph breaks: none":
-            out.append(_paint(line, GREEN))
-        elif _is_title(lines, i):
-            out.append(BOLD + _BAD_COUNT.sub(lambda m: f"{RED}{m.group(0)}{RESET}{BOLD}", line) + RESET)
-        elif i > 0 and lines[i - 1].startswith("=="):  # the totals line under the title
-            out.append(_BAD_COUNT.sub(lambda m: f"{RED}{m.group(0)}{RESET}", line))
-        else:
-            out.append(line)
-    return "\n".join(out)

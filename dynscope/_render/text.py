@@ -21,12 +21,13 @@ from dynscope._model.order import program_order  # the one ordering, shared with
 from dynscope._render import graph_tables, sections
 from dynscope._render.blocks import Entry, Group, Listing, Section, Table
 from dynscope._render.section_text import entry_lines, flagged, group_lines, listing_lines, table_text
-from dynscope._render.terminal import paint_summary
+from dynscope._render.terminal import BAD, GOOD, PLAIN, TITLE, WARNING, Line, joined, lines_of
 from dynscope._render.words import (
     CRASH_WORDS,
     advice_title,
+    breaks_title_pieces,
     timing_doubts,
-    totals_line,
+    totals_pieces,
 )
 
 if TYPE_CHECKING:
@@ -174,22 +175,24 @@ def wrap_figures(text: str, width: int = 100) -> list[str]:
     return [line.replace("\x00", " ") for line in lines]
 
 
-def memory_section(rep: Report) -> list[str]:
+def memory_section(rep: Report) -> list[Line]:
     """The summary's "Memory" part: the whole call's peaks, then each graph's, those
     compile grew most first; [] when memory was not measured."""
     section = sections.memory(rep)
     if section is None:
         return []
-    out = [section.title, *([f"    {section.lead}"] if section.lead else [])]
+    out = lines_of(section.title, TITLE)
+    if section.lead:
+        out += lines_of(f"    {section.lead}")
     for table in section.blocks:
         if isinstance(table, Table):
-            out += [table_text(table), *(f"    {n}" for n in table.notes)]
-    return [*out, *flagged(section.notes), ""]
+            out += lines_of("\n".join([table_text(table), *(f"    {n}" for n in table.notes)]))
+    return [*out, *_warnings(flagged(section.notes)), _BLANK]
 
 
-def coverage_lines(rep: Report) -> list[str]:
-    """The summary's "Coverage" line and its eager sites (the first few); [] when coverage
-    was not measured."""
+def coverage_lines(rep: Report) -> list[Line]:
+    """The summary's "Coverage" line (a title) and its eager sites (the first few); [] when
+    coverage was not measured."""
     section = sections.coverage(rep)
     if section is None:
         return []
@@ -197,7 +200,7 @@ def coverage_lines(rep: Report) -> list[str]:
     for listing in section.blocks:
         if isinstance(listing, Listing):
             out += listing_lines(listing)
-    return [*out, *(f"    {n}" for n in section.notes), ""]
+    return [*lines_of(out[0], TITLE), *_plain([*out[1:], *(f"    {n}" for n in section.notes)]), _BLANK]
 
 
 def guards_line(rep: Report) -> str:
@@ -230,22 +233,45 @@ def kernels_table(graph: Graph) -> str:
     return table_text(graph_tables.kernels(graph, low))
 
 
-def below_dynamo_section(rep: Report) -> list[str]:
+def below_dynamo_section(rep: Report) -> list[Line]:
     """The summary's lines on Inductor's work: top kernels of the program, compile time
     per phase with cache results, saved-for-backward bytes; [] when no graph was lowered."""
     section = sections.below_dynamo(rep)
     if section is None:
         return []
     lowered = [g for g in rep.graphs if g.lowering is not None]
-    out = [section.title]
+    body: list[str] = []
     top = graph_tables.top_kernels(rep)
     if top.rows:
-        out += [table_text(top), *(f"    {n}" for n in top.notes)]
+        body += [table_text(top), *(f"    {n}" for n in top.notes)]
     else:
-        out.append("    kernels not timed (dynscope.report(..., timing=True) times them)")
-    out += [line for n in section.notes for line in wrap_figures(n)]
-    out += flagged([f"graph {g.id}: {n}" for g in lowered if g.lowering is not None for n in g.lowering.notes])
-    return [*out, ""]
+        body.append("    kernels not timed (dynscope.report(..., timing=True) times them)")
+    body += [line for n in section.notes for line in wrap_figures(n)]
+    notes = flagged([f"graph {g.id}: {n}" for g in lowered if g.lowering is not None for n in g.lowering.notes])
+    return [*lines_of(section.title, TITLE), *_plain(body), *_warnings(notes), _BLANK]
+
+
+_BLANK = Line()
+
+
+def _plain(texts: Sequence[str]) -> list[Line]:
+    """Lines without a tone; a text may hold several lines (a table)."""
+    return [line for t in texts for line in lines_of(t)]
+
+
+def _warnings(texts: Sequence[str]) -> list[Line]:
+    """"!" notes (and their wrapped lines), in the warning tone."""
+    return [line for t in texts for line in lines_of(t, WARNING)]
+
+
+def _title(text: str, *, bad: bool = False) -> Line:
+    """A section title; ``bad``: the whole title is bad news (red inside the bold)."""
+    return Line(((text, BAD if bad else PLAIN),), TITLE)
+
+
+def _pieces(pieces: Sequence[tuple[str, bool]], tone: str = PLAIN) -> Line:
+    """A line made of pieces marked bad news or not."""
+    return Line(tuple((text, BAD if bad else PLAIN) for text, bad in pieces), tone)
 
 
 def render_summary(rep: Report, *, color: bool = False) -> str:
@@ -253,53 +279,60 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
 
     Args:
         rep: the report.
-        color: add ANSI colour (dynscope._render.terminal.paint_summary); the text is otherwise the same.
+        color: add ANSI colour from each line's tone (dynscope._render.terminal); the text is
+            otherwise the same.
     """
+    return joined(summary_lines(rep), color=color).rstrip() + "\n"
+
+
+def summary_lines(rep: Report) -> list[Line]:
+    """The terminal summary as lines, each piece with the tone it is coloured by."""
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
     breaks = sections.breaks(rep)
-    out = [title, "=" * len(title), totals_line(rep)]
+    out = [_title(title), *lines_of("=" * len(title)), _pieces(totals_pieces(rep))]
     if rep.breaks:
-        out.append(breaks.lead)
-    out.append("")
+        out += lines_of(breaks.lead)
+    out.append(_BLANK)
     warnings = sections.warnings(rep)
     if warnings is not None:
-        out += [warnings.title, *(f"    ! {w}" for w in warnings.notes), ""]
-    out += [f"Graphs ({rep.graph_count})", graphs_table(rep) if rep.graphs else "(none captured)"]
-    out += [*flagged(graph_timing_lines(rep)), ""]
+        out += [_title(warnings.title), *_warnings([f"    ! {w}" for w in warnings.notes]), _BLANK]
+    out += [_title(f"Graphs ({rep.graph_count})"), *lines_of(graphs_table(rep) if rep.graphs else "(none captured)")]
+    out += [*_warnings(flagged(graph_timing_lines(rep))), _BLANK]
     if rep.breaks or rep.recompiles:
-        out += ["Program (in execution order)"]
-        out += textwrap.wrap(program_line(rep), 100, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
-        out += [""]
+        out.append(_title("Program (in execution order)"))
+        out += _plain(textwrap.wrap(program_line(rep), 100, initial_indent="    ", subsequent_indent="      ",
+                                    break_on_hyphens=False))
+        out.append(_BLANK)
     if rep.breaks:
-        out += [breaks.title, breaks_text(breaks), ""]
+        out += [_pieces(breaks_title_pieces(rep), TITLE), *lines_of(breaks_text(breaks)), _BLANK]
     else:
-        out += ["Graph breaks: none", ""]
+        out += [*lines_of("Graph breaks: none", GOOD), _BLANK]
     if rep.recompiles:
-        out += [f"Recompiles ({rep.recompile_count})", recompiles_section(rep), ""]
+        out += [_title(f"Recompiles ({rep.recompile_count})", bad=True), *lines_of(recompiles_section(rep)), _BLANK]
     if rep.trials:
-        out += [advice_title(rep.trials), advice_section(rep.trials), ""]
+        out += [_title(advice_title(rep.trials)), *lines_of(advice_section(rep.trials)), _BLANK]
     crashed = [f for f in rep.frames if f.status == "crashed"]
     if crashed:
-        out.append("The compile that raised into your program")
-        out += textwrap.wrap(CRASH_WORDS, 100, initial_indent="    ", subsequent_indent="    ")
-        for f in crashed:
-            out.append(f"    {f.compile_id} {f.function} ({location(f.filename, f.lineno)}): {clip(f.fail_summary, 80)}")
-        out.append("")
+        out.append(_title("The compile that raised into your program"))
+        out += _plain(textwrap.wrap(CRASH_WORDS, 100, initial_indent="    ", subsequent_indent="    "))
+        out += _plain([f"    {f.compile_id} {f.function} ({location(f.filename, f.lineno)}): {clip(f.fail_summary, 80)}"
+                       for f in crashed])
+        out.append(_BLANK)
     failed = [f for f in rep.frames if f.status == "failed"]
     if failed:
-        out.append("Frames that fell back to eager")
-        for f in failed:
-            out.append(f"    {f.compile_id} {f.function} ({location(f.filename, f.lineno)}): {clip(f.fail_summary, 80)}")
-        out.append("")
+        out.append(_title("Frames that fell back to eager", bad=True))
+        out += _plain([f"    {f.compile_id} {f.function} ({location(f.filename, f.lineno)}): {clip(f.fail_summary, 80)}"
+                       for f in failed])
+        out.append(_BLANK)
     if rep.guards:
-        out += ["Guards", "    " + guards_line(rep), ""]
+        out += [_title("Guards"), *lines_of("    " + guards_line(rep)), _BLANK]
     out += coverage_lines(rep)
     if rep.timing:
         timed = sections.end_to_end(rep)
         assert timed is not None
-        out += [timed.title, *(table_text(t) for t in timed.blocks if isinstance(t, Table)), *flagged(timed.notes), ""]
+        out += [_title(timed.title), *_plain([table_text(t) for t in timed.blocks if isinstance(t, Table)]),
+                *_warnings(flagged(timed.notes)), _BLANK]
     out += memory_section(rep)
     out += below_dynamo_section(rep)
-    out += ["Compile time", compile_time_section(rep)]
-    text = "\n".join(out).rstrip() + "\n"
-    return paint_summary(text) if color else text
+    out += [_title("Compile time"), *lines_of(compile_time_section(rep))]
+    return out

@@ -43,19 +43,35 @@ if TYPE_CHECKING:
     )
 
 
-def totals_line(rep: Report) -> str:
-    """One line of totals."""
-    parts = [
-        plural(rep.graph_count, "graph"),
-        f"{plural(rep.break_count, 'graph break')} at {plural(len(rep.breaks), 'site')}",
-        plural(rep.recompile_count, "recompile"),
+def totals_pieces(rep: Report) -> tuple[tuple[str, bool], ...]:
+    """The line of totals in pieces, each marked True where it is bad news (graph breaks or
+    recompiles above zero): the terminal colours those, the page shows the words."""
+    pieces = [
+        (plural(rep.graph_count, "graph") + ", ", False),
+        (plural(rep.break_count, "graph break"), rep.break_count > 0),
+        (f" at {plural(len(rep.breaks), 'site')}, ", False),
+        (plural(rep.recompile_count, "recompile"), rep.recompile_count > 0),
     ]
     if rep.resume_count:
-        parts.append(plural(rep.resume_count, "resume frame"))
+        pieces.append((", " + plural(rep.resume_count, "resume frame"), False))
     if rep.coverage is not None:
-        parts.append(f"coverage {percent(rep.coverage.ratio)}")
-    parts.append(f"compile {rep.compile_time.total_s:.2f} s")
-    return ", ".join(parts)
+        pieces.append((f", coverage {percent(rep.coverage.ratio)}", False))
+    pieces.append((f", compile {rep.compile_time.total_s:.2f} s", False))
+    return tuple(pieces)
+
+
+def totals_line(rep: Report) -> str:
+    """One line of totals."""
+    return "".join(text for text, _ in totals_pieces(rep))
+
+
+def breaks_title_pieces(rep: Report) -> tuple[tuple[str, bool], ...]:
+    """"Graph breaks (5 events at 2 sites)" in pieces, the events marked True (bad news)."""
+    return (
+        ("Graph breaks (", False),
+        (plural(rep.break_count, "event"), rep.break_count > 0),
+        (f" at {plural(len(rep.breaks), 'site')})", False),
+    )
 
 
 def speedup_text(t: Timing) -> str:
