@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from dynscope._format import clip, location, ms, percent, plural
 from dynscope._lexicon.wording import resume_label
+from dynscope._render.causes import explained
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
 from dynscope._render.words import inputs_text, kernel_label, pass_label, warning_lines
 
@@ -80,7 +81,7 @@ def _recompiles(rep: Report) -> str:
     # The same function recompiled for the same reason is one line with a count.
     causes: dict[tuple[str, str], int] = {}
     for r in rep.recompiles:
-        said = (r.explained or r.raw_reasons or ("reason not reported",))[0]
+        said = (tuple(map(explained, r.causes)) or r.raw_reasons or ("reason not reported",))[0]
         key = (resume_label(r.frame), said)
         causes[key] = causes.get(key, 0) + 1
     top = sorted(causes.items(), key=lambda kv: -kv[1])

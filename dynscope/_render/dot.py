@@ -18,6 +18,7 @@ from dynscope._lexicon.wording import base_function, resume_label, resume_site
 from dynscope._model.ops import op_category
 from dynscope._model.order import break_hosts, program_order
 from dynscope._model.structure import heavy_readers, repeated_blocks, repeated_runs
+from dynscope._render.causes import explained
 from dynscope._render.palette import AOT_COLOURS, BORDERS, PALETTE, kernel_colour, time_colour
 from dynscope._render.words import grads_text, speedup_text
 
@@ -739,7 +740,7 @@ def program_to_dot(rep: Report) -> str:
                 vid = box_of[other] = _box(lines, other, graphs_by_cid.get(other), frame_by_cid.get(other), variant=True)
                 rec = recompile_by_cid.get(other)
                 # A loaded or hand-made report may name no failed guard.
-                why = next(iter(rec.explained or rec.raw_reasons), "recompiled") if rec else "recompiled"
+                why = next(iter(tuple(map(explained, rec.causes)) or rec.raw_reasons), "recompiled") if rec else "recompiled"
                 lines.append(f"  {{ rank=same; {main_id}; {vid}; }}")
                 lines.append(f"  {before} -> {vid} [style=dashed, color=\"#b2182b\", label={quote(_wrap(why, 40))}];")
                 before = vid

@@ -24,6 +24,7 @@ from dynscope._format import (
     plural,
     timer_resolution_ms,
 )
+from dynscope._render.causes import explained
 from dynscope._render.figures import cache_counts, memory_order, phase_seconds
 
 if TYPE_CHECKING:
@@ -626,7 +627,7 @@ def failure_rows(rep: Report, compile_ids: Iterable[str]) -> list[list[str]]:
     entry's guards on the call's inputs)."""
     ids = set(compile_ids)
     return [
-        [r.compile_id, f.entry, f.explained or f.guard, f.then or "-", f.now or "-",
+        [r.compile_id, f.entry, (explained(f.cause) if f.cause is not None else "") or f.guard, f.then or "-", f.now or "-",
          "PyTorch" if f.source == "pytorch" else "dynscope"]
         for r in rep.recompiles if r.compile_id in ids for f in r.failures
     ]
