@@ -142,6 +142,22 @@ def test_gradients_of_other_shapes_are_not_rewritten_to_torch_func(body: str) ->
     assert state.FUNC_GRAD not in _made(body, 2, REQUIRES_GRAD)
 
 
+# -- 3. state set up in forward ----------------------------------------------------------------------
+
+
+def test_a_module_made_in_forward_gets_no_patch_and_the_reason_names_init() -> None:
+    body = "def forward(self, x):\n    if self.head is None:\n        self.head = nn.Linear(x.shape[-1], 3)\n" \
+           "    return self.head(x)\n"
+    why = _why(body, 3, OTHER)
+    assert why.startswith("self.head is made in forward (nn.Linear(...)): Dynamo cannot trace nn.Parameter's")
+    assert "Make it in __init__ (torch.nn.LazyLinear" in why
+    # A tensor cache made on the first call does not break on torch 2.13: not this shape.
+    cache = "def forward(self, x):\n    self.cache = torch.zeros(3)\n    return x\n"
+    assert _why(cache, 2, OTHER) == "the statement at line 6 is not a shape a 'other' rewrite knows"
+    init = "def __init__(self):\n    self.head = nn.Linear(4, 3)\n"
+    assert "__init__" not in _why(init, 2, OTHER)
+
+
 # -- 4. generators with an early exit --------------------------------------------------------------
 
 
@@ -340,6 +356,8 @@ def test_logged_losses_are_verified_and_the_optimizer_is_left_alone(capsys: pyte
     ("ema_teacher", "'Linear' object has no attribute 'clone'"),
     # The caller's x was made to require grad and the output reads it: its gradient differs.
     ("saliency_leak", "gradients differ from the unpatched eager run"),
+    # The first separator's index, a 0-dim tensor, slices the tokens: the slice breaks instead.
+    ("prompt", "the break moved to fix_state.py:"),
     # The decode stops at its third step: a list of all six turns is longer.
     ("greedy_list", "outputs differ from the unpatched eager run"),
     # The caller wants a Python float, not a tensor.
@@ -356,7 +374,8 @@ def test_a_module_made_in_forward_is_left_alone_with_the_reason() -> None:
     res = _fix("lazy_head")
     assert not res.patches
     (left,) = res.unpatched
-    assert left.owner == "your code" and left.why.startswith("no patch:")
+    assert left.owner == "your code" and left.why.startswith("no patch: self.head is made in forward (nn.Linear(...))")
+    assert "Make it in __init__ (torch.nn.LazyLinear" in left.why
 
 
 @pytest.mark.heavy

@@ -167,6 +167,16 @@ def outliers() -> tuple[Any, torch.Tensor]:
     return clip_outliers, _x(8) * 2
 
 
+def prompt_mean(tokens: torch.Tensor, sep: torch.Tensor) -> torch.Tensor:
+    """The prompt is the tokens before the first separator: a slice needs the index as a Python int."""
+    end = next(i for i, t in enumerate(tokens) if t == sep)  # SITE: none
+    return tokens[:end].float().mean()
+
+
+def prompt() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return prompt_mean, (torch.tensor([5, 3, 7, 0, 2, 0]), torch.tensor(0))
+
+
 def nucleus_cutoff(logits: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """Top-p filtering with the cut-off found by a scan that stops at the first index past p."""
     probs, order = logits.softmax(-1).sort(descending=True)
@@ -378,6 +388,7 @@ PROGRAMS = {
     "episode": episode,
     "outliers": outliers,
     "nucleus": nucleus,
+    "prompt": prompt,
     "greedy_buffer": greedy_buffer,
     "greedy_list": greedy_list,
     "rollout": rollout,

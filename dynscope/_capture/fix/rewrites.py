@@ -429,6 +429,6 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     DYNAMIC_SHAPE: (_mask, _where, host.dense_experts, host.masked_select),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
-    OTHER: (state.func_grad,),  # torch.autograd.grad's own line (trace_autograd_ops off)
+    OTHER: (state.func_grad, state.made_in_forward),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
 }
 

@@ -33,7 +33,7 @@ import copy
 from dynscope._capture.fix.statements import Made, Text, block_of, function_of, names_loaded, read_later
 
 __all__ = ["FIRST_MATCH", "FUNC_GRAD", "LOGGED", "REPORTED", "STOP_MASK", "TEACHER", "TENSOR_OPS",
-           "first_match", "func_grad", "logged_value", "reported_value", "stop_mask", "teacher_call",
+           "first_match", "func_grad", "logged_value", "made_in_forward", "reported_value", "stop_mask", "teacher_call",
            "tensor_ops"]
 
 TEACHER = "call with detached state instead of deepcopy"
@@ -230,6 +230,38 @@ def func_grad(stmt: ast.stmt, text: Text) -> Made | None:
             f"and nothing after reads {wrt}'s .grad); the statements between only compute {text.of(out)} "
             "(they run inside torch.func's transform)")
     return Made(lines, FUNC_GRAD, note, first=block[start], last=block[end])
+
+
+# -- 3. state set up in forward -------------------------------------------------------------------
+
+
+def _constructed(value: ast.expr) -> str:
+    """``nn.Linear``, ``torch.nn.Parameter``...: the class a call builds when it is one of
+    torch.nn's (a module or a Parameter), "" otherwise."""
+    if not isinstance(value, ast.Call):
+        return ""
+    name = ast.unparse(value.func)
+    head, _, cls = name.rpartition(".")
+    return name if head in ("nn", "torch.nn") and cls[:1].isupper() else ""
+
+
+def made_in_forward(stmt: ast.stmt, text: Text) -> str | None:
+    """``self.head = nn.Linear(...)`` (or ``nn.Parameter(...)``) in forward: why no patch is
+    written. Dynamo cannot trace ``nn.Parameter``'s constructor, so the first call breaks
+    there; the remedy is in ``__init__``, which a patch of forward cannot show verified."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute)
+            and isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id == "self"):
+        return None
+    built = _constructed(stmt.value)
+    fn = function_of(text.source, stmt)
+    if not built or fn is None or fn.name == "__init__":
+        return None
+    target = text.of(stmt.targets[0])
+    lazy = " (torch.nn.LazyLinear and the other Lazy modules when its size comes from the input)" \
+        if built.endswith(("Linear", "Conv1d", "Conv2d", "Conv3d", "BatchNorm1d", "BatchNorm2d")) else ""
+    return (f"{target} is made in {fn.name} ({built}(...)): Dynamo cannot trace nn.Parameter's constructor, so "
+            f"the call that makes it breaks (a call that finds it made does not). Make it in __init__{lazy}; "
+            "fix writes no patch of it: it verifies a copy of your model, whose __init__ has already run")
 
 
 # -- 4. generators with an early exit --------------------------------------------------------------
