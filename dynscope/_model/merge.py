@@ -353,13 +353,14 @@ def _recompile_key(rep: Report, by_words: bool = False) -> RecompileKey:
 
 
 def _recompile_words(rep: Report, known: set[tuple[str, tuple[object, ...]]], by_words: bool) -> tuple[Value, ...]:
-    """Each recompile of ``rep`` not in ``known``: its function, compile id and failed guards."""
+    """Each recompile of ``rep`` not in ``known``: its function, compile id and failed guards
+    (its causes; PyTorch's own words where it has none, "" where PyTorch gave none)."""
     mine = _recompile_key(rep, by_words)
     return tuple(
         x
         for r, key in zip(rep.recompiles, mine, strict=True)
         if key not in known
-        for x in (resume_label(r.frame), r.compile_id, "; ".join(r.explained or r.raw_reasons or ("no reason given",)))
+        for x in (resume_label(r.frame), r.compile_id, r.causes or "; ".join(r.raw_reasons))
     )
 
 

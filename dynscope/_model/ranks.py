@@ -13,6 +13,7 @@ from typing import Any
 import dynscope._model.plain as _plain
 from dynscope._format import plural
 from dynscope._model.base import _brief
+from dynscope._model.causes import Cause
 from dynscope._model.display import DivergenceShortcuts, MergedShortcuts
 from dynscope._model.report import SCHEMA_VERSION, Report
 
@@ -28,8 +29,9 @@ KINDS = (
 MERGED_KIND = "dynscope-merged"
 
 
-#: What a :class:`Fact` may hold: names, counts, figures, "" or None for nothing.
-Value = str | int | float | bool | None
+#: What a :class:`Fact` may hold: names, counts, figures, "" or None for nothing, or a
+#: recompile's causes (records, worded by ``dynscope._render.divergences``).
+Value = str | int | float | bool | None | tuple[Cause, ...]
 
 
 @dataclass(frozen=True)

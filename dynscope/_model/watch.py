@@ -21,7 +21,7 @@ from dynscope._lexicon.wording import resume_label
 from dynscope._model.display import VerdictShortcuts
 from dynscope._model.merge import collectives_of, comparable, divergences
 from dynscope._model.plain import to_plain
-from dynscope._model.ranks import Divergence, Fact
+from dynscope._model.ranks import Divergence, Fact, Value
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -119,7 +119,7 @@ def unmatched(rep: Report, *, rank: int, nth: int, compile_id: str, missing: Seq
     absent = Fact("absent", tuple(missing), (waited_s, doing))
     if nth > 0 and rep.recompiles:
         r = rep.recompiles[-1]
-        said = "; ".join(r.explained or r.raw_reasons or ("no reason given",))
+        said: Value = r.causes or "; ".join(r.raw_reasons)  # worded by dynscope._render.divergences
         return Divergence("recompiles", (rank,), facts=(Fact("recompiled_alone", (rank,), (frame, compile_id, said)), absent))
     return Divergence("graph_count", (rank,), facts=(Fact("compiled_alone", (rank,), (nth > 0, frame, compile_id)), absent))
 

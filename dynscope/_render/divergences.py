@@ -7,6 +7,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from dynscope._format import plural, rank_ranges
+from dynscope._render.causes import explained
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -24,11 +25,29 @@ def who(ranks: Sequence[int]) -> str:
 
 
 def _s(v: Value) -> str:
+    if isinstance(v, tuple):  # a recompile's causes
+        return "; ".join(explained(c) for c in v)
     return "" if v is None else str(v)
+
+
+def _why(v: Value) -> str:
+    """A recompile's failed guards: its causes said (or PyTorch's words, or the words a file
+    saved before facts held causes); "no reason given" where there are none."""
+    return _s(v) or "no reason given"
 
 
 def _n(v: Value) -> int:
     return int(v) if isinstance(v, (int, float)) else 0
+
+
+def _f(v: Value) -> float:
+    """Seconds as a fact holds them (a number; a number's text in a file written by hand)."""
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(v) if isinstance(v, str) and v else 0.0
+    except ValueError:
+        return 0.0
 
 
 def _pairs(args: Sequence[Value]) -> list[tuple[str, str]]:
@@ -79,7 +98,7 @@ def _waits_in(f: Fact) -> str:
 
 def _absent(f: Fact) -> str:
     doing = _s(f.args[1])
-    return f"{who(f.ranks)} made no such compile within {float(f.args[0] or 0):.1f} s" + (f" ({doing})" if doing else "")
+    return f"{who(f.ranks)} made no such compile within {_f(f.args[0]):.1f} s" + (f" ({doing})" if doing else "")
 
 
 #: Each fact's words, by ``Fact.what``.
@@ -96,7 +115,7 @@ _SAID: dict[str, Callable[[Fact], str]] = {
                            + ", ".join(f"{loc} ({reason})" for loc, reason in _pairs(f.args))
                            + f"; {who(f.others)} did not"),
     "recompiled": lambda f: (f"{who(f.ranks)} recompiled "
-                             + "; ".join(f"{_s(f.args[k]) or 'a frame'} ({_s(f.args[k + 1])}): {_s(f.args[k + 2])}"
+                             + "; ".join(f"{_s(f.args[k]) or 'a frame'} ({_s(f.args[k + 1])}): {_why(f.args[k + 2])}"
                                          for k in range(0, len(f.args) - 2, 3))
                              + f"; {who(f.others)} did not"),
     "reordered": lambda f: f"{who(f.ranks)} recompiled in another order than {who(f.others)}",
@@ -127,9 +146,9 @@ _SAID: dict[str, Callable[[Fact], str]] = {
     "issues_as": lambda f: (f"{who(f.ranks)} {_issue(f.ranks)} {_collective_at(f.args[1:5])} as collective "
                             f"{_n(f.args[0]) + 1}, where {who(f.others)} {_issue(f.others)} {_collective_at(f.args[5:9])}"),
     "why_order": lambda f: ": each waits in a collective the other has not reached, and the job hangs",
-    "spent": lambda f: f"rank {f.ranks[0]} spent {float(f.args[0] or 0):.1f} s compiling",
-    "spent_ref": lambda f: f"{who(f.ranks)} {float(f.args[0] or 0):.1f} s: the others wait that long in the next collective",
-    "recompiled_alone": lambda f: f"rank {f.ranks[0]} recompiled {_s(f.args[0])} ({_s(f.args[1])}): {_s(f.args[2])}",
+    "spent": lambda f: f"rank {f.ranks[0]} spent {_f(f.args[0]):.1f} s compiling",
+    "spent_ref": lambda f: f"{who(f.ranks)} {_f(f.args[0]):.1f} s: the others wait that long in the next collective",
+    "recompiled_alone": lambda f: f"rank {f.ranks[0]} recompiled {_s(f.args[0])} ({_s(f.args[1])}): {_why(f.args[2])}",
     "compiled_alone": lambda f: (f"rank {f.ranks[0]} {'recompiled' if f.args[0] else 'compiled'} {_s(f.args[1])} "
                                  f"({_s(f.args[2])})"),
     "absent": _absent,
