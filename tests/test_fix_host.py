@@ -174,6 +174,19 @@ def test_a_nonzero_index_that_only_feeds_reductions_becomes_the_mask() -> None:
     assert ".sum(0) / keep_mask.sum()" in new
 
 
+def test_filtered_tensors_rebound_to_their_own_names_and_tensors_rebound_before_the_reduction() -> None:
+    rebound = ("def f(scores, boxes):\n    keep = (scores > 0.3).nonzero(as_tuple=True)[0]\n    boxes = boxes[keep]\n"
+               "    scores = scores[keep]\n    return boxes.sum(0) / len(keep) + scores.sum()\n")
+    new = _rewrite(rebound, "nonzero", DYNAMIC_SHAPE, NONZERO)
+    assert new.endswith("    keep_mask = scores > 0.3\n    return torch.where(keep_mask.view(*keep_mask.shape, *[1] * "
+                        "(boxes.dim() - keep_mask.dim())), boxes, 0).sum(0) / keep_mask.sum() + "
+                        "torch.where(keep_mask, scores, 0).sum()\n")
+    changed = "def f(boxes, m):\n    kept = boxes[m]\n    boxes = boxes * 2\n    return kept.sum()\n"
+    assert SELECT not in _names(changed, "boxes[m]", DYNAMIC_SHAPE)[0], "the masked form would read the new boxes"
+    rows = "def f(scores, boxes):\n    keep = scores.nonzero(as_tuple=False)[0]\n    return boxes[keep].sum()\n"
+    assert _names(rows, "nonzero", DYNAMIC_SHAPE)[0] == [], "as_tuple=False: [0] is the first row, no index"
+
+
 def test_a_filtered_tensor_that_is_returned_is_refused_with_the_config_named() -> None:
     body = "def f(scores, boxes):\n    keep = torch.where(scores > 0.5)[0]\n    return boxes[keep], scores[keep]\n"
     names, why = _names(body, "torch.where", DYNAMIC_SHAPE)

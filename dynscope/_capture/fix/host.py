@@ -84,12 +84,15 @@ def _target(stmt: ast.stmt) -> str | None:
 
 
 def _read_outside(source: str, stmt: ast.stmt, run: list[ast.stmt], name: str) -> bool:
-    """Whether ``name`` is read in the site's function outside the replaced run (before it in a
-    loop, which reads it on its next turn, or after it)."""
+    """Whether ``name`` is read in the site's function outside the replaced run where the run's
+    value would reach it: after the run, or anywhere when a loop around the site runs it again."""
     scope: ast.AST = function_of(source, stmt) or parsed(source)
     inside = {id(n) for s in run for n in ast.walk(s)}
+    end = max(s.end_lineno or s.lineno for s in run)
+    looped = any(isinstance(n, (ast.For, ast.While)) and n is not stmt and any(c is stmt for c in ast.walk(n))
+                 for n in ast.walk(scope))
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and id(n) not in inside
-               for n in ast.walk(scope))
+               and (looped or n.lineno > end) for n in ast.walk(scope))
 
 
 def _simple(stmt: ast.stmt) -> bool:
@@ -695,7 +698,8 @@ def _nonzero_mask(value: ast.expr) -> ast.expr | None:
         inner = value.value
         if _call(inner, "torch") == "where" and isinstance(inner, ast.Call) and len(inner.args) == 1:
             return inner.args[0]
-        if isinstance(inner, ast.Call) and _keyword(inner, "as_tuple") is not None:
+        as_tuple = _keyword(inner, "as_tuple") if isinstance(inner, ast.Call) else None
+        if isinstance(as_tuple, ast.Constant) and as_tuple.value is True:
             return _nonzero_of(inner)
         return None
     if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Tuple) and len(value.slice.elts) == 2 \
@@ -771,28 +775,28 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
         index[name] = (said, mask)
     else:
         sels[name] = _Sel(value.value, said, mask)  # type: ignore[attr-defined]
-    deps = names_loaded(value)
-    readers = [i for i in range(at + 1, len(block)) if names_loaded(block[i]) & (set(sels) | set(index))]
-    if not readers:
-        return None
-    # Indexed copies bound to a name (kept = boxes[keep]) are selections too.
+    watch = set(names_loaded(value))  # names whose values the masked form reads later: not rebound in between
     out: list[str] = []
+    dropped: set[int] = set()  # statements that bind an indexed copy (kept = boxes[keep]): read as the mask
     last = at
     for i in range(at + 1, len(block)):
         s = block[i]
-        tracked = set(sels) | set(index)
-        if not names_loaded(s) & tracked:
-            if i < readers[-1] and _stored_names(s) & deps:
-                return None  # the mask or the tensor is rebound between the selection and its use
+        if not names_loaded(s) & (set(sels) | set(index)):
             continue
         if not _simple(s):
             return None
         t = _target(s)
         if t is not None and isinstance(s, ast.Assign) and isinstance(s.value, ast.Subscript) and \
                 isinstance(s.value.slice, ast.Name) and s.value.slice.id in index:
+            if t in names_loaded(s.value.value) and any(t in names_loaded(block[k]) for k in range(at + 1, i)):
+                return None  # scores = scores[keep] after a read of the old scores: one name, two values
             sels[t] = _Sel(s.value.value, *index[s.value.slice.id], rows=True)
+            watch |= names_loaded(s.value.value)
+            dropped.add(i)
             continue
         last = i
+    if any(_stored_names(block[i]) & watch for i in range(at + 1, last + 1) if i not in dropped):
+        return None  # the tensor or the mask is rebound between the selection and its reduction
     run = block[at:last + 1]
     tracked_all = set(sels) | set(index)
     returned = _returns(block[at + 1:], tracked_all, set(index))
@@ -804,8 +808,8 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
         return None
     fix = _Reduced(sels, index)
     out += first
-    for s in run[1:]:
-        if _target(s) in sels and s is not stmt and isinstance(s, ast.Assign) and isinstance(s.value, ast.Subscript):
+    for i, s in enumerate(run[1:], at + 1):
+        if i in dropped:
             continue  # kept = boxes[keep]: read as the mask where it is reduced
         if not names_loaded(s) & tracked_all:
             out += text.statement_lines(s)
@@ -875,7 +879,8 @@ def _routing_of(value: ast.expr) -> tuple[list[str], ast.expr] | None:
     """(index names, mask) of ``a, b = torch.where(m)`` / ``idx = torch.where(m)[0]`` and the nonzero forms."""
     if _call(value, "torch") == "where" and isinstance(value, ast.Call) and len(value.args) == 1:
         return ["", ""], value.args[0]  # two names: the caller's targets
-    if isinstance(value, ast.Call) and _keyword(value, "as_tuple") is not None:
+    as_tuple = _keyword(value, "as_tuple") if isinstance(value, ast.Call) else None
+    if isinstance(as_tuple, ast.Constant) and as_tuple.value is True:
         inner = _nonzero_of(value)
         return (["", ""], inner) if inner is not None else None
     mask = _nonzero_mask(value)
