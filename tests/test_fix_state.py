@@ -98,6 +98,12 @@ def test_autograd_grad_in_forward_becomes_torch_func_grad_from_either_of_its_sit
     assert (rw.first, rw.last) == (2 + HEAD.count("\n"), 4 + HEAD.count("\n")), "one patch of the three statements"
 
 
+def test_requires_grad_set_as_an_attribute_starts_the_same_pattern() -> None:
+    body = "def f(net, x):\n    x.requires_grad = True\n    g, = torch.autograd.grad(net(x).sum(), x)\n    return g\n"
+    assert _made(body, 2, REQUIRES_GRAD)[state.FUNC_GRAD] == (
+        "    def _forward(x):\n        return net(x).sum()\n    g = torch.func.grad(_forward)(x)\n    g = g.detach()\n")
+
+
 def test_a_gradient_penalty_keeps_its_graph_and_its_grad_outputs() -> None:
     body = """\
 def forward(self, real, fake, alpha):
@@ -186,6 +192,8 @@ def test_a_next_without_default_says_it_would_raise_where_argmax_gives_zero() ->
     "any(f(v) for v in s)",  # a function of the element
     "any(v is None for v in s)",  # identity, not a tensor test
     "any([v > 0 for v in s])",  # a list, not a generator: evaluated whole
+    "any(v.shape[0] > 2 for v in s)",  # a property of each element
+    "any(v[0] > 2 for v in s)",  # a part of each element (rows of a matrix)
 ])
 def test_generators_that_are_not_elementwise_tests_stay(gen: str) -> None:
     body = f"def f(s, i):\n    if {gen}:\n        s = s * 2\n    return s\n"

@@ -119,7 +119,8 @@ def teacher_call(stmt: ast.stmt, text: Text) -> Made | None:
 
 
 def _requires_grad_on(stmt: ast.stmt) -> tuple[str, ast.expr | None] | None:
-    """``x.requires_grad_(True)`` -> (x, None); ``x = EXPR.requires_grad_()`` -> (x, EXPR)."""
+    """``x.requires_grad_(True)`` or ``x.requires_grad = True`` -> (x, None);
+    ``x = EXPR.requires_grad_()`` -> (x, EXPR)."""
     def turned_on(call: ast.expr) -> ast.expr | None:
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
                 and call.func.attr == "requires_grad_" and not call.keywords and len(call.args) <= 1):
@@ -131,6 +132,10 @@ def _requires_grad_on(stmt: ast.stmt) -> tuple[str, ast.expr | None] | None:
     if isinstance(stmt, ast.Expr):
         inner = turned_on(stmt.value)
         return (inner.id, None) if isinstance(inner, ast.Name) else None
+    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute)
+            and stmt.targets[0].attr == "requires_grad" and isinstance(stmt.targets[0].value, ast.Name)
+            and isinstance(stmt.value, ast.Constant) and stmt.value.value is True):
+        return stmt.targets[0].value.id, None  # x.requires_grad = True
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
         inner = turned_on(stmt.value)
         return (stmt.targets[0].id, inner) if inner is not None else None
@@ -296,6 +301,9 @@ class _Whole(ast.NodeTransformer):
         return (self.index is not None and isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name)
                 and node.slice.id == self.index and ast.dump(node.value) == ast.dump(self.seq))
 
+    def _touches(self, node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in (self.element, self.index) for n in ast.walk(node))
+
     def visit(self, node: ast.AST) -> ast.AST:
         if self._is_element(node):
             return copy.deepcopy(self.seq)
@@ -305,9 +313,13 @@ class _Whole(ast.NodeTransformer):
             f = node.func
             if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args:
                 return self.visit(f.value)
-            if not (isinstance(f, ast.Attribute) and f.attr in _ELEMENTWISE and not node.args and not node.keywords):
-                if any(isinstance(n, ast.Name) and n.id in (self.element, self.index) for n in ast.walk(node)):
-                    self.refused = True  # a reduction or a function of the element: not elementwise
+            if isinstance(f, ast.Attribute) and f.attr in _ELEMENTWISE and not node.args and not node.keywords:
+                return _method(self.visit(f.value), f.attr)  # type: ignore[arg-type]
+            if self._touches(node):
+                self.refused = True  # a reduction or a function of the element: not elementwise
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and self._touches(node):
+            # v.shape, v.T, v[0]: a property or a part of each element, not the element itself
+            self.refused = True
         if isinstance(node, ast.BoolOp):
             op: ast.operator = ast.BitAnd() if isinstance(node.op, ast.And) else ast.BitOr()
             values = [self.visit(v) for v in node.values]
