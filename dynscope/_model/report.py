@@ -125,6 +125,12 @@ class Recompile:
     library: str = ""
 
     @property
+    def reasons(self) -> tuple[str, ...]:
+        """``raw_reasons``, by the name the public API gave it before schema 7 (kept so code
+        written against it still runs; the field is ``raw_reasons``)."""
+        return self.raw_reasons
+
+    @property
     def changes(self) -> tuple[Cause, ...]:
         """What changed, without values, one per fix (requires_grad of input x): what
         recompiles are grouped by."""
