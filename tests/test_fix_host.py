@@ -65,6 +65,28 @@ def test_numpy_dtypes_methods_and_the_way_back_to_torch() -> None:
     assert "return m.to(dtype=torch.float32) + v" in new
 
 
+def test_numpy_norms_masked_stores_and_augmented_assignments_stay_in_the_round_trip() -> None:
+    body = ("def f(x):\n"
+            "    a = x.detach().cpu().numpy()\n"
+            "    a = a / np.linalg.norm(a, axis=1, keepdims=True)\n"
+            "    a[a < 0.1] = 0.0\n"
+            "    a += 1.0\n"
+            "    s = float(a.sum())\n"
+            "    t = torch.from_numpy(a).float()\n"
+            "    return x * t / s\n")
+    assert _rewrite(body, "float(", SCALAR, NUMPY) == (
+        "def f(x):\n"
+        "    a = x.detach().cpu()\n"
+        "    a = a / torch.linalg.vector_norm(a, dim=1, keepdim=True)\n"
+        "    a[a < 0.1] = 0.0\n"
+        "    a += 1.0\n"
+        "    s = a.sum()\n"
+        "    t = a.float()\n"
+        "    return x * t / s\n")
+    spectral = body.replace("np.linalg.norm(a, axis=1, keepdims=True)", "np.linalg.norm(a, ord=2)")
+    assert NUMPY not in _names(spectral, "float(", SCALAR)[0], "a matrix 2-norm is no vector norm"
+
+
 def test_a_numpy_round_trip_is_refused_where_torch_has_no_spelling_or_python_needs_the_number() -> None:
     interp = ("def f(x):\n    a = x.detach().numpy()\n    b = np.interp(a, [0.0, 1.0], [0.0, 2.0])\n"
               "    return torch.from_numpy(b)\n")
@@ -277,7 +299,7 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
 
 # -- live: dynscope.fix on the corpus -------------------------------------------------------------------
 
-_FIXED = ["numpy_head", "numpy_metric", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
+_FIXED = ["numpy_head", "numpy_metric", "retrieval", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
           "confidence", "score_filter", "sparse_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric"]
 
 

@@ -48,6 +48,28 @@ def numpy_head() -> tuple[nn.Module, torch.Tensor]:
     return NumpyScaledHead(), _x(4, 8)
 
 
+class RetrievalScores(nn.Module):
+    """Cosine similarities thresholded in numpy (retrieval evaluation code moved into forward)."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        emb = self.proj(x)
+        a = emb.detach().cpu().numpy()
+        a = a / np.linalg.norm(a, axis=1, keepdims=True)
+        sims = a @ a.T
+        sims[sims < 0.2] = 0.0
+        top = float(sims.sum(axis=1).max())  # SITE: torch ops instead of numpy
+        return emb * torch.from_numpy(sims).sum(1, keepdim=True) / top
+
+
+def retrieval() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return RetrievalScores(), _x(5, 8)
+
+
 def row_error(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Metric code: a per-row error ignoring outliers (nanmean: not in torch._numpy)."""
     err = (pred - target).abs().detach().cpu().numpy()
@@ -382,6 +404,7 @@ def slice_bound() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
 PROGRAMS = {
     "numpy_head": numpy_head,
     "numpy_metric": numpy_metric,
+    "retrieval": retrieval,
     "numpy_median": numpy_median,
     "mean_pooling": mean_pooling,
     "packed_pooling": packed_pooling,

@@ -95,6 +95,12 @@ def _read_outside(source: str, stmt: ast.stmt, run: list[ast.stmt], name: str) -
                and (looped or n.lineno > end) for n in ast.walk(scope))
 
 
+def _reads(stmt: ast.stmt) -> set[str]:
+    """The names a statement reads, an augmented assignment's target too (``a += 1`` reads ``a``)."""
+    own = {stmt.target.id} if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) else set()
+    return names_loaded(stmt) | own
+
+
 def _simple(stmt: ast.stmt) -> bool:
     """A statement the rewrites may transform whole: no block of its own."""
     return isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr))
@@ -182,6 +188,18 @@ class _FromNumpy(ast.NodeTransformer):
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
+        root = node.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id == "np" and not _call(node, "np"):
+            if unparsed(node.func) == "np.linalg.norm" and not any(k.arg == "ord" for k in node.keywords) \
+                    and len(node.args) == 1:
+                # ord None: the 2-norm of the flattened array (Frobenius for a matrix), or of each row along axis
+                kw = self._kwargs(node)
+                if kw is not None:
+                    return _torch("linalg.vector_norm", [self.visit(node.args[0])], kw)
+            self.refused = self.refused or f"{unparsed(node.func)} has no torch counterpart fix knows"
+            return node
         src = _numpy_source(node)
         if src is not None:  # x.detach().cpu().numpy() -> x.detach().cpu(): the tensor it copies
             return self.visit(src)
@@ -288,6 +306,10 @@ class _FromNumpy(ast.NodeTransformer):
         return ast.Call(func=ast.Attribute(value=recv, attr=_NP_METHODS[meth]), args=args, keywords=kw)
 
 
+def _is_array_name(node: ast.AST, arrays: set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in arrays
+
+
 def _torch(name: str, args: list[ast.expr], kw: list[ast.keyword]) -> ast.Call:
     return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr=name), args=args, keywords=kw)
 
@@ -322,14 +344,20 @@ def numpy_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
     end = start
     for i in range(start, len(block)):
         s = block[i]
-        if i == start or names_loaded(s) & arrays:
+        if i == start or _reads(s) & arrays:
             if not _simple(s):
                 return None  # a loop or branch over the arrays: out of reach
             end = i
             name = _target(s)
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(
+                s, (ast.AugAssign, ast.AnnAssign)) else []
             if name is not None:
-                arrays.add(name)
-            elif isinstance(s, (ast.Assign, ast.AugAssign)):
+                if i == start or _FromNumpy(arrays)._array(s.value):  # type: ignore[attr-defined]
+                    arrays.add(name)  # an array (a number or a tensor made of one needs no more rewriting)
+                else:
+                    arrays.discard(name)
+            elif not all(_is_array_name(t, arrays) or (isinstance(t, ast.Subscript) and _is_array_name(t.value, arrays))
+                         for t in targets):
                 return None  # an array stored in an attribute or a tuple: followed no further
         elif _stored_names(s) & arrays:
             arrays -= _stored_names(s)
@@ -342,7 +370,7 @@ def numpy_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
     fix = _FromNumpy(arrays)
     out: list[str] = []
     for s in run:
-        if s is not run[0] and not names_loaded(s) & arrays:
+        if s is not run[0] and not _reads(s) & arrays:
             out += text.statement_lines(s)  # between the array's uses: as written
             continue
         new = fix.visit(copy.deepcopy(s))
