@@ -80,10 +80,10 @@ if typing.TYPE_CHECKING:
     from dynscope._capture.export import assert_exports, export_report
     from dynscope._capture.fix import fix
     from dynscope._capture.raised import raised_at
-    from dynscope._capture.reading import read
     from dynscope._capture.timing_options import TimingOptions
-    from dynscope._capture.trace_file import load_trace
     from dynscope._capture.watch import watch_ranks
+    from dynscope._read.reading import read
+    from dynscope._read.trace_file import load_trace
     from dynscope._testing import assert_compiles
 
 __version__ = "0.1.0"
@@ -92,8 +92,8 @@ __version__ = "0.1.0"
 #: and the torch-free readers (load_trace, read, raised_at: they bring the trace assembly or
 #: the file registry, unneeded to read a report).
 _LAZY = {
-    "load_trace": "dynscope._capture.trace_file",
-    "read": "dynscope._capture.reading",
+    "load_trace": "dynscope._read.trace_file",
+    "read": "dynscope._read.reading",
     "raised_at": "dynscope._capture.raised",
     "advise": "dynscope._capture.advise",
     "Capture": "dynscope._capture.capture",

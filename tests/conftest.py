@@ -61,8 +61,8 @@ def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
     (hypothesis), or reads logs damaged on purpose (tests/test_trace_fuzz.py), which need not
     be what any run could make: its loads and logs are not checked."""
     from dynscope._capture import capture as _capture
-    from dynscope._capture import trace_report as _trace_report
     from dynscope._model import codec as _codec
+    from dynscope._read import trace_report as _trace_report
     from tests import invariants
 
     report_locked, enter, exit_, build, from_dict, from_log = (

@@ -18,10 +18,10 @@ import torch._dynamo
 from torch import nn
 
 import dynscope
-from dynscope._capture.break_sites import category_of
 from dynscope._lexicon.break_categories import LIBRARY_BREAK, OPTIMIZER, fix_for
 from dynscope._model import Outcome, Trial
 from dynscope._model.codec import report_from_dict
+from dynscope._read.break_sites import category_of
 from dynscope._render.card import render_card
 from dynscope._render.text import advice_section
 from dynscope._render.words import NOTHING_TO_FIX_FIRST, fix_first_line

@@ -19,8 +19,8 @@ import torch
 
 import dynscope
 from dynscope import _torch
-from dynscope._capture.assemble import build_report
 from dynscope._model.codec import report_from_dict
+from dynscope._read.assemble import build_report
 from dynscope._torch.trace import TraceCollector
 from tests.conftest import ROOT
 from tests.corpus.programs import MLP, PrintModel, _x

@@ -11,8 +11,8 @@ import torch._dynamo.repro.after_dynamo
 from torch import nn
 
 import dynscope
-from dynscope._capture.break_sites import category_of
 from dynscope._lexicon.break_categories import fix_for
+from dynscope._read.break_sites import category_of
 from dynscope._render.causes import explained
 from dynscope._torch.guard_text import reason_cause
 from tests.corpus.programs import PROGRAMS, _x

@@ -11,7 +11,6 @@ from pathlib import Path
 import torch
 
 import dynscope
-from dynscope._capture.break_sites import fold_breaks
 from dynscope._errors import CaptureError
 from dynscope._lexicon.break_categories import (
     CATEGORIES,
@@ -26,6 +25,7 @@ from dynscope._lexicon.break_categories import (
     classify,
     fix_for,
 )
+from dynscope._read.break_sites import fold_breaks
 from dynscope._torch.break_report import parse_break
 from dynscope._torch.registry import graph_break_registry
 

@@ -24,10 +24,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dynscope
-from dynscope._capture.assemble import build_report
 from dynscope._capture.graph_timing import fresh_inputs
 from dynscope._capture.machine import contention, read_machine
 from dynscope._model.codec import report_from_dict
+from dynscope._read.assemble import build_report
 from dynscope._render.text import render_summary
 from dynscope._torch import lowering_text as lt
 from dynscope._torch.profiler import quiet_native_output

@@ -19,6 +19,9 @@ The floors, bottom up (docs/architecture.md, DESIGN.md "Layers"):
   (its ``__init__``) through which the output shortcuts reach the renderers: the only
   upward edge;
 - render, ``dynscope._render.*``: leaves, the model, render; never capture, never torch;
+- read, ``dynscope._read.*``: the builder and the readers of logs and saved reports: leaves,
+  the model, ``dynscope._torch``'s format modules, read; never capture, never render, and
+  never torch (imported one by one in a fresh process below: torch never loads);
 - capture, ``dynscope._capture.*``, and ``dynscope._torch.*``: never render;
 - front ends (``dynscope``, ``_cli``, ``pytest_plugin``, ``_testing``, ``__main__``, ``watch``): anything.
 """
@@ -60,10 +63,11 @@ ALLOWED = {
     "model": frozenset({"leaf", "model", "door"}),
     "door": frozenset({"leaf", "model", "render"}),
     "render": frozenset({"leaf", "model", "render"}),
+    "read": frozenset({"leaf", "model", "read", "torch"}),
 }
 FORBIDDEN = {"capture": frozenset({"render", "door"}), "torch": frozenset({"render", "door"})}
 #: Floors whose modules never import torch, not even inside a function.
-TORCH_FREE_FLOORS = ("leaf", "model", "door", "render")
+TORCH_FREE_FLOORS = ("leaf", "model", "door", "render", "read")
 
 
 def floor(module: str) -> str:
@@ -75,7 +79,8 @@ def floor(module: str) -> str:
     if module == DOOR:
         return "door"
     for prefix, name in (("dynscope._model", "model"), ("dynscope._render.", "render"),
-                         ("dynscope._capture", "capture"), ("dynscope._torch", "torch")):
+                         ("dynscope._read", "read"), ("dynscope._capture", "capture"),
+                         ("dynscope._torch", "torch")):
         if module == prefix or module.startswith(prefix.rstrip(".") + "."):
             return name
     return "unplaced"
@@ -222,6 +227,7 @@ def test_floors_are_named() -> None:
     assert floor("dynscope._model") == floor("dynscope._model.codec") == "model"
     assert floor("dynscope._render") == "door" and floor("dynscope._render.text") == "render"
     assert floor("dynscope._capture.capture") == "capture" and floor("dynscope._torch.fx") == "torch"
+    assert floor("dynscope._read.assemble") == floor("dynscope._read") == "read"
     assert floor("dynscope._lexicon.wording") == "leaf" and floor("dynscope._modelling") == "unplaced"
 
 
@@ -229,7 +235,7 @@ def test_the_graph_sees_dynscope() -> None:
     graph = import_edges()
     assert len(graph) > 30 and sum(map(len, graph.values())) > 60
     assert {"dynscope._model", "dynscope._render", "dynscope._capture", "dynscope._torch"} <= set(graph)
-    assert any(floor(b) == "model" for b in graph["dynscope._capture.assemble"])  # it builds the model
+    assert any(floor(b) == "model" for b in graph["dynscope._read.assemble"])  # it builds the model
 
 
 # -- the layout --------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 import dynscope
-from dynscope._capture.trace_file import trace_runs
 from dynscope._cli import main
+from dynscope._read.trace_file import trace_runs
 from dynscope._torch.trace_log import damaged, log_stamp, rank_from_name
 
 if TYPE_CHECKING:

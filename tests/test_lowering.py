@@ -22,7 +22,7 @@ from torch import nn
 
 import dynscope
 from dynscope import TimingOptions
-from dynscope._capture.assemble import build_report
+from dynscope._read.assemble import build_report
 from dynscope._torch import lowering_text as lt
 from dynscope._torch.records import KEPT_ARTIFACTS, KEPT_EVENTS
 from dynscope._torch.trace import TraceEvent, event_from

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynscope._capture.break_sites import category_of
 from dynscope._lexicon.break_categories import CATEGORY_NAMES
+from dynscope._read.break_sites import category_of
 from dynscope._render.causes import explained
 from dynscope._torch.break_report import parse_break
 from dynscope._torch.guard_text import parse_guards, parse_recompile_reasons, reason_cause

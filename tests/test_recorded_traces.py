@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dynscope._capture.assemble import build_report
+from dynscope._read.assemble import build_report
 from dynscope._torch.trace import TraceEvent, event_from
 from tests.corpus.markers import markers
 from tests.corpus.programs import CORPUS_OVERRIDES, PROGRAMS, Program
@@ -155,7 +155,7 @@ def test_recompile_limit_and_kwargs_reason_in_words(version: str) -> None:
 def test_every_kept_event_kind_has_a_handler() -> None:
     # Assembly is a table from trace-event name to handler (tlparse's one parser per
     # artifact): a kind the collector keeps and no handler reads would be lost silently.
-    from dynscope._capture.assemble import _HANDLERS
+    from dynscope._read.assemble import _HANDLERS
     from dynscope._torch import records
 
     # DDP's pieces, read before the handlers run (a graph needs them all)

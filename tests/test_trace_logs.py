@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynscope
-from dynscope._capture.trace_file import TRACE_NOTE, load_trace
 from dynscope._cli import main
 from dynscope._errors import InputError
+from dynscope._read.trace_file import TRACE_NOTE, load_trace
 from dynscope._torch.trace_log import CUT_SHORT, INTERLEAVED, NOT_UTF8, damaged, read_log, unknown_kind
 from tests.corpus.programs import PROGRAMS
 

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import torch
 
 from dynscope import _hooks, _torch
-from dynscope._capture.assemble import build_report
 from dynscope._capture.backend import RecordingBackend
-from dynscope._capture.coverage import with_coverage, with_runs
 from dynscope._capture.guard_check import describe_call, with_all_failures
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip, few
 from dynscope._hooks import Hook
 from dynscope._model.base import _Live
+from dynscope._read.assemble import build_report
+from dynscope._read.coverage import with_coverage, with_runs
 from dynscope._torch.distributed import rank_info
 from dynscope._torch.profiler import OWN_MARK, CoverageRecorder
 from dynscope._torch.runs import RunCounter

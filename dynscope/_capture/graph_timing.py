@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
-from dynscope._capture.lowering import CompileEvents, LoweringRecorder
 from dynscope._capture.machine import Machine, read_machine
 from dynscope._capture.raised import what_raised
 from dynscope._capture.sampling import (
@@ -38,6 +37,7 @@ from dynscope._capture.sampling import (
 )
 from dynscope._capture.timing_options import TimingOptions, device_of
 from dynscope._model import Graph, Lowering, Timing
+from dynscope._read.lowering import CompileEvents, LoweringRecorder
 from dynscope._torch.fx import written_inputs
 
 if TYPE_CHECKING:

@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
-from dynscope._capture.assemble import build_report
 from dynscope._errors import InputError, RankDivergenceError, RankDivergenceWarning
 from dynscope._lexicon.wording import resume_label
 from dynscope._model.codec import report_from_dict
@@ -61,6 +60,7 @@ from dynscope._model.watch import (
     unmatched,
     unmatched_why,
 )
+from dynscope._read.assemble import build_report
 from dynscope._torch import records
 from dynscope._torch.distributed import (
     collective_timeout_s,

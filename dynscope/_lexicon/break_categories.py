@@ -7,7 +7,7 @@ whether the break is made on purpose (no change at the user's line removes it), 
 ``dynscope.fix`` leaves such a site alone, where it does.
 :func:`classify` is a pure function of PyTorch's words, the user's line and where the break
 was raised, so it is tested without compiling anything; the capture floor tells it where
-(``dynscope._capture.break_sites.raised_in``). docs/report-model.md lists the categories.
+(``dynscope._read.break_sites.raised_in``). docs/report-model.md lists the categories.
 """
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ def extract(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> dict[str, An
     nodes: list[Node] = []
     ops: Counter[str] = Counter()
     # The outer ends of the nodes' stacks ((file, line), outermost first): which function
-    # a decorator's wrapper frame ran (dynscope._capture.break_sites.wrapped_function). A few distinct ones.
+    # a decorator's wrapper frame ran (dynscope._read.break_sites.wrapped_function). A few distinct ones.
     stacks: list[list[tuple[str, int]]] = []
     for node in gm.graph.nodes:
         target = target_name(node)

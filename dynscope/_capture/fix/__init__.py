@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope._capture.blame import COMPILER
-from dynscope._capture.break_sites import _defs
 from dynscope._capture.capture import _MISSING, as_report_call, normalise_calls, report, title_of
 from dynscope._capture.fix.reorder import logger_reorder_note
 from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
@@ -40,6 +39,7 @@ from dynscope._format import location
 from dynscope._lexicon.break_categories import LOGGING, category_named
 from dynscope._model.diff import site_key
 from dynscope._model.fix import FixResult, Patch, Unpatched
+from dynscope._read.break_sites import _defs
 from dynscope._torch.registry import is_user_file, library_of
 from dynscope._torch.trace import own_work
 from dynscope._write import rewrite_file

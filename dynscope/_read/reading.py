@@ -43,7 +43,7 @@ def read(path: str | Path) -> Report | MultiRankReport:
     p = Path(path)
     if p.is_dir() or (p.is_file() and is_trace_log(p)):
         # Deferred: the trace assembly is not needed to read a saved report.
-        from dynscope._capture.trace_file import load_trace, trace_files
+        from dynscope._read.trace_file import load_trace, trace_files
 
         if p.is_dir() and not trace_files(p):
             raise FileNotFoundError(

@@ -1,6 +1,6 @@
 """Read TORCH_TRACE logs in child processes for ``load_trace`` (a large job's folder).
 
-Each worker is ``python -m dynscope._capture.trace_worker OUT FILE...``: a fresh interpreter
+Each worker is ``python -m dynscope._read.trace_worker OUT FILE...``: a fresh interpreter
 (never a fork of the caller, which may hold threads or torch state, and never one that runs
 the caller's ``__main__`` again, as multiprocessing's spawn does for a script without an
 ``if __name__ == "__main__":`` guard). It reads its files one by one and appends each rank's
@@ -42,18 +42,17 @@ def read_in_workers(files: list[str], workers: int, take: Callable[[Report], Rep
     """path -> its rank's report (or why it could not be read: the worker's message), read
     by ``workers`` child processes; each report passes through ``take`` as it is read back.
     Files of a worker that died are left out (the caller reads them itself)."""
-    import dynscope
-
     env = dict(os.environ)
-    # The child imports the same dynscope as this process, wherever it is installed.
-    root = str(Path(dynscope.__file__).resolve().parent.parent)
+    # The child imports the same dynscope as this process, wherever it is installed
+    # (this file is dynscope/_read/trace_worker.py: the folder above dynscope/).
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     got: dict[str, Report | str] = {}
     with tempfile.TemporaryDirectory(prefix="dynscope-trace-") as tmp:
         procs = []
         for i, part in enumerate(_shares(files, workers)):
             out = Path(tmp) / f"worker-{i}.pickle"
-            cmd = [sys.executable, "-m", "dynscope._capture.trace_worker", str(out), *part]
+            cmd = [sys.executable, "-m", "dynscope._read.trace_worker", str(out), *part]
             # Output dropped: results come back in OUT; a worker that fails leaves its files to the caller.
             procs.append((subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), out))
         for proc, out in procs:
@@ -75,7 +74,7 @@ def read_in_workers(files: list[str], workers: int, take: Callable[[Report], Rep
 def main(argv: list[str]) -> int:
     """Read each file of ``argv[1:]`` and append ("ok", path, report) or ("error", path,
     message) to the file ``argv[0]``."""
-    from dynscope._capture.trace_report import rank_report, unreadable_why
+    from dynscope._read.trace_report import rank_report, unreadable_why
 
     out, files = argv[0], argv[1:]
     with open(out, "wb") as f:

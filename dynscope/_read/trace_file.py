@@ -18,11 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from dynscope._capture import trace_report
-from dynscope._capture.trace_report import TRACE_NOTE
 from dynscope._errors import DynscopeError, InputError
 from dynscope._format import plural, rank_ranges
 from dynscope._model.merge import COMPILE_SKEW_S, merge_reports
+from dynscope._read import trace_report
+from dynscope._read.trace_report import TRACE_NOTE
 from dynscope._torch.trace_log import LogStamp, is_trace_log, log_stamp, rank_from_name, rank_of
 
 if TYPE_CHECKING:
@@ -297,7 +297,7 @@ def _read_all(files: list[Path], jobs: int | None) -> list[Report | str]:
 
     if workers == 1:
         return [here(f) for f in files]
-    from dynscope._capture.trace_worker import read_in_workers
+    from dynscope._read.trace_worker import read_in_workers
 
     by_path = read_in_workers([str(f) for f in files], workers, lambda rep: _shared(rep, memo))
     # A worker that died (killed, out of memory) leaves its files unread: read them here.

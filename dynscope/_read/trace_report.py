@@ -1,7 +1,7 @@
 """One TORCH_TRACE log -> the Report ``capture()`` would build from the same records.
 
-Used by ``load_trace`` (dynscope._capture.trace_file) in this process and by its worker
-processes (dynscope._capture.trace_worker). Torch-free.
+Used by ``load_trace`` (dynscope._read.trace_file) in this process and by its worker
+processes (dynscope._read.trace_worker). Torch-free.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dynscope._capture.assemble import build_report
 from dynscope._errors import InputError
+from dynscope._read.assemble import build_report
 from dynscope._torch import records
 from dynscope._torch.trace_log import is_trace_log, read_log
 

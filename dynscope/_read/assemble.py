@@ -6,15 +6,6 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dynscope._capture.break_sites import (
-    fold_breaks,
-    is_decorator_wrapper,
-    qualified_name,
-    without_dynscope,
-    wrapped_function,
-    wrapper_arguments,
-)
-from dynscope._capture.lowering import AOT_COMPILE, ahead_of_time_graph, build_lowering, compile_times
 from dynscope._lexicon.wording import (
     RESUME_PREFIX,
     base_function,
@@ -37,6 +28,15 @@ from dynscope._model import (
 )
 from dynscope._model.base import _Live
 from dynscope._model.causes import NO_REASON
+from dynscope._read.break_sites import (
+    fold_breaks,
+    is_decorator_wrapper,
+    qualified_name,
+    without_dynscope,
+    wrapped_function,
+    wrapper_arguments,
+)
+from dynscope._read.lowering import AOT_COMPILE, ahead_of_time_graph, build_lowering, compile_times
 from dynscope._torch import records
 from dynscope._torch.graph_text import (
     input_names_from_code,
