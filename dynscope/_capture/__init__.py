@@ -1,5 +1,6 @@
-"""Capture: drive torch.compile through ``dynscope._torch`` and assemble what it did into a Report.
+"""Capture: drive torch.compile through ``dynscope._torch`` and hand what it did to the builder.
 
-backend (the recording backend) -> capture (report(), capture()) -> assemble (trace events ->
-model), with break sites and fixes, coverage, lowering, timing and advise beside them.
+backend (the recording backend) -> capture (report(), capture()) -> ``dynscope._read.assemble``
+(trace events -> model; the same builder a TORCH_TRACE log goes through), with timing, memory,
+export, the live rank watch, advise and fix beside them.
 """
