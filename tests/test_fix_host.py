@@ -87,10 +87,21 @@ def test_numpy_norms_masked_stores_and_augmented_assignments_stay_in_the_round_t
     assert NUMPY not in _names(spectral, "float(", SCALAR)[0], "a matrix 2-norm is no vector norm"
 
 
+def test_numpy_sorts_in_descending_order_and_gathers_along_an_axis() -> None:
+    body = ("def f(x):\n    a = x.detach().cpu().numpy()\n    order = np.argsort(a, axis=1)[:, ::-1]\n"
+            "    top = float(np.take_along_axis(a, order, axis=1)[:, 0].mean() + np.sort(a)[::-1][0].sum())\n"
+            "    return x / top\n")
+    new = _rewrite(body, "float(", SCALAR, NUMPY)
+    assert "    order = torch.argsort(a, dim=1).flip(1)\n" in new, "torch slices take no negative step: a flip"
+    assert "torch.take_along_dim(a, order, dim=1)[:, 0].mean() + torch.sort(a).values.flip(0)[0].sum()" in new
+    assert FLOAT not in _names(body, "float(", SCALAR)[0], "a float() of an array is the round trip's to rewrite"
+
+
 def test_a_numpy_round_trip_is_refused_where_torch_has_no_spelling_or_python_needs_the_number() -> None:
     interp = ("def f(x):\n    a = x.detach().numpy()\n    b = np.interp(a, [0.0, 1.0], [0.0, 2.0])\n"
               "    return torch.from_numpy(b)\n")
-    assert NUMPY not in _names(interp, "np.interp", UNSUPPORTED_CALL)[0]
+    names, why = _names(interp, "np.interp", UNSUPPORTED_CALL)
+    assert NUMPY not in names and why == "the numpy round trip from line 7 stays: np.interp has no torch counterpart fix knows"
     index = ("def f(x):\n    a = x.detach().numpy()\n    i = int(np.argmax(a))\n    return x.flatten()[i]\n")
     assert NUMPY not in _names(index, "np.argmax", SCALAR)[0], "int() of an array is an index: no tensor"
     later = ("def f(x):\n    a = x.detach().numpy()\n    s = float(np.mean(a))\n    for r in range(2):\n"
@@ -209,6 +220,14 @@ def test_filtered_tensors_rebound_to_their_own_names_and_tensors_rebound_before_
     assert _names(rows, "nonzero", DYNAMIC_SHAPE)[0] == [], "as_tuple=False: [0] is the first row, no index"
 
 
+def test_rows_taken_by_index_select_or_a_full_slice_are_the_same_selection() -> None:
+    body = ("def f(scores, boxes):\n    keep = torch.where(scores > 0.3)[0]\n    kept = boxes.index_select(0, keep)\n"
+            "    return kept.sum(0) + torch.index_select(scores, 0, keep).sum() + boxes[keep, :].amax(0)\n")
+    new = _rewrite(body, "torch.where", DYNAMIC_SHAPE, NONZERO)
+    assert "boxes, 0).sum(0) + torch.where(keep_mask, scores, 0).sum() + " in new and "float('-inf')).amax(0)" in new
+    assert "index_select" not in new and "kept" not in new
+
+
 def test_a_filtered_tensor_that_is_returned_is_refused_with_the_config_named() -> None:
     body = "def f(scores, boxes):\n    keep = torch.where(scores > 0.5)[0]\n    return boxes[keep], scores[keep]\n"
     names, why = _names(body, "torch.where", DYNAMIC_SHAPE)
@@ -234,6 +253,15 @@ def test_a_mixtral_expert_loop_becomes_dense_routing() -> None:
     assert ("        current = expert(x[None, :].reshape(-1, x.shape[-1])) * "
             "(weights * expert_mask[e].T).sum(1)[:, None]\n        out += current.to(x.dtype)\n") in new
     assert "continue" not in new, "no expert is empty once every token runs through it"
+
+
+def test_an_out_of_place_index_add_stays_out_of_place() -> None:
+    body = ("def f(x, choice, experts):\n    out = x\n    for e in range(3):\n        idx = torch.where(choice == e)[0]\n"
+            "        y = experts[e](x[idx])\n        out = out.index_add(0, idx, y)\n    return out\n")
+    new = _rewrite(body, "torch.where", DYNAMIC_SHAPE, DENSE)
+    assert new.endswith("        y = experts[e](x)\n"
+                        "        out = out + torch.where((choice == e).view(-1, *[1] * (out.dim() - 1)), y, 0)\n"
+                        "    return out\n"), "out is x: an in-place += would change x"
 
 
 def test_a_top1_loop_without_a_zeroing_weight_is_masked_and_an_index_read_later_refused() -> None:

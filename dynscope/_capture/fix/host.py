@@ -140,7 +140,8 @@ _NP_FUNCS = {
     "argmin": "argmin", "cumsum": "cumsum", "nanmean": "nanmean", "nansum": "nansum", "round": "round",
     "quantile": "quantile", "percentile": "quantile", "median": "median", "isnan": "isnan",
     "isfinite": "isfinite", "logical_and": "logical_and", "logical_or": "logical_or", "matmul": "matmul",
-    "trapz": "trapezoid", "digitize": "bucketize", "asarray": "", "array": "",
+    "trapz": "trapezoid", "digitize": "bucketize", "asarray": "", "array": "", "sort": "sort",
+    "take_along_axis": "take_along_dim",
 }
 _NP_METHODS = {"mean": "mean", "sum": "sum", "max": "amax", "min": "amin", "std": "std", "var": "var",
                "clip": "clamp", "argmax": "argmax", "argmin": "argmin", "argsort": "argsort", "cumsum": "cumsum",
@@ -177,6 +178,17 @@ class _FromNumpy(ast.NodeTransformer):
         if isinstance(node, ast.Attribute):
             return node.attr == "T" and self._array(node.value)
         return False
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and self._array(node.value):
+            # a[::-1] (np.argsort(a)[::-1]: descending): torch has no negative step, a flip says the same
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            flips = [i for i, p in enumerate(parts) if _whole(p, step="-1")]
+            whole = all(_whole(p) or i in flips for i, p in enumerate(parts))
+            if flips and whole:
+                return ast.Call(func=ast.Attribute(value=self.visit(node.value), attr="flip"),
+                                args=[ast.Constant(i) for i in flips], keywords=[])
+        return self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if node.attr == "size" and isinstance(node.ctx, ast.Load) and self._array(node.value):
@@ -270,6 +282,12 @@ class _FromNumpy(ast.NodeTransformer):
                 self.refused = "np.digitize with right= (bucketize's sides differ)"
                 return node
             kw = [ast.keyword(arg="right", value=ast.Constant(True))]
+        if name == "sort":  # torch.sort returns (values, indices); numpy's default axis is the last, as torch's
+            if len(args) == 2:
+                kw.append(ast.keyword(arg="dim", value=args.pop()))
+            return ast.Attribute(value=_torch("sort", args, kw), attr="values")
+        if name == "take_along_axis" and len(args) == 3:
+            kw.append(ast.keyword(arg="dim", value=args.pop()))
         if name == "median":
             kw_dim = [k for k in kw if k.arg == "dim"]
             call = _torch("median", args, kw)
@@ -306,6 +324,13 @@ class _FromNumpy(ast.NodeTransformer):
         return ast.Call(func=ast.Attribute(value=recv, attr=_NP_METHODS[meth]), args=args, keywords=kw)
 
 
+def _whole(node: ast.AST, step: str = "") -> bool:
+    """``:`` (``::-1`` with ``step="-1"``): a whole dimension, in order or reversed."""
+    if not isinstance(node, ast.Slice) or node.lower is not None or node.upper is not None:
+        return False
+    return node.step is None if not step else node.step is not None and unparsed(node.step) == step
+
+
 def _is_array_name(node: ast.AST, arrays: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in arrays
 
@@ -327,10 +352,10 @@ def _numpy_source(node: ast.AST) -> ast.expr | None:
     return None
 
 
-def numpy_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
-    """A numpy round trip around the site (from ``a = t.numpy()`` to the last statement that
-    reads an array of it) as torch ops on the tensor ``a`` came from."""
-    source = text.source
+def _round_trip(source: str, stmt: ast.stmt) -> tuple[list[ast.stmt], int, int, set[str]] | None:
+    """The numpy round trip the site is part of: its block, its first and last statement there
+    (from ``a = t.numpy()`` to the last statement that reads an array of it) and the names that
+    hold its arrays; None when the site reads no array of one."""
     block, at = block_of(source, stmt)
     start = None
     for i in range(at, -1, -1):  # the round trip's start: the nearest .numpy() at or before the site
@@ -361,10 +386,18 @@ def numpy_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
                 return None  # an array stored in an attribute or a tuple: followed no further
         elif _stored_names(s) & arrays:
             arrays -= _stored_names(s)
-    if end < at:
+    return (block, start, end, arrays) if end >= at else None
+
+
+def numpy_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
+    """A numpy round trip around the site (from ``a = t.numpy()`` to the last statement that
+    reads an array of it) as torch ops on the tensor ``a`` came from."""
+    source = text.source
+    found = _round_trip(source, stmt)
+    if found is None:
         return None
+    block, start, end, arrays = found
     run = block[start:end + 1]
-    last = run[-1]
     if any(_read_outside(source, stmt, run, n) for n in arrays):
         return None
     fix = _FromNumpy(arrays)
@@ -375,14 +408,14 @@ def numpy_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
             continue
         new = fix.visit(copy.deepcopy(s))
         if fix.refused:
-            return None
+            return f"the numpy round trip from line {run[0].lineno} stays: {fix.refused}"
         out += _lines(text, s, new)
     return Made(out, NUMPY, (
         "numpy's ops and torch's agree (the vocabulary map: axis -> dim, keepdims -> keepdim, np.std/np.var "
         "with ddof=0 -> correction=0, np.max -> torch.amax; np.median is torch.median, the lower middle value "
         "for an even count where numpy averages the two); the arrays keep the tensor's dtype (float32 stays "
         "float32: no float64 from Python floats), a float() of an array stays a 0-dim tensor, detached as the "
-        "array was"), first=block[start], last=last)
+        "array was"), first=block[start], last=run[-1])
 
 
 # -- 2. .tolist() lengths into a ragged pooling ------------------------------------------------------
@@ -648,8 +681,9 @@ class _Reduced(ast.NodeTransformer):
     def _sel(self, node: ast.AST) -> _Sel | None:
         if isinstance(node, ast.Name) and node.id in self.sels:
             return self.sels[node.id]
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in self.index:
-            return _Sel(node.value, *self.index[node.slice.id], rows=True)
+        taken = _rows_taken(node, set(self.index))
+        if taken is not None:
+            return _Sel(taken[0], *self.index[taken[1]], rows=True)
         return None
 
     def _reduced(self, node: ast.AST) -> str | None:
@@ -716,6 +750,28 @@ class _Reduced(ast.NodeTransformer):
             self.bad = self.bad or node.id
             return node
         return super().visit(node)
+
+
+def _rows_taken(node: ast.AST, index: set[str]) -> tuple[ast.expr, str] | None:
+    """(the tensor, the index name) of rows taken by a nonzero index: ``y[keep]``, ``y[keep, :]``,
+    ``y.index_select(0, keep)``, ``torch.index_select(y, 0, keep)``."""
+    if isinstance(node, ast.Subscript):
+        sl = node.slice
+        first, rest = (sl.elts[0], sl.elts[1:]) if isinstance(sl, ast.Tuple) and sl.elts else (sl, [])
+        whole = all(isinstance(r, ast.Slice) and r.lower is None and r.upper is None and r.step is None for r in rest)
+        if isinstance(first, ast.Name) and first.id in index and whole:
+            return node.value, first.id
+        return None
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    m = _method(node)
+    if m is not None and m[1] == "index_select" and len(node.args) == 2 and _is_zero(node.args[0]) \
+            and isinstance(node.args[1], ast.Name) and node.args[1].id in index:
+        return m[0], node.args[1].id
+    if _call(node, "torch") == "index_select" and len(node.args) == 3 and _is_zero(node.args[1]) \
+            and isinstance(node.args[2], ast.Name) and node.args[2].id in index:
+        return node.args[0], node.args[2].id
+    return None
 
 
 def _nonzero_mask(value: ast.expr) -> ast.expr | None:
@@ -814,12 +870,12 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
         if not _simple(s):
             return None
         t = _target(s)
-        if t is not None and isinstance(s, ast.Assign) and isinstance(s.value, ast.Subscript) and \
-                isinstance(s.value.slice, ast.Name) and s.value.slice.id in index:
-            if t in names_loaded(s.value.value) and any(t in names_loaded(block[k]) for k in range(at + 1, i)):
+        rows = _rows_taken(s.value, set(index)) if t is not None and isinstance(s, ast.Assign) else None
+        if t is not None and rows is not None:
+            if t in names_loaded(rows[0]) and any(t in names_loaded(block[k]) for k in range(at + 1, i)):
                 return None  # scores = scores[keep] after a read of the old scores: one name, two values
-            sels[t] = _Sel(s.value.value, *index[s.value.slice.id], rows=True)
-            watch |= names_loaded(s.value.value)
+            sels[t] = _Sel(rows[0], *index[rows[1]], rows=True)
+            watch |= names_loaded(rows[0])
             dropped.add(i)
             continue
         last = i
@@ -895,11 +951,16 @@ def _update(s: ast.stmt, tok: str) -> tuple[str, ast.expr] | None:
     if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add) and isinstance(s.target, ast.Subscript) \
             and _is_name(s.target.slice, tok):
         return unparsed(s.target.value), s.value
-    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
-        m = _method(s.value)
-        if m and m[1] == "index_add_" and len(s.value.args) == 3 and _is_zero(s.value.args[0]) \
-                and _is_name(s.value.args[1], tok):
-            return unparsed(m[0]), s.value.args[2]
+    call = s.value if isinstance(s, (ast.Expr, ast.Assign)) else None
+    m = _method(call) if isinstance(call, ast.Call) else None
+    if not (isinstance(call, ast.Call) and m and len(call.args) == 3 and _is_zero(call.args[0])
+            and _is_name(call.args[1], tok)):
+        return None
+    if isinstance(s, ast.Expr) and m[1] == "index_add_":
+        return unparsed(m[0]), call.args[2]
+    if isinstance(s, ast.Assign) and m[1] == "index_add" and len(s.targets) == 1 \
+            and unparsed(s.targets[0]) == unparsed(m[0]):  # out = out.index_add(0, tok, value)
+        return unparsed(m[0]), call.args[2]
     return None
 
 
@@ -974,7 +1035,8 @@ def dense_experts(stmt: ast.stmt, text: Text) -> _Maker:
                 # (the value has the accumulator's dimensions: a row of it per token)
                 rows = _paren(m) if slot is None else f"{_paren(routing)}.any(1)"
                 value = f"torch.where({rows}.view(-1, *[1] * ({_paren(acc)}.dim() - 1)), {value}, 0)"
-            out.append(f"{acc} += {value}")
+            # out = out.index_add(...) made a new tensor: so does the dense form (out may alias another)
+            out.append(f"{acc} = {acc} + {value}" if isinstance(s, ast.Assign) else f"{acc} += {value}")
         else:
             out += _lines(text, s, new)  # type: ignore[arg-type]
     last = rest[i_upd]
@@ -1030,6 +1092,7 @@ class _MathTensor(ast.NodeTransformer):
         self.changed = False  # a math call (or max/min) became a torch call
         self.floated = False  # a float(t) of the site became t.detach()
         self.tensorish: set[int] = set()  # the nodes this rewrite made tensors
+        self.lone_float = False  # the site's statement holds one float() call
 
     def _tensor(self, node: ast.AST) -> bool:
         return id(node) in self.tensorish or bool(names_loaded(node) & self.numbers)
@@ -1043,9 +1106,11 @@ class _MathTensor(ast.NodeTransformer):
             arg = node.args[0]
             if self._tensor(arg):
                 return self._mark(arg)
-            if self.site and not isinstance(arg, ast.Constant):
+            if self.site and not isinstance(arg, ast.Constant) and (not isinstance(arg, ast.Name) or self.lone_float):
+                # float(t) broke here (no .item() in the statement): t is a tensor; a bare name only
+                # when it is the statement's one float() (float(n) may be of a Python number)
                 self.floated = True
-                return self._mark(_detach(arg))  # float(t) broke here: t is a tensor
+                return self._mark(_detach(arg))
             return node
         name = _call(node, "math")
         if name in _MATH and node.args and any(self._tensor(a) for a in node.args):
@@ -1085,8 +1150,8 @@ def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
     """A number read from a tensor (``.item()``, ``float(t)``) and put through ``math.*`` (in
     the site's statement or the next ones of its block), kept a tensor and put through the
     torch function of that name."""
-    if not _simple(stmt):
-        return None
+    if not _simple(stmt) or _round_trip(text.source, stmt) is not None:
+        return None  # a number read from a numpy array: the round trip's rewrite, or none
     block, at = block_of(text.source, stmt)
     name = _target(stmt)
     if not _number_source(stmt):
@@ -1094,7 +1159,12 @@ def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
         fix = _MathTensor({n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - {"math", "torch"}, site=True)
         new = fix.visit(copy.deepcopy(stmt))
         return Made(_lines(text, stmt, new), MATH, _MATH_NOTE) if fix.changed else None
-    fix = _MathTensor({name} if name is not None else set(), site=True)
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)]
+    has_item = any(isinstance(n.func, ast.Attribute) and n.func.attr == "item" and not n.args for n in calls)
+    floats = [n for n in calls if isinstance(n.func, ast.Name) and n.func.id == "float"]
+    # With an .item() in the statement the break is the .item()'s: its float()s stay as they are
+    fix = _MathTensor({name} if name is not None else set(), site=not has_item)
+    fix.lone_float = len(floats) == 1
     out = _lines(text, stmt, fix.visit(copy.deepcopy(stmt)))
     changed, last = fix.changed, None
     fix.site = False
@@ -1115,7 +1185,9 @@ def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
     if not changed:
         if fix.floated and name is not None:
             # float(t) into Python arithmetic: the keep-it-a-tensor rewrite of .item(), for float()
-            return Made(_lines(text, stmt, _MathTensor(set(), site=True).visit(copy.deepcopy(stmt))), FLOAT, (
+            only = _MathTensor(set(), site=True)
+            only.lone_float = fix.lone_float
+            return Made(_lines(text, stmt, only.visit(copy.deepcopy(stmt))), FLOAT, (
                 "the value stays a 0-dim tensor, detached as a Python float is, in the tensor's dtype (type promotion "
                 "as for a number; an int tensor stays int: floor division and a use as a count or an index differ)"))
         return None  # no math on the number: "keep it a tensor" says it plainer
