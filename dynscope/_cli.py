@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import dynscope
 from dynscope import _render
-from dynscope._render import Progress, human_bytes, plural
+from dynscope._format import human_bytes, plural
+from dynscope._progress import Progress
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

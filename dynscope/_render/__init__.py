@@ -8,17 +8,14 @@ called, so importing the model (or one renderer) loads no other renderer. The re
 (bundle, svg) call each other, never the shortcuts; the model's properties that say a cause
 in words (``Recompile.explained``) come through here too; front ends may use both.
 
-The command line reaches output through here and the public API only: the functions at the
-end (control sequences stripped, terminal colour, diffs, a merged job's folder, JSON in
-pieces) and the leaves' ``Progress``, ``plural`` and ``human_bytes``, re-exported.
+The command line reaches output through here, the public API and the shared leaves only: the
+functions at the end (control sequences stripped, terminal colour, diffs, a merged job's
+folder, JSON in pieces). Nothing but rendering is named here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-from dynscope._format import human_bytes, plural
-from dynscope._progress import Progress
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -43,7 +40,6 @@ if TYPE_CHECKING:
     from dynscope._model.watch import Verdict
 
 __all__ = [
-    "Progress",
     "advice_text",
     "aot_graph_dot",
     "aot_graph_svg",
@@ -63,14 +59,12 @@ __all__ = [
     "graph_dot",
     "graph_script",
     "graph_svg",
-    "human_bytes",
     "json_pieces",
     "merged_folder",
     "merged_html",
     "merged_text",
     "overrun_lines",
     "plain",
-    "plural",
     "printable",
     "program_dot",
     "program_svg",
