@@ -49,7 +49,7 @@ def test_a_copied_module_that_is_only_called_becomes_a_call_with_its_detached_st
     made = _made(TEACHER, 2, DEEPCOPY)
     assert list(made) == [state.TEACHER, "clone instead of deepcopy"], "the module rewrite is tried first"
     assert made[state.TEACHER] == (
-        "    _teacher_state = {n: t.detach().clone() for n, t in [*self.encoder.named_parameters(), "
+        "    _teacher_state = {k: v.detach().clone() for k, v in [*self.encoder.named_parameters(), "
         "*self.encoder.named_buffers()]}\n"
         "    def teacher(*args, **kwargs):\n"
         "        return torch.func.functional_call(self.encoder, _teacher_state, args, kwargs)\n")
@@ -64,6 +64,17 @@ def test_a_copied_module_that_is_only_called_becomes_a_call_with_its_detached_st
 def test_a_copied_module_used_otherwise_is_no_call_with_detached_state(use: str) -> None:
     body = "def forward(self, x):\n    teacher = copy.deepcopy(self.encoder)\n" + use
     assert state.TEACHER not in _made(body, 2, DEEPCOPY)
+
+
+def test_a_copy_called_at_once_or_with_gradients_off_is_a_call_with_detached_state() -> None:
+    body = "def forward(self, x):\n    t = copy.deepcopy(self.encoder)(x, scale=2)\n    return t\n"
+    assert _made(body, 2, DEEPCOPY)[state.TEACHER] == (
+        "    t = torch.func.functional_call(self.encoder, {k: v.detach().clone() for k, v in "
+        "[*self.encoder.named_parameters(), *self.encoder.named_buffers()]}, (x,), {'scale': 2})\n")
+    body = TEACHER.replace("copy.deepcopy(self.encoder)", "copy.deepcopy(self.encoder).requires_grad_(False)")
+    assert "torch.func.functional_call(self.encoder, _teacher_state" in _made(body, 2, DEEPCOPY)[state.TEACHER]
+    body = TEACHER.replace("copy.deepcopy(self.encoder)", "copy.deepcopy(self.encoder).eval()")
+    assert state.TEACHER not in _made(body, 2, DEEPCOPY), "eval() changes the copy's mode, not the module's"
 
 
 def test_a_copy_kept_on_self_across_calls_is_left_to_the_clone_rewrite() -> None:
@@ -96,6 +107,20 @@ def test_autograd_grad_in_forward_becomes_torch_func_grad_from_either_of_its_sit
     assert from_requires_grad[state.FUNC_GRAD] == from_grad[state.FUNC_GRAD] == want
     (rw,) = [r for r in candidates(HEAD + SALIENCY, 4 + HEAD.count("\n"), OTHER)[0]]
     assert (rw.first, rw.last) == (2 + HEAD.count("\n"), 4 + HEAD.count("\n")), "one patch of the three statements"
+
+
+def test_autograd_grad_with_its_tensors_as_keywords_is_the_same_pattern() -> None:
+    body = """\
+def forward(self, real, fake, alpha):
+    interp = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    d = self.critic(interp)
+    grads = torch.autograd.grad(outputs=d, inputs=interp, grad_outputs=[torch.ones_like(d)], create_graph=True,
+                                retain_graph=True, only_inputs=True)[0]
+    return grads
+"""
+    new = _made(body, 2, REQUIRES_GRAD)[state.FUNC_GRAD]
+    assert "    d, _vjp = torch.func.vjp(_forward, interp)\n    grads, = _vjp(torch.ones_like(d))\n" in new
+    assert state.FUNC_GRAD not in _made(body.replace("only_inputs=True", "allow_unused=True"), 2, REQUIRES_GRAD)
 
 
 def test_requires_grad_set_as_an_attribute_starts_the_same_pattern() -> None:
@@ -249,6 +274,11 @@ def test_an_early_stop_becomes_a_stop_mask_that_freezes_what_the_loop_carries() 
         "        _stopped = _stopped | (tok == eos).all()\n")
     (rw,) = candidates(HEAD + DECODE, 9 + HEAD.count("\n"), BRANCH)[0]
     assert "longer than the eager run's when the loop stopped early" in rw.note
+
+
+def test_an_early_stop_on_a_python_number_is_a_stop_mask_on_the_tensor() -> None:
+    body = DECODE.replace("if (tok == eos).all():", "if bool((tok == eos).all().item()):")
+    assert "        _stopped = _stopped | (tok == eos).all()\n" in _made(body, 9, SCALAR)[state.STOP_MASK]
 
 
 @pytest.mark.parametrize(("old", "new"), [

@@ -96,7 +96,8 @@ class WGANCritic(nn.Module):
     def forward(self, real: torch.Tensor, fake: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
         interp = (alpha * real + (1 - alpha) * fake).requires_grad_(True)  # SITE: torch.func instead of autograd.grad
         d = self.critic(interp)
-        grads = torch.autograd.grad(d, interp, grad_outputs=torch.ones_like(d), create_graph=True)[0]  # SITE: torch.func instead of autograd.grad
+        grads = torch.autograd.grad(outputs=d, inputs=interp, grad_outputs=torch.ones_like(d), create_graph=True,  # SITE: torch.func instead of autograd.grad
+                                    retain_graph=True, only_inputs=True)[0]
         penalty = ((grads.norm(2, dim=1) - 1) ** 2).mean()
         return self.critic(fake).mean() - self.critic(real).mean() + 10 * penalty
 
@@ -266,7 +267,8 @@ class Rollout(nn.Module):
             obs = obs * 0.5 + action
             reward = -(obs.square().sum())
             rewards.append(reward)
-            if obs.norm() > 2:  # SITE: early stop to a stop mask
+            done = obs.norm() > 2
+            if done.item():  # SITE: early stop to a stop mask
                 break
         return torch.stack(rewards).sum()
 

@@ -425,7 +425,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, _where, _cond),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (_where, _cond, state.logged_value, host.numpy_to_torch, host.segment_reduction, host.math_to_torch,
-             _tensor, _guard, state.reported_value),
+             _tensor, _guard, state.reported_value, state.stop_mask),
     DYNAMIC_SHAPE: (_mask, _where, host.dense_experts, host.masked_select),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),

@@ -85,11 +85,16 @@ def teacher_call(stmt: ast.stmt, text: Text) -> Made | None:
     of the same name that calls the module with a detached snapshot of its state
     (``torch.func.functional_call``), which Dynamo traces. A copy stored on ``self`` (an EMA
     kept across calls) is not this shape: it is left to the other rewrites."""
-    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-            and _called(stmt.value, "deepcopy") and isinstance(stmt.value, ast.Call)
-            and len(stmt.value.args) == 1 and not stmt.value.keywords):
+    inline = _called_copy(stmt, text)
+    if inline is not None:
+        return inline
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
         return None
-    name, module = stmt.targets[0].id, stmt.value.args[0]
+    value = _without_grad_off(stmt.value)
+    if not (_called(value, "deepcopy") and isinstance(value, ast.Call) and len(value.args) == 1
+            and not value.keywords):
+        return None
+    name, module = stmt.targets[0].id, value.args[0]
     if not isinstance(module, (ast.Name, ast.Attribute)):
         return None
     fn = function_of(text.source, stmt)
@@ -105,7 +110,7 @@ def teacher_call(stmt: ast.stmt, text: Text) -> Made | None:
         return None
     src = text.of(module)
     return Made([
-        f"{state} = {{n: t.detach().clone() for n, t in [*{src}.named_parameters(), *{src}.named_buffers()]}}",
+        f"{state} = {{k: v.detach().clone() for k, v in [*{src}.named_parameters(), *{src}.named_buffers()]}}",
         f"def {name}(*args, **kwargs):",
         f"{text.unit}return torch.func.functional_call({src}, {state}, args, kwargs)",
     ], TEACHER, (
@@ -113,6 +118,53 @@ def teacher_call(stmt: ast.stmt, text: Text) -> Made | None:
         "snapshot is detached, so no gradient reaches the original, as with a copy, and a call that updates "
         "buffers (BatchNorm in training) updates the snapshot, not the module; the copy's mode (train/eval) "
         f"is {src}'s when called"))
+
+
+def _without_grad_off(value: ast.expr) -> ast.expr:
+    """``copy.deepcopy(m).requires_grad_(False)`` as ``copy.deepcopy(m)``: the snapshot is
+    detached, so turning its gradients off changes nothing."""
+    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+           and value.func.attr == "requires_grad_" and len(value.args) == 1 and not value.keywords
+           and isinstance(value.args[0], ast.Constant) and value.args[0].value is False):
+        value = value.func.value
+    return value
+
+
+class _CalledCopy(ast.NodeTransformer):
+    """``copy.deepcopy(m)(x, ...)``: the copy called at once, as one functional_call."""
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        made = _without_grad_off(node.func)
+        if not (_called(made, "deepcopy") and isinstance(made, ast.Call) and len(made.args) == 1
+                and not made.keywords and isinstance(made.args[0], (ast.Name, ast.Attribute))
+                and not any(isinstance(a, ast.Starred) for a in node.args)
+                and all(k.arg is not None for k in node.keywords)):
+            return node
+        self.changed = True
+        src = self.text.of(made.args[0])
+        state = ast.parse(f"{{k: v.detach().clone() for k, v in [*{src}.named_parameters(), "
+                          f"*{src}.named_buffers()]}}", mode="eval").body
+        args = ast.Tuple(elts=list(node.args), ctx=ast.Load())
+        kwargs = ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords], values=[k.value for k in node.keywords])
+        func = ast.parse("torch.func.functional_call", mode="eval").body
+        return ast.Call(func=func, args=[made.args[0], state, args, *([kwargs] if node.keywords else [])], keywords=[])
+
+
+def _called_copy(stmt: ast.stmt, text: Text) -> Made | None:
+    if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)):
+        return None
+    t = _CalledCopy(text)
+    new = t.visit(copy.deepcopy(stmt))
+    if not t.changed:
+        return None
+    return Made(ast.unparse(new).split("\n"), TEACHER, (
+        "the copy is only called, at once: the call uses a detached snapshot of the module's state, so no "
+        "gradient reaches the original, as with a copy"))
 
 
 # -- 2. a gradient taken inside forward (saliency, gradient penalty) -------------------------------
@@ -142,9 +194,15 @@ def _requires_grad_on(stmt: ast.stmt) -> tuple[str, ast.expr | None] | None:
     return None
 
 
-def _autograd_grad(stmt: ast.stmt, wrt: str) -> tuple[str, ast.Call] | None:
-    """``g, = torch.autograd.grad(out, x, ...)``, ``(g,) = ...`` or ``g = ...(...)[0]``, the
-    gradient taken with respect to ``wrt`` alone: (g, the call)."""
+def _one(node: ast.expr) -> ast.expr:
+    """``[d]`` or ``(d,)`` as ``d``: autograd.grad takes sequences of one as the tensor."""
+    return node.elts[0] if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == 1 else node
+
+
+def _autograd_grad(stmt: ast.stmt, wrt: str) -> tuple[str, ast.expr, dict[str, ast.expr]] | None:
+    """``g, = torch.autograd.grad(out, x, ...)``, ``(g,) = ...`` or ``g = ...(...)[0]`` (the
+    tensors positional or as ``outputs=``/``inputs=``), the gradient taken with respect to
+    ``wrt`` alone: (g, out, the other keywords)."""
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
         return None
     target, value = stmt.targets[0], stmt.value
@@ -156,15 +214,22 @@ def _autograd_grad(stmt: ast.stmt, wrt: str) -> tuple[str, ast.Call] | None:
     else:
         return None
     if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "grad"
-            and ast.unparse(value.func.value) in ("torch.autograd", "autograd") and len(value.args) == 2):
+            and ast.unparse(value.func.value) in ("torch.autograd", "autograd")):
         return None
-    inputs = value.args[1]
-    inputs = inputs.elts[0] if isinstance(inputs, (ast.Tuple, ast.List)) and len(inputs.elts) == 1 else inputs
-    if not (isinstance(inputs, ast.Name) and inputs.id == wrt):
-        return None
-    if any(k.arg not in ("grad_outputs", "create_graph", "retain_graph") for k in value.keywords):
+    given = dict(zip(("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph"), value.args, strict=False))
+    for k in value.keywords:
+        if k.arg is None or k.arg in given:
+            return None  # **kwargs, or an argument given twice
+        given[k.arg] = k.value
+    if set(given) - {"outputs", "inputs", "grad_outputs", "retain_graph", "create_graph", "only_inputs"}:
         return None  # allow_unused, is_grads_batched...: another contract than torch.func's
-    return name, value
+    out, inputs = given.pop("outputs", None), given.pop("inputs", None)
+    of = _one(inputs) if inputs is not None else None
+    if out is None or not (isinstance(of, ast.Name) and of.id == wrt):
+        return None
+    if "grad_outputs" in given:
+        given["grad_outputs"] = _one(given["grad_outputs"])
+    return name, _one(out), given
 
 
 def func_grad(stmt: ast.stmt, text: Text) -> Made | None:
@@ -191,14 +256,12 @@ def func_grad(stmt: ast.stmt, text: Text) -> Made | None:
     wrt, value = on
     found = _autograd_grad(block[end], wrt)
     assert found is not None
-    grad_name, call = found
+    grad_name, out, keywords = found
     forward = block[start + 1: end]
     # The forward assigns names only (its calls' results): a statement with another effect
     # would run inside torch.func's transform, which is not what the user wrote.
     if not all(isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) for s in forward):
         return None
-    out = call.args[0]
-    keywords = {k.arg: k.value for k in call.keywords}
     create = keywords.get("create_graph")
     if create is not None and not isinstance(create, ast.Constant):
         return None  # a create_graph known only at run time
@@ -535,9 +598,17 @@ def stop_mask(stmt: ast.stmt, text: Text) -> Made | None:
         if new is None:
             return None
         body += new
-    test = text.of(stmt.test)
-    bare = isinstance(stmt.test, (ast.Call, ast.Name, ast.Attribute, ast.Subscript))
-    body.append(f"_stopped = _stopped | {test if bare else f'({test})'}")
+    from dynscope._capture.fix import rewrites  # imported here: rewrites registers this module's makers
+
+    # The test as a tensor: `.item()`, bool(), float() dropped, `and`/`or` as `&`/`|` (a Python
+    # number would break the graph where the `if` did).
+    tensor_test = rewrites._tensor_test(stmt.test)
+    if tensor_test is None:
+        return None
+    if tensor_test == ast.unparse(stmt.test):
+        tensor_test = text.of(stmt.test)  # the file's own spelling when nothing was dropped
+    bare = isinstance(ast.parse(tensor_test, mode="eval").body, (ast.Call, ast.Name, ast.Attribute, ast.Subscript))
+    body.append(f"_stopped = _stopped | {tensor_test if bare else f'({tensor_test})'}")
     header = f"for {text.of(loop.target)} in {text.of(loop.iter)}:"
     return Made(["_stopped = torch.zeros((), dtype=torch.bool)", header, *_indented(body, unit)], STOP_MASK, (
         "the loop runs all its turns: what it carries stays as it was at the stop, a buffer it writes keeps its "
