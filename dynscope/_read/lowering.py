@@ -36,6 +36,7 @@ from dynscope._model import (
     SavedTensors,
     TensorMeta,
 )
+from dynscope._model.cache import AOT_AUTOGRAD
 from dynscope._torch import lowering_text as lt
 from dynscope._torch import records
 
@@ -113,11 +114,11 @@ def _on_step(sp: _Split, ev: TraceEvent) -> None:
 
 
 def _on_cache(sp: _Split, ev: TraceEvent) -> None:
-    which, status = ev.record
-    if which == "aot_autograd":
-        sp.aot_cache = status
+    lookup = ev.record  # a CacheLookup (dynscope._torch.cache_keys)
+    if lookup.cache == AOT_AUTOGRAD:
+        sp.aot_cache = lookup.result
     elif sp.units:
-        sp.units[-1].cache = status
+        sp.units[-1].cache = lookup.result
 
 
 def _on_schedule(sp: _Split, ev: TraceEvent) -> None:

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dynscope._torch import cache_keys
 from dynscope._torch import lowering_text as lt
 from dynscope._torch.break_report import parse_break
 from dynscope._torch.guard_text import parse_guards, parse_recompile_reasons
@@ -93,7 +94,10 @@ class RecordKind:
     name: str
     where: tuple[str, ...]  # EVENT, IN_ARTIFACT, IN_GRAPH_DUMP (inductor_post_grad_graph is both of the first two)
     kept: str  # ALWAYS, LOWERING, APART (read by the collector or log reader, never an event), SKIPPED
-    payload: bool = True  # False: the payload is dropped on arrival (cache keys run to 70 KB)
+    payload: bool = True  # False: the payload is dropped on arrival
+    # On arrival the payload is cut to what the parser reads (a cache record's 70 KB of key
+    # parts -> each part's name, hash and a short value): what a long job keeps stays small.
+    compact: Callable[[str], str] | None = None
     user_stack_only: bool = False  # True: the full Python stack is dropped, the user's frames kept
     # Of a kept kind, whether a record is wanted, from its payload (chromium_event: steps only).
     accept: Callable[[str], bool] | None = None
@@ -223,7 +227,8 @@ def _lowering_kinds() -> list[RecordKind]:
         *(RecordKind(k, (EVENT,), LOWERING, parser=lambda ev: lt.parse_graph_text(ev.payload), reads=graph)
           for k in AOT_GRAPHS),
         RecordKind(INDUCTOR_OUTPUT_CODE, (EVENT,), LOWERING, parser=_payload, reads="Inductor's Python wrapper"),
-        RecordKind(CHROMIUM_EVENT, (EVENT,), LOWERING, accept=_is_step, parser=lambda ev: lt.read_chromium(ev.payload),
+        RecordKind(CHROMIUM_EVENT, (EVENT,), LOWERING, accept=_is_step, compact=cache_keys.without_key_parts,
+                   parser=lambda ev: lt.read_chromium(ev.payload),
                    reads="the begin or end of a compile step", json_payload=True),
         # an event on a cache hit, an artifact otherwise
         RecordKind(INDUCTOR_POST_GRAD_GRAPH, (EVENT, IN_ARTIFACT), LOWERING,
@@ -232,8 +237,10 @@ def _lowering_kinds() -> list[RecordKind]:
                    reads="kernel -> post-grad nodes -> Dynamo nodes (Provenance)", json_payload=True),
         RecordKind(PROVENANCE_KERNEL_STACK_TRACES, (IN_ARTIFACT,), LOWERING,
                    parser=lambda ev: lt.read_kernel_lines(ev.payload), reads="each kernel's user lines", json_payload=True),
-        *(RecordKind(k, (IN_ARTIFACT,), LOWERING, payload=False, parser=lambda ev: CACHE_RESULTS[ev.name],
-                     reads="(which cache, hit/miss/bypass)") for k in CACHE_RESULTS),
+        *(RecordKind(k, (IN_ARTIFACT,), LOWERING, compact=cache_keys.compact, json_payload=True,
+                     parser=lambda ev: cache_keys.read_lookup(ev, *CACHE_RESULTS[ev.name]),
+                     reads="one cache lookup: which cache, hit/miss/bypass, its key and key parts (CacheLookup)")
+          for k in CACHE_RESULTS),
         RecordKind(INDUCTOR_COLLECTIVE_SCHEDULE, (IN_ARTIFACT,), LOWERING,
                    parser=lambda ev: lt.read_collective_schedule(ev.payload),
                    reads="the collectives Inductor scheduled, in order", json_payload=True),
@@ -292,8 +299,10 @@ LOWERING_KINDS = LOWERING_EVENTS | LOWERING_ARTIFACTS | AOT_DUMPS
 #: Top-level kinds, in registry order, for finding a record's kind among its metadata's keys.
 ALWAYS_ORDER = _names(ALWAYS, EVENT)
 LOWERING_ORDER = _names(LOWERING, EVENT)
-#: Kinds whose payload, and kinds whose full stack, are dropped on arrival.
+#: Kinds whose payload, and kinds whose full stack, are dropped on arrival; kinds whose payload
+#: is cut to what their parser reads.
 NAME_ONLY = frozenset(k.name for k in REGISTRY.values() if not k.payload)
+COMPACTED = frozenset(k.name for k in REGISTRY.values() if k.compact is not None)
 USER_STACK_ONLY = frozenset(k.name for k in REGISTRY.values() if k.user_stack_only)
 #: Read besides the kept events, by the readers themselves: interned strings, the torch version.
 READ_APART = frozenset(k.name for k in REGISTRY.values() if k.kept == APART)

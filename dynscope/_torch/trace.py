@@ -137,6 +137,8 @@ def event_from(
     kind = records.REGISTRY[name]
     if not kind.payload:
         payload = ""
+    elif kind.compact is not None and isinstance(payload, str) and payload:
+        payload = kind.compact(payload)
     frame_id = metadata.get("frame_id")
     compile_id = f"{frame_id}/{metadata.get('frame_compile_id')}" if frame_id is not None else ""
     body = metadata.get(kind.body_key)
