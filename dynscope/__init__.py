@@ -33,6 +33,9 @@ from dynscope._model import (
     AotGraph,
     BreakEvent,
     Budget,
+    CacheDiff,
+    CacheLookup,
+    CacheMiss,
     Cause,
     CompileBreakMatch,
     CompileTime,
@@ -48,11 +51,13 @@ from dynscope._model import (
     Guard,
     GuardFailure,
     Kernel,
+    KeyPart,
     Lowering,
     ModeTiming,
     MultiRankReport,
     Node,
     Outcome,
+    PartChange,
     Patch,
     ProgramMemory,
     Recompile,
@@ -82,6 +87,7 @@ if typing.TYPE_CHECKING:
     from dynscope._capture.raised import raised_at
     from dynscope._capture.timing_options import TimingOptions
     from dynscope._capture.watch import watch_ranks
+    from dynscope._read.cache_runs import cache_diff
     from dynscope._read.reading import read
     from dynscope._read.trace_file import load_trace
     from dynscope._testing import assert_compiles
@@ -92,6 +98,7 @@ __version__ = "0.1.0"
 #: and the torch-free readers (load_trace, read, raised_at: they bring the trace assembly or
 #: the file registry, unneeded to read a report).
 _LAZY = {
+    "cache_diff": "dynscope._read.cache_runs",
     "load_trace": "dynscope._read.trace_file",
     "read": "dynscope._read.reading",
     "raised_at": "dynscope._capture.raised",
@@ -112,6 +119,9 @@ __all__ = [
     "AotGraph",
     "BreakEvent",
     "Budget",
+    "CacheDiff",
+    "CacheLookup",
+    "CacheMiss",
     "Capture",
     "CaptureError",
     "Cause",
@@ -133,11 +143,13 @@ __all__ = [
     "GuardFailure",
     "InputError",
     "Kernel",
+    "KeyPart",
     "Lowering",
     "ModeTiming",
     "MultiRankReport",
     "Node",
     "Outcome",
+    "PartChange",
     "Patch",
     "ProgramMemory",
     "RankDivergenceError",
@@ -162,6 +174,7 @@ __all__ = [
     "advise",
     "assert_compiles",
     "assert_exports",
+    "cache_diff",
     "capture",
     "export_report",
     "fix",

@@ -8,6 +8,8 @@ Commands:
     dynscope render FILE -o DIR   write the HTML bundle of a saved report
     dynscope merge FOLDER -o DIR  merge each rank's report: one HTML page and merged.json
     dynscope trace PATH [-o DIR]  read a TORCH_TRACE log or a job's folder of rank logs
+    dynscope cache-diff A B  why run B compiled what run A cached: the cache key parts that
+                             changed (two TORCH_TRACE logs or folders)
     dynscope script FILE GRAPH -o OUT.py   a standalone script that reruns one graph, eager
                              against Inductor (needs only torch)
 
@@ -52,6 +54,7 @@ EXAMPLES = {
     "merge": "example: dynscope merge ranks/ -o merged/ --fail-on-divergence   (exit 1 when ranks differ)",
     "trace": "example: dynscope trace /tmp/trace/ -o trace-report/ --fail-on-divergence   (the folder TORCH_TRACE named)",
     "script": "example: dynscope script run.json 0 -o graph_0.py && python graph_0.py   (needs only torch)",
+    "cache-diff": "example: dynscope cache-diff traces/warm/ traces/today/ --fail-on-cache-miss   (exit 1 when B missed)",
     "fix": "example: dynscope fix examples/quickstart.py:build   (--write applies the verified patches, with backups)",
 }
 
@@ -163,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for add in (_report_args, _advise_args, _fix_args, _export_args, _show_args, _diff_args, _render_args,
-                _merge_args, _trace_args, _script_args):
+                _merge_args, _trace_args, _script_args, _cache_diff_args):
         add(sub)
     for name, command in sub.choices.items():
         command.add_argument("-q", "--quiet", action="store_true",
@@ -281,6 +284,20 @@ def _diff_args(sub: _Commands) -> None:
     )
     d.add_argument("old", help="a saved report or a TORCH_TRACE log")
     d.add_argument("new", help="a saved report or a TORCH_TRACE log")
+
+
+def _cache_diff_args(sub: _Commands) -> None:
+    """The arguments of ``dynscope cache-diff``."""
+    c = sub.add_parser(
+        "cache-diff",
+        help="why run B compiled what run A cached: the cache key parts that changed",
+        description="Reads each run's compile-cache lookups from its TORCH_TRACE log (or folder) and, "
+        "for each lookup B did not hit, names the part of the key that differs from A's, and what to do.",
+        epilog=EXAMPLES["cache-diff"],
+    )
+    c.add_argument("a", help="the reference run: a TORCH_TRACE log or folder (a warm run, or the one that filled the cache)")
+    c.add_argument("b", help="the run to explain: a TORCH_TRACE log or folder")
+    c.add_argument("--fail-on-cache-miss", action="store_true", help="exit 1 when B missed or bypassed a cache")
 
 
 def _render_args(sub: _Commands) -> None:
@@ -583,6 +600,12 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return 1 if d.worse else 0
 
 
+def _cmd_cache_diff(args: argparse.Namespace) -> int:
+    d = dynscope.cache_diff(args.a, args.b)
+    _out(d.summary() + "\n")
+    return 1 if args.fail_on_cache_miss and d.misses else 0
+
+
 def _cmd_render(args: argparse.Namespace) -> int:
     out = _write_bundle(_read(args.file), Path(args.output), full=args.full)
     print(f"wrote {out}")
@@ -710,6 +733,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 COMMANDS = {
     "report": _cmd_report, "advise": _cmd_advise, "show": _cmd_show, "diff": _cmd_diff, "render": _cmd_render,
     "merge": _cmd_merge, "trace": _cmd_trace, "script": _cmd_script, "export": _cmd_export, "fix": _cmd_fix,
+    "cache-diff": _cmd_cache_diff,
 }
 
 

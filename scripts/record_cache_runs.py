@@ -63,13 +63,16 @@ RUNS: dict[str, tuple[int, tuple[str, ...]]] = {
 TIMEOUT_S = 600
 
 
-def record(out: Path, *, aot_debug: bool = False) -> None:
-    """Run every run of RUNS in a fresh process, in order, and store each one's log under ``out``."""
+def record(out: Path, *, aot_debug: bool = False, only: tuple[str, ...] = ()) -> None:
+    """Run every run of RUNS (``only``: those, ``cold`` always first) in a fresh process, in
+    order, and store each one's log under ``out``."""
     work = Path(tempfile.mkdtemp(prefix="dynscope-cache-runs-"))
     try:
         program = work / "program.py"
         cache = work / "inductor-cache"
         for name, (scale, args) in RUNS.items():
+            if only and name != "cold" and name not in only:
+                continue
             program.write_text(PROGRAM.format(scale=scale), encoding="utf-8")
             trace = work / f"trace-{name}"
             env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "TORCH_TRACE": str(trace),

@@ -20,6 +20,8 @@ would load every family and circle back).
     watch      Verdict (what watch_ranks found at one compile)
     fix        FixResult, Patch, Unpatched (what dynscope.fix proposed and verified)
     budget     Budget (Report.check), Overrun
+    cache      CacheLookup, KeyPart: one compile-cache lookup and its key's parts; CacheDiff,
+               CacheMiss, PartChange: two runs' lookups compared (dynscope.cache_diff)
     display    the output shortcuts (summary(), to_html(), to_svg()...): the door's one caller
     plain, codec   model -> JSON and back, checked
     merge      rank folders saved, read and compared
@@ -31,6 +33,7 @@ would load every family and circle back).
 from dynscope._model.advice import Advice, Outcome, Trial
 from dynscope._model.breaks import BreakEvent, GraphBreak, StackFrame
 from dynscope._model.budget import Budget, Overrun
+from dynscope._model.cache import CacheDiff, CacheLookup, CacheMiss, KeyPart, PartChange
 from dynscope._model.causes import Cause, RecompileFix, StateChange
 from dynscope._model.export import CompileBreakMatch, ExportBlocker, ExportReport, SuggestedShapes
 from dynscope._model.fix import FixResult, Patch, Unpatched
@@ -66,6 +69,9 @@ __all__ = [
     "AotGraph",
     "BreakEvent",
     "Budget",
+    "CacheDiff",
+    "CacheLookup",
+    "CacheMiss",
     "Cause",
     "CompileBreakMatch",
     "CompileTime",
@@ -81,12 +87,14 @@ __all__ = [
     "GraphBreak",
     "Guard",
     "Kernel",
+    "KeyPart",
     "Lowering",
     "ModeTiming",
     "MultiRankReport",
     "Node",
     "Outcome",
     "Overrun",
+    "PartChange",
     "Patch",
     "ProgramMemory",
     "GuardFailure",

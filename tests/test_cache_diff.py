@@ -1,0 +1,158 @@
+"""Why it compiled again (issue 47): two runs' compile-cache lookups compared, the changed key
+part named.
+
+The stored runs (tests/traces/cache/torch-2.13, recorded by ``.venv/bin/python
+scripts/record_cache_runs.py``: one tiny program in fresh processes sharing one Inductor cache)
+are read without torch; the live test records two runs now and reads them the same way.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dynscope
+from dynscope._cli import main
+from dynscope._model.cache import (
+    FROM_FX,
+    GRAPH,
+    INDUCTOR_CONFIG,
+    INPUT,
+    PARTS_DIFFER,
+    SAME_KEY,
+    CacheLookup,
+)
+from dynscope._torch import cache_keys, records
+from dynscope._torch.trace_log import read_log
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "tests" / "traces" / "cache" / "torch-2.13"
+#: run -> (family, part name, field, before, after) of the one change planted in it.
+PLANTED = {
+    "config": (INDUCTOR_CONFIG, "inductor_config[max_autotune]", "max_autotune", "False", "True"),
+    "dtype": (INPUT, "example_inputs[1]", "dtype", "torch.float32", "torch.float64"),
+    "source": (GRAPH, "gm", "", "mul = torch.ops.aten.mul.Tensor(arg0_1, 2)", "mul = torch.ops.aten.mul.Tensor(arg0_1, 3)"),
+}
+
+
+@pytest.mark.parametrize("run", sorted(PLANTED))
+def test_each_planted_change_is_the_one_cause_named(run: str) -> None:
+    d = dynscope.cache_diff(RUNS / "cold", RUNS / run)
+    # both caches missed in B, each for the one planted change and nothing else
+    assert {(m.cache, m.after.result) for m in d.misses} == {("fx_graph", "miss"), ("aot_autograd", "miss")}
+    family, name, field, before, after = PLANTED[run]
+    for miss in d.misses:
+        assert miss.compile_id == "0/0" and miss.after.frame == "f"
+        assert [(c.family, c.name, c.field, c.before, c.after) for c in miss.changes] == [(family, name, field, before, after)]
+        # AOTAutograd logs no key parts by default: its miss borrows the FX lookup's, and says so
+        assert miss.why == (PARTS_DIFFER if miss.cache == "fx_graph" else FROM_FX)
+        assert miss.seconds is not None and miss.seconds > 0  # the compile after the miss, from its metrics
+    assert len(d.causes) == 1
+    text = d.summary()
+    assert {"config": "Inductor config `max_autotune` changed: False -> True",
+            "dtype": "input 1's dtype changed: float32 -> float64",
+            "source": "`mul = torch.ops.aten.mul.Tensor(arg0_1, 2)` -> `mul = torch.ops.aten.mul.Tensor(arg0_1, 3)`",
+            }[run] in text
+    assert "what to do:" in text
+
+
+def test_the_unchanged_run_hits_and_names_no_cause() -> None:
+    d = dynscope.cache_diff(RUNS / "cold", RUNS / "unchanged")
+    assert d.misses == () and d.causes == ()
+    assert d.counts("b") == {"fx_graph hit": 1, "aot_autograd hit": 1}
+    assert d.counts("a") == {"fx_graph miss": 1, "aot_autograd miss": 1}
+    # the hit saved what the cold compile cost (PyTorch's time_saved_ns): seconds on this CPU
+    assert d.seconds_saved_b > 1.0
+    assert "B missed nothing A had: no cause to name." in d.summary()
+    # and the same keys: what A put in the cache is what B found
+    assert {(lk.cache, lk.key) for lk in d.lookups_a} == {(lk.cache, lk.key) for lk in d.lookups_b}
+
+
+def test_a_miss_on_the_same_key_says_the_cache_was_not_there() -> None:
+    # cold against itself: B made A's keys and still missed, as a run on an empty cache folder does
+    d = dynscope.cache_diff(RUNS / "cold", RUNS / "cold")
+    assert [m.why for m in d.misses] == [SAME_KEY, SAME_KEY]
+    assert all(m.changes == () for m in d.misses)
+    assert "TORCHINDUCTOR_CACHE_DIR" in d.summary()
+
+
+def test_a_cache_record_keeps_its_parts_in_half_the_space() -> None:
+    log = read_log(next((RUNS / "cold").glob("*.log.gz")))
+    fx = [ev for ev in log.events if isinstance(ev.record, CacheLookup) and ev.record.cache == "fx_graph"]
+    assert len(fx) == 1
+    lookup = fx[0].record
+    raw = _raw_payload(RUNS / "cold", "fx_graph_cache_miss")
+    assert len(lookup.parts) == len(json.loads(raw)["components"]) == 636
+    assert len(fx[0].payload) < len(raw) * 0.6  # kept: names, short hashes, values cut short
+    assert lookup.key == json.loads(raw)["key"] and lookup.detail == "full_miss"
+    # the compile step's copy of the parts (inductor_compile's end) is dropped on arrival
+    steps = [ev for ev in log.events if ev.name in records.COMPACTED and ev.record is not None
+             and not isinstance(ev.record, CacheLookup)]
+    assert steps and max(len(ev.payload) for ev in steps) < 10_000
+
+
+def test_compact_reads_a_payload_as_pytorch_wrote_it() -> None:
+    raw = _raw_payload(RUNS / "unchanged", "fx_graph_cache_hit")
+    data = json.loads(cache_keys.compact(raw))
+    assert data["cache_state"] == "hit" and data["time_saved_ns"] > 0
+    assert data["parts"][0][0] == "gm" and data["parts"][1][0] == "example_inputs[0]"
+    assert data["parts"][2][0] == "[1]"  # the attribute left out when it is the previous part's
+    assert cache_keys.compact("not json") == "" and cache_keys.compact("[1, 2]") == ""
+
+
+def test_the_command_line_prints_the_cause_and_gates_on_a_miss(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cache-diff", str(RUNS / "cold"), str(RUNS / "config")]) == 0
+    out = capsys.readouterr().out
+    assert "Inductor config `max_autotune` changed: False -> True" in out
+    assert main(["cache-diff", str(RUNS / "cold"), str(RUNS / "config"), "--fail-on-cache-miss"]) == 1
+    capsys.readouterr()
+    assert main(["cache-diff", str(RUNS / "cold"), str(RUNS / "unchanged"), "--fail-on-cache-miss"]) == 0
+    assert main(["cache-diff", str(RUNS / "nowhere"), str(RUNS / "unchanged")]) == 2
+    assert "no such log or folder" in capsys.readouterr().err
+
+
+def test_reading_the_runs_never_imports_torch() -> None:
+    code = (
+        "import sys, dynscope\n"
+        f"d = dynscope.cache_diff({str(RUNS / 'cold')!r}, {str(RUNS / 'dtype')!r})\n"
+        "assert d.misses and d.causes[0].field == 'dtype', d\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+@pytest.mark.heavy
+@pytest.mark.slow
+def test_live_runs_in_fresh_processes_name_the_changed_config(tmp_path: Path) -> None:
+    # Recorded now, as the stored runs were: cold fills a fresh cache, config reads it with
+    # max_autotune on, each in its own process (seconds of Inductor on a CPU each).
+    spec = importlib.util.spec_from_file_location("record_cache_runs", ROOT / "scripts" / "record_cache_runs.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    script.record(tmp_path, only=("unchanged", "config"))
+    assert dynscope.cache_diff(tmp_path / "cold", tmp_path / "unchanged").misses == ()
+    d = dynscope.cache_diff(tmp_path / "cold", tmp_path / "config")
+    assert [(c.name, c.before, c.after) for c in d.causes] == [("inductor_config[max_autotune]", "False", "True")]
+
+
+def _raw_payload(folder: Path, name: str) -> str:
+    """The payload of the first artifact of this name in a stored run's log, as PyTorch wrote it."""
+    lines = gzip.decompress(next(folder.glob("*.log.gz")).read_bytes()).decode("utf-8").split("\n")
+    for i, line in enumerate(lines):
+        if not line.startswith("\t") and f'{{"artifact": {{"name": "{name}"' in line:
+            body = []
+            for nxt in lines[i + 1:]:
+                if not nxt.startswith("\t"):
+                    break
+                body.append(nxt[1:])
+            return "\n".join(body)
+    raise AssertionError(f"no {name} record in {folder}")
