@@ -19,6 +19,7 @@ import os as _os
 import typing
 
 from dynscope._errors import (
+    CacheMissError,
     CaptureError,
     CompileBudgetError,
     DynscopeError,
@@ -87,7 +88,7 @@ if typing.TYPE_CHECKING:
     from dynscope._capture.raised import raised_at
     from dynscope._capture.timing_options import TimingOptions
     from dynscope._capture.watch import watch_ranks
-    from dynscope._read.cache_runs import cache_diff
+    from dynscope._read.cache_runs import assert_warm, cache_diff
     from dynscope._read.reading import read
     from dynscope._read.trace_file import load_trace
     from dynscope._testing import assert_compiles
@@ -99,6 +100,7 @@ __version__ = "0.1.0"
 #: the file registry, unneeded to read a report).
 _LAZY = {
     "cache_diff": "dynscope._read.cache_runs",
+    "assert_warm": "dynscope._read.cache_runs",
     "load_trace": "dynscope._read.trace_file",
     "read": "dynscope._read.reading",
     "raised_at": "dynscope._capture.raised",
@@ -122,6 +124,7 @@ __all__ = [
     "CacheDiff",
     "CacheLookup",
     "CacheMiss",
+    "CacheMissError",
     "Capture",
     "CaptureError",
     "Cause",
@@ -174,6 +177,7 @@ __all__ = [
     "advise",
     "assert_compiles",
     "assert_exports",
+    "assert_warm",
     "cache_diff",
     "capture",
     "export_report",
@@ -199,7 +203,7 @@ def _rehome(obj: typing.Any) -> typing.Any:
     return obj
 
 
-for _obj in (Budget, load, merge, save_rank, CaptureError, CompileBudgetError, DynscopeError, GraphvizNotFoundError,
+for _obj in (Budget, load, merge, save_rank, CacheMissError, CaptureError, CompileBudgetError, DynscopeError, GraphvizNotFoundError,
              InputError, RankDivergenceError, RankDivergenceWarning, SchemaError):
     _rehome(_obj)
 

@@ -343,6 +343,8 @@ def _trace_args(sub: _Commands) -> None:
     t.add_argument("--fail-on-break", action="store_true", help="exit 1 when any rank has graph breaks")
     t.add_argument("--max-recompiles", type=_count, default=None, metavar="N", help="exit 1 when any rank recompiled more than N times")
     t.add_argument("--max-compile-s", type=_seconds, default=None, metavar="S", help="exit 1 when any rank's compile took more than S seconds")
+    t.add_argument("--fail-on-cache-miss", action="store_true",
+                   help="exit 1 unless every compile-cache lookup hit (a warm start; dynscope.assert_warm)")
 
 
 def _script_args(sub: _Commands) -> None:
@@ -672,6 +674,11 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     failed = [f"rank {r.rank}: {problem}" if len(ranks) > 1 else problem for r in ranks for problem in _gates(r, args)]
     if args.fail_on_divergence and not isinstance(rep, dynscope.Report) and rep.diverged:
         failed.append(f"the ranks compiled differently ({len(rep.divergences)} divergences; --fail-on-divergence)")
+    if args.fail_on_cache_miss:
+        try:
+            dynscope.assert_warm(p)
+        except dynscope.CacheMissError as err:
+            failed.append(f"{err} (--fail-on-cache-miss)")
     for problem in failed:
         sys.stderr.write(f"dynscope: {_render.plain(problem)}\n")
     return 1 if failed else 0

@@ -13,6 +13,8 @@ Every error dynscope raises on purpose derives from one base class::
     ├── GraphvizNotFoundError the Graphviz ``dot`` binary is missing (SVG output only)
     ├── CompileBudgetError    a compile budget was exceeded (also an ``AssertionError``, so
     │                         pytest shows it as a test failure)
+    ├── CacheMissError        ``assert_warm()``: a warm start compiled (a cache missed or was
+    │                         bypassed); also an ``AssertionError``
     └── RankDivergenceError   ``watch_ranks()``: the ranks of a job compiled differently
 """
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from dynscope._model.watch import Verdict
 
 __all__ = [
+    "CacheMissError",
     "CaptureError",
     "CompileBudgetError",
     "DecompressionLimitError",
@@ -93,6 +96,20 @@ class CompileBudgetError(DynscopeError, AssertionError):
         super().__init__(message)
         self.report = report
         self.problems = problems
+
+
+class CacheMissError(DynscopeError, AssertionError):
+    """A run that should have started warm compiled: a compile cache missed or was bypassed
+    (``dynscope.assert_warm``).
+
+    Attributes:
+        diff: the ``CacheDiff`` checked (``misses``: each lookup that did not hit, explained
+            against the reference run when one was given).
+    """
+
+    def __init__(self, message: str, *, diff: object) -> None:
+        super().__init__(message)
+        self.diff = diff
 
 
 class RankDivergenceError(DynscopeError):

@@ -10,7 +10,8 @@ each holding the one TORCH_TRACE log that run wrote (gzip-compressed):
 - ``unchanged``: the same program again (every lookup hits);
 - ``config``: one Inductor option changed (``max_autotune = True``);
 - ``dtype``: one input's dtype changed (``y`` float64 instead of float32);
-- ``source``: one source line changed (``x * 2`` became ``x * 3``).
+- ``source``: one source line changed (``x * 2`` became ``x * 3``);
+- ``freezing``: ``torch._inductor.config.freezing = True`` (the caches are bypassed).
 
 The runs go one after the other (each compile is seconds on a CPU), every one against the
 cache ``cold`` filled; each is ``cold``'s pair for ``dynscope.cache_diff``. Each child runs
@@ -40,6 +41,8 @@ import torch
 
 if "--autotune" in sys.argv:
     torch._inductor.config.max_autotune = True
+if "--freeze" in sys.argv:
+    torch._inductor.config.freezing = True
 y_dtype = torch.float64 if "--float64" in sys.argv else torch.float32
 
 
@@ -59,6 +62,7 @@ RUNS: dict[str, tuple[int, tuple[str, ...]]] = {
     "config": (2, ("--autotune",)),
     "dtype": (2, ("--float64",)),
     "source": (3, ()),
+    "freezing": (2, ("--freeze",)),
 }
 TIMEOUT_S = 600
 
@@ -101,11 +105,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", nargs="?", type=Path, help="where to store the runs' folders")
     parser.add_argument("--aot-debug", action="store_true", help="also log AOTAutograd's key parts")
+    parser.add_argument("--only", nargs="+", default=(), choices=sorted(RUNS), metavar="RUN",
+                        help="record only these runs (cold, always run first, is stored too)")
     opts = parser.parse_args()
     import torch  # only for the release's folder name
 
     release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
-    record(opts.out or ROOT / "tests" / "traces" / "cache" / f"torch-{release}", aot_debug=opts.aot_debug)
+    record(opts.out or ROOT / "tests" / "traces" / "cache" / f"torch-{release}", aot_debug=opts.aot_debug,
+           only=tuple(opts.only))
 
 
 if __name__ == "__main__":

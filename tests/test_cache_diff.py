@@ -20,6 +20,7 @@ import pytest
 import dynscope
 from dynscope._cli import main
 from dynscope._model.cache import (
+    BYPASSED,
     FROM_FX,
     GRAPH,
     INDUCTOR_CONFIG,
@@ -33,6 +34,8 @@ from dynscope._torch.trace_log import read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "tests" / "traces" / "cache" / "torch-2.13"
+#: The same program, with AOTAutograd's cache logger at DEBUG (it logs its key's parts then).
+AOT_DEBUG = ROOT / "tests" / "traces" / "cache" / "torch-2.13-aot-debug"
 #: run -> (family, part name, field, before, after) of the one change planted in it.
 PLANTED = {
     "config": (INDUCTOR_CONFIG, "inductor_config[max_autotune]", "max_autotune", "False", "True"),
@@ -80,6 +83,46 @@ def test_a_miss_on_the_same_key_says_the_cache_was_not_there() -> None:
     assert [m.why for m in d.misses] == [SAME_KEY, SAME_KEY]
     assert all(m.changes == () for m in d.misses)
     assert "TORCHINDUCTOR_CACHE_DIR" in d.summary()
+
+
+def test_aotautograd_names_the_change_from_its_own_parts_when_it_logs_them() -> None:
+    d = dynscope.cache_diff(AOT_DEBUG / "cold", AOT_DEBUG / "config")
+    aot = next(m for m in d.misses if m.cache == "aot_autograd")
+    assert aot.why == PARTS_DIFFER and aot.after.parts and aot.before is not None and aot.before.parts
+    assert [(c.name, c.before, c.after) for c in aot.changes] == [("inductor_config[max_autotune]", "False", "True")]
+    # its own parts beside the FX ones: AOTAutograd's config, grad mode
+    names = {p.name.split("[")[0] for p in aot.after.parts}
+    assert {"aot_config", "grad_enabled", "autograd_config", "gm", "inductor_config"} <= names
+
+
+def test_a_bypass_says_why_and_the_other_cache_names_the_change() -> None:
+    d = dynscope.cache_diff(RUNS / "cold", RUNS / "freezing")
+    by = {m.cache: m for m in d.misses}
+    assert by["aot_autograd"].why == BYPASSED and by["aot_autograd"].after.result == "bypass"
+    assert by["aot_autograd"].after.bypass_reason == "Cannot cache a graph with freezing enabled"
+    assert [(c.name, c.before, c.after) for c in by["fx_graph"].changes] == [("inductor_config[freezing]", "False", "True")]
+    assert "leave torch._inductor.config.freezing off" in d.summary()
+
+
+def test_assert_warm_passes_a_warm_run_and_fails_a_cold_one() -> None:
+    assert dynscope.assert_warm(RUNS / "unchanged").misses == ()
+    with pytest.raises(dynscope.CacheMissError) as err:
+        dynscope.assert_warm(RUNS / "dtype")
+    assert "2 of 2 cache lookup(s) did not hit" in str(err.value)
+    assert "A made no lookup" not in str(err.value)  # no reference: no comparison claimed
+    assert isinstance(err.value, AssertionError)  # pytest shows it as a failed test
+    with pytest.raises(dynscope.CacheMissError) as err:
+        dynscope.assert_warm(RUNS / "dtype", reference=RUNS / "cold")
+    assert "input 1's dtype changed: float32 -> float64" in str(err.value)
+    assert err.value.diff.misses  # type: ignore[attr-defined]
+
+
+def test_trace_fails_on_a_cache_miss_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-q", "trace", str(RUNS / "unchanged"), "--fail-on-cache-miss"]) == 0
+    assert main(["-q", "trace", str(RUNS / "freezing"), "--fail-on-cache-miss"]) == 1
+    err = capsys.readouterr().err
+    assert "AOTAutograd's cache bypass: Cannot cache a graph with freezing enabled" in err
+    assert main(["-q", "trace", str(RUNS / "freezing")]) == 0
 
 
 def test_a_cache_record_keeps_its_parts_in_half_the_space() -> None:

@@ -163,6 +163,13 @@ class CacheMiss:
             return self.after.seconds
         return self.before.seconds if self.before is not None and self.before.result == HIT else None
 
+    def head(self) -> str:
+        """Which compile, which cache, what happened and what it cost, in words (no cause)."""
+        where = f"{self.compile_id} {self.after.frame}".strip()
+        cost = f" ({self.seconds:.2f} s)" if self.seconds is not None else ""
+        said = f": {self.after.bypass_reason}" if self.after.result == BYPASS and self.after.bypass_reason else ""
+        return f"{where}: {_CACHE_WORDS.get(self.cache, self.cache)} {self.after.result}{cost}{said}"
+
     def lines(self) -> list[str]:
         """The miss in words: a head line, then one line per change and what to do."""
         where = f"{self.compile_id} {self.after.frame}".strip()
@@ -175,7 +182,10 @@ class CacheMiss:
             out = [f"{head}, where A {was}: {len(self.changes)} part(s) of the key changed{told}"]
             out += [f"  - {c.what}\n    what to do: {c.todo}" for c in self.changes]
             return out
-        return [f"{head}: {_WHY_WORDS[self.why](self)}"]
+        out = [f"{head}: {_WHY_WORDS[self.why](self)}"]
+        if self.why == BYPASSED:
+            out.append(f"    what to do: {_bypass_todo(self.after.bypass_reason)}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -414,3 +424,22 @@ _WHY_WORDS = {
                         "with its logger at DEBUG: TORCH_LOGS=+torch._functorch._aot_autograd.autograd_cache)",
     BYPASSED: lambda m: f"the cache was bypassed: {m.after.bypass_reason or 'no reason logged'}",
 }
+
+
+#: Words of PyTorch's bypass reasons (torch 2.13 check_cacheable, CacheabilityValidator) -> what to do.
+_BYPASS_TODO = (
+    ("freezing", "the caches do not hold frozen graphs: leave torch._inductor.config.freezing off where a warm "
+                 "start matters"),
+    ("not enabled", "turn the FX graph cache on (torch._inductor.config.fx_graph_cache, "
+                    "TORCHINDUCTOR_FX_GRAPH_CACHE=1)"),
+    ("Unsupported", "the graph calls something the cache cannot key (a custom op or function without a stable "
+                    "hash): register it as a custom op, or accept the compile"),
+    ("pickle", "something in the graph or the config cannot be pickled into a key: find it in the reason"),
+)
+
+
+def _bypass_todo(reason: str) -> str:
+    for words, todo in _BYPASS_TODO:
+        if words in reason:
+            return todo
+    return "nothing will hit while the reason holds: remove it, or accept the compile"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dynscope._errors import InputError
+from dynscope._errors import CacheMissError, InputError
 from dynscope._model.cache import AOT_AUTOGRAD, FX_GRAPH, MISS, CacheDiff, CacheLookup, compare_lookups
 from dynscope._read.trace_file import trace_files
 from dynscope._torch import records
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from dynscope._torch.metrics import CompileMetrics
     from dynscope._torch.trace import TraceEvent
 
-__all__ = ["cache_diff", "cache_lookups"]
+__all__ = ["assert_warm", "cache_diff", "cache_lookups"]
 
 
 @dataclass
@@ -132,3 +132,36 @@ def cache_diff(a: str | Path, b: str | Path) -> CacheDiff:
         >>> print(d)   # e.g. "Inductor config `max_autotune` changed: False -> True"
     """
     return compare_lookups(cache_lookups(a), cache_lookups(b), label_a=str(a), label_b=str(b))
+
+
+def assert_warm(run: str | Path, *, reference: str | Path | None = None) -> CacheDiff:
+    """Fail unless every compile-cache lookup of ``run`` hit: a CI gate for warm-start jobs.
+
+    Args:
+        run: the run's TORCH_TRACE log or folder.
+        reference: a run that filled or hit the same cache (its log or folder): each miss is
+            then explained by the key part that changed. Defaults to None (misses listed only).
+
+    Returns:
+        The ``CacheDiff`` checked (``lookups_b``: the run's lookups, all hits).
+
+    Raises:
+        CacheMissError: a lookup missed or was bypassed, or the run logged no lookup at all (no
+            Inductor compile, the caches off, or a log without AOTAutograd's and Inductor's records).
+        InputError: a path that holds no log.
+
+    Example:
+        >>> dynscope.assert_warm("traces/restart", reference="traces/first")
+    """
+    lookups = cache_lookups(run)
+    diff = compare_lookups(cache_lookups(reference) if reference is not None else (), lookups,
+                           label_a=str(reference) if reference is not None else "(no reference run)", label_b=str(run))
+    if not lookups:
+        raise CacheMissError(f"{run} logged no compile-cache lookup: nothing shows it started warm "
+                             "(no Inductor compile, caches disabled, or not a TORCH_TRACE log of the run)", diff=diff)
+    if diff.misses:
+        lines = [line for miss in diff.misses for line in miss.lines()] if reference is not None else \
+            [miss.head() for miss in diff.misses]
+        raise CacheMissError(f"{run} did not start warm: {len(diff.misses)} of {len(lookups)} cache lookup(s) "
+                             "did not hit\n" + "\n".join(lines), diff=diff)
+    return diff
