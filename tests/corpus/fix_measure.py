@@ -158,10 +158,16 @@ def _file_of(build: Any, site: str) -> str:
 def _same_on_new_input(build: Any, p: dynscope.Patch) -> bool:
     """The patched program compiled, on inputs of another draw, against the unpatched eager one."""
     model, inputs = build()
-    args = inputs if isinstance(inputs, tuple) else (inputs,)
-    fresh = tuple(a + torch.randn_like(a) * 0.5 if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                  for a in args)
-    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [(fresh, {})]
+
+    def moved(a: Any) -> Any:  # a float tensor of another draw (a leaf that requires grad stays one)
+        if not (isinstance(a, torch.Tensor) and a.is_floating_point()):
+            return a
+        return (a.detach() + torch.randn_like(a) * 0.5).requires_grad_(a.requires_grad)
+
+    # As fix takes them: a tuple of arguments, a dict of keyword arguments, or one argument.
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((), {k: moved(v) for k, v in inputs.items()}) if isinstance(inputs, dict)
+        else (tuple(moved(a) for a in (inputs if isinstance(inputs, tuple) else (inputs,))), {})]
     new = apply_diff(Path(p.filename).read_text(encoding="utf-8"), p.diff)
     with patched_module(p.filename, new) as module:
         # Found by its code, as fix finds it: the lines of its definitions in the patched text.
