@@ -15,6 +15,7 @@ from dynscope._lexicon.wording import is_resume_name, resume_label
 from dynscope._model.advice import Trial  # noqa: TC001
 from dynscope._model.base import _brief, _Live, _live_field
 from dynscope._model.breaks import BreakEvent, GraphBreak  # noqa: TC001
+from dynscope._model.cache import CacheLookup  # noqa: TC001
 from dynscope._model.causes import FIX_SAID, SAID, Cause, RecompileFix
 from dynscope._model.display import ReportShortcuts
 from dynscope._model.graph import Graph, Kernel  # noqa: TC001
@@ -275,6 +276,9 @@ class Report(ReportShortcuts):
     # The compiled graphs in the order they ran, by compile id (Inductor's graph_execution
     # record, logged when a run records it); () when not logged.
     execution_order: tuple[str, ...] = ()
+    # Every compile-cache lookup (AOTAutograd's, Inductor's FX graph cache), in order, with its
+    # key's parts (dynscope.cache_diff, assert_warm); () when Inductor's records were not kept.
+    cache_lookups: tuple[CacheLookup, ...] = ()
     schema_version: int = SCHEMA_VERSION
     # The model and calls report() ran (never saved): dynscope.advise(rep) reruns them.
     _subject: _Live = _live_field()

@@ -36,6 +36,7 @@ from dynscope._read.break_sites import (
     wrapped_function,
     wrapper_arguments,
 )
+from dynscope._read.cache_fold import lookups_of
 from dynscope._read.lowering import AOT_COMPILE, ahead_of_time_graph, build_lowering, compile_times
 from dynscope._torch import records
 from dynscope._torch.graph_text import (
@@ -496,6 +497,8 @@ def build_report(
         unparsed=sum(st.unparsed.values()),
         unparsed_kinds=tuple(sorted(st.unparsed.items())),
         execution_order=st.execution_order,
+        cache_lookups=tuple(replace(lk, compile_id=st.renumber.get(lk.compile_id, lk.compile_id))
+                            for lk in lookups_of(events)),
     )
 
 
