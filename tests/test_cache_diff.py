@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,55 @@ def test_live_runs_in_fresh_processes_name_the_changed_config(tmp_path: Path) ->
     script.record(tmp_path, only=("unchanged", "config"))
     assert dynscope.cache_diff(tmp_path / "cold", tmp_path / "unchanged").misses == ()
     d = dynscope.cache_diff(tmp_path / "cold", tmp_path / "config")
+    assert [(c.name, c.before, c.after) for c in d.causes] == [("inductor_config[max_autotune]", "False", "True")]
+
+
+def test_reports_carry_their_lookups_through_save_and_load(tmp_path: Path) -> None:
+    cold, dtype = dynscope.load_trace(RUNS / "cold"), dynscope.load_trace(RUNS / "dtype")
+    assert isinstance(cold, dynscope.Report) and isinstance(dtype, dynscope.Report)
+    assert [(lk.cache, lk.result) for lk in dtype.cache_lookups] == [("aot_autograd", "miss"), ("fx_graph", "miss")]
+    saved = dynscope.load(dtype.save(tmp_path / "dtype.json"))
+    assert saved.cache_lookups == dtype.cache_lookups
+    d = dynscope.cache_diff(cold, saved)
+    assert [(c.name, c.field) for c in d.causes] == [("example_inputs[1]", "dtype")]
+    assert d.summary().startswith("A: report A")
+    assert dynscope.assert_warm(dynscope.load_trace(RUNS / "unchanged")).misses == ()
+
+
+#: A program compiled with the default Inductor inside dynscope.capture(), its report saved.
+_CAPTURED = """\
+import sys
+import torch
+import dynscope
+if sys.argv[2] == "autotune":
+    torch._inductor.config.max_autotune = True
+def f(x, y):
+    return (x * 2 + y).relu().sum(dim=0)
+with dynscope.capture() as cap:
+    torch.compile(f)(torch.ones(8, 4), torch.ones(8, 4))
+cap.report.save(sys.argv[1])
+"""
+
+
+@pytest.mark.heavy
+@pytest.mark.slow
+def test_capture_reports_in_fresh_processes_name_the_changed_config(tmp_path: Path) -> None:
+    # Live, in process: dynscope.capture() keeps each lookup on the report, and watching
+    # changes no cache key (the second, unchanged run hits what the first one cached).
+    program = tmp_path / "program.py"
+    program.write_text(_CAPTURED, encoding="utf-8")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "CUDA_VISIBLE_DEVICES": "",
+           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    reports = {}
+    for run, how in (("cold", "same"), ("unchanged", "same"), ("config", "autotune")):
+        out = tmp_path / f"{run}.json"
+        done = subprocess.run([sys.executable, str(program), str(out), how], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        reports[run] = dynscope.load(out)
+    assert {lk.result for lk in reports["cold"].cache_lookups} == {"miss"}
+    assert dynscope.assert_warm(reports["unchanged"], reference=reports["cold"]).misses == ()
+    d = dynscope.cache_diff(reports["cold"], reports["config"])
     assert [(c.name, c.before, c.after) for c in d.causes] == [("inductor_config[max_autotune]", "False", "True")]
 
 

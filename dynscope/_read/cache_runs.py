@@ -1,102 +1,52 @@
-"""``dynscope.cache_diff``: two runs' compile-cache lookups, read from their TORCH_TRACE logs
-and compared (torch-free).
+"""``dynscope.cache_diff`` and ``dynscope.assert_warm``: runs' compile-cache lookups, from
+their TORCH_TRACE logs or their reports, compared (torch-free).
 
-Each log's cache records (``records.CACHE_RESULTS``, read by ``_torch.cache_keys`` into
-``CacheLookup``) are folded through a handler table with the compile's metrics, which give
-a miss its cost (the seconds its compile took after the lookup) and its function's name.
-A folder of several rank logs is read rank by rank: rank r of A is compared with rank r of B.
+A log's lookups are folded from its events by ``cache_fold`` (as a report's were when it was
+built). A folder of several rank logs, or a many-rank report, is read rank by rank: rank r of
+A is compared with rank r of B.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dynscope._errors import CacheMissError, InputError
-from dynscope._model.cache import AOT_AUTOGRAD, FX_GRAPH, MISS, CacheDiff, CacheLookup, compare_lookups
+from dynscope._model.cache import CacheDiff, CacheLookup, compare_lookups
+from dynscope._model.ranks import MultiRankReport
+from dynscope._model.report import Report
+from dynscope._read.cache_fold import lookups_of
 from dynscope._read.trace_file import trace_files
-from dynscope._torch import records
 from dynscope._torch.trace_log import rank_of, read_log
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from dynscope._torch.metrics import CompileMetrics
-    from dynscope._torch.trace import TraceEvent
+#: What a run is given as: its TORCH_TRACE log or folder, or its report (live, loaded or read).
+Run = str | Path | Report | MultiRankReport
 
 __all__ = ["assert_warm", "cache_diff", "cache_lookups"]
 
 
-@dataclass
-class _Fold:
-    """One log's cache lookups and compile metrics, as they are read."""
-
-    lookups: list[CacheLookup] = field(default_factory=list)
-    seen: Counter[tuple[str, str]] = field(default_factory=Counter)  # (compile id, cache) -> lookups so far
-    metrics: dict[str, CompileMetrics] = field(default_factory=dict)  # compile id -> its metrics
-
-
-def _on_lookup(fold: _Fold, ev: TraceEvent) -> None:
-    lookup: CacheLookup = ev.record
-    slot = (lookup.compile_id, lookup.cache)
-    fold.lookups.append(replace(lookup, ordinal=fold.seen[slot]))
-    fold.seen[slot] += 1
-
-
-def _on_metrics(fold: _Fold, ev: TraceEvent) -> None:
-    if ev.record is not None:
-        fold.metrics[ev.compile_id] = ev.record
-
-
-#: Record kind (dynscope._torch.records) -> how it folds into one log's lookups.
-_HANDLERS: dict[str, Callable[[_Fold, TraceEvent], None]] = {
-    **{kind: _on_lookup for kind in records.CACHE_RESULTS},
-    records.COMPILATION_METRICS: _on_metrics,
-}
-
-
-def _with_costs(fold: _Fold) -> list[CacheLookup]:
-    """Each lookup given its function's name and, for a miss, what the compile after it cost:
-    Inductor's seconds for the FX graph cache (when the compile made one FX lookup; a
-    training graph's forward and backward share the figure), the backend's for AOTAutograd."""
-    out = []
-    for lk in fold.lookups:
-        m = fold.metrics.get(lk.compile_id)
-        if m is None:
-            out.append(lk)
-            continue
-        seconds = lk.seconds
-        if lk.result == MISS:
-            if lk.cache == FX_GRAPH and fold.seen[(lk.compile_id, FX_GRAPH)] == 1:
-                seconds = m.inductor_s or None
-            elif lk.cache == AOT_AUTOGRAD:
-                seconds = m.backend_s or None
-        out.append(replace(lk, frame=m.co_name, seconds=seconds))
-    return out
-
-
 def _log_lookups(path: Path, prefix: str = "") -> list[CacheLookup]:
-    fold = _Fold()
-    for ev in read_log(path, lowering=True).events:
-        handler = _HANDLERS.get(ev.name)
-        if handler is not None:
-            handler(fold, ev)
-    found = _with_costs(fold)
+    found = lookups_of(read_log(path, lowering=True).events)
     return [replace(lk, compile_id=prefix + lk.compile_id) for lk in found] if prefix else found
 
 
-def cache_lookups(source: str | Path) -> tuple[CacheLookup, ...]:
-    """Every compile-cache lookup a TORCH_TRACE log (or a folder of them) records, in order.
+def cache_lookups(source: Run) -> tuple[CacheLookup, ...]:
+    """Every compile-cache lookup a run made, in order.
 
     Args:
-        source: a log file PyTorch wrote with ``TORCH_TRACE`` (``.gz`` too), or its folder.
-            A folder of several ranks' logs gives each rank's compile ids a "rank r " prefix.
+        source: a log file PyTorch wrote with ``TORCH_TRACE`` (``.gz`` too), or its folder; or
+            the run's ``Report`` (``Report.cache_lookups``: ``dynscope.capture()``, ``load_trace``,
+            ``load``). A folder of several ranks' logs, or a ``MultiRankReport``, gives each
+            rank's compile ids a "rank r " prefix.
 
     Raises:
         InputError: the path does not exist, or the folder holds no trace log.
     """
+    if isinstance(source, Report):
+        return source.cache_lookups
+    if isinstance(source, MultiRankReport):
+        return tuple(replace(lk, compile_id=f"rank {r.rank} {lk.compile_id}")
+                     for r in source.reports for lk in r.cache_lookups)
     path = Path(source)
     if path.is_dir():
         files = trace_files(path)
@@ -115,13 +65,13 @@ def cache_lookups(source: str | Path) -> tuple[CacheLookup, ...]:
     return tuple(_log_lookups(path))
 
 
-def cache_diff(a: str | Path, b: str | Path) -> CacheDiff:
+def cache_diff(a: Run, b: Run) -> CacheDiff:
     """Why run B compiled what run A hit or cached: each of B's lookups that did not hit,
     with the part of the cache key that changed, in words, and what to do.
 
     Args:
-        a: the reference run's TORCH_TRACE log or folder (a warm run, or the run that filled
-            the cache B read).
+        a: the reference run's TORCH_TRACE log or folder, or its report (a warm run, or the run
+            that filled the cache B read).
         b: the run to explain, the same way.
 
     Returns:
@@ -131,16 +81,21 @@ def cache_diff(a: str | Path, b: str | Path) -> CacheDiff:
         >>> d = dynscope.cache_diff("traces/monday", "traces/tuesday")
         >>> print(d)   # e.g. "Inductor config `max_autotune` changed: False -> True"
     """
-    return compare_lookups(cache_lookups(a), cache_lookups(b), label_a=str(a), label_b=str(b))
+    return compare_lookups(cache_lookups(a), cache_lookups(b), label_a=_label(a, "A"), label_b=_label(b, "B"))
 
 
-def assert_warm(run: str | Path, *, reference: str | Path | None = None) -> CacheDiff:
+def _label(run: Run, which: str) -> str:
+    """How a run is named in the summary: its path, or "report A"."""
+    return f"report {which}" if isinstance(run, (Report, MultiRankReport)) else str(run)
+
+
+def assert_warm(run: Run, *, reference: Run | None = None) -> CacheDiff:
     """Fail unless every compile-cache lookup of ``run`` hit: a CI gate for warm-start jobs.
 
     Args:
-        run: the run's TORCH_TRACE log or folder.
-        reference: a run that filled or hit the same cache (its log or folder): each miss is
-            then explained by the key part that changed. Defaults to None (misses listed only).
+        run: the run's TORCH_TRACE log or folder, or its report (``dynscope.capture()``'s).
+        reference: a run that filled or hit the same cache (its log, folder or report): each
+            miss is then explained by the key part that changed. Defaults to None (misses listed only).
 
     Returns:
         The ``CacheDiff`` checked (``lookups_b``: the run's lookups, all hits).
@@ -155,13 +110,14 @@ def assert_warm(run: str | Path, *, reference: str | Path | None = None) -> Cach
     """
     lookups = cache_lookups(run)
     diff = compare_lookups(cache_lookups(reference) if reference is not None else (), lookups,
-                           label_a=str(reference) if reference is not None else "(no reference run)", label_b=str(run))
+                           label_a=_label(reference, "A") if reference is not None else "(no reference run)",
+                           label_b=_label(run, "B"))
     if not lookups:
-        raise CacheMissError(f"{run} logged no compile-cache lookup: nothing shows it started warm "
+        raise CacheMissError(f"{_label(run, 'B')} logged no compile-cache lookup: nothing shows it started warm "
                              "(no Inductor compile, caches disabled, or not a TORCH_TRACE log of the run)", diff=diff)
     if diff.misses:
         lines = [line for miss in diff.misses for line in miss.lines()] if reference is not None else \
             [miss.head() for miss in diff.misses]
-        raise CacheMissError(f"{run} did not start warm: {len(diff.misses)} of {len(lookups)} cache lookup(s) "
+        raise CacheMissError(f"{_label(run, 'B')} did not start warm: {len(diff.misses)} of {len(lookups)} cache lookup(s) "
                              "did not hit\n" + "\n".join(lines), diff=diff)
     return diff
