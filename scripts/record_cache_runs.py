@@ -11,11 +11,13 @@ each holding the one TORCH_TRACE log that run wrote (gzip-compressed):
 - ``config``: one Inductor option changed (``max_autotune = True``);
 - ``dtype``: one input's dtype changed (``y`` float64 instead of float32);
 - ``source``: one source line changed (``x * 2`` became ``x * 3``);
-- ``freezing``: ``torch._inductor.config.freezing = True`` (the caches are bypassed).
+- ``freezing``: ``torch._inductor.config.freezing = True`` (the caches are bypassed);
+- ``stride``: input ``y`` transposed (the same shape, strides (1, 8) instead of (4, 1));
+- ``threads``: ``OMP_NUM_THREADS=2`` (another machine's core count: CPU code specialises on it).
 
 The runs go one after the other (each compile is seconds on a CPU), every one against the
 cache ``cold`` filled; each is ``cold``'s pair for ``dynscope.cache_diff``. Each child runs
-with ``CUDA_VISIBLE_DEVICES=""``, ``OMP_NUM_THREADS=1``, under a time limit. The program
+with ``CUDA_VISIBLE_DEVICES=""`` and ``OMP_NUM_THREADS=1`` (``threads``: 2), under a time limit. The program
 file keeps its path across runs, so only the planted change differs. ``--aot-debug`` also
 turns on the DEBUG logger of AOTAutograd's cache, the only way it logs its key's parts.
 """
@@ -44,6 +46,7 @@ if "--autotune" in sys.argv:
 if "--freeze" in sys.argv:
     torch._inductor.config.freezing = True
 y_dtype = torch.float64 if "--float64" in sys.argv else torch.float32
+y = torch.ones(4, 8, dtype=y_dtype).t() if "--strided" in sys.argv else torch.ones(8, 4, dtype=y_dtype)
 
 
 def f(x, y):
@@ -52,17 +55,20 @@ def f(x, y):
 
 
 g = torch.compile(f)
-print(g(torch.ones(8, 4), torch.ones(8, 4, dtype=y_dtype)).tolist())
+print(g(torch.ones(8, 4), y).tolist())
 '''
 
-#: run name -> (the program's scale, its arguments): each differs from ``cold`` in one way.
-RUNS: dict[str, tuple[int, tuple[str, ...]]] = {
-    "cold": (2, ()),
-    "unchanged": (2, ()),
-    "config": (2, ("--autotune",)),
-    "dtype": (2, ("--float64",)),
-    "source": (3, ()),
-    "freezing": (2, ("--freeze",)),
+#: run name -> (the program's scale, its arguments, OMP_NUM_THREADS): each differs from
+#: ``cold`` in one way.
+RUNS: dict[str, tuple[int, tuple[str, ...], str]] = {
+    "cold": (2, (), "1"),
+    "unchanged": (2, (), "1"),
+    "config": (2, ("--autotune",), "1"),
+    "dtype": (2, ("--float64",), "1"),
+    "source": (3, (), "1"),
+    "freezing": (2, ("--freeze",), "1"),
+    "stride": (2, ("--strided",), "1"),
+    "threads": (2, (), "2"),
 }
 TIMEOUT_S = 600
 
@@ -74,13 +80,13 @@ def record(out: Path, *, aot_debug: bool = False, only: tuple[str, ...] = ()) ->
     try:
         program = work / "program.py"
         cache = work / "inductor-cache"
-        for name, (scale, args) in RUNS.items():
+        for name, (scale, args, threads) in RUNS.items():
             if only and name != "cold" and name not in only:
                 continue
             program.write_text(PROGRAM.format(scale=scale), encoding="utf-8")
             trace = work / f"trace-{name}"
             env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "TORCH_TRACE": str(trace),
-                   "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+                   "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": threads}
             if aot_debug:
                 env["TORCH_LOGS"] = "+torch._functorch._aot_autograd.autograd_cache"
             done = subprocess.run([sys.executable, str(program), *args], env=env, cwd=work, timeout=TIMEOUT_S,

@@ -28,6 +28,7 @@ from dynscope._model.cache import (
     INPUT,
     PARTS_DIFFER,
     SAME_KEY,
+    THREADS,
     CacheLookup,
 )
 from dynscope._torch import cache_keys, records
@@ -37,11 +38,23 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "tests" / "traces" / "cache" / "torch-2.13"
 #: The same program, with AOTAutograd's cache logger at DEBUG (it logs its key's parts then).
 AOT_DEBUG = ROOT / "tests" / "traces" / "cache" / "torch-2.13-aot-debug"
-#: run -> (family, part name, field, before, after) of the one change planted in it.
+#: run -> the (family, part name, field, before, after) of the one change planted in it.
 PLANTED = {
-    "config": (INDUCTOR_CONFIG, "inductor_config[max_autotune]", "max_autotune", "False", "True"),
-    "dtype": (INPUT, "example_inputs[1]", "dtype", "torch.float32", "torch.float64"),
-    "source": (GRAPH, "gm", "", "mul = torch.ops.aten.mul.Tensor(arg0_1, 2)", "mul = torch.ops.aten.mul.Tensor(arg0_1, 3)"),
+    "config": [(INDUCTOR_CONFIG, "inductor_config[max_autotune]", "max_autotune", "False", "True")],
+    "dtype": [(INPUT, "example_inputs[1]", "dtype", "torch.float32", "torch.float64")],
+    "source": [(GRAPH, "gm", "", "mul = torch.ops.aten.mul.Tensor(arg0_1, 2)", "mul = torch.ops.aten.mul.Tensor(arg0_1, 3)")],
+    # a transposed input: one part, two of its fields
+    "stride": [(INPUT, "example_inputs[1]", "stride", "(4, 1)", "(1, 8)"),
+               (INPUT, "example_inputs[1]", "memory_format", "torch.contiguous_format", "None")],
+    "threads": [(THREADS, "cpp_runtime_thread_count", "", "1", "2")],
+}
+#: run -> the words its change is named in.
+WORDS = {
+    "config": "Inductor config `max_autotune` changed: False -> True",
+    "dtype": "input 1's dtype changed: float32 -> float64",
+    "source": "`mul = torch.ops.aten.mul.Tensor(arg0_1, 2)` -> `mul = torch.ops.aten.mul.Tensor(arg0_1, 3)`",
+    "stride": "input 1's stride changed: (4, 1) -> (1, 8)",
+    "threads": "the CPU thread count the C++ code specialises on changed: 1 -> 2",
 }
 
 
@@ -50,20 +63,16 @@ def test_each_planted_change_is_the_one_cause_named(run: str) -> None:
     d = dynscope.cache_diff(RUNS / "cold", RUNS / run)
     # both caches missed in B, each for the one planted change and nothing else
     assert {(m.cache, m.after.result) for m in d.misses} == {("fx_graph", "miss"), ("aot_autograd", "miss")}
-    family, name, field, before, after = PLANTED[run]
     for miss in d.misses:
         assert miss.compile_id == "0/0" and miss.after.frame == "f"
-        assert [(c.family, c.name, c.field, c.before, c.after) for c in miss.changes] == [(family, name, field, before, after)]
+        assert [(c.family, c.name, c.field, c.before, c.after) for c in miss.changes] == PLANTED[run]
         # AOTAutograd logs no key parts by default: its miss borrows the FX lookup's, and says so
         assert miss.why == (PARTS_DIFFER if miss.cache == "fx_graph" else FROM_FX)
         assert miss.seconds is not None and miss.seconds > 0  # the compile after the miss, from its metrics
-    assert len(d.causes) == 1
+    assert len(d.causes) == len(PLANTED[run])
     text = d.summary()
-    assert {"config": "Inductor config `max_autotune` changed: False -> True",
-            "dtype": "input 1's dtype changed: float32 -> float64",
-            "source": "`mul = torch.ops.aten.mul.Tensor(arg0_1, 2)` -> `mul = torch.ops.aten.mul.Tensor(arg0_1, 3)`",
-            }[run] in text
-    assert "what to do:" in text
+    assert WORDS[run] in text
+    assert text.count("what to do:") == 2  # once per miss: the changes of a miss share one remedy
 
 
 def test_the_unchanged_run_hits_and_names_no_cause() -> None:

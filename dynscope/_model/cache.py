@@ -180,7 +180,12 @@ class CacheMiss:
             told = " (as the FX graph cache's lookup in this compile logs them: AOTAutograd logged none)" \
                 if self.why == FROM_FX else ""
             out = [f"{head}, where A {was}: {len(self.changes)} part(s) of the key changed{told}"]
-            out += [f"  - {c.what}\n    what to do: {c.todo}" for c in self.changes]
+            told_todo: set[str] = set()  # what to do, once per family
+            for c in self.changes:
+                out.append(f"  - {c.what}")
+                if c.todo not in told_todo:
+                    told_todo.add(c.todo)
+                    out.append(f"    what to do: {c.todo}")
             return out
         out = [f"{head}: {_WHY_WORDS[self.why](self)}"]
         if self.why == BYPASSED:
@@ -279,16 +284,19 @@ def part_changes(before: tuple[KeyPart, ...], after: tuple[KeyPart, ...]) -> tup
     """The parts whose hashes differ (or that only one side has), in B's order, then A's."""
     old = {p.name: p for p in before}
     new = {p.name: p for p in after}
-    out = []
+    out: list[PartChange] = []
     for part in after:
         was = old.get(part.name)
         if was is None or was.digest != part.digest:
-            out.append(_change(was, part))
-    out += [_change(p, None) for p in before if p.name not in new]
+            out += _changes(was, part)
+    for part in before:
+        if part.name not in new:
+            out += _changes(part, None)
     return tuple(out)
 
 
-def _change(was: KeyPart | None, now: KeyPart | None) -> PartChange:
+def _changes(was: KeyPart | None, now: KeyPart | None) -> list[PartChange]:
+    """The changes of one part: an input's, one per field that differs (dtype, stride...)."""
     some = now if now is not None else was
     assert some is not None
     before, after = (was.value if was else ""), (now.value if now else "")
@@ -296,12 +304,10 @@ def _change(was: KeyPart | None, now: KeyPart | None) -> PartChange:
     if family == INPUT and was is not None and now is not None:
         inner = _fields_changed(before, after)
         if inner:
-            field = ", ".join(k for k, _, _ in inner)
-            before = ", ".join(v for _, v, _ in inner)
-            after = ", ".join(v for _, _, v in inner)
+            return [PartChange(family=family, name=some.name, field=k, before=v, after=w) for k, v, w in inner]
     elif family == GRAPH and was is not None and now is not None:
         before, after = _first_line_changed(before, after)
-    return PartChange(family=family, name=some.name, field=field, before=before, after=after)
+    return [PartChange(family=family, name=some.name, field=field, before=before, after=after)]
 
 
 def _split_top(text: str) -> list[str]:
