@@ -135,6 +135,23 @@ def test_trace_fails_on_a_cache_miss_when_asked(capsys: pytest.CaptureFixture[st
     assert main(["-q", "trace", str(RUNS / "freezing")]) == 0
 
 
+def test_another_torch_release_is_named_first_and_a_training_graph_matched_forward_and_backward() -> None:
+    # the same training program (tests/traces/README.md: inductor-train.log) under 2.13 and 2.15
+    traces = ROOT / "tests" / "traces"
+    d = dynscope.cache_diff(traces / "torch-2.13" / "logs" / "inductor-train.log",
+                            traces / "torch-2.15" / "logs" / "inductor-train.log")
+    # two frames (a print break), each: AOTAutograd, then FX forward (0) and backward (1)
+    assert sorted((m.compile_id, m.cache, m.after.ordinal) for m in d.misses) == [
+        ("0/0", "aot_autograd", 0), ("0/0", "fx_graph", 0), ("0/0", "fx_graph", 1),
+        ("1/0", "aot_autograd", 0), ("1/0", "fx_graph", 0), ("1/0", "fx_graph", 1)]
+    for miss in d.misses:
+        torch_changes = [c for c in miss.changes if c.family == "torch"]
+        assert [(c.before, c.after) for c in torch_changes] == [("2.13.0+cpu", "2.15.0+cu132")]
+    text = d.summary()
+    assert text.count("torch changed: 2.13.0+cpu -> 2.15.0+cu132") == 6
+    assert "as between releases" in text and "max_autotune" not in text  # the new options folded
+
+
 def test_a_cache_record_keeps_its_parts_in_half_the_space() -> None:
     log = read_log(next((RUNS / "cold").glob("*.log.gz")))
     fx = [ev for ev in log.events if isinstance(ev.record, CacheLookup) and ev.record.cache == "fx_graph"]

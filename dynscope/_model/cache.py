@@ -102,6 +102,7 @@ class CacheLookup:
     seconds: float | None = None
     detail: str = ""  # PyTorch's cache_status_detailed ("full_miss", "guard_miss", "hit"...)
     frame: str = ""  # the compiled function's name, when known
+    release: str = ""  # the torch release that logged it ("2.13.0+cpu"), when known
     ordinal: int = 0  # which lookup of this cache in this compile (a training graph: forward 0, backward 1)
 
     def __repr__(self) -> str:
@@ -180,8 +181,19 @@ class CacheMiss:
             told = " (as the FX graph cache's lookup in this compile logs them: AOTAutograd logged none)" \
                 if self.why == FROM_FX else ""
             out = [f"{head}, where A {was}: {len(self.changes)} part(s) of the key changed{told}"]
+            shown = self.changes
+            if any(c.family == TORCH for c in shown):
+                # another torch: the rest (new options, other versions) follows from it
+                shown = tuple(c for c in self.changes if c.family == TORCH)
+                rest = Counter(c.family for c in self.changes if c.family != TORCH)
+                out.append(f"  - {shown[0].what}")
+                out.append(f"    what to do: {shown[0].todo}")
+                if rest:
+                    out.append("    (and, as between releases, " + ", ".join(
+                        f"{n} {family.replace('_', ' ')}" for family, n in sorted(rest.items())) + " part(s))")
+                return out
             told_todo: set[str] = set()  # what to do, once per family
-            for c in self.changes:
+            for c in shown:
                 out.append(f"  - {c.what}")
                 if c.todo not in told_todo:
                     told_todo.add(c.todo)
@@ -257,7 +269,10 @@ def compare_lookups(a: tuple[CacheLookup, ...], b: tuple[CacheLookup, ...], *, l
     """
     by_graph = {(lk.compile_id, lk.cache, lk.ordinal): lk for lk in a}
     misses = [_explain(by_graph.get((lk.compile_id, lk.cache, lk.ordinal)), lk) for lk in b if lk.result != HIT]
-    fx_changes = {m.compile_id: m.changes for m in misses if m.cache == FX_GRAPH and m.why == PARTS_DIFFER}
+    fx_changes: dict[str, tuple[PartChange, ...]] = {}
+    for m in misses:  # the compile's first FX lookup (a training graph's forward: AOTAutograd's own graph)
+        if m.cache == FX_GRAPH and m.why == PARTS_DIFFER:
+            fx_changes.setdefault(m.compile_id, m.changes)
     misses = [
         replace(m, why=FROM_FX, changes=fx_changes[m.compile_id])
         if m.cache == AOT_AUTOGRAD and m.why == NO_PARTS and m.compile_id in fx_changes else m
@@ -277,6 +292,10 @@ def _explain(before: CacheLookup | None, after: CacheLookup) -> CacheMiss:
     if not before.parts or not after.parts:
         return CacheMiss(after.compile_id, after.cache, before, after, NO_PARTS)
     changes = part_changes(before.parts, after.parts)
+    if before.release and after.release and before.release != after.release:
+        # torch_version's value is a raw hash: the releases that logged the lookups say it
+        changes = tuple(replace(c, before=before.release, after=after.release) if c.family == TORCH else c
+                        for c in changes)
     return CacheMiss(after.compile_id, after.cache, before, after, PARTS_DIFFER if changes else NO_PARTS, changes)
 
 
@@ -389,6 +408,8 @@ def _what(c: PartChange) -> str:
             return f"the graph's code changed: `{c.before or '(nothing)'}` -> `{c.after or '(nothing)'}`"
         return "the graph's code changed (past the part of it dynscope keeps)"
     if c.family == TORCH:
+        if c.before or c.after:
+            return f"torch changed: {c.before or '(unknown)'} -> {c.after or '(unknown)'}"
         return "torch's own source differs (another release or build of torch)"
     if c.family == SYSTEM:
         return f"the machine differs ({c.name}: C++ compiler, device or driver versions)"

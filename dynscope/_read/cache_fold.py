@@ -67,7 +67,7 @@ def _with_costs(fold: _Fold) -> list[CacheLookup]:
                 seconds = m.inductor_s or None
             elif lk.cache == AOT_AUTOGRAD:
                 seconds = m.backend_s or None
-        out.append(replace(lk, frame=m.co_name, seconds=seconds))
+        out.append(replace(lk, frame=m.co_name, seconds=seconds, release=m.pytorch_version))
     return out
 
 
