@@ -167,6 +167,18 @@ def test_a_cache_record_keeps_its_parts_in_half_the_space() -> None:
     assert steps and max(len(ev.payload) for ev in steps) < 10_000
 
 
+def test_runs_share_the_parts_they_have_in_common() -> None:
+    # a long job's lookups hold one copy of each distinct part (some 600 Inductor options)
+    cold, config = (dynscope.load_trace(RUNS / run) for run in ("cold", "config"))
+    a, b = (next(lk for lk in rep.cache_lookups if lk.parts) for rep in (cold, config))  # type: ignore[union-attr]
+    shared = sum(x is y for x, y in zip(a.parts, b.parts, strict=True))
+    # all but max_autotune and get_decomp_fn, whose printed value holds the process's address of
+    # a function (its hash is the same in both runs: compared by hash, it is no change)
+    assert shared == len(a.parts) - 2
+    assert a.part("fx_kwargs[get_decomp_fn]").digest == b.part("fx_kwargs[get_decomp_fn]").digest  # type: ignore[union-attr]
+    assert a.part("fx_kwargs[get_decomp_fn]").value != b.part("fx_kwargs[get_decomp_fn]").value  # type: ignore[union-attr]
+
+
 def test_compact_reads_a_payload_as_pytorch_wrote_it() -> None:
     raw = _raw_payload(RUNS / "unchanged", "fx_graph_cache_hit")
     data = json.loads(cache_keys.compact(raw))

@@ -18,6 +18,7 @@ its parts only while its logger is at DEBUG (``components`` is ``[]`` otherwise)
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import TYPE_CHECKING, Any
@@ -121,12 +122,19 @@ def read_lookup(ev: TraceEvent, cache: str, result: str) -> CacheLookup:
         if name.startswith("["):  # an item of the previous part's attribute (compact)
             name = attr + name
         attr = name.partition("[")[0]
-        parts.append(KeyPart(name=name, digest=str(p[1]), value=str(p[2])))
+        parts.append(_key_part(name, str(p[1]), str(p[2])))
     return CacheLookup(
         compile_id=ev.compile_id, cache=cache, result=result, key=_text(data.get("key")), parts=tuple(parts),
         bypass_reason=_text(data.get("cache_bypass_reason")), seconds=_saved(data) if result == "hit" else None,
         detail=_text(data.get("cache_status_detailed")),
     )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _key_part(name: str, digest: str, value: str) -> KeyPart:
+    """One KeyPart per distinct part: some 600 Inductor options are the same in every lookup of
+    a run, so a long job's lookups share them instead of holding a copy each."""
+    return KeyPart(name=name, digest=digest, value=value)
 
 
 def _text(value: object) -> str:
