@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from dynscope._model.cache import (
     SAME_KEY,
     THREADS,
     CacheLookup,
+    compare_lookups,
 )
 from dynscope._torch import cache_keys, records
 from dynscope._torch.trace_log import read_log
@@ -85,6 +87,15 @@ def test_the_unchanged_run_hits_and_names_no_cause() -> None:
     assert "B missed nothing A had: no cause to name." in d.summary()
     # and the same keys: what A put in the cache is what B found
     assert {(lk.cache, lk.key) for lk in d.lookups_a} == {(lk.cache, lk.key) for lk in d.lookups_b}
+
+
+def test_a_graph_under_another_compile_id_is_matched_by_its_function() -> None:
+    # B's graph numbered 1/0 (say, a break earlier in B): still A's "f", still named by its change
+    cold, dtype = (dynscope.load_trace(RUNS / run) for run in ("cold", "dtype"))
+    renumbered = [replace(lk, compile_id="1/0") for lk in dtype.cache_lookups]  # type: ignore[union-attr]
+    d = compare_lookups(cold.cache_lookups, tuple(renumbered))  # type: ignore[union-attr]
+    assert {(m.compile_id, m.before.compile_id if m.before else None) for m in d.misses} == {("1/0", "0/0")}
+    assert [(c.name, c.field) for c in d.causes] == [("example_inputs[1]", "dtype")]
 
 
 def test_a_miss_on_the_same_key_says_the_cache_was_not_there() -> None:

@@ -259,7 +259,8 @@ class CacheDiff:
 def compare_lookups(a: tuple[CacheLookup, ...], b: tuple[CacheLookup, ...], *, label_a: str = "A",
                     label_b: str = "B") -> CacheDiff:
     """Run B's lookups that did not hit, each matched with A's lookup of the same graph (same
-    compile id, cache and ordinal) and explained by the key parts that differ.
+    compile id, cache and ordinal; else the same function's first) and explained by the key
+    parts that differ.
 
     Args:
         a: the reference run's lookups (a warm run that hit, or the run that filled the cache).
@@ -268,7 +269,17 @@ def compare_lookups(a: tuple[CacheLookup, ...], b: tuple[CacheLookup, ...], *, l
         label_b: what B is. Defaults to "B".
     """
     by_graph = {(lk.compile_id, lk.cache, lk.ordinal): lk for lk in a}
-    misses = [_explain(by_graph.get((lk.compile_id, lk.cache, lk.ordinal)), lk) for lk in b if lk.result != HIT]
+    # A graph B compiled under another compile id (a break or a recompile earlier in B numbers
+    # its frames differently) is matched by its function's name: A's first lookup of it.
+    by_frame: dict[tuple[str, str, int], CacheLookup] = {}
+    for lk in a:
+        if lk.frame:
+            by_frame.setdefault((lk.frame, lk.cache, lk.ordinal), lk)
+    misses = [
+        _explain(by_graph.get((lk.compile_id, lk.cache, lk.ordinal)) or by_frame.get((lk.frame, lk.cache, lk.ordinal)),
+                 lk)
+        for lk in b if lk.result != HIT
+    ]
     fx_changes: dict[str, tuple[PartChange, ...]] = {}
     for m in misses:  # the compile's first FX lookup (a training graph's forward: AOTAutograd's own graph)
         if m.cache == FX_GRAPH and m.why == PARTS_DIFFER:
