@@ -225,7 +225,8 @@ class CacheDiff:
 
     @property
     def seconds_saved_b(self) -> float:
-        """The compile seconds B's hits saved (PyTorch's time_saved of each hit)."""
+        """The compile seconds B's hits saved: each FX graph cache hit's time_saved (an
+        AOTAutograd hit's figure covers the same compile, so it is not added again)."""
         return sum(lk.seconds or 0.0 for lk in self.lookups_b if lk.result == HIT and lk.cache == FX_GRAPH)
 
     @property
