@@ -376,7 +376,9 @@ class RankWatch:
             self._pending.append(pend)  # the watcher thread compares it; the job goes on
 
     def _publish(self, store: Any, key: str, rep: Report) -> None:
-        store.set(f"{key}/report/{self._rank}", rep.to_json(indent=None))
+        # Cache lookups (their key parts run to tens of KB a graph) decide nothing the ranks
+        # compare: they stay out of what goes through the job's store at every compile.
+        store.set(f"{key}/report/{self._rank}", replace(rep, cache_lookups=()).to_json(indent=None))
         store.set(f"{key}/digest/{self._rank}", digest(rep))
         store.add(f"{key}/n", 1)
         self._published.add(key)
