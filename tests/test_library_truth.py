@@ -268,7 +268,7 @@ def test_the_program_line_shows_graphs_in_the_order_they_ran() -> None:
     graphs = (replace(g, id=0, compile_id="2/0", frame="body"), replace(g, id=1, compile_id="1/1", frame="prepare"))
     shown = replace(rep, frames=frames, graphs=graphs, compile_time=replace(rep.compile_time, total_s=0.0,
                     dynamo_s=0.0, backend_s=0.0, phases=()))
-    from dynscope._render.text import program_line
+    from dynscope._render.sections import program_line
 
     assert program_line(shown) == "call -> graph 0 body -> graph 1 prepare"
 

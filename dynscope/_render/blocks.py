@@ -11,10 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Block", "Cell", "Column", "Entry", "Field", "FieldKind", "Group", "Listing", "Section", "Table", "View"]
+__all__ = [
+    "Block", "Cell", "Column", "Entry", "Field", "FieldKind", "Group", "Listing", "Phrase", "Section", "Table", "Tone",
+    "View",
+]
 
 #: Which view shows a column: both ("") or only the terminal or only the page.
 View = Literal["", "text", "html"]
+
+#: What a section's title says of the news under it: "" none, "bad" (breaks, recompiles,
+#: fallbacks: the terminal paints it red), "good" (nothing went wrong: green). Colour and
+#: emphasis come from the tone given where the section is made, never from its words.
+Tone = Literal["", "bad", "good"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,8 @@ class Column:
 
     ``style`` says what its cells are ("code": text from a program; "cat": a category tag;
     "graph": a graph id the page links to its section; "pre": lines kept as they are;
-    "verdict": a remedy's verdict, marked on the page when it did not help); ``only`` names
+    "verdict": a remedy's verdict, marked on the page when it did not help; "notes": a tuple
+    of doubts about the row, a list on the page); ``only`` names
     the one view that shows it, for a column too wide for a terminal or too terse for a
     page; ``clip``: the most characters the terminal shows of a cell (0: all).
     """
@@ -54,6 +63,9 @@ class Table:
 
     ``title``: the heading said above it inside a group ("" for none); ``limit``: the rows
     the terminal shows (0: all; the page shows them all), and ``rest`` says what it left out.
+    ``said``: a few rows read better as sentences than as a grid: the sentence each row is
+    said with (``str.format`` over its cells, "{0} {1} ({2}): {3}"), in the views ``said_in``
+    names ("" both); each other view draws the grid.
     """
 
     columns: tuple[Column, ...]
@@ -62,6 +74,8 @@ class Table:
     title: str = ""
     limit: int = 0
     rest: str = ""
+    said: str = ""
+    said_in: View = ""
 
     def view(self, name: View) -> tuple[list[Column], list[list[object]]]:
         """The columns ``name`` ("text" or "html") shows, and each row's cells in them."""
@@ -118,23 +132,54 @@ class Listing:
 @dataclass(frozen=True)
 class Group:
     """A titled part of a section told without a program line (one recompile cause, one
-    remedy tried): its fields, then the listings and tables under it."""
+    remedy tried): its fields, then the listings and tables under it. ``folded``: on the
+    page behind its title; the terminal, which shows no folds, leaves it out (the section's
+    lead says what the folded groups hold, in one line)."""
 
     anchor: str
     title: str
     fields: tuple[Field, ...] = ()
     blocks: tuple[Listing | Table, ...] = ()
+    folded: bool = False
 
 
-Block = Table | Entry | Listing | Group
+@dataclass(frozen=True)
+class Phrase:
+    """A line said in pieces, each with its tone: a count that is bad news ("bad") is marked
+    where it is made, so the terminal paints it and the card marks it without reading the
+    words back."""
+
+    pieces: tuple[tuple[str, Tone], ...]
+
+    @property
+    def text(self) -> str:
+        """The words, without tones."""
+        return "".join(text for text, _ in self.pieces)
+
+
+Block = Table | Entry | Listing | Group | Phrase
 
 
 @dataclass(frozen=True)
 class Section:
     """A part of the report: its ``title``, the ``lead`` sentence read first, its blocks, and
-    the ``notes`` said under them (what to read the figures with)."""
+    the ``notes`` said under them (what to read the figures with).
+
+    ``key``: what the section is ("breaks", "guards"...), by which a view places it or lays it
+    out its own way (the page puts the graphs last, beside each graph's own part); ``tone``:
+    what its title says of the news under it; ``empty``: what a view that shows every part
+    says in place of this one's blocks when it has none ("No guards recorded."); ``lead_kind``:
+    how the lead is laid out ("flat": a list of figures kept on one line); ``marked``: the
+    title in pieces when only part of it is news ("Graph breaks (5 events at 2 sites)", the
+    events bad).
+    """
 
     title: str
     blocks: tuple[Block, ...] = ()
     lead: str = ""
     notes: tuple[str, ...] = ()
+    key: str = ""
+    tone: Tone = ""
+    empty: str = ""
+    lead_kind: FieldKind = "line"
+    marked: Phrase | None = None

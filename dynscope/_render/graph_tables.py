@@ -24,12 +24,13 @@ from dynscope._render.words import (
     samples_text,
     source_label,
     speedup_text,
+    timing_notes,
 )
 
 if TYPE_CHECKING:
     from dynscope._model import Graph, Kernel, Lowering, Report, Timing
 
-__all__ = ["TOP_KERNELS_SHOWN", "code_anchor", "frame_label", "graphs", "kernels", "top_kernels"]
+__all__ = ["TOP_KERNELS_SHOWN", "code_anchor", "frame_label", "graphs", "kernels", "timing", "top_kernels"]
 
 #: The costliest kernels the terminal lists (the page lists twice as many).
 TOP_KERNELS_SHOWN = 5
@@ -69,6 +70,39 @@ def graphs(rep: Report) -> Table:
         row += _timing_cells(g.timing) if timed else []
         row += _train_cells(g.timing) if trains else []
         rows.append(tuple(row))
+    return Table(tuple(columns), tuple(rows))
+
+
+def timing(g: Graph) -> Table | None:
+    """One graph's timing, a row per mode: eager against compiled, the samples, the build's
+    seconds, the numerics, forward+backward for a training graph, and each doubt about the
+    figures (a "notes" cell: the page lists them in its row; the terminal says them under
+    its table of graphs, several graphs at once); None when the graph was not timed."""
+    if not g.timings:
+        return None
+    # Forward+backward columns only for a training graph: an inference graph reads as before.
+    trains = any(t.trains for t in g.timings)
+    columns = [Column(h) for h in ("mode", "device", "eager ms", "compiled ms", "speedup", "samples", "compile s",
+                                   "max abs err")]
+    columns += [Column(h) for h in ("fwd+bwd eager ms", "fwd+bwd compiled ms", "grads")] if trains else []
+    columns.append(Column("notes", "notes"))
+
+    def train_cells(t: Timing) -> list[object]:
+        if not trains:
+            return []
+        if not t.trains:
+            return ["", "", "-"]
+        compiled = "failed" if t.train_error else f"{t.train_compiled_ms:.4f}"
+        return [f"{t.train_eager_ms:.4f}" if t.train_eager_ms > 0 else "", compiled, grads_text(t)]
+
+    rows = []
+    for t in g.timings:
+        if t.failed:
+            cells: list[object] = [t.mode, t.device, "", "", "failed", "", "", ""]
+        else:
+            cells = [t.mode, t.device, f"{t.eager_ms:.4f}", f"{t.compiled_ms:.4f}", speedup_text(t), samples_text(t),
+                     f"{t.compile_s:.2f}", f"{t.max_abs_err:.2e}"]
+        rows.append((*cells, *train_cells(t), tuple(timing_notes(t))))
     return Table(tuple(columns), tuple(rows))
 
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections import Counter
 from typing import TYPE_CHECKING
 
 from dynscope._format import few, location, percent, plural
 from dynscope._model.structure import structure_hash
 from dynscope._render import graph_tables, sections
-from dynscope._render.blocks import Entry, Group, Listing, Table
+from dynscope._render.blocks import Entry, Group, Listing, Section, Table
 from dynscope._render.figures import phase_seconds
 from dynscope._render.graph_tables import code_anchor
 from dynscope._render.html_parts import asset, esc, html_table
@@ -28,30 +27,26 @@ from dynscope._render.section_html import (
     group_html,
     listing_html,
     notes_html,
+    section_html,
     table_cells,
     table_html,
 )
 from dynscope._render.words import (
-    CRASH_WORDS,
     PHASE_SOURCES,
     cache_text,
     compile_parts,
-    grads_text,
     human_bytes,
     inputs_text,
     memory_cell,
     phases_text,
-    samples_text,
     size_fix_line,
-    speedup_text,
-    timing_notes,
     totals_line,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from dynscope._model import Frame, Graph, Report, Timing
+    from dynscope._model import Frame, Graph, Report
 
 __all__ = ["BUNDLE_CSP", "CSP", "CSS", "INLINE_SVG_MAX", "NO_PICTURES", "SCRIPT", "render_html"]
 
@@ -92,10 +87,6 @@ BUNDLE_CSP = CSP.replace("img-src data:;", "img-src data: 'self';")
 #: shows them on demand from their graph_<id>.svg file; Report.to_html() leaves them out.
 INLINE_SVG_MAX = 250_000
 
-#: Guards listed one by one per compile on the page; the rest are counted by kind.
-GUARDS_SHOWN = 100
-
-
 #: What stands where a picture would be when the caller laid none out.
 NO_PICTURES = (
     '<p class="warn">Pictures need Graphviz\'s <code>dot</code> program (Debian/Ubuntu: '
@@ -122,88 +113,10 @@ def _recompiles(rep: Report) -> str:
     return "".join(group_html(g) for g in sections.recompiles(rep).blocks if isinstance(g, Group))
 
 
-def _fallbacks(rep: Report) -> str:
-    failed = [f for f in rep.frames if f.status == "failed"]
-    if not failed:
-        return ""
-    table = html_table(
-        ["compile", "function", "where", "why"],
-        (
-            [f"<code>{esc(f.compile_id)}</code>", esc(f.function),
-             f"<code>{esc(location(f.filename, f.lineno))}</code>", esc(f.fail_summary)]
-            for f in failed
-        ),
-    )
-    return (
-        "<section><h2>Frames that fell back to eager</h2><p>Dynamo gave up on these functions; "
-        f"they run eagerly, and only what they call is compiled.</p>{table}</section>"
-    )
-
-
-def _crashes(rep: Report) -> str:
-    crashed = [f for f in rep.frames if f.status == "crashed"]
-    if not crashed:
-        return ""
-    items = "".join(
-        f"<li><code>{esc(f.compile_id)}</code> {esc(f.function)} (<code>{esc(location(f.filename, f.lineno))}</code>): "
-        f"{esc(f.fail_summary)}</li>" for f in crashed)
-    return (f"<section><h2>The compile that raised into your program</h2><p>{esc(CRASH_WORDS)}</p>"
-            f"<ul>{items}</ul></section>")
-
-
-def _guards(rep: Report) -> str:
-    if not rep.guards:
-        return "<p>No guards recorded.</p>"
-    out = []
-    for cid in dict.fromkeys(g.compile_id for g in rep.guards):
-        mine = [g for g in rep.guards if g.compile_id == cid]
-        table = html_table(
-            ["kind", "source", "check", "from code"],
-            ([esc(g.kind), f"<code>{esc(g.source)}</code>", f"<code>{esc(g.detail)}</code>",
-              f"<code>{esc(g.user_line)}</code>"] for g in mine[:GUARDS_SHOWN]),
-        )
-        # A big model has thousands of guards (several per parameter): the page lists the
-        # first ones and counts the rest by kind, so the guards do not outweigh the page.
-        if len(mine) > GUARDS_SHOWN:
-            kinds = Counter(g.kind for g in mine[GUARDS_SHOWN:])
-            table += (f"<p>{len(mine) - GUARDS_SHOWN} more guards ("
-                      + esc(", ".join(f"{k} x{n}" for k, n in kinds.most_common()))
-                      + "): all are in report.json and <code>rep.guards</code>.</p>")
-        out.append(f"<details><summary>{esc(cid)}: {len(mine)} guards</summary>{table}</details>")
-    return "\n".join(out)
-
-
 def _timing(g: Graph) -> str:
-    if not g.timings:
-        return ""
-
-    # Forward+backward columns only for a training graph: an inference graph reads as before.
-    trains = any(t.trains for t in g.timings)
-
-    def train_cells(t: Timing) -> list[str]:
-        if not trains:
-            return []
-        if not t.trains:
-            return ["", "", "-"]
-        compiled = "failed" if t.train_error else f"{t.train_compiled_ms:.4f}"
-        eager = f"{t.train_eager_ms:.4f}" if t.train_eager_ms > 0 else ""
-        return [eager, compiled, esc(grads_text(t))]
-
-    def row(t: Timing) -> list[str]:
-        notes = "".join(f"<li>{esc(n)}</li>" for n in timing_notes(t))
-        notes = f'<ul class="warn">{notes}</ul>' if notes else ""
-        if t.failed:
-            return [esc(t.mode), esc(t.device), "", "", "failed", "", "", "", *train_cells(t), notes]
-        return [esc(t.mode), esc(t.device), f"{t.eager_ms:.4f}", f"{t.compiled_ms:.4f}",
-                esc(speedup_text(t)), esc(samples_text(t)), f"{t.compile_s:.2f}", f"{t.max_abs_err:.2e}",
-                *train_cells(t), notes]
-
-    extra = ["fwd+bwd eager ms", "fwd+bwd compiled ms", "grads"] if trains else []
-    return html_table(
-        ["mode", "device", "eager ms", "compiled ms", "speedup", "samples", "compile s", "max abs err", *extra,
-         "notes"],
-        (row(t) for t in g.timings),
-    )
+    """The graph's timing per mode (dynscope._render.graph_tables.timing); "" when not timed."""
+    table = graph_tables.timing(g)
+    return "" if table is None else table_html(table)
 
 
 # -- below Dynamo -------------------------------------------------------------------------
@@ -519,8 +432,8 @@ def render_html(
 <div class="svgbox" id="program-view">{program}</div></section>
 {_breaks(rep)}
 <section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
-{_advice(rep)}{_crashes(rep)}{_fallbacks(rep)}{cov}{_end_to_end(rep)}{_memory(rep)}{_program_lowering(rep)}
-<section><h2>Guards</h2>{_guards(rep)}</section>
+{_advice(rep)}{_shown(sections.crashes(rep))}{_shown(sections.fallbacks(rep))}{cov}{_end_to_end(rep)}{_memory(rep)}{_program_lowering(rep)}
+{section_html(sections.guards(rep))}
 <section id="graphs"><h2>Graphs ({rep.graph_count})</h2>{_legend()}{_graph_table(rep, svgs, picture_files, same)}</section>
 {graphs}
 </main></body></html>
@@ -536,6 +449,11 @@ def _coverage(rep: Report) -> str:
     sites = "".join(listing_html(b) for b in section.blocks if isinstance(b, Listing))
     notes = "".join(f"<p>{esc(capital(n))}</p>" for n in section.notes)
     return f"<section><h2>{esc(section.title)}</h2><p>{esc(section.lead)}</p>{sites}{notes}</section>"
+
+
+def _shown(section: Section | None) -> str:
+    """A section laid out as the page lays out a section; "" for one the report has not."""
+    return "" if section is None else section_html(section)
 
 
 def _compile_detail(rep: Report) -> str:

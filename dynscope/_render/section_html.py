@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dynscope._render.blocks import Cell, Listing
+from dynscope._render.blocks import Cell, Entry, Group, Listing, Table
 from dynscope._render.html_parts import esc, html_table, safe_url
 
 if TYPE_CHECKING:
-    from dynscope._render.blocks import Column, Entry, Field, Group, Table
+    from dynscope._render.blocks import Column, Field, Section
 
-__all__ = ["capital", "entry_html", "group_html", "listing_html", "notes_html", "table_cells", "table_html"]
+__all__ = [
+    "capital", "entry_html", "folded_html", "group_html", "listing_html", "notes_html", "said_html", "section_html",
+    "table_cells", "table_html",
+]
 
 
 def capital(text: str) -> str:
@@ -21,6 +24,9 @@ def capital(text: str) -> str:
 
 
 def _cell(column: Column, value: object) -> str:
+    if column.style == "notes":  # what to doubt about the row's figures, listed in it
+        items = "".join(f"<li>{esc(n)}</li>" for n in value) if isinstance(value, tuple) else ""
+        return f'<ul class="warn">{items}</ul>' if items else ""
     text = esc(value.text if isinstance(value, Cell) else value)
     if column.style == "code":
         text = f"<code>{text}</code>"
@@ -51,6 +57,45 @@ def table_html(table: Table, attrs: str = "") -> str:
     style; ``attrs`` (dynscope's own) go on the <table> tag."""
     headers, rows = table_cells(table)
     return html_table(headers, rows, attrs)
+
+
+def said_html(table: Table) -> str:
+    """Each row said as its sentence (``table.said``), an item of a list, its cells escaped
+    and marked up by their columns' styles."""
+    _, rows = table_cells(table)
+    return "<ul>" + "".join(f"<li>{table.said.format(*row)}</li>" for row in rows) + "</ul>"
+
+
+def folded_html(group: Group) -> str:
+    """A folded group: its title as the summary; its tables (each with what it leaves out)
+    and listings inside."""
+    inner = []
+    for block in group.blocks:
+        if isinstance(block, Listing):
+            inner.append(listing_html(block))
+        else:
+            inner.append(table_html(block) + (f"<p>{esc(block.rest)}</p>" if block.rest else ""))
+    return f"<details><summary>{esc(group.title)}</summary>{''.join(inner)}</details>"
+
+
+def section_html(section: Section) -> str:
+    """A section as the page shows it: its heading, its lead (or what it says when it has
+    nothing), its blocks (a table said as sentences where the section says so for the page,
+    else drawn; groups folded or headed), its notes."""
+    out = [f"<section><h2>{esc(section.title)}</h2>"]
+    if section.lead or not section.blocks and section.empty:
+        out.append(f"<p>{esc(section.lead or section.empty)}</p>")
+    parts = []
+    for block in section.blocks:
+        if isinstance(block, Table):
+            parts.append(said_html(block) if block.said and block.said_in in ("", "html") else table_html(block))
+        elif isinstance(block, Listing):
+            parts.append(listing_html(block))
+        elif isinstance(block, Group):
+            parts.append(folded_html(block) if block.folded else group_html(block))
+        elif isinstance(block, Entry):
+            parts.append(entry_html(block))
+    return "".join(out) + "\n".join(parts) + notes_html(section.notes) + "</section>"
 
 
 def group_html(group: Group) -> str:

@@ -9,19 +9,50 @@ from typing import TYPE_CHECKING
 from tabulate import tabulate
 
 from dynscope._format import clip
-from dynscope._render.blocks import Cell, Listing, Table
+from dynscope._render.blocks import Cell, Entry, Group, Listing, Table
 
 if TYPE_CHECKING:
-    from dynscope._render.blocks import Column, Entry, Field, Group
+    from dynscope._render.blocks import Column, Field, Section
 
-__all__ = ["entry_lines", "flagged", "group_lines", "listing_lines", "table_text"]
+__all__ = ["entry_lines", "flagged", "group_lines", "listing_lines", "said_lines", "section_lines", "table_text"]
 
 
 def _text_cell(column: Column, value: object) -> object:
     # Numbers stay numbers (tabulate aligns them); a Cell is its words.
     if isinstance(value, Cell):
         value = value.text
+    elif column.style == "notes" and isinstance(value, tuple):
+        value = "; ".join(value)
     return clip(str(value), column.clip) if column.clip else value
+
+
+def said_lines(table: Table) -> list[str]:
+    """Each row said as its sentence (``table.said``), indented, its cells clipped as their
+    columns say."""
+    columns, rows = table.view("text")
+    return ["    " + table.said.format(*(_text_cell(c, v) for c, v in zip(columns, row, strict=True))) for row in rows]
+
+
+def section_lines(section: Section, width: int = 100) -> list[str]:
+    """A section's body under its title: the lead (indented, wrapped unless flat), then its
+    blocks (a table said as sentences where it says so, else drawn; a group folded on the
+    page is left out: its lead said it), then its notes."""
+    lines = []
+    if section.lead:
+        if section.lead_kind == "flat":
+            lines.append(f"    {section.lead}")
+        else:
+            lines += textwrap.wrap(section.lead, width, initial_indent="    ", subsequent_indent="    ")
+    for block in section.blocks:
+        if isinstance(block, Table):
+            lines += said_lines(block) if block.said and block.said_in in ("", "text") else [table_text(block)]
+        elif isinstance(block, Listing):
+            lines += listing_lines(block)
+        elif isinstance(block, Group) and not block.folded:
+            lines += group_lines(block, width)
+        elif isinstance(block, Entry):
+            lines += entry_lines(block, width)
+    return lines + flagged(section.notes, width)
 
 
 def table_text(table: Table) -> str:

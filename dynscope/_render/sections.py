@@ -11,14 +11,18 @@ Pure: model in, data out; every figure and phrase comes from the model or the ph
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from typing import TYPE_CHECKING
 
-from dynscope._format import clip, human_bytes, location, ms, percent, plural
+from dynscope._format import ADD_UP_TOLERANCE, clip, human_bytes, location, ms, percent, plural
 from dynscope._lexicon.wording import resume_label
-from dynscope._render.blocks import Block, Column, Entry, Field, Group, Listing, Section, Table
+from dynscope._model.order import program_order  # the one ordering, shared with the picture
+from dynscope._render import graph_tables
+from dynscope._render.blocks import Block, Column, Entry, Field, Group, Listing, Phrase, Section, Table
 from dynscope._render.causes import explained, fix_words, what_changed
 from dynscope._render.figures import memory_order, sizes_of
 from dynscope._render.words import (
+    CRASH_WORDS,
     UNSAID,
     advice_title,
     breaks_title_pieces,
@@ -42,6 +46,8 @@ from dynscope._render.words import (
     samples_text,
     saved_text,
     size_fix_line,
+    timing_doubts,
+    totals_pieces,
     trial_cells,
     trial_memory,
     trial_timed,
@@ -52,10 +58,17 @@ from dynscope._render.words import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from dynscope._model import GraphBreak, Report, Trial
+    from dynscope._model import Frame, Graph, GraphBreak, Report, Trial
 
 __all__ = [
     "ADVICE_LEAD",
+    "document",
+    "graph_timing_lines",
+    "graphs",
+    "header",
+    "id_ranges",
+    "program",
+    "program_line",
     "MEMORY_HEADERS",
     "Column",
     "Entry",
@@ -70,12 +83,126 @@ __all__ = [
     "compile_time",
     "end_to_end",
     "coverage",
+    "crashes",
+    "fallbacks",
+    "guards",
     "memory",
     "memory_rows",
     "recompiles",
     "trial_target",
     "warnings",
 ]
+
+# -- the document: every part, in order ---------------------------------------------------
+
+
+def document(rep: Report, *, warned: tuple[str, ...] = ()) -> tuple[Section, ...]:
+    """Every part of the report, each built once, in the order the summary reads them: the
+    header, what to read first, the graphs, the program, its breaks, recompiles, remedies,
+    compiles that raised, frames that fell back, guards, coverage, timing, memory, what
+    Inductor did and compile time. A part the report has nothing for is left out; one a view
+    shows even when empty (breaks, recompiles, guards) says so in its ``empty``.
+
+    The terminal reads them in this order; the card picks the ones it has room for; the page
+    reads them in this order too, with its own two placements: compile time under the
+    header's figure, and the guards then the graphs last, before each graph's own part.
+
+    Args:
+        rep: the report.
+        warned: what a view adds to "Read this first" of its own (a page without its pictures).
+    """
+    parts = (
+        header(rep), warnings(rep, warned), graphs(rep), program(rep), breaks(rep), recompiles(rep),
+        advice(rep.trials) if rep.trials else None, crashes(rep), fallbacks(rep), guards(rep), coverage(rep),
+        end_to_end(rep), memory(rep), below_dynamo(rep), compile_time(rep),
+    )
+    return tuple(part for part in parts if part is not None)
+
+
+def header(rep: Report) -> Section:
+    """The report's title and its totals in one line (the counts that are bad news marked)."""
+    title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
+    totals = Phrase(tuple((text, "bad" if bad else "") for text, bad in totals_pieces(rep)))
+    return Section(title, (totals,), key="header")
+
+
+def graphs(rep: Report) -> Section:
+    """The graphs: every graph on one row (dynscope._render.graph_tables.graphs), then each
+    doubt about their timing, said of several graphs at once where it holds for them all."""
+    table = (graph_tables.graphs(rep),) if rep.graphs else ()
+    return Section(f"Graphs ({rep.graph_count})", table, notes=tuple(graph_timing_lines(rep)), key="graphs",
+                   empty="(none captured)")
+
+
+def program(rep: Report) -> Section:
+    """The program in execution order: the terminal writes it as one line of steps
+    (:func:`program_line`, the lead, shown only when the program has a break or a recompile);
+    the page draws it, the lead saying how to read the picture."""
+    line = program_line(rep) if rep.breaks or rep.recompiles else ""
+    return Section("Program (in execution order)", lead=line, key="program", lead_kind="code")
+
+
+def id_ranges(ids: Sequence[int]) -> str:
+    """"0, 2, 5-9": graph ids in order, runs of consecutive ids as ranges."""
+    runs: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def graph_timing_lines(rep: Report) -> list[str]:
+    """One line per doubt about a graph's timing (first mode): failures, numerics, noise."""
+    out: list[str] = []
+    # One line per doubt: said of several graphs at once when it holds for them all (a
+    # model of 14 small graphs gets one "both under 50 us" line, not 13).
+    doubts: dict[str, list[tuple[int, str]]] = {}
+    same: dict[tuple[str, tuple[object, ...]], list[Graph]] = {}
+    for g in rep.graphs:
+        if g.timing is not None:
+            for i, (text, shared) in enumerate(timing_doubts(g.timing)):
+                doubts.setdefault(shared or f"graph {g.id} #{i}", []).append((g.id, text))
+            if g.code and not g.timing.failed:
+                same.setdefault((g.code, g.inputs), []).append(g)
+    for shared, held in doubts.items():
+        if len(held) == 1:
+            out.append(f"graph {held[0][0]}: {held[0][1]}")
+        else:
+            out.append(f"{len(held)} graphs ({id_ranges([gid for gid, _ in held])}): {shared}")
+    # The same code on the same inputs cannot truly run at two speeds: a spread between
+    # them is what the measurement is worth.
+    for twins in same.values():
+        ratios = [g.timing.speedup for g in twins if g.timing is not None]
+        if len(twins) > 1 and min(ratios) > 0 and max(ratios) > min(ratios) * (1 + ADD_UP_TOLERANCE):
+            ids = ", ".join(str(g.id) for g in twins)
+            shown = ", ".join(f"{r:.2f}x" for r in ratios)
+            out.append(
+                f"graphs {ids} are the same code on the same inputs yet timed at {shown}: "
+                f"the difference is measurement noise, and no one of these figures is firmer than that"
+            )
+    return out
+
+
+def program_line(rep: Report) -> str:
+    """The program in execution order, one arrow per step: each frame's graphs (a
+    recompiled frame lists every variant) or "eager" for a frame Dynamo gave up on, then
+    the breaks it hits."""
+    graph_ids = {g.compile_id: g.id for g in rep.graphs}
+    frames = {f.compile_id: f for f in rep.frames}
+    steps = []
+    for group, ends in program_order(rep):
+        ids = [str(graph_ids[c]) for cids in group for c in cids if c in graph_ids]
+        name = resume_label(frames[group[0][0]].function) or "?"
+        if ids:
+            steps.append(f"graph {' | '.join(ids)} {name}")
+        elif any(frames[c].status == "failed" for cids in group for c in cids):
+            steps.append(f"eager {name}")  # Dynamo gave up on the frame
+        # A frame with nothing to compile and no break is left out: the picture shows it.
+        steps.extend(f"BREAK {rep.breaks[i].location}" for i in ends)
+    return " -> ".join(["call", *steps])
+
 
 # -- graph breaks ---------------------------------------------------------------------------
 
@@ -97,11 +224,12 @@ def breaks(rep: Report) -> Section:
          clip(b.source, 40), b.reason)
         for i, b in enumerate(ranked, 1)
     )
-    title = "".join(text for text, _ in breaks_title_pieces(rep))
+    marked = Phrase(tuple((text, "bad" if bad else "") for text, bad in breaks_title_pieces(rep)))
     if not ranked:
-        return Section(title)
+        return Section(marked.text, key="breaks", tone="good", empty="No graph breaks.", marked=marked)
     entries = tuple(_break_entry(rep, i, b) for i, b in enumerate(ranked, 1))
-    return Section(title, (Table(_BREAK_COLUMNS, rows), *entries), lead=fix_first_line(rep))
+    return Section(marked.text, (Table(_BREAK_COLUMNS, rows), *entries), lead=fix_first_line(rep), key="breaks",
+                   marked=marked)
 
 
 def _break_entry(rep: Report, i: int, b: GraphBreak) -> Entry:
@@ -158,7 +286,7 @@ def coverage(rep: Report) -> Section | None:
         (f"not counted: {c.ops_dynamo} ops Dynamo ran to build graph arguments (its runtime, not your code)",)
         if c.ops_dynamo else ()
     )
-    return Section("Coverage", tuple(blocks), lead=lead, notes=notes)
+    return Section("Coverage", tuple(blocks), lead=lead, notes=notes, key="coverage")
 
 
 # -- memory ---------------------------------------------------------------------------------
@@ -233,6 +361,7 @@ def memory(rep: Report) -> Section | None:
         table,
         lead=program_memory_line(rep),
         notes=tuple(memory_notes(rep)),
+        key="memory",
     )
 
 
@@ -243,7 +372,7 @@ def warnings(rep: Report, extra: tuple[str, ...] = ()) -> Section | None:
     """"Read this first": what makes the counts incomplete or the report unusual (and
     ``extra``, what a view adds of its own: a page without its pictures); None when nothing."""
     lines = (*warning_lines(rep), *extra)
-    return Section("Read this first", notes=lines) if lines else None
+    return Section("Read this first", notes=lines, key="warnings") if lines else None
 
 
 # -- compile time ---------------------------------------------------------------------------
@@ -263,7 +392,73 @@ def compile_time(rep: Report) -> Section:
         "Compile time",
         lead=f"total {compile_parts(t)} over {' and '.join(counted) or '0 frame compiles'}",
         notes=(*notes, *([measured] if measured else [])),
+        key="compile-time",
     )
+
+
+# -- frames Dynamo did not compile; guards --------------------------------------------------
+
+#: A frame as the terminal says it: compile, function, where, and why (the terminal keeps
+#: the first 80 characters of why; the page all of it).
+_FRAME_COLUMNS = (Column("compile", "code"), Column("function"), Column("where", "code"), Column("why", clip=80))
+_FRAME_SAID = "{0} {1} ({2}): {3}"
+
+
+def _frame_rows(frames: Sequence[Frame]) -> tuple[tuple[object, ...], ...]:
+    return tuple((f.compile_id, f.function, location(f.filename, f.lineno), f.fail_summary) for f in frames)
+
+
+def crashes(rep: Report) -> Section | None:
+    """The compiles that raised into the user's program (what that means, then each frame);
+    None when none did."""
+    crashed = [f for f in rep.frames if f.status == "crashed"]
+    if not crashed:
+        return None
+    table = Table(_FRAME_COLUMNS, _frame_rows(crashed), said=_FRAME_SAID)
+    return Section("The compile that raised into your program", (table,), lead=CRASH_WORDS, key="crashes")
+
+
+def fallbacks(rep: Report) -> Section | None:
+    """The frames Dynamo gave up on (they ran eagerly): what that means, then each frame, said
+    as a sentence on the terminal and as a table row on the page; None when none did."""
+    failed = [f for f in rep.frames if f.status == "failed"]
+    if not failed:
+        return None
+    table = Table(_FRAME_COLUMNS, _frame_rows(failed), said=_FRAME_SAID, said_in="text")
+    return Section("Frames that fell back to eager", (table,),
+                   lead="Dynamo gave up on these functions; they run eagerly, and only what they call is compiled.",
+                   key="fallbacks", tone="bad")
+
+
+#: Guards listed one by one per compile on the page; the rest are counted by kind.
+GUARDS_SHOWN = 100
+
+_GUARD_COLUMNS = (Column("kind"), Column("source", "code"), Column("check", "code"), Column("from code", "code"))
+
+
+def guards(rep: Report) -> Section:
+    """The guards: one line of how many, on how many compiles, of which kinds (most first);
+    then each compile's guards, folded (the page's): the first :data:`GUARDS_SHOWN`, and the
+    table's ``rest`` counts the others by kind."""
+    if not rep.guards:
+        return Section("Guards", key="guards", empty="No guards recorded.")
+    kinds = Counter(g.kind for g in rep.guards)
+    top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{k} {n}" for k, n in top[:5]) + (", ..." if len(top) > 5 else "")
+    compiles = dict.fromkeys(g.compile_id for g in rep.guards)
+    lead = f"{plural(len(rep.guards), 'guard')} on {plural(len(compiles), 'compile')}: {shown}"
+    groups = []
+    for cid in compiles:
+        mine = [g for g in rep.guards if g.compile_id == cid]
+        # A big model has thousands of guards (several per parameter): the first ones are
+        # listed and the rest counted by kind, so the guards do not outweigh the page.
+        rows = tuple((g.kind, g.source, g.detail, g.user_line) for g in mine[:GUARDS_SHOWN])
+        rest = Counter(g.kind for g in mine[GUARDS_SHOWN:])
+        more = (f"{len(mine) - GUARDS_SHOWN} more guards (" + ", ".join(f"{k} x{n}" for k, n in rest.most_common())
+                + "): all are in report.json and rep.guards.")
+        table = Table(_GUARD_COLUMNS, rows, rest=more if rest else "")
+        groups.append(Group(f"guards-{cid}", f"{cid}: {len(mine)} guards", blocks=(table,), folded=True))
+    return Section("Guards", tuple(groups), lead=lead, key="guards", lead_kind="flat")
 
 
 # -- timing, end to end ---------------------------------------------------------------------
@@ -291,7 +486,8 @@ def end_to_end(rep: Report) -> Section | None:
             f"{m.speedup:.2f}x" + (" ?" if m.below_resolution else " ~" if m.noisy else ""),
             samples_text(m), f"{m.first_call_s:.2f} s", in_graphs_text(m), "",
         ))
-    return Section("Timing (end to end)", (Table(_END_TO_END_COLUMNS, tuple(rows)),), notes=tuple(end_to_end_lines(rep)))
+    return Section("Timing (end to end)", (Table(_END_TO_END_COLUMNS, tuple(rows)),), notes=tuple(end_to_end_lines(rep)),
+                   key="timing")
 
 
 # -- below Dynamo ---------------------------------------------------------------------------
@@ -310,6 +506,7 @@ def below_dynamo(rep: Report) -> Section | None:
     return Section(
         f"Below Dynamo ({plural(count, 'kernel')} in {plural(len(lowered), 'lowered graph')})",
         notes=tuple(f"{label}: {text}" for label, text in lines if text),
+        key="below-dynamo",
     )
 
 
@@ -349,7 +546,8 @@ def recompiles(rep: Report) -> Section:
         )
         title = f"{plural(g.count, 'recompile')} of {resume_label(g.frame) or '?'}: {what_changed(g.cause)}"
         groups.append(Group(f"recompile-{n}", title, tuple(fields), blocks))
-    return Section(f"Recompiles ({rep.recompile_count})", tuple(groups))
+    return Section(f"Recompiles ({rep.recompile_count})", tuple(groups), key="recompiles",
+                   tone="bad" if groups else "", empty="No recompiles.")
 
 
 # -- advice: what each remedy bought (Report.trials, filled by dynscope.advise) -------------
@@ -397,4 +595,4 @@ def advice(trials: Sequence[Trial]) -> Section:
         ))
         for i, t in enumerate(trials, 1)
     )
-    return Section(advice_title(trials), (Table(tuple(columns), rows), *groups), lead=ADVICE_LEAD)
+    return Section(advice_title(trials), (Table(tuple(columns), rows), *groups), lead=ADVICE_LEAD, key="advice")

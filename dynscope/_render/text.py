@@ -10,28 +10,20 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from dynscope._errors import InputError
-from dynscope._format import (
-    ADD_UP_TOLERANCE,
-    clip,
-    location,
-    plural,
-)
-from dynscope._lexicon.wording import resume_label
-from dynscope._model.order import program_order  # the one ordering, shared with the picture
 from dynscope._render import graph_tables, sections
-from dynscope._render.blocks import Entry, Group, Listing, Section, Table
-from dynscope._render.section_text import entry_lines, flagged, group_lines, listing_lines, table_text
-from dynscope._render.terminal import BAD, GOOD, PLAIN, TITLE, WARNING, Line, joined, lines_of
-from dynscope._render.words import (
-    CRASH_WORDS,
-    advice_title,
-    breaks_title_pieces,
-    timing_doubts,
-    totals_pieces,
+from dynscope._render.blocks import Entry, Group, Listing, Phrase, Section, Table
+from dynscope._render.section_text import (
+    entry_lines,
+    flagged,
+    group_lines,
+    listing_lines,
+    section_lines,
+    table_text,
 )
+from dynscope._render.terminal import BAD, GOOD, PLAIN, TITLE, WARNING, Line, joined, lines_of
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from dynscope._model import Graph, Report, Trial
 
@@ -56,52 +48,9 @@ def strip_controls(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-def id_ranges(ids: Sequence[int]) -> str:
-    """"0, 2, 5-9": graph ids in order, runs of consecutive ids as ranges."""
-    runs: list[list[int]] = []
-    for i in sorted(set(ids)):
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
-
-
 def graphs_table(rep: Report) -> str:
     """The table of captured graphs (dynscope._render.graph_tables.graphs)."""
     return table_text(graph_tables.graphs(rep))
-
-
-def graph_timing_lines(rep: Report) -> list[str]:
-    """One line per doubt about a graph's timing (first mode): failures, numerics, noise."""
-    out: list[str] = []
-    # One line per doubt: said of several graphs at once when it holds for them all (a
-    # model of 14 small graphs gets one "both under 50 us" line, not 13).
-    doubts: dict[str, list[tuple[int, str]]] = {}
-    same: dict[tuple[str, tuple[object, ...]], list[Graph]] = {}
-    for g in rep.graphs:
-        if g.timing is not None:
-            for i, (text, shared) in enumerate(timing_doubts(g.timing)):
-                doubts.setdefault(shared or f"graph {g.id} #{i}", []).append((g.id, text))
-            if g.code and not g.timing.failed:
-                same.setdefault((g.code, g.inputs), []).append(g)
-    for shared, held in doubts.items():
-        if len(held) == 1:
-            out.append(f"graph {held[0][0]}: {held[0][1]}")
-        else:
-            out.append(f"{len(held)} graphs ({id_ranges([gid for gid, _ in held])}): {shared}")
-    # The same code on the same inputs cannot truly run at two speeds: a spread between
-    # them is what the measurement is worth.
-    for twins in same.values():
-        ratios = [g.timing.speedup for g in twins if g.timing is not None]
-        if len(twins) > 1 and min(ratios) > 0 and max(ratios) > min(ratios) * (1 + ADD_UP_TOLERANCE):
-            ids = ", ".join(str(g.id) for g in twins)
-            shown = ", ".join(f"{r:.2f}x" for r in ratios)
-            out.append(
-                f"graphs {ids} are the same code on the same inputs yet timed at {shown}: "
-                f"the difference is measurement noise, and no one of these figures is firmer than that"
-            )
-    return out
 
 
 def breaks_text(section: Section, *, width: int = 100) -> str:
@@ -115,30 +64,15 @@ def breaks_text(section: Section, *, width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def program_line(rep: Report) -> str:
-    """The program in execution order, one arrow per step: each frame's graphs (a
-    recompiled frame lists every variant) or "eager" for a frame Dynamo gave up on, then
-    the breaks it hits."""
-    graph_ids = {g.compile_id: g.id for g in rep.graphs}
-    frames = {f.compile_id: f for f in rep.frames}
-    steps = []
-    for group, ends in program_order(rep):
-        ids = [str(graph_ids[c]) for cids in group for c in cids if c in graph_ids]
-        name = resume_label(frames[group[0][0]].function) or "?"
-        if ids:
-            steps.append(f"graph {' | '.join(ids)} {name}")
-        elif any(frames[c].status == "failed" for cids in group for c in cids):
-            steps.append(f"eager {name}")  # Dynamo gave up on the frame
-        # A frame with nothing to compile and no break is left out: the picture shows it.
-        steps.extend(f"BREAK {rep.breaks[i].location}" for i in ends)
-    return " -> ".join(["call", *steps])
+def _group_text(section: Section, width: int = 100) -> str:
+    """A section of groups (the recompiles), each group's lines one after the other."""
+    return "\n".join(line for group in section.blocks if isinstance(group, Group) for line in group_lines(group, width))
 
 
 def recompiles_section(rep: Report, *, width: int = 100) -> str:
     """Recompiles grouped by function and cause, each with its fix and what PyTorch said
     (the section's groups: dynscope._render.sections.recompiles)."""
-    return "\n".join(line for group in sections.recompiles(rep).blocks if isinstance(group, Group)
-                     for line in group_lines(group, width))
+    return _group_text(sections.recompiles(rep), width)
 
 
 def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = "") -> str:
@@ -148,8 +82,12 @@ def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = ""
     if not trials:
         said = empty or "no remedy to try: no break site or recompile here has one dynscope knows how to try."
         return "\n".join(textwrap.wrap(f"What each fix buys: {said}", width, subsequent_indent="    "))
+    return _advice_text(sections.advice(trials), width)
+
+
+def _advice_text(section: Section, width: int = 100) -> str:
     lines: list[str] = []
-    for block in sections.advice(trials).blocks:
+    for block in section.blocks:
         if isinstance(block, Table):
             lines.append(table_text(block))
         elif isinstance(block, Group):
@@ -160,7 +98,10 @@ def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = ""
 def compile_time_section(rep: Report) -> str:
     """Compile time: the user's compile (the header's figure) split by part and by phase, and
     apart from it, dynscope's own measurement builds."""
-    section = sections.compile_time(rep)
+    return _compile_time_text(sections.compile_time(rep))
+
+
+def _compile_time_text(section: Section) -> str:
     return "\n".join([section.lead, *(line for n in section.notes for line in wrap_figures(n))])
 
 
@@ -175,12 +116,9 @@ def wrap_figures(text: str, width: int = 100) -> list[str]:
     return [line.replace("\x00", " ") for line in lines]
 
 
-def memory_section(rep: Report) -> list[Line]:
+def _memory(rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
     """The summary's "Memory" part: the whole call's peaks, then each graph's, those
-    compile grew most first; [] when memory was not measured."""
-    section = sections.memory(rep)
-    if section is None:
-        return []
+    compile grew most first."""
     out = lines_of(section.title, TITLE)
     if section.lead:
         out += lines_of(f"    {section.lead}")
@@ -190,28 +128,13 @@ def memory_section(rep: Report) -> list[Line]:
     return [*out, *_warnings(flagged(section.notes)), _BLANK]
 
 
-def coverage_lines(rep: Report) -> list[Line]:
-    """The summary's "Coverage" line (a title) and its eager sites (the first few); [] when
-    coverage was not measured."""
-    section = sections.coverage(rep)
-    if section is None:
-        return []
+def _coverage(rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    """The summary's "Coverage" line (a title) and its eager sites (the first few)."""
     out = [f"{section.title}: {section.lead}"]
     for listing in section.blocks:
         if isinstance(listing, Listing):
             out += listing_lines(listing)
     return [*lines_of(out[0], TITLE), *_plain([*out[1:], *(f"    {n}" for n in section.notes)]), _BLANK]
-
-
-def guards_line(rep: Report) -> str:
-    """One line: how many guards, on how many compiles, of which kinds (most first)."""
-    kinds: dict[str, int] = {}
-    for g in rep.guards:
-        kinds[g.kind] = kinds.get(g.kind, 0) + 1
-    top = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
-    shown = ", ".join(f"{k} {n}" for k, n in top[:5]) + (", ..." if len(top) > 5 else "")
-    compiles = len({g.compile_id for g in rep.guards})
-    return f"{plural(len(rep.guards), 'guard')} on {plural(compiles, 'compile')}: {shown}"
 
 
 # -- below Dynamo: Inductor's kernels, compile phases, caches ---------------------------
@@ -233,12 +156,9 @@ def kernels_table(graph: Graph) -> str:
     return table_text(graph_tables.kernels(graph, low))
 
 
-def below_dynamo_section(rep: Report) -> list[Line]:
+def _below_dynamo(rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
     """The summary's lines on Inductor's work: top kernels of the program, compile time
-    per phase with cache results, saved-for-backward bytes; [] when no graph was lowered."""
-    section = sections.below_dynamo(rep)
-    if section is None:
-        return []
+    per phase with cache results, saved-for-backward bytes."""
     lowered = [g for g in rep.graphs if g.lowering is not None]
     body: list[str] = []
     top = graph_tables.top_kernels(rep)
@@ -269,9 +189,9 @@ def _title(text: str, *, bad: bool = False) -> Line:
     return Line(((text, BAD if bad else PLAIN),), TITLE)
 
 
-def _pieces(pieces: Sequence[tuple[str, bool]], tone: str = PLAIN) -> Line:
-    """A line made of pieces marked bad news or not."""
-    return Line(tuple((text, BAD if bad else PLAIN) for text, bad in pieces), tone)
+def _marked(phrase: Phrase, tone: str = PLAIN) -> Line:
+    """A line of pieces, each painted by the tone it was made with."""
+    return Line(tuple((text, BAD if mark == "bad" else PLAIN) for text, mark in phrase.pieces), tone)
 
 
 def render_summary(rep: Report, *, color: bool = False) -> str:
@@ -286,53 +206,74 @@ def render_summary(rep: Report, *, color: bool = False) -> str:
 
 
 def summary_lines(rep: Report) -> list[Line]:
-    """The terminal summary as lines, each piece with the tone it is coloured by."""
-    title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
-    breaks = sections.breaks(rep)
-    out = [_title(title), *lines_of("=" * len(title)), _pieces(totals_pieces(rep))]
-    if rep.breaks:
-        out += lines_of(breaks.lead)
-    out.append(_BLANK)
-    warnings = sections.warnings(rep)
-    if warnings is not None:
-        out += [_title(warnings.title), *_warnings([f"    ! {w}" for w in warnings.notes]), _BLANK]
-    out += [_title(f"Graphs ({rep.graph_count})"), *lines_of(graphs_table(rep) if rep.graphs else "(none captured)")]
-    out += [*_warnings(flagged(graph_timing_lines(rep))), _BLANK]
-    if rep.breaks or rep.recompiles:
-        out.append(_title("Program (in execution order)"))
-        out += _plain(textwrap.wrap(program_line(rep), 100, initial_indent="    ", subsequent_indent="      ",
-                                    break_on_hyphens=False))
-        out.append(_BLANK)
-    if rep.breaks:
-        out += [_pieces(breaks_title_pieces(rep), TITLE), *lines_of(breaks_text(breaks)), _BLANK]
-    else:
-        out += [*lines_of("Graph breaks: none", GOOD), _BLANK]
-    if rep.recompiles:
-        out += [_title(f"Recompiles ({rep.recompile_count})", bad=True), *lines_of(recompiles_section(rep)), _BLANK]
-    if rep.trials:
-        out += [_title(advice_title(rep.trials)), *lines_of(advice_section(rep.trials)), _BLANK]
-    crashed = [f for f in rep.frames if f.status == "crashed"]
-    if crashed:
-        out.append(_title("The compile that raised into your program"))
-        out += _plain(textwrap.wrap(CRASH_WORDS, 100, initial_indent="    ", subsequent_indent="    "))
-        out += _plain([f"    {f.compile_id} {f.function} ({location(f.filename, f.lineno)}): {clip(f.fail_summary, 80)}"
-                       for f in crashed])
-        out.append(_BLANK)
-    failed = [f for f in rep.frames if f.status == "failed"]
-    if failed:
-        out.append(_title("Frames that fell back to eager", bad=True))
-        out += _plain([f"    {f.compile_id} {f.function} ({location(f.filename, f.lineno)}): {clip(f.fail_summary, 80)}"
-                       for f in failed])
-        out.append(_BLANK)
-    if rep.guards:
-        out += [_title("Guards"), *lines_of("    " + guards_line(rep)), _BLANK]
-    out += coverage_lines(rep)
-    if rep.timing:
-        timed = sections.end_to_end(rep)
-        assert timed is not None
-        out += [_title(timed.title), *_plain([table_text(t) for t in timed.blocks if isinstance(t, Table)]),
-                *_warnings(flagged(timed.notes)), _BLANK]
-    out += memory_section(rep)
-    out += below_dynamo_section(rep)
-    out += [_title("Compile time"), *lines_of(compile_time_section(rep))]
-    return out
+    """The terminal summary as lines, each piece with the tone it is coloured by: the
+    report's parts (dynscope._render.sections.document) in their order, each laid out by its
+    key's layout here, or as a titled section (:func:`_section`)."""
+    doc = sections.document(rep)
+    by_key = {part.key: part for part in doc}
+    return [line for part in doc for line in _LAYOUTS.get(part.key, _section)(rep, part, by_key)]
+
+
+def _section(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    """A part as a title (red when its news is bad) over its body; nothing when it is empty."""
+    if not (section.blocks or section.lead):
+        return []
+    return [_title(section.title, bad=section.tone == "bad"), *_plain(section_lines(section)), _BLANK]
+
+
+def _header(_rep: Report, section: Section, doc: Mapping[str, Section]) -> list[Line]:
+    """The title underlined, the totals, and the break site to fix first (the breaks' lead)."""
+    totals = [_marked(b) for b in section.blocks if isinstance(b, Phrase)]
+    lead = doc["breaks"].lead
+    return [_title(section.title), *lines_of("=" * len(section.title)), *totals, *(lines_of(lead) if lead else []),
+            _BLANK]
+
+
+def _read_first(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    return [_title(section.title), *_warnings([f"    ! {w}" for w in section.notes]), _BLANK]
+
+
+def _graphs(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    tables = [table_text(t) for t in section.blocks if isinstance(t, Table)]
+    return [_title(section.title), *_plain(tables or [section.empty]), *_warnings(flagged(section.notes)), _BLANK]
+
+
+def _program(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    if not section.lead:
+        return []
+    steps = textwrap.wrap(section.lead, 100, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
+    return [_title(section.title), *_plain(steps), _BLANK]
+
+
+def _breaks(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    if not section.blocks:  # good news, said in one green line
+        return [*lines_of("Graph breaks: none", GOOD), _BLANK]
+    assert section.marked is not None
+    return [_marked(section.marked, TITLE), *lines_of(breaks_text(section)), _BLANK]
+
+
+def _recompiles(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    if not section.blocks:
+        return []
+    return [_title(section.title, bad=True), *lines_of(_group_text(section)), _BLANK]
+
+
+def _advice(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    return [_title(section.title), *lines_of(_advice_text(section)), _BLANK]
+
+
+def _timing(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    return [_title(section.title), *_plain([table_text(t) for t in section.blocks if isinstance(t, Table)]),
+            *_warnings(flagged(section.notes)), _BLANK]
+
+
+def _compile_time(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    return [_title(section.title), *lines_of(_compile_time_text(section))]
+
+
+#: How the terminal lays out a part, by its key; a part not named here is a titled section.
+_LAYOUTS: dict[str, Callable[[Report, Section, Mapping[str, Section]], list[Line]]] = {
+    "header": _header, "warnings": _read_first, "graphs": _graphs, "program": _program, "breaks": _breaks,
+    "recompiles": _recompiles, "advice": _advice, "coverage": _coverage, "timing": _timing, "memory": _memory,
+    "below-dynamo": _below_dynamo, "compile-time": _compile_time,
+}
