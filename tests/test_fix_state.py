@@ -276,6 +276,24 @@ def test_an_early_stop_becomes_a_stop_mask_that_freezes_what_the_loop_carries() 
     assert "longer than the eager run's when the loop stopped early" in rw.note
 
 
+def test_a_sequence_grown_each_turn_grows_by_zeros_after_the_stop() -> None:
+    body = """\
+def generate(self, ids, eos):
+    for _ in range(5):
+        tok = self.step(ids[:, -1:])
+        ids = torch.cat([ids, tok], dim=1)
+        if (tok == eos).all():
+            break
+    return ids
+"""
+    assert _made(body, 5, BRANCH)[state.STOP_MASK] == (
+        "    _stopped = torch.zeros((), dtype=torch.bool)\n"
+        "    for _ in range(5):\n"
+        "        tok = self.step(ids[:, -1:])\n"
+        "        ids = torch.cat([ids, torch.where(_stopped, torch.zeros_like(tok), tok)], dim=1)\n"
+        "        _stopped = _stopped | (tok == eos).all()\n")
+
+
 def test_an_early_stop_on_a_python_number_is_a_stop_mask_on_the_tensor() -> None:
     body = DECODE.replace("if (tok == eos).all():", "if bool((tok == eos).all().item()):")
     assert "        _stopped = _stopped | (tok == eos).all()\n" in _made(body, 9, SCALAR)[state.STOP_MASK]

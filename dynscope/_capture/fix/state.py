@@ -575,8 +575,9 @@ def _loop_sequence(loop: ast.For) -> tuple[str | None, str | None, ast.expr | No
 def stop_mask(stmt: ast.stmt, text: Text) -> Made | None:
     """A ``for ... in range(n)`` loop that ends ``if test: break``: all ``n`` turns run, and a
     stop flag freezes what the loop carries once the test held (``name = torch.where(_stopped,
-    name, new)``), writes into a buffer keep its old values, and values appended after the stop
-    are zeros. The site is the ``if``."""
+    name, new)``), writes into a buffer keep its old values, and values appended (or
+    concatenated: ``ids = torch.cat([ids, tok], 1)``) after the stop are zeros. The site is the
+    ``if``."""
     fn = function_of(text.source, stmt)
     loop = next((n for n in ast.walk(fn or stmt) if isinstance(n, ast.For) and n.body and n.body[-1] is stmt), None)
     if (loop is None or loop.orelse or not _called(loop.iter, "range") or not isinstance(stmt, ast.If)
@@ -617,6 +618,19 @@ def stop_mask(stmt: ast.stmt, text: Text) -> Made | None:
         first=loop, last=loop)
 
 
+def _grown(name: str, value: ast.expr) -> ast.expr | None:
+    """What ``torch.cat([name, part], ...)`` (or ``torch.cat((name, part), ...)``) adds to
+    ``name``: ``part``, when it is a name or an attribute or subscript of one (read once)."""
+    if not (isinstance(value, ast.Call) and ast.unparse(value.func) in ("torch.cat", "torch.concat") and value.args
+            and isinstance(value.args[0], (ast.List, ast.Tuple)) and len(value.args[0].elts) == 2):
+        return None
+    first, part = value.args[0].elts
+    if not (isinstance(first, ast.Name) and first.id == name and isinstance(part, (ast.Name, ast.Attribute,
+                                                                                     ast.Subscript))):
+        return None
+    return part if getattr(part, "lineno", None) == value.lineno == value.end_lineno else None
+
+
 def _frozen(s: ast.stmt, bound: set[str], text: Text) -> list[str] | None:
     """One statement of the loop with its effect held after the stop; None when it has
     another kind of effect (a call statement, a nested block)."""
@@ -626,6 +640,16 @@ def _frozen(s: ast.stmt, bound: set[str], text: Text) -> list[str] | None:
         if isinstance(target, ast.Name):
             if target.id not in bound:  # a value of this turn: made from what is frozen
                 return text.statement_lines(s)
+            grown = _grown(target.id, s.value)
+            if grown is not None and s.lineno == s.end_lineno:
+                # ids = torch.cat([ids, tok], dim=1): a sequence that grows each turn cannot be
+                # frozen (its shape changes); what it grows by is zeros after the stop.
+                line = text.lines[s.lineno - 1].encode("utf-8")  # ast's columns count UTF-8 bytes
+                part = text.of(grown)
+                new = (line[s.col_offset: grown.col_offset].decode("utf-8")
+                       + where.format(old=f"torch.zeros_like({part})", new=part)
+                       + line[grown.end_col_offset: s.end_col_offset].decode("utf-8"))
+                return [new]
             return [f"{target.id} = " + where.format(old=target.id, new=text.of(s.value))]
         if isinstance(target, ast.Subscript):
             old = text.of(target)
