@@ -284,3 +284,37 @@ def test_kernel_tables_are_the_same_in_both_views() -> None:
     assert table_text(top) in render_summary(rep) and table_html(top, 'class="top-kernels"') in page
     assert len(top.rows) == len(rep.top_kernels(10)) and top.limit == 5
     assert all(str(row[1]) not in render_summary(rep) for row in top.rows[top.limit:] if len(str(row[1])) > 12)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_document_is_built_once_and_both_views_walk_it(name: str) -> None:
+    # One ordered list of parts: the summary reads them in that order, the page shows the
+    # same titles (compile time under its header, guards and graphs at its end).
+    rep = stored(name)
+    doc = sections.document(rep)
+    keys = [part.key for part in doc]
+    assert len(set(keys)) == len(keys) and keys[0] == "header" and keys[-1] == "compile-time"
+    text, page = render_summary(rep), render_html(rep)
+    shown = [part for part in doc if part.key not in ("header", "compile-time") and (part.blocks or part.lead)]
+    at = [text.index(part.title if part.key != "coverage" else f"{part.title}: ") for part in shown]
+    assert at == sorted(at), "the summary reads the parts in the document's order"
+    for part in doc:  # compile time is said under the page's header figure, without its title
+        assert part.key == "compile-time" or escape(part.title) in page
+    guards = sections.guards(rep)
+    if rep.guards:
+        assert guards.lead in text and escape(guards.lead) in page
+
+
+def test_frames_that_fell_back_say_the_same_words_in_both_views() -> None:
+    from dynscope._model import Frame
+
+    rep = stored("print_model")
+    failed = Frame(compile_id="1/0", function="loop_print_fn", filename="<root>/p.py", lineno=7, status="failed",
+                   fail_reason="skipped: a <loop>")
+    rep = replace(rep, frames=(*rep.frames, failed))
+    part = sections.fallbacks(rep)
+    assert part is not None and part.tone == "bad"
+    text, page = render_summary(rep), render_html(rep)
+    assert part.lead in text and escape(part.lead) in page
+    assert "    1/0 loop_print_fn (p.py:7): skipped: a <loop>" in text
+    assert "<td>skipped: a &lt;loop&gt;</td>" in page

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from dynscope._format import few, location, percent, plural
 from dynscope._model.structure import structure_hash
 from dynscope._render import graph_tables, sections
-from dynscope._render.blocks import Entry, Group, Listing, Section, Table
+from dynscope._render.blocks import Entry, Group, Listing, Phrase, Section, Table
 from dynscope._render.figures import phase_seconds
 from dynscope._render.graph_tables import code_anchor
 from dynscope._render.html_parts import asset, esc, html_table
@@ -40,11 +40,10 @@ from dynscope._render.words import (
     memory_cell,
     phases_text,
     size_fix_line,
-    totals_line,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from dynscope._model import Frame, Graph, Report
 
@@ -94,23 +93,21 @@ NO_PICTURES = (
 )
 
 
-def _breaks(rep: Report) -> str:
+def _breaks(section: Section) -> str:
     """The graph breaks' section: the site to fix first, the table of sites, each site at length."""
-    section = sections.breaks(rep)
-    out = [f"<p class=fixfirst><b>{esc(capital(section.lead))}</b></p>"] if rep.breaks else ["<p>No graph breaks.</p>"]
+    out = [f"<p class=fixfirst><b>{esc(capital(section.lead))}</b></p>"] if section.blocks else [f"<p>{esc(section.empty)}</p>"]
     for block in section.blocks:
         if isinstance(block, Table):
             out.append(table_html(block))
         elif isinstance(block, Entry):
             out.append(entry_html(block))
-    return f"<section><h2>{esc(section.title)}</h2>" + "\n".join(out) + "</section>"
+    return f"<section><h2>{esc(section.title)}</h2>" + "\n".join(out) + "</section>\n"
 
 
-def _recompiles(rep: Report) -> str:
+def _recompiles(section: Section) -> str:
     """The recompiles, one part per function and cause (dynscope._render.sections.recompiles)."""
-    if not rep.recompiles:
-        return "<p>No recompiles.</p>"
-    return "".join(group_html(g) for g in sections.recompiles(rep).blocks if isinstance(g, Group))
+    groups = "".join(group_html(g) for g in section.blocks if isinstance(g, Group)) or f"<p>{esc(section.empty)}</p>"
+    return f"<section><h2>{esc(section.title)}</h2>{groups}</section>\n"
 
 
 def _timing(g: Graph) -> str:
@@ -193,11 +190,8 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str], notes: Mapping[
     return "".join(out) + "</div>"
 
 
-def _program_lowering(rep: Report) -> str:
+def _program_lowering(section: Section, rep: Report) -> str:
     """The program's part below Dynamo: its costliest kernels, compile per phase, caches."""
-    section = sections.below_dynamo(rep)
-    if section is None:
-        return ""
     out = [f'<section id="below-dynamo"><h2>{esc(section.title)}</h2>']
     top = graph_tables.top_kernels(rep)
     if top.rows:
@@ -324,21 +318,15 @@ def _legend() -> str:
     ) + "</p>"
 
 
-def _end_to_end(rep: Report) -> str:
+def _end_to_end(section: Section) -> str:
     """The whole program timed per mode, then where the graphs' times do not add up to it."""
-    section = sections.end_to_end(rep)
-    if section is None:
-        return ""
     tables = "".join(table_html(t) for t in section.blocks if isinstance(t, Table))
     return f"<section><h2>{esc(section.title)}</h2>{tables}{notes_html(section.notes)}</section>"
 
 
-def _memory(rep: Report) -> str:
+def _memory(section: Section) -> str:
     """The "Memory" part: the whole call's peaks and each graph's, those compile grew most
-    first, with links to the graphs; "" when memory was not measured."""
-    section = sections.memory(rep)
-    if section is None:
-        return ""
+    first, with links to the graphs."""
     tables = "".join(
         table_html(t) + "".join(f"<p>{esc(capital(n))}.</p>" for n in t.notes)
         for t in section.blocks if isinstance(t, Table)
@@ -347,25 +335,17 @@ def _memory(rep: Report) -> str:
     return f'<section id="memory"><h2>{esc(section.title)}</h2>{lead}{tables}{notes_html(section.notes)}</section>\n'
 
 
-def _advice(rep: Report) -> str:
+def _advice(section: Section) -> str:
     """"What each fix buys": the remedies dynscope.advise tried, best first, with the
     measured before -> after counts (the section's table: dynscope._render.sections.advice;
-    its groups repeat the table's cells, which the page has room for); "" when the report
-    holds no trials."""
-    if not rep.trials:
-        return ""
-    section = sections.advice(rep.trials)
+    its groups repeat the table's cells, which the page has room for)."""
     table = next(b for b in section.blocks if isinstance(b, Table))
     return (f'<section id="advice"><h2>{esc(section.title)}</h2><p>{esc(section.lead)}</p>'
             f"{table_html(table)}</section>\n")
 
 
-def _warnings(rep: Report, pictures_note: str = "") -> str:
-    """What makes the counts incomplete (or the page lack its pictures), first on the page;
-    "" when nothing does."""
-    section = sections.warnings(rep, (f"No pictures: {pictures_note}",) if pictures_note else ())
-    if section is None:
-        return ""
+def _warnings(section: Section) -> str:
+    """What makes the counts incomplete (or the page lack its pictures), first on the page."""
     return f'<section class="warnings"><h2>{esc(section.title)}</h2>{notes_html(section.notes, "")}</section>\n'
 
 
@@ -404,7 +384,9 @@ def render_html(
     Graphs of one structure (``structure_hash``) are drawn once; a table of every graph
     with links heads the graphs part, and a search box finds nodes across the pictures.
     """
-    title = f"dynscope: {rep.title}" if rep.title else "dynscope report"
+    doc = sections.document(rep, warned=(f"No pictures: {pictures_note}",) if pictures_note else ())
+    parts = {part.key: part for part in doc}
+    head = parts["header"]
     no_pictures = f'<p class="warn">No pictures: {esc(pictures_note)}</p>' if pictures_note else NO_PICTURES
     notes = picture_notes or {}
     program = no_pictures if program_svg is None else _noted(notes.get("program", ""), program_svg)
@@ -418,48 +400,64 @@ def render_html(
                frame=frames.get(g.compile_id), notes=notes)
         for g in rep.graphs
     )
-    cov = _coverage(rep)
-    t = rep.compile_time
+    body = []
+    for part in doc:
+        if part.key == "program":
+            body.append(f"<section><h2>{esc(part.title)}</h2><p>{esc(PROGRAM_LEGEND)}</p>\n"
+                        f'<div class="svgbox" id="program-view">{program}</div></section>\n')
+        elif part.key == "below-dynamo":
+            body.append(_program_lowering(part, rep))
+        elif part.key not in ("header", "compile-time", *_LAST):
+            body.append(_LAYOUTS.get(part.key, section_html)(part))
+    graph_part = parts["graphs"]
+    last = [section_html(parts["guards"]),
+            f'<section id="graphs"><h2>{esc(graph_part.title)}</h2>{_legend()}'
+            f"{_graph_table(rep, svgs, picture_files, same)}</section>"]
+    totals = "".join(b.text for b in head.blocks if isinstance(b, Phrase))
+    ending = "\n".join(last)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{BUNDLE_CSP if files else CSP}">
-<title>{esc(title)}</title><style>{CSS}</style><script>{SCRIPT}</script></head>
-<body><header><h1>{esc(title)}</h1><div class="totals">{esc(totals_line(rep))}</div>
-<div>torch {esc(rep.torch_version)}; compile {esc(compile_parts(t, 2))}</div>{_compile_detail(rep)}</header>
+<title>{esc(head.title)}</title><style>{CSS}</style><script>{SCRIPT}</script></head>
+<body><header><h1>{esc(head.title)}</h1><div class="totals">{esc(totals)}</div>
+<div>torch {esc(rep.torch_version)}; compile {esc(compile_parts(rep.compile_time, 2))}</div>{_compile_detail(parts["compile-time"])}</header>
 <nav class="find"><input type="search" id="find" placeholder="Find nodes: name, op or source line" aria-label="Find nodes by name, op or source line"> <span id="find-count"></span></nav>
 <main>
-{_warnings(rep, pictures_note)}<section><h2>Program</h2><p>Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes recompiled variants (with the guard that failed).</p>
-<div class="svgbox" id="program-view">{program}</div></section>
-{_breaks(rep)}
-<section><h2>Recompiles ({rep.recompile_count})</h2>{_recompiles(rep)}</section>
-{_advice(rep)}{_shown(sections.crashes(rep))}{_shown(sections.fallbacks(rep))}{cov}{_end_to_end(rep)}{_memory(rep)}{_program_lowering(rep)}
-{section_html(sections.guards(rep))}
-<section id="graphs"><h2>Graphs ({rep.graph_count})</h2>{_legend()}{_graph_table(rep, svgs, picture_files, same)}</section>
+{"".join(body)}
+{ending}
 {graphs}
 </main></body></html>
 """
 
 
-def _coverage(rep: Report) -> str:
+def _coverage(section: Section) -> str:
     """The coverage sentence, every eager site (the summary lists the first few) and what is
-    not counted; "" when coverage was not measured."""
-    section = sections.coverage(rep)
-    if section is None:
-        return ""
+    not counted."""
     sites = "".join(listing_html(b) for b in section.blocks if isinstance(b, Listing))
     notes = "".join(f"<p>{esc(capital(n))}</p>" for n in section.notes)
     return f"<section><h2>{esc(section.title)}</h2><p>{esc(section.lead)}</p>{sites}{notes}</section>"
 
 
-def _shown(section: Section | None) -> str:
-    """A section laid out as the page lays out a section; "" for one the report has not."""
-    return "" if section is None else section_html(section)
-
-
-def _compile_detail(rep: Report) -> str:
+def _compile_detail(section: Section) -> str:
     """Under the header's compile figure: the same seconds by phase, and dynscope's own
     measurement builds apart from them; "" when there is neither."""
-    return "".join(f"<div>{esc(capital(n))}</div>" for n in sections.compile_time(rep).notes)
+    return "".join(f"<div>{esc(capital(n))}</div>" for n in section.notes)
+
+
+#: What the program picture shows, said above it.
+PROGRAM_LEGEND = ("Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes "
+                  "recompiled variants (with the guard that failed).")
+
+#: The page's layout of a part, by its key (a part not named here is laid out by
+#: section_html); the header, the program picture and the graphs are laid out by render_html.
+_LAYOUTS: dict[str, Callable[[Section], str]] = {
+    "warnings": _warnings, "breaks": _breaks, "recompiles": _recompiles, "advice": _advice, "coverage": _coverage,
+    "timing": _end_to_end, "memory": _memory,
+}
+
+#: The parts the page keeps for its end, in this order (the graphs are followed by each
+#: graph's own part); compile time is said under the header's figure instead.
+_LAST = ("guards", "graphs")
 
 
 def _ddp_split(g: Graph) -> str:
