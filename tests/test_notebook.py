@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 import dynscope
+from dynscope._render import words
 from tests.test_text_golden import STORED as STORED_DIR
 from tests.test_text_golden import stored
 
@@ -143,7 +144,9 @@ def test_report_card_is_compact(name: str, request: pytest.FixtureRequest) -> No
     assert len(card) < len(rep.to_html(pictures=False)) / 2, "a card, not the page"
     assert_self_contained(card)
     assert f"dynscope report: {html.escape(rep.title)}" in card
-    assert f"{rep.break_count} graph breaks at {len(rep.breaks)} sites" in card
+    # The card's totals are the summary's line, the bad counts marked as they were made.
+    assert f'<span class="ds-bad">{rep.break_count} graph breaks</span> at {len(rep.breaks)} sites' in card
+    assert html.escape(words.totals_line(rep)) in re.sub(r"</?span[^>]*>", "", card)
     assert f"coverage {rep.coverage.ratio:.0%}" in card
     for b in rep.breaks[:5]:
         assert f">{b.location}</code>" in card and html.escape(b.category) in card

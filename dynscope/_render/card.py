@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from dynscope._format import clip, location, ms, percent, plural
 from dynscope._lexicon.wording import resume_label
+from dynscope._render import sections
+from dynscope._render.blocks import Phrase
 from dynscope._render.causes import explained
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
 from dynscope._render.words import inputs_text, kernel_label, pass_label, warning_lines
@@ -36,9 +38,9 @@ def _card(body: str) -> str:
     return f'<div class="dynscope-card"><style>{CARD_CSS}</style>{body}</div>'
 
 
-def _count(n: int, text: str) -> str:
-    """A count that is bad when non-zero (breaks, recompiles)."""
-    return f'<span class="ds-bad">{esc(text)}</span>' if n else esc(text)
+def _marked(phrase: Phrase) -> str:
+    """A line of pieces, those made as bad news (breaks, recompiles above zero) marked."""
+    return "".join(f'<span class="ds-bad">{esc(t)}</span>' if tone == "bad" else esc(t) for t, tone in phrase.pieces)
 
 
 def _more(shown: int, total: int, what: str) -> str:
@@ -107,18 +109,11 @@ def render_card(rep: Report) -> str:
     """The report as a compact HTML card: title, counts, the top break sites, recompile
     causes, coverage, speedup when timed, top kernels when lowered, and how to get the
     whole page. Small whatever the model's size (each list stops at ``TOP``)."""
-    title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
-    totals = [
-        esc(plural(rep.graph_count, "graph")),
-        _count(rep.break_count, f"{plural(rep.break_count, 'graph break')} at {plural(len(rep.breaks), 'site')}"),
-        _count(rep.recompile_count, plural(rep.recompile_count, "recompile")),
-    ]
-    if rep.coverage is not None:
-        totals.append(f"coverage {percent(rep.coverage.ratio)}")
-    totals.append(f"compile {rep.compile_time.total_s:.2f} s")
+    head = sections.header(rep)  # the summary's title and totals, the bad counts marked where made
+    totals = "".join(_marked(b) for b in head.blocks if isinstance(b, Phrase))
     if rep.torch_version:
-        totals.append(f"torch {esc(rep.torch_version)}")
-    out = [f'<div class="ds-title">{esc(title)}</div>', f'<div class="ds-totals">{", ".join(totals)}</div>']
+        totals += f", torch {esc(rep.torch_version)}"
+    out = [f'<div class="ds-title">{esc(head.title)}</div>', f'<div class="ds-totals">{totals}</div>']
     warnings = warning_lines(rep)
     if warnings:
         items = "".join(f"<li>{esc(clip(w, 300))}</li>" for w in warnings[:TOP])
