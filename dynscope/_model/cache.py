@@ -412,7 +412,7 @@ def _what(c: PartChange) -> str:
     if c.family == INDUCTOR_CONFIG:
         return f"Inductor config `{c.field}` changed: {arrow}"
     if c.family == AUTOGRAD_CONFIG:
-        return f"torch._functorch.config `{c.field}` changed: {arrow}"
+        return f"AOTAutograd config (torch._functorch.config) `{c.field}` changed: {arrow}"
     if c.family == COMPILE_OPTION:
         return f"Inductor was called with `{c.field or c.name}` {arrow}"
     if c.family == GRAPH:

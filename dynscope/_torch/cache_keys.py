@@ -24,6 +24,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from dynscope._model.cache import GRAPH_VALUE_MAX, INPUT_VALUE_MAX, VALUE_MAX, CacheLookup, KeyPart
+from dynscope._torch.bounded_json import load_json
 
 if TYPE_CHECKING:
     from dynscope._torch.trace import TraceEvent
@@ -43,8 +44,6 @@ def compact(payload: str) -> str:
     """A cache record's payload cut to what dynscope reads, as JSON: the fields of ``_FIELDS``
     and ``parts``, each [name, hash, value] with the value cut short. A payload that is not a
     JSON object is returned as "" (the record then reads as a lookup without a key)."""
-    from dynscope._torch.records import load_json  # the registry imports this module
-
     try:
         data = load_json(payload)
     except ValueError:
@@ -73,8 +72,6 @@ def without_key_parts(payload: str) -> str:
     read from it. Other payloads are returned as they are."""
     if '"components"' not in payload:
         return payload
-    from dynscope._torch.records import load_json  # the registry imports this module
-
     try:
         data = load_json(payload)
     except ValueError:

@@ -22,15 +22,13 @@ torch/fx/experimental/symbolic_shapes.py).
 
 from __future__ import annotations
 
-import itertools
-import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dynscope._torch import cache_keys
 from dynscope._torch import lowering_text as lt
+from dynscope._torch.bounded_json import MAX_JSON_DEPTH, json_too_deep
 from dynscope._torch.break_report import parse_break
 from dynscope._torch.guard_text import parse_guards, parse_recompile_reasons
 from dynscope._torch.metrics import read_metrics
@@ -396,10 +394,6 @@ def parse(ev: TraceEvent) -> object:
 
 # -- the one validation step: every record that enters is held to its kind's schema ----------
 
-#: JSON nested deeper than this is not read. Python's parser recurses once a level (JSON
-#: nested 100,000 deep raises RecursionError), and so does anything that later prints or
-#: walks the value; PyTorch's records nest under ten.
-MAX_JSON_DEPTH = 100
 #: What every record may carry beside its kind: its compile id, restart attempt, rank, the
 #: MD5 of its payload.
 COMMON_FIELDS: dict[str, str] = {
@@ -413,32 +407,6 @@ _IDENTITY = frozenset({"frame_id", "frame_compile_id"})
 _FRAME_FIELDS: dict[str, str] = {"line": INT, "name": TEXT, "loc": TEXT}
 _BIG = 1 << 63  # ints past 64 bits are not PyTorch's (and past 4300 digits Python will not print them)
 
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-
-
-def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """True when the JSON in ``text`` nests deeper than ``limit``; linear, without parsing
-    (strings are skipped, so brackets inside them do not count)."""
-    if text.count("[") + text.count("{") <= limit:
-        return False
-    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
-    return max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > limit
-
-
-def load_json(text: str) -> Any:
-    """``json.loads`` with its depth bounded (MAX_JSON_DEPTH).
-
-    Raises:
-        ValueError: not JSON, or JSON nested deeper than MAX_JSON_DEPTH.
-    """
-    if json_too_deep(text):
-        raise ValueError(f"JSON nested over {MAX_JSON_DEPTH} deep")
-    try:
-        return json.loads(text)
-    except RecursionError:  # a belt to the depth check's braces
-        raise ValueError(f"JSON nested over {MAX_JSON_DEPTH} deep") from None
 
 
 def _int(value: object) -> bool:

@@ -36,6 +36,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 from dynscope._errors import DecompressionLimitError
 from dynscope._torch import records
+from dynscope._torch.bounded_json import load_json
 from dynscope._torch.records import unknown_kind
 from dynscope._torch.trace import TraceEvent, event_from
 
@@ -535,7 +536,7 @@ def _keep(raw: _Raw, log: TraceLog, lowering: bool) -> None:
             log.unreadable[unknown_kind(raw.kind or "?")] += 1
         return
     try:
-        metadata = records.load_json(_text(raw.meta, log))  # depth bounded: never a RecursionError
+        metadata = load_json(_text(raw.meta, log))  # depth bounded: never a RecursionError
     except ValueError:
         log.unreadable[CUT_SHORT if not raw.complete else BAD_METADATA] += 1
         return
@@ -641,7 +642,7 @@ def _torch_version(log: TraceLog, metadata: dict[str, Any], payload: str | None)
     if not payload:
         return
     try:
-        log.torch_version = str(records.load_json(payload).get("pytorch_version", ""))
+        log.torch_version = str(load_json(payload).get("pytorch_version", ""))
     except (ValueError, AttributeError):
         log.unreadable[records.TORCH_VERSION] += 1
 

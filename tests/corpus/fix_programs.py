@@ -298,7 +298,7 @@ def greedy_until_eos(logits: torch.Tensor, eos: torch.Tensor) -> torch.Tensor:
     out = logits
     for _ in range(3):
         out = out.roll(1, -1)
-        if (out.argmax(-1) == eos).any():  # SITE: none
+        if (out.argmax(-1) == eos).any():  # SITE: early stop to a stop mask
             break
     return out
 
@@ -368,7 +368,7 @@ class CopiesItsLayer(nn.Module):
         self.fc = nn.Linear(4, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        frozen = copy.deepcopy(self.fc)  # SITE: none
+        frozen = copy.deepcopy(self.fc)  # SITE: call with detached state instead of deepcopy
         return frozen(x) + self.fc(x)
 
 

@@ -823,6 +823,19 @@ def _returns(stmts: list[ast.stmt], names: set[str], index: set[str]) -> str:
     return ""
 
 
+def _selection(value: ast.expr, nz: ast.expr | None) -> tuple[ast.expr, str, str] | None:
+    """The mask a selection reads, which rewrite it is and its note; None for no selection."""
+    if nz is not None:
+        return nz, NONZERO, ("the index only selects rows that are then reduced (a sum, mean, max, min or "
+                             "count over them): the mask's reductions equal the selection's; a count is a "
+                             "0-dim int64 tensor where it was a Python int")
+    if isinstance(value, ast.Subscript) and not isinstance(value.slice, (ast.Slice, ast.Tuple, ast.Constant)):
+        return value.slice, SELECT, ("the index is a boolean mask of the selected tensor's leading dimensions; "
+                                     "the selected values are floating point (max and min fill with -inf and "
+                                     "inf); a count is a 0-dim int64 tensor where it was a Python int")
+    return None
+
+
 def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
     """``sel = x[mask]`` (or ``keep = mask.nonzero()...`` and ``x[keep]``) whose only uses are
     reductions (sum, mean, max, min, counts) as reductions of ``torch.where(mask, x, fill)``."""
@@ -839,18 +852,10 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
     taken = {n.id for n in ast.walk(fn or parsed(source)) if isinstance(n, ast.Name)}
     # A mask that is an expression is bound once, to a name of its own, where the selection was.
     mask_name = f"{name}_mask" if f"{name}_mask" not in taken else ""
-    if nz is not None:
-        mask = nz
-        rewrite, note = NONZERO, ("the index only selects rows that are then reduced (a sum, mean, max, min or "
-                                  "count over them): the mask's reductions equal the selection's; a count is a "
-                                  "0-dim int64 tensor where it was a Python int")
-    elif isinstance(value, ast.Subscript) and not isinstance(value.slice, (ast.Slice, ast.Tuple, ast.Constant)):
-        mask = value.slice
-        rewrite, note = SELECT, ("the index is a boolean mask of the selected tensor's leading dimensions; the "
-                                 "selected values are floating point (max and min fill with -inf and inf); a "
-                                 "count is a 0-dim int64 tensor where it was a Python int")
-    else:
+    kind = _selection(value, nz)
+    if kind is None:
         return None
+    mask, rewrite, note = kind
     first: list[str] = []
     said = unparsed(mask)
     if not isinstance(mask, ast.Name) and mask_name:

@@ -35,6 +35,7 @@ import copy
 from typing import TYPE_CHECKING
 
 from dynscope._capture.fix import host, state
+from dynscope._capture.fix.branches import cond, where
 from dynscope._capture.fix.statements import (
     Made,
     Rewrite,
@@ -66,8 +67,6 @@ if TYPE_CHECKING:
 __all__ = ["Rewrite", "candidates", "combined", "unified_diff"]
 
 GUARD = "guard side effect"
-WHERE = "branch to torch.where"
-COND = "branch to torch.cond"
 TENSOR = "keep it a tensor"
 MASK = "mask instead of select"
 CLONE = "clone instead of deepcopy"
@@ -136,172 +135,6 @@ def _guard(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
         return [f"{text.of(stmt.targets[0])} = {value} if not torch.compiler.is_compiling() else 0.0"], GUARD, (
             "the timing runs in eager code only; under torch.compile the value is 0.0")
     return None
-
-
-# -- branches ------------------------------------------------------------------------------------
-
-
-class _TensorTest(ast.NodeTransformer):
-    """A branch test as a tensor expression: ``.item()``, ``bool()``, ``float()`` dropped
-    (never ``int()``: it truncates); ``and``/``or``/``not`` as ``&``/``|``/``~`` only over
-    comparisons and calls (``mask is not None and ...`` relies on short-circuiting, a plain
-    name may be a Python bool): else ``refused``."""
-
-    def __init__(self) -> None:
-        self.refused = False
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        node = self.generic_visit(node)  # type: ignore[assignment]
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args:
-            return node.func.value
-        if isinstance(node.func, ast.Name) and node.func.id in ("bool", "float") and len(node.args) == 1:
-            return node.args[0]
-        return node
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
-        if not all(isinstance(v, ast.Call) or (isinstance(v, ast.Compare) and not any(
-                isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in v.ops)) for v in node.values):
-            self.refused = True
-        node = self.generic_visit(node)  # type: ignore[assignment]
-        op: ast.operator = ast.BitAnd() if isinstance(node.op, ast.And) else ast.BitOr()
-        out = node.values[0]
-        for v in node.values[1:]:
-            out = ast.BinOp(left=out, op=op, right=v)
-        return out
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
-        node = self.generic_visit(node)  # type: ignore[assignment]
-        if isinstance(node.op, ast.Not):
-            return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="logical_not"), args=[node.operand],
-                            keywords=[])
-        return node
-
-
-def _tensor_test(test: ast.expr) -> str | None:
-    """The test as a tensor expression; None when it cannot be one safely."""
-    t = _TensorTest()
-    out = unparsed(t.visit(copy.deepcopy(test)))
-    return None if t.refused else out
-
-
-def _assigns(body: list[ast.stmt]) -> dict[str, ast.expr] | None:
-    """name -> value for a branch that only assigns plain names, once each; None otherwise."""
-    out: dict[str, ast.expr] = {}
-    for s in body:
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
-            name, value = s.targets[0].id, s.value
-        elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
-            name, value = s.target.id, ast.BinOp(left=ast.Name(s.target.id), op=s.op, right=s.value)
-        else:
-            return None
-        if name in out:
-            return None
-        out[name] = value
-    return out
-
-
-def _where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
-    if not isinstance(stmt, ast.If):
-        return None
-    test = _tensor_test(stmt.test)
-    if test is None:
-        return None
-    then, other = _assigns(stmt.body), _assigns(stmt.orelse) if stmt.orelse else {}
-    note = "both branches give tensors of one shape and dtype (torch.where computes both)"
-    if then is not None and other is not None and then:
-        names = list(dict.fromkeys([*then, *other]))
-        if not (_in_order(names, then) and _in_order(names, other)):
-            return None
-        pred, lines = test, []
-        if len(names) > 1:  # the test is read once, before any name it reads is rebound
-            pred, lines = "_pred", [f"_pred = {test}"]
-        lines += [f"{n} = torch.where({pred}, {text.of(then[n]) if n in then else n}, "
-                  f"{text.of(other[n]) if n in other else n})" for n in names]
-        return lines, WHERE, note
-    ret_then = stmt.body[0] if len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return) else None
-    ret_else = stmt.orelse[0] if len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.Return) else None
-    if ret_then is not None and ret_else is not None and ret_then.value is not None and ret_else.value is not None:
-        return [f"return torch.where({test}, {text.of(ret_then.value)}, {text.of(ret_else.value)})"], WHERE, note
-    return None
-
-
-def _in_order(names: list[str], branch: dict[str, ast.expr]) -> bool:
-    """Whether one ``torch.where`` per name, in ``names`` order, reads what the branch's own
-    statements read: a name the branch assigned before is already the new value, any other
-    still the old one."""
-    pos = {n: i for i, n in enumerate(names)}
-    order = list(branch)
-    for k, (name, value) in enumerate(branch.items()):
-        before = set(order[:k])
-        for read in {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & set(names) - {name}:
-            if read in before and pos[read] > pos[name]:
-                return False  # the branch reads its new value; the where would read the old one
-            if read not in before and read in branch and pos[read] < pos[name]:
-                return False  # the branch reads the old value; the where would read the new one
-    return True
-
-
-def _free_of_effects(body: list[ast.stmt]) -> bool:
-    """Only assignments to plain names, no bare calls, no attribute or item stores."""
-    for s in body:
-        if not isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            return False
-        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-        if not all(isinstance(t, ast.Name) for t in targets):
-            return False
-    return True
-
-
-def _cond(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
-    if not isinstance(stmt, ast.If) or not _free_of_effects(stmt.body) or not _free_of_effects(stmt.orelse):
-        return None
-    if len(stmt.body) < 2 and len(stmt.orelse) < 2:
-        return None  # one statement a branch: torch.where says it plainer
-    then, other = _stored(stmt.body), _stored(stmt.orelse)
-    names = list(dict.fromkeys([*then, *other]))
-    # Names a branch reads before it assigns them, or that only one branch assigns, come in
-    # as torch.cond's operands (the values before the if): both branches take them all.
-    operands = [n for n in names if n in _read_first(stmt.body) or n in _read_first(stmt.orelse)
-                or n not in then or n not in other]
-    params = ", ".join(operands)
-    out = ", ".join(names) + ("," if len(names) == 1 else "")
-
-    def branch(fn: str, body: list[ast.stmt]) -> list[str]:
-        own = set(_stored(body))
-        # torch.cond returns no operand as it is (no aliasing): an untouched one is cloned.
-        ret = ", ".join(n if n in own else f"{n}.clone()" for n in names)
-        unit = text.unit
-        return [f"def {fn}({params}):", *(unit + ln for ln in text.body_lines(body)), f"{unit}return ({ret},)"]
-
-    test = _tensor_test(stmt.test)
-    if test is None:
-        return None
-    ops = "(" + params + ("," if len(operands) == 1 else "") + ")"
-    lines = [*branch("_then", stmt.body), *branch("_else", stmt.orelse),
-             f"{out} = torch.cond({test}, _then, _else, {ops})"]
-    return lines, COND, "both branches give tensors of one shape and dtype per name (torch.cond's rule)"
-
-
-def _stored(body: list[ast.stmt]) -> list[str]:
-    out = []
-    for s in body:
-        targets = s.targets if isinstance(s, ast.Assign) else [getattr(s, "target", None)]
-        out += [t.id for t in targets if isinstance(t, ast.Name)]
-    return out
-
-
-def _read_first(body: list[ast.stmt]) -> set[str]:
-    """Names the statements read before they assign them."""
-    assigned: set[str] = set()
-    read: set[str] = set()
-    for s in body:
-        value = getattr(s, "value", None)
-        loads = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} if value is not None else set()
-        if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
-            loads.add(s.target.id)
-        read |= loads - assigned
-        assigned |= set(_stored([s]))
-    return read
 
 
 # -- keep it a tensor ----------------------------------------------------------------------------
@@ -373,9 +206,9 @@ class _Masked(ast.NodeTransformer):
                 and ast.dump(f.value.slice.left) == ast.dump(f.value.value)):
             sub = f.value
             self.changed = True
-            where = ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="where"),
-                             args=[sub.slice, sub.value, ast.Constant(0)], keywords=[])
-            return ast.Call(func=ast.Attribute(value=where, attr="sum"), args=[], keywords=[])
+            kept = ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="where"),
+                            args=[sub.slice, sub.value, ast.Constant(0)], keywords=[])
+            return ast.Call(func=ast.Attribute(value=kept, attr="sum"), args=[], keywords=[])
         return node
 
 
@@ -422,11 +255,11 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
-    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, _where, _cond),
+    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, cond),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
-    SCALAR: (_where, _cond, state.logged_value, host.numpy_to_torch, host.segment_reduction, host.math_to_torch,
+    SCALAR: (where, cond, state.logged_value, host.numpy_to_torch, host.segment_reduction, host.math_to_torch,
              _tensor, _guard, state.reported_value, state.stop_mask),
-    DYNAMIC_SHAPE: (_mask, _where, host.dense_experts, host.masked_select),
+    DYNAMIC_SHAPE: (_mask, where, host.dense_experts, host.masked_select),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
     OTHER: (state.func_grad, state.made_in_forward),  # autograd.grad (trace_autograd_ops off); nn.Parameter()

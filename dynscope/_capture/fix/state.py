@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from dynscope._capture.fix import branches
 from dynscope._capture.fix.statements import Made, Text, block_of, function_of, names_loaded, read_later
 
 __all__ = ["FIRST_MATCH", "FUNC_GRAD", "LOGGED", "REPORTED", "STOP_MASK", "TEACHER", "TENSOR_OPS",
@@ -43,6 +44,9 @@ FIRST_MATCH = "loop exit to argmax"
 STOP_MASK = "early stop to a stop mask"
 LOGGED = "keep the logged value a tensor"
 REPORTED = "guard the reported value"
+
+#: The function copy.deepcopy, by its name (the string "deepcopy" is also a break category's).
+_DEEPCOPY = copy.deepcopy.__name__
 
 # Methods that change a tensor elementwise: a test built of them holds for the whole sequence
 # at once (``v.abs() > t`` -> ``s.abs() > t``). A reduction (``v.sum()``) would not.
@@ -91,7 +95,7 @@ def teacher_call(stmt: ast.stmt, text: Text) -> Made | None:
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
         return None
     value = _without_grad_off(stmt.value)
-    if not (_called(value, "deepcopy") and isinstance(value, ast.Call) and len(value.args) == 1
+    if not (_called(value, _DEEPCOPY) and isinstance(value, ast.Call) and len(value.args) == 1
             and not value.keywords):
         return None
     name, module = stmt.targets[0].id, value.args[0]
@@ -140,7 +144,7 @@ class _CalledCopy(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
         made = _without_grad_off(node.func)
-        if not (_called(made, "deepcopy") and isinstance(made, ast.Call) and len(made.args) == 1
+        if not (_called(made, _DEEPCOPY) and isinstance(made, ast.Call) and len(made.args) == 1
                 and not made.keywords and isinstance(made.args[0], (ast.Name, ast.Attribute))
                 and not any(isinstance(a, ast.Starred) for a in node.args)
                 and all(k.arg is not None for k in node.keywords)):
@@ -475,11 +479,10 @@ def tensor_ops(stmt: ast.stmt, text: Text) -> Made | None:
         if not ops.changed or isinstance(stmt, ast.While):
             return None
         # The same if with its test made a tensor: the branch rewrites take it from here.
-        from dynscope._capture.fix import rewrites  # imported here: rewrites registers this module's makers
 
         branch = copy.copy(stmt)
         branch.test = test
-        for make in (rewrites._where, rewrites._cond):  # the branch rewrites, reused
+        for make in (branches.where, branches.cond):  # the branch rewrites, reused
             made = make(branch, text)
             if made is not None:
                 lines, name, note = made
@@ -599,11 +602,10 @@ def stop_mask(stmt: ast.stmt, text: Text) -> Made | None:
         if new is None:
             return None
         body += new
-    from dynscope._capture.fix import rewrites  # imported here: rewrites registers this module's makers
 
     # The test as a tensor: `.item()`, bool(), float() dropped, `and`/`or` as `&`/`|` (a Python
     # number would break the graph where the `if` did).
-    tensor_test = rewrites._tensor_test(stmt.test)
+    tensor_test = branches.tensor_test(stmt.test)
     if tensor_test is None:
         return None
     if tensor_test == ast.unparse(stmt.test):
