@@ -276,8 +276,7 @@ def test_an_early_stop_becomes_a_stop_mask_that_freezes_what_the_loop_carries() 
     assert "longer than the eager run's when the loop stopped early" in rw.note
 
 
-def test_a_sequence_grown_each_turn_grows_by_zeros_after_the_stop() -> None:
-    body = """\
+GROWN = """\
 def generate(self, ids, eos):
     for _ in range(5):
         tok = self.step(ids[:, -1:])
@@ -286,12 +285,33 @@ def generate(self, ids, eos):
             break
     return ids
 """
+
+
+def test_a_sequence_grown_each_turn_and_returned_gets_no_stop_mask_and_says_why() -> None:
+    # The stop decides the returned length: a stop mask would give a longer sequence whenever
+    # the loop stops early, and a verification whose inputs never stop could not see it.
+    assert state.STOP_MASK not in _made(GROWN, 5, BRANCH)
+    why = _why(GROWN, 5, BRANCH)
+    assert "the loop's stop decides how long `ids` grows" in why and "compile the loop's step" in why
+    listed = DECODE.replace("    return out\n", "    return torch.stack(toks, 1)\n")
+    assert state.STOP_MASK not in _made(listed, 9, BRANCH)
+    assert "how long `toks` grows" in _why(listed, 9, BRANCH)
+
+
+def test_a_sequence_grown_each_turn_but_only_totalled_grows_by_zeros_after_the_stop() -> None:
+    body = GROWN.replace("    return ids\n", "    return ids.sum() * 2\n")
     assert _made(body, 5, BRANCH)[state.STOP_MASK] == (
         "    _stopped = torch.zeros((), dtype=torch.bool)\n"
         "    for _ in range(5):\n"
         "        tok = self.step(ids[:, -1:])\n"
         "        ids = torch.cat([ids, torch.where(_stopped, torch.zeros_like(tok), tok)], dim=1)\n"
         "        _stopped = _stopped | (tok == eos).all()\n")
+    # A mean is not a total (zeros after the stop change it), nor is sum() of a tensor (its rows).
+    assert state.STOP_MASK not in _made(GROWN.replace("return ids", "return ids.float().mean()"), 5, BRANCH)
+    assert state.STOP_MASK not in _made(GROWN.replace("return ids", "return sum(ids)"), 5, BRANCH)
+    # A list totalled by sum() or stacked and summed whole keeps its stop mask.
+    for total in ("sum(toks)", "torch.stack(toks).sum()"):
+        assert state.STOP_MASK in _made(DECODE.replace("    return out\n", f"    return {total}\n"), 9, BRANCH)
 
 
 def test_an_early_stop_on_a_python_number_is_a_stop_mask_on_the_tensor() -> None:
@@ -414,8 +434,6 @@ def test_logged_losses_are_verified_and_the_optimizer_is_left_alone(capsys: pyte
     ("saliency_leak", "gradients differ from the unpatched eager run"),
     # The first separator's index, a 0-dim tensor, slices the tokens: the slice breaks instead.
     ("prompt", "the break moved to fix_state.py:"),
-    # The decode stops at its third step: a list of all six turns is longer.
-    ("greedy_list", "outputs differ from the unpatched eager run"),
     # The caller wants a Python float, not a tensor.
     ("eval_mean", "outputs differ from the unpatched eager run"),
 ])
@@ -423,6 +441,16 @@ def test_rewrites_that_would_change_what_the_program_gives_are_not_verified(name
     res = _fix(name)
     assert res.patches and not any(p.verified for p in res.patches)
     assert all(why in p.why_not and p.assumes for p in res.patches), [p.why_not for p in res.patches]
+
+
+@pytest.mark.heavy
+def test_a_decode_whose_stop_decides_the_returned_length_gets_no_patch_and_says_why() -> None:
+    # The decode stops at its third step: a list of all six turns would be longer. Refused by
+    # shape, not left to verification (inputs that never stop early could not show it).
+    res = _fix("greedy_list")
+    assert not res.patches
+    (u,) = [u for u in res.unpatched if u.owner == "your code"]
+    assert "the loop's stop decides how long `toks` grows" in u.why
 
 
 @pytest.mark.heavy

@@ -31,7 +31,15 @@ import ast
 import copy
 
 from dynscope._capture.fix import branches
-from dynscope._capture.fix.statements import Made, Text, block_of, function_of, names_loaded, read_later
+from dynscope._capture.fix.statements import (
+    Made,
+    Text,
+    block_of,
+    contains,
+    function_of,
+    names_loaded,
+    read_later,
+)
 
 __all__ = ["FIRST_MATCH", "FUNC_GRAD", "LOGGED", "REPORTED", "STOP_MASK", "TEACHER", "TENSOR_OPS",
            "first_match", "func_grad", "logged_value", "made_in_forward", "reported_value", "stop_mask", "teacher_call",
@@ -575,12 +583,14 @@ def _loop_sequence(loop: ast.For) -> tuple[str | None, str | None, ast.expr | No
 # -- 5. a loop with a data-dependent early stop (greedy decoding, rollouts) --------------------------
 
 
-def stop_mask(stmt: ast.stmt, text: Text) -> Made | None:
+def stop_mask(stmt: ast.stmt, text: Text) -> Made | str | None:
     """A ``for ... in range(n)`` loop that ends ``if test: break``: all ``n`` turns run, and a
     stop flag freezes what the loop carries once the test held (``name = torch.where(_stopped,
     name, new)``), writes into a buffer keep its old values, and values appended (or
     concatenated: ``ids = torch.cat([ids, tok], 1)``) after the stop are zeros. The site is the
-    ``if``."""
+    ``if``. A grown value read after the loop other than as a whole total has the length the
+    stop gave it (greedy decoding returns its tokens): no rewrite, and the reason says so - a
+    verification whose inputs never stop early could not tell the difference."""
     fn = function_of(text.source, stmt)
     loop = next((n for n in ast.walk(fn or stmt) if isinstance(n, ast.For) and n.body and n.body[-1] is stmt), None)
     if (loop is None or loop.orelse or not _called(loop.iter, "range") or not isinstance(stmt, ast.If)
@@ -595,6 +605,13 @@ def stop_mask(stmt: ast.stmt, text: Text) -> Made | None:
     bound = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
     bound |= {t.id for s in ast.walk(fn) if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign))
               and s.lineno < loop.lineno for t in ast.walk(s) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+    # A value that grows each turn (appended, or torch.cat-grown) has the length the stop gave
+    # it: all n turns would make it longer. Only a total of it (zeros add nothing) survives.
+    for name, listed in _grown_names(loop, bound):
+        if not _only_totalled(fn, loop, name, listed):
+            return (f"the loop's stop decides how long `{name}` grows (each turn adds to it, and it is read after "
+                    f"the loop): run for all its turns under a stop mask it would come out longer than the eager "
+                    f"run's, so no rewrite keeps it; compile the loop's step (the model's forward) instead of the loop")
     unit = text.unit
     body: list[str] = []
     for s in loop.body[:-1]:
@@ -615,9 +632,48 @@ def stop_mask(stmt: ast.stmt, text: Text) -> Made | None:
     header = f"for {text.of(loop.target)} in {text.of(loop.iter)}:"
     return Made(["_stopped = torch.zeros((), dtype=torch.bool)", header, *_indented(body, unit)], STOP_MASK, (
         "the loop runs all its turns: what it carries stays as it was at the stop, a buffer it writes keeps its "
-        "old values, and a value appended after the stop is zeros (a pad token 0), so a list built in the loop "
-        "is longer than the eager run's when the loop stopped early (then the outputs differ)"),
+        "old values, and a value appended after the stop is zeros, read after the loop only as a total (a list "
+        "built in the loop and used otherwise is longer than the eager run's when the loop stopped early)"),
         first=loop, last=loop)
+
+
+def _grown_names(loop: ast.For, bound: set[str]) -> list[tuple[str, bool]]:
+    """The names the loop's body grows each turn, each with whether it is a list:
+    ``name.append(v)`` (a list) and ``name = torch.cat([name, part], ...)`` of a name bound
+    before the loop (a tensor)."""
+    out = []
+    for s in loop.body[:-1]:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            if s.targets[0].id in bound and _grown(s.targets[0].id, s.value) is not None:
+                out.append((s.targets[0].id, False))
+        elif (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
+              and s.value.func.attr == "append" and isinstance(s.value.func.value, ast.Name)):
+            out.append((s.value.func.value.id, True))
+    return out
+
+
+def _only_totalled(fn: ast.AST, loop: ast.For, name: str, listed: bool) -> bool:
+    """Whether every read of ``name`` after the loop is inside a whole total of it, which zeros
+    added after the stop leave as it was: ``torch.stack(name).sum()`` or ``sum(name)`` of a
+    list, ``name.sum()`` of a tensor (``sum(t)`` of a tensor keeps its rows: not a total)."""
+    end = loop.end_lineno or loop.lineno
+
+    def total(n: ast.AST) -> bool:
+        if not isinstance(n, ast.Call) or n.lineno <= end:
+            return False
+        if listed and _called(n, "sum") and isinstance(n.func, ast.Name) and len(n.args) == 1 and not n.keywords:
+            return isinstance(n.args[0], ast.Name) and n.args[0].id == name
+        if not (isinstance(n.func, ast.Attribute) and n.func.attr == "sum" and not n.args and not n.keywords):
+            return False
+        inner = n.func.value
+        if not listed:
+            return isinstance(inner, ast.Name) and inner.id == name
+        return (_called(inner, "stack", "cat", "concat") and len(inner.args) == 1  # type: ignore[attr-defined]
+                and isinstance(inner.args[0], ast.Name) and inner.args[0].id == name)  # type: ignore[attr-defined]
+
+    totals = [n for n in ast.walk(fn) if total(n)]
+    return not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and n.lineno > end
+                   and not any(contains(t, n) for t in totals) for n in ast.walk(fn))
 
 
 def _grown(name: str, value: ast.expr) -> ast.expr | None:

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from dynscope._capture.fix.source import python_lines
 
-__all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "function_of", "names_loaded", "parsed", "read_later",
+__all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "names_loaded", "parsed", "read_later",
            "refused", "replaced", "statement_at", "unified_diff"]
 
 
