@@ -7,9 +7,9 @@ machine...) and logs each part's hash beside its printed value. A miss in one ru
 another run hit (or filled the cache) is explained by the parts whose hashes differ: that is
 ``cache_diff``. Parts are kept short (``VALUE_MAX``) so a long job's lookups stay small.
 
-A change is data (``PartChange``: family, name, field, before, after); ``what`` and ``todo``
-word it. (They belong with the renderers' words; they live here while ``_render`` is being
-reworked, and read fields only, so they move without a change of meaning.)
+A change is data (``PartChange``: family, name, field, before, after); its words (``what``,
+``todo``), a miss's (``head()``, ``lines()``) and a comparison's (``summary()``) are made in one
+place, ``dynscope._render.cache``, reached through the output shortcuts.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from dynscope._model.base import _brief
+from dynscope._model.display import CacheDiffShortcuts, CacheMissShortcuts, PartChangeShortcuts
 
 __all__ = [
     "CACHES", "FAMILIES", "CacheDiff", "CacheLookup", "CacheMiss", "KeyPart", "PartChange", "compare_lookups",
@@ -114,7 +115,7 @@ class CacheLookup:
 
 
 @dataclass(frozen=True)
-class PartChange:
+class PartChange(PartChangeShortcuts):
     """One part of a key that differs between two runs' lookups of the same graph."""
 
     family: str  # of FAMILIES
@@ -123,15 +124,6 @@ class PartChange:
     before: str = ""  # its value in run A ("" when absent there)
     after: str = ""  # its value in run B ("" when absent there)
 
-    @property
-    def what(self) -> str:
-        """The change, in words."""
-        return _what(self)
-
-    @property
-    def todo(self) -> str:
-        """What to do so that run B hits, in words."""
-        return _TODO.get(self.family, _TODO[OTHER])
 
 
 #: Why run B missed a lookup, beyond its changed parts.
@@ -147,7 +139,7 @@ BYPASSED = "bypassed"  # B did not use the cache at all (bypass_reason)
 
 
 @dataclass(frozen=True)
-class CacheMiss:
+class CacheMiss(CacheMissShortcuts):
     """A graph B compiled again where A hit or filled the cache: why, and what it cost."""
 
     compile_id: str
@@ -164,49 +156,9 @@ class CacheMiss:
             return self.after.seconds
         return self.before.seconds if self.before is not None and self.before.result == HIT else None
 
-    def head(self) -> str:
-        """Which compile, which cache, what happened and what it cost, in words (no cause)."""
-        where = f"{self.compile_id} {self.after.frame}".strip()
-        cost = f" ({self.seconds:.2f} s)" if self.seconds is not None else ""
-        said = f": {self.after.bypass_reason}" if self.after.result == BYPASS and self.after.bypass_reason else ""
-        return f"{where}: {_CACHE_WORDS.get(self.cache, self.cache)} {self.after.result}{cost}{said}"
-
-    def lines(self) -> list[str]:
-        """The miss in words: a head line, then one line per change and what to do."""
-        where = f"{self.compile_id} {self.after.frame}".strip()
-        cost = f" ({self.seconds:.2f} s)" if self.seconds is not None else ""
-        was = "hit" if self.before is not None and self.before.result == HIT else "filled the cache"
-        head = f"{where}: {_CACHE_WORDS.get(self.cache, self.cache)} {self.after.result} in B{cost}"
-        if self.why in (PARTS_DIFFER, FROM_FX):
-            told = " (as the FX graph cache's lookup in this compile logs them: AOTAutograd logged none)" \
-                if self.why == FROM_FX else ""
-            out = [f"{head}, where A {was}: {len(self.changes)} part(s) of the key changed{told}"]
-            shown = self.changes
-            if any(c.family == TORCH for c in shown):
-                # another torch: the rest (new options, other versions) follows from it
-                shown = tuple(c for c in self.changes if c.family == TORCH)
-                rest = Counter(c.family for c in self.changes if c.family != TORCH)
-                out.append(f"  - {shown[0].what}")
-                out.append(f"    what to do: {shown[0].todo}")
-                if rest:
-                    out.append("    (and, as between releases, " + ", ".join(
-                        f"{n} {family.replace('_', ' ')}" for family, n in sorted(rest.items())) + " part(s))")
-                return out
-            told_todo: set[str] = set()  # what to do, once per family
-            for c in shown:
-                out.append(f"  - {c.what}")
-                if c.todo not in told_todo:
-                    told_todo.add(c.todo)
-                    out.append(f"    what to do: {c.todo}")
-            return out
-        out = [f"{head}: {_WHY_WORDS[self.why](self)}"]
-        if self.why == BYPASSED:
-            out.append(f"    what to do: {_bypass_todo(self.after.bypass_reason)}")
-        return out
-
 
 @dataclass(frozen=True)
-class CacheDiff:
+class CacheDiff(CacheDiffShortcuts):
     """Two runs' cache lookups compared (``dynscope.cache_diff``)."""
 
     a: str  # what run A is (a path or "report A")
@@ -237,24 +189,6 @@ class CacheDiff:
             for c in miss.changes:
                 seen.setdefault((c.name, c.field, c.before, c.after), c)
         return tuple(seen.values())
-
-    def summary(self) -> str:
-        """The comparison as text: each run's results, then each miss in B and why."""
-        def results(run: str) -> str:
-            c = self.counts(run)
-            return ", ".join(f"{n} {k}" for k, n in sorted(c.items())) or "no cache lookups logged"
-        out = [f"A: {self.a}", f"   {results('a')}", f"B: {self.b}", f"   {results('b')}"]
-        if self.seconds_saved_b:
-            out.append(f"B's hits saved {self.seconds_saved_b:.2f} s of compiling")
-        if not self.misses:
-            out.append("B missed nothing A had: no cause to name." if self.lookups_b else
-                       "B logged no cache lookups (Inductor off, caches disabled, or lowering not in the log).")
-        for miss in self.misses:
-            out += miss.lines()
-        return "\n".join(out)
-
-    def __str__(self) -> str:
-        return self.summary()
 
 
 def compare_lookups(a: tuple[CacheLookup, ...], b: tuple[CacheLookup, ...], *, label_a: str = "A",
@@ -390,95 +324,3 @@ def _first_line_changed(before: str, after: str) -> tuple[str, str]:
         line = longer[min(len(old), len(new))]
         return (line, "") if longer is old else ("", line)
     return "", ""
-
-
-# -- words (read fields only) -----------------------------------------------------------------
-
-_CACHE_WORDS = {FX_GRAPH: "Inductor's FX graph cache", AOT_AUTOGRAD: "AOTAutograd's cache"}
-
-
-def _short(value: str) -> str:
-    return value.replace("torch.", "") if value else "(absent)"
-
-
-def _what(c: PartChange) -> str:
-    arrow = f"{_short(c.before)} -> {_short(c.after)}"
-    if c.family == INPUT:
-        index = c.name[c.name.find("[") + 1:-1] if c.name.endswith("]") else ""
-        which = f"input {index}" if index.isdigit() else c.name
-        if c.field and not c.field.isdigit():
-            return f"{which}'s {c.field} changed: {arrow}"
-        return f"{which}'s metadata changed"
-    if c.family == INDUCTOR_CONFIG:
-        return f"Inductor config `{c.field}` changed: {arrow}"
-    if c.family == AUTOGRAD_CONFIG:
-        return f"AOTAutograd config (torch._functorch.config) `{c.field}` changed: {arrow}"
-    if c.family == COMPILE_OPTION:
-        return f"Inductor was called with `{c.field or c.name}` {arrow}"
-    if c.family == GRAPH:
-        if c.before or c.after:
-            return f"the graph's code changed: `{c.before or '(nothing)'}` -> `{c.after or '(nothing)'}`"
-        return "the graph's code changed (past the part of it dynscope keeps)"
-    if c.family == TORCH:
-        if c.before or c.after:
-            return f"torch changed: {c.before or '(unknown)'} -> {c.after or '(unknown)'}"
-        return "torch's own source differs (another release or build of torch)"
-    if c.family == SYSTEM:
-        return f"the machine differs ({c.name}: C++ compiler, device or driver versions)"
-    if c.family == THREADS:
-        return f"the CPU thread count the C++ code specialises on changed: {arrow}"
-    if c.family == STATE:
-        return f"the global setting `{c.name}` changed: {arrow}"
-    if c.family == CACHE_TAG:
-        return f"the cache key tag changed: {arrow}"
-    if c.family == CUSTOM_PASS:
-        return f"the custom pass `{c.name}` changed"
-    return f"`{c.name}` changed: {arrow}"
-
-
-_TODO = {
-    GRAPH: "expected when the program changed: the new graph is compiled once and cached; if the program "
-           "did not change, a traced value (a constant, a Python number, a module attribute) did",
-    INPUT: "call with the inputs the warm run used (same dtype, layout and strides), or warm the cache with these",
-    INDUCTOR_CONFIG: "use the warm run's Inductor config (torch._inductor.config), or warm the cache with the new one",
-    AUTOGRAD_CONFIG: "use the warm run's torch._functorch.config, or warm the cache with the new one",
-    COMPILE_OPTION: "compile the same way as the warm run (training vs inference, torch.no_grad, cudagraphs, mode)",
-    TORCH: "warm the cache with the same torch build that reads it (a cache does not carry across releases)",
-    SYSTEM: "warm the cache on the same machine image (C++ compiler, GPU, CUDA/Triton versions) that reads it",
-    THREADS: "run with the warm run's thread count (OMP_NUM_THREADS, torch.set_num_threads), or set "
-             "torch._inductor.config.cpp.threads",
-    STATE: "set the global state the warm run had (default dtype, deterministic algorithms, matmul precision, "
-           "grad mode, autocast)",
-    CACHE_TAG: "set the same torch.compiler.config.cache_key_tag in both runs",
-    CUSTOM_PASS: "give the custom pass the same uuid() in both runs (or keep it unchanged)",
-    OTHER: "make this part the same in both runs, or warm the cache with the new value",
-}
-
-_WHY_WORDS = {
-    SAME_KEY: lambda m: "the same key as A's, so the entry was not in B's cache: another TORCHINDUCTOR_CACHE_DIR, "
-                        "a cleared or evicted cache, or A's compile was never saved",
-    GUARD_MISS: lambda m: "the entry was found but its shape guards failed (dynamic shapes)",
-    NOT_IN_A: lambda m: "A made no lookup for this graph (a graph only B compiled)",
-    NO_PARTS: lambda m: "the key changed, and PyTorch logged no key parts to compare (AOTAutograd logs them only "
-                        "with its logger at DEBUG: TORCH_LOGS=+torch._functorch._aot_autograd.autograd_cache)",
-    BYPASSED: lambda m: f"the cache was bypassed: {m.after.bypass_reason or 'no reason logged'}",
-}
-
-
-#: Words of PyTorch's bypass reasons (torch 2.13 check_cacheable, CacheabilityValidator) -> what to do.
-_BYPASS_TODO = (
-    ("freezing", "the caches do not hold frozen graphs: leave torch._inductor.config.freezing off where a warm "
-                 "start matters"),
-    ("not enabled", "turn the FX graph cache on (torch._inductor.config.fx_graph_cache, "
-                    "TORCHINDUCTOR_FX_GRAPH_CACHE=1)"),
-    ("Unsupported", "the graph calls something the cache cannot key (a custom op or function without a stable "
-                    "hash): register it as a custom op, or accept the compile"),
-    ("pickle", "something in the graph or the config cannot be pickled into a key: find it in the reason"),
-)
-
-
-def _bypass_todo(reason: str) -> str:
-    for words, todo in _BYPASS_TODO:
-        if words in reason:
-            return todo
-    return "nothing will hit while the reason holds: remove it, or accept the compile"

@@ -28,12 +28,15 @@ __all__ = [
     "AotGraphShortcuts",
     "BreakShortcuts",
     "BudgetShortcuts",
+    "CacheDiffShortcuts",
+    "CacheMissShortcuts",
     "CauseShortcuts",
     "DivergenceShortcuts",
     "ExportShortcuts",
     "FixShortcuts",
     "GraphShortcuts",
     "MergedShortcuts",
+    "PartChangeShortcuts",
     "RecompileFixShortcuts",
     "VerdictShortcuts",
     "ReportShortcuts",
@@ -296,6 +299,49 @@ class RecompileFixShortcuts:
     def words(self) -> str:
         """What to do, in words ("sizes that change between calls: mark the dimension dynamic ...")."""
         return str(_door().fix_words(self))
+
+
+class PartChangeShortcuts:
+    """``PartChange``'s words (made in one place, ``dynscope._render.cache``)."""
+
+    __slots__ = ()
+
+    @property
+    def what(self) -> str:
+        """The change, in words ("Inductor config `max_autotune` changed: False -> True")."""
+        return str(_door().cache_change_what(self))
+
+    @property
+    def todo(self) -> str:
+        """What to do so that run B hits, in words."""
+        return str(_door().cache_change_todo(self))
+
+
+class CacheMissShortcuts:
+    """``CacheMiss``'s words (made in one place, ``dynscope._render.cache``)."""
+
+    __slots__ = ()
+
+    def head(self) -> str:
+        """Which compile, which cache, what happened and what it cost, in words (no cause)."""
+        return str(_door().cache_miss_head(self))
+
+    def lines(self) -> list[str]:
+        """The miss in words: a head line, then one line per change and what to do."""
+        return list(_door().cache_miss_lines(self))
+
+
+class CacheDiffShortcuts:
+    """``CacheDiff``'s words (made in one place, ``dynscope._render.cache``)."""
+
+    __slots__ = ()
+
+    def summary(self) -> str:
+        """The comparison as text: each run's results, then each miss in B and why."""
+        return str(_door().cache_diff_summary(self))
+
+    def __str__(self) -> str:
+        return self.summary()
 
 
 class BudgetShortcuts:

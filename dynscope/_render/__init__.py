@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         Report,
     )
     from dynscope._model.budget import Overrun
+    from dynscope._model.cache import CacheDiff, CacheMiss, PartChange
     from dynscope._model.diff import ReportDiff
     from dynscope._model.fix import FixResult
     from dynscope._model.ranks import Divergence
@@ -45,6 +46,11 @@ __all__ = [
     "aot_graph_svg",
     "break_card",
     "budget_problems",
+    "cache_change_todo",
+    "cache_change_what",
+    "cache_diff_summary",
+    "cache_miss_head",
+    "cache_miss_lines",
     "diff_text",
     "divergence_detail",
     "cause_changed",
@@ -250,6 +256,41 @@ def fix_words(fix: RecompileFix) -> str:
     from dynscope._render.causes import fix_words as words
 
     return words(fix)
+
+
+def cache_change_what(change: PartChange) -> str:
+    """A changed part of a cache key, in words (``PartChange.what``)."""
+    from dynscope._render.cache import change_what
+
+    return change_what(change)
+
+
+def cache_change_todo(change: PartChange) -> str:
+    """What to do about a changed key part (``PartChange.todo``)."""
+    from dynscope._render.cache import change_todo
+
+    return change_todo(change)
+
+
+def cache_miss_head(miss: CacheMiss) -> str:
+    """A miss's head line (``CacheMiss.head``)."""
+    from dynscope._render.cache import miss_head
+
+    return miss_head(miss)
+
+
+def cache_miss_lines(miss: CacheMiss) -> list[str]:
+    """A miss and its causes in words (``CacheMiss.lines``)."""
+    from dynscope._render.cache import miss_lines
+
+    return miss_lines(miss)
+
+
+def cache_diff_summary(diff: CacheDiff) -> str:
+    """Two runs' cache lookups compared, as text (``CacheDiff.summary``)."""
+    from dynscope._render.cache import diff_summary
+
+    return diff_summary(diff)
 
 
 def advice_text(advice: Advice) -> str:
