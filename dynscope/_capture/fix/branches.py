@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from dynscope._capture.fix.statements import Text, unparsed
+from dynscope._capture.fix.statements import Text, function_of, parsed, read_later, unparsed
 
 __all__ = ["COND", "WHERE", "cond", "tensor_test", "where"]
 
@@ -90,17 +90,37 @@ def where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
         names = list(dict.fromkeys([*then, *other]))
         if not (_in_order(names, then) and _in_order(names, other)):
             return None
+        # A name one branch makes for itself (`padding = ...` then `w = w + padding`), bound
+        # nowhere before the if and read nowhere after it, is computed whatever the test.
+        before = _bound_before(stmt, text)
+        own = {n for n in names if (n in then) != (n in other) and n not in before}
+        if any(read_later(text.source, stmt, n) for n in own):
+            return None  # read after the if on one path only: no value to give it on the other
         pred, lines = test, []
         if len(names) > 1:  # the test is read once, before any name it reads is rebound
             pred, lines = "_pred", [f"_pred = {test}"]
-        lines += [f"{n} = torch.where({pred}, {text.of(then[n]) if n in then else n}, "
+        lines += [f"{n} = {text.of(then[n] if n in then else other[n])}" if n in own else
+                  f"{n} = torch.where({pred}, {text.of(then[n]) if n in then else n}, "
                   f"{text.of(other[n]) if n in other else n})" for n in names]
+        if own:
+            note += f"; {', '.join(f'`{n}`' for n in sorted(own))} is computed whatever the test"
         return lines, WHERE, note
     ret_then = stmt.body[0] if len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return) else None
     ret_else = stmt.orelse[0] if len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.Return) else None
     if ret_then is not None and ret_else is not None and ret_then.value is not None and ret_else.value is not None:
         return [f"return torch.where({test}, {text.of(ret_then.value)}, {text.of(ret_else.value)})"], WHERE, note
     return None
+
+
+def _bound_before(stmt: ast.stmt, text: Text) -> set[str]:
+    """The names the function binds before ``stmt``: its arguments and earlier assignments."""
+    fn = function_of(text.source, stmt)
+    if fn is None:
+        return {t.id for t in ast.walk(parsed(text.source)) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+    names = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+    names |= {t.id for t in ast.walk(fn) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)
+              and t.lineno < stmt.lineno}
+    return names
 
 
 def _in_order(names: list[str], branch: dict[str, ast.expr]) -> bool:

@@ -14,6 +14,8 @@ The rewrites, in the order they are tried for a category:
   return) becomes ``torch.where`` per name (``.item()`` in the test dropped: a tensor test).
 - ``branch to torch.cond``: the same ``if`` with several statements per branch becomes
   ``torch.cond`` over two local functions.
+- checks (:mod:`.checks`): an ``if`` on a tensor whose body only reports runs in eager code
+  only; one whose body only raises becomes an ``assert`` Dynamo traces.
 - ``keep it a tensor``: ``.item()``, ``sum/max/min(t.tolist())``, ``float(t)``/``int(t)`` at the
   site become detached tensor expressions (no gradient, as a Python number has none).
 - ``mask instead of select``: ``x[mask].sum()`` becomes ``torch.where(mask, x, 0).sum()``.
@@ -34,8 +36,9 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix import host, state
+from dynscope._capture.fix import checks, host, state
 from dynscope._capture.fix.branches import cond, where
+from dynscope._capture.fix.checks import REPORTING_CALLS, called_name
 from dynscope._capture.fix.statements import (
     Made,
     Rewrite,
@@ -72,8 +75,6 @@ MASK = "mask instead of select"
 CLONE = "clone instead of deepcopy"
 DETACH = "detach instead of requires_grad = False"
 
-_SIDE_EFFECT_CALLS = {"print", "warn", "debug", "info", "warning", "error", "critical", "exception", "log", "fatal",
-                      "warning_once", "info_once"}  # the last two: transformers' logger
 _TIMING = {"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "monotonic_ns"}
 _REDUCTIONS = {"sum": "sum", "max": "max", "min": "min"}
 
@@ -114,19 +115,12 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
 # -- guard side effect -------------------------------------------------------------------------
 
 
-def _called_name(call: ast.expr) -> str:
-    if not isinstance(call, ast.Call):
-        return ""
-    f = call.func
-    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-
-
 def _is_timing(expr: ast.expr) -> bool:
-    return any(_called_name(n) in _TIMING for n in ast.walk(expr) if isinstance(n, ast.Call))
+    return any(called_name(n) in _TIMING for n in ast.walk(expr) if isinstance(n, ast.Call))
 
 
 def _guard(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
-    if isinstance(stmt, ast.Expr) and _called_name(stmt.value) in _SIDE_EFFECT_CALLS | _TIMING:
+    if isinstance(stmt, ast.Expr) and called_name(stmt.value) in REPORTING_CALLS | _TIMING:
         own = text.statement_lines(stmt)
         return ["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD, (
             "the statement runs in eager code only; under torch.compile it is skipped")
@@ -187,6 +181,18 @@ def _tensor(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
         return None
     return _transformed(stmt, _Tensorised(), TENSOR,
                         "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)")
+
+
+def _unpacked(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
+    """``h, w = size.tolist()`` as ``h, w = size.detach().unbind(0)``: one 0-dim tensor a name."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List))
+            and all(isinstance(e, ast.Name) for e in stmt.targets[0].elts) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "tolist"
+            and not stmt.value.args and not stmt.value.keywords):
+        return None
+    return [f"{text.of(stmt.targets[0])} = {text.of(stmt.value.func.value)}.detach().unbind(0)"], TENSOR, (
+        "the numbers stay 0-dim tensors, one a name, detached as Python numbers are: they are used only where a "
+        "tensor serves (arithmetic, clamp bounds), not as sizes, indices or Python conditions")
 
 
 # -- masks, copies, requires_grad ----------------------------------------------------------------
@@ -255,10 +261,10 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
-    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, cond),
+    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, cond, checks.guarded_check, checks.asserted),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
-    SCALAR: (where, cond, state.logged_value, host.numpy_to_torch, host.segment_reduction, host.math_to_torch,
-             _tensor, _guard, state.reported_value, state.stop_mask),
+    SCALAR: (where, cond, checks.guarded_check, checks.asserted, state.logged_value, host.numpy_to_torch, host.segment_reduction, host.math_to_torch,
+             _tensor, _unpacked, _guard, state.reported_value, state.stop_mask),
     DYNAMIC_SHAPE: (_mask, where, host.dense_experts, host.masked_select),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),

@@ -1,0 +1,81 @@
+"""Checks on a tensor's value that only report or stop the program, out of the graph's way.
+
+A test on a tensor's value breaks the graph even when all its body does is warn (HF's "right
+padding detected", PPO's "approx_kl over target") or raise (a loss that is not finite). The
+model's outputs never depend on such a body, so the check can leave the graph without
+changing them:
+
+- ``guard a check that reports``: ``if <tensor test>: logger.warning(...)`` - a body of
+  prints, logging and warnings calls, no ``else`` - runs in eager code only: the whole ``if``
+  under ``if not torch.compiler.is_compiling():`` (the check itself is skipped there too).
+- ``check as an assert``: ``if <tensor test>: raise E("...")`` - no ``else`` - becomes
+  ``assert torch.logical_not(<test>), "..."``, which Dynamo traces into the graph (as
+  ``torch._assert_async``): the check stays, and a failed one raises AssertionError in eager
+  code and RuntimeError in compiled code (asynchronously on a GPU), with the same words,
+  instead of ``E``.
+
+Text only: no torch import.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dynscope._capture.fix.branches import tensor_test
+from dynscope._capture.fix.statements import Made, Text
+
+__all__ = ["ASSERT", "GUARD_CHECK", "REPORTING_CALLS", "asserted", "called_name", "guarded_check"]
+
+GUARD_CHECK = "guard a check that reports"
+ASSERT = "check as an assert"
+
+# What a statement calls to report: print, logging's methods, warnings.warn, transformers'
+# logger.warning_once / info_once.
+REPORTING_CALLS = frozenset({"print", "warn", "debug", "info", "warning", "error", "critical", "exception", "log",
+                             "fatal", "warning_once", "info_once"})
+
+
+def called_name(call: ast.expr) -> str:
+    """The name a call calls (``f(...)`` -> f, ``x.f(...)`` -> f); "" when not a call."""
+    if not isinstance(call, ast.Call):
+        return ""
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _reports(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and called_name(stmt.value) in REPORTING_CALLS
+
+
+def guarded_check(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <test>: <reports only>`` as the same ``if`` under ``is_compiling()``."""
+    if not isinstance(stmt, ast.If) or stmt.orelse or not stmt.body or not all(_reports(s) for s in stmt.body):
+        return None
+    own = text.statement_lines(stmt)
+    return Made(["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD_CHECK, (
+        "the check only reports: it and its report run in eager code only, and under torch.compile neither "
+        "runs (the program's outputs do not depend on it)"))
+
+
+def asserted(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <test>: raise E(msg)`` as ``assert torch.logical_not(<test>), msg``."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1
+            and isinstance(stmt.body[0], ast.Raise) and stmt.body[0].exc is not None):
+        return None
+    test = tensor_test(stmt.test)
+    if test is None:
+        return None
+    exc = stmt.body[0].exc
+    args = exc.args if isinstance(exc, ast.Call) else []
+    if len(args) > 1 or (isinstance(exc, ast.Call) and exc.keywords):
+        return None
+    message = f"{ast.unparse(stmt.test)} held"
+    if args:
+        if not (isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)):
+            return None  # a message made from values (an f-string of a tensor) cannot be the assert's
+        message = args[0].value
+    kind = called_name(exc) or ast.unparse(exc)
+    return Made([f"assert torch.logical_not({test}), {message!r}"], ASSERT, (
+        f"the check stays in the graph: on data that fails it the program still stops, with the same words, but "
+        f"as AssertionError (eager) or RuntimeError (compiled; asynchronously on a GPU) instead of {kind}, so code "
+        f"that catches {kind} no longer does, and `python -O` drops the assert"))

@@ -1,0 +1,142 @@
+"""Checks on a tensor's value (dynscope/_capture/fix/checks.py), a branch with its own temporary
+(fix/branches.py) and a size unpacked from ``.tolist()``: each on source text, where it
+applies and where it must refuse, in the fast tier; each live on tests/corpus/fix_checks.py in
+the heavy tier, verified where outputs and gradients equal the unpatched eager run's."""
+
+from __future__ import annotations
+
+import pytest
+
+import dynscope
+from dynscope._capture.fix import checks
+from dynscope._capture.fix.branches import WHERE
+from dynscope._capture.fix.rewrites import TENSOR, candidates
+from dynscope._lexicon.break_categories import BRANCH, SCALAR
+from tests.corpus import fix_checks as fc
+
+HEAD = "import logging\nimport torch\n\nlog = logging.getLogger(__name__)\n\n\n"
+
+
+def _made(body: str, line: int, category: str) -> dict[str, str]:
+    """rewrite name -> its replacement lines, for the statement at ``line`` of ``body``."""
+    found, _ = candidates(HEAD + body, line + HEAD.count("\n"), category)
+    return {rw.name: "".join(rw.replacement) for rw in found}
+
+
+def _why(body: str, line: int, category: str) -> str:
+    return candidates(HEAD + body, line + HEAD.count("\n"), category)[1]
+
+
+WARNS = """\
+def forward(self, x, mask):
+    if (mask[:, -1] == 0).any():
+        log.warning("right padding")
+        print("check the tokenizer", x.shape)
+    return x * mask
+"""
+
+
+def test_a_check_whose_body_only_reports_runs_in_eager_code_only() -> None:
+    for category in (BRANCH, SCALAR):
+        assert _made(WARNS, 2, category)[checks.GUARD_CHECK] == (
+            "    if not torch.compiler.is_compiling():\n"
+            "        if (mask[:, -1] == 0).any():\n"
+            "            log.warning(\"right padding\")\n"
+            "            print(\"check the tokenizer\", x.shape)\n")
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ('        print("check the tokenizer", x.shape)\n', "        x = x + 1\n"),  # the body changes a value
+    ('        print("check the tokenizer", x.shape)\n',
+     '        print("check the tokenizer", x.shape)\n    else:\n        log.info("fine")\n'),  # an else
+])
+def test_a_check_that_does_more_than_report_is_not_guarded(old: str, new: str) -> None:
+    assert checks.GUARD_CHECK not in _made(WARNS.replace(old, new), 2, BRANCH)
+
+
+RAISES = """\
+def forward(self, loss):
+    if torch.isnan(loss).any() or loss.item() > 1e9:
+        raise FloatingPointError("the loss diverged")
+    return loss
+"""
+
+
+def test_a_check_that_raises_becomes_an_assert_dynamo_traces_and_says_what_it_changes() -> None:
+    assert _made(RAISES, 2, BRANCH)[checks.ASSERT] == (
+        "    assert torch.logical_not(torch.isnan(loss).any() | (loss > 1000000000.0)), 'the loss diverged'\n")
+    (rw,) = [r for r in candidates(HEAD + RAISES, 2 + HEAD.count("\n"), BRANCH)[0] if r.name == checks.ASSERT]
+    assert "RuntimeError (compiled; asynchronously on a GPU) instead of FloatingPointError" in rw.note
+    # A bare raise of a class: the test is the message.
+    bare = RAISES.replace('raise FloatingPointError("the loss diverged")', "raise FloatingPointError")
+    assert "'torch.isnan(loss).any() or loss.item() > 1000000000.0 held'" in _made(bare, 2, BRANCH)[checks.ASSERT]
+
+
+@pytest.mark.parametrize("raise_line", [
+    'raise ValueError(f"loss {loss}")',  # a message made from the tensor
+    'raise ValueError("a", "b")',  # more than one argument
+    "raise",  # a re-raise
+])
+def test_a_raise_an_assert_cannot_carry_is_left_alone(raise_line: str) -> None:
+    body = RAISES.replace('raise FloatingPointError("the loss diverged")', raise_line)
+    assert checks.ASSERT not in _made(body, 2, BRANCH)
+
+
+TEMPORARY = """\
+def forward(self, scores, mask):
+    if (mask == 0).any():
+        bias = (1.0 - mask.float()) * -1e4
+        scores = scores + bias
+    return scores.softmax(-1)
+"""
+
+
+def test_a_branch_that_makes_its_own_temporary_computes_it_whatever_the_test() -> None:
+    assert _made(TEMPORARY, 2, BRANCH)[WHERE] == (
+        "    _pred = (mask == 0).any()\n"
+        "    bias = (1.0 - mask.float()) * -1e4\n"
+        "    scores = torch.where(_pred, scores + bias, scores)\n")
+    (rw,) = [r for r in candidates(HEAD + TEMPORARY, 2 + HEAD.count("\n"), BRANCH)[0] if r.name == WHERE]
+    assert "`bias` is computed whatever the test" in rw.note
+    # Read after the if (on one path only): no value to give it on the other.
+    assert WHERE not in _made(TEMPORARY.replace("return scores.softmax(-1)", "return scores + bias"), 2, BRANCH)
+    # Bound before the if: a where keeps its old value, as before.
+    before = TEMPORARY.replace("    if (mask", "    bias = scores * 0\n    if (mask")
+    assert "    bias = torch.where(_pred, (1.0 - mask.float()) * -1e4, bias)\n" in _made(before, 3, BRANCH)[WHERE]
+
+
+def test_a_size_unpacked_from_tolist_stays_tensors() -> None:
+    body = "def crop(boxes, hw):\n    h, w = hw.tolist()\n    return boxes / w + h\n"
+    assert _made(body, 2, SCALAR)[TENSOR] == "    h, w = hw.detach().unbind(0)\n"
+    assert TENSOR not in _made(body.replace("hw.tolist()", "hw.tolist()[0]"), 2, SCALAR)
+
+
+def _fix(name: str) -> dynscope.FixResult:
+    model, inputs = fc.PROGRAMS[name]()
+    return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("name", "rewrites"), [
+    ("token_classifier", {checks.GUARD_CHECK}),
+    ("checked_regression", {checks.ASSERT}),
+    ("biased_attention", {WHERE}),
+    ("normalised", {TENSOR}),
+    ("logged_shift", {checks.GUARD_CHECK, "guard side effect"}),
+])
+def test_checks_temporaries_and_unpacked_sizes_are_verified_live(name: str, rewrites: set[str]) -> None:
+    res = _fix(name)
+    assert {p.rewrite for p in res.patches} == rewrites, [(p.rewrite, p.why_not) for p in res.patches]
+    for p in res.patches:
+        assert p.verified and p.breaks_after == 0 and p.outputs_matched, (p.site, p.why_not)
+    assert res.breaks_after == 0 and not [u for u in res.unpatched if u.owner == "your code"]
+
+
+@pytest.mark.heavy
+def test_what_the_checks_cannot_carry_is_refused_or_not_verified_with_the_reason() -> None:
+    # A message made from the tensor: no assert, no patch, and the reason is the category's.
+    res = _fix("raising_with_values")
+    assert not res.patches and [u.category for u in res.unpatched] == [BRANCH]
+    # clamp(min=0, max=w) with w a tensor reads it back as a number: the break moves.
+    (p,) = _fix("cropped").patches
+    assert p.rewrite == TENSOR and not p.verified and "the break moved to fix_checks.py:" in p.why_not
