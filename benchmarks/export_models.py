@@ -20,9 +20,9 @@ from torch.export import Dim
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dynscope
+from tests.capture.test_export import DeepCopies, FixedFeatures, ItemBranch
+from tests.capture.test_export_corpus import ResNetish
 from tests.corpus.programs import PROGRAMS
-from tests.test_export import DeepCopies, FixedFeatures, ItemBranch
-from tests.test_export_corpus import ResNetish
 
 
 def _cases() -> list[tuple[str, object, object, object, bool]]:

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dynscope
 from dynscope._format import human_bytes, ms
+from tests.capture.test_export_corpus import ResNetish
 from tests.memory_timeline import gpt_program, sgd_program
-from tests.test_export_corpus import ResNetish
 
 
 def resnet_program() -> tuple[str, object, tuple[torch.Tensor, ...]]:

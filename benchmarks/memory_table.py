@@ -17,7 +17,7 @@ linear; batch 16 of 3x32x32, SGD with momentum). For each:
 
 Peaks are bytes above what was allocated before the run (inputs, parameters), CPU, from the
 profiler (dynscope: its allocation events summed; the timeline: the memory profiler's
-per-tensor timeline). Plain print, no assertions; tests/test_memory.py asserts.
+per-tensor timeline). Plain print, no assertions; tests/capture/test_memory.py asserts.
 
 Run:  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/memory_table.py [gpt] [conv] [--warm-cache]
 (about 3 minutes for both with a cold cache)

@@ -15,7 +15,7 @@ break count, break sites, recompile count, frames (function, status) and break c
 
 Run:  .venv/bin/python benchmarks/order_agreement.py --examples 300 [--seed S] [--minimise]
 
-tests/test_order_agreement.py imports the generator from this file (benchmarks/ is not a
+tests/capture/test_order_agreement.py imports the generator from this file (benchmarks/ is not a
 package), so there is one copy of it.
 """
 

@@ -127,7 +127,7 @@ def llama_per_block() -> Program:
 def resnet18_train() -> Program:
     """One SGD train step of ResNet-18's layout at its own widths (64 to 512; the tests'
     ResNetish, torchvision's wheel does not load on CPU torch) on a 2x3x64x64 batch."""
-    from tests.test_export_corpus import ResNetish
+    from tests.capture.test_export_corpus import ResNetish
 
     gen = _seed()
     model = ResNetish(width=64).train()

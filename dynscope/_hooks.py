@@ -12,7 +12,7 @@ process's use of it and records what was lost. A capture reads the failures that
 while it ran (:func:`mark`, :func:`since`) and adds them to its report as notes: what was
 captured before the failure is kept, and the report says what is missing and why.
 
-:func:`injected` makes named hooks fail on purpose (tests/test_do_no_harm.py): every hook is
+:func:`injected` makes named hooks fail on purpose (tests/capture/test_do_no_harm.py): every hook is
 tried with a fault over real programs, whose outputs and exceptions must stay a plain
 ``torch.compile``'s. Torch-free: a leaf like ``_errors`` and ``_write``.
 """
@@ -55,7 +55,7 @@ _lock = threading.Lock()
 _failures: list[Failure] = []
 _injected: set[str] = set()
 
-#: Every hook's name and what is lost when it fails (tests/test_do_no_harm.py tries each).
+#: Every hook's name and what is lost when it fails (tests/capture/test_do_no_harm.py tries each).
 HOOKS: dict[str, str] = {}
 
 

@@ -5,7 +5,7 @@
 #   scripts/compat.sh VERSION [PYTEST_ARGS...]
 #
 #   VERSION      2.11, 2.14 or 2.15 (mapped to 2.11.0, 2.14.1 and 2.15.0), or a full version such as 2.12.0.
-#   PYTEST_ARGS  passed on to pytest (for example `tests/test_parsers.py -x`); default: the whole suite.
+#   PYTEST_ARGS  passed on to pytest (for example `tests/torch/test_parsers.py -x`); default: the whole suite.
 #
 # Which venv it uses, first match wins:
 #   1. $COMPAT_VENV, if set (an existing venv; torch==VERSION is installed into it if missing).

@@ -22,10 +22,10 @@ else
 fi
 "$PY" -c "import networkx, graphviz, tabulate, pytest" || { echo "missing dependencies: see the comment above"; exit 1; }
 echo "== CUDA tests"
-timeout 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_corpus.py -k "cuda or corpus_program" 2>&1 | tail -5
+timeout 240 "$PY" -m pytest -q -p no:cacheprovider tests/capture/test_timing.py tests/capture/test_corpus.py -k "cuda or corpus_program" 2>&1 | tail -5
 echo "== Do no harm and counts on this torch (hooks, blame, eager lines, run counts, cache keys)"
-timeout 300 "$PY" -m pytest -q -p no:cacheprovider -m "not heavy or slow" tests/test_do_no_harm.py tests/test_blame.py \
-  tests/test_eager_lines.py tests/test_capture_cache.py 2>&1 | tail -5
+timeout 300 "$PY" -m pytest -q -p no:cacheprovider -m "not heavy or slow" tests/capture/test_do_no_harm.py tests/capture/test_blame.py \
+  tests/capture/test_eager_lines.py tests/capture/test_capture_cache.py 2>&1 | tail -5
 echo "== capture() of a CUDA Inductor program: runs counted, outputs unchanged"
 timeout 240 "$PY" - <<'PY' 2>&1 | grep -v "^W[0-9]"
 import torch, dynscope

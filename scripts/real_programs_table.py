@@ -2,7 +2,7 @@
 
 Run from the repository root: ``.venv/bin/python scripts/real_programs_table.py``. Each
 program runs under plain torch.compile (PyTorch's CompileCounter and the trace records it
-logs) and under dynscope, as tests/test_real_programs.py does; the table is what the
+logs) and under dynscope, as tests/capture/test_real_programs.py does; the table is what the
 closing note of issue 18 quotes.
 """
 
@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch.distributed as dist
 from tabulate import tabulate
 
+from tests.capture.test_real_programs import counts_of, dynscope_report, pytorch_counts
 from tests.corpus.real import REAL_PROGRAMS
-from tests.test_real_programs import counts_of, dynscope_report, pytorch_counts
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ in a side venv with another torch:
 Writes ``tests/traces/torch-<major.minor>/corpus-<program>.jsonl``: one
 ``{"metadata": ..., "payload": ...}`` line (sorted keys) per ``torch.__trace`` record that
 dynscope keeps, in emission order. Each program is compiled as ``dynscope.report(model,
-calls=calls)`` compiles it in tests/test_corpus.py: ``torch.compile(model)`` with the default
+calls=calls)`` compiles it in tests/capture/test_corpus.py: ``torch.compile(model)`` with the default
 ``dynamic=None``, after ``torch._dynamo.reset()``. report() compiles with a recording
 backend that delegates to "eager" (and ``isolate_recompiles=True`` where torch has it); the
 trace events are the same as plain ``backend="eager"``.

@@ -11,7 +11,7 @@ every compile is a miss and logs everything.
 Each file is ``{"command", "torch", "program", "records"}``; ``records`` holds the kept trace
 records in arrival order, each ``{"metadata": ..., "payload": ...}`` as PyTorch logged it
 (the layout of the other stored traces; cache-key payloads are dropped, as the collector
-drops them). tests/test_lowering.py rebuilds events from them with
+drops them). tests/read/test_lowering.py rebuilds events from them with
 ``event_from(..., lowering=True)`` and builds reports without compiling anything.
 """
 

@@ -2,7 +2,7 @@
 # Set up a fresh machine for dynscope: system packages (Graphviz for SVG pictures,
 # Chromium for the HTML report tests), a virtual environment with the CPU build of
 # torch 2.13.0 (pinned: an unpinned torch pulls a multi-GB CUDA build), and dynscope
-# itself with its test and dev extras (dev: ruff and mypy, which tests/test_lint.py runs).
+# itself with its test and dev extras (dev: ruff and mypy, which tests/house/test_lint.py runs).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

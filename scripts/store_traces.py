@@ -5,7 +5,7 @@
 
 One file per program, ``tests/traces/torch-<major.minor>/<program>.jsonl``, each line
 ``{"metadata": ..., "payload": ...}`` as PyTorch logged it. Parser and assembly tests read
-these without compiling anything (tests/test_recorded_traces.py).
+these without compiling anything (tests/read/test_recorded_traces.py).
 """
 
 from __future__ import annotations

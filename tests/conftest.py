@@ -41,9 +41,9 @@ class Golden:
 @pytest.fixture(autouse=True)
 def _plain_summaries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Summaries are plain text in tests, also under ``pytest -s`` in a terminal or with
-    FORCE_COLOR set by CI (tests/test_notebook.py tests the colour). No progress lines on
+    FORCE_COLOR set by CI (tests/render/test_notebook.py tests the colour). No progress lines on
     stderr either, which tests of exact stderr would see when a compile runs long
-    (tests/test_budgets_progress.py turns them back on)."""
+    (tests/capture/test_budgets_progress.py turns them back on)."""
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("DYNSCOPE_PROGRESS", "0")
 
@@ -58,7 +58,7 @@ def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
     """Check tests/invariants.py on every report the suite makes: each report() and load()
     result, and each capture's report, compared with the records PyTorch logged while it
     was open. A test marked ``synthetic_reports`` loads reports built from random data
-    (hypothesis), or reads logs damaged on purpose (tests/test_trace_fuzz.py), which need not
+    (hypothesis), or reads logs damaged on purpose (tests/read/test_trace_fuzz.py), which need not
     be what any run could make: its loads and logs are not checked."""
     from dynscope._capture import capture as _capture
     from dynscope._model import codec as _codec

@@ -17,7 +17,7 @@ The totals are summed here at the timeline's own nanosecond resolution, not thro
 microsecond into one step, so a temporary freed in the same microsecond as the next
 allocation is made would drop out of the peak (:func:`coalesced_peak` gives its figure too).
 
-Also here, shared by ``tests/test_memory.py`` and ``benchmarks/memory_table.py``:
+Also here, shared by ``tests/capture/test_memory.py`` and ``benchmarks/memory_table.py``:
 
 - the programs measured: a nanoGPT-like training step (AdamW) and a small conv net (SGD);
 - a recording ``torch.compile`` backend that builds each graph Dynamo captured with

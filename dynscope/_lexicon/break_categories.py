@@ -2,7 +2,7 @@
 
 One :class:`Category` per category: the name reports show (and saved reports store, so a
 name never changes), the words of PyTorch's graph-break type or explanation that select it
-(torch 2.11 .. 2.14, see tests/traces and tests/test_attack_wording.py), dynscope's fix text,
+(torch 2.11 .. 2.14, see tests/traces and tests/torch/test_attack_wording.py), dynscope's fix text,
 whether the break is made on purpose (no change at the user's line removes it), and why
 ``dynscope.fix`` leaves such a site alone, where it does.
 :func:`classify` is a pure function of PyTorch's words, the user's line and where the break

@@ -4,5 +4,5 @@ trace_file / reading (a TORCH_TRACE log or a saved report in) -> trace_report (o
 records) -> assemble (records -> the model: frames, graphs, breaks with their sites
 (break_sites), recompiles, lowering (below Dynamo), coverage). Live capture
 (``dynscope._capture``) feeds the same builder; nothing here imports torch or capture
-(tests/test_import_graph.py imports every module in a fresh process and checks).
+(tests/house/test_import_graph.py imports every module in a fresh process and checks).
 """

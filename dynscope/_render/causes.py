@@ -154,7 +154,7 @@ def what_changed(c: Cause) -> str:
 # -- what to do about a change -------------------------------------------------------------
 
 def _contiguous_copy(f: RecompileFix) -> str:
-    # Measured on torch 2.13 (tests/test_advice_real.py): a contiguous copy removes the
+    # Measured on torch 2.13 (tests/capture/test_advice_real.py): a contiguous copy removes the
     # recompile; x.contiguous() returns a batch-of-1 slice as it is (PyTorch calls a tensor
     # contiguous whatever the stride of a size-1 dim), and neither mark_dynamic nor
     # dynamic=True removes a stride recompile.

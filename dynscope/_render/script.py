@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["SCRIPT_MODES", "graph_script"]
 
 #: The modes a script can compile with: torch.compile's (dynscope._capture.timing_options.MODES,
-#: which tests/test_script.py checks this against; the render floor cannot import capture).
+#: which tests/render/test_script.py checks this against; the render floor cannot import capture).
 SCRIPT_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _CUDA_ONLY_MODES = ("reduce-overhead",)
 

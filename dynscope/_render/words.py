@@ -3,7 +3,7 @@ alike (totals, costs, timing doubts, compile phases, caches, remedies' verdicts)
 model in, words out; the layout (tables, wrapping, markup) is each renderer's own.
 
 A sentence written once here reads the same in every view of a report: the summary and the
-page are tested to agree (tests/test_display_truth.py), and they agree by sharing these. The
+page are tested to agree (tests/render/test_display_truth.py), and they agree by sharing these. The
 figures the sentences speak of are computed in dynscope._render.figures; the sections that
 put them in tables, in dynscope._render.sections.
 """

@@ -4,7 +4,7 @@ dynscope's own timing (``dynscope._capture.sampling``) runs it, and every standa
 ``Graph.to_script`` writes carries its source text verbatim (read as a package resource by
 ``dynscope/_render/script.py``), so a script times a graph with exactly the code dynscope
 timed it with. Hence the rule for this file: it imports the standard library and torch,
-nothing of dynscope (tests/test_runtime.py checks it), and it uses no ``from __future__``
+nothing of dynscope (tests/torch/test_runtime.py checks it), and it uses no ``from __future__``
 import (the text runs in the middle of a script, where one is a syntax error).
 
 What it holds: the sampling defaults; the clock (``perf_counter`` over loops on CPU, CUDA

@@ -77,8 +77,8 @@ def _subject_codes(subject: Any) -> list[Any]:
     Dynamo's own list of the codes it has seen (``input_codes``) can miss a code that still
     holds a "skip" mark: the list is keyed by ``id()`` with weakref callbacks, and after a
     suite's ``torch._dynamo.reset()`` calls and code objects come and go, a marked code was
-    seen missing from it (tests/test_trace_logs.py after tests/test_corpus.py and
-    tests/test_export.py). The program's own modules are walked too.
+    seen missing from it (tests/read/test_trace_logs.py after tests/capture/test_corpus.py and
+    tests/capture/test_export.py). The program's own modules are walked too.
     """
     import sys
     import types

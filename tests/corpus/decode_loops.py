@@ -1,4 +1,4 @@
-"""Greedy decode loops of the shape of Hugging Face ``generate`` (tests/test_eager_lines.py).
+"""Greedy decode loops of the shape of Hugging Face ``generate`` (tests/capture/test_eager_lines.py).
 
 The stop test breaks the graph inside a helper (``Stop.__call__``: ``bool(unfinished.max() ==
 0)``), inside ``while not finished:``, inside a context manager: Dynamo gives up on the whole

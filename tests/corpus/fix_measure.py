@@ -1,6 +1,6 @@
 """The fix corpus measured (tests/corpus/fix_programs.py and the modules of ``CORPUS``): per
 break category, sites found, patched, verified and removed; verified patches checked again on
-inputs fix never saw. Used by tests/test_fix.py (heavy tier) and benchmarks/fix_corpus.py."""
+inputs fix never saw. Used by tests/capture/fix/test_fix.py (heavy tier) and benchmarks/fix_corpus.py."""
 
 from __future__ import annotations
 

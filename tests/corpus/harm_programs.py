@@ -1,4 +1,4 @@
-"""Programs that dynscope's hooks must never break (tests/test_do_no_harm.py).
+"""Programs that dynscope's hooks must never break (tests/capture/test_do_no_harm.py).
 
 Held-out shapes that once made report() raise "unhashable type: 'dict'" from the line tracer
 (a feature-hashing model with ``zlib.crc32`` in ``forward``, a closure that breaks, Hugging

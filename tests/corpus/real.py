@@ -9,7 +9,7 @@ own run and dynscope's see the same program. Two kinds:
   with the ``compile`` it is handed (dynscope: ``capture()`` around the loop, with the
   user's own backend).
 
-tests/test_real_programs.py runs each under plain ``torch.compile`` with a counting backend
+tests/capture/test_real_programs.py runs each under plain ``torch.compile`` with a counting backend
 and a counting trace handler, and under dynscope, and compares the counts.
 """
 

@@ -1,0 +1,1 @@
+"""Tests of dynscope/_model: the plain-data model, its codec, budgets, diffs and causes."""
