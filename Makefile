@@ -16,12 +16,17 @@ unexport PYTHONDONTWRITEBYTECODE
 demo: setup
 	.venv/bin/python examples/quickstart.py dynscope-report
 
+# pytest-xdist: one worker a core, at most 4 (each imports torch and transformers: ~1 GB), a
+# test module's tests on one worker (--dist loadscope: a module's torchrun job or recorded
+# fixture is made once). The invariants line adds up the workers' counts (tests/conftest.py).
+WORKERS = -n auto --maxprocesses=4 --dist loadscope
+
 test: setup
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q $(WORKERS)
 
 # -p no:logging: no test reads caplog, and Dynamo's many log records cost seconds to capture.
 test-fast: setup
-	.venv/bin/python -m pytest -q -p no:logging -m "$(FAST)"
+	.venv/bin/python -m pytest -q -p no:logging $(WORKERS) -m "$(FAST)"
 
 lint: setup
 	.venv/bin/ruff check dynscope tests examples benchmarks scripts

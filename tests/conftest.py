@@ -114,12 +114,36 @@ def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
         monkeypatch.setattr(_codec, "report_from_dict", checked_load)
 
 
+# Under pytest-xdist (`make test` runs two workers) each worker checks its own reports: the
+# workers hand their counts to the controller, which adds them to its own (none) for the line.
+_WORKERS_CHECKED = [0, 0, 0.0]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        from tests import invariants
+
+        out["dynscope_invariants"] = (invariants.checked, invariants.compared, invariants.seconds)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    checked, compared, seconds = getattr(node, "workeroutput", {}).get("dynscope_invariants", (0, 0, 0.0))
+    _WORKERS_CHECKED[0] += checked
+    _WORKERS_CHECKED[1] += compared
+    _WORKERS_CHECKED[2] += seconds
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from tests import invariants
 
+    checked = invariants.checked + int(_WORKERS_CHECKED[0])
+    compared = invariants.compared + int(_WORKERS_CHECKED[1])
+    seconds = invariants.seconds + _WORKERS_CHECKED[2]
     terminalreporter.write_line(
-        f"dynscope invariants (tests/invariants.py) held on {invariants.checked} reports, "
-        f"{invariants.compared} of them compared with PyTorch's own trace records, in {invariants.seconds:.1f} s"
+        f"dynscope invariants (tests/invariants.py) held on {checked} reports, "
+        f"{compared} of them compared with PyTorch's own trace records, in {seconds:.1f} s"
     )
 
 

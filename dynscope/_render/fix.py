@@ -1,17 +1,21 @@
-"""``dynscope.fix``'s result as text and as a page: each patch as a diff with its evidence."""
+"""``dynscope.fix``'s result as text and as a page: each patch as a diff with its evidence,
+built once as sections (:func:`fix_document`) that both views walk."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from dynscope._format import plural
+from dynscope._render.blocks import Column, Field, Group, Section, Table
 from dynscope._render.html import CSP, CSS
-from dynscope._render.html_parts import esc, html_table
+from dynscope._render.html_parts import esc
+from dynscope._render.section_html import section_html
+from dynscope._render.section_text import group_lines, section_lines
 
 if TYPE_CHECKING:
     from dynscope._model.fix import FixResult, Patch
 
-__all__ = ["evidence", "fix_html", "fix_text"]
+__all__ = ["evidence", "fix_document", "fix_html", "fix_text"]
 
 
 def _pct(x: float | None) -> str:
@@ -45,10 +49,6 @@ def _totals(result: FixResult) -> str:
             f"{len(result.patches) - len(verified)} proposed only{after}")
 
 
-def _head(result: FixResult) -> str:
-    return f"dynscope fix: {result.title or 'program'}\n{_totals(result)}"
-
-
 def _ordered(result: FixResult) -> list[Patch]:
     """The patches as both views list them: verified first, then by file and line."""
     return sorted(result.patches, key=lambda p: (not p.verified, p.filename, p.lineno))
@@ -58,46 +58,67 @@ def _state(p: Patch) -> str:
     return "verified" if p.verified else f"proposed, not verified: {p.why_not}"
 
 
-def fix_text(result: FixResult) -> str:
-    """The patches (verified first), each with its diff and evidence, then the sites left alone."""
-    lines = [_head(result)]
+def _patch(i: int, p: Patch) -> Group:
+    """One patch: what and where in the title; its state, evidence, assumption, what to do
+    instead and its diff as fields."""
+    fields = [Field("", _state(p)), Field("", evidence(p), "flat")]
+    if p.assumes:
+        fields.append(Field("assumes", p.assumes, "flat"))
+    if p.instead:
+        fields.append(Field("instead", p.instead, "flat"))
+    fields.append(Field("", p.diff.rstrip("\n"), "pre"))
+    return Group(anchor=f"patch-{i}", title=f"{p.site}  {p.category}  [{p.rewrite}]", fields=tuple(fields))
+
+
+_LEFT = (Column("site", "code"), Column("category"), Column("whose code"), Column("why"))
+
+
+def fix_document(result: FixResult) -> tuple[Section, ...]:
+    """Every part of the result, in order, built once: the head (title and totals), what
+    blocked the rest, the patches (verified first), the sites left alone, the files written,
+    the note. The text and the page walk it."""
+    doc = [Section(f"dynscope fix: {result.title or 'program'}", lead=_totals(result), key="head", lead_kind="flat")]
     if result.blocked:
-        lines += ["", f"Blocked: {result.blocked}"]
-    for p in _ordered(result):
-        lines += ["", f"{p.site}  {p.category}  [{p.rewrite}]  {_state(p)}", f"    {evidence(p)}"]
-        if p.assumes:
-            lines.append(f"    assumes: {p.assumes}")
-        if p.instead:
-            lines.append(f"    instead: {p.instead}")
-        lines += ["    " + ln for ln in p.diff.rstrip("\n").splitlines()]
+        doc.append(Section("Blocked", lead=result.blocked, key="blocked", tone="bad"))
+    if result.patches:
+        doc.append(Section("Patches", blocks=tuple(_patch(i, p) for i, p in enumerate(_ordered(result))),
+                           key="patches"))
     if result.unpatched:
-        lines += ["", "Left alone:"]
-        lines += [f"  {u.site}  {u.category}  ({u.owner}): {u.why}" for u in result.unpatched]
+        rows = tuple((u.site, u.category, u.owner, u.why) for u in result.unpatched)
+        doc.append(Section("Left alone", blocks=(Table(_LEFT, rows, said="{0}  {1}  ({2}): {3}", said_in="text"),),
+                           key="left"))
     if result.written:
-        lines += ["", "Written: " + ", ".join(result.written) + " (backups: " + ", ".join(result.backups) + ")"]
+        doc.append(Section("Written", lead=", ".join(result.written) + " (backups: " + ", ".join(result.backups) + ")",
+                           key="written", lead_kind="flat"))
     if result.note:
-        lines += ["", result.note]
+        doc.append(Section("Note", lead=result.note, key="note"))
+    return tuple(doc)
+
+
+def fix_text(result: FixResult) -> str:
+    """The document as text: the head's two lines, then each part after a blank line (a
+    part of one sentence on its title's line)."""
+    head, *parts = fix_document(result)
+    lines = [head.title, head.lead]
+    for section in parts:
+        lines.append("")
+        if not section.blocks:
+            lines.append(f"{section.title}: {section.lead}")
+            continue
+        lines.append(f"{section.title}:")
+        if section.key == "patches":  # a diff each: a blank line between them
+            for k, group in enumerate(g for g in section.blocks if isinstance(g, Group)):
+                lines += [""] * (k > 0) + group_lines(group)
+        else:
+            lines += section_lines(section)
     return "\n".join(lines) + "\n"
 
 
 def fix_html(result: FixResult) -> str:
-    """One self-contained page: the patches with diffs and evidence, then the sites left alone."""
-    title = f"dynscope fix: {result.title or 'program'}"
-    parts = [f"<header><h1>{esc(title)}</h1><div class='totals'>{esc(_totals(result))}</div></header><main>"]
-    if result.blocked:
-        parts.append(f"<section><h2>Blocked</h2><p>{esc(result.blocked)}</p></section>")
-    for p in _ordered(result):
-        parts.append(
-            f"<section class='patch'><h2><code>{esc(p.site)}</code> {esc(p.category)} [{esc(p.rewrite)}]</h2>"
-            f"<p><b>{esc(_state(p))}</b></p><p>{esc(evidence(p))}</p>"
-            + (f"<p>assumes: {esc(p.assumes)}</p>" if p.assumes else "")
-            + (f"<p>instead: {esc(p.instead)}</p>" if p.instead else "")
-            + f"<pre class='diff'>{esc(p.diff)}</pre></section>"
-        )
-    if result.unpatched:
-        rows = [[f"<code>{esc(u.site)}</code>", esc(u.category), esc(u.owner), esc(u.why)] for u in result.unpatched]
-        parts.append(f"<section><h2>Left alone</h2>{html_table(['site', 'category', 'whose code', 'why'], rows)}</section>")
-    parts.append("</main>")
+    """The document as one self-contained page."""
+    head, *parts = fix_document(result)
+    body = (f"<header><h1>{esc(head.title)}</h1><div class='totals'>{esc(head.lead)}</div></header><main>"
+            + "".join(section_html(s) for s in parts) + "</main>")
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\"><title>{esc(title)}</title>"
-            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
+            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\"><title>{esc(head.title)}</title>"
+            f"<style>{CSS}</style></head><body>{body}</body></html>\n")

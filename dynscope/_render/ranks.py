@@ -11,7 +11,10 @@ from dynscope._format import plural, rank_ranges
 from dynscope._lexicon.wording import resume_label
 from dynscope._model.merge import collective_sequence
 from dynscope._model.structure import structure_hash
+from dynscope._render.blocks import Cell, Column, Listing, Section, Table
+from dynscope._render.divergences import detail
 from dynscope._render.html_parts import asset, esc
+from dynscope._render.section_text import section_lines
 
 if TYPE_CHECKING:
     from dynscope._model import MultiRankReport, Report
@@ -102,14 +105,15 @@ def rank_rows(m: MultiRankReport, columns: list[tuple[str, list[Report]]] | None
     return [(label, [col[i] for col in per_column]) for i, label in enumerate(_LABELS)]
 
 
-def _graph_cell(rep: Report, i: int) -> tuple[str, str]:
-    """(text, structure hash) of a rank's i-th graph; ("-", "") when it has none."""
+def _graph_cell(rep: Report, i: int) -> Cell:
+    """A rank's i-th graph: its words, and its structure hash as the hint (the page marks a
+    row whose hashes differ); "-" and no hint when it has none."""
     if i >= len(rep.graphs):
-        return "-", ""
+        return Cell("-")
     g = rep.graphs[i]
     split = " [DDP bucket split]" if g.split_by == "ddp_bucket" else ""
     h = structure_hash(g)
-    return f"{resume_label(g.frame) or '?'} {g.compile_id}: {plural(g.op_count, 'op')} #{h[:8]}{split}", h
+    return Cell(f"{resume_label(g.frame) or '?'} {g.compile_id}: {plural(g.op_count, 'op')} #{h[:8]}{split}", hint=h)
 
 
 def agreement(m: MultiRankReport) -> str:
@@ -121,75 +125,90 @@ def agreement(m: MultiRankReport) -> str:
     return "No divergences: every rank captured the same graphs, breaks, recompiles, guards and collectives."
 
 
-def render_merged_text(m: MultiRankReport) -> str:
-    """The terminal summary of a merged report."""
-    lines = [f"dynscope: {plural(len(m.reports), 'rank')} of world size {m.world_size} ({rank_ranges(m.ranks)})"
-             + (f"; {m.shown}" if m.shown else "")]
-    for note in m.notes:
-        lines.append(f"note: {note}")
-    if m.divergences:
-        lines.append(f"{plural(len(m.divergences), 'divergence')}:")
-        for d in m.divergences:
-            lines.append(f"  {d.kind} (ranks {rank_ranges(d.ranks)}): {d.detail}")
-    else:
-        lines.append(agreement(m))
+_DIVERGENCE_COLUMNS = (Column("kind"), Column("ranks"), Column("what differs"), Column("meaning", only="html"))
+
+
+def merged_document(m: MultiRankReport) -> tuple[Section, ...]:
+    """Every part of a merged report, in order, built once: the head (ranks, world size, the
+    run shown, notes), the divergences (or that the ranks agree), the ranks side by side, their
+    graphs in compile order, the files read. The text and the page walk it."""
+    head = Section(f"{plural(len(m.reports), 'rank')} of world size {m.world_size}",
+                   lead=f"({rank_ranges(m.ranks)})" + (f"; {m.shown}" if m.shown else ""), notes=m.notes, key="head")
+    rows = tuple((d.kind, rank_ranges(d.ranks), detail(d), MEANING.get(d.kind, "")) for d in m.divergences)
+    divergences = Section(
+        f"{plural(len(m.divergences), 'divergence')}" if m.divergences else "Divergences",
+        (Table(_DIVERGENCE_COLUMNS, rows, said="{0} (ranks {1}): {2}", said_in="text"),) if rows else (),
+        key="divergences", tone="bad" if rows else "good" if len(m.reports) > 1 else "", empty=agreement(m))
     columns = rank_columns(m)
-    rows = rank_rows(m, columns)
-    header = ["", *(heading for heading, _ in columns)]
-    table = [header] + [[label, *cells] for label, cells in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    lines.append("")
-    for row in table:
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return "\n".join(lines) + "\n"
+    flagged = {r for d in m.divergences for r in d.ranks}
+    headings = tuple(Column(h + (" *" if any(r.rank in flagged for r in reps) else "")) for h, reps in columns)
+    ranks = Section("Ranks", (Table((Column(""), *headings),
+                                    tuple((label, *cells) for label, cells in rank_rows(m, columns))),), key="ranks")
+    doc = [head, divergences, ranks]
+    most = max((len(r.graphs) for r in m.reports), default=0)
+    if most:
+        graph_rows = tuple((i, *(_graph_cell(reps[0], i) for _, reps in columns)) for i in range(most))
+        doc.append(Section("Graphs, in compile order", (Table((Column("#"), *(Column(h, "code") for h, _ in columns)),
+                                                              graph_rows),), key="graphs"))
+    if m.sources:
+        doc.append(Section("Files", (Listing("", m.sources, len(m.sources), style="bullets"),), key="files"))
+    return tuple(doc)
+
+
+def render_merged_text(m: MultiRankReport) -> str:
+    """The terminal summary of a merged report: the head line and its notes, the divergences
+    (or that the ranks agree), the ranks side by side, their graphs, the files."""
+    head, divergences, *parts = merged_document(m)
+    lines = [f"dynscope: {head.title} {head.lead}", *(f"note: {n}" for n in head.notes)]
+    if divergences.blocks:
+        lines.append(f"{divergences.title}:")
+        lines += [ln[2:] for ln in section_lines(divergences)]  # said lines at two spaces, as notes are
+    else:
+        lines.append(divergences.empty)
+    for section in parts:  # the ranks' table right under the divergences, as its own heading
+        lines += ["", *([] if section.key == "ranks" else [f"{section.title}:"]), *section_lines(section)]
+    return "\n".join(ln.rstrip() for ln in lines) + "\n"
 
 
 #: The merged page's style (assets/ranks.css), opening on a new line after <style>.
 _CSS = "\n" + asset("ranks.css")
 
 
+def _rows_html(table: Table, code: bool) -> list[str]:
+    """A side-by-side table: a row whose columns differ is marked (its cells, not its label)."""
+    out = ["<table><tr>" + "".join(f"<th>{esc(c.header)}</th>" for c in table.columns) + "</tr>"]
+    for label, *cells in table.rows:
+        keys = {c.hint if isinstance(c, Cell) else c for c in cells}
+        cls = " class='differs'" if len(keys) > 1 else ""
+        shown = [f"<code>{esc(str(c))}</code>" if code else esc(str(c)) for c in cells]
+        out.append(f"<tr><th>{esc(str(label))}</th>" + "".join(f"<td{cls}>{c}</td>" for c in shown) + "</tr>")
+    out.append("</table>")
+    return out
+
+
 def render_merged_html(m: MultiRankReport) -> str:
     """One self-contained page: divergences first, then ranks as columns, then graph by graph."""
+    head, divergences, *parts = merged_document(m)
     out = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>dynscope: {len(m.reports)} ranks</title><style>{_CSS}</style></head><body>",
-        f"<h1>{esc(plural(len(m.reports), 'rank'))} of world size {m.world_size}</h1>",
+        f"<h1>{esc(head.title)}</h1>",
     ]
     if m.shown:
         out.append(f"<p class='note'><b>{esc(m.shown[:1].upper() + m.shown[1:])}</b></p>")
-    out += [f"<p class='note'>{esc(n)}</p>" for n in m.notes]
+    out += [f"<p class='note'>{esc(n)}</p>" for n in head.notes]
     out.append("<h2 id='divergences'>Divergences</h2>")
-    if m.divergences:
-        for d in m.divergences:
-            out.append(
-                f"<div class='div' data-kind='{esc(d.kind)}'><b>{esc(d.kind)}</b> "
-                f"(ranks {esc(rank_ranges(d.ranks))}): {esc(d.detail)}"
-                f"<br><small>{esc(MEANING.get(d.kind, ''))}</small></div>"
-            )
-    else:
-        out.append(f"<p class='{'ok' if len(m.reports) > 1 else 'note'}'>{esc(agreement(m))}</p>")
-    flagged = {r for d in m.divergences for r in d.ranks}
-    columns = rank_columns(m)
-    out.append("<h2>Ranks</h2><table><tr><th></th>")
-    out += [f"<th>{esc(h)}{' *' if any(r.rank in flagged for r in reps) else ''}</th>" for h, reps in columns]
-    out.append("</tr>")
-    for label, cells in rank_rows(m, columns):
-        differs = len(set(cells)) > 1
-        cls = " class='differs'" if differs else ""
-        out.append(f"<tr><th>{esc(label)}</th>" + "".join(f"<td{cls}>{esc(c)}</td>" for c in cells) + "</tr>")
-    out.append("</table>")
-    most = max((len(r.graphs) for r in m.reports), default=0)
-    if most:
-        out.append("<h2>Graphs, in compile order</h2><table><tr><th>#</th>")
-        out += [f"<th>{esc(h)}</th>" for h, _ in columns]
-        out.append("</tr>")
-        for i in range(most):
-            shown = [_graph_cell(reps[0], i) for _, reps in columns]
-            differs = len({h for _, h in shown}) > 1
-            cls = " class='differs'" if differs else ""
-            out.append(f"<tr><th>{i}</th>" + "".join(f"<td{cls}><code>{esc(t)}</code></td>" for t, _ in shown) + "</tr>")
-        out.append("</table>")
-    if m.sources:
-        out.append("<h2>Files</h2><ul>" + "".join(f"<li><code>{esc(s)}</code></li>" for s in m.sources) + "</ul>")
+    for table in (b for b in divergences.blocks if isinstance(b, Table)):
+        out += [f"<div class='div' data-kind='{esc(kind)}'><b>{esc(kind)}</b> (ranks {esc(ranks)}): {esc(said)}"
+                f"<br><small>{esc(meaning)}</small></div>" for kind, ranks, said, meaning in table.rows]
+    if not divergences.blocks:
+        out.append(f"<p class='{'ok' if divergences.tone == 'good' else 'note'}'>{esc(divergences.empty)}</p>")
+    for section in parts:
+        out.append(f"<h2>{esc(section.title)}</h2>")
+        for block in section.blocks:
+            if isinstance(block, Table):
+                out += _rows_html(block, code=section.key == "graphs")
+            elif isinstance(block, Listing):
+                out.append("<ul>" + "".join(f"<li><code>{esc(s)}</code></li>" for s in block.items) + "</ul>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -78,13 +78,16 @@ def folded_html(group: Group) -> str:
     return f"<details><summary>{esc(group.title)}</summary>{''.join(inner)}</details>"
 
 
-def section_html(section: Section) -> str:
+def section_html(section: Section, *, anchor: str = "", after_lead: str = "") -> str:
     """A section as the page shows it: its heading, its lead (or what it says when it has
     nothing), its blocks (a table said as sentences where the section says so for the page,
-    else drawn; groups folded or headed), its notes."""
-    out = [f"<section><h2>{esc(section.title)}</h2>"]
+    else drawn; groups folded or headed), its notes. ``anchor``: the section's id on the
+    page; ``after_lead``: markup the caller made (a picture) put after the lead."""
+    opening = f'<section id="{esc(anchor)}">' if anchor else "<section>"
+    out = [f"{opening}<h2>{esc(section.title)}</h2>"]
     if section.lead or not section.blocks and section.empty:
         out.append(f"<p>{esc(section.lead or section.empty)}</p>")
+    out.append(after_lead)
     parts = []
     for block in section.blocks:
         if isinstance(block, Table):
@@ -101,7 +104,8 @@ def section_html(section: Section) -> str:
 def group_html(group: Group) -> str:
     """A group as a heading (with its anchor), a paragraph per field, then each listing in
     full and each table with every row, under their own headings."""
-    out = [f'<h3 id="{esc(group.anchor)}">{esc(group.title)}</h3>', *(_field_html(f) for f in group.fields)]
+    heading = f'<h3 id="{esc(group.anchor)}">{esc(group.title)}</h3>' if group.title else ""
+    out = [heading, *(_field_html(f) for f in group.fields)]
     for block in group.blocks:
         if isinstance(block, Listing):
             out.append(listing_html(block))

@@ -47,7 +47,7 @@ def section_lines(section: Section, width: int = 100) -> list[str]:
         if isinstance(block, Table):
             lines += said_lines(block) if block.said and block.said_in in ("", "text") else [table_text(block)]
         elif isinstance(block, Listing):
-            lines += listing_lines(block)
+            lines += _bullets(block, width)
         elif isinstance(block, Group) and not block.folded:
             lines += group_lines(block, width)
         elif isinstance(block, Entry):
@@ -76,7 +76,7 @@ def entry_lines(entry: Entry, width: int = 100) -> list[str]:
 def group_lines(group: Group, width: int = 100) -> list[str]:
     """A group as its title, its fields indented under it (program text kept as it is, at
     the fields' own indent), then its listings and tables, each shortened to its limit."""
-    lines = [group.title]
+    lines = [group.title] if group.title else []  # a group of one untitled field is that field alone
     for f in group.fields:
         lines += _field_lines(f, width, pre="    ")
     for block in group.blocks:

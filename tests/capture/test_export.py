@@ -228,7 +228,7 @@ def test_report_round_trips_and_reprs_are_short() -> None:
     for obj in (rep, *rep.all_blockers, rep.suggested_shapes):
         assert len(repr(obj)) <= REPR_MAX and "\n" not in repr(obj)
     assert {b.kind for b in rep.all_blockers} <= set(BLOCKER_KINDS)
-    assert "suggested dynamic_shapes (exports)" in str(rep)
+    assert "Suggested dynamic_shapes (exports)" in str(rep)
 
 
 # -- bad input and PyTorch's state --------------------------------------------------------------------

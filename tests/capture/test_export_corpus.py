@@ -148,9 +148,9 @@ def test_export_page_and_text_say_what_blocks(tmp_path: object) -> None:
     assert not rep.exported and rep.suggested_exported is True
     text = rep.summary()
     assert text == str(rep) and "constraint violation at test_export_corpus.py:" in text
-    assert "suggested dynamic_shapes (exports):" in text
+    assert "Suggested dynamic_shapes (exports):" in text
     page = rep.to_html(pictures=False)
-    assert page.startswith("<!DOCTYPE html>") and "id='blockers'" in page and "id='suggested'" in page
+    assert page.startswith("<!DOCTYPE html>") and 'id="blockers"' in page and 'id="suggested"' in page
     assert "The exported graph (torch.export with the suggested dynamic_shapes)" in page
     assert "<script" not in page  # nothing runs on the page
     hostile = dynscope.ExportReport(title="<script>alert(1)</script>", exported=False, strict=False,

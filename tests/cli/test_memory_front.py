@@ -227,7 +227,7 @@ def test_export_example_and_cli(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     )
     assert main(["export", f"{target}:build", "--no-compile"]) == 1
     out = capsys.readouterr().out
-    assert "constraint violation at export_cnn.py:" in out and "suggested dynamic_shapes (exports)" in out
+    assert "constraint violation at export_cnn.py:" in out and "Suggested dynamic_shapes (exports)" in out
     sys.modules.pop("export_cnn", None)
 
 

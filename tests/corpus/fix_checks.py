@@ -121,7 +121,7 @@ class LoggedShift(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         drift = (x.mean(0) - 1).abs().max()
         if drift > 0.5:  # SITE: guard a check that reports
-            log.info("input drift %.3f", drift)
+            log.info("input drift %.3f", drift)  # SITE: guard side effect
         return x * self.scale
 
 

@@ -418,7 +418,8 @@ def test_the_result_as_text_page_and_json(capsys: pytest.CaptureFixture[str]) ->
     assert text.startswith("dynscope fix: clipped_scores\n2 break sites, 2 break events; 2 verified patches")
     assert "--- a/fix_programs.py" in text and "outputs equal to eager: yes" in text
     page = res.to_html()
-    assert "<pre class='diff'>" in page and "mask instead of select" in page
+    assert '<pre class="detail">--- a/fix_programs.py' in page and "mask instead of select" in page
+    assert "<h2>Patches</h2>" in page and page.index("<h2>Patches</h2>") < page.index("outputs equal to eager")
     data = json.loads(json.dumps(res.to_dict()))
     assert data["kind"] == "dynscope-fix" and len(data["patches"]) == 2 and data["patches"][0]["verified"]
 
