@@ -130,17 +130,31 @@ def logged_shift() -> tuple[nn.Module, torch.Tensor]:
 
 
 class RaisingWithValues(nn.Module):
-    """A check whose message is made from the tensor: no assert can carry it."""
+    """A check whose message shows the tensor: the assert names it in braces instead."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         total = x.sum()
-        if total > 1e6:  # SITE: none
+        if total > 1e6:  # SITE: check as an assert
             raise OverflowError(f"sum overflowed: {total}")
         return x * 2
 
 
 def raising_with_values() -> tuple[nn.Module, torch.Tensor]:
     return RaisingWithValues(), _x(4)
+
+
+class RaisingWithText(nn.Module):
+    """A check whose message is built by a call: no assert carries it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        total = x.sum()
+        if total > 1e6:  # SITE: none
+            raise OverflowError("sum overflowed: " + str(total))
+        return x * 2
+
+
+def raising_with_text() -> tuple[nn.Module, torch.Tensor]:
+    return RaisingWithText(), _x(4)
 
 
 #: Every program of this corpus: name -> builder.
@@ -152,4 +166,5 @@ PROGRAMS = {
     "cropped": cropped,
     "logged_shift": logged_shift,
     "raising_with_values": raising_with_values,
+    "raising_with_text": raising_with_text,
 }

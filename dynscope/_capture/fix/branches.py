@@ -78,9 +78,47 @@ def _assigns(body: list[ast.stmt]) -> dict[str, ast.expr] | None:
     return out
 
 
+def _host_test(node: ast.expr) -> bool:
+    """A test Python decides without reading a tensor's value: ``x is None``, ``x is not
+    None``, a plain name or attribute (a flag: ``self.training``), ``isinstance``/``hasattr``,
+    or ``not`` of one of these."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _host_test(node.operand)
+    if isinstance(node, ast.Compare):
+        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "hasattr", "callable")
+    return isinstance(node, (ast.Name, ast.Attribute))
+
+
+def _split_where(stmt: ast.If, text: Text) -> tuple[list[str], str, str] | None:
+    """``if <host tests> and <tensor test>: ...`` (no else) as ``if <host tests>:`` around the
+    torch.where of ``if <tensor test>: ...``: Python still decides what it can."""
+    test = stmt.test
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)) or stmt.orelse:
+        return None
+    k = next((i for i, v in enumerate(test.values) if not _host_test(v)), len(test.values))
+    host, rest = test.values[:k], test.values[k:]
+    if not host or not rest:
+        return None
+    inner_test = rest[0] if len(rest) == 1 else ast.copy_location(ast.BoolOp(op=ast.And(), values=rest), rest[0])
+    inner = ast.copy_location(ast.If(test=inner_test, body=stmt.body, orelse=[]), stmt)
+    inner.end_lineno, inner.end_col_offset = stmt.end_lineno, stmt.end_col_offset
+    made = where(inner, text)
+    if made is None:
+        return None
+    lines, name, note = made
+    first = text.of(host[0]) if len(host) == 1 else " and ".join(text.of(h) for h in host)
+    return ([f"if {first}:", *(text.unit + ln for ln in lines)], name,
+            note + "; the Python test before `and` stays an `if` around it")
+
+
 def where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     if not isinstance(stmt, ast.If):
         return None
+    split = _split_where(stmt, text)
+    if split is not None:
+        return split
     test = tensor_test(stmt.test)
     if test is None:
         return None

@@ -8,7 +8,8 @@ changing them:
 - ``guard a check that reports``: ``if <tensor test>: logger.warning(...)`` - a body of
   prints, logging and warnings calls, no ``else`` - runs in eager code only: the whole ``if``
   under ``if not torch.compiler.is_compiling():`` (the check itself is skipped there too).
-- ``check as an assert``: ``if <tensor test>: raise E("...")`` - no ``else`` - becomes
+- ``check as an assert``: ``if <tensor test>: raise E("...")`` (an f-string message keeps its
+  words, the values named in braces) - no ``else`` - becomes
   ``assert torch.logical_not(<test>), "..."``, which Dynamo traces into the graph (as
   ``torch._assert_async``): the check stays, and a failed one raises AssertionError in eager
   code and RuntimeError in compiled code (asynchronously on a GPU), with the same words,
@@ -69,13 +70,20 @@ def asserted(stmt: ast.stmt, text: Text) -> Made | None:
     args = exc.args if isinstance(exc, ast.Call) else []
     if len(args) > 1 or (isinstance(exc, ast.Call) and exc.keywords):
         return None
-    message = f"{ast.unparse(stmt.test)} held"
+    message, valued = f"{ast.unparse(stmt.test)} held", ""
     if args:
-        if not (isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)):
-            return None  # a message made from values (an f-string of a tensor) cannot be the assert's
-        message = args[0].value
+        if isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+            message = args[0].value
+        elif isinstance(args[0], ast.JoinedStr):
+            # An f-string: an assert's message is a constant, so the values it formats are
+            # named in braces instead ("NaN at timestep {timestep}").
+            message = "".join(str(p.value) if isinstance(p, ast.Constant) else "{" + ast.unparse(p.value) + "}"
+                              for p in args[0].values if isinstance(p, (ast.Constant, ast.FormattedValue)))
+            valued = "; the message names the values it showed (in braces) instead of showing them"
+        else:
+            return None  # a message made otherwise (a call, a concatenation) is left as it is
     kind = called_name(exc) or ast.unparse(exc)
     return Made([f"assert torch.logical_not({test}), {message!r}"], ASSERT, (
         f"the check stays in the graph: on data that fails it the program still stops, with the same words, but "
         f"as AssertionError (eager) or RuntimeError (compiled; asynchronously on a GPU) instead of {kind}, so code "
-        f"that catches {kind} no longer does, and `python -O` drops the assert"))
+        f"that catches {kind} no longer does, and `python -O` drops the assert{valued}"))

@@ -32,8 +32,8 @@ import copy
 
 from dynscope._capture.fix.statements import Made, Text, block_of, function_of, names_loaded, parsed, unparsed
 
-__all__ = ["DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "dense_experts", "masked_select",
-           "math_to_torch", "numpy_to_torch", "segment_reduction"]
+__all__ = ["COUNT_KEPT", "DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "count_kept",
+           "dense_experts", "masked_select", "math_to_torch", "numpy_to_torch", "segment_reduction"]
 
 NUMPY = "torch ops instead of numpy"
 SEGMENT = "masked segment reduction"
@@ -42,6 +42,7 @@ NONZERO = "mask instead of nonzero"
 DENSE = "dense expert routing"
 MATH = "torch math instead of math"
 FLOAT = "float() kept a tensor"
+COUNT_KEPT = "count kept a tensor"
 
 _Maker = Made | str | None
 
@@ -1202,3 +1203,77 @@ def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
 _MATH_NOTE = ("the number stays a 0-dim tensor, detached as a Python number is, and math.f becomes torch.f in the "
               "tensor's dtype (float32 where Python computes in float64; math.floor/ceil give a float tensor, "
               "not an int: a count or an index fails)")
+
+
+# -- a count read back as a Python int only to divide by ------------------------------------------
+
+
+class _Bounded(ast.NodeTransformer):
+    """``max(n, c)`` as ``n.clamp(min=c)`` and ``min(n, c)`` as ``n.clamp(max=c)`` (either order)
+    for the one name ``n``; ``used`` counts every other read of it."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.changed = name, False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if not (isinstance(f, ast.Name) and f.id in ("max", "min") and len(node.args) == 2 and not node.keywords):
+            return node
+        mine = [a for a in node.args if isinstance(a, ast.Name) and a.id == self.name]
+        other = [a for a in node.args if not (isinstance(a, ast.Name) and a.id == self.name)]
+        if len(mine) != 1 or len(other) != 1 or self.name in names_loaded(other[0]):
+            return node
+        self.changed = True
+        bound = "min" if f.id == "max" else "max"
+        return ast.Call(func=ast.Attribute(value=mine[0], attr="clamp"), args=[],
+                        keywords=[ast.keyword(arg=bound, value=other[0])])
+
+
+def _counted_value(value: ast.expr) -> ast.expr | None:
+    """``int(c)`` / ``float(c)`` / ``c.item()`` of a count (``<...>.sum()``, ``<...>.count_nonzero()``,
+    ``torch.count_nonzero(...)``): the count ``c``; None otherwise."""
+    inner: ast.expr | None = None
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("int", "float") \
+            and len(value.args) == 1 and not value.keywords:
+        inner = value.args[0]
+    elif (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "item"
+          and not value.args):
+        inner = value.func.value
+    if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
+            and inner.func.attr in ("sum", "count_nonzero") and not inner.keywords):
+        return None
+    return inner
+
+
+def count_kept(stmt: ast.stmt, text: Text) -> _Maker:
+    """``n = int(mask.sum())`` then ``loss / max(n, 1)`` as ``n = mask.sum().detach()`` then
+    ``loss / n.clamp(min=1)``: the count stays a tensor, the statements after it in the block
+    that bound it by ``max``/``min`` clamp it instead."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    count = _counted_value(stmt.value)
+    if count is None:
+        return None
+    name = stmt.targets[0].id
+    block, at = block_of(text.source, stmt)
+    later = block[at + 1:]
+    readers = [i for i, s in enumerate(later) if name in _reads(s)]
+    if not readers:
+        return None
+    run = later[: readers[-1] + 1]
+    lines = [f"{name} = {unparsed(count)}.detach()"]
+    bounded = False
+    for s in run:
+        if name in _reads(s) and not _simple(s):
+            return None  # a loop or an `if` over the count: it needs the number
+        new = _Bounded(name)
+        out = new.visit(copy.deepcopy(s)) if name in _reads(s) else s
+        bounded |= new.changed
+        lines += _lines(text, s, out)
+    if not bounded:
+        return None  # nothing bounds it: the plain keep-it-a-tensor rewrite says it
+    return Made(lines, COUNT_KEPT, (
+        "the count stays a tensor (detached, as a Python number is) and `max`/`min` with a number become "
+        "`clamp`; every other use of it takes a tensor (arithmetic, not a size, an index or a Python condition)"),
+        last=run[-1])

@@ -19,6 +19,8 @@ The rewrites, in the order they are tried for a category:
 - ``keep it a tensor``: ``.item()``, ``sum/max/min(t.tolist())``, ``float(t)``/``int(t)`` at the
   site become detached tensor expressions (no gradient, as a Python number has none).
 - ``mask instead of select``: ``x[mask].sum()`` becomes ``torch.where(mask, x, 0).sum()``.
+- ``scatter instead of bincount``: ``torch.bincount(x, minlength=n)`` becomes a scatter of ones
+  into ``n`` zeros (a size known before the values are read).
 - ``clone instead of deepcopy``: ``copy.deepcopy(t)`` becomes ``t.clone()``.
 - ``detach instead of requires_grad = False`` (or ``requires_grad_(False)``).
 - state and control flow (:mod:`.state`): a module deep-copied and called at once as a call with
@@ -74,6 +76,7 @@ TENSOR = "keep it a tensor"
 MASK = "mask instead of select"
 CLONE = "clone instead of deepcopy"
 DETACH = "detach instead of requires_grad = False"
+COUNT = "scatter instead of bincount"
 
 _TIMING = {"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns", "monotonic_ns"}
 _REDUCTIONS = {"sum": "sum", "max": "max", "min": "min"}
@@ -169,7 +172,7 @@ def _detached(node: ast.expr) -> ast.expr:
     return ast.Call(func=ast.Attribute(value=node, attr="detach"), args=[], keywords=[])
 
 
-def _transformed(stmt: ast.stmt, transformer: _Tensorised | _Masked | _Cloned, name: str,
+def _transformed(stmt: ast.stmt, transformer: _Tensorised | _Masked | _Cloned | _Counted, name: str,
                  note: str) -> tuple[list[str], str, str] | None:
     """The statement with one expression rewrite applied; None when it changed nothing."""
     new = transformer.visit(copy.deepcopy(stmt))
@@ -218,6 +221,45 @@ class _Masked(ast.NodeTransformer):
         return node
 
 
+class _Counted(ast.NodeTransformer):
+    """``torch.bincount(x, minlength=n)`` (or ``x.bincount(minlength=n)``), no weights, as
+    ``torch.zeros(n, dtype=torch.long, device=x.device).scatter_add(0, x, torch.ones_like(x))``:
+    the counts at a size known before the values are read."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "bincount"):
+            return node
+        method = not (isinstance(f.value, ast.Name) and f.value.id == "torch")
+        args = [f.value, *node.args] if method else list(node.args)
+        minlength = next((k.value for k in node.keywords if k.arg == "minlength"), args[2] if len(args) > 2 else None)
+        weights = next((k.value for k in node.keywords if k.arg == "weights"), args[1] if len(args) > 1 else None)
+        if len(args) < 1 or minlength is None or weights is not None or any(
+                k.arg not in ("minlength", "input") for k in node.keywords):
+            return node
+        values = args[0]
+        self.changed = True
+        zeros = ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="zeros"), args=[minlength], keywords=[
+            ast.keyword(arg="dtype", value=ast.Attribute(value=ast.Name("torch"), attr="long")),
+            ast.keyword(arg="device", value=ast.Attribute(value=copy.deepcopy(values), attr="device"))])
+        ones = ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="ones_like"), args=[copy.deepcopy(values)],
+                        keywords=[])
+        return ast.Call(func=ast.Attribute(value=zeros, attr="scatter_add"), args=[ast.Constant(0), values, ones],
+                        keywords=[])
+
+
+def _counted(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
+    if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
+        return None
+    return _transformed(stmt, _Counted(), COUNT, (
+        "every value is below minlength (bincount would grow its result past it; the scatter raises instead) "
+        "and the values are 1-D (as bincount requires)"))
+
+
 def _mask(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     return _transformed(stmt, _Masked(), MASK, "a sum over the selected values equals the masked sum")
 
@@ -263,9 +305,10 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
     BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, cond, checks.guarded_check, checks.asserted),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
-    SCALAR: (where, cond, checks.guarded_check, checks.asserted, state.logged_value, host.numpy_to_torch, host.segment_reduction, host.math_to_torch,
-             _tensor, _unpacked, _guard, state.reported_value, state.stop_mask),
-    DYNAMIC_SHAPE: (_mask, where, host.dense_experts, host.masked_select),
+    SCALAR: (where, cond, checks.guarded_check, checks.asserted, state.logged_value, host.count_kept,
+             host.numpy_to_torch, host.segment_reduction, host.math_to_torch, _tensor, _unpacked, _guard,
+             state.reported_value, state.stop_mask),
+    DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, host.masked_select),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
     OTHER: (state.func_grad, state.made_in_forward),  # autograd.grad (trace_autograd_ops off); nn.Parameter()

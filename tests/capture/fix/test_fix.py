@@ -204,9 +204,18 @@ def test_rewrites_refuse_what_would_change_meaning() -> None:
     assert "does not start its line" in candidates(head + "    y = x; print(y)\n    return y\n", 3,
                                                    "logging/print side effect")[1]
     assert "does not `import torch`" in candidates("def f(x):\n    print(x)\n", 2, "logging/print side effect")[1]
-    # `is None and ...` short-circuits: no `&`. A plain name may be a Python bool.
-    assert names("    if mask is not None and mask.any():\n        y = x * 2\n    return y\n", 3, "data-dependent branch") == []
-    assert names("    if n and x.sum() > 0:\n        y = x * 2\n    return y\n", 3, "data-dependent branch") == []
+    # `is None and ...` short-circuits: no `&`; the Python test stays an `if` around the where.
+    # A plain name may be a Python bool: the same.
+    (split,) = candidates(head + "    if mask is not None and mask.any():\n        y = x * 2\n    return y\n", 3,
+                          "data-dependent branch")[0]
+    assert "".join(split.replacement) == "    if mask is not None:\n        y = torch.where(mask.any(), x * 2, y)\n"
+    assert "".join(candidates(head + "    if n and x.sum() > 0:\n        y = x * 2\n    return y\n", 3,
+                              "data-dependent branch")[0][0].replacement) == (
+        "    if n:\n        y = torch.where(x.sum() > 0, x * 2, y)\n")
+    # With an else, or with `or`, Python's test cannot be split off: nothing.
+    assert names("    if mask is not None and mask.any():\n        y = x\n    else:\n        y = z\n    return y\n",
+                 3, "data-dependent branch") == []
+    assert names("    if mask is None or mask.any():\n        y = x * 2\n    return y\n", 3, "data-dependent branch") == []
     # int() truncates: it stays.
     (where,) = candidates(head + "    if int(x.sum()) > 0:\n        y = x * 2\n    return y\n", 3, "data-dependent branch")[0]
     assert "int(x.sum()) > 0" in where.source

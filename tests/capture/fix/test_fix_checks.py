@@ -72,8 +72,17 @@ def test_a_check_that_raises_becomes_an_assert_dynamo_traces_and_says_what_it_ch
     assert "'torch.isnan(loss).any() or loss.item() > 1000000000.0 held'" in _made(bare, 2, BRANCH)[checks.ASSERT]
 
 
+def test_an_f_string_message_names_its_values_in_braces() -> None:
+    body = RAISES.replace('raise FloatingPointError("the loss diverged")',
+                          'raise FloatingPointError(f"loss {loss.item():.3f} at {step}")')
+    made = _made(body, 2, BRANCH)[checks.ASSERT]
+    assert made.endswith(", 'loss {loss.item()} at {step}'\n"), made
+    (rw,) = [r for r in candidates(HEAD + body, 2 + HEAD.count("\n"), BRANCH)[0] if r.name == checks.ASSERT]
+    assert rw.note.endswith("the message names the values it showed (in braces) instead of showing them")
+
+
 @pytest.mark.parametrize("raise_line", [
-    'raise ValueError(f"loss {loss}")',  # a message made from the tensor
+    'raise ValueError("loss " + str(loss))',  # a message made by a call
     'raise ValueError("a", "b")',  # more than one argument
     "raise",  # a re-raise
 ])
@@ -123,6 +132,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("biased_attention", {WHERE}),
     ("normalised", {TENSOR}),
     ("logged_shift", {checks.GUARD_CHECK, "guard side effect"}),
+    ("raising_with_values", {checks.ASSERT}),
 ])
 def test_checks_temporaries_and_unpacked_sizes_are_verified_live(name: str, rewrites: set[str]) -> None:
     res = _fix(name)
@@ -134,8 +144,8 @@ def test_checks_temporaries_and_unpacked_sizes_are_verified_live(name: str, rewr
 
 @pytest.mark.heavy
 def test_what_the_checks_cannot_carry_is_refused_or_not_verified_with_the_reason() -> None:
-    # A message made from the tensor: no assert, no patch, and the reason is the category's.
-    res = _fix("raising_with_values")
+    # A message made by a call: no assert, no patch, and the reason is the category's.
+    res = _fix("raising_with_text")
     assert not res.patches and [u.category for u in res.unpatched] == [BRANCH]
     # clamp(min=0, max=w) with w a tensor reads it back as a number: the break moves.
     (p,) = _fix("cropped").patches

@@ -1,0 +1,94 @@
+"""Counts and optional masks (issue "Fix what we have never seen"): ``bincount`` at a known
+size as a scatter (fix/rewrites.py), a count read back as an int only to divide by kept a
+tensor (fix/host.py), and ``if mask is not None and <tensor test>`` split into Python's
+``if`` around a ``torch.where`` (fix/branches.py). Each on source text, where it applies
+and where it must refuse, in the fast tier; each live on tests/corpus/fix_counts.py in the
+heavy tier, verified where outputs and gradients equal the unpatched eager run's."""
+
+from __future__ import annotations
+
+import pytest
+
+import dynscope
+from dynscope._capture.fix import host
+from dynscope._capture.fix.branches import WHERE
+from dynscope._capture.fix.rewrites import COUNT, candidates
+from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
+from tests.corpus import fix_counts as fc
+
+HEAD = "import torch\n\n\n"
+
+
+def _made(body: str, line: int, category: str) -> dict[str, str]:
+    found, _ = candidates(HEAD + body, line + HEAD.count("\n"), category)
+    return {rw.name: "".join(rw.replacement) for rw in found}
+
+
+def test_bincount_at_a_known_size_is_a_scatter_of_ones() -> None:
+    body = "def deg(col, n):\n    d = torch.bincount(col, minlength=n)\n    return d\n"
+    assert _made(body, 2, DYNAMIC_SHAPE)[COUNT] == (
+        "    d = torch.zeros(n, dtype=torch.long, device=col.device).scatter_add(0, col, torch.ones_like(col))\n")
+    method = body.replace("torch.bincount(col, minlength=n)", "col.bincount(minlength=n)")
+    assert "scatter_add(0, col, torch.ones_like(col))" in _made(method, 2, DYNAMIC_SHAPE)[COUNT]
+    # No minlength: the size is the largest value's; weights: another dtype. Neither is rewritten.
+    assert COUNT not in _made(body.replace(", minlength=n", ""), 2, DYNAMIC_SHAPE)
+    assert COUNT not in _made(body.replace("minlength=n", "weights=w, minlength=n"), 2, DYNAMIC_SHAPE)
+
+
+AVERAGED = """\
+def loss(losses, targets, pad):
+    n = int((targets != pad).sum())  # tokens
+    total = losses.sum()
+    return total / max(n, 1)
+"""
+
+
+def test_a_count_only_bounded_and_divided_by_stays_a_tensor() -> None:
+    assert _made(AVERAGED, 2, SCALAR)[host.COUNT_KEPT] == (
+        "    n = (targets != pad).sum().detach()\n"
+        "    total = losses.sum()\n"
+        "    return total / n.clamp(min=1)\n")
+    item = AVERAGED.replace("int((targets != pad).sum())", "(targets != pad).sum().item()")
+    assert "    return total / n.clamp(min=1)\n" in _made(item, 2, SCALAR)[host.COUNT_KEPT]
+    assert "n.clamp(max=8)" in _made(AVERAGED.replace("max(n, 1)", "min(8, n)"), 2, SCALAR)[host.COUNT_KEPT]
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("    return total / max(n, 1)\n", "    return total / n\n"),  # nothing bounds it: the plain rewrite's case
+    ("    return total / max(n, 1)\n", "    for _ in range(max(n, 1)):\n        total = total * 2\n    return total\n"),
+    ("int((targets != pad).sum())", "int(targets.shape[0])"),  # not a count of a tensor
+])
+def test_a_count_used_otherwise_is_not_kept_a_tensor_this_way(old: str, new: str) -> None:
+    assert host.COUNT_KEPT not in _made(AVERAGED.replace(old, new), 2, SCALAR)
+
+
+def test_an_optional_mask_keeps_its_none_test_and_the_tensor_test_becomes_a_where() -> None:
+    body = ("def attend(scores, mask):\n    if mask is not None and not mask.all():\n"
+            "        scores = scores.masked_fill(~mask, -1e9)\n    return scores\n")
+    (rw,) = candidates(HEAD + body, 2 + HEAD.count("\n"), BRANCH)[0]
+    assert rw.name == WHERE and "".join(rw.replacement) == (
+        "    if mask is not None:\n"
+        "        scores = torch.where(torch.logical_not(mask.all()), scores.masked_fill(~mask, -1e9), scores)\n")
+    assert rw.note.endswith("the Python test before `and` stays an `if` around it")
+
+
+def _fix(name: str) -> dynscope.FixResult:
+    model, inputs = fc.PROGRAMS[name]()
+    return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("name", "rewrite"), [
+    ("mean_aggregation", COUNT), ("token_averaged_loss", host.COUNT_KEPT), ("optional_mask_attention", WHERE),
+])
+def test_counts_and_optional_masks_are_verified_live(name: str, rewrite: str) -> None:
+    res = _fix(name)
+    (p,) = res.patches
+    assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
+    assert p.gradients_matched is True and res.breaks_after == 0
+
+
+@pytest.mark.heavy
+def test_a_count_that_sizes_a_range_is_not_verified() -> None:
+    (p,) = _fix("counted_range").patches
+    assert not p.verified and "the break is still there" in p.why_not

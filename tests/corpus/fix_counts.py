@@ -1,0 +1,107 @@
+"""Programs whose breaks are counts and optional masks, in the shapes real repositories write
+them, for ``dynscope.fix``: node degrees by ``bincount``, a loss averaged over the tokens it
+counts (``int(...)`` then ``max(n, 1)``), an attention mask that may be None and is applied
+only when it masks something.
+
+As in tests/corpus/fix_programs.py: each program is a (model, inputs) builder; each break
+site carries ``# SITE: <rewrite>`` (the rewrite expected to remove it) or ``# SITE: none``
+(no patch may be verified). Imports only torch and the standard library: ``fix`` imports
+patched copies of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def _x(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class MeanAggregation(nn.Module):
+    """A graph layer averaging each node's incoming messages, degrees counted by bincount."""
+
+    def __init__(self, dim: int = 6) -> None:
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        src, dst = edge_index
+        messages = self.lin(x)[src]
+        summed = torch.zeros_like(x).index_add(0, dst, messages)
+        degree = torch.bincount(dst, minlength=x.size(0)).clamp(min=1)  # SITE: scatter instead of bincount
+        return summed / degree[:, None].to(x.dtype)
+
+
+def mean_aggregation() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    edges = torch.tensor([[0, 1, 2, 3, 4, 1], [1, 2, 0, 0, 2, 3]])
+    return MeanAggregation(), (_x(6, 6), edges)
+
+
+class TokenAveragedLoss(nn.Module):
+    """A sequence loss summed over tokens and divided by how many are not padding."""
+
+    def __init__(self, vocab: int = 11, dim: int = 8, pad: int = 0) -> None:
+        super().__init__()
+        self.pad = pad
+        self.embed = nn.Embedding(vocab, dim)
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = self.out(torch.tanh(self.embed(tokens)))
+        losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=self.pad, reduction="sum")
+        n_tokens = int((targets != self.pad).sum())  # SITE: count kept a tensor
+        return losses / max(n_tokens, 1)
+
+
+def token_averaged_loss() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(1)
+    tokens = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]])
+    return TokenAveragedLoss(), (tokens, torch.tensor([[4, 5, 6, 0], [7, 8, 0, 0]]))
+
+
+class OptionalMaskAttention(nn.Module):
+    """Attention whose key mask may be None, applied only when it hides a key."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, -1)
+        scores = q @ k.transpose(-1, -2)
+        if key_mask is not None and not key_mask.all():  # SITE: branch to torch.where
+            scores = scores.masked_fill(~key_mask[:, None, :], float("-inf"))
+        return scores.softmax(-1) @ v
+
+
+def optional_mask_attention() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(2)
+    mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    return OptionalMaskAttention(), (_x(2, 4, 8), mask)
+
+
+class CountedRange(nn.Module):
+    """A count that sizes a range: it must stay a Python int."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = int((x > 0).sum())  # SITE: none
+        return x[: max(n, 1)].sum() + torch.arange(max(n, 1)).sum()
+
+
+def counted_range() -> tuple[nn.Module, torch.Tensor]:
+    return CountedRange(), _x(8)
+
+
+#: Every program of this corpus: name -> builder.
+PROGRAMS: dict[str, Any] = {
+    "mean_aggregation": mean_aggregation,
+    "token_averaged_loss": token_averaged_loss,
+    "optional_mask_attention": optional_mask_attention,
+    "counted_range": counted_range,
+}
