@@ -16,8 +16,9 @@ __all__ = [
     "View",
 ]
 
-#: Which view shows a column: both ("") or only the terminal or only the page.
-View = Literal["", "text", "html"]
+#: Which view shows a column: both ("") or only the terminal or only the page; "short" is
+#: the notebook card's (an HTML view of a few rows), which shows the columns marked ``short``.
+View = Literal["", "text", "html", "short"]
 
 #: What a section's title says of the news under it: "" none, "bad" (breaks, recompiles,
 #: fallbacks: the terminal paints it red), "good" (nothing went wrong: green). Colour and
@@ -48,13 +49,15 @@ class Column:
     "verdict": a remedy's verdict, marked on the page when it did not help; "notes": a tuple
     of doubts about the row, a list on the page); ``only`` names
     the one view that shows it, for a column too wide for a terminal or too terse for a
-    page; ``clip``: the most characters the terminal shows of a cell (0: all).
+    page; ``clip``: the most characters the terminal shows of a cell (0: all); ``short``:
+    whether a short view (the notebook card) shows it, whatever ``only`` says.
     """
 
     header: str
     style: str = ""
     only: View = ""
     clip: int = 0
+    short: bool = True
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,8 @@ class Table:
     said_in: View = ""
 
     def view(self, name: View) -> tuple[list[Column], list[list[object]]]:
-        """The columns ``name`` ("text" or "html") shows, and each row's cells in them."""
-        keep = [i for i, c in enumerate(self.columns) if c.only in ("", name)]
+        """The columns ``name`` ("text", "html" or "short") shows, and each row's cells in them."""
+        keep = [i for i, c in enumerate(self.columns) if (c.short if name == "short" else c.only in ("", name))]
         return [self.columns[i] for i in keep], [[row[i] for i in keep] for row in self.rows]
 
 

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 from dynscope._format import clip, location, ms, percent, plural
 from dynscope._lexicon.wording import resume_label
 from dynscope._render import sections
-from dynscope._render.blocks import Phrase
-from dynscope._render.causes import explained
+from dynscope._render.blocks import Group, Listing, Phrase, Section, Table
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
-from dynscope._render.words import inputs_text, kernel_label, pass_label, warning_lines
+from dynscope._render.section_html import table_cells
+from dynscope._render.words import inputs_text, kernel_label, pass_label
 
 if TYPE_CHECKING:
 
-    from dynscope._model import Graph, GraphBreak, ModeTiming, Report
+    from dynscope._model import Graph, GraphBreak, Report
 
 __all__ = ["CARD_CSS", "TOP", "break_card", "graph_card", "render_card"]
 
@@ -47,50 +47,43 @@ def _more(shown: int, total: int, what: str) -> str:
     return f'<div class="ds-hint">+{plural(total - shown, what)} more</div>' if total > shown else ""
 
 
-def _speedup(m: ModeTiming) -> str:
-    if m.error:
-        return f"{esc(m.mode)} on {esc(m.device)}: failed: {esc(clip(m.error, 200))}"
-    mark = " ?" if m.below_resolution else " ~" if m.noisy else ""
-    return (
-        f"{esc(m.mode)} on {esc(m.device)}: <b>{m.speedup:.2f}x{mark}</b> "
-        f"(eager {esc(ms(m.eager_ms))}, compiled {esc(ms(m.compiled_ms))} per call; "
-        f"first call {m.first_call_s:.2f} s)"
-    )
+def _speedup(table: Table) -> str:
+    """The end-to-end timing section's rows, one line each: the speedup first."""
+    lines = []
+    for mode, device, eager, compiled, speedup, _samples, first, _in_graphs, error in table.rows:
+        if error:
+            lines.append(f"{esc(mode)} on {esc(device)}: failed: {esc(clip(str(error), 200))}")
+            continue
+        lines.append(f"{esc(mode)} on {esc(device)}: <b>{esc(speedup)}</b> (eager {esc(eager)}, compiled "
+                     f"{esc(compiled)} per call; first call {esc(first)})")
+    return "<h4>Speedup, end to end</h4>" + "<br>".join(lines)
 
 
-def _breaks(rep: Report) -> str:
-    # The sites hit most first: the one fix that removes the most breaks; sites PyTorch or a
-    # library breaks on purpose (torch.optim's step) after the user's own, which a fix removes.
-    sites = sorted(rep.breaks, key=lambda b: (not b.actionable, -b.count))
-    rows = [
-        [
-            f'<code title="{esc(location(b.filename, b.lineno, full=True))}">{esc(b.location)}</code>',
-            f"<code>{esc(b.function or '?')}</code>",
-            f'<span class="ds-cat">{esc(b.category)}</span>',
-            str(b.count),
-            f"<code>{esc(clip(b.source, 60))}</code>",
-        ]
-        for b in sites[:TOP]
-    ]
-    return (
-        f"<h4>Break sites ({plural(len(rep.breaks), 'site')}, most hit first)</h4>"
-        + html_table(["location", "function", "category", "breaks", "code"], rows)
-        + _more(TOP, len(sites), "site")
-    )
+def _heading(section: Section) -> str:
+    """A section's title as the card's heading, its bad news marked as it was made."""
+    return f"<h4>{_marked(section.marked) if section.marked else esc(section.title)}</h4>"
 
 
-def _recompiles(rep: Report) -> str:
-    # The same function recompiled for the same reason is one line with a count.
-    causes: dict[tuple[str, str], int] = {}
-    for r in rep.recompiles:
-        said = (tuple(map(explained, r.causes)) or r.raw_reasons or ("reason not reported",))[0]
-        key = (resume_label(r.frame), said)
-        causes[key] = causes.get(key, 0) + 1
-    top = sorted(causes.items(), key=lambda kv: -kv[1])
-    items = "".join(
-        f"<li>{n}x <code>{esc(frame)}</code>: {esc(clip(said, 200))}</li>" for (frame, said), n in top[:TOP]
-    )
-    return f"<h4>Recompiles ({rep.recompile_count})</h4><ul>{items}</ul>" + _more(TOP, len(top), "cause")
+def _breaks(section: Section) -> str:
+    """The breaks section's first rows (the costliest sites first, as in the summary), in the
+    card's columns, under the section's own title."""
+    (table,) = [b for b in section.blocks if isinstance(b, Table)]
+    headers, rows = table_cells(table, "short")
+    return _heading(section) + html_table(headers, rows[:TOP]) + _more(TOP, len(rows), "site")
+
+
+def _recompiles(section: Section) -> str:
+    """The recompiles section's groups (a function and its cause each), the first few."""
+    groups = [g for g in section.blocks if isinstance(g, Group)]
+    items = "".join(f"<li>{esc(clip(g.title, 200))}</li>" for g in groups[:TOP])
+    return _heading(section) + f"<ul>{items}</ul>" + _more(TOP, len(groups), "cause")
+
+
+def _coverage(section: Section) -> str:
+    """The coverage section's lead and its first eager sites."""
+    eager = [b for b in section.blocks if isinstance(b, Listing)]
+    sites = ", ".join(f"<code>{esc(site)}</code>" for b in eager for site in b.items[:3])
+    return f"<h4>{esc(section.title)}</h4>{esc(section.lead)}" + (f"; eager: {sites}" if sites else "")
 
 
 def _kernels(rep: Report) -> str:
@@ -114,22 +107,20 @@ def render_card(rep: Report) -> str:
     if rep.torch_version:
         totals += f", torch {esc(rep.torch_version)}"
     out = [f'<div class="ds-title">{esc(head.title)}</div>', f'<div class="ds-totals">{totals}</div>']
-    warnings = warning_lines(rep)
-    if warnings:
-        items = "".join(f"<li>{esc(clip(w, 300))}</li>" for w in warnings[:TOP])
-        out.append(f'<ul class="ds-warn">{items}</ul>' + _more(TOP, len(warnings), "note"))
-    if rep.timing:
-        out.append("<h4>Speedup, end to end</h4>" + "<br>".join(_speedup(m) for m in rep.timing))
-    out.append(_breaks(rep) if rep.breaks else '<h4 class="ds-good">No graph breaks</h4>')
+    warned = sections.warnings(rep)
+    if warned is not None:
+        items = "".join(f"<li>{esc(clip(w, 300))}</li>" for w in warned.notes[:TOP])
+        out.append(f'<ul class="ds-warn">{items}</ul>' + _more(TOP, len(warned.notes), "note"))
+    timing = sections.end_to_end(rep)
+    if timing is not None:
+        out += [_speedup(b) for b in timing.blocks if isinstance(b, Table)]
+    breaks = sections.breaks(rep)
+    out.append(_breaks(breaks) if rep.breaks else f'<h4 class="ds-good">{esc(breaks.empty)}</h4>')
     if rep.recompiles:
-        out.append(_recompiles(rep))
-    if rep.coverage is not None:
-        c = rep.coverage
-        eager = ", ".join(f"<code>{esc(site)}</code> x{n}" for site, n in c.eager_sites[:3])
-        out.append(
-            f"<h4>Coverage {percent(c.ratio, 1)}</h4>torch ops run: {c.ops_in_graphs} in graphs, {c.ops_eager} eagerly"
-            + (f"; eager: {eager}" if eager else "")
-        )
+        out.append(_recompiles(sections.recompiles(rep)))
+    coverage = sections.coverage(rep)
+    if coverage is not None:
+        out.append(_coverage(coverage))
     out.append(_kernels(rep))
     out.append(
         '<div class="ds-hint">The whole report: <code>rep.render("out/")</code> writes index.html with '

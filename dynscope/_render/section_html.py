@@ -10,7 +10,7 @@ from dynscope._render.blocks import Cell, Entry, Group, Listing, Table
 from dynscope._render.html_parts import esc, html_table, safe_url
 
 if TYPE_CHECKING:
-    from dynscope._render.blocks import Column, Field, Section
+    from dynscope._render.blocks import Column, Field, Section, View
 
 __all__ = [
     "capital", "entry_html", "folded_html", "group_html", "listing_html", "notes_html", "said_html", "section_html",
@@ -45,10 +45,10 @@ def _cell(column: Column, value: object) -> str:
     return text
 
 
-def table_cells(table: Table) -> tuple[list[str], list[list[str]]]:
-    """The table's page headers and every row's cells, escaped and marked up by column style
-    (for a page table that adds columns of its own)."""
-    columns, rows = table.view("html")
+def table_cells(table: Table, view: View = "html") -> tuple[list[str], list[list[str]]]:
+    """The table's headers and every row's cells in ``view`` (the page's, or the card's
+    "short"), escaped and marked up by column style (for a table that adds columns of its own)."""
+    columns, rows = table.view(view)
     return [esc(c.header) for c in columns], [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in rows]
 
 

@@ -210,7 +210,7 @@ _BREAK_COLUMNS = (
     Column("#"), Column("location", "code"), Column("category", "cat"), Column("count"), Column("graphs"),
     Column("recompiles"), Column("eager/call"),
     # The terminal has room for the line's code, the page for the whole reason.
-    Column("code", only="text"), Column("reason", only="html"),
+    Column("code", "code", only="text"), Column("reason", only="html", short=False),
 )
 
 
