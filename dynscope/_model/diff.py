@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 class ReportDiff:
     """What changed from ``old`` to ``new``."""
 
-    rows: tuple[tuple[str, str, str, str], ...]  # (what, old, new, change)
+    # (what, old, new, change): counts, compile seconds (and per phase), cache lookups per
+    # cache and result, torch's version, coverage, speedups; the changed rows first
+    rows: tuple[tuple[str, str, str, str], ...]
     breaks_added: tuple[str, ...]  # "file:line [category] code"
     breaks_removed: tuple[str, ...]
     ops_changed: tuple[tuple[str, int, int], ...]  # (op, old count, new count) over all graphs
@@ -100,6 +102,16 @@ def _ops(rep: Report) -> dict[str, int]:
     return total
 
 
+def _cache_results(rep: Report) -> dict[tuple[str, str], int]:
+    """(cache, result) -> lookups: "fx_graph" / "aotautograd" ... and "hit", "miss", "bypass"."""
+    out: dict[tuple[str, str], int] = {}
+    for g in rep.graphs:
+        for key, result in g.lowering.cache if g.lowering is not None else ():
+            k = (key.split(" ", 1)[0], result)
+            out[k] = out.get(k, 0) + 1
+    return out
+
+
 def diff_reports(old: Report, new: Report) -> ReportDiff:
     """Compare two reports."""
     rows: list[tuple[str, str, str, str]] = []
@@ -114,6 +126,16 @@ def diff_reports(old: Report, new: Report) -> ReportDiff:
     add("recompiles", old.recompile_count, new.recompile_count)
     add("graph ops", sum(g.op_count for g in old.graphs), sum(g.op_count for g in new.graphs))
     add("compile s", round(old.compile_time.total_s, 3), round(new.compile_time.total_s, 3))
+    # Two releases (or two machines) side by side: where the compile time went, per phase,
+    # and what the caches did, per cache and result.
+    old_phases, new_phases = dict(old.compile_time.phases), dict(new.compile_time.phases)
+    for phase in dict.fromkeys([*old_phases, *new_phases]):
+        add(f"compile s: {phase}", round(old_phases.get(phase, 0.0), 3), round(new_phases.get(phase, 0.0), 3))
+    old_cache, new_cache = _cache_results(old), _cache_results(new)
+    for key in dict.fromkeys([*old_cache, *new_cache]):
+        add(f"cache {key[0]} {key[1]}", old_cache.get(key, 0), new_cache.get(key, 0))
+    if old.torch_version != new.torch_version:
+        rows.insert(0, ("torch", old.torch_version or "-", new.torch_version or "-", "changed"))  # the cause, first
     worse: list[str] = []
     if old.coverage is not None and new.coverage is not None:
         add("coverage %", round(old.coverage.ratio * 100, 1), round(new.coverage.ratio * 100, 1))
@@ -143,4 +165,6 @@ def diff_reports(old: Report, new: Report) -> ReportDiff:
         for op in sorted(set(a_ops) | set(b_ops))
         if a_ops.get(op, 0) != b_ops.get(op, 0)
     )
+    # What changed first (the order kept within each part), then what held.
+    rows.sort(key=lambda row: row[3] == "")
     return ReportDiff(tuple(rows), added, removed, ops_changed, tuple(worse), moved)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import linecache
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +18,7 @@ from dynscope._model.breaks import GraphBreak
 from dynscope._model.diff import diff_reports, match_sites, normalised_code
 from dynscope._render.diff import render_diff
 
-if TYPE_CHECKING:
-    from pathlib import Path
+TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 PROGRAM = '''import torch
 
@@ -131,3 +130,24 @@ def test_after_fix_write_diff_follows_the_break_below_the_patch(tmp_path: Path,
     assert d.breaks_moved == (f"diffmodel.py:{kept.lineno} -> diffmodel.py:{kept.lineno + 1} "
                               f"[{kept.category}] {kept.source}",)
     capsys.readouterr()
+
+
+def test_two_releases_side_by_side_put_torch_and_what_changed_first() -> None:
+    # The same training step recorded on torch 2.13 and 2.15 (tests/traces/README.md says how).
+    old = dynscope.load_trace(TRACES / "torch-2.13" / "logs" / "inductor-train.log")
+    new = dynscope.load_trace(TRACES / "torch-2.15" / "logs" / "inductor-train.log")
+    d = diff_reports(old, new)
+    whats = [row[0] for row in d.rows]
+    assert d.rows[0] == ("torch", old.torch_version, new.torch_version, "changed")
+    changed = [row[3] != "" for row in d.rows]
+    assert changed == sorted(changed, reverse=True), "the changed rows first"
+    phases = [p for p, _ in old.compile_time.phases]
+    assert phases and all(f"compile s: {p}" in whats for p in phases)
+    row = dict((r[0], r) for r in d.rows)[f"compile s: {phases[0]}"]
+    assert float(row[1]) == round(dict(old.compile_time.phases)[phases[0]], 3)
+    assert {"cache fx_graph miss", "cache aot_autograd miss"} <= set(whats)
+    text = render_diff(d)
+    assert text.splitlines()[2].split()[:3] == ["torch", old.torch_version, new.torch_version]
+    # One release against itself: no torch row, nothing changed.
+    same = diff_reports(old, old)
+    assert "torch" not in [r[0] for r in same.rows] and all(r[3] == "" for r in same.rows)
