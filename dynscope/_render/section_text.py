@@ -46,6 +46,8 @@ def section_lines(section: Section, width: int = 100) -> list[str]:
     for block in section.blocks:
         if isinstance(block, Table):
             lines += said_lines(block) if block.said and block.said_in in ("", "text") else [table_text(block)]
+            if block.limit and len(block.rows) > block.limit and block.rest:
+                lines.append(f"    {block.rest}")  # a short table says what it left out
         elif isinstance(block, Listing):
             lines += _bullets(block, width)
         elif isinstance(block, Group) and not block.folded:

@@ -58,7 +58,7 @@ from dynscope._render.words import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from dynscope._model import Frame, Graph, GraphBreak, Report, Trial
+    from dynscope._model import CacheLookup, Frame, Graph, GraphBreak, Report, Trial
 
 __all__ = [
     "ADVICE_LEAD",
@@ -80,6 +80,7 @@ __all__ = [
     "advice",
     "below_dynamo",
     "breaks",
+    "compile_caches",
     "compile_time",
     "end_to_end",
     "coverage",
@@ -100,7 +101,7 @@ def document(rep: Report, *, warned: tuple[str, ...] = ()) -> tuple[Section, ...
     """Every part of the report, each built once, in the order the summary reads them: the
     header, what to read first, the graphs, the program, its breaks, recompiles, remedies,
     compiles that raised, frames that fell back, guards, coverage, timing, memory, what
-    Inductor did and compile time. A part the report has nothing for is left out; one a view
+    Inductor did, the compile caches' lookups and compile time. A part the report has nothing for is left out; one a view
     shows even when empty (breaks, recompiles, guards) says so in its ``empty``.
 
     The terminal reads them in this order; the card picks the ones it has room for; the page
@@ -114,7 +115,7 @@ def document(rep: Report, *, warned: tuple[str, ...] = ()) -> tuple[Section, ...
     parts = (
         header(rep), warnings(rep, warned), graphs(rep), program(rep), breaks(rep), recompiles(rep),
         advice(rep.trials) if rep.trials else None, crashes(rep), fallbacks(rep), guards(rep), coverage(rep),
-        end_to_end(rep), memory(rep), below_dynamo(rep), compile_time(rep),
+        end_to_end(rep), memory(rep), below_dynamo(rep), compile_caches(rep), compile_time(rep),
     )
     return tuple(part for part in parts if part is not None)
 
@@ -508,6 +509,56 @@ def below_dynamo(rep: Report) -> Section | None:
         notes=tuple(f"{label}: {text}" for label, text in lines if text),
         key="below-dynamo",
     )
+
+
+# -- the compile caches ---------------------------------------------------------------------
+
+#: Cache lookups a short view lists (misses and bypasses first; the page lists them all).
+LOOKUPS_SHOWN = 8
+
+_LOOKUP_COLUMNS = (
+    Column("compile", "code"), Column("function", "code"), Column("cache"), Column("result"),
+    Column("seconds"), Column("why", clip=70), Column("key", "code", only="html", short=False),
+)
+_CACHE_WORDS = {"fx_graph": "FX graph (Inductor)", "aot_autograd": "AOTAutograd"}
+#: PyTorch's cache_status_detailed, said plainly.
+_DETAIL_WORDS = {"full_miss": "not in the cache", "guard_miss": "in the cache, its shape guards failed"}
+_RESULT_ORDER = {"bypass": 0, "miss": 1, "hit": 2}
+
+
+def _per_compile(lookups: Sequence[CacheLookup], result: str) -> float:
+    """The seconds of ``result`` lookups over the compiles, the largest of each compile's: an
+    AOTAutograd lookup's seconds hold the Inductor compile inside it (its FX graph lookups)."""
+    most: dict[str, float] = {}
+    for lk in lookups:
+        if lk.result == result and lk.seconds is not None:
+            most[lk.compile_id] = max(most.get(lk.compile_id, 0.0), lk.seconds)
+    return sum(most.values())
+
+
+def compile_caches(rep: Report) -> Section | None:
+    """Every lookup in AOTAutograd's and Inductor's FX graph caches, per compile: hit, miss or
+    bypass, the seconds a hit saved or the compile after a miss took, why it was bypassed (or
+    PyTorch's detail), the key; misses and bypasses first. None when nothing was logged."""
+    lookups = sorted(rep.cache_lookups, key=lambda lk: (_RESULT_ORDER.get(lk.result, 3), lk.compile_id, lk.ordinal))
+    if not lookups:
+        return None
+    rows = tuple(
+        (lk.compile_id or "?", resume_label(lk.frame) or "?", _CACHE_WORDS.get(lk.cache, lk.cache),
+         lk.result,
+         "-" if lk.seconds is None else f"{'saved' if lk.result == 'hit' else 'took'} {lk.seconds:.2f} s",
+         lk.bypass_reason or _DETAIL_WORDS.get(lk.detail, "" if lk.detail == "hit" else lk.detail), lk.key or "-")
+        for lk in lookups)
+    by = Counter(lk.result for lk in lookups)
+    saved, took = _per_compile(lookups, "hit"), _per_compile(lookups, "miss")
+    lead = (f"{plural(len(lookups), 'lookup')}: {by['hit']} hit ({saved:.2f} s of compiling saved), "
+            f"{by['miss']} missed ({took:.2f} s compiling after them; each compile counted once), "
+            f"{by['bypass']} bypassed; why a run missed "
+            "what another hit, part by part of the key: dynscope.cache_diff(a, b) or `dynscope cache-diff A B`")
+    table = Table(_LOOKUP_COLUMNS, rows, limit=LOOKUPS_SHOWN,
+                  rest=f"... {plural(len(rows) - LOOKUPS_SHOWN, 'more lookup')} (the page, Report.cache_lookups)")
+    # No tone: a first run misses by nature; a warm start that should not is cache_diff's to say.
+    return Section("Compile caches", (table,), lead=lead, key="caches")
 
 
 # -- recompiles -----------------------------------------------------------------------------
