@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ import dynscope._model.plain as _plain
 from dynscope._errors import InputError, SchemaError
 from dynscope._format import plural, rank_runs
 from dynscope._lexicon.wording import resume_label, without_rank_local
+from dynscope._model.cache import HIT, compare_lookups
 from dynscope._model.causes import SAID
 from dynscope._model.ops import called_in_code, collective_name
 from dynscope._model.ranks import MERGED_KIND, Divergence, Fact, MultiRankReport, Value
@@ -540,8 +542,41 @@ def _cache(reports: Sequence[Report]) -> list[Divergence]:
     def said(g: Graph) -> tuple[Value, ...]:
         return tuple(x for pair in _cache_key(g) for x in pair)
 
-    found = _first_graph(reports, "cache", _cache_key, said, "cache")
-    return found or _cache_counts(reports)
+    found = _first_graph(reports, "cache", _cache_key, said, "cache") or _cache_counts(reports)
+    why = _cache_why(reports) if found else []
+    return [replace(d, facts=(*d.facts, *why)) for d in found]
+
+
+#: The key parts a cross-rank cache fact names (the rest are in ``dynscope cache-diff``).
+CHANGES_SAID = 3
+
+
+def _cache_why(reports: Sequence[Report]) -> list[Fact]:
+    """Why ranks missed a cache lookup other ranks hit: for each group of ranks with the same
+    lookups and results, its first miss of a graph a rank of another group hit, and the key
+    parts that differ (``compare_lookups``, as ``cache_diff`` compares two runs). Args: the
+    compile, the cache, why (PARTS_DIFFER, SAME_KEY...), then (family, name, field, before,
+    after) for the first CHANGES_SAID parts."""
+    # Ranks that looked up the same keys with the same results missed for the same reason.
+    def results(rep: Report) -> tuple[tuple[str, str, int, str, str], ...]:
+        return tuple((lk.compile_id, lk.cache, lk.ordinal, lk.result, lk.key) for lk in rep.cache_lookups)
+
+    groups = _groups(reports, results)
+    facts = []
+    for g in groups:
+        for ref in groups:
+            if ref is g:
+                continue
+            hits = tuple(lk for lk in ref[0].cache_lookups)
+            miss = next((m for m in compare_lookups(hits, g[0].cache_lookups).misses
+                         if m.before is not None and m.before.result == HIT), None)
+            if miss is None:
+                continue
+            parts = tuple(x for c in miss.changes[:CHANGES_SAID] for x in (c.family, c.name, c.field, c.before, c.after))
+            facts.append(Fact("cache_why", _ranks_of(g), (miss.compile_id, miss.cache, miss.why, len(miss.changes),
+                                                           *parts), _ranks_of(ref)))
+            break  # one explanation a group: the ranks that hit, the first that did
+    return facts
 
 
 def _cache_counts(reports: Sequence[Report]) -> list[Divergence]:

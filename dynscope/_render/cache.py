@@ -40,9 +40,9 @@ from dynscope._model.cache import (
 if TYPE_CHECKING:
     from dynscope._model.cache import CacheDiff, CacheMiss, PartChange
 
-__all__ = ["bypass_todo", "change_todo", "change_what", "diff_summary", "miss_head", "miss_lines"]
+__all__ = ["CACHE_WORDS", "bypass_todo", "change_todo", "change_what", "diff_summary", "miss_head", "miss_lines"]
 
-_CACHE_WORDS = {FX_GRAPH: "Inductor's FX graph cache", AOT_AUTOGRAD: "AOTAutograd's cache"}
+CACHE_WORDS = {FX_GRAPH: "Inductor's FX graph cache", AOT_AUTOGRAD: "AOTAutograd's cache"}
 
 
 def _short(value: str) -> str:
@@ -148,14 +148,14 @@ def miss_head(miss: CacheMiss) -> str:
     where = f"{miss.compile_id} {miss.after.frame}".strip()
     after = miss.after
     said = f": {after.bypass_reason}" if after.result == BYPASS and after.bypass_reason else ""
-    return f"{where}: {_CACHE_WORDS.get(miss.cache, miss.cache)} {after.result}{_cost(miss)}{said}"
+    return f"{where}: {CACHE_WORDS.get(miss.cache, miss.cache)} {after.result}{_cost(miss)}{said}"
 
 
 def miss_lines(miss: CacheMiss) -> list[str]:
     """The miss in words: a head line, then one line per change and what to do."""
     where = f"{miss.compile_id} {miss.after.frame}".strip()
     was = "hit" if miss.before is not None and miss.before.result == HIT else "filled the cache"
-    head = f"{where}: {_CACHE_WORDS.get(miss.cache, miss.cache)} {miss.after.result} in B{_cost(miss)}"
+    head = f"{where}: {CACHE_WORDS.get(miss.cache, miss.cache)} {miss.after.result} in B{_cost(miss)}"
     if miss.why not in (PARTS_DIFFER, FROM_FX):
         out = [f"{head}: {_WHY_WORDS[miss.why](miss)}"]
         if miss.why == BYPASSED:

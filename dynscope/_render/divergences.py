@@ -7,6 +7,8 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from dynscope._format import plural, rank_ranges
+from dynscope._model.cache import BYPASSED, GUARD_MISS, NO_PARTS, NOT_IN_A, SAME_KEY, PartChange
+from dynscope._render.cache import CACHE_WORDS, change_what
 from dynscope._render.causes import explained
 
 if TYPE_CHECKING:
@@ -90,6 +92,31 @@ def _cache_results(f: Fact) -> str:
             + f" over {plural(graphs, 'graph')}")
 
 
+#: Why ranks missed what others hit, when no key part differs (the miss's ``why``).
+_CROSS_RANK_WHY = {
+    SAME_KEY: "the same key as theirs, so the entry was not in these ranks' cache: a rank-local cache folder "
+              "(TORCHINDUCTOR_CACHE_DIR on a node's own /tmp), or a cache not copied to their machines",
+    GUARD_MISS: "the entry was found but its shape guards failed (dynamic shapes)",
+    NOT_IN_A: "those ranks made no lookup for this graph",
+    NO_PARTS: "the key changed, and PyTorch logged no key parts to compare (AOTAutograd logs them only with its "
+              "logger at DEBUG)",
+    BYPASSED: "the cache was bypassed on these ranks",
+}
+
+
+def _cache_why(f: Fact) -> str:
+    """Which ranks missed a lookup others hit, and the key parts that differ between them."""
+    compile_id, cache, why, n = _s(f.args[0]), _s(f.args[1]), _s(f.args[2]), _n(f.args[3])
+    rest = f.args[4:]
+    changes = [PartChange(*(_s(v) for v in rest[i:i + 5])) for i in range(0, len(rest) - 4, 5)]
+    head = f"{who(f.ranks)} missed {compile_id}'s {CACHE_WORDS.get(cache, cache)} where {who(f.others)} hit"
+    if not changes:
+        return f"{head}: {_CROSS_RANK_WHY.get(why, why)}"
+    more = f" (and {plural(n - len(changes), 'more part')}: dynscope cache-diff on two ranks' logs)" \
+        if n > len(changes) else ""
+    return f"{head}: " + "; ".join(change_what(c) for c in changes) + more
+
+
 def _waits_in(f: Fact) -> str:
     op, seq, where = _s(f.args[0]) or "?", f.args[1], _s(f.args[2]) or "?"
     nth = f" (its collective #{seq})" if isinstance(seq, int) and not isinstance(seq, bool) else ""
@@ -133,6 +160,7 @@ _SAID: dict[str, Callable[[Fact], str]] = {
     "cache_ref": lambda f: f"{who(f.ranks)} {', '.join(f'{w} {st}' for w, st in _pairs(f.args)) or 'logged no cache result'}",
     "why_cache": lambda f: ": a rank that misses compiles longer, and the others wait for it in the next collective",
     "cache_results": _cache_results,
+    "cache_why": _cache_why,
     "why_cache_results": lambda f: (": the ranks that compiled more looked up (and missed) the caches more, "
                                     "and compile longer while the others wait"),
     "input_as": lambda f: (f"{who(f.ranks)} gave graph {_n(f.args[0])} ({_s(f.args[1])}) input {_n(f.args[2])} "

@@ -298,3 +298,42 @@ def _raw_payload(folder: Path, name: str) -> str:
                 body.append(nxt[1:])
             return "\n".join(body)
     raise AssertionError(f"no {name} record in {folder}")
+
+
+# -- across ranks: which ranks missed what the others hit, and why ----------------------------------
+
+RANK_RUNS = Path(__file__).resolve().parents[1] / "traces" / "cache" / "torch-2.13-ranks"
+
+
+def _cache_divergence(run: str) -> dynscope.Divergence:
+    merged = dynscope.load_trace(RANK_RUNS / run)
+    assert isinstance(merged, dynscope.MultiRankReport) and merged.ranks == (0, 1)
+    (d,) = [d for d in merged.divergences if d.kind == "cache"]
+    return d
+
+
+def test_a_rank_with_a_cache_folder_of_its_own_is_named_with_the_same_key() -> None:
+    # Recorded by scripts/record_cache_ranks.py: a real two-rank gloo job restarted, rank 1 on
+    # an empty node-local cache folder. Its keys are rank 0's: nothing in the program differs.
+    d = _cache_divergence("warm")
+    assert d.ranks == (1,)
+    (why,) = [f for f in d.facts if f.what == "cache_why"]
+    assert why.ranks == (1,) and why.others == (0,) and why.args[2] == "same key"
+    assert ("rank 1 missed 0/0's AOTAutograd's cache where rank 0 hit: the same key as theirs, so the entry was "
+            "not in these ranks' cache: a rank-local cache folder") in d.detail
+
+
+def test_a_rank_on_another_core_count_is_named_by_the_key_part_that_differs() -> None:
+    d = _cache_divergence("threads")
+    (why,) = [f for f in d.facts if f.what == "cache_why"]
+    # AOTAutograd logs no parts unless its logger is at DEBUG: the FX lookup's parts say it.
+    assert why.args[2] in ("parts differ", "parts from the FX graph cache") and why.args[4] == "threads"
+    assert "rank 1 missed 0/0's AOTAutograd's cache where rank 0 hit: the CPU thread count the C++ code " \
+           "specialises on changed: 1 -> 2" in d.detail
+
+
+def test_a_cold_job_whose_ranks_all_missed_names_no_cause() -> None:
+    merged = dynscope.load_trace(RANK_RUNS / "cold")
+    assert isinstance(merged, dynscope.MultiRankReport)
+    assert not [d for d in merged.divergences if d.kind == "cache"]
+    assert all(lk.result == "miss" for r in merged.reports for lk in r.cache_lookups)
