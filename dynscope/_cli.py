@@ -298,6 +298,8 @@ def _cache_diff_args(sub: _Commands) -> None:
     c.add_argument("a", help="the reference run: a TORCH_TRACE log or folder (a warm run, or the one that filled the cache)")
     c.add_argument("b", help="the run to explain: a TORCH_TRACE log or folder")
     c.add_argument("--fail-on-cache-miss", action="store_true", help="exit 1 when B missed or bypassed a cache")
+    c.add_argument("--bundle", metavar="FILE", help="a cache-artifact bundle A saved (torch.compiler.save_cache_"
+                   "artifacts()): predict B's lookups from it (a key it holds hits) and explain the rest against A")
 
 
 def _render_args(sub: _Commands) -> None:
@@ -603,7 +605,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_cache_diff(args: argparse.Namespace) -> int:
-    d = dynscope.cache_diff(args.a, args.b)
+    d = dynscope.cache_diff(args.a, args.b, bundle=args.bundle)
     _out(d.summary() + "\n")
     return 1 if args.fail_on_cache_miss and d.misses else 0
 

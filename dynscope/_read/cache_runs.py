@@ -12,11 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from dynscope._errors import CacheMissError, InputError
-from dynscope._model.cache import CacheDiff, CacheLookup, compare_lookups
+from dynscope._model.cache import AOT_AUTOGRAD, FX_GRAPH, HIT, MISS, CacheDiff, CacheLookup, compare_lookups
 from dynscope._model.ranks import MultiRankReport
 from dynscope._model.report import Report
 from dynscope._read.cache_fold import lookups_of
 from dynscope._read.trace_file import trace_files
+from dynscope._torch.cache_bundle import BundleFormatError, read_bundle
 from dynscope._torch.trace_log import rank_of, read_log
 
 #: What a run is given as: its TORCH_TRACE log or folder, or its report (live, loaded or read).
@@ -65,23 +66,62 @@ def cache_lookups(source: Run) -> tuple[CacheLookup, ...]:
     return tuple(_log_lookups(path))
 
 
-def cache_diff(a: Run, b: Run) -> CacheDiff:
+def cache_diff(a: Run, b: Run, *, bundle: str | Path | bytes | None = None) -> CacheDiff:
     """Why run B compiled what run A hit or cached: each of B's lookups that did not hit,
     with the part of the cache key that changed, in words, and what to do.
 
+    With ``bundle``, what a saved cache-artifact bundle (``torch.compiler.save_cache_artifacts()``,
+    the "mega-cache") would do for B: A is the run that saved it, B a run on the machine it is
+    meant for (any run there: its lookups' keys are what that machine makes); each of B's
+    lookups hits when the bundle holds its key, else misses and is explained against A's. The
+    bundle is read, never loaded into a cache.
+
     Args:
         a: the reference run's TORCH_TRACE log or folder, or its report (a warm run, or the run
-            that filled the cache B read).
+            that filled the cache B read, or the run that saved ``bundle``).
         b: the run to explain, the same way.
+        bundle: the bundle's bytes or the file they were written to. Defaults to None.
 
     Returns:
         A ``CacheDiff``: ``misses`` (each a ``CacheMiss`` with its ``changes``), ``summary()``.
 
+    Raises:
+        InputError: a path that holds no log, a bundle file that does not exist or is not a
+            bundle PyTorch wrote (damaged, another format).
+
     Example:
         >>> d = dynscope.cache_diff("traces/monday", "traces/tuesday")
         >>> print(d)   # e.g. "Inductor config `max_autotune` changed: False -> True"
+        >>> dynscope.cache_diff("traces/build", "traces/cluster", bundle="cache.bin").misses
     """
-    return compare_lookups(cache_lookups(a), cache_lookups(b), label_a=_label(a, "A"), label_b=_label(b, "B"))
+    lookups_b = cache_lookups(b)
+    label_b = _label(b, "B")
+    if bundle is not None:
+        held = _bundle_keys(bundle)
+        lookups_b = tuple(replace(lk, result=HIT if lk.key and (lk.cache, lk.key) in held else MISS)
+                          for lk in lookups_b)
+        label_b = f"{label_b}, predicted with the bundle ({len(held)} artifacts)"
+    return compare_lookups(cache_lookups(a), lookups_b, label_a=_label(a, "A"), label_b=label_b)
+
+
+#: The bundle's artifact types, as the caches they fill.
+_BUNDLE_CACHES = {"inductor": FX_GRAPH, "aot_autograd": AOT_AUTOGRAD}
+
+
+def _bundle_keys(bundle: str | Path | bytes) -> set[tuple[str, str]]:
+    """(cache, key) of every artifact of the bundle that fills a cache a lookup reads."""
+    if isinstance(bundle, bytes):
+        data, name = bundle, "the bundle"
+    else:
+        path = Path(bundle)
+        if not path.is_file():
+            raise InputError(f"no such bundle file: {path} (the bytes torch.compiler.save_cache_artifacts() returned)")
+        data, name = path.read_bytes(), str(path)
+    try:
+        _, entries = read_bundle(data)
+    except BundleFormatError as err:
+        raise InputError(f"{name} is not a cache-artifact bundle: {err}") from None
+    return {(_BUNDLE_CACHES[e.kind], e.key) for e in entries if e.kind in _BUNDLE_CACHES}
 
 
 def _label(run: Run, which: str) -> str:
