@@ -21,8 +21,11 @@ demo: setup
 # fixture is made once). The invariants line adds up the workers' counts (tests/conftest.py).
 WORKERS = -n auto --maxprocesses=4 --dist loadscope
 
+# The torchrun jobs time their ranks against each other (the watch's wait, the collective
+# timeout): they run after the rest, alone, not beside another worker's compiles.
 test: setup
-	.venv/bin/python -m pytest -q $(WORKERS)
+	.venv/bin/python -m pytest -q $(WORKERS) -m "not torchrun"
+	.venv/bin/python -m pytest -q -m torchrun
 
 # -p no:logging: no test reads caplog, and Dynamo's many log records cost seconds to capture.
 test-fast: setup

@@ -434,7 +434,9 @@ def test_the_watch_stops_the_seeded_job_with_its_cause_before_the_timeout(case: 
     assert "dynscope.RankDivergenceError:" in out, out[-4000:]
     assert "Timed out waiting" not in out
     said = [line for line in out.splitlines() if re.search(rf"(\]:|watch_ranks:)   {kind} \(", line)]
-    assert said and any(words in line for line in said), out[-4000:]
+    # On failure, what the watch said (its lines), not the tail of the ranks' tracebacks.
+    told = [line for line in out.splitlines() if "RankDivergenceError" in line or re.search(r"\]:   [a-z_]+ \(", line)]
+    assert said and any(words in line for line in said), "\n".join(told) or out[-4000:]
     if case != "extra_step":
         assert "your line: diverging_job.py:" in out
     assert "remedy: " in out
