@@ -17,12 +17,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from dynscope._model.base import _brief
 from dynscope._model.display import CacheDiffShortcuts, CacheMissShortcuts, PartChangeShortcuts
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 __all__ = [
     "CACHES", "FAMILIES", "CacheDiff", "CacheLookup", "CacheMiss", "KeyPart", "PartChange", "compare_lookups",
+    "per_compile_seconds",
 ]
 
 #: The caches, as the model names them (PyTorch's ``fx_graph_cache_*`` / ``aotautograd_cache_*``).
@@ -114,6 +119,17 @@ class CacheLookup:
         return next((p for p in self.parts if p.name == name), None)
 
 
+def per_compile_seconds(lookups: Iterable[CacheLookup], result: str) -> float:
+    """The seconds of the ``result`` lookups (HIT: compiling saved; MISS: compiling after the
+    miss), each compile counted once by its largest figure: an AOTAutograd lookup's seconds
+    hold the Inductor compile inside it (the same compile's FX graph lookups)."""
+    most: dict[str, float] = {}
+    for lk in lookups:
+        if lk.result == result and lk.seconds is not None:
+            most[lk.compile_id] = max(most.get(lk.compile_id, 0.0), lk.seconds)
+    return sum(most.values())
+
+
 @dataclass(frozen=True)
 class PartChange(PartChangeShortcuts):
     """One part of a key that differs between two runs' lookups of the same graph."""
@@ -177,9 +193,8 @@ class CacheDiff(CacheDiffShortcuts):
 
     @property
     def seconds_saved_b(self) -> float:
-        """The compile seconds B's hits saved: each FX graph cache hit's time_saved (an
-        AOTAutograd hit's figure covers the same compile, so it is not added again)."""
-        return sum(lk.seconds or 0.0 for lk in self.lookups_b if lk.result == HIT and lk.cache == FX_GRAPH)
+        """The compile seconds B's hits saved (:func:`per_compile_seconds`)."""
+        return per_compile_seconds(self.lookups_b, HIT)
 
     @property
     def causes(self) -> tuple[PartChange, ...]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from dynscope._format import ADD_UP_TOLERANCE, clip, human_bytes, location, ms, percent, plural
 from dynscope._lexicon.wording import resume_label
+from dynscope._model.cache import HIT, MISS, per_compile_seconds
 from dynscope._model.order import program_order  # the one ordering, shared with the picture
 from dynscope._render import graph_tables
 from dynscope._render.blocks import Block, Column, Entry, Field, Group, Listing, Phrase, Section, Table
@@ -58,7 +59,7 @@ from dynscope._render.words import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from dynscope._model import CacheLookup, Frame, Graph, GraphBreak, Report, Trial
+    from dynscope._model import Frame, Graph, GraphBreak, Report, Trial
 
 __all__ = [
     "ADVICE_LEAD",
@@ -526,16 +527,6 @@ _DETAIL_WORDS = {"full_miss": "not in the cache", "guard_miss": "in the cache, i
 _RESULT_ORDER = {"bypass": 0, "miss": 1, "hit": 2}
 
 
-def _per_compile(lookups: Sequence[CacheLookup], result: str) -> float:
-    """The seconds of ``result`` lookups over the compiles, the largest of each compile's: an
-    AOTAutograd lookup's seconds hold the Inductor compile inside it (its FX graph lookups)."""
-    most: dict[str, float] = {}
-    for lk in lookups:
-        if lk.result == result and lk.seconds is not None:
-            most[lk.compile_id] = max(most.get(lk.compile_id, 0.0), lk.seconds)
-    return sum(most.values())
-
-
 def compile_caches(rep: Report) -> Section | None:
     """Every lookup in AOTAutograd's and Inductor's FX graph caches, per compile: hit, miss or
     bypass, the seconds a hit saved or the compile after a miss took, why it was bypassed (or
@@ -550,7 +541,7 @@ def compile_caches(rep: Report) -> Section | None:
          lk.bypass_reason or _DETAIL_WORDS.get(lk.detail, "" if lk.detail == "hit" else lk.detail), lk.key or "-")
         for lk in lookups)
     by = Counter(lk.result for lk in lookups)
-    saved, took = _per_compile(lookups, "hit"), _per_compile(lookups, "miss")
+    saved, took = per_compile_seconds(lookups, HIT), per_compile_seconds(lookups, MISS)
     lead = (f"{plural(len(lookups), 'lookup')}: {by['hit']} hit ({saved:.2f} s of compiling saved), "
             f"{by['miss']} missed ({took:.2f} s compiling after them; each compile counted once), "
             f"{by['bypass']} bypassed; why a run missed "

@@ -69,3 +69,11 @@ def test_no_lookups_no_part() -> None:
     stored = dynscope.load(Path(__file__).resolve().parents[1] / "golden" / "reports" / "mlp.json")
     assert not stored.cache_lookups and compile_caches(stored) is None
     assert "Compile caches" not in stored.summary()
+
+
+def test_the_part_and_cache_diff_say_the_same_seconds_saved() -> None:
+    # One figure for one concept: the report's part and cache_diff count each compile once.
+    d = dynscope.cache_diff(RUNS / "cold", RUNS / "unchanged")
+    section = compile_caches(_run("unchanged"))
+    assert section is not None and f"({d.seconds_saved_b:.2f} s of compiling saved)" in section.lead
+    assert f"B's hits saved {d.seconds_saved_b:.2f} s of compiling" in d.summary()

@@ -1,0 +1,401 @@
+"""Programs that set up state in forward, take gradients inside it, exit loops early and log
+their losses, in the shapes real repositories write them, for ``dynscope.fix``.
+
+As in tests/corpus/fix_programs.py: each program is a (model, inputs) builder; each break
+site carries ``# SITE: <rewrite>`` (the rewrite expected to remove it), ``# SITE: none``
+(no patch may be verified) or ``# SITE: on purpose`` (torch.optim's own breaks). Imports only
+torch, numpy and the standard library: ``fix`` imports patched copies of it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def _x(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# -- a teacher copied in forward -----------------------------------------------------------------
+
+
+class SelfDistill(nn.Module):
+    """Self-distillation: a frozen copy of the student made each step, its soft labels the target."""
+
+    def __init__(self, dim: int = 8, classes: int = 4) -> None:
+        super().__init__()
+        self.student = nn.Sequential(nn.Linear(dim, 16), nn.LayerNorm(16), nn.ReLU(), nn.Linear(16, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        teacher = copy.deepcopy(self.student)  # SITE: call with detached state instead of deepcopy
+        with torch.no_grad():
+            soft = teacher(x * 0.9).softmax(-1)
+        logits = self.student(x)
+        return F.kl_div(logits.log_softmax(-1), soft, reduction="batchmean")
+
+
+def distill() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return SelfDistill(), _x(6, 8)
+
+
+class EMATeacher(nn.Module):
+    """An EMA teacher made on the first call and kept on self: a copy that lives on, no call."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.encoder = nn.Linear(dim, dim)
+        self.ema: nn.Module | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ema is None:
+            self.ema = copy.deepcopy(self.encoder)  # SITE: none
+        return (self.encoder(x) - self.ema(x).detach()).square().mean()
+
+
+def ema_teacher() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return EMATeacher(), _x(4, 8)
+
+
+# -- gradients inside forward ----------------------------------------------------------------------
+
+
+class SaliencyGate(nn.Module):
+    """Input saliency gates the input for a second pass (as attribution-guided training does)."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(dim, 16), nn.Tanh(), nn.Linear(16, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.detach().requires_grad_(True)  # SITE: torch.func instead of autograd.grad
+        score = self.net(x).max(-1).values.sum()
+        grad, = torch.autograd.grad(score, x)  # SITE: torch.func instead of autograd.grad
+        gate = grad.abs() / (grad.abs().amax(-1, keepdim=True) + 1e-6)
+        return self.net(x.detach() * gate)
+
+
+def saliency() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return SaliencyGate(), _x(4, 8)
+
+
+class WGANCritic(nn.Module):
+    """The WGAN-GP critic loss: a gradient penalty on interpolates, differentiated again."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.critic = nn.Sequential(nn.Linear(dim, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def forward(self, real: torch.Tensor, fake: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+        interp = (alpha * real + (1 - alpha) * fake).requires_grad_(True)  # SITE: torch.func instead of autograd.grad
+        d = self.critic(interp)
+        grads = torch.autograd.grad(outputs=d, inputs=interp, grad_outputs=torch.ones_like(d), create_graph=True,  # SITE: torch.func instead of autograd.grad
+                                    retain_graph=True, only_inputs=True)[0]
+        penalty = ((grads.norm(2, dim=1) - 1) ** 2).mean()
+        return self.critic(fake).mean() - self.critic(real).mean() + 10 * penalty
+
+
+def gradient_penalty() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    return WGANCritic(), (_x(4, 8), _x(4, 8, seed=1), torch.rand(4, 1, generator=torch.Generator().manual_seed(2)))
+
+
+def input_saliency(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The caller's own x is made to require grad, and the output uses it: its gradient is the
+    caller's to read, so a rewrite that leaves x alone changes what the caller gets."""
+    x.requires_grad_(True)  # SITE: none
+    out = net(x).sum()
+    g, = torch.autograd.grad(out, x)  # SITE: none
+    return (x * g.sign()).sum()
+
+
+def saliency_leak() -> tuple[Any, tuple[Any, ...]]:
+    torch.manual_seed(0)
+    return input_saliency, (nn.Linear(8, 2), _x(4, 8))
+
+
+# -- state set up in forward ---------------------------------------------------------------------
+
+
+class LazyHead(nn.Module):
+    """A head built on the first call, sized by the input (a lazy init written by hand)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head: nn.Module | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.head is None:
+            self.head = nn.Linear(x.shape[-1], 3)  # SITE: none
+        return self.head(x)
+
+
+def lazy_head() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return LazyHead(), _x(4, 8)
+
+
+# -- generators and loops that exit early ----------------------------------------------------------
+
+
+def episode_return(rewards: torch.Tensor, dones: torch.Tensor, gamma: float = 0.9) -> torch.Tensor:
+    """An RL episode's discounted return up to its first terminal step."""
+    end = next(t for t, d in enumerate(dones) if d > 0.5)  # SITE: generator to tensor ops
+    steps = torch.arange(rewards.shape[0])
+    alive = steps <= end
+    return (rewards * gamma ** steps * alive).sum()
+
+
+def episode() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return episode_return, (_x(8), torch.tensor([0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0]))
+
+
+def clip_outliers(scores: torch.Tensor) -> torch.Tensor:
+    """Scores halved when any is an outlier, as a sanity check written with Python's any()."""
+    if any(s.abs() > 2 for s in scores):  # SITE: generator to tensor ops
+        scores = scores / 2
+    return scores.softmax(-1)
+
+
+def outliers() -> tuple[Any, torch.Tensor]:
+    return clip_outliers, _x(8) * 2
+
+
+def prompt_mean(tokens: torch.Tensor, sep: torch.Tensor) -> torch.Tensor:
+    """The prompt is the tokens before the first separator: a slice needs the index as a Python int."""
+    end = next(i for i, t in enumerate(tokens) if t == sep)  # SITE: none
+    return tokens[:end].float().mean()
+
+
+def prompt() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return prompt_mean, (torch.tensor([5, 3, 7, 0, 2, 0]), torch.tensor(0))
+
+
+def nucleus_cutoff(logits: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Top-p filtering with the cut-off found by a scan that stops at the first index past p."""
+    probs, order = logits.softmax(-1).sort(descending=True)
+    cum = probs.cumsum(-1)
+    cutoff = cum.shape[0] - 1
+    for i in range(cum.shape[0]):
+        if cum[i] > p:  # SITE: loop exit to argmax
+            cutoff = i
+            break
+    keep = torch.arange(cum.shape[0]) <= cutoff
+    return torch.zeros_like(probs).scatter(0, order, probs * keep)
+
+
+def nucleus() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    return nucleus_cutoff, (_x(10), torch.tensor(0.8))
+
+
+# -- decoding and rollouts with an early stop --------------------------------------------------------
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab: int = 12, dim: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def step(self, tok: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(tok).tanh()).argmax(-1)
+
+
+class BufferedGreedy(TinyLM):
+    """Greedy decoding into a buffer of max_new_tokens pads, stopped when every row hit eos."""
+
+    def forward(self, tok: torch.Tensor, eos: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(tok.shape[0], 6, dtype=torch.long)
+        _stopped = torch.zeros((), dtype=torch.bool)
+        for i in range(6):
+            tok = torch.where(_stopped, tok, self.step(tok))
+            out[:, i] = torch.where(_stopped, out[:, i], tok)
+            _stopped = _stopped | (tok == eos).all()
+        return out
+
+
+class ListGreedy(TinyLM):
+    """Greedy decoding into a list stacked at the end: an early stop makes it shorter."""
+
+    def forward(self, tok: torch.Tensor, eos: torch.Tensor) -> torch.Tensor:
+        toks = [tok]
+        for _ in range(6):
+            tok = self.step(tok)
+            toks.append(tok)
+            if (tok == eos).all():  # SITE: none
+                break
+        return torch.stack(toks, 1)
+
+
+def _decoder(cls: type[TinyLM]) -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(3)
+    model = cls()
+    tok = torch.tensor([1, 1])
+    # eos is the token both rows reach at the third step: the loop stops early on these inputs.
+    with torch.no_grad():
+        for _ in range(3):
+            tok = model.step(tok)
+    return model, (torch.tensor([1, 1]), tok[0])
+
+
+def greedy_buffer() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    return _decoder(BufferedGreedy)
+
+
+def greedy_list() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    return _decoder(ListGreedy)
+
+
+class Rollout(nn.Module):
+    """A policy rolled out in a differentiable toy environment until the episode ends."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.policy = nn.Linear(dim, dim)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        rewards = []
+        for _ in range(8):
+            action = self.policy(obs).tanh()
+            obs = obs * 0.5 + action
+            reward = -(obs.square().sum())
+            rewards.append(reward)
+            done = obs.norm() > 2
+            if done.item():  # SITE: early stop to a stop mask
+                break
+        return torch.stack(rewards).sum()
+
+
+def rollout() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(1)
+    return Rollout(), _x(4) * 0.5  # the episode ends at its sixth turn of eight
+
+
+# -- train steps that log the loss -------------------------------------------------------------------
+
+
+def nanogpt_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+                 history: list[Any]) -> torch.Tensor:
+    """A nanoGPT-like step: forward, loss, backward, the update, and the loss logged."""
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()  # SITE: none
+    opt.step()  # SITE: on purpose
+    opt.zero_grad(set_to_none=True)  # SITE: on purpose
+    lossf = loss.item()  # SITE: keep it a tensor
+    print(f"iter {len(history)}: loss {lossf:.4f}")  # SITE: guard side effect
+    history.append(loss.item())  # SITE: keep the logged value a tensor
+    return loss.detach()
+
+
+def nanogpt() -> tuple[Any, tuple[Any, ...]]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 5))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return nanogpt_step, (model, opt, _x(6, 8), torch.tensor([0, 1, 2, 3, 4, 0]), [])
+
+
+class Writer:
+    """A metrics writer as tensorboard's and wandb's are used: it keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, Any, int]] = []
+
+    def add_scalar(self, tag: str, value: Any, step: int) -> None:
+        self.rows.append((tag, value, step))
+
+
+class AccumulatingLoss(nn.Module):
+    """Gradient accumulation's loss: micro-batch losses summed as Python floats and reported."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(8, 1)
+        self.writer = Writer()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        total = 0.0
+        loss = x.new_zeros(())
+        for xb, yb in zip(x.chunk(2), y.chunk(2), strict=True):
+            micro = (self.net(xb) - yb).square().mean() / 2
+            total += micro.item()  # SITE: keep the logged value a tensor
+            loss = loss + micro
+        self.writer.add_scalar("train/loss", total, 0)
+        return loss * (1 + total)
+
+
+def accumulating() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    return AccumulatingLoss(), (_x(4, 8), _x(4, 1, seed=1))
+
+
+class ProgressBar:
+    """A progress bar's postfix, as tqdm's set_postfix formats it."""
+
+    def __init__(self) -> None:
+        self.postfix = ""
+
+    def set_postfix(self, **values: float) -> None:
+        self.postfix = ", ".join(f"{k}={v:.3f}" for k, v in values.items())
+
+
+class ReportingStep(nn.Module):
+    """A loss whose value is shown on a progress bar each step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(8, 1)
+        self.bar = ProgressBar()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = (self.net(x) - y).abs().mean()
+        self.bar.set_postfix(loss=loss.item())  # SITE: guard the reported value
+        return loss
+
+
+def reporting() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    return ReportingStep(), (_x(4, 8), _x(4, 1, seed=1))
+
+
+def mean_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    """An evaluation loop that returns the mean loss as a Python float: the caller wants a number,
+    and a tensor in its place changes what it gets."""
+    total = 0.0
+    for xb, yb in zip(x.chunk(2), y.chunk(2), strict=True):
+        total += F.mse_loss(net(xb), yb).item()  # SITE: none
+    return total / 2
+
+
+def eval_mean() -> tuple[Any, tuple[Any, ...]]:
+    torch.manual_seed(0)
+    return mean_loss, (nn.Linear(8, 1), _x(4, 8), _x(4, 1, seed=1))
+
+
+#: Every program of this corpus: name -> builder.
+PROGRAMS = {
+    "distill": distill,
+    "ema_teacher": ema_teacher,
+    "saliency": saliency,
+    "gradient_penalty": gradient_penalty,
+    "saliency_leak": saliency_leak,
+    "lazy_head": lazy_head,
+    "episode": episode,
+    "outliers": outliers,
+    "nucleus": nucleus,
+    "prompt": prompt,
+    "greedy_buffer": greedy_buffer,
+    "greedy_list": greedy_list,
+    "rollout": rollout,
+    "nanogpt": nanogpt,
+    "accumulating": accumulating,
+    "reporting": reporting,
+    "eval_mean": eval_mean,
+}
