@@ -21,13 +21,14 @@ unless said.
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from record_cache_runs import store  # scripts/ is on the path when a script of it runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,12 +76,8 @@ def record(out: Path) -> None:
             if done.returncode != 0:
                 raise SystemExit(f"run {name!r} failed ({done.returncode}):\n{done.stderr[-3000:]}")
             (log,) = sorted(trace.glob("dedicated_log_torch_trace*.log"))
-            dest = out / name
-            shutil.rmtree(dest, ignore_errors=True)
-            dest.mkdir(parents=True)
-            with log.open("rb") as src, gzip.GzipFile(dest / f"{log.name}.gz", "wb", mtime=0) as gz:
-                shutil.copyfileobj(src, gz)
-            print(f"{name}: {log.stat().st_size:,} bytes -> {dest}", flush=True)
+            store([log], out / name)
+            print(f"{name}: {log.stat().st_size:,} bytes -> {out / name}", flush=True)
         shutil.copyfile(bundle, out / "bundle.bin")
         print(f"bundle.bin: {bundle.stat().st_size:,} bytes", flush=True)
     finally:

@@ -21,13 +21,14 @@ under a time limit with ``CUDA_VISIBLE_DEVICES=""`` and ``OMP_NUM_THREADS=1``.
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from record_cache_runs import store  # scripts/ is on the path when a script of it runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,13 +81,8 @@ def record(out: Path) -> None:
             logs = sorted(trace.glob("dedicated_log_torch_trace_rank_*.log"))
             if len(logs) != 2:
                 raise SystemExit(f"run {run!r} wrote {len(logs)} rank logs, not 2: {logs}")
-            dest = out / run
-            shutil.rmtree(dest, ignore_errors=True)
-            dest.mkdir(parents=True)
-            for log in logs:  # mtime=0: the same log compresses to the same bytes
-                with log.open("rb") as src, gzip.GzipFile(dest / f"{log.name}.gz", "wb", mtime=0) as gz:
-                    shutil.copyfileobj(src, gz)
-            print(f"{run}: {', '.join(f'{p.name} {p.stat().st_size:,} bytes' for p in logs)} -> {dest}", flush=True)
+            store(logs, out / run)
+            print(f"{run}: {', '.join(f'{p.name} {p.stat().st_size:,} bytes' for p in logs)} -> {out / run}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

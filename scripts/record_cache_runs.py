@@ -73,6 +73,16 @@ RUNS: dict[str, tuple[int, tuple[str, ...], str]] = {
 TIMEOUT_S = 600
 
 
+def store(logs: list[Path], dest: Path) -> None:
+    """The logs, gzip-compressed, as the only files of ``dest`` (made afresh). mtime=0: the
+    same log compresses to the same bytes. The other recording scripts store theirs with it."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for log in logs:
+        with log.open("rb") as src, gzip.GzipFile(dest / f"{log.name}.gz", "wb", mtime=0) as gz:
+            shutil.copyfileobj(src, gz)
+
+
 def record(out: Path, *, aot_debug: bool = False, only: tuple[str, ...] = ()) -> None:
     """Run every run of RUNS (``only``: those, ``cold`` always first) in a fresh process, in
     order, and store each one's log under ``out``."""
@@ -96,13 +106,8 @@ def record(out: Path, *, aot_debug: bool = False, only: tuple[str, ...] = ()) ->
             logs = sorted(trace.glob("dedicated_log_torch_trace*.log"))
             if len(logs) != 1:
                 raise SystemExit(f"run {name!r} wrote {len(logs)} logs, not 1: {logs}")
-            dest = out / name
-            shutil.rmtree(dest, ignore_errors=True)
-            dest.mkdir(parents=True)
-            # mtime=0: the same log compresses to the same bytes
-            with logs[0].open("rb") as src, gzip.GzipFile(dest / f"{logs[0].name}.gz", "wb", mtime=0) as gz:
-                shutil.copyfileobj(src, gz)
-            print(f"{name}: {logs[0].stat().st_size:,} bytes -> {dest}", flush=True)
+            store(logs, out / name)
+            print(f"{name}: {logs[0].stat().st_size:,} bytes -> {out / name}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
