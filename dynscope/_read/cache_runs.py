@@ -110,16 +110,18 @@ _BUNDLE_CACHES = {"inductor": FX_GRAPH, "aot_autograd": AOT_AUTOGRAD}
 
 def _bundle_keys(bundle: str | Path | bytes) -> set[tuple[str, str]]:
     """(cache, key) of every artifact of the bundle that fills a cache a lookup reads."""
-    if isinstance(bundle, bytes):
-        data, name = bundle, "the bundle"
-    else:
-        path = Path(bundle)
-        if not path.is_file():
-            raise InputError(f"no such bundle file: {path} (the bytes torch.compiler.save_cache_artifacts() returned)")
-        data, name = path.read_bytes(), str(path)
     try:
-        _, entries = read_bundle(data)
+        if isinstance(bundle, bytes):
+            _, entries = read_bundle(bundle)
+        else:
+            path = Path(bundle)
+            if not path.is_file():
+                raise InputError(f"no such bundle file: {path} (the bytes torch.compiler.save_cache_artifacts() "
+                                 "returned)")
+            with path.open("rb") as f:  # read in place: the artifacts' contents are skipped, not loaded
+                _, entries = read_bundle(f)
     except BundleFormatError as err:
+        name = "the bundle" if isinstance(bundle, bytes) else str(bundle)
         raise InputError(f"{name} is not a cache-artifact bundle: {err}") from None
     return {(_BUNDLE_CACHES[e.kind], e.key) for e in entries if e.kind in _BUNDLE_CACHES}
 

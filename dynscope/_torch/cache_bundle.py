@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import zlib
 from dataclasses import dataclass
+from typing import BinaryIO
 
 __all__ = ["BundleFormatError", "ENCODING_VERSION", "read_bundle"]
 
@@ -41,51 +43,77 @@ class BundleEntry:
 
 
 class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.at = data, 4
+    """The bundle read in place: lengths checked against what is left, contents skipped by
+    seeking (a bundle of gigabytes is not held in memory)."""
+
+    def __init__(self, f: BinaryIO, size: int) -> None:
+        self.f, self.size = f, size
+        f.seek(4)
+
+    @property
+    def at(self) -> int:
+        return self.f.tell()
 
     def uint64(self, what: str) -> int:
-        if self.at + 8 > len(self.data):
-            raise BundleFormatError(f"the bundle ends inside {what} (byte {self.at} of {len(self.data)})")
-        value = int.from_bytes(self.data[self.at: self.at + 8], "big")
-        self.at += 8
-        return value
+        raw = self.f.read(8)
+        if len(raw) < 8:
+            raise BundleFormatError(f"the bundle ends inside {what} (byte {self.at} of {self.size})")
+        return int.from_bytes(raw, "big")
 
     def skip(self, what: str) -> int:
         size = self.uint64(f"the length of {what}")
-        if self.at + size > len(self.data):
-            raise BundleFormatError(f"{what} claims {size:,} bytes; the bundle has {len(self.data) - self.at:,} left")
-        self.at += size
+        if self.at + size > self.size:
+            raise BundleFormatError(f"{what} claims {size:,} bytes; the bundle has {self.size - self.at:,} left")
+        self.f.seek(size, 1)
         return size
 
     def text(self, what: str) -> str:
-        start = self.at + 8
-        size = self.skip(what)
+        size = self.uint64(f"the length of {what}")
         if size > _KEY_MAX:
             raise BundleFormatError(f"{what} is {size:,} bytes long: not a key PyTorch writes")
+        raw = self.f.read(size)
+        if len(raw) < size:
+            raise BundleFormatError(f"{what} claims {size:,} bytes; the bundle ends first")
         try:
-            return base64.b64decode(self.data[start: start + size], validate=True).decode("utf-8")
+            return base64.b64decode(raw, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError) as err:
             raise BundleFormatError(f"{what} is not base64 text ({err})") from None
 
 
-def read_bundle(data: bytes) -> tuple[int, tuple[BundleEntry, ...]]:
+def _checksum(f: BinaryIO) -> int:
+    """The CRC32 of everything after the first 4 bytes, read a megabyte at a time."""
+    f.seek(4)
+    crc = 0
+    while chunk := f.read(1 << 20):
+        crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def read_bundle(data: bytes | BinaryIO) -> tuple[int, tuple[BundleEntry, ...]]:
     """The bundle's encoding version and its artifacts, in order.
+
+    Args:
+        data: the bundle's bytes, or a binary file open on them (read in place, contents
+            skipped: a large bundle is not loaded into memory).
 
     Raises:
         BundleFormatError: too short, a checksum that does not match (damaged or not a
             bundle), another encoding version, or a block that runs past the end.
     """
-    if len(data) < 12:
-        raise BundleFormatError(f"{len(data)} bytes: too short for a cache-artifact bundle (checksum and version)")
-    if zlib.crc32(data[4:]).to_bytes(4, "big") != data[:4]:
+    f = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
+    size = f.seek(0, io.SEEK_END)
+    if size < 12:
+        raise BundleFormatError(f"{size} bytes: too short for a cache-artifact bundle (checksum and version)")
+    f.seek(0)
+    stored = f.read(4)
+    if _checksum(f).to_bytes(4, "big") != stored:
         raise BundleFormatError("the checksum does not match: not a bundle save_cache_artifacts() wrote, or damaged")
-    reader = _Reader(data)
+    reader = _Reader(f, size)
     version = reader.uint64("the encoding version")
     if version != ENCODING_VERSION:
         raise BundleFormatError(f"encoding version {version}; this dynscope reads version {ENCODING_VERSION}")
     entries: list[BundleEntry] = []
-    while reader.at < len(data):
+    while reader.at < size:
         kind = reader.text("an artifact type")
         count = reader.uint64(f"the number of {kind!r} artifacts")
         if count > MAX_ARTIFACTS:

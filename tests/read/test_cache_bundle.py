@@ -115,3 +115,31 @@ def test_any_bytes_read_or_raise_the_format_error(noise: bytes, count: int) -> N
         read_bundle(zlib.crc32(huge).to_bytes(4, "big") + huge)
     except BundleFormatError:
         pass
+
+
+def test_a_large_bundle_is_read_in_place_not_loaded(tmp_path: Path) -> None:
+    import base64
+    import tracemalloc
+
+    # One 64 MiB artifact (zeros, written sparse): its key is read, its content skipped.
+    size = 64 << 20
+    kind, key = base64.b64encode(b"inductor"), base64.b64encode(b"fbig")
+    head = (struct.pack(">Q", 1) + struct.pack(">Q", len(kind)) + kind + struct.pack(">Q", 1)
+            + struct.pack(">Q", len(key)) + key + struct.pack(">Q", size))
+    path = tmp_path / "big.bin"
+    with path.open("wb") as f:
+        f.write(b"\0\0\0\0" + head)
+        f.truncate(4 + len(head) + size)
+    crc = zlib.crc32(head)
+    zeros = bytes(1 << 20)
+    for _ in range(size >> 20):
+        crc = zlib.crc32(zeros, crc)
+    with path.open("r+b") as f:
+        f.write(crc.to_bytes(4, "big"))
+    tracemalloc.start()
+    with path.open("rb") as f:
+        _, entries = read_bundle(f)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert [(e.kind, e.key, e.size) for e in entries] == [("inductor", "fbig", size)]
+    assert peak < size // 8, f"read {peak:,} bytes into memory for a {size:,}-byte bundle"
