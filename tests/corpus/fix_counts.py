@@ -1,7 +1,8 @@
 """Programs whose breaks are counts and optional masks, in the shapes real repositories write
 them, for ``dynscope.fix``: node degrees by ``bincount``, a loss averaged over the tokens it
 counts (``int(...)`` then ``max(n, 1)``), an attention mask that may be None and is applied
-only when it masks something.
+only when it masks something, a check that warns and then fixes a value, a mask applied one
+row at a time in a loop.
 
 As in tests/corpus/fix_programs.py: each program is a (model, inputs) builder; each break
 site carries ``# SITE: <rewrite>`` (the rewrite expected to remove it) or ``# SITE: none``
@@ -11,6 +12,7 @@ patched copies of it.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -98,10 +100,56 @@ def counted_range() -> tuple[nn.Module, torch.Tensor]:
     return CountedRange(), _x(8)
 
 
+class ScaledFeatures(nn.Module):
+    """A feature scaler that warns about constant features and floors their scale."""
+
+    def __init__(self, dim: int = 5) -> None:
+        super().__init__()
+        self.head = nn.Linear(dim, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = x.std(0)
+        if (scale < 1e-2).any():  # SITE: guard a check that reports
+            warnings.warn("a feature is constant in this batch: its scale is floored", stacklevel=2)  # SITE: guard side effect
+            scale = scale.clamp(min=1e-2)
+        return self.head((x - x.mean(0)) / scale)
+
+
+def scaled_features() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(3)
+    x = _x(6, 5)
+    x[:, 2] = 1.5  # a constant column: the warning and the floor both happen
+    return ScaledFeatures(), x
+
+
+class BootstrappedTargets(nn.Module):
+    """One-step returns that zero the bootstrap value of finished episodes, one row at a time."""
+
+    def __init__(self, dim: int = 4, actions: int = 3, gamma: float = 0.9) -> None:
+        super().__init__()
+        self.value = nn.Linear(dim, actions)
+        self.gamma = gamma
+
+    def forward(self, next_obs: torch.Tensor, rewards: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():  # targets, as DQN makes them: no gradient through the bootstrap
+            bootstrap = self.value(next_obs).amax(-1)
+            for row in range(len(finished)):
+                if finished[row]:  # SITE: per-element if to torch.where
+                    bootstrap[row] = 0.0
+        return rewards + self.gamma * bootstrap
+
+
+def bootstrapped_targets() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(4)
+    return BootstrappedTargets(), (_x(5, 4), _x(5, seed=1), torch.tensor([False, True, False, True, False]))
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS: dict[str, Any] = {
     "mean_aggregation": mean_aggregation,
     "token_averaged_loss": token_averaged_loss,
     "optional_mask_attention": optional_mask_attention,
     "counted_range": counted_range,
+    "scaled_features": scaled_features,
+    "bootstrapped_targets": bootstrapped_targets,
 }

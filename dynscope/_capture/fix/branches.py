@@ -11,9 +11,17 @@ from __future__ import annotations
 import ast
 import copy
 
-from dynscope._capture.fix.statements import Text, function_of, parsed, read_later, unparsed
+from dynscope._capture.fix.statements import (
+    Made,
+    Text,
+    function_of,
+    names_loaded,
+    parsed,
+    read_later,
+    unparsed,
+)
 
-__all__ = ["COND", "WHERE", "cond", "tensor_test", "where"]
+__all__ = ["COND", "ELEMENTWISE", "WHERE", "cond", "elementwise", "tensor_test", "where"]
 
 WHERE = "branch to torch.where"
 COND = "branch to torch.cond"
@@ -238,3 +246,64 @@ def _read_first(body: list[ast.stmt]) -> set[str]:
         read |= loads - assigned
         assigned |= set(_stored([s]))
     return read
+
+
+# -- an `if` per element: one where over the whole tensor --------------------------------------
+
+ELEMENTWISE = "per-element if to torch.where"
+
+
+def _per_element(node: ast.expr, var: str) -> ast.expr | None:
+    """``node`` with each ``t[var]`` read as ``t`` (the whole tensor); None when ``var`` is used
+    otherwise (in arithmetic, as a slice bound, or indexing a non-name)."""
+    class Whole(ast.NodeTransformer):
+        def __init__(self) -> None:
+            self.ok = True
+
+        def visit_Subscript(self, sub: ast.Subscript) -> ast.AST:
+            if isinstance(sub.slice, ast.Name) and sub.slice.id == var:
+                if isinstance(sub.value, (ast.Name, ast.Attribute)):
+                    return sub.value
+                self.ok = False
+            return self.generic_visit(sub)
+
+        def visit_Name(self, name: ast.Name) -> ast.AST:
+            if name.id == var:
+                self.ok = False
+            return name
+
+    whole = Whole()
+    out = whole.visit(copy.deepcopy(node))
+    return out if whole.ok else None
+
+
+def elementwise(stmt: ast.stmt, text: Text) -> Made | None:
+    """``for i in range(len(m)): if <test of m[i]>: x[i] = <value>`` (no else, nothing else in
+    the loop) as ``x.copy_(torch.where(<test of m>, <value>, x))``: the same elements set, in
+    place as the loop set them. The mask is shaped to ``x``'s rows (``(-1, 1, ...)``), so a
+    per-row test sets whole rows."""
+    fn = function_of(text.source, stmt)
+    loop = next((n for n in ast.walk(fn or parsed(text.source)) if isinstance(n, ast.For) and n.body == [stmt]),
+                None)
+    if (loop is None or loop.orelse or not isinstance(loop.target, ast.Name) or not isinstance(stmt, ast.If)
+            or stmt.orelse or len(stmt.body) != 1 or not isinstance(stmt.body[0], ast.Assign)):
+        return None
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and len(it.args) == 1):
+        return None
+    var, assign = loop.target.id, stmt.body[0]
+    target = assign.targets[0] if len(assign.targets) == 1 else None
+    if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Name) and target.slice.id == var
+            and isinstance(target.value, (ast.Name, ast.Attribute))):
+        return None
+    test, value = _per_element(stmt.test, var), _per_element(assign.value, var)
+    if test is None or value is None or var in names_loaded(test) | names_loaded(value):
+        return None
+    mask = tensor_test(test)
+    if mask is None:
+        return None
+    x = text.of(target.value)
+    rows = f"({mask}).reshape((-1,) + (1,) * ({x}.dim() - 1))"
+    return Made([f"{x}.copy_(torch.where({rows}, {unparsed(value)}, {x}))"], ELEMENTWISE, (
+        f"every element of the loop's range is one row of `{x}` and of the tensors indexed in the test (the loop "
+        "runs over all of them, in order, each turn touching only its own row)"), first=loop, last=loop)

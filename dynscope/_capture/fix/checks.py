@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from dynscope._capture.fix.branches import tensor_test
+from dynscope._capture.fix.branches import tensor_test, where
 from dynscope._capture.fix.statements import Made, Text
 
 __all__ = ["ASSERT", "GUARD_CHECK", "REPORTING_CALLS", "asserted", "called_name", "guarded_check"]
@@ -49,13 +49,29 @@ def _reports(stmt: ast.stmt) -> bool:
 
 
 def guarded_check(stmt: ast.stmt, text: Text) -> Made | None:
-    """``if <test>: <reports only>`` as the same ``if`` under ``is_compiling()``."""
-    if not isinstance(stmt, ast.If) or stmt.orelse or not stmt.body or not all(_reports(s) for s in stmt.body):
+    """``if <test>: <reports only>`` as the same ``if`` under ``is_compiling()``; a body that
+    reports first and then assigns (``warnings.warn(...)`` then ``std = std.clamp(min=eps)``)
+    keeps its reports so and makes its assignments a ``torch.where`` on the test."""
+    if not isinstance(stmt, ast.If) or stmt.orelse or not stmt.body or not _reports(stmt.body[0]):
         return None
-    own = text.statement_lines(stmt)
-    return Made(["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD_CHECK, (
-        "the check only reports: it and its report run in eager code only, and under torch.compile neither "
-        "runs (the program's outputs do not depend on it)"))
+    k = next((i for i, s in enumerate(stmt.body) if not _reports(s)), len(stmt.body))
+    reports, rest = stmt.body[:k], stmt.body[k:]
+    if not rest:
+        own = text.statement_lines(stmt)
+        return Made(["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD_CHECK, (
+            "the check only reports: it and its report run in eager code only, and under torch.compile neither "
+            "runs (the program's outputs do not depend on it)"))
+    inner = ast.copy_location(ast.If(test=stmt.test, body=rest, orelse=[]), stmt)
+    inner.end_lineno, inner.end_col_offset = stmt.end_lineno, stmt.end_col_offset
+    made = where(inner, text)
+    if made is None:
+        return None
+    lines, _, note = made
+    test = text.of(stmt.test)
+    guarded = [f"if {test}:", *(text.unit + ln for s in reports for ln in text.statement_lines(s))]
+    return Made(["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in guarded), *lines], GUARD_CHECK, (
+        "the report runs in eager code only (under torch.compile it does not), and what the branch assigns is a "
+        f"torch.where on its test: {note}"))
 
 
 def asserted(stmt: ast.stmt, text: Text) -> Made | None:

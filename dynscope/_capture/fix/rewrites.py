@@ -39,7 +39,7 @@ import copy
 from typing import TYPE_CHECKING
 
 from dynscope._capture.fix import checks, host, state
-from dynscope._capture.fix.branches import cond, where
+from dynscope._capture.fix.branches import cond, elementwise, where
 from dynscope._capture.fix.checks import REPORTING_CALLS, called_name
 from dynscope._capture.fix.statements import (
     Made,
@@ -303,7 +303,8 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
-    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, cond, checks.guarded_check, checks.asserted),
+    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, cond, checks.guarded_check, checks.asserted,
+             elementwise),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (where, cond, checks.guarded_check, checks.asserted, state.logged_value, host.count_kept,
              host.numpy_to_torch, host.segment_reduction, host.math_to_torch, _tensor, _unpacked, _guard,

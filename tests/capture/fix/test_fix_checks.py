@@ -46,7 +46,7 @@ def test_a_check_whose_body_only_reports_runs_in_eager_code_only() -> None:
 
 
 @pytest.mark.parametrize(("old", "new"), [
-    ('        print("check the tokenizer", x.shape)\n', "        x = x + 1\n"),  # the body changes a value
+    ('        print("check the tokenizer", x.shape)\n', "        x.add_(1)\n"),  # the body changes a value in place
     ('        print("check the tokenizer", x.shape)\n',
      '        print("check the tokenizer", x.shape)\n    else:\n        log.info("fine")\n'),  # an else
 ])

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 import dynscope
-from dynscope._capture.fix import host
-from dynscope._capture.fix.branches import WHERE
+from dynscope._capture.fix import checks, host
+from dynscope._capture.fix.branches import ELEMENTWISE, WHERE
 from dynscope._capture.fix.rewrites import COUNT, candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
 from tests.corpus import fix_counts as fc
@@ -72,6 +72,38 @@ def test_an_optional_mask_keeps_its_none_test_and_the_tensor_test_becomes_a_wher
     assert rw.note.endswith("the Python test before `and` stays an `if` around it")
 
 
+def test_a_check_that_warns_then_fixes_keeps_its_warning_eager_and_fixes_by_where() -> None:
+    body = ("def scale(x, warnings):\n    s = x.std(0)\n    if (s < 1e-2).any():\n"
+            "        warnings.warn(\"constant\")\n        s = s.clamp(min=1e-2)\n    return x / s\n")
+    assert _made(body, 3, BRANCH)[checks.GUARD_CHECK] == (
+        "    if not torch.compiler.is_compiling():\n"
+        "        if (s < 1e-2).any():\n"
+        "            warnings.warn(\"constant\")\n"
+        "    s = torch.where((s < 0.01).any(), s.clamp(min=1e-2), s)\n")
+    # A body that assigns before it reports, or does something else, is not this shape.
+    assert checks.GUARD_CHECK not in _made(body.replace("        warnings.warn(\"constant\")\n", "")
+                                           .replace("    return", "        warnings.warn(\"c\")\n    return"), 3, BRANCH)
+
+
+LOOP = """\
+def targets(q, done, r):
+    for i in range(len(done)):
+        if done[i]:
+            q[i] = r[i] * 0.5
+    return q
+"""
+
+
+def test_an_if_per_element_becomes_one_where_over_the_rows_in_place() -> None:
+    assert _made(LOOP, 3, BRANCH)[ELEMENTWISE] == (
+        "    q.copy_(torch.where((done).reshape((-1,) + (1,) * (q.dim() - 1)), r * 0.5, q))\n")
+    for old, new in [("q[i] = r[i] * 0.5", "q[i] = r[i - 1]"),  # another row read
+                     ("q[i] = r[i] * 0.5", "q[i] = r[i] * i"),  # the index as a number
+                     ("if done[i]:", "if done[i]:\n            print(i)"),  # more in the body
+                     ("range(len(done))", "done")]:  # not a range
+        assert ELEMENTWISE not in _made(LOOP.replace(old, new), 3, BRANCH), old
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fc.PROGRAMS[name]()
     return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
@@ -86,6 +118,15 @@ def test_counts_and_optional_masks_are_verified_live(name: str, rewrite: str) ->
     (p,) = res.patches
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     assert p.gradients_matched is True and res.breaks_after == 0
+
+
+@pytest.mark.heavy
+def test_a_warning_that_fixes_and_a_loop_per_row_are_verified_live() -> None:
+    res = _fix("scaled_features")
+    assert {p.rewrite for p in res.patches} == {checks.GUARD_CHECK, "guard side effect"}
+    assert all(p.verified and p.breaks_after == 0 for p in res.patches) and res.breaks_after == 0
+    (p,) = _fix("bootstrapped_targets").patches
+    assert p.rewrite == ELEMENTWISE and p.verified and p.breaks_after == 0 and p.outputs_matched
 
 
 @pytest.mark.heavy
