@@ -74,6 +74,8 @@ def measure_set(title: str, programs: dict) -> None:
           f"{len(m['on_purpose'])} more where PyTorch or the program breaks on purpose")
     print(f"verified patches at must-not sites: {len(m['must_not_verified'])} {m['must_not_verified']}")
     print(f"verified patches that change an output on unseen inputs: {len(m['changed'])} {m['changed']}")
+    print(f"verified patches not checked on unseen inputs (the program itself raised on the new draw): "
+          f"{len(m['unchecked'])} {m['unchecked']}")
     print(f"sites nobody marked: {len(m['unmarked'])} {m['unmarked']}")
     print(f"({time.perf_counter() - started:.1f} s)")
 
