@@ -30,7 +30,16 @@ from __future__ import annotations
 import ast
 import copy
 
-from dynscope._capture.fix.statements import Made, Text, block_of, function_of, names_loaded, parsed, unparsed
+from dynscope._capture.fix.statements import (
+    Made,
+    Text,
+    block_of,
+    function_of,
+    names_loaded,
+    parsed,
+    read_later,
+    unparsed,
+)
 
 __all__ = ["COUNT_KEPT", "DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "count_kept",
            "dense_experts", "masked_select", "math_to_torch", "numpy_to_torch", "segment_reduction"]
@@ -1262,6 +1271,8 @@ def count_kept(stmt: ast.stmt, text: Text) -> _Maker:
     if not readers:
         return None
     run = later[: readers[-1] + 1]
+    if read_later(text.source, stmt, name, after=run[-1]):
+        return None  # read past its block (returned, say): there a Python int may be what is wanted
     lines = [f"{name} = {unparsed(count)}.detach()"]
     bounded = False
     for s in run:

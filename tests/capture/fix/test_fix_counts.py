@@ -62,6 +62,14 @@ def test_a_count_used_otherwise_is_not_kept_a_tensor_this_way(old: str, new: str
     assert host.COUNT_KEPT not in _made(AVERAGED.replace(old, new), 2, SCALAR)
 
 
+def test_a_count_read_past_its_block_stays_a_number() -> None:
+    # Returned after the block that divides by it: the caller may want the int.
+    body = ("def loss(losses, targets, pad):\n    if pad:\n        n = int((targets != pad).sum())\n"
+            "        total = losses.sum() / max(n, 1)\n    return total, n\n")
+    assert host.COUNT_KEPT not in _made(body, 3, SCALAR)
+    assert host.COUNT_KEPT in _made(body.replace("return total, n", "return total"), 3, SCALAR)
+
+
 def test_an_optional_mask_keeps_its_none_test_and_the_tensor_test_becomes_a_where() -> None:
     body = ("def attend(scores, mask):\n    if mask is not None and not mask.all():\n"
             "        scores = scores.masked_fill(~mask, -1e9)\n    return scores\n")
