@@ -547,8 +547,9 @@ def _cache(reports: Sequence[Report]) -> list[Divergence]:
     return [replace(d, facts=(*d.facts, *why)) for d in found]
 
 
-#: The key parts a cross-rank cache fact names (the rest are in ``dynscope cache-diff``).
-CHANGES_SAID = 3
+#: The key parts a cross-rank cache fact names (the rest are in ``dynscope cache-diff``); the
+#: groups of ranks that missed it explains, and the groups that hit it compares each with.
+CHANGES_SAID, CACHE_GROUPS_SAID, CACHE_REFS = 3, 8, 2
 
 
 def _cache_why(reports: Sequence[Report]) -> list[Fact]:
@@ -562,13 +563,16 @@ def _cache_why(reports: Sequence[Report]) -> list[Fact]:
         return tuple((lk.compile_id, lk.cache, lk.ordinal, lk.result, lk.key) for lk in rep.cache_lookups)
 
     groups = _groups(reports, results)
+    # Bounded for a large job whose keys are rank-local (a device index in every key: one
+    # group a rank): the first groups that missed, each against the first groups that hit.
+    hitting = [g for g in groups if any(lk.result == HIT for lk in g[0].cache_lookups)][:CACHE_REFS]
+    missing = [g for g in groups if any(lk.result != HIT for lk in g[0].cache_lookups)][:CACHE_GROUPS_SAID]
     facts = []
-    for g in groups:
-        for ref in groups:
+    for g in missing:
+        for ref in hitting:
             if ref is g:
                 continue
-            hits = tuple(lk for lk in ref[0].cache_lookups)
-            miss = next((m for m in compare_lookups(hits, g[0].cache_lookups).misses
+            miss = next((m for m in compare_lookups(ref[0].cache_lookups, g[0].cache_lookups).misses
                          if m.before is not None and m.before.result == HIT), None)
             if miss is None:
                 continue
@@ -576,7 +580,12 @@ def _cache_why(reports: Sequence[Report]) -> list[Fact]:
             facts.append(Fact("cache_why", _ranks_of(g), (miss.compile_id, miss.cache, miss.why, len(miss.changes),
                                                            *parts), _ranks_of(ref)))
             break  # one explanation a group: the ranks that hit, the first that did
-    return facts
+    # Groups explained alike (the same miss, the same parts, against the same ranks) are one fact.
+    alike: dict[tuple[object, ...], Fact] = {}
+    for f in facts:
+        key = (f.args, f.others)
+        alike[key] = replace(alike[key], ranks=alike[key].ranks + f.ranks) if key in alike else f
+    return list(alike.values())
 
 
 def _cache_counts(reports: Sequence[Report]) -> list[Divergence]:

@@ -337,3 +337,26 @@ def test_a_cold_job_whose_ranks_all_missed_names_no_cause() -> None:
     assert isinstance(merged, dynscope.MultiRankReport)
     assert not [d for d in merged.divergences if d.kind == "cache"]
     assert all(lk.result == "miss" for r in merged.reports for lk in r.cache_lookups)
+
+
+def test_a_large_job_with_rank_local_keys_explains_a_bounded_number_of_groups() -> None:
+    # 64 ranks, each its own keys (as a device index in every key makes them) and half of
+    # them missing: the divergence explains the first groups, not 64 x 64 comparisons.
+    from dataclasses import replace
+
+    from dynscope._model.merge import CACHE_GROUPS_SAID, merge_reports
+
+    warm = dynscope.load_trace(RANK_RUNS / "warm")
+    assert isinstance(warm, dynscope.MultiRankReport)
+    reports = []
+    for r in range(64):
+        base = warm.reports[r % 2]
+        lookups = tuple(replace(lk, key=f"{lk.key}-{r}") for lk in base.cache_lookups)
+        reports.append((replace(base, rank=r, world_size=64, cache_lookups=lookups), f"rank-{r}.json"))
+    merged = merge_reports(reports)
+    (d,) = [d for d in merged.divergences if d.kind == "cache"]
+    whys = [f for f in d.facts if f.what == "cache_why"]
+    # The groups explained alike are one fact naming all their ranks.
+    (why,) = whys
+    assert len(why.ranks) == CACHE_GROUPS_SAID and why.others == (0,)
+    assert f"ranks {', '.join(map(str, why.ranks[:2]))}" in d.detail
