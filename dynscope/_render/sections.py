@@ -23,6 +23,7 @@ from dynscope._render.blocks import Block, Column, Entry, Field, Group, Listing,
 from dynscope._render.causes import explained, fix_words, what_changed
 from dynscope._render.figures import memory_order, sizes_of
 from dynscope._render.words import (
+    CACHE_LABELS,
     CRASH_WORDS,
     UNSAID,
     advice_title,
@@ -521,7 +522,6 @@ _LOOKUP_COLUMNS = (
     Column("compile", "code"), Column("function", "code"), Column("cache"), Column("result"),
     Column("seconds"), Column("why", clip=70), Column("key", "code", only="html", short=False),
 )
-_CACHE_WORDS = {"fx_graph": "FX graph (Inductor)", "aot_autograd": "AOTAutograd"}
 #: PyTorch's cache_status_detailed, said plainly.
 _DETAIL_WORDS = {"full_miss": "not in the cache", "guard_miss": "in the cache, its shape guards failed"}
 _RESULT_ORDER = {"bypass": 0, "miss": 1, "hit": 2}
@@ -535,7 +535,7 @@ def compile_caches(rep: Report) -> Section | None:
     if not lookups:
         return None
     rows = tuple(
-        (lk.compile_id or "?", resume_label(lk.frame) or "?", _CACHE_WORDS.get(lk.cache, lk.cache),
+        (lk.compile_id or "?", resume_label(lk.frame) or "?", CACHE_LABELS.get(lk.cache, lk.cache),
          lk.result,
          "-" if lk.seconds is None else f"{'saved' if lk.result == 'hit' else 'took'} {lk.seconds:.2f} s",
          lk.bypass_reason or _DETAIL_WORDS.get(lk.detail, "" if lk.detail == "hit" else lk.detail), lk.key or "-")

@@ -21,7 +21,7 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["COND", "ELEMENTWISE", "WHERE", "cond", "elementwise", "tensor_test", "where"]
+__all__ = ["COND", "ELEMENTWISE", "WHERE", "cond", "elementwise", "narrowed", "tensor_test", "where"]
 
 WHERE = "branch to torch.where"
 COND = "branch to torch.cond"
@@ -99,6 +99,14 @@ def _host_test(node: ast.expr) -> bool:
     return isinstance(node, (ast.Name, ast.Attribute))
 
 
+def narrowed(stmt: ast.If, test: ast.expr, body: list[ast.stmt]) -> ast.If:
+    """An ``if`` of ``test`` over part of ``stmt``'s body, no ``else``, standing where ``stmt``
+    stands (its lines and columns): what a rewrite of part of an ``if`` hands to another."""
+    inner = ast.copy_location(ast.If(test=test, body=body, orelse=[]), stmt)
+    inner.end_lineno, inner.end_col_offset = stmt.end_lineno, stmt.end_col_offset
+    return inner
+
+
 def _split_where(stmt: ast.If, text: Text) -> tuple[list[str], str, str] | None:
     """``if <host tests> and <tensor test>: ...`` (no else) as ``if <host tests>:`` around the
     torch.where of ``if <tensor test>: ...``: Python still decides what it can."""
@@ -110,9 +118,7 @@ def _split_where(stmt: ast.If, text: Text) -> tuple[list[str], str, str] | None:
     if not host or not rest:
         return None
     inner_test = rest[0] if len(rest) == 1 else ast.copy_location(ast.BoolOp(op=ast.And(), values=rest), rest[0])
-    inner = ast.copy_location(ast.If(test=inner_test, body=stmt.body, orelse=[]), stmt)
-    inner.end_lineno, inner.end_col_offset = stmt.end_lineno, stmt.end_col_offset
-    made = where(inner, text)
+    made = where(narrowed(stmt, inner_test, stmt.body), text)
     if made is None:
         return None
     lines, name, note = made

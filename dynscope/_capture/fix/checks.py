@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from dynscope._capture.fix.branches import tensor_test, where
+from dynscope._capture.fix.branches import narrowed, tensor_test, where
 from dynscope._capture.fix.statements import Made, Text
 
 __all__ = ["ASSERT", "GUARD_CHECK", "REPORTING_CALLS", "asserted", "called_name", "guarded_check"]
@@ -61,9 +61,7 @@ def guarded_check(stmt: ast.stmt, text: Text) -> Made | None:
         return Made(["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD_CHECK, (
             "the check only reports: it and its report run in eager code only, and under torch.compile neither "
             "runs (the program's outputs do not depend on it)"))
-    inner = ast.copy_location(ast.If(test=stmt.test, body=rest, orelse=[]), stmt)
-    inner.end_lineno, inner.end_col_offset = stmt.end_lineno, stmt.end_col_offset
-    made = where(inner, text)
+    made = where(narrowed(stmt, stmt.test, rest), text)
     if made is None:
         return None
     lines, _, note = made
