@@ -50,13 +50,15 @@ from tests.corpus import (  # the repository root is on the path
     fix_heldout2,
     fix_heldout3,
     fix_heldout4,
+    fix_heldout5,
 )
 from tests.corpus.fix_measure import measure_held_out, table
 
 SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_heldout.PROGRAMS),
         "2": ("tests/corpus/fix_heldout2 (read while writing rewrites)", fix_heldout2.PROGRAMS),
         "3": ("tests/corpus/fix_heldout3 (read while writing rewrites)", fix_heldout3.PROGRAMS),
-        "4": ("tests/corpus/fix_heldout4 (unseen)", fix_heldout4.PROGRAMS)}
+        "4": ("tests/corpus/fix_heldout4 (read while writing rewrites)", fix_heldout4.PROGRAMS),
+        "5": ("tests/corpus/fix_heldout5 (unseen)", fix_heldout5.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:

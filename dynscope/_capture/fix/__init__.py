@@ -31,6 +31,7 @@ from dynscope._capture.fix.verify import (
     counterpart,
     defined_in,
     patched_module,
+    random_streams_kept,
     run_compiled,
     run_eager,
 )
@@ -82,11 +83,8 @@ def fix(model: Any, inputs: Any = _MISSING, *, calls: Sequence[Any] | None = Non
 
 def fix_calls(model: Any, calls: Calls, *, write: bool = False, title: str = "") -> FixResult:
     """:func:`fix` on calls already normalised (``normalise_calls``: advise's own calls)."""
-    state = torch.random.get_rng_state()
-    try:
+    with random_streams_kept():
         return _fix(model, calls, write=write, title=title)
-    finally:
-        torch.random.set_rng_state(state)
 
 
 def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:

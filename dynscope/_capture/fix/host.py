@@ -41,8 +41,8 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["COUNT_KEPT", "DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "count_kept",
-           "dense_experts", "masked_select", "math_to_torch", "numpy_to_torch", "segment_reduction"]
+__all__ = ["COUNT_KEPT", "DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "FILL", "Reduced", "Selection", "count_kept",
+           "dense_experts", "masked_select", "math_to_torch", "numpy_to_torch", "paren", "segment_reduction"]
 
 NUMPY = "torch ops instead of numpy"
 SEGMENT = "masked segment reduction"
@@ -641,59 +641,68 @@ def _swap(stmt: ast.stmt, old: ast.AST, new: ast.expr) -> ast.stmt:
 # -- 3./4. select then reduce; nonzero then index ------------------------------------------------
 
 
-class _Sel:
+class Selection:
     """A selection ``value[mask]`` (mask of value's leading dims) whose reductions become masked."""
 
-    def __init__(self, value: ast.expr, mask: str, made: ast.expr, rows: bool = False) -> None:
+    def __init__(self, value: ast.expr, mask: str, made: ast.expr, rows: bool = False,
+                 same: bool | None = None) -> None:
         self.value, self.mask = unparsed(value), mask  # the mask's expression, or the name it is bound to
         self.rows = rows  # the mask is 1-D (a row mask, from nonzero): dim 0 of the selection is the value's
-        # x[x > t]: the mask has x's shape, no reshape needed
-        self.same = isinstance(made, ast.Compare) and unparsed(made.left) == unparsed(value)
+        # x[x > t]: the mask has x's shape, no reshape needed (a caller that knows more says so)
+        self.same = same if same is not None else (
+            isinstance(made, ast.Compare) and unparsed(made.left) == unparsed(value))
+
+    def widened(self, value: str | None = None) -> str:
+        """The mask as ``torch.where`` needs it against the value (or ``value``): itself when it
+        has the value's shape, else with a 1 for each of the value's trailing dimensions (a mask
+        broadcasts from the right; a selection's mask covers the leading dimensions)."""
+        if self.same:
+            return self.mask
+        m = paren(self.mask)
+        return f"{m}.view(*{m}.shape, *[1] * ({paren(value or self.value)}.dim() - {m}.dim()))"
 
     def masked(self, fill: str) -> str:
-        mask = self.mask if self.same else (
-            f"{_paren(self.mask)}.view(*{_paren(self.mask)}.shape, *[1] * ({_paren(self.value)}.dim() - "
-            f"{_paren(self.mask)}.dim()))")
-        return f"torch.where({mask}, {self.value}, {fill})"
+        return f"torch.where({self.widened()}, {self.value}, {fill})"
 
     def over_rows(self, masked: str, reduction: str) -> str:
         """A reduction over dim 0 of the selection: the mask's dimensions of the value."""
         if self.rows:
             return f"{masked}.{reduction}(0)"
-        return f"{masked}.flatten(0, {_paren(self.mask)}.dim() - 1).{reduction}(0)"
+        return f"{masked}.flatten(0, {paren(self.mask)}.dim() - 1).{reduction}(0)"
 
     def count(self) -> str:  # len(x[mask]): the selected rows
-        return f"{_paren(self.mask)}.sum()"
+        return f"{paren(self.mask)}.sum()"
 
     def numel(self) -> str:
         if self.same:
             return self.count()
-        return f"({_paren(self.mask)}.sum() * ({_paren(self.value)}.numel() // {_paren(self.mask)}.numel()))"
+        return f"({paren(self.mask)}.sum() * ({paren(self.value)}.numel() // {paren(self.mask)}.numel()))"
 
 
-def _paren(src: str) -> str:
+def paren(src: str) -> str:
+    """The expression, in parentheses unless it is a name or a dotted name."""
     return src if src.isidentifier() or src.replace(".", "").isidentifier() else f"({src})"
 
 
-_FILL = {"sum": "0", "mean": "0", "max": "float('-inf')", "amax": "float('-inf')", "min": "float('inf')",
+FILL = {"sum": "0", "mean": "0", "max": "float('-inf')", "amax": "float('-inf')", "min": "float('inf')",
          "amin": "float('inf')"}
 
 
-class _Reduced(ast.NodeTransformer):
+class Reduced(ast.NodeTransformer):
     """Reductions of selections as reductions of masks; ``bad`` when a selection is read otherwise."""
 
-    def __init__(self, sels: dict[str, _Sel], index: dict[str, tuple[str, ast.expr]]) -> None:
+    def __init__(self, sels: dict[str, Selection], index: dict[str, tuple[str, ast.expr]]) -> None:
         self.sels = sels  # name -> its selection
         self.index = index  # name of a nonzero index -> the mask it came from (1-D): its name, its expression
         self.bad = ""
         self.used = False
 
-    def _sel(self, node: ast.AST) -> _Sel | None:
+    def _sel(self, node: ast.AST) -> Selection | None:
         if isinstance(node, ast.Name) and node.id in self.sels:
             return self.sels[node.id]
         taken = _rows_taken(node, set(self.index))
         if taken is not None:
-            return _Sel(taken[0], *self.index[taken[1]], rows=True)
+            return Selection(taken[0], *self.index[taken[1]], rows=True)
         return None
 
     def _reduced(self, node: ast.AST) -> str | None:
@@ -702,14 +711,14 @@ class _Reduced(ast.NodeTransformer):
                 and len(node.args) == 1:
             arg = node.args[0]
             if isinstance(arg, ast.Name) and arg.id in self.index:
-                return f"{_paren(self.index[arg.id][0])}.sum()"
+                return f"{paren(self.index[arg.id][0])}.sum()"
             s = self._sel(arg)
             return s.count() if s else None
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
                 and _is_zero(node.slice):
             inner = node.value.value
             if isinstance(inner, ast.Name) and inner.id in self.index:
-                return f"{_paren(self.index[inner.id][0])}.sum()"
+                return f"{paren(self.index[inner.id][0])}.sum()"
             s = self._sel(inner)
             return s.count() if s else None
         if isinstance(node, ast.Attribute) and node.attr == "values" and isinstance(node.value, ast.Call):
@@ -717,15 +726,15 @@ class _Reduced(ast.NodeTransformer):
             s = self._sel(m[0]) if m else None
             if s and m and m[1] in ("max", "min") and _dim0(node.value):
                 if s.same and not s.rows:
-                    return f"{s.masked(_FILL[m[1]])}.a{m[1]}()"  # x[x > t] is 1-D: dim 0 is everything
-                return s.over_rows(s.masked(_FILL[m[1]]), f"a{m[1]}")
+                    return f"{s.masked(FILL[m[1]])}.a{m[1]}()"  # x[x > t] is 1-D: dim 0 is everything
+                return s.over_rows(s.masked(FILL[m[1]]), f"a{m[1]}")
         m = _method(node)
         if m is None or not isinstance(node, ast.Call):
             return None
         recv, name = m
         if isinstance(recv, ast.Name) and recv.id in self.index and name in ("numel", "size") and (
                 not node.args or _is_zero(node.args[0])) and len(node.args) == (1 if name == "size" else 0):
-            return f"{_paren(self.index[recv.id][0])}.sum()"
+            return f"{paren(self.index[recv.id][0])}.sum()"
         s = self._sel(recv)
         if s is None:
             return None
@@ -733,7 +742,7 @@ class _Reduced(ast.NodeTransformer):
             return s.numel()
         if name == "size" and len(node.args) == 1 and _is_zero(node.args[0]):
             return s.count()
-        if name not in _FILL:
+        if name not in FILL:
             return None
         everything = not node.args and not node.keywords
         if name in ("max", "min") and not everything:
@@ -742,13 +751,13 @@ class _Reduced(ast.NodeTransformer):
             red = {"max": "amax", "min": "amin"}.get(name, name)
             if name == "mean":
                 return f"{s.masked('0')}.sum() / {s.numel()}"
-            return f"{s.masked(_FILL[name])}.{red}()"
+            return f"{s.masked(FILL[name])}.{red}()"
         if _dim0(node) and name not in ("max", "min"):
             if s.same and not s.rows:  # x[x > t] is 1-D: dim 0 is everything
                 return self._reduced(ast.Call(func=node.func, args=[], keywords=[]))
             if name == "mean":
                 return f"{s.over_rows(s.masked('0'), 'sum')} / {s.count()}"
-            return s.over_rows(s.masked(_FILL[name]), name)
+            return s.over_rows(s.masked(FILL[name]), name)
         return None
 
     def visit(self, node: ast.AST) -> ast.AST:
@@ -856,7 +865,7 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
     block, at = block_of(source, stmt)
     value = stmt.value
     nz = _nonzero_mask(value)
-    sels: dict[str, _Sel] = {}
+    sels: dict[str, Selection] = {}
     index: dict[str, tuple[str, ast.expr]] = {}
     fn = function_of(source, stmt)
     taken = {n.id for n in ast.walk(fn or parsed(source)) if isinstance(n, ast.Name)}
@@ -873,7 +882,7 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
     if nz is not None:
         index[name] = (said, mask)
     else:
-        sels[name] = _Sel(value.value, said, mask)  # type: ignore[attr-defined]
+        sels[name] = Selection(value.value, said, mask)  # type: ignore[attr-defined]
     watch = set(names_loaded(value))  # names whose values the masked form reads later: not rebound in between
     out: list[str] = []
     dropped: set[int] = set()  # statements that bind an indexed copy (kept = boxes[keep]): read as the mask
@@ -889,7 +898,7 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
         if t is not None and rows is not None:
             if t in names_loaded(rows[0]) and any(t in names_loaded(block[k]) for k in range(at + 1, i)):
                 return None  # scores = scores[keep] after a read of the old scores: one name, two values
-            sels[t] = _Sel(rows[0], *index[rows[1]], rows=True)
+            sels[t] = Selection(rows[0], *index[rows[1]], rows=True)
             watch |= names_loaded(rows[0])
             dropped.add(i)
             continue
@@ -905,7 +914,7 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
                 "= True lets Dynamo trace the nonzero (your choice: fix never sets config)")
     if last == at or any(_read_outside(source, stmt, run, n) for n in tracked_all):
         return None
-    fix = _Reduced(sels, index)
+    fix = Reduced(sels, index)
     out += first
     for i, s in enumerate(run[1:], at + 1):
         if i in dropped:
@@ -1027,7 +1036,7 @@ def dense_experts(stmt: ast.stmt, text: Text) -> _Maker:
     slot = (second if tok == first else first) or None
     m = unparsed(mask)
     # The routing of every token to this expert, tokens first: (tokens, slots) for two indices.
-    routing = _paren(m) if tok == first else f"{_paren(m)}.T"
+    routing = paren(m) if tok == first else f"{paren(m)}.T"
     dense = _Dense(tok, slot, routing)
     out: list[str] = []
     for s in rest[: i_upd + 1]:
@@ -1048,8 +1057,8 @@ def dense_experts(stmt: ast.stmt, text: Text) -> _Maker:
             if slot is None or not dense.weighted:
                 # no routing weight zeroes the tokens not routed here: a mask does
                 # (the value has the accumulator's dimensions: a row of it per token)
-                rows = _paren(m) if slot is None else f"{_paren(routing)}.any(1)"
-                value = f"torch.where({rows}.view(-1, *[1] * ({_paren(acc)}.dim() - 1)), {value}, 0)"
+                rows = paren(m) if slot is None else f"{paren(routing)}.any(1)"
+                value = f"torch.where({rows}.view(-1, *[1] * ({paren(acc)}.dim() - 1)), {value}, 0)"
             # out = out.index_add(...) made a new tensor: so does the dense form (out may alias another)
             out.append(f"{acc} = {acc} + {value}" if isinstance(s, ast.Assign) else f"{acc} += {value}")
         else:
@@ -1077,7 +1086,7 @@ def _masked_update(stmt: ast.AugAssign | ast.Assign, text: Text) -> Made | None:
     value = dense.visit(copy.deepcopy(stmt.value))
     if dense.bad or m not in names_loaded(stmt.value):
         return None
-    rows = f"{m}.view(-1, *[1] * ({_paren(acc)}.dim() - 1))"
+    rows = f"{m}.view(-1, *[1] * ({paren(acc)}.dim() - 1))"
     if isinstance(stmt, ast.AugAssign):
         line = f"{acc} += torch.where({rows}, {unparsed(value)}, 0)"
     else:
@@ -1097,6 +1106,9 @@ _MATH = {"sqrt": "sqrt", "exp": "exp", "log": "log", "log2": "log2", "log10": "l
          "isinf": "isinf", "isfinite": "isfinite"}
 
 
+_PY_NUMBERS = {"int", "len", "round", "bool"}
+
+
 class _MathTensor(ast.NodeTransformer):
     """``.item()`` -> ``.detach()``, ``float(t)`` -> ``t.detach()``, ``math.f`` of such a tensor ->
     ``torch.f``, ``max``/``min`` of such a tensor and a number -> ``torch.clamp``."""
@@ -1110,7 +1122,13 @@ class _MathTensor(ast.NodeTransformer):
         self.lone_float = False  # the site's statement holds one float() call
 
     def _tensor(self, node: ast.AST) -> bool:
-        return id(node) in self.tensorish or bool(names_loaded(node) & self.numbers)
+        """Whether the expression is a tensor now: made one by this rewrite (itself or a part
+        of it: ``sum(float(g) for g in gs)`` sums tensors), or reading a name that holds one.
+        ``int(...)``, ``len(...)``, ``round(...)`` give Python numbers whatever they read."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _PY_NUMBERS \
+                and id(node) not in self.tensorish:
+            return False
+        return any(id(n) in self.tensorish for n in ast.walk(node)) or bool(names_loaded(node) & self.numbers)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]

@@ -30,6 +30,11 @@ The rewrites, in the order they are tried for a category:
   ops, ``.tolist()`` lengths of a ragged pooling as a masked segment reduction, a selection or
   a nonzero index that is only reduced as a mask, a loop over experts as dense routing,
   ``math.*`` of ``.item()`` as ``torch.*``.
+- selections read inside one statement (:mod:`.masks`): ``f(x[m]).sum()``, a loss of ``p[m]``
+  and ``y[m]``, ``cross_entropy`` of selected positions (``ignore_index``), ``x[m] = y[m]``,
+  as ops over every element with the mask applied by ``torch.where``.
+- numbers read back (:mod:`.numbers`): a per-element list over ``.tolist()`` as tensor ops; a
+  ring buffer's pointer read as an int kept a tensor, its writes as ``index_copy_``.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix import checks, host, state
+from dynscope._capture.fix import checks, host, masks, numbers, state
 from dynscope._capture.fix.branches import cond, elementwise, where
 from dynscope._capture.fix.checks import REPORTING_CALLS, called_name
 from dynscope._capture.fix.statements import (
@@ -307,9 +312,11 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              elementwise),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (where, cond, checks.guarded_check, checks.asserted, state.logged_value, host.count_kept,
-             host.numpy_to_torch, host.segment_reduction, host.math_to_torch, _tensor, _unpacked, _guard,
+             host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept, numbers.per_element_list,
+             host.math_to_torch, _tensor, _unpacked, _guard,
              state.reported_value, state.stop_mask),
-    DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, host.masked_select),
+    DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.masked_assignment, masks.inline_selection,
+                    host.masked_select, masks.bound_selection),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
     OTHER: (state.func_grad, state.made_in_forward),  # autograd.grad (trace_autograd_ops off); nn.Parameter()

@@ -13,11 +13,13 @@ code (the definition the user's object came from), not by its name.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import itertools
 import math
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -39,7 +41,8 @@ from dynscope._torch.trace import own_work
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ["Evidence", "PatchedImportError", "Run", "counterpart", "defined_in", "patched_module", "run_eager", "run_compiled"]
+__all__ = ["Evidence", "PatchedImportError", "Run", "counterpart", "defined_in", "patched_module", "random_streams_kept", "run_eager",
+           "run_compiled"]
 
 SEED = 0
 _numbers = itertools.count()
@@ -482,8 +485,32 @@ class _Rebinder:
 
 
 def _call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # Every run starts from one seed of every random stream a program may draw from: torch's,
+    # Python's (random.random() for a coin) and numpy's global one when numpy is loaded.
     torch.manual_seed(SEED)
+    random.seed(SEED)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(SEED)
     return fn(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def random_streams_kept() -> Iterator[None]:
+    """Put torch's, Python's and numpy's global random states back after the block: verifying
+    reruns the user's program from a fixed seed, and the user's own stream must go on as if
+    fix had not run."""
+    state = torch.random.get_rng_state()
+    py = random.getstate()
+    numpy = sys.modules.get("numpy")
+    np_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
+        random.setstate(py)
+        if numpy is not None and np_state is not None:
+            numpy.random.set_state(np_state)
 
 
 def _grads(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], outputs: list[Any]) -> dict[str, torch.Tensor]:

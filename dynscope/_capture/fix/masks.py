@@ -1,0 +1,551 @@
+"""Boolean-mask selections read inside one statement, as ops over every element.
+
+``x[mask]`` has as many elements as the mask holds: its size is the data's, so Dynamo breaks
+there. Where the statement only reduces what it selects, the same value comes from every
+element with the mask applied by ``torch.where`` (static shapes):
+
+- ``masked reduction inline``: ``f(x[m]).sum()`` (``.mean()``, ``.max()``, ``.min()``, a count,
+  ``f`` elementwise or a submodule applied row by row) as ``torch.where(m, f(x), fill)``
+  reduced; a mean divides by the count the mask holds.
+- ``masked loss``: ``F.mse_loss(p[m], y[m])`` (``l1_loss``, ``smooth_l1_loss``,
+  ``huber_loss``, ``binary_cross_entropy_with_logits``) as the loss of every element, the ones
+  the mask leaves out set to zero first, summed and divided by the count.
+- ``ignore_index instead of select``: ``F.cross_entropy(logits[m], y[m])`` (``nll_loss``) as
+  the loss over every position with the unselected targets set to the ignored index.
+- ``where instead of masked assignment``: ``x[m] = y[m]`` and ``x[m] += v`` as
+  ``x.copy_(torch.where(m, ..., x))``: in place, as the assignment was.
+
+The values the mask leaves out are never used: where the mask screens out non-finite values
+(``~torch.isnan(y)``), they are set to zero before any arithmetic, so a NaN there cannot reach
+a gradient. Text only (no torch import); the verifier reruns the patched program.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+
+from dynscope._capture.fix.host import Reduced, Selection, paren
+from dynscope._capture.fix.statements import (
+    Made,
+    Text,
+    block_of,
+    function_of,
+    names_loaded,
+    parsed,
+    read_later,
+    unparsed,
+)
+
+__all__ = ["ASSIGN", "BOUND", "IGNORE", "INLINE", "LOSS", "bound_selection", "filled", "inline_selection", "masked_assignment"]
+
+INLINE = "masked reduction inline"
+LOSS = "masked loss instead of select"
+IGNORE = "ignore_index instead of select"
+ASSIGN = "where instead of masked assignment"
+
+# Elementwise on their first argument (a method of the tensor, or torch.f / F.f of it).
+_ELEMENTWISE = {
+    "abs", "neg", "exp", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "square", "pow", "sigmoid", "tanh",
+    "relu", "gelu", "silu", "softplus", "logsigmoid", "elu", "leaky_relu", "clamp", "clamp_min", "clamp_max", "clip",
+    "float", "double", "half", "sin", "cos", "tan", "sinh", "cosh", "asinh", "atan", "erf", "erfc", "reciprocal",
+    "sign", "floor", "ceil", "round", "nan_to_num", "softsign", "hardtanh", "mish", "selu", "celu",
+}
+# Calls whose result is an index, not a mask.
+_INDEX_CALLS = {"arange", "argmax", "argmin", "argsort", "randint", "randperm", "long", "int", "nonzero", "where",
+                "multinomial", "searchsorted", "bucketize", "topk", "sort", "unique"}
+# Calls whose result is a boolean mask.
+_MASK_CALLS = {
+    "isnan", "isinf", "isfinite", "isneginf", "isposinf", "logical_and", "logical_or", "logical_not", "logical_xor",
+    "eq", "ne", "gt", "lt", "ge", "le", "bool", "isin",
+}
+_SCREENS = {"isnan", "isinf", "isfinite", "isneginf", "isposinf"}  # masks that screen non-finite values out
+_MASK_WORDS = ("mask", "keep", "valid", "selected")
+# Losses that are zero where input and target are both zero; the last needs its output masked.
+_LOSSES = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"}
+_LOSSES_MASKED = {"binary_cross_entropy_with_logits"}
+_CLASS_LOSSES = {"cross_entropy", "nll_loss"}
+
+
+def _name_of(node: ast.AST) -> str:
+    """The name a call calls (``F.mse_loss`` -> "mse_loss"), "" for none."""
+    if not isinstance(node, ast.Call):
+        return ""
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _same_expr(a: ast.AST, b: ast.AST) -> bool:
+    return unparsed(a) == unparsed(b)
+
+
+@dataclass
+class _Lifted:
+    """An expression that equals ``base[mask]``: ``base`` is the same computation over every
+    element; ``leaves`` are the selected tensors themselves (``x`` of ``x[m]``)."""
+
+    base: ast.expr
+    mask: ast.expr
+    same: bool  # the mask has the base's shape (not only its leading dimensions)
+    leaves: list[ast.expr]
+    rowwise: bool = False  # a submodule was applied to the selection
+
+
+class _Scope:
+    """The function around a site: what its names are bound to, to tell a boolean mask
+    (``keep = y != pad``) from an index (``for i in range(n)``)."""
+
+    def __init__(self, source: str, stmt: ast.stmt) -> None:
+        fn = function_of(source, stmt)
+        scope: ast.AST = fn if fn is not None else parsed(source)
+        self.values: dict[str, list[ast.expr]] = {}
+        self.counters: set[str] = set()  # loop variables and other integers
+        self.unknown: set[str] = set()  # parameters, unpacked results
+        for n in ast.walk(scope):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if isinstance(t, ast.Name):
+                        self.values.setdefault(t.id, []).append(n.value)
+                    elif isinstance(t, (ast.Tuple, ast.List)):
+                        self.unknown |= {e.id for e in t.elts if isinstance(e, ast.Name)}
+            elif isinstance(n, (ast.For, ast.comprehension)):
+                self.counters |= {e.id for e in ast.walk(n.target) if isinstance(e, ast.Name)}
+        if fn is not None:
+            self.unknown |= {a.arg for a in (*fn.args.args, *fn.args.kwonlyargs, *fn.args.posonlyargs)}
+        self.selected: dict[str, tuple[ast.expr, bool]] = {}  # a name bound to a selection: its mask, same shape
+
+    def origin(self, node: ast.expr) -> ast.expr:
+        """What a name was bound to when it was bound once (``valid`` -> ``~torch.isnan(y)``)."""
+        if isinstance(node, ast.Name) and len(self.values.get(node.id, ())) == 1 and node.id not in self.unknown:
+            return self.values[node.id][0]
+        return node
+
+    def is_mask(self, node: ast.expr, depth: int = 0) -> bool | None:
+        """True for a boolean mask, False for what is not one (an int, a slice, an index made
+        by arange or argsort), None unknown: a parameter or a call's result. An unknown index at
+        a site where the selection's size is the data's is taken for a mask; an index of ints
+        there makes ``torch.where`` raise, and the verifier refuses the patch."""
+        if depth > 6:
+            return None
+        if isinstance(node, ast.Compare):
+            return True
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
+            return True if self.is_mask(node.operand, depth + 1) else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+            sides = (self.is_mask(node.left, depth + 1), self.is_mask(node.right, depth + 1))
+            return True if True in sides else None
+        if isinstance(node, ast.Call):
+            name = _name_of(node)
+            if name in _MASK_CALLS:
+                return True
+            if name in _INDEX_CALLS:
+                return False
+            if name in ("clone", "detach", "contiguous") and isinstance(node.func, ast.Attribute):
+                return self.is_mask(node.func.value, depth + 1)
+            return None
+        if isinstance(node, ast.Name):
+            if node.id in self.counters:
+                return False
+            found = [self.is_mask(v, depth + 1) for v in self.values.get(node.id, ())] \
+                if node.id not in self.unknown else []
+            if found and all(found):
+                return True
+            if False in found:
+                return False
+            return True if any(w in node.id.lower() for w in _MASK_WORDS) else None
+        if isinstance(node, ast.Attribute):
+            return True if any(w in node.attr.lower() for w in _MASK_WORDS) else None
+        return False  # a constant, a slice, a tuple of indices
+
+    def screens(self, mask: ast.expr) -> bool:
+        """Whether the mask screens out non-finite values (``~torch.isnan(y)``)."""
+        return any(_name_of(n) in _SCREENS for n in ast.walk(self.origin(mask)))
+
+    def same_shape(self, base: ast.expr, mask: ast.expr) -> bool:
+        """Whether the mask is made from the selected tensor itself (``x[x > 0]``,
+        ``y[~torch.isnan(y)]``): then it has its shape."""
+        made = self.origin(mask)
+        if isinstance(made, ast.UnaryOp):
+            made = made.operand
+        if isinstance(made, ast.BinOp) and isinstance(made.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+            # (gt > lo) & (gt < hi): elementwise, so a side made from the tensor says its shape
+            return self.same_shape(base, made.left) or self.same_shape(base, made.right)
+        if isinstance(made, ast.Compare):
+            return any(_same_expr(e, base) for e in (made.left, *made.comparators))
+        if isinstance(made, ast.Call) and _name_of(made) in _SCREENS:
+            return any(_same_expr(a, base) for a in made.args)
+        return False
+
+    def lift(self, node: ast.AST) -> _Lifted | None:
+        """``node`` as a computation over every element and the mask that selects from it;
+        None when it is not a selection (or selects with two masks)."""
+        if isinstance(node, ast.Name) and node.id in self.selected:  # d = x[m] before: d is x[m] now
+            mask, same = self.selected[node.id]
+            return _Lifted(node, mask, same, [node])
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            if self.is_mask(node.slice) is not False and not self._holds_selection(node.value):
+                return _Lifted(node.value, node.slice, self.same_shape(node.value, node.slice), [node.value])
+            return None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = self.lift(node.operand)
+            return None if inner is None else _with_base(inner, ast.UnaryOp(op=node.op, operand=inner.base))
+        if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
+            left, right = self.lift(node.left), self.lift(node.right)
+            if left is not None and right is not None:
+                if not _same_expr(left.mask, right.mask):
+                    return None
+                same = left.same or right.same  # an elementwise pair: one shape
+                return _Lifted(ast.BinOp(left=left.base, op=node.op, right=right.base), left.mask, same,
+                               left.leaves + right.leaves, left.rowwise or right.rowwise)
+            one, other = (left, node.right) if left is not None else (right, node.left)
+            if one is None or self._holds_selection(other):
+                return None
+            new = ast.BinOp(left=one.base, op=node.op, right=other) if left is not None else \
+                ast.BinOp(left=other, op=node.op, right=one.base)
+            return _with_base(one, new)
+        if isinstance(node, ast.Call) and not any(self._holds_selection(k.value) for k in node.keywords):
+            f = node.func
+            name = _name_of(node)
+            if isinstance(f, ast.Attribute) and name in _ELEMENTWISE:
+                inner = self.lift(f.value)
+                if inner is not None and not any(self._holds_selection(a) for a in node.args):
+                    return _with_base(inner, ast.Call(func=ast.Attribute(value=inner.base, attr=name),
+                                                      args=node.args, keywords=node.keywords))
+                if name in _ELEMENTWISE and node.args and isinstance(f.value, ast.Name):  # torch.f(x[m]), F.f(...)
+                    first = self.lift(node.args[0])
+                    if first is not None and not any(self._holds_selection(a) for a in node.args[1:]):
+                        return _with_base(first, ast.Call(func=f, args=[first.base, *node.args[1:]],
+                                                          keywords=node.keywords))
+            # self.head(x[m]): a submodule applied to the selected rows, applied to every row
+            if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
+                    and len(node.args) == 1 and not node.keywords):
+                inner = self.lift(node.args[0])
+                if inner is not None and not inner.same:
+                    lifted = _with_base(inner, ast.Call(func=f, args=[inner.base], keywords=[]))
+                    lifted.rowwise = True
+                    return lifted
+        return None
+
+    def _holds_selection(self, node: ast.AST) -> bool:
+        if any(isinstance(n, ast.Name) and n.id in self.selected for n in ast.walk(node)):
+            return True
+        return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and self.is_mask(n.slice) is not False
+                   for n in ast.walk(node))
+
+
+# Functions undefined or with an infinite derivative at zero: the values left out are set to 1 there.
+_SINGULAR = {"log", "log2", "log10", "sqrt", "rsqrt", "reciprocal"}
+
+
+def _singular(base: ast.expr, leaves: list[ast.expr]) -> bool:
+    """Whether the computation divides by a selected value or takes its log or root."""
+    ids = {id(x) for x in leaves}
+
+    def reads_leaf(n: ast.AST) -> bool:
+        return any(id(m) in ids for m in ast.walk(n))
+
+    for n in ast.walk(base):
+        if isinstance(n, ast.Call) and _name_of(n) in _SINGULAR and reads_leaf(n):
+            return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and reads_leaf(n.right):
+            return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and reads_leaf(n.left) and not (
+                isinstance(n.right, ast.Constant) and isinstance(n.right.value, int) and n.right.value >= 0):
+            return True
+    return False
+
+
+def filled(scope: _Scope, lifted: _Lifted) -> ast.expr:
+    """The lifted computation with the values its mask leaves out replaced before any
+    arithmetic meets them, where that arithmetic could make them non-finite: set to 1 under a
+    log, a root or a division, to 0 where the mask screens NaN or inf out; as it is otherwise
+    (and for a bare selection: no arithmetic)."""
+    base = lifted.base
+    if any(base is x for x in lifted.leaves):
+        return base
+    fill = "1" if _singular(base, lifted.leaves) else "0" if scope.screens(lifted.mask) else ""
+    if not fill:
+        return base
+    sel = Selection(lifted.leaves[0], unparsed(lifted.mask), lifted.mask, same=lifted.same)
+    return _Filled(lifted.leaves, sel, fill).of(base)
+
+
+def _with_base(lifted: _Lifted, base: ast.expr) -> _Lifted:
+    return _Lifted(base, lifted.mask, lifted.same, lifted.leaves, lifted.rowwise)
+
+
+def _simple(node: ast.expr) -> bool:
+    """A name, ``self.x``, ``x[:, 0]``: cheap and short enough to write twice."""
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _simple(node.value)
+    if isinstance(node, ast.Subscript):
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return _simple(node.value) and all(isinstance(p, (ast.Slice, ast.Constant, ast.Name)) for p in parts)
+    return False
+
+
+class _Filled(ast.NodeTransformer):
+    """The selected tensors (the leaves) as ``torch.where(mask, x, 0)``: what the mask leaves out
+    never meets arithmetic (a NaN there would reach the gradient through it)."""
+
+    def __init__(self, leaves: list[ast.expr], mask: Selection, fill: str = "0") -> None:
+        self.leaves = {id(x) for x in leaves}
+        self.mask = mask
+        self.fill = fill
+
+    def of(self, base: ast.expr) -> ast.expr:
+        """A copy of ``base`` with its leaves filled (the original tree is left as it is)."""
+        memo: dict[int, object] = {}
+        copied = copy.deepcopy(base, memo)
+        self.leaves = {id(memo[i]) for i in self.leaves if i in memo}
+        out = self.visit(copied)
+        assert isinstance(out, ast.expr)
+        return out
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if id(node) in self.leaves:
+            return ast.parse(f"torch.where({self.mask.widened(unparsed(node))}, {unparsed(node)}, {self.fill})",
+                             mode="eval").body
+        return super().visit(node)
+
+
+class _Inline(Reduced):
+    """Reductions and losses of selections inside one statement, as masked ops."""
+
+    def __init__(self, scope: _Scope, taken: set[str]) -> None:
+        super().__init__({}, {})
+        self.scope = scope
+        self.taken = taken  # names in use in the function
+        self.bound: list[str] = []  # lines that bind a computation used more than once
+        self.assumes: set[str] = set()
+        self.kinds: list[str] = []
+        self.made: set[int] = set()  # the nodes of the masked reductions this made
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        out = self._reduced(node)
+        if out is not None:
+            self.used = True
+            made = ast.parse(out, mode="eval").body
+            self.made |= {id(n) for n in ast.walk(made)}  # reads of a bound selection here are masked
+            return made
+        return ast.NodeTransformer.visit(self, node)
+
+    def _temp(self, value: str) -> str:
+        name = next(f"{stem}{i or ''}" for i in range(100) for stem in ("values",)
+                    if f"{stem}{i or ''}" not in self.taken)
+        self.taken.add(name)
+        self.bound.append(f"{name} = {value}")
+        return name
+
+    def _selection(self, lifted: _Lifted) -> Selection:
+        base = filled(self.scope, lifted)
+        if lifted.rowwise:
+            self.assumes.add("the submodule works row by row (nothing in it mixes the rows it is given) and now "
+                             "runs on every row, the unselected ones too")
+        if not lifted.same and not _simple(base):
+            base = ast.Name(self._temp(unparsed(base)))  # the value is read again for the mask's shape
+        return Selection(base, unparsed(lifted.mask), lifted.mask, same=lifted.same)
+
+    def _sel(self, node: ast.AST) -> Selection | None:
+        lifted = self.scope.lift(node)
+        if lifted is None:
+            return None
+        self.kinds.append(INLINE)
+        return self._selection(lifted)
+
+    def _reduced(self, node: ast.AST) -> str | None:
+        bound, taken, kinds = len(self.bound), set(self.taken), len(self.kinds)
+        name = _name_of(node)
+        if isinstance(node, ast.Call) and (name in _LOSSES or name in _LOSSES_MASKED):
+            out = self._loss(node, name)
+        elif isinstance(node, ast.Call) and name in _CLASS_LOSSES:
+            out = self._class_loss(node)
+        else:
+            out = super()._reduced(node)
+        if out is None:  # a selection looked at but not reduced here: nothing of it is kept
+            del self.bound[bound:], self.kinds[kinds:]
+            self.taken = taken
+        return out
+
+    def _pair(self, node: ast.Call) -> tuple[_Lifted, _Lifted] | None:
+        if len(node.args) < 2:
+            return None
+        a, b = self.scope.lift(node.args[0]), self.scope.lift(node.args[1])
+        if a is None or b is None or not _same_expr(a.mask, b.mask) or len(node.args) > 2:
+            return None
+        return a, b
+
+    def _loss(self, node: ast.Call, name: str) -> str | None:
+        pair = self._pair(node)
+        reduction = next((k.value for k in node.keywords if k.arg == "reduction"), None)
+        red = reduction.value if isinstance(reduction, ast.Constant) else "mean" if reduction is None else None
+        if pair is None or red not in ("mean", "sum") or any(
+                k.arg not in ("reduction", "beta", "delta") for k in node.keywords):
+            return None  # weight= and pos_weight= are per element: they would be selected too
+        a, b = pair
+        same = a.same or b.same
+        self.kinds.append(LOSS)
+        inputs = []
+        for side in (a, b):
+            sel = Selection(side.leaves[0], unparsed(side.mask), side.mask, same=same)
+            inputs.append(unparsed(_Filled(side.leaves, sel).of(side.base)))
+        rest = [f"{k.arg}={unparsed(k.value)}" for k in node.keywords if k.arg in ("beta", "delta")]
+        func = unparsed(node.func)
+        count = Selection(a.leaves[0], unparsed(a.mask), a.mask, same=same).numel()
+        if name in _LOSSES:
+            total = f"{func}({', '.join([*inputs, *rest])}, reduction='sum')"
+        else:
+            per = f"{func}({', '.join(inputs)}, reduction='none')"
+            total = f"torch.where({Selection(a.leaves[0], unparsed(a.mask), a.mask, same=same).widened()}, {per}, 0).sum()"
+        self.assumes.add("the loss is zero where input and target are both zero (the unselected elements "
+                         "are set to zero before it)" if name in _LOSSES else
+                         "the unselected elements' losses are masked out before the sum")
+        return total if red == "sum" else f"{total} / {count}"
+
+    def _class_loss(self, node: ast.Call) -> str | None:
+        pair = self._pair(node)
+        reduction = next((k.value for k in node.keywords if k.arg == "reduction"), None)
+        if pair is None or (reduction is not None and not (
+                isinstance(reduction, ast.Constant) and reduction.value in ("mean", "sum"))):
+            return None  # reduction='none' returns one loss per selected target: its size is the data's
+        logits, target = pair
+        if target.base is not target.leaves[0] or target.rowwise:
+            return None  # the targets must be the selected tensor itself
+        ignore = next((k.value for k in node.keywords if k.arg == "ignore_index"), None)
+        made = self.scope.origin(logits.mask)
+        if ignore is None and isinstance(made, ast.Compare) and len(made.ops) == 1 \
+                and isinstance(made.ops[0], ast.NotEq) and _same_expr(made.left, target.base):
+            ignore = made.comparators[0]  # keep = y != pad: the pad is the index to ignore
+        ignored = unparsed(ignore) if ignore is not None else "-100"
+        already = isinstance(made, ast.Compare) and len(made.ops) == 1 and isinstance(made.ops[0], ast.NotEq) \
+            and _same_expr(made.left, target.base) and unparsed(made.comparators[0]) == ignored
+        y = unparsed(target.base)
+        targets = f"{paren(y)}.flatten()" if already else f"torch.where({unparsed(logits.mask)}, {y}, {ignored}).flatten()"
+        rest = [f"{k.arg}={unparsed(k.value)}" for k in node.keywords if k.arg != "ignore_index"]
+        self.kinds.append(IGNORE)
+        self.assumes.add("the targets are class indices, one per selected position (the mask covers every "
+                         "dimension of the targets); an ignored position counts in neither the sum nor the mean")
+        logits_all = unparsed(logits.base)
+        return f"{unparsed(node.func)}({paren(logits_all)}.flatten(0, -2), {targets}, {', '.join([*rest, f'ignore_index={ignored}'])})"
+
+
+def _left_selection(scope: _Scope, node: ast.AST, made: set[int] | None = None) -> bool:
+    """Whether a selection is still read as it is (not inside a masked reduction ``made``)."""
+    if any(isinstance(n, ast.Name) and n.id in scope.selected and isinstance(n.ctx, ast.Load)
+           and id(n) not in (made or set()) for n in ast.walk(node)):
+        return True
+    return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and scope.is_mask(n.slice) is not False
+               for n in ast.walk(node))
+
+
+def _taken(source: str, stmt: ast.stmt) -> set[str]:
+    fn = function_of(source, stmt)
+    return {n.id for n in ast.walk(fn or parsed(source)) if isinstance(n, ast.Name)} | {
+        a.arg for a in ast.walk(fn or parsed(source)) if isinstance(a, ast.arg)}
+
+
+def inline_selection(stmt: ast.stmt, text: Text) -> Made | None:
+    """A statement that reduces a boolean-mask selection inside one expression (``f(x[m]).sum()``,
+    a loss of ``p[m]`` and ``y[m]``) as the same reduction of every element, masked."""
+    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)) or stmt.value is None:
+        return None
+    if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Subscript) for t in stmt.targets):
+        return None  # an assignment through a mask: masked_assignment
+    scope = _Scope(text.source, stmt)
+    fix = _Inline(scope, _taken(text.source, stmt))
+    value = fix.visit(copy.deepcopy(stmt.value))
+    if not fix.used or fix.bad or _left_selection(scope, value):
+        return None  # nothing reduced, or a selection is still read as it is (its size is the data's)
+    new = copy.deepcopy(stmt)
+    new.value = value  # type: ignore[assignment]
+    kind = LOSS if LOSS in fix.kinds else IGNORE if IGNORE in fix.kinds else INLINE
+    note = "; ".join(["the index is a boolean mask (of the selected tensor's leading dimensions)",
+                      *sorted(fix.assumes)])
+    return Made([*fix.bound, *unparsed(new).split("\n")], kind, note)
+
+
+def masked_assignment(stmt: ast.stmt, text: Text) -> Made | None:
+    """``x[m] = y[m]`` (or ``= v``) and ``x[m] += v`` as ``x.copy_(torch.where(m, ..., x))``."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target, value, op = stmt.targets[0], stmt.value, None
+    elif isinstance(stmt, ast.AugAssign):
+        target, value, op = stmt.target, stmt.value, stmt.op
+    else:
+        return None
+    if not isinstance(target, ast.Subscript) or not _simple(target.value):
+        return None
+    scope = _Scope(text.source, stmt)
+    if scope.is_mask(target.slice) is False:
+        return None
+    x, mask = target.value, target.slice
+    lifted = scope.lift(value)
+    if lifted is not None:
+        if not _same_expr(lifted.mask, mask):
+            return None
+        new_value: ast.expr = lifted.base
+    elif _left_selection(scope, value):
+        return None
+    else:
+        new_value = value  # a number or a tensor that broadcasts over the selected rows
+    same = scope.same_shape(x, mask) or (lifted is not None and lifted.same)
+    sel = Selection(x, unparsed(mask), mask, same=same)
+    xs = unparsed(x)
+    if op is not None and type(op) not in _OPS:
+        return None
+    v = unparsed(new_value)
+    operand = v if isinstance(new_value, (ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({v})"
+    kept = v if op is None else f"{paren(xs)} {_OPS[type(op)]} {operand}"
+    line = f"{xs}.copy_(torch.where({sel.widened()}, {kept}, {xs}))"
+    return Made([line], ASSIGN, (
+        "the index is a boolean mask of the assigned tensor's leading dimensions; the assigned value has the "
+        "tensor's shape or broadcasts over the selected rows; the tensor is changed in place, as before"))
+
+
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.BitOr: "|", ast.BitAnd: "&"}
+
+
+
+BOUND = "masked reductions of a selection bound to a name"
+
+
+def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
+    """``d = f(x[m])`` whose later reads are all inside reductions (``(d ** 2).mean()``,
+    ``d.sum()``) as ``d = f(x)`` over every element and those reductions masked."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    name = stmt.targets[0].id
+    scope = _Scope(text.source, stmt)
+    lifted = scope.lift(stmt.value)
+    if lifted is None or name in names_loaded(stmt.value):
+        return None
+    block, at = block_of(text.source, stmt)
+    base = filled(scope, lifted)
+    scope.selected[name] = (lifted.mask, lifted.same)
+    fix = _Inline(scope, _taken(text.source, stmt))
+    out = [f"{name} = {unparsed(base)}"]
+    pending: list[str] = []
+    last: ast.stmt | None = None
+    for s in block[at + 1:]:
+        if name not in names_loaded(s):
+            if name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}:
+                break  # bound again: what follows reads another value
+            pending += text.statement_lines(s)
+            continue
+        if not isinstance(s, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)) or s.value is None:
+            return None
+        fix.used = False
+        value = fix.visit(copy.deepcopy(s.value))
+        if not fix.used or fix.bad or _left_selection(scope, value, fix.made):
+            return None  # read as it is somewhere: its size is the data's
+        new = copy.deepcopy(s)
+        new.value = value  # type: ignore[assignment]
+        out += pending + fix.bound + unparsed(new).split("\n")
+        pending, fix.bound, last = [], [], s
+    if last is None or read_later(text.source, stmt, name, after=last):
+        return None
+    note = "; ".join([f"the index is a boolean mask (of the selected tensor's leading dimensions); `{name}` now holds "
+                      "every element, and each read of it is a reduction, masked", *sorted(fix.assumes)])
+    return Made(out, BOUND, note, last=last)

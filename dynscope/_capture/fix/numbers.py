@@ -1,0 +1,318 @@
+"""Numbers read back from a tensor, kept tensors where they are used.
+
+- ``per-element list as tensor ops``: ``[f(c) for c in t.tolist()]`` (in the site's statement,
+  or ``vals = t.tolist()`` and a ``torch.tensor([f(c) for c in vals])`` after it) where ``f``
+  is arithmetic, ``math.*``, ``max``/``min`` with a number, ``float``/``int``/``abs`` or a
+  conditional expression, as ``f`` over the tensor (``math.log1p`` -> ``torch.log1p``,
+  ``max(c, 1)`` -> ``.clamp(min=1)``, ``a if c > 0 else b`` -> ``torch.where``); a
+  ``torch.tensor(that list, dtype=d)`` after it becomes ``.to(d)``.
+- ``pointer kept a tensor``: ``p = int(self.ptr)`` whose uses are a ring buffer's writes
+  (``buf[:, p:p + n] = v``) and the pointer's own update, as ``buf.index_copy_(1, (p +
+  torch.arange(n)) % buf.shape[1], v)`` with ``p`` a 0-dim tensor; a write of a number from
+  the pointer on (``scores[:, p:] = -inf``) as ``masked_fill_`` of the positions at or past it.
+
+Text only (no torch import); the verifier reruns the patched program.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from dynscope._capture.fix.statements import Made, Text, block_of, names_loaded, read_later, unparsed
+
+__all__ = ["LIST", "POINTER", "per_element_list", "pointer_kept"]
+
+LIST = "per-element list as tensor ops"
+POINTER = "pointer kept a tensor"
+
+_MATH = {"sqrt", "exp", "log", "log2", "log10", "log1p", "expm1", "tanh", "sin", "cos", "tan", "atan", "erf",
+         "floor", "ceil", "fabs", "pow"}
+
+
+def _expr(src: str) -> ast.expr:
+    return ast.parse(src, mode="eval").body
+
+
+def _tolist_of(node: ast.AST) -> ast.expr | None:
+    """``t`` of ``t.tolist()``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "tolist" \
+            and not node.args and not node.keywords:
+        return node.func.value
+    return None
+
+
+class _Elementwise(ast.NodeTransformer):
+    """An element's expression as the same expression over the whole tensor; ``bad`` when the
+    element is used otherwise (an index, a call of something else)."""
+
+    def __init__(self, var: str, tensor: ast.expr) -> None:
+        self.var, self.tensor = var, tensor
+        self.bad = False
+
+    def _uses(self, node: ast.AST) -> bool:
+        return self.var in names_loaded(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return copy.deepcopy(self.tensor) if node.id == self.var else node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        if self._uses(node):
+            self.bad = True
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        if not self._uses(node.test):
+            return self.generic_visit(node)
+        out = self.generic_visit(node)
+        assert isinstance(out, ast.IfExp)
+        return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="where"),
+                        args=[out.test, out.body, out.orelse], keywords=[])
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if not self._uses(node):
+            return node
+        f = node.func
+        args = [self.visit(a) for a in node.args]
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "math" \
+                and f.attr in _MATH and not node.keywords:
+            name = {"fabs": "abs"}.get(f.attr, f.attr)
+            return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr=name), args=args, keywords=[])
+        if isinstance(f, ast.Name) and f.id in ("max", "min") and len(args) == 2 and not node.keywords:
+            (t, other) = (args[0], args[1]) if self._uses(node.args[0]) else (args[1], args[0])
+            if self._uses(node.args[0]) and self._uses(node.args[1]):
+                func = "maximum" if f.id == "max" else "minimum"
+                return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr=func), args=args, keywords=[])
+            bound = "min" if f.id == "max" else "max"
+            return ast.Call(func=ast.Attribute(value=t, attr="clamp"), args=[], keywords=[ast.keyword(bound, other)])
+        if isinstance(f, ast.Name) and f.id in ("float", "int", "abs") and len(args) == 1 and not node.keywords:
+            method = {"float": "float", "int": "long", "abs": "abs"}[f.id]
+            return ast.Call(func=ast.Attribute(value=args[0], attr=method), args=[], keywords=[])
+        self.bad = True
+        return node
+
+
+def _over_tensor(comp: ast.ListComp, tensor: ast.expr) -> ast.expr | None:
+    """``[f(c) for c in ...]`` as ``f`` over ``tensor``; None when it is not elementwise."""
+    if len(comp.generators) != 1:
+        return None
+    gen = comp.generators[0]
+    if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+        return None
+    fix = _Elementwise(gen.target.id, tensor)
+    out = fix.visit(copy.deepcopy(comp.elt))
+    if fix.bad or gen.target.id not in names_loaded(comp.elt):
+        return None
+    assert isinstance(out, ast.expr)
+    return out
+
+
+def _tensor_call(node: ast.AST) -> ast.Call | None:
+    """``torch.tensor(x, ...)`` (or ``torch.as_tensor``)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("tensor", "as_tensor") \
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" and len(node.args) == 1:
+        return node
+    return None
+
+
+def _as_tensor_of(call: ast.Call, value: ast.expr) -> ast.expr:
+    """``torch.tensor(list, dtype=d)`` of a list that is now a tensor: ``value.to(d)``."""
+    dtype = next((k.value for k in call.keywords if k.arg == "dtype"), None)
+    if dtype is None:
+        return value
+    return ast.Call(func=ast.Attribute(value=value, attr="to"), args=[dtype], keywords=[])
+
+
+_NOTE = ("the list is only made into a tensor (or read elementwise): each element's arithmetic runs on the "
+         "tensor in its dtype (float32 where Python computes in float64), detached as .tolist() is")
+
+
+class _Listed(ast.NodeTransformer):
+    """``[f(c) for c in SRC]`` (``SRC`` is ``t.tolist()`` or the name holding it) as ``f`` over
+    the tensor; ``torch.tensor`` around it dropped."""
+
+    def __init__(self, source: ast.expr | None, name: str | None, tensor: ast.expr) -> None:
+        self.source, self.name, self.tensor = source, name, tensor
+        self.changed = False
+        self.replaced = 0  # comprehensions over the list made tensor ops
+        self.bad = False
+
+    def _ours(self, it: ast.expr) -> bool:
+        if self.name is not None:
+            return isinstance(it, ast.Name) and it.id == self.name
+        return self.source is not None and unparsed(it) == unparsed(self.source)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        call = _tensor_call(node)
+        if call is not None and isinstance(call.args[0], ast.ListComp):
+            inner = self.visit(call.args[0])
+            if inner is not call.args[0]:
+                assert isinstance(inner, ast.expr)
+                return _as_tensor_of(call, inner)
+        return self.generic_visit(node)
+
+    def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
+        if len(node.generators) == 1 and self._ours(node.generators[0].iter):
+            out = _over_tensor(node, self.tensor)
+            if out is None:
+                self.bad = True
+                return node
+            self.changed = True
+            self.replaced += 1
+            return out
+        return self.generic_visit(node)
+
+
+def per_element_list(stmt: ast.stmt, text: Text) -> Made | None:
+    """``[f(c) for c in t.tolist()]`` as ``f`` over ``t``: see the module's docstring."""
+    if not isinstance(stmt, (ast.Assign, ast.Return, ast.Expr, ast.AugAssign)):
+        return None
+    block, at = block_of(text.source, stmt)
+    # 1. the comprehension at the site: [f(c) for c in t.tolist()]
+    for comp in (n for n in ast.walk(stmt) if isinstance(n, ast.ListComp)):
+        src = _tolist_of(comp.generators[0].iter) if comp.generators else None
+        if src is None:
+            continue
+        tensor = ast.Call(func=ast.Attribute(value=src, attr="detach"), args=[], keywords=[])
+        fix = _Listed(comp.generators[0].iter, None, tensor)
+        new = fix.visit(copy.deepcopy(stmt))
+        if fix.bad or not fix.changed:
+            return None
+        lines = unparsed(new).split("\n")
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        nxt = block[at + 1] if at + 1 < len(block) else None
+        # weights = torch.tensor(weights, dtype=d) next: the list is a tensor already
+        if isinstance(target, ast.Name) and isinstance(nxt, ast.Assign) and len(nxt.targets) == 1:
+            call = _tensor_call(nxt.value)
+            if call is not None and isinstance(call.args[0], ast.Name) and call.args[0].id == target.id:
+                again = copy.deepcopy(nxt)
+                again.value = _as_tensor_of(call, ast.Name(target.id))
+                return Made([*lines, unparsed(again)], LIST, _NOTE, last=nxt)
+        return Made(lines, LIST, _NOTE)
+    # 2. vals = t.tolist() at the site, read after only by comprehensions made into tensors
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    src = _tolist_of(stmt.value)
+    if src is None:
+        return None
+    name = stmt.targets[0].id
+    out = [f"{name} = {unparsed(src)}.detach()"]
+    fix = _Listed(None, name, ast.Name(name, ast.Load()))
+    last = None
+    for s in block[at + 1:]:
+        if name not in names_loaded(s):
+            out += text.statement_lines(s)
+            continue
+        fix.changed, fix.replaced = False, 0
+        new = fix.visit(copy.deepcopy(s))
+        reads = sum(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(s))
+        if fix.bad or not fix.changed or reads != fix.replaced:
+            return None  # read otherwise than by a comprehension over it
+        out += unparsed(new).split("\n")
+        last = s
+        if read_later(text.source, stmt, name, after=s):
+            continue
+        break
+    if last is None or read_later(text.source, stmt, name, after=last):
+        return None
+    return Made(out, LIST, _NOTE, last=last)
+
+
+# -- a ring buffer's pointer -------------------------------------------------------------------
+
+
+def _read_number(value: ast.expr) -> ast.expr | None:
+    """``t`` of ``int(t)``, ``t.item()``, ``int(t.item())``."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "int" \
+            and len(value.args) == 1 and not value.keywords:
+        inner = value.args[0]
+        if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "item":
+            return inner.func.value
+        return inner
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "item" \
+            and not value.args:
+        return value.func.value
+    return None
+
+
+def _full(node: ast.expr) -> bool:
+    return isinstance(node, ast.Slice) and node.lower is None and node.upper is None and node.step is None
+
+
+def _slice_write(target: ast.expr, name: str) -> tuple[ast.expr, int, ast.Slice] | None:
+    """``buf[:, p:p + n]`` -> (buf, the dim, the slice): one slice that reads ``p``, full ones
+    before it, nothing after it but full slices."""
+    if not isinstance(target, ast.Subscript):
+        return None
+    parts = list(target.slice.elts) if isinstance(target.slice, ast.Tuple) else [target.slice]
+    ours = [i for i, p in enumerate(parts) if isinstance(p, ast.Slice) and name in names_loaded(p)]
+    if len(ours) != 1 or not all(_full(p) for i, p in enumerate(parts) if i != ours[0]):
+        return None
+    if name in names_loaded(target.value):
+        return None
+    sl = parts[ours[0]]
+    assert isinstance(sl, ast.Slice)
+    return target.value, ours[0], sl
+
+
+def _width(sl: ast.Slice, name: str) -> ast.expr | None:
+    """``n`` of ``p : p + n``."""
+    if not (isinstance(sl.lower, ast.Name) and sl.lower.id == name and sl.step is None):
+        return None
+    up = sl.upper
+    if isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add) and isinstance(up.left, ast.Name) \
+            and up.left.id == name and name not in names_loaded(up.right):
+        return up.right
+    return None
+
+
+def pointer_kept(stmt: ast.stmt, text: Text) -> Made | None:
+    """``p = int(self.ptr)`` then ring-buffer writes at ``p``: see the module's docstring."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    src = _read_number(stmt.value)
+    if src is None:
+        return None
+    name = stmt.targets[0].id
+    block, at = block_of(text.source, stmt)
+    out = [f"{name} = {unparsed(src)}.detach().clone().reshape(())"]
+    wrote, pending = False, []
+    last: ast.stmt = stmt
+    for s in block[at + 1:]:
+        if name not in names_loaded(s):
+            pending += text.statement_lines(s)
+            continue
+        out += pending
+        pending, last = [], s
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and name in names_loaded(s.targets[0]):
+            found = _slice_write(s.targets[0], name)
+            if found is None:
+                return None
+            buf, dim, sl = found
+            b = unparsed(buf)
+            width = _width(sl, name)
+            if width is not None:
+                w = unparsed(width)
+                index = f"({name} + torch.arange({w}, device={b}.device)) % {b}.shape[{dim}]"
+                out.append(f"{b}.index_copy_({dim}, {index}, {unparsed(s.value)})")
+            elif isinstance(s.value, (ast.Constant, ast.UnaryOp, ast.Call)) and not names_loaded(s.value) - {"float"}:
+                pos = f"torch.arange({b}.shape[{dim}], device={b}.device)"
+                bounds = [f"{pos} {op} {unparsed(v)}" for op, v in ((">=", sl.lower), ("<", sl.upper)) if v is not None]
+                if sl.step is not None or not bounds:
+                    return None
+                where = bounds[0] if len(bounds) == 1 else " & ".join(f"({x})" for x in bounds)
+                out.append(f"{b}.masked_fill_(({where}).view(-1, *[1] * ({b}.dim() - {dim + 1})), "
+                           f"{unparsed(s.value)})")
+            else:
+                return None
+            wrote = True
+            continue
+        if isinstance(s, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+            return None
+        out += text.statement_lines(s)  # arithmetic on the pointer and its update: a tensor serves
+    if not wrote:
+        return None
+    return Made(out, POINTER, (
+        "the number is a position in a buffer, used only to write there (a slice of known width, or from the "
+        "position on) and in arithmetic; a write past the end wraps around (the slice would have been cut short "
+        "and the assignment raised)"), last=last)

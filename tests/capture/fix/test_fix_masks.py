@@ -1,0 +1,206 @@
+"""Boolean-mask selections read inside one statement (issue "Fix what we have never seen"):
+``f(x[m]).sum()``, a loss of ``p[m]`` and ``y[m]``, ``cross_entropy`` of selected positions
+and ``x[m] = y[m]`` as ops over every element with the mask applied by ``torch.where``
+(fix/masks.py). Each on source text, where it applies and where it must refuse, in the fast
+tier; each live on tests/corpus/fix_masks.py in the heavy tier, verified where outputs and
+gradients equal the unpatched eager run's, and refused where the selection is the output."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import dynscope
+from dynscope._capture.fix import host, masks, numbers
+from dynscope._capture.fix.rewrites import candidates
+from dynscope._lexicon.break_categories import DYNAMIC_SHAPE, SCALAR
+from tests.corpus import fix_masks as fm
+
+HEAD = "import torch\nimport torch.nn.functional as F\n\n\n"
+
+
+def _made(body: str, line: int, category: str = DYNAMIC_SHAPE) -> dict[str, str]:
+    found, _ = candidates(HEAD + body, line + HEAD.count("\n"), category)
+    return {rw.name: "".join(rw.replacement) for rw in found}
+
+
+def test_a_loss_of_two_selections_is_the_summed_loss_of_every_element_zeroed_outside_the_mask() -> None:
+    body = "def loss(pred, y):\n    valid = ~torch.isnan(y)\n    return F.mse_loss(pred[valid], y[valid])\n"
+    assert _made(body, 3)[masks.LOSS] == (
+        "    return F.mse_loss(torch.where(valid, pred, 0), torch.where(valid, y, 0), reduction='sum') / valid.sum()\n")
+    summed = body.replace("y[valid])", "y[valid], reduction=\"sum\")")
+    assert _made(summed, 3)[masks.LOSS].endswith("reduction='sum')\n")
+    # A loss whose value at (0, 0) is not zero masks its per-element losses too.
+    bce = _made(body.replace("F.mse_loss", "F.binary_cross_entropy_with_logits"), 3)[masks.LOSS]
+    assert bce.startswith("    return torch.where(valid, F.binary_cross_entropy_with_logits(") and "reduction='none'" in bce
+    # weight= is per element (it would be selected too); reduction='none' returns the selection's size.
+    for old, new in [("y[valid])", "y[valid], weight=w)"), ("y[valid])", "y[valid], reduction='none')"),
+                     ("y[valid])", "y[other])")]:
+        assert masks.LOSS not in _made(body.replace(old, new), 3), new
+
+
+def test_a_mask_of_unknown_shape_is_widened_over_the_trailing_dimensions() -> None:
+    body = "def loss(per_anchor, positive):\n    return per_anchor[positive].sum()\n"
+    assert _made(body, 2)[masks.INLINE] == (
+        "    return torch.where(positive.view(*positive.shape, *[1] * (per_anchor.dim() - positive.dim())), "
+        "per_anchor, 0).sum()\n")
+    # A computation read twice (for the mask's shape) is bound once; a mean divides by the count.
+    body = "def loss(pred, t, pos):\n    return (pred - t).abs().sum(-1)[pos].mean()\n"
+    assert _made(body, 2)[masks.INLINE] == (
+        "    values = (pred - t).abs().sum(-1)\n"
+        "    return torch.where(pos.view(*pos.shape, *[1] * (values.dim() - pos.dim())), values, 0).sum() / "
+        "(pos.sum() * (values.numel() // pos.numel()))\n")
+
+
+def test_values_a_mask_screens_out_never_meet_arithmetic() -> None:
+    body = "def loss(pred, y):\n    seen = ~torch.isnan(y)\n    return torch.log(torch.cosh(pred[seen] - y[seen])).mean()\n"
+    # Under a log they are set to 1 (a log or a root of 0 has an infinite derivative), else to 0.
+    assert _made(body, 3)[masks.INLINE] == (
+        "    return torch.where(seen, torch.log(torch.cosh(torch.where(seen, pred, 1) - torch.where(seen, y, 1))), 0)"
+        ".sum() / seen.sum()\n")
+    assert "torch.where(seen, pred, 0) - torch.where(seen, y, 0)" in _made(body.replace("torch.log(", "torch.tanh("), 3)[
+        masks.INLINE]
+
+
+def test_cross_entropy_over_selected_positions_ignores_the_rest() -> None:
+    body = ("def loss(logits, labels, pad):\n    real = labels != pad\n"
+            "    return F.cross_entropy(logits[real], labels[real], label_smoothing=0.1)\n")
+    # The mask says which index to ignore: no where needed.
+    assert _made(body, 3)[masks.IGNORE] == (
+        "    return F.cross_entropy(logits.flatten(0, -2), labels.flatten(), label_smoothing=0.1, ignore_index=pad)\n")
+    other = body.replace("labels != pad", "torch.rand(labels.shape) < 0.15")
+    assert _made(other, 3)[masks.IGNORE] == (
+        "    return F.cross_entropy(logits.flatten(0, -2), torch.where(real, labels, -100).flatten(), "
+        "label_smoothing=0.1, ignore_index=-100)\n")
+    own = other.replace("label_smoothing=0.1", "ignore_index=-1")
+    assert "torch.where(real, labels, -1).flatten(), ignore_index=-1)" in _made(own, 3)[masks.IGNORE]
+    assert masks.IGNORE not in _made(body.replace("label_smoothing=0.1", "reduction='none'"), 3)
+
+
+def test_an_assignment_through_a_mask_is_a_where_copied_in_place() -> None:
+    body = "def step(nxt, gold, coin):\n    use = coin < 0.5\n    nxt[use] = gold[use]\n    return nxt\n"
+    assert _made(body, 3)[masks.ASSIGN] == (
+        "    nxt.copy_(torch.where(use.view(*use.shape, *[1] * (nxt.dim() - use.dim())), gold, nxt))\n")
+    same = body.replace("coin < 0.5", "nxt == 0")  # made from the tensor itself: its shape
+    assert _made(same, 3)[masks.ASSIGN] == "    nxt.copy_(torch.where(use, gold, nxt))\n"
+    aug = "def pen(logits, banned):\n    logits[banned] -= 50.0\n    return logits\n"
+    assert "logits - 50.0, logits))" in _made(aug, 2)[masks.ASSIGN]
+    # Another mask on the right, or an index that is a counter, is not this shape.
+    assert masks.ASSIGN not in _made(body.replace("gold[use]", "gold[coin > 0]"), 3)
+    loop = "def f(x, y):\n    for i in range(3):\n        x[i] += y[i]\n    return x\n"
+    assert masks.ASSIGN not in _made(loop, 3)
+
+
+def test_a_selection_read_as_it_is_is_left_alone() -> None:
+    body = "def keep(x, gate):\n    k = gate > 0\n    return torch.tanh(x[k])\n"
+    assert not set(_made(body, 3)) & {masks.INLINE, masks.LOSS, masks.IGNORE}
+    counter = "def f(dist, labels):\n    for i in range(4):\n        y = dist[i].sum()\n    return y\n"
+    assert masks.INLINE not in _made(counter, 3)
+
+
+SILOG = """\
+def silog(pred, gt, lam):
+    valid = (gt > 0.1) & (gt < 10)
+    d = torch.log(pred[valid]) - torch.log(gt[valid])
+    return (d ** 2).mean() - lam * d.mean() ** 2
+"""
+
+
+def test_a_selection_bound_to_a_name_and_only_reduced_holds_every_element() -> None:
+    # Under a log the values the mask leaves out are set to 1 first: log(0) there would make a
+    # NaN gradient through the masked reduction.
+    assert _made(SILOG, 3)[masks.BOUND] == (
+        "    d = torch.log(torch.where(valid, pred, 1)) - torch.log(torch.where(valid, gt, 1))\n"
+        "    return torch.where(valid, d ** 2, 0).sum() / valid.sum() - lam * (torch.where(valid, d, 0).sum() / "
+        "valid.sum()) ** 2\n")
+    # Read as it is after (returned, or indexed), it keeps its selection.
+    assert masks.BOUND not in _made(SILOG.replace("    return (d", "    return d, (d"), 3)
+    assert masks.BOUND not in _made(SILOG.replace("d.mean() ** 2", "d[0] ** 2"), 3)
+
+
+def test_a_list_made_element_by_element_from_tolist_is_the_same_arithmetic_on_the_tensor() -> None:
+    body = ("def weights(counts, beta, dtype):\n"
+            "    w = [(1 - beta) / (1 - beta ** max(n, 1)) for n in counts.tolist()]\n"
+            "    w = torch.tensor(w, dtype=dtype)\n    return w\n")
+    assert _made(body, 2, SCALAR)[numbers.LIST] == (
+        "    w = (1 - beta) / (1 - beta ** counts.detach().clamp(min=1))\n    w = w.to(dtype)\n")
+    apart = ("def pen(counts, items):\n    c = counts[items].tolist()\n"
+             "    p = torch.tensor([math.log1p(v) if v > 0 else 0.0 for v in c])\n    return p\n")
+    assert _made(apart, 2, SCALAR)[numbers.LIST] == (
+        "    c = counts[items].detach()\n    p = torch.where(c > 0, torch.log1p(c), 0.0)\n")
+    # An element used as an index, or the list read otherwise, is not elementwise.
+    assert numbers.LIST not in _made(body.replace("max(n, 1)", "table[n]"), 2, SCALAR)
+    assert numbers.LIST not in _made(apart.replace("    return p", "    return p, len(c)"), 2, SCALAR)
+
+
+def test_a_ring_buffers_pointer_stays_a_tensor_and_its_writes_are_index_copies() -> None:
+    body = ("def push(queue, ptr, keys):\n    p = int(ptr)\n    queue[:, p:p + keys.shape[0]] = keys.T\n"
+            "    ptr[0] = (p + keys.shape[0]) % queue.shape[1]\n")
+    assert _made(body, 2, SCALAR)[numbers.POINTER] == (
+        "    p = ptr.detach().clone().reshape(())\n"
+        "    queue.index_copy_(1, (p + torch.arange(keys.shape[0], device=queue.device)) % queue.shape[1], keys.T)\n"
+        "    ptr[0] = (p + keys.shape[0]) % queue.shape[1]\n")
+    fill = "def hide(scores, filled):\n    n = int(filled)\n    scores[:, n:] = float('-inf')\n    return scores\n"
+    assert _made(fill, 2, SCALAR)[numbers.POINTER] == (
+        "    n = filled.detach().clone().reshape(())\n"
+        "    scores.masked_fill_((torch.arange(scores.shape[1], device=scores.device) >= n).view(-1, *[1] * "
+        "(scores.dim() - 2)), float('-inf'))\n")
+    # A pointer used as a loop count or read into a Python branch is not kept a tensor this way.
+    assert numbers.POINTER not in _made(body.replace("    ptr[0]", "    for _ in range(p):\n        pass\n    ptr[0]"),
+                                        2, SCALAR)
+
+
+def test_a_norm_summed_from_floats_is_a_tensor_the_clamp_after_it_reads() -> None:
+    # sum(float(t) for t in ...) sums the tensors the floats became: math.sqrt of it is torch.sqrt,
+    # and min(1.0, ...) after it a clamp; int(...) gives a Python int whatever it reads.
+    body = ("def coef(grads, max_norm):\n    total = math.sqrt(sum(float(g.pow(2).sum()) for g in grads))\n"
+            "    return min(1.0, max_norm / (total + 1e-6))\n")
+    assert _made(body, 2, SCALAR)[host.MATH] == (
+        "    total = torch.sqrt(sum((g.pow(2).sum().detach() for g in grads)))\n"
+        "    return torch.clamp(max_norm / (total + 1e-06), max=1.0)\n")
+    capped = "def k(cap, mask):\n    n = max(1, int(cap * mask.sum()))\n    return n\n"
+    assert host.MATH not in _made(capped, 2, SCALAR)
+
+
+def _fix(name: str) -> dynscope.FixResult:
+    model, inputs = fm.PROGRAMS[name]()
+    return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("name", "rewrite"), [
+    ("finite_target_regression", masks.LOSS), ("padded_token_loss", masks.IGNORE),
+    ("positive_anchor_box_loss", masks.INLINE), ("gappy_log_cosh_loss", masks.INLINE),
+    ("banned_token_penalty", masks.ASSIGN), ("teacher_forced", masks.ASSIGN),
+    ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
+])
+def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
+    res = _fix(name)
+    (p,) = res.patches
+    assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
+    assert p.gradients_matched is not False and res.breaks_after == 0
+    assert "boolean mask" in p.assumes
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", ["selected_features", "per_token_losses"])
+def test_a_selection_that_is_the_output_gets_no_patch(name: str) -> None:
+    res = _fix(name)
+    assert res.patches == () and len(res.unpatched) == 1
+
+
+@pytest.mark.heavy
+def test_fix_seeds_pythons_random_for_every_run_and_gives_the_users_stream_back() -> None:
+    # A program that draws from Python's random (scheduled sampling's coin) compares equal run to
+    # run; the user's own stream goes on after fix as if fix had not run.
+    model, inputs = fm.PROGRAMS["teacher_forced"]()  # the builders seed: build before the streams are set
+    random.seed(123)
+    torch.manual_seed(5)
+    expected, t = [random.random() for _ in range(3)], torch.rand(2)
+    random.seed(123)
+    torch.manual_seed(5)
+    res = dynscope.fix(model, inputs)
+    assert [random.random() for _ in range(3)] == expected
+    assert torch.equal(torch.rand(2), t) and res.patches[0].verified

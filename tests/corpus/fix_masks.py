@@ -1,0 +1,264 @@
+"""Programs that select with a boolean mask and only reduce what they select, in the shapes
+real repositories write them, for ``dynscope.fix``: a regression loss over the finite targets,
+a language-model loss over the tokens that are not padding, a box loss over the positive
+anchors, a robust loss whose targets carry NaN gaps, a logit penalty applied in place through a
+mask, a copy of one tensor's entries into another where a mask holds; and two that must keep
+their selection (the selected values are returned; a loss per selected token is returned).
+
+As in tests/corpus/fix_programs.py: each program is a (model, inputs) builder; each break
+site carries ``# SITE: <rewrite>`` (the rewrite expected to remove it) or ``# SITE: none``
+(no patch may be verified). Imports only torch and the standard library: ``fix`` imports
+patched copies of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def _x(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class FiniteTargetRegression(nn.Module):
+    """Sensor regression whose targets are inf where a sensor saturated: a smooth L1 over the rest."""
+
+    def __init__(self, dim: int = 6, outputs: int = 3) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(dim, 12), nn.GELU(), nn.Linear(12, outputs))
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pred = self.net(x)
+        ok = torch.isfinite(target)
+        loss = F.smooth_l1_loss(pred[ok], target[ok], beta=0.5)  # SITE: masked loss instead of select
+        return pred, loss
+
+
+def finite_target_regression() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    target = _x(5, 3, seed=1)
+    target[1, 2] = float("inf")
+    target[3, 0] = float("-inf")
+    return FiniteTargetRegression(), (_x(5, 6), target)
+
+
+class PaddedTokenLoss(nn.Module):
+    """A causal LM head whose loss is taken over the target tokens that are not padding."""
+
+    def __init__(self, vocab: int = 13, dim: int = 8, pad_id: int = 1) -> None:
+        super().__init__()
+        self.pad_id = pad_id
+        self.embed = nn.Embedding(vocab, dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.head(torch.tanh(self.embed(tokens[:, :-1])))
+        labels = tokens[:, 1:]
+        real = labels != self.pad_id
+        loss = F.cross_entropy(logits[real], labels[real], label_smoothing=0.1)  # SITE: ignore_index instead of select
+        return logits, loss
+
+
+def padded_token_loss() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(1)
+    return PaddedTokenLoss(), torch.tensor([[2, 5, 7, 9, 1, 1], [3, 4, 8, 10, 11, 1]])
+
+
+class PositiveAnchorBoxLoss(nn.Module):
+    """A detector's box regression averaged over the anchors matched to an object."""
+
+    def __init__(self, dim: int = 6) -> None:
+        super().__init__()
+        self.box = nn.Linear(dim, 4)
+
+    def forward(self, feats: torch.Tensor, target_boxes: torch.Tensor, iou: torch.Tensor) -> torch.Tensor:
+        pred = self.box(feats)  # (batch, anchors, 4)
+        positive = iou > 0.5  # (batch, anchors)
+        per_anchor = (pred - target_boxes).abs().sum(-1)
+        return per_anchor[positive].mean()  # SITE: masked reduction inline
+
+
+def positive_anchor_box_loss() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(2)
+    iou = torch.tensor([[0.7, 0.2, 0.9, 0.1], [0.3, 0.8, 0.4, 0.6]])
+    return PositiveAnchorBoxLoss(), (_x(2, 4, 6), _x(2, 4, 4, seed=3), iou)
+
+
+class GappyLogCoshLoss(nn.Module):
+    """A log-cosh forecast loss over the observed entries; the gaps in the targets are NaN."""
+
+    def __init__(self, dim: int = 5) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        pred = self.proj(x)
+        seen = ~torch.isnan(y)
+        return torch.log(torch.cosh(pred[seen] - y[seen])).mean()  # SITE: masked reduction inline
+
+
+def gappy_log_cosh_loss() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(4)
+    y = _x(4, 5, seed=5)
+    y[0, 1] = y[2, 3] = y[3, 0] = float("nan")
+    return GappyLogCoshLoss(), (_x(4, 5), y)
+
+
+class BannedTokenPenalty(nn.Module):
+    """Generation logits lowered in place for the tokens a block list bans at each position."""
+
+    def __init__(self, vocab: int = 9, dim: int = 6) -> None:
+        super().__init__()
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, h: torch.Tensor, banned: torch.Tensor) -> torch.Tensor:
+        logits = self.head(h)
+        logits[banned] -= 50.0  # SITE: where instead of masked assignment
+        return logits.log_softmax(-1)
+
+
+def banned_token_penalty() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(6)
+    banned = torch.zeros(3, 9, dtype=torch.bool)
+    banned[0, 2] = banned[1, 5] = banned[2, 0] = banned[2, 8] = True
+    return BannedTokenPenalty(), (_x(3, 6), banned)
+
+
+def teacher_forced_inputs(sampled: torch.Tensor, gold: torch.Tensor, coin: torch.Tensor) -> torch.Tensor:
+    """The next inputs of a decoder: the gold token where the coin says so, the sampled one elsewhere."""
+    nxt = sampled.clone()
+    use_gold = coin < 0.5
+    nxt[use_gold] = gold[use_gold]  # SITE: where instead of masked assignment
+    return nxt * 2
+
+
+def teacher_forced() -> tuple[Any, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(7)
+    return teacher_forced_inputs, (torch.randint(0, 9, (3, 5), generator=g), torch.randint(0, 9, (3, 5), generator=g),
+                                   torch.rand(3, 5, generator=g))
+
+
+class SelectedFeatures(nn.Module):
+    """Returns the features of the tokens a gate keeps: the selection is the output."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.gate = nn.Linear(dim, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        keep = self.gate(x).squeeze(-1) > 0
+        return torch.tanh(x[keep])  # SITE: none
+
+
+def selected_features() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(8)
+    return SelectedFeatures(), _x(6, 4)
+
+
+class PerTokenLosses(nn.Module):
+    """Returns one loss per real token (for a curriculum to sort): its length is the data's."""
+
+    def __init__(self, vocab: int = 7, dim: int = 5) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        logits = self.head(self.embed(tokens))
+        real = labels != 0
+        return F.cross_entropy(logits[real], labels[real], reduction="none")  # SITE: none
+
+
+def per_token_losses() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(9)
+    return PerTokenLosses(), (torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([[2, 0, 3], [1, 4, 0]]))
+
+
+class LogRatioLoss(nn.Module):
+    """A log-ratio regression loss (variance of the log error) over the pixels with a valid depth."""
+
+    def __init__(self, lo: float = 0.5, hi: float = 8.0) -> None:
+        super().__init__()
+        self.head = nn.Linear(4, 1)
+        self.lo, self.hi = lo, hi
+
+    def forward(self, feats: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+        pred = F.softplus(self.head(feats)).squeeze(-1) + 0.01
+        ok = (depth > self.lo) & (depth < self.hi)
+        err = torch.log(pred[ok]) - torch.log(depth[ok])  # SITE: masked reductions of a selection bound to a name
+        return (err ** 2).mean() - 0.5 * err.mean() ** 2
+
+
+def log_ratio_loss() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(10)
+    depth = torch.rand(3, 5) * 10
+    depth[0, :2] = 0.0  # no return: log(0) where the mask leaves it out
+    return LogRatioLoss(), (_x(3, 5, 4), depth)
+
+
+class ClassBalancedWeights(nn.Module):
+    """Effective-number class weights (Cui et al. 2019) from the batch's class counts."""
+
+    def __init__(self, dim: int = 5, classes: int = 4, beta: float = 0.9) -> None:
+        super().__init__()
+        self.fc = nn.Linear(dim, classes)
+        self.classes, self.beta = classes, beta
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        logits = self.fc(x)
+        counts = F.one_hot(y, self.classes).sum(0)
+        w = [(1.0 - self.beta) / (1.0 - self.beta ** max(c, 1)) for c in counts.tolist()]  # SITE: per-element list as tensor ops
+        w = torch.tensor(w, dtype=logits.dtype)
+        return F.cross_entropy(logits, y, weight=w / w.sum() * self.classes)
+
+
+def class_balanced_weights() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(11)
+    return ClassBalancedWeights(), (_x(7, 5), torch.tensor([0, 0, 1, 3, 3, 3, 0]))
+
+
+class NegativeQueue(nn.Module):
+    """A contrastive head that keeps a queue of past keys, written at a pointer kept in a buffer."""
+
+    def __init__(self, dim: int = 4, size: int = 8) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("queue", torch.zeros(size, dim))
+        self.register_buffer("head", torch.zeros((), dtype=torch.long))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        q = F.normalize(self.proj(q), dim=-1)
+        logits = q @ torch.cat([k, self.queue.clone()]).T
+        self._push(k.detach())
+        return logits
+
+    @torch.no_grad()
+    def _push(self, keys: torch.Tensor) -> None:
+        at = int(self.head)  # SITE: pointer kept a tensor
+        self.queue[at : at + keys.shape[0]] = keys
+        self.head.fill_((at + keys.shape[0]) % self.queue.shape[0])
+
+
+def negative_queue() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(12)
+    return NegativeQueue(), (_x(2, 4), _x(2, 4, seed=1))
+
+
+#: Every program of this corpus: name -> builder.
+PROGRAMS: dict[str, Any] = {
+    "finite_target_regression": finite_target_regression,
+    "padded_token_loss": padded_token_loss,
+    "positive_anchor_box_loss": positive_anchor_box_loss,
+    "gappy_log_cosh_loss": gappy_log_cosh_loss,
+    "banned_token_penalty": banned_token_penalty,
+    "teacher_forced": teacher_forced,
+    "selected_features": selected_features,
+    "per_token_losses": per_token_losses,
+    "log_ratio_loss": log_ratio_loss,
+    "class_balanced_weights": class_balanced_weights,
+    "negative_queue": negative_queue,
+}
