@@ -21,7 +21,8 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["COND", "ELEMENTWISE", "WHERE", "cond", "elementwise", "narrowed", "tensor_test", "where"]
+__all__ = ["COND", "CONDITIONAL", "ELEMENTWISE", "WHERE", "cond", "conditional", "elementwise", "narrowed", "tensor_test",
+           "where"]
 
 WHERE = "branch to torch.where"
 COND = "branch to torch.cond"
@@ -313,3 +314,39 @@ def elementwise(stmt: ast.stmt, text: Text) -> Made | None:
     return Made([f"{x}.copy_(torch.where({rows}, {unparsed(value)}, {x}))"], ELEMENTWISE, (
         f"every element of the loop's range is one row of `{x}` and of the tensors indexed in the test (the loop "
         "runs over all of them, in order, each turn touching only its own row)"), first=loop, last=loop)
+
+
+CONDITIONAL = "conditional expression to torch.where"
+
+
+class _Conditional(ast.NodeTransformer):
+    """``a if <tensor test> else b`` as ``torch.where(<test>, a, b)``; a test Python decides
+    (``x is None``, a flag, ``isinstance``) stays a conditional expression."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if _host_test(node.test) or isinstance(node.test, ast.Constant):
+            return node
+        test = tensor_test(node.test)
+        if test is None:
+            return node
+        self.changed = True
+        return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="where"),
+                        args=[ast.parse(test, mode="eval").body, node.body, node.orelse], keywords=[])
+
+
+def conditional(stmt: ast.stmt, text: Text) -> Made | None:
+    """A statement whose conditional expression tests a tensor, with the conditional as a
+    ``torch.where``."""
+    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)) or stmt.value is None:
+        return None
+    fix = _Conditional()
+    new = fix.visit(copy.deepcopy(stmt))
+    if not fix.changed:
+        return None
+    return Made(unparsed(new).split("\n"), CONDITIONAL, (
+        "both values are computed (torch.where evaluates both: an index out of range or a division by zero on the "
+        "side not taken still runs) and are tensors or numbers of one shape"))

@@ -41,7 +41,7 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["COUNT_KEPT", "DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "FILL", "Reduced", "Selection", "count_kept",
+__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
            "dense_experts", "masked_select", "math_to_torch", "numpy_to_torch", "paren", "segment_reduction"]
 
 NUMPY = "torch ops instead of numpy"
@@ -557,11 +557,9 @@ def segment_reduction(stmt: ast.stmt, text: Text) -> _Maker:
     that appends to a list, stacked; a split) as one masked (or indexed) reduction over all
     segments; ``lengths`` stays the tensor."""
     name = _target(stmt)
-    if name is None or not isinstance(stmt, ast.Assign):
-        return None
-    m = _method(stmt.value)
-    if m is None or m[1] != "tolist" or stmt.value.args:  # type: ignore[attr-defined]
-        return None
+    m = _method(stmt.value) if isinstance(stmt, ast.Assign) else None
+    if name is None or m is None or m[1] != "tolist" or stmt.value.args:  # type: ignore[attr-defined]
+        return _inline_segments(stmt, text)
     lengths = m[0]
     cpu = _method(lengths)
     if cpu is not None and cpu[1] == "cpu" and not lengths.args:  # type: ignore[attr-defined]
@@ -620,6 +618,43 @@ def segment_reduction(stmt: ast.stmt, text: Text) -> _Maker:
     return Made(lines, SEGMENT, (
         f"{note}; {name} is read only by the pooling; an empty segment's mean is 0/0 = nan as in eager, its sum 0, "
         "its max -inf (eager raises); max's gradient is split between tied values"), last=pool)
+
+
+def _inline_segments(stmt: ast.stmt, text: Text) -> _Maker:
+    """The pooling with its lengths read in place: ``torch.stack([h[i, :n].mean(0) for i, n in
+    enumerate(lengths.tolist())])`` (``zip(h, lengths.tolist())``, ``torch.split(flat,
+    lengths.tolist())``), ``lengths`` a name."""
+    if not _simple(stmt):
+        return None
+    for node in ast.walk(stmt):
+        if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.ListComp)
+                and len(node.args[0].generators) == 1):
+            continue
+        it = node.args[0].generators[0].iter
+        holder = it.args if isinstance(it, ast.Call) else []
+        at = next((k for k, a in enumerate(holder) if isinstance(a, ast.Call) and not a.args
+                   and isinstance(a.func, ast.Attribute) and a.func.attr == "tolist"), None)
+        if at is None:
+            continue
+        src = _method(holder[at])[0]  # type: ignore[index]
+        cpu = _method(src)
+        if cpu is not None and cpu[1] == "cpu" and not src.args:  # type: ignore[union-attr]
+            src = cpu[0]
+        if not isinstance(src, ast.Name):
+            return None
+        probe = copy.deepcopy(node)
+        probe.args[0].generators[0].iter.args[at] = ast.Name(src.id, ast.Load())  # type: ignore[attr-defined]
+        got = _ragged(probe, src.id)
+        if got is None:
+            return None
+        tensor, red, kind = got
+        pre, pooled = _segment_expr(tensor, red, kind, src.id)
+        new = _swap(stmt, node, _expr(pooled))
+        return Made([*pre, *unparsed(new).split("\n")], SEGMENT, (
+            "the segments are prefixes of h's rows (h[i, :n]), h is (batch, length, features)" if kind == "rows" else
+            "the segments are consecutive rows of the packed tensor and their lengths add up to its rows") + (
+            "; an empty segment's mean is 0/0 = nan as in eager, its sum 0, its max -inf (eager raises)"))
+    return None
 
 
 def _swap(stmt: ast.stmt, old: ast.AST, new: ast.expr) -> ast.stmt:
@@ -1306,3 +1341,71 @@ def count_kept(stmt: ast.stmt, text: Text) -> _Maker:
         "the count stays a tensor (detached, as a Python number is) and `max`/`min` with a number become "
         "`clamp`; every other use of it takes a tensor (arithmetic, not a size, an index or a Python condition)"),
         last=run[-1])
+
+
+COUNT_GUARD = "empty count as torch.where"
+
+
+class _ByCount(ast.NodeTransformer):
+    """Divisions by the count ``n`` as divisions by ``n.clamp(min=1)``: the branch taken when the
+    count is 0 no longer divides by it, but ``torch.where`` computes both (0/0 would send a NaN
+    through the gradient of the side not taken)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.op, (ast.Div, ast.FloorDiv)) and _is_name(node.right, self.name):
+            node.right = _expr(f"{self.name}.clamp(min=1)")
+        return node
+
+
+def _empty_test(test: ast.expr, name: str) -> bool | None:
+    """For ``n == 0`` / ``not n`` / ``n < 1``: True (the body is the empty case); for ``n > 0`` /
+    ``n != 0`` / ``n >= 1`` / ``n``: False (the else is); None for another test."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _is_name(test.operand, name):
+        return True
+    if _is_name(test, name):
+        return False
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and _is_name(test.left, name)
+            and isinstance(test.comparators[0], ast.Constant)):
+        return None
+    op, c = type(test.ops[0]), test.comparators[0].value
+    empty = {(ast.Eq, 0), (ast.Lt, 1), (ast.LtE, 0)}
+    full = {(ast.NotEq, 0), (ast.Gt, 0), (ast.GtE, 1)}
+    return True if (op, c) in empty else False if (op, c) in full else None
+
+
+def count_guard(stmt: ast.stmt, text: Text) -> _Maker:
+    """``n = int(mask.sum())`` then ``if n == 0: x = <empty> else: x = <... / n>`` as ``n`` kept
+    a tensor and ``x = torch.where(n == 0, <empty>, <... / n.clamp(min=1)>)``."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    count = _counted_value(stmt.value)
+    if count is None:
+        return None
+    name = stmt.targets[0].id
+    block, at = block_of(text.source, stmt)
+    nxt = block[at + 1] if at + 1 < len(block) else None
+    if not isinstance(nxt, ast.If) or not nxt.orelse:
+        return None
+    empty_first = _empty_test(nxt.test, name)
+    body = (nxt.body, nxt.orelse) if empty_first else (nxt.orelse, nxt.body)
+    if empty_first is None or any(len(b) != 1 for b in body):
+        return None
+    empty, full = body
+    if not all(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+               for s in (*empty, *full)) or _target(empty[0]) != _target(full[0]):
+        return None
+    if name in names_loaded(empty[0].value) or read_later(text.source, stmt, name, after=nxt):  # type: ignore[attr-defined]
+        return None  # the count is read elsewhere: it may be wanted as a number
+    kept = _ByCount(name).visit(copy.deepcopy(full[0].value))  # type: ignore[attr-defined]
+    target = _target(empty[0])
+    # int() truncates toward zero (a float count of 2.7 is 2), as .long() does: the test and the division see the same
+    truncated = isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "int"
+    lines = [f"{name} = {unparsed(count)}.detach(){'.long()' if truncated else ''}",
+             f"{target} = torch.where({name} == 0, {unparsed(empty[0].value)}, {unparsed(kept)})"]  # type: ignore[attr-defined]
+    return Made(lines, COUNT_GUARD, (
+        "both cases are computed (torch.where) and give tensors of one shape; the count divides as a tensor clamped "
+        "to 1, so the empty case's division never runs on 0"), last=nxt)

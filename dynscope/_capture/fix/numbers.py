@@ -34,6 +34,11 @@ def _expr(src: str) -> ast.expr:
     return ast.parse(src, mode="eval").body
 
 
+def _method_of(node: ast.expr, name: str) -> str:
+    """``node.name()`` as Python writes it (parentheses only where precedence needs them)."""
+    return unparsed(ast.Call(func=ast.Attribute(value=node, attr=name), args=[], keywords=[]))
+
+
 def _tolist_of(node: ast.AST) -> ast.expr | None:
     """``t`` of ``t.tolist()``."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "tolist" \
@@ -142,7 +147,38 @@ class _Listed(ast.NodeTransformer):
             return isinstance(it, ast.Name) and it.id == self.name
         return self.source is not None and unparsed(it) == unparsed(self.source)
 
+    def _picked(self, node: ast.Call) -> ast.expr | None:
+        """``torch.stack([h[i, e] for i, e in enumerate(SRC)])``: row i's entry at e, for every
+        row at once (``h[torch.arange(n), SRC]``)."""
+        if not (isinstance(node.func, ast.Attribute) and node.func.attr == "stack" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "torch" and len(node.args) == 1 and not node.keywords
+                and isinstance(node.args[0], ast.ListComp) and len(node.args[0].generators) == 1):
+            return None
+        comp = node.args[0]
+        gen = comp.generators[0]
+        it, target, elt = gen.iter, gen.target, comp.elt
+        if gen.ifs or not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"
+                           and len(it.args) == 1 and self._ours(it.args[0])):
+            return None
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts)
+                and isinstance(elt, ast.Subscript) and isinstance(elt.slice, ast.Tuple) and len(elt.slice.elts) >= 2):
+            return None
+        i, e = (x.id for x in target.elts)  # type: ignore[attr-defined]
+        first, second, *rest = elt.slice.elts
+        if not (isinstance(first, ast.Name) and first.id == i and isinstance(second, ast.Name) and second.id == e
+                and all(isinstance(r, ast.Slice) and r.lower is None and r.upper is None and r.step is None for r in rest)
+                and not names_loaded(elt.value) & {i, e}):
+            return None
+        t = unparsed(self.tensor)
+        rows = f"torch.arange({t}.shape[0], device={t}.device)"
+        return _expr(f"{unparsed(elt.value)}[{rows}, {t}{''.join(', :' for _ in rest)}]")
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
+        picked = self._picked(node)
+        if picked is not None:
+            self.changed = True
+            self.replaced += 1
+            return picked
         call = _tensor_call(node)
         if call is not None and isinstance(call.args[0], ast.ListComp):
             inner = self.visit(call.args[0])
@@ -170,11 +206,14 @@ def per_element_list(stmt: ast.stmt, text: Text) -> Made | None:
     block, at = block_of(text.source, stmt)
     # 1. the comprehension at the site: [f(c) for c in t.tolist()]
     for comp in (n for n in ast.walk(stmt) if isinstance(n, ast.ListComp)):
-        src = _tolist_of(comp.generators[0].iter) if comp.generators else None
-        if src is None:
+        it = comp.generators[0].iter if comp.generators else None
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and len(it.args) == 1:
+            it = it.args[0]  # enumerate(t.tolist()): row i's entry at each element (see _picked)
+        src = _tolist_of(it) if it is not None else None
+        if src is None or it is None:
             continue
         tensor = ast.Call(func=ast.Attribute(value=src, attr="detach"), args=[], keywords=[])
-        fix = _Listed(comp.generators[0].iter, None, tensor)
+        fix = _Listed(it, None, tensor)
         new = fix.visit(copy.deepcopy(stmt))
         if fix.bad or not fix.changed:
             return None
@@ -196,7 +235,7 @@ def per_element_list(stmt: ast.stmt, text: Text) -> Made | None:
     if src is None:
         return None
     name = stmt.targets[0].id
-    out = [f"{name} = {unparsed(src)}.detach()"]
+    out = [f"{name} = {_method_of(src, 'detach')}"]
     fix = _Listed(None, name, ast.Name(name, ast.Load()))
     last = None
     for s in block[at + 1:]:
@@ -275,7 +314,7 @@ def pointer_kept(stmt: ast.stmt, text: Text) -> Made | None:
         return None
     name = stmt.targets[0].id
     block, at = block_of(text.source, stmt)
-    out = [f"{name} = {unparsed(src)}.detach().clone().reshape(())"]
+    out = [f"{name} = {_method_of(src, 'detach')}.clone().reshape(())"]
     wrote, pending = False, []
     last: ast.stmt = stmt
     for s in block[at + 1:]:

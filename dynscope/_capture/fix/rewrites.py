@@ -44,7 +44,7 @@ import copy
 from typing import TYPE_CHECKING
 
 from dynscope._capture.fix import checks, host, masks, numbers, state
-from dynscope._capture.fix.branches import cond, elementwise, where
+from dynscope._capture.fix.branches import cond, conditional, elementwise, where
 from dynscope._capture.fix.checks import REPORTING_CALLS, called_name
 from dynscope._capture.fix.statements import (
     Made,
@@ -160,6 +160,14 @@ class _Tensorised(ast.NodeTransformer):
             self.changed = True
             return self._made(_detached(ast.Call(func=ast.Attribute(value=node.args[0].func.value,
                                                                     attr=_REDUCTIONS[f.id]), args=[], keywords=[])))
+        if (isinstance(f, ast.Name) and f.id in ("float", "int") and len(node.args) == 1 and not node.keywords
+                and _reads_tensor(node.args[0]) and id(node.args[0]) not in self.made):
+            # float(x.sum()), int(torch.quantile(...)): the call's value is a tensor read back
+            self.changed = True
+            kept = _detached(node.args[0])
+            if f.id == "int":  # int() truncates toward zero, as .long() does (a no-op on an int tensor)
+                kept = ast.Call(func=ast.Attribute(value=kept, attr="long"), args=[], keywords=[])
+            return self._made(kept)
         around_made = len(node.args) == 1 and not node.keywords and id(node.args[0]) in self.made
         if around_made and isinstance(f, ast.Name) and f.id == "float":
             return node.args[0]
@@ -171,6 +179,23 @@ class _Tensorised(ast.NodeTransformer):
     def _made(self, node: ast.expr) -> ast.expr:
         self.made.add(id(node))
         return node
+
+
+# Methods whose value is a Python number, not a tensor: int(x.size(0)) reads no tensor back.
+_NUMBER_METHODS = {"size", "dim", "numel", "item", "tolist", "nelement", "element_size", "stride", "__len__"}
+
+
+def _reads_tensor(node: ast.expr) -> bool:
+    """Whether ``node`` is a tensor-valued call: a method of a tensor (``x.sum()``) or a
+    ``torch.*`` function, not a size, a length or a Python builtin."""
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    if not isinstance(f, ast.Attribute) or f.attr in _NUMBER_METHODS:
+        return False
+    return not any(isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim") for n in ast.walk(node)) and not any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("len", "int", "float", "round")
+        for n in ast.walk(node))
 
 
 def _detached(node: ast.expr) -> ast.expr:
@@ -309,9 +334,9 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
     BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, cond, checks.guarded_check, checks.asserted,
-             elementwise),
+             elementwise, conditional),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
-    SCALAR: (where, cond, checks.guarded_check, checks.asserted, state.logged_value, host.count_kept,
+    SCALAR: (where, cond, checks.guarded_check, checks.asserted, state.logged_value, host.count_kept, host.count_guard,
              host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept, numbers.per_element_list,
              host.math_to_torch, _tensor, _unpacked, _guard,
              state.reported_value, state.stop_mask),

@@ -14,8 +14,9 @@ import torch
 
 import dynscope
 from dynscope._capture.fix import host, masks, numbers
+from dynscope._capture.fix.branches import CONDITIONAL
 from dynscope._capture.fix.rewrites import candidates
-from dynscope._lexicon.break_categories import DYNAMIC_SHAPE, SCALAR
+from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
 from tests.corpus import fix_masks as fm
 
 HEAD = "import torch\nimport torch.nn.functional as F\n\n\n"
@@ -164,6 +165,44 @@ def test_a_norm_summed_from_floats_is_a_tensor_the_clamp_after_it_reads() -> Non
     assert host.MATH not in _made(capped, 2, SCALAR)
 
 
+def test_a_count_tested_for_zero_stays_a_tensor_and_the_branch_is_a_where() -> None:
+    body = ("def cox(events, risk, num):\n    n = int(events.sum())\n    if n == 0:\n        loss = risk.sum() * 0.0\n"
+            "    else:\n        loss = num.sum() / n\n    return loss\n")
+    assert _made(body, 2, SCALAR)[host.COUNT_GUARD] == (
+        "    n = events.sum().detach().long()\n"
+        "    loss = torch.where(n == 0, risk.sum() * 0.0, num.sum() / n.clamp(min=1))\n")
+    flipped = body.replace("n == 0", "n > 0").replace("risk.sum() * 0.0", "X").replace("num.sum() / n", "risk.sum() * 0.0")
+    assert "torch.where(n == 0, risk.sum() * 0.0, X)" in _made(flipped, 2, SCALAR)[host.COUNT_GUARD]
+    # The count returned after: the caller may want the int.
+    assert host.COUNT_GUARD not in _made(body.replace("return loss", "return loss, n"), 2, SCALAR)
+
+
+def test_a_conditional_expression_on_a_tensor_is_a_where_and_one_on_a_flag_stays() -> None:
+    body = "def step(kmax, dt, cap):\n    h = dt if kmax * dt <= cap else cap / kmax\n    return h\n"
+    assert _made(body, 2, BRANCH)[CONDITIONAL] == "    h = torch.where(kmax * dt <= cap, dt, cap / kmax)\n"
+    assert CONDITIONAL not in _made(body.replace("kmax * dt <= cap", "cap is None"), 2, BRANCH)
+
+
+def test_a_number_read_back_from_a_call_stays_a_tensor_and_int_truncates_as_long() -> None:
+    body = "def thr(x, q):\n    return float(torch.quantile(x.abs().flatten(), q))\n"
+    assert _made(body, 2, SCALAR)["keep it a tensor"] == "    return torch.quantile(x.abs().flatten(), q).detach()\n"
+    count = "def add(buf, h, t):\n    buf += int((h.abs() > t).sum())\n"
+    assert _made(count, 2, SCALAR)["keep it a tensor"] == "    buf += (h.abs() > t).sum().detach().long()\n"
+    assert "keep it a tensor" not in _made("def n(x):\n    return int(x.size(0))\n", 2, SCALAR)
+
+
+def test_lengths_read_in_place_pool_as_a_mask_and_ends_pick_by_gather() -> None:
+    pool = "def pool(h, lengths):\n    return torch.stack([h[i, :n].mean(0) for i, n in enumerate(lengths.tolist())])\n"
+    assert _made(pool, 2, SCALAR)[host.SEGMENT] == (
+        "    lengths_keep = torch.arange(h.shape[1], device=h.device) < lengths[:, None]\n"
+        "    return torch.where(lengths_keep[:, :, None], h, 0).sum(1) / lengths.clamp(max=h.shape[1])[:, None]\n")
+    last = "def last(h, mask):\n    ends = (mask.sum(1) - 1).tolist()\n    return torch.stack([h[i, e] for i, e in enumerate(ends)])\n"
+    assert _made(last, 2, SCALAR)[numbers.LIST] == (
+        "    ends = (mask.sum(1) - 1).detach()\n"
+        "    return h[torch.arange(ends.shape[0], device=ends.device), ends]\n")
+    assert numbers.LIST not in _made(last.replace("h[i, e]", "h[e, i]"), 2, SCALAR)
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fm.PROGRAMS[name]()
     return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
@@ -181,7 +220,7 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
     (p,) = res.patches
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     assert p.gradients_matched is not False and res.breaks_after == 0
-    assert "boolean mask" in p.assumes
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER))
 
 
 @pytest.mark.heavy
