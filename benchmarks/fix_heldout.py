@@ -27,14 +27,22 @@ marked fixable or must-not:
   normalisation, a popularity bias, LambdaRank, a NeRF sampler, a PINN boundary loss, NaN
   weather targets, a Hopfield layer, capsule routing, uncertainty multi-task weights, a sparse
   autoencoder's resampling, an anomaly threshold, ALiBi slopes, scheduled sampling, an OCR
-  blank guard.
+  blank guard. Measured unseen once (11 of 21 fixable sites removed).
+- tests/corpus/fix_heldout5: written after those: a RealNVP flow, a capped Euler ODE step, an
+  IoU tracker, a clip sampler, a scale-invariant depth loss, voxel occupancy, a Cox loss,
+  time-series imputation, protein pooling, a diversity re-ranker, a retrieval memory, a learned
+  learning rate, a weight-decay schedule, an EMA teacher, quantile clipping, stochastic depth,
+  a MIDI LM, n-gram blocking, token dropping, a pairwise reward model, bouncing particles.
+  Measured unseen once (7 of 31 fixable sites removed, with fix/masks.py, written from sets
+  2-4, in place); fix/numbers.py, the count guard, the conditional expression, float() of a
+  call and the in-place lengths were written after reading dynscope's output on it.
 
 Prints, per set and per break category, the sites found, removed by verified patches,
 proposed (not verified) and left alone; the share of fixable sites removed (goal: 75%);
 verified patches at must-not sites (goal: 0); verified patches that change an output on
 inputs fix never saw (goal: 0); sites nobody marked.
 
-Run:  .venv/bin/python benchmarks/fix_heldout.py [1|2]   (both sets when none is named)
+Run:  .venv/bin/python benchmarks/fix_heldout.py [1-5]   (every set when none is named)
 """
 
 from __future__ import annotations
@@ -58,7 +66,7 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "2": ("tests/corpus/fix_heldout2 (read while writing rewrites)", fix_heldout2.PROGRAMS),
         "3": ("tests/corpus/fix_heldout3 (read while writing rewrites)", fix_heldout3.PROGRAMS),
         "4": ("tests/corpus/fix_heldout4 (read while writing rewrites)", fix_heldout4.PROGRAMS),
-        "5": ("tests/corpus/fix_heldout5 (unseen)", fix_heldout5.PROGRAMS)}
+        "5": ("tests/corpus/fix_heldout5 (read while writing rewrites)", fix_heldout5.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:
