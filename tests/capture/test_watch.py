@@ -372,7 +372,10 @@ class Job:
         """What each rank's watch did (the job prints ``rank R watch: {...}`` at its end)."""
         import json
 
-        found = (json.loads(m) for m in re.findall(r"rank \d+ watch: (\{.*\})", self.output))
+        # Each object decoded from where its line says it starts, to its own end: the ranks share
+        # one pipe, and text of the other rank once followed one on its line ("Extra data").
+        decode = json.JSONDecoder().raw_decode
+        found = (decode(self.output, m.end())[0] for m in re.finditer(r"rank \d+ watch: (?=\{)", self.output))
         return {s["rank"]: s for s in found}
 
     def done(self) -> bool:

@@ -1153,7 +1153,9 @@ class _MathTensor(ast.NodeTransformer):
         self.site = site  # the break site's own statement: a float() there reads a tensor
         self.changed = False  # a math call (or max/min) became a torch call
         self.floated = False  # a float(t) of the site became t.detach()
-        self.tensorish: set[int] = set()  # the nodes this rewrite made tensors
+        # the nodes this rewrite made tensors, by id; the dict holds the nodes too, so that an id is
+        # not reused by a node made after a statement's copy is dropped (it was: CI saw a number as a tensor)
+        self.tensorish: dict[int, ast.AST] = {}
         self.lone_float = False  # the site's statement holds one float() call
 
     def _tensor(self, node: ast.AST) -> bool:
@@ -1197,7 +1199,7 @@ class _MathTensor(ast.NodeTransformer):
         return node
 
     def _mark(self, node: ast.expr) -> ast.expr:
-        self.tensorish.add(id(node))
+        self.tensorish[id(node)] = node
         return node
 
 

@@ -322,14 +322,15 @@ class _Inline(Reduced):
         self.bound: list[str] = []  # lines that bind a computation used more than once
         self.assumes: set[str] = set()
         self.kinds: list[str] = []
-        self.made: set[int] = set()  # the nodes of the masked reductions this made
+        # the nodes of the masked reductions this made, by id; held, so that no id is reused
+        self.made: dict[int, ast.AST] = {}
 
     def visit(self, node: ast.AST) -> ast.AST:
         out = self._reduced(node)
         if out is not None:
             self.used = True
             made = ast.parse(out, mode="eval").body
-            self.made |= {id(n) for n in ast.walk(made)}  # reads of a bound selection here are masked
+            self.made.update({id(n): n for n in ast.walk(made)})  # reads of a bound selection here are masked
             return made
         return ast.NodeTransformer.visit(self, node)
 
@@ -432,10 +433,10 @@ class _Inline(Reduced):
         return f"{unparsed(node.func)}({paren(logits_all)}.flatten(0, -2), {targets}, {', '.join([*rest, f'ignore_index={ignored}'])})"
 
 
-def _left_selection(scope: _Scope, node: ast.AST, made: set[int] | None = None) -> bool:
+def _left_selection(scope: _Scope, node: ast.AST, made: dict[int, ast.AST] | None = None) -> bool:
     """Whether a selection is still read as it is (not inside a masked reduction ``made``)."""
     if any(isinstance(n, ast.Name) and n.id in scope.selected and isinstance(n.ctx, ast.Load)
-           and id(n) not in (made or set()) for n in ast.walk(node)):
+           and id(n) not in (made or {}) for n in ast.walk(node)):
         return True
     return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and scope.is_mask(n.slice) is not False
                for n in ast.walk(node))

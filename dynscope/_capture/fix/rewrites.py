@@ -145,7 +145,8 @@ def _guard(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 class _Tensorised(ast.NodeTransformer):
     def __init__(self) -> None:
         self.changed = False
-        self.made: set[int] = set()  # the nodes this rewrite made (float()/torch.tensor() around them go)
+        # the nodes this rewrite made (float()/torch.tensor() around them go), by id, held so no id is reused
+        self.made: dict[int, ast.AST] = {}
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
@@ -177,7 +178,7 @@ class _Tensorised(ast.NodeTransformer):
         return node
 
     def _made(self, node: ast.expr) -> ast.expr:
-        self.made.add(id(node))
+        self.made[id(node)] = node
         return node
 
 
