@@ -484,13 +484,14 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 def _cmd_fix(args: argparse.Namespace) -> int:
     _cwd_on_path()
     progress = Progress("fix", quiet_s=_QUIET_S)
-    progress.phase(f"importing {args.target}")
-    model, kwargs = _program(args.target)
-    progress.phase("capturing the program, then rewriting and verifying each break site")
-    # With --json, what the program itself prints goes to stderr: stdout stays one JSON document.
+    # With --json, what the program itself prints goes to stderr, its build and import too:
+    # stdout stays one JSON document.
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
         with quiet:
+            progress.phase(f"importing {args.target}")
+            model, kwargs = _program(args.target)
+            progress.phase("capturing the program, then rewriting and verifying each break site")
             result = dynscope.fix(model, write=args.write, **kwargs)
     except dynscope.CaptureError as err:
         raise UsageError(f"{args.target}: the program raised before any patch: {_raised_line(err)}",

@@ -99,7 +99,10 @@ COMPILING_STRETCH = 10
 #: Shares of the process group's collective timeout: a compile's wait stays under the first,
 #: stretched while a rank compiles under the second; a rank that has waited the third in one
 #: collective says where it is and saves its report (before the timeout ends the job).
-WAIT_SHARE, STRETCH_SHARE, SAVE_SHARE = 0.25, 0.5, 0.6
+#: A rank that compiles is on its way, not diverging: without the watch, this rank would wait
+#: for it in the collective, up to the timeout. So the stretch runs to nine tenths of the
+#: timeout (half of it stopped a healthy job whose first compile took 6 s of a 12 s timeout).
+WAIT_SHARE, STRETCH_SHARE, SAVE_SHARE = 0.25, 0.9, 0.6
 #: Every rank waiting this long in collectives that are not the same one: the job is hung.
 BLOCKED_S = 2.0
 #: How often a waiting rank says what it waits for.

@@ -98,11 +98,13 @@ def test_diff_says_a_break_moved_when_lines_are_inserted_above_it(tmp_path: Path
     assert f"~ diffmodel.py:{a.lineno} -> diffmodel.py:{b.lineno}" in out and "Breaks removed" not in out
 
 
-FIXABLE = '''import torch
+FIXABLE = '''import logging
+
+import torch
 
 
 def step(x):
-    print("step", x.shape)
+    logging.debug("step %s", x.shape)
     x = x * 2
     torch._dynamo.graph_break()
     return x.sin()
@@ -122,11 +124,11 @@ def test_after_fix_write_diff_follows_the_break_below_the_patch(tmp_path: Path,
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("diffmodel", None)
-    assert res.written, res.summary()  # the print guarded: one line more above the explicit break
+    assert res.written, res.summary()  # the log line guarded: one line more above the explicit break
     new = _report_of(tmp_path, (tmp_path / "diffmodel.py").read_text())
     d = diff_reports(old, new)
     kept = next(b for b in old.breaks if "graph_break" in b.source)
-    assert [s for s in d.breaks_removed if "print" in s] and not d.breaks_added
+    assert [s for s in d.breaks_removed if "logging.debug" in s] and not d.breaks_added
     assert d.breaks_moved == (f"diffmodel.py:{kept.lineno} -> diffmodel.py:{kept.lineno + 1} "
                               f"[{kept.category}] {kept.source}",)
     capsys.readouterr()

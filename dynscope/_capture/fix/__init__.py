@@ -168,11 +168,20 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
         if followed is not None:
             return followed
         tried.append((patch, rw))
+    # The one that came nearest first: the break gone (not moved), outputs and gradients kept,
+    # only what it printed, logged or kept differs; then in the order tried.
+    tried.sort(key=lambda t: not _nearly(t[0]))
     first, rw = tried[0]
     if len(tried) > 1:  # say what the others found too
         more = "; ".join(f"{p.rewrite}: {p.why_not}" for p, _ in tried[1:])
         first = _with(first, why_not=f"{first.why_not} (also tried {more})")
     return first, rw
+
+
+def _nearly(p: Patch) -> bool:
+    """Verified but for what the program says or keeps."""
+    return (p.breaks_after == 0 and p.program_breaks_after is not None and p.program_breaks_after < p.program_breaks_before
+            and p.outputs_matched is True and p.gradients_matched is not False)
 
 
 def _owner(filename: str) -> str:
@@ -335,6 +344,10 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
         why.append(f"outputs differ from the unpatched eager run (max abs error {ev.max_abs_error:.3g})")
     if ev.gradients_matched is False:
         why.append("gradients differ from the unpatched eager run")
+    if ev.said_differs:  # a print or a log line silenced under compile is behaviour too
+        why.append(f"what the program prints or logs changes: {ev.said_differs}")
+    if ev.state_differs:
+        why.append(f"what the model keeps changes: {ev.state_differs}")
     return _with(patch, verified=not why, why_not="; ".join(why)), rerun
 
 
@@ -430,7 +443,8 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
         rerun, ev = _rerun_files(model, calls, [(sources[f], [rw for _, rw in by_file[f]], text)
                                                 for f, text in texts.items()], eager)
         if rerun.rep is not None and ev is not None:
-            after, matched = rerun.rep.break_count, ev.outputs_matched
+            after = rerun.rep.break_count
+            matched = ev.outputs_matched and not ev.said_differs and not ev.state_differs
         why = rerun.why
     written: list[str] = []
     backups: list[str] = []

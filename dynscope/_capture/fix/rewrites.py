@@ -131,7 +131,8 @@ def _guard(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     if isinstance(stmt, ast.Expr) and called_name(stmt.value) in REPORTING_CALLS | _TIMING:
         own = text.statement_lines(stmt)
         return ["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD, (
-            "the statement runs in eager code only; under torch.compile it is skipped")
+            "the statement runs in eager code only; under torch.compile it is skipped: what it prints or logs is not "
+            "said there (verified only where the run said nothing through it)")
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_timing(stmt.value):
         value = text.of(stmt.value)
         return [f"{text.of(stmt.targets[0])} = {value} if not torch.compiler.is_compiling() else 0.0"], GUARD, (

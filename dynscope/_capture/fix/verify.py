@@ -38,6 +38,8 @@ from dynscope._torch.runtime import compare_outputs, tensors
 from dynscope._torch.sandbox import DynamoSandbox, compile_kwargs
 from dynscope._torch.trace import own_work
 
+from .said import differs, listening, python_state
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
@@ -55,6 +57,8 @@ class Run:
     outputs: list[Any]
     grads: dict[str, torch.Tensor]
     weights: dict[str, torch.Tensor] | None = None  # parameters and buffers after the calls (a train step updates them)
+    said: tuple[str, ...] = ()  # what the calls printed and logged (fix/said.py)
+    state: dict[str, Any] | None = None  # plain Python values the modules keep, after the calls
 
 
 @dataclass(frozen=True)
@@ -62,10 +66,12 @@ class Evidence:
     outputs_matched: bool  # outputs, and the weights after the calls (a train step's update)
     gradients_matched: bool | None
     max_abs_error: float
+    said_differs: str = ""  # how the messages printed and logged differ ("" when they do not)
+    state_differs: str = ""  # which plain Python attribute of a module differs ("" when none)
 
 
-def _weights(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> dict[str, torch.Tensor]:
-    """The state of the model and of every module passed as an argument, after the calls."""
+def _owners(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[str, torch.nn.Module]]:
+    """The model and every module passed as an argument."""
     owners: list[tuple[str, torch.nn.Module]] = []
     model = obj.__self__ if isinstance(obj, types.MethodType) else obj
     if isinstance(model, torch.nn.Module):
@@ -73,7 +79,19 @@ def _weights(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> d
     for i, (args, kwargs) in enumerate(calls):
         owners += [(f"call {i} arg {j}", a) for j, a in enumerate([*args, *kwargs.values()])
                    if isinstance(a, torch.nn.Module)]
-    return {f"{who} {name}": t.detach().clone() for who, m in owners for name, t in m.state_dict().items()}
+    return owners
+
+
+def _weights(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> dict[str, torch.Tensor]:
+    """The state of the model and of every module passed as an argument, after the calls."""
+    return {f"{who} {name}": t.detach().clone() for who, m in _owners(obj, calls) for name, t in m.state_dict().items()}
+
+
+def _state(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> dict[str, Any]:
+    """The plain Python values the model's modules (and the modules passed) keep, after the calls."""
+    modules = [(f"{who}.{sub}" if sub else who, m) for who, owner in _owners(obj, calls)
+               for sub, m in owner.named_modules()]
+    return python_state(modules, lambda t: t.detach().clone(), torch.is_tensor)
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -552,8 +570,9 @@ def run_eager(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> 
     """The unpatched program run eagerly on copies of the model and inputs."""
     model = copied(obj)
     fresh = _fresh(calls)
-    outputs = [_call(model, a, k) for a, k in fresh]
-    return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh))
+    with listening() as said:
+        outputs = [_call(model, a, k) for a, k in fresh]
+    return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh), tuple(said.done()), _state(model, fresh))
 
 
 def run_compiled(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Run:
@@ -566,8 +585,9 @@ def run_compiled(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) 
     with DynamoSandbox(model) as sandbox, own_work():
         compiled = torch.compile(model, backend="eager", **compile_kwargs())
         sandbox.own(compiled)
-        outputs = [_call(compiled, a, k) for a, k in fresh]
-    return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh))
+        with listening() as said:
+            outputs = [_call(compiled, a, k) for a, k in fresh]
+    return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh), tuple(said.done()), _state(model, fresh))
 
 
 def _leaves(value: Any) -> list[Any]:
@@ -609,4 +629,25 @@ def compare(expected: Run, got: Run) -> Evidence:
     if expected.grads or got.grads:
         grads = expected.grads.keys() == got.grads.keys() and all(
             compare_outputs(expected.grads[k], got.grads[k])[2] for k in expected.grads)
-    return Evidence(ok, grads, max_abs)
+    return Evidence(ok, grads, max_abs, differs(list(expected.said), list(got.said)),
+                    _state_differs(expected.state, got.state))
+
+
+def _state_differs(expected: dict[str, Any] | None, got: dict[str, Any] | None) -> str:
+    """Which plain attribute differs after the calls, in words ("" when none does)."""
+    if expected is None or got is None:
+        return ""
+    for key in sorted(expected.keys() | got.keys()):
+        if key not in expected or key not in got:
+            return f"{key} is set only in the {'patched' if key in got else 'unpatched'} run"
+        a, b = expected[key], got[key]
+        if not _same_leaves(a, b) or not compare_outputs(a, b)[2]:
+            return f"{key} holds {_kind(a)} after the unpatched eager run, {_kind(b)} after the patched compiled run"
+    return ""
+
+
+def _kind(value: Any) -> str:
+    leaves = _leaves(value)
+    kinds = sorted({"tensors" if isinstance(v, torch.Tensor) else type(v).__name__ for v in leaves})
+    shape = f"a {type(value).__name__} of {len(value)}" if isinstance(value, (list, tuple, dict)) else type(value).__name__
+    return f"{shape} ({', '.join(kinds)})" if isinstance(value, (list, tuple, dict)) and kinds else shape

@@ -89,7 +89,11 @@ def test_a_deepcopy_of_a_module_in_forward_is_a_call_with_its_detached_state() -
 def test_several_calls_are_verified_call_by_call(capsys: pytest.CaptureFixture[str]) -> None:
     model, (x, mask) = fp.PROGRAMS["attention"]()
     res = dynscope.fix(model, calls=[(x, mask), (x * 2, mask), (x[:1], mask[:1])])
-    assert len(res.patches) == 5 and all(p.verified for p in res.patches)
+    printed = [p for p in res.patches if not p.verified]
+    # Every patch verifies but the guard of the print that prints: its line is silenced under compile.
+    assert len(res.patches) == 5 and [p.site for p in printed] == ["fix_programs.py:45"]
+    assert "not said under torch.compile: 'print: attention scores (#" in printed[0].why_not
+    assert printed[0].breaks_after == 0 and printed[0].outputs_matched
     assert res.breaks_before > 6, "three calls, more break events (recompiles) than one"
     capsys.readouterr()
 
@@ -122,8 +126,11 @@ def test_a_train_step_is_verified_on_its_updated_weights(capsys: pytest.CaptureF
     before = [p.detach().clone() for p in model.parameters()]
     res = dynscope.fix(fp.sgd_step, (model, opt, x, y))
     (guard,) = res.patches
-    assert guard.verified and guard.rewrite == "guard side effect" and guard.category == ".item()/scalar output"
-    assert "also tried" not in guard.why_not and "keep it a tensor" not in guard.rewrite
+    # Outputs and the updated weights equal, the break gone: only the step's log line is not
+    # printed under compile, so the guard is proposed, the message quoted.
+    assert guard.rewrite == "guard side effect" and guard.category == ".item()/scalar output"
+    assert guard.outputs_matched and guard.breaks_after == 0 and not guard.verified
+    assert guard.why_not.startswith("what the program prints or logs changes: ") and "'print: step loss #'" in guard.why_not
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)), "fix trained the model"
     owners = {u.owner for u in res.unpatched}
     assert owners == {"your code"} and {u.category for u in res.unpatched} >= {"torch.optim (on purpose)"}
@@ -138,7 +145,7 @@ def test_a_train_step_is_verified_on_its_updated_weights(capsys: pytest.CaptureF
 @pytest.mark.heavy
 def test_a_model_with_batchnorm_is_verified_and_left_as_it_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _net_file(tmp_path, "bnmodel", ["self.fc = nn.Linear(4, 4)", "self.bn = nn.BatchNorm1d(4)"],
-              ["h = self.bn(self.fc(x))", 'print("batch", h.shape)', "return h.relu()"])
+              ["h = self.bn(self.fc(x))", 'logging.debug("batch %s", h.shape)', "return h.relu()"])
     sys.path.insert(0, str(tmp_path))
     try:
         import bnmodel  # type: ignore[import-not-found]
@@ -377,7 +384,7 @@ def _net_file(tmp_path: Path, name: str, layers: list[str], forward: list[str], 
     init = "".join(f"        {ln}\n" for ln in layers)
     body = "".join(f"        {ln}\n" for ln in forward)
     path = tmp_path / f"{name}.py"
-    path.write_text("import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+    path.write_text("import logging\n\nimport torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
                     f"        super().__init__()\n{init}\n    def forward(self, x):\n{body}{tail}")
     return path
 
@@ -385,14 +392,14 @@ def _net_file(tmp_path: Path, name: str, layers: list[str], forward: list[str], 
 def _user_file(tmp_path: Path) -> Path:
     return _net_file(tmp_path, "mymodel", ["self.a = nn.Linear(8, 8)"], [
         "h = self.a(x).relu()",
-        'print("features", h.shape)  # debug output',
+        'logging.debug("features %s", h.shape)  # debug output: written nowhere at the default level',
         "if h.sum() > 0:",
         "    h = h * 2",
         "else:",
         "    h = h - 1",
         "scale = h.abs().mean().item()",
         "return h / scale",
-    ], "\n\ndef build():\n    torch.manual_seed(0)\n    return Net(), torch.randn(4, 8)\n")
+    ], "\n\ndef build():\n    print('building features')\n    torch.manual_seed(0)\n    return Net(), torch.randn(4, 8)\n")
 
 
 def test_write_applies_the_verified_patches_and_keeps_a_backup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -446,7 +453,7 @@ def test_the_cli_prints_json_and_writes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads(done.stdout)  # the program's own prints went to stderr
     assert [p["verified"] for p in data["patches"]] == [True, True, True]
-    assert "features" in done.stderr
+    assert "building features" in done.stderr
     wrote = subprocess.run([sys.executable, "-m", "dynscope", "fix", f"{path}:build", "--write", "-q"],
                            capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False)
     assert wrote.returncode == 0 and "Written: " in wrote.stdout
@@ -470,7 +477,7 @@ def test_a_function_defined_inside_another_is_proposed_not_verified(capsys: pyte
 
 
 @pytest.mark.heavy
-def test_the_corpus_is_fixed_at_three_quarters_of_its_sites_and_no_verified_patch_changes_an_output(
+def test_the_corpus_is_fixed_at_two_thirds_of_its_sites_and_no_verified_patch_changes_an_output(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     m = fix_measure.measure()
@@ -484,7 +491,10 @@ def test_the_corpus_is_fixed_at_three_quarters_of_its_sites_and_no_verified_patc
             print(f"  {cat:40} found {r['found']:2}  patched {r['patched']:2}  verified {r['verified']:2}  "
                   f"removed {r['removed']:2}")
     assert found >= 40
-    assert removed / found >= 0.75
+    # 81 of 117 when measured (69%). It was three quarters until a print that prints, or a list
+    # of logged floats made tensors, stopped counting as kept behaviour (fix/said.py): those
+    # guards are proposed now, the message quoted.
+    assert removed / found >= 2 / 3
     assert m["changed"] == [], "a verified patch changed an output on another input"
     assert m["mismatched"] == [], "a site was fixed (or not) otherwise than its SITE marker says"
 
@@ -505,7 +515,7 @@ def test_advise_ranks_verified_patches_beside_the_config_remedies(tmp_path: Path
     names = [t.remedy for t in adv.trials]
     patches = [t for t in adv.trials if t.remedy.startswith("source patch")]
     assert len(patches) == 3 and all(t.helped and t.outputs_match for t in patches)
-    assert {t.target for t in patches} == {("mymodel.py:12",), ("mymodel.py:13",), ("mymodel.py:17",)}
+    assert {t.target for t in patches} == {("mymodel.py:14",), ("mymodel.py:15",), ("mymodel.py:19",)}
     # Whatever helped comes before what did not, and what was not run comes last.
     assert names.index("is_compiling guard") > max(names.index(t.remedy) for t in patches)
     assert all(t.after is not None and t.after.breaks < t.before.breaks for t in patches)

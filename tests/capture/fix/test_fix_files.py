@@ -27,6 +27,8 @@ def _project(tmp_path: Path) -> tuple[str, dict[str, Path]]:
     tag = uuid.uuid4().hex[:8]
     files = {
         f"helpers_{tag}": """
+            import logging
+
             import torch
 
 
@@ -37,7 +39,7 @@ def _project(tmp_path: Path) -> tuple[str, dict[str, Path]]:
 
 
             def report(x: torch.Tensor) -> None:
-                print("mean", x.mean())
+                logging.debug("mean %s", x.mean())
             """,
         f"layers_{tag}": f"""
             import torch
@@ -49,6 +51,8 @@ def _project(tmp_path: Path) -> tuple[str, dict[str, Path]]:
                 return torch.relu(scale(x)) + 1
             """,
         f"model_{tag}": f"""
+            import logging
+
             import torch
             from torch import nn
 
@@ -64,7 +68,7 @@ def _project(tmp_path: Path) -> tuple[str, dict[str, Path]]:
                 def forward(self, x: torch.Tensor) -> torch.Tensor:
                     h = block(self.lin(x))
                     helpers.report(h)
-                    print("out", h.shape)
+                    logging.debug("out %s", h.shape)
                     return h.sum(-1)
 
 
@@ -105,9 +109,9 @@ def test_a_helper_in_another_file_is_patched_there_and_verified(project: Any) ->
     torch.manual_seed(0)
     res = dynscope.fix(module.Net(), torch.randn(4, 8))
     by_site = {p.site: p for p in res.patches}
-    scale = by_site[f"{paths['helpers'].name}:5"]  # reached through layers.block, a third file
-    report = by_site[f"{paths['helpers'].name}:11"]  # reached through the module's name
-    own = by_site[f"{paths['model'].name}:16"]
+    scale = by_site[f"{paths['helpers'].name}:7"]  # reached through layers.block, a third file
+    report = by_site[f"{paths['helpers'].name}:13"]  # reached through the module's name
+    own = by_site[f"{paths['model'].name}:18"]
     for p in (scale, report, own):
         assert p.verified and p.breaks_after == 0 and p.outputs_matched, (p.site, p.why_not)
         assert p.program_breaks_after is not None and p.program_breaks_after < p.program_breaks_before
@@ -121,7 +125,7 @@ def test_a_function_model_reaches_the_patched_helper_through_another_file(projec
     module, paths = project
     res = dynscope.fix(module.step, torch.randn(4, 8))
     (p,) = res.patches
-    assert p.site == f"{paths['helpers'].name}:5" and p.verified and p.breaks_after == 0
+    assert p.site == f"{paths['helpers'].name}:7" and p.verified and p.breaks_after == 0
     assert res.breaks_after == 0
 
 

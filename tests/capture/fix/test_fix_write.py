@@ -183,22 +183,24 @@ def test_a_backup_is_never_written_through_a_link(tmp_path: Path) -> None:
 # -- fix --write, live -------------------------------------------------------------------------------
 
 
-BODY = b'def f(x):\n    print("shape", x.shape)\n    return x * 2\n'
-PRINT = b'print("shape", x.shape)'
+# The site: a debug log line, which (the root logger at Python's default WARNING) writes nothing, so
+# its guard keeps everything the program says (a print that prints would not verify: test_fix_said).
+BODY = b'def f(x):\n    logging.debug("shape %s", x.shape)\n    return x * 2\n'
+PRINT = b'logging.debug("shape %s", x.shape)'
 
 
 def test_write_keeps_crlf_form_feeds_tabs_and_a_comment_after_unicode_names(
         tmp_path: Path, imported: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    raw = ("import torch\r\n\x0c\r\n# section \u2028 one\r\n\r\n"
-           "def helper(x):\r\n\tgröße = x.shape\r\n\tprint('größe', größe)  # ü after names\r\n\treturn x + 1\r\n"
-           "\r\n\r\ndef f(x):\r\n    print('f', x.shape)\r\n    return helper(x) * 2\r\n").encode()
+    raw = ("import logging\r\nimport torch\r\n\x0c\r\n# section \u2028 one\r\n\r\n"
+           "def helper(x):\r\n\tgröße = x.shape\r\n\tlogging.debug('größe %s', größe)  # ü after names\r\n\treturn x + 1\r\n"
+           "\r\n\r\ndef f(x):\r\n    logging.debug('f %s', x.shape)\r\n    return helper(x) * 2\r\n").encode()
     path = _file(tmp_path, raw, "kitchen.py")
     res = _fix(imported(path, "kitchen"))
     assert [p.verified for p in res.patches] == [True, True], [p.why_not for p in res.patches]
-    assert sorted(p.site for p in res.patches) == ["kitchen.py:12", "kitchen.py:7"]
-    expected = raw.replace("\tprint('größe', größe)  # ü after names\r\n".encode(),
-                           _guarded("print('größe', größe)  # ü after names".encode(), b"\t", b"\t", b"\r\n"))
-    expected = expected.replace(b"    print('f', x.shape)\r\n", _guarded(b"print('f', x.shape)", b"    ", ending=b"\r\n"))
+    assert sorted(p.site for p in res.patches) == ["kitchen.py:13", "kitchen.py:8"]
+    expected = raw.replace("\tlogging.debug('größe %s', größe)  # ü after names\r\n".encode(),
+                           _guarded("logging.debug('größe %s', größe)  # ü after names".encode(), b"\t", b"\t", b"\r\n"))
+    expected = expected.replace(b"    logging.debug('f %s', x.shape)\r\n", _guarded(b"logging.debug('f %s', x.shape)", b"    ", ending=b"\r\n"))
     assert path.read_bytes() == expected
     assert Path(res.backups[0]).read_bytes() == raw
     assert not _siblings(tmp_path)
@@ -207,17 +209,17 @@ def test_write_keeps_crlf_form_feeds_tabs_and_a_comment_after_unicode_names(
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("head, encode", [
-    (b"# -*- coding: latin-1 -*-\nimport torch\nNAME = 'caf\xe9'\n\n", "latin-1"),
-    (codecs.BOM_UTF8 + "import torch\nNAME = 'café'\n\n".encode(), "utf-8"),
+    (b"# -*- coding: latin-1 -*-\nimport logging\nimport torch\nNAME = 'caf\xe9'\n\n", "latin-1"),
+    (codecs.BOM_UTF8 + "import logging\nimport torch\nNAME = 'café'\n\n".encode(), "utf-8"),
 ], ids=["latin-1", "bom"])
 def test_write_keeps_the_encoding_and_bom(head: bytes, encode: str, tmp_path: Path, imported: Any,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    raw = head + 'def f(x):\n    print(NAME, "é", x.shape)\n    return x * 2\n'.encode(encode)
+    raw = head + 'def f(x):\n    logging.debug("%s é %s", NAME, x.shape)\n    return x * 2\n'.encode(encode)
     path = _file(tmp_path, raw)
     res = _fix(imported(path, "encoded"))
     (p,) = res.patches
     assert p.verified, p.why_not
-    line = 'print(NAME, "é", x.shape)'.encode(encode)
+    line = 'logging.debug("%s é %s", NAME, x.shape)'.encode(encode)
     assert path.read_bytes() == raw.replace(b"    " + line + b"\n", _guarded(line, b"    "))
     capsys.readouterr()
 
@@ -225,7 +227,7 @@ def test_write_keeps_the_encoding_and_bom(head: bytes, encode: str, tmp_path: Pa
 @pytest.mark.heavy
 def test_write_keeps_mode_owner_and_hard_links(tmp_path: Path, imported: Any,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    raw = b"import torch\n\n\n" + BODY
+    raw = b"import logging\nimport torch\n\n\n" + BODY
     path = _file(tmp_path, raw)
     path.chmod(0o600)
     twin = tmp_path / "twin.py"
@@ -246,7 +248,7 @@ def test_write_keeps_mode_owner_and_hard_links(tmp_path: Path, imported: Any,
 @pytest.mark.heavy
 def test_write_refuses_a_read_only_file_and_says_which(tmp_path: Path, imported: Any,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    raw = b"import torch\n\n\n" + BODY
+    raw = b"import logging\nimport torch\n\n\n" + BODY
     path = _file(tmp_path, raw)
     module = imported(path, "readonly")
     path.chmod(0o444)
@@ -261,7 +263,7 @@ def test_write_refuses_a_read_only_file_and_says_which(tmp_path: Path, imported:
 @pytest.mark.heavy
 def test_write_goes_through_a_symlink_to_its_target(tmp_path: Path, imported: Any,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    raw = b"import torch\n\n\n" + BODY
+    raw = b"import logging\nimport torch\n\n\n" + BODY
     (tmp_path / "real").mkdir()
     (tmp_path / "src").mkdir()
     real = _file(tmp_path / "real", raw)
@@ -278,7 +280,7 @@ def test_write_goes_through_a_symlink_to_its_target(tmp_path: Path, imported: An
 @pytest.mark.heavy
 def test_write_never_puts_a_backup_through_a_dangling_link(tmp_path: Path, imported: Any,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    raw = b"import torch\n\n\n" + BODY
+    raw = b"import logging\nimport torch\n\n\n" + BODY
     path = _file(tmp_path, raw)
     target = tmp_path / "victim.txt"
     (tmp_path / "m.py.dynscope-backup").symlink_to(target)
@@ -293,11 +295,12 @@ def test_write_never_puts_a_backup_through_a_dangling_link(tmp_path: Path, impor
 # -- verifying the object the user passed, where it lives --------------------------------------------
 
 
-TWICE = b"""import torch
+TWICE = b"""import logging
+import torch
 
 
 def f(x):
-    print("first", x.shape)
+    logging.debug("first %s", x.shape)
     return x * 3
 
 
@@ -315,8 +318,9 @@ def test_a_name_bound_twice_patches_the_definition_the_object_came_from(tmp_path
     path = _file(tmp_path, TWICE)
     res = _fix(imported(path, "twice"), "g")
     (p,) = res.patches
-    assert p.site == "m.py:5" and p.verified and p.outputs_matched, p.why_not
-    assert path.read_bytes() == TWICE.replace(b'    print("first", x.shape)\n', _guarded(b'print("first", x.shape)', b"    "))
+    assert p.site == "m.py:6" and p.verified and p.outputs_matched, p.why_not
+    line = b'logging.debug("first %s", x.shape)'
+    assert path.read_bytes() == TWICE.replace(b"    " + line + b"\n", _guarded(line, b"    "))
     written = _load(path, "twice_after")
     sys.modules.pop("twice_after", None)
     x = torch.ones(3)
@@ -332,12 +336,13 @@ def test_a_definition_no_name_holds_is_refused_not_confused(tmp_path: Path, impo
     module = imported(path, "hidden_def")
     res = dynscope.fix(module.KEPT[0], torch.ones(3), write=True)
     (p,) = res.patches
-    assert not p.verified and "the def at line 4" in p.why_not and "cannot be run" in p.why_not
+    assert not p.verified and "the def at line 5" in p.why_not and "cannot be run" in p.why_not
     assert p.breaks_after is None and res.written == () and path.read_bytes() == raw
     capsys.readouterr()
 
 
-EXITS = b"""import sys
+EXITS = b"""import logging
+import sys
 
 import torch
 
@@ -346,7 +351,7 @@ if __name__ != "exits":  # a script that stops unless imported under its own nam
 
 
 def f(x):
-    print("shape", x.shape)
+    logging.debug("shape %s", x.shape)
     return x * 2
 """
 
@@ -370,7 +375,8 @@ def test_sys_exit_at_import_fails_the_verification_never_the_process(
     capsys.readouterr()
 
 
-DATA = b"""from pathlib import Path
+DATA = b"""import logging
+from pathlib import Path
 
 import torch
 
@@ -378,7 +384,7 @@ SCALE = float((Path(__file__).parent / "scale.txt").read_text())
 
 
 def f(x):
-    print("scale", SCALE)
+    logging.debug("scale %s", SCALE)
     return x * SCALE
 """
 
@@ -395,7 +401,8 @@ def test_a_file_that_reads_a_sibling_data_file_verifies(tmp_path: Path, imported
     capsys.readouterr()
 
 
-HOLDS = b"""import os
+HOLDS = b"""import logging
+import os
 import time
 
 import torch
@@ -407,7 +414,7 @@ if "dynscope_fix" in __name__:  # the patched copy: say where it is, then wait t
 
 
 def f(x):
-    print("shape", x.shape)
+    logging.debug("shape %s", x.shape)
     return x * 2
 
 
@@ -451,7 +458,7 @@ def test_a_signal_during_fix_leaves_no_copy_of_the_source(sig: int, tmp_path: Pa
 
 @pytest.mark.heavy
 def test_the_cli_exits_1_when_write_is_refused(tmp_path: Path) -> None:
-    raw = b"import torch\n\n\n" + BODY + b"\n\ndef build():\n    return f, torch.ones(3)\n"
+    raw = b"import logging\nimport torch\n\n\n" + BODY + b"\n\ndef build():\n    return f, torch.ones(3)\n"
     path = _file(tmp_path, raw)
     path.chmod(0o444)
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
@@ -469,8 +476,8 @@ def test_a_module_of_a_package_verifies_with_its_relative_imports(tmp_path: Path
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "helpers.py").write_text("SCALE = 2.5\n")
-    (pkg / "model.py").write_text("import torch\n\nfrom .helpers import SCALE\n\n\n"
-                                  'def f(x):\n    print("scale", SCALE)\n    return x * SCALE\n')
+    (pkg / "model.py").write_text("import logging\n\nimport torch\n\nfrom .helpers import SCALE\n\n\n"
+                                  'def f(x):\n    logging.debug("scale %s", SCALE)\n    return x * SCALE\n')
     sys.path.insert(0, str(tmp_path))
     try:
         import fixpkg.model  # type: ignore[import-not-found]

@@ -1,0 +1,175 @@
+"""What a program says while it runs, and the Python state it leaves on its modules: the two
+behaviours outputs and gradients do not show, compared by the verifier between the unpatched
+eager run and the patched compiled one.
+
+- Messages: the lines it prints and the records its own loggers emit. A guard that runs a
+  ``print`` or ``logger.info`` in eager code only keeps outputs and gradients but silences the
+  message under ``torch.compile``; a patch that does so is not called verified. Numbers in a
+  message are read as ``#`` (a printed time differs from run to run); records of PyTorch's and
+  dynscope's own loggers (Dynamo's graph-break warnings) are not the program's. What the
+  program prints still reaches the terminal: the capture tees it.
+- State: plain Python values a module keeps in its attributes (a list of logged floats, a
+  step counter, a flag). A rewrite that makes ``self.log.append(loss.item())`` append a tensor
+  keeps every output but changes what the trainer reads back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import re
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["Said", "differs", "listening", "python_state"]
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf", re.IGNORECASE)
+# Loggers whose records are not the program's: PyTorch's (Dynamo's break warnings, Inductor) and
+# dynscope's own.
+_NOT_THEIRS = ("torch", "dynscope", "py.warnings")
+
+
+class Said:
+    """The messages of one run, in the order they came: printed lines and log records."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def printed(self, text: str) -> None:
+        with self._lock:
+            text = self._partial + text
+            *whole, self._partial = text.split("\n")
+            self.lines += [f"print: {_NUMBER.sub('#', ln)}" for ln in whole]
+
+    def logged(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record whose arguments do not format: its template
+            message = str(record.msg)
+        with self._lock:
+            self.lines.append(f"{record.name} {record.levelname}: {_NUMBER.sub('#', message)}")
+
+    def done(self) -> list[str]:
+        if self._partial:
+            self.lines.append(f"print: {_NUMBER.sub('#', self._partial)}")
+            self._partial = ""
+        return self.lines
+
+
+class _Tee(io.TextIOBase):
+    """sys.stdout for the run: every write goes on to the stream that was there, and is noted."""
+
+    def __init__(self, stream: Any, said: Said) -> None:
+        self.stream, self.said = stream, said
+
+    def write(self, text: str) -> int:
+        self.said.printed(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def writable(self) -> bool:
+        return True
+
+
+def _reaches_a_handler(logger: logging.Logger, record: logging.LogRecord) -> bool:
+    """Whether the record gets written somewhere: a handler along the logger's chain (as
+    ``Logger.callHandlers`` walks it) that is not a NullHandler and takes its level, or none at
+    all (then Python's last resort writes warnings and above to stderr)."""
+    found = False
+    node: logging.Logger | None = logger
+    while node is not None:
+        for h in node.handlers:
+            found = True
+            if not isinstance(h, logging.NullHandler) and record.levelno >= h.level:
+                return True
+        if not node.propagate:
+            break
+        node = node.parent
+    return not found and logging.lastResort is not None and record.levelno >= logging.lastResort.level
+
+
+@contextlib.contextmanager
+def listening() -> Iterator[Said]:
+    """Note what the block prints and logs, in this thread. Log records are noted where the
+    logger hands them to its handlers (``Logger.callHandlers``, wrapped for the block and put
+    back): what a level or a filter drops is never made, and nothing is added to any logger's
+    handlers, so what the program writes, and where, is as without fix."""
+    said = Said()
+    me = threading.get_ident()
+    call_handlers = logging.Logger.callHandlers
+
+    def noting(logger: logging.Logger, record: logging.LogRecord) -> None:
+        try:
+            if (record.thread == me and not record.name.startswith(_NOT_THEIRS)
+                    and _reaches_a_handler(logger, record)):
+                said.logged(record)
+        except Exception:  # noqa: BLE001 - noting must never stop the program's own logging
+            pass
+        call_handlers(logger, record)
+
+    logging.Logger.callHandlers = noting  # type: ignore[method-assign, assignment]
+    stdout = sys.stdout
+    sys.stdout = _Tee(stdout, said)
+    try:
+        yield said
+    finally:
+        sys.stdout = stdout
+        logging.Logger.callHandlers = call_handlers  # type: ignore[method-assign]
+        said.done()
+
+
+def differs(expected: list[str], got: list[str]) -> str:
+    """"" when the two runs said the same messages (in any order: Dynamo may run a reordered
+    call after its graph), else what differs, in one line."""
+    if sorted(expected) == sorted(got):
+        return ""
+    missing = [m for m in expected if m not in got]
+    extra = [m for m in got if m not in expected]
+    parts = [f"the unpatched eager run said {len(expected)} message(s), the patched compiled run {len(got)}"]
+    if missing:
+        parts.append(f"not said under torch.compile: {missing[0][:120]!r}")
+    elif extra:
+        parts.append(f"said only under torch.compile: {extra[0][:120]!r}")
+    return "; ".join(parts)
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+
+
+def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: Any) -> dict[str, Any]:
+    """The plain Python values each module keeps in its own attributes (not its parameters,
+    buffers or submodules, which the weights compare): numbers, strings, and lists, tuples and
+    dicts of those or of tensors (copied by ``copy_tensor``), by ``who.attribute``."""
+
+    def plain(value: Any, depth: int = 0) -> tuple[bool, Any]:
+        if isinstance(value, _PLAIN):
+            return True, value
+        if is_tensor(value):
+            return True, copy_tensor(value)
+        if depth < 3 and isinstance(value, (list, tuple)):
+            items = [plain(v, depth + 1) for v in value]
+            kept = [v for _, v in items]
+            return all(ok for ok, _ in items), tuple(kept) if isinstance(value, tuple) else kept
+        if depth < 3 and isinstance(value, dict):
+            pairs = {k: plain(v, depth + 1) for k, v in value.items()}
+            return all(ok for ok, _ in pairs.values()), {k: v for k, (_, v) in pairs.items()}
+        return False, None
+
+    out: dict[str, Any] = {}
+    for who, module in modules:
+        for name, value in vars(module).items():
+            if name.startswith("_") or name == "training":
+                continue
+            ok, kept = plain(value)
+            if ok:
+                out[f"{who}.{name}"] = kept
+    return out

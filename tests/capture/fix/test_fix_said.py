@@ -1,0 +1,164 @@
+"""What a program says and keeps is behaviour too (issue "Fix what we have never seen": none
+verified in the must-not cases). The verifier notes the lines a run prints and the log records
+its loggers write (fix/said.py), and the plain Python values its modules keep; a patch whose
+compiled run silences a message, or leaves a tensor where the program kept a float, is not
+verified. Noting changes nothing the program writes. Live in the heavy tier on the held-out
+must-not shapes: a print of a count, a logged warning, a list of logged floats."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+import pytest
+import torch
+
+import dynscope
+from dynscope._capture.fix import said, verify
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_printed_lines_and_written_records_are_noted_with_numbers_read_as_hashes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    user = logging.getLogger("said_user")
+    user.setLevel(logging.INFO)
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep()
+    user.addHandler(keep)
+    try:
+        with said.listening() as heard:
+            print("step 3: loss 0.25", end="")
+            print(" done")
+            user.info("lr %.4f", 0.001)
+            user.debug("below the level: never made")
+            logging.getLogger("torch._dynamo.said_test").warning("PyTorch's own")
+        assert heard.done() == ["print: step #: loss # done", "said_user INFO: lr #"]
+        # What the program writes, and where, is as without the listening.
+        assert capsys.readouterr().out == "step 3: loss 0.25 done\n"
+        assert [r.getMessage() for r in records] == ["lr 0.0010"]
+        assert logging.Logger.callHandlers.__name__ == "callHandlers"  # put back
+    finally:
+        user.removeHandler(keep)
+
+
+def test_a_record_that_reaches_no_handler_but_a_null_one_is_not_said() -> None:
+    quiet = logging.getLogger("said_quiet")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    with said.listening() as heard:
+        quiet.warning("goes nowhere")
+    assert heard.done() == []
+    # With no handler anywhere Python's last resort writes a warning to stderr: it is said.
+    bare = logging.getLogger("said_bare")
+    bare.propagate = False
+    with said.listening() as heard:
+        bare.warning("to stderr")
+    assert heard.done() == ["said_bare WARNING: to stderr"]
+
+
+def test_another_threads_messages_are_not_this_runs() -> None:
+    other = logging.getLogger("said_thread")
+    other.addHandler(logging.StreamHandler(sys.stderr))
+    with said.listening() as heard:
+        t = threading.Thread(target=other.warning, args=("from another thread",))
+        t.start()
+        t.join()
+    assert heard.done() == []
+
+
+def test_the_difference_names_the_message_not_said_and_ignores_order() -> None:
+    assert said.differs(["print: a", "x INFO: b"], ["x INFO: b", "print: a"]) == ""
+    why = said.differs(["print: vad: #/# frames voiced"], [])
+    assert why == ("the unpatched eager run said 1 message(s), the patched compiled run 0; "
+                   "not said under torch.compile: 'print: vad: #/# frames voiced'")
+    assert "said only under torch.compile: 'print: extra'" in said.differs([], ["print: extra"])
+
+
+def test_a_list_of_floats_become_tensors_is_a_changed_state() -> None:
+    class Trainer(torch.nn.Module):
+        def __init__(self, kept: list[object]) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+            self.loss_log = kept
+            self.step = 3
+            self._private = object()  # neither compared nor copied
+
+    a = said.python_state([("model", Trainer([0.5]))], lambda t: t.clone(), torch.is_tensor)
+    b = said.python_state([("model", Trainer([torch.tensor(0.5)]))], lambda t: t.clone(), torch.is_tensor)
+    assert sorted(a) == ["model.loss_log", "model.step"]
+    run = verify.Run([], {}, None, (), a)
+    ev = verify.compare(run, verify.Run([], {}, None, (), b))
+    assert ev.state_differs == ("model.loss_log holds a list of 1 (float) after the unpatched eager run, "
+                                "a list of 1 (tensors) after the patched compiled run")
+    assert verify.compare(run, verify.Run([], {}, None, (), dict(a))).state_differs == ""
+
+
+PROGRAM = '''import logging
+
+import torch
+
+logger = logging.getLogger("saidmod")
+
+
+class Vad(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 1)
+        self.loss_log = []
+
+    def forward(self, x):
+        voiced = self.fc(x).squeeze(-1) > 0
+        print(f"vad: {int(voiced.sum())}/{x.shape[0]} frames voiced")
+        loss = (self.fc(x) ** 2).mean()
+        self.loss_log.append(loss.item())
+        return loss
+
+
+class Quiet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        logger.info("hidden norm %s", h.norm())
+        return h.relu()
+'''
+
+
+@pytest.mark.heavy
+def test_a_silenced_print_and_a_log_of_tensors_are_not_verified_a_record_never_written_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "saidmod.py").write_text(PROGRAM)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import saidmod  # type: ignore[import-not-found]
+
+        vad = dynscope.fix(saidmod.Vad(), torch.randn(6, 4))
+        quiet = dynscope.fix(saidmod.Quiet(), torch.ones(2, 4))  # at the root's WARNING: nothing written
+        saidmod.logger.setLevel(logging.INFO)
+        saidmod.logger.addHandler(logging.StreamHandler(sys.stderr))
+        heard = dynscope.fix(saidmod.Quiet(), torch.ones(2, 4))  # now written to stderr
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("saidmod", None)
+    printed, logged = sorted(vad.patches, key=lambda p: p.lineno)
+    assert not printed.verified and "not said under torch.compile: 'print: vad: #/# frames voiced'" in printed.why_not
+    assert not logged.verified
+    assert "what the model keeps changes: model.loss_log holds a list of 1 (float)" in logged.why_not
+    (guard,) = quiet.patches
+    assert guard.verified and guard.rewrite == "guard side effect", guard.why_not
+    assert "what it prints or logs is not said there" in guard.assumes
+    (silenced,) = heard.patches
+    assert not silenced.verified
+    assert "not said under torch.compile: 'saidmod INFO: hidden norm tensor(#" in silenced.why_not
+    capsys.readouterr()
