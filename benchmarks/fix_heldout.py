@@ -75,7 +75,7 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "3": ("tests/corpus/fix_heldout3 (read while writing rewrites)", fix_heldout3.PROGRAMS),
         "4": ("tests/corpus/fix_heldout4 (read while writing rewrites)", fix_heldout4.PROGRAMS),
         "5": ("tests/corpus/fix_heldout5 (read while writing rewrites)", fix_heldout5.PROGRAMS),
-        "6": ("tests/corpus/fix_heldout6", fix_heldout6.PROGRAMS)}
+        "6": ("tests/corpus/fix_heldout6 (read while writing rewrites)", fix_heldout6.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:

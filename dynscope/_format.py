@@ -70,6 +70,17 @@ def location(filename: str, lineno: int, *, full: bool = False) -> str:
     return f"{filename if full else PurePath(filename).name}:{lineno}"
 
 
+#: Between a figure and its unit in a sentence: a space no wrapping breaks at ("3.60" at the
+#: end of one line and "s" on the next reads as two things); the terminal writes it as a plain
+#: space once its lines are wrapped, the page keeps it.
+FIGURE_GAP = "\u00a0"
+
+
+def seconds(value: float) -> str:
+    """Seconds in a sentence, "3.60 s", its figure and unit never wrapped apart (FIGURE_GAP)."""
+    return f"{value:.2f}{FIGURE_GAP}s"
+
+
 def ms(value: float) -> str:
     """A duration given in milliseconds, for people: "30 ns", "12.5 us", "3.142 ms", "250.0 ms"; "-" when not measured."""
     if value <= 0:
@@ -140,6 +151,20 @@ def human_bytes(n: int) -> str:
         if value < 1024 or unit == "TiB":
             break
     return f"{value:.1f} {unit}"
+
+
+def amount(value: float | None, unit: str, *, precise: bool = False) -> str:
+    """A measured figure in its unit ("ms", "share", "bytes") for people: short ("3.142 ms",
+    "12%", "3.5 MiB") or ``precise`` ("3.1416 ms", "12.3%", "3.5 MiB"); "-" when not measured."""
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return f"{value:.4f} ms" if precise else ms(value)
+    if unit == "share":
+        return percent(value, 1 if precise else 0)
+    if unit == "bytes":
+        return human_bytes(int(value))
+    raise ValueError(f"unknown unit {unit!r}")
 
 
 def few(items: tuple[str, ...] | list[str], n: int = 3) -> str:

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
-from dynscope._capture.raised import raised_at, what_raised
-from dynscope._lexicon.wording import base_function
+from dynscope._capture.raised import raised_at, raised_function, what_raised
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,35 +38,38 @@ MODEL, COMPILER, DYNSCOPE = "model", "compiler", "dynscope"
 
 @dataclass(frozen=True)
 class Blame:
-    """Who failed (``party``: "model", "compiler", "dynscope" or "" when not told) and the
-    user's frame the error was raised in (``at``: "at file:line in function :: code")."""
+    """Who failed (``party``: "model", "compiler", "dynscope" or "" when not told), where
+    (``at``: "at file:line in function :: code" for the user's frame the error was raised in,
+    or "compiling function at file:line" for the function PyTorch's compiler failed on) and
+    that frame's function (``function``, "" when no frame of the user's is known)."""
 
     party: str
     at: str
+    function: str = ""
 
 
 def blame(model: Any, calls: list[Call], index: int, err: BaseException, backend: str | Callable[..., Any]) -> Blame:
     """Rerun ``calls[:index + 1]`` eagerly and under a plain torch.compile to tell whose ``err`` is."""
-    at = raised_at(err)
+    at, function = raised_at(err), raised_function(err)
     try:
         subject, done = copy.deepcopy(model), copy.deepcopy(calls[: index + 1])
     except Exception:  # noqa: BLE001 - a model that cannot be copied: not told
-        return Blame("", at)
+        return Blame("", at, function)
     eager = _raised(functools.partial(_run, subject, done))
     if eager is not None:
-        return Blame(MODEL if type(eager) is type(err) else "", at)
+        return Blame(MODEL if type(eager) is type(err) else "", at, function)
     try:
         subject, done = copy.deepcopy(model), copy.deepcopy(calls[: index + 1])
     except Exception:  # noqa: BLE001
-        return Blame("", at)
+        return Blame("", at, function)
     with _torch.DynamoSandbox(subject) as sandbox:
         compiled = torch.compile(subject, backend=backend)
         sandbox.own(compiled)
         plain = _raised(functools.partial(_run, compiled, done))
         del compiled
     if plain is None:
-        return Blame(DYNSCOPE, at)
-    return Blame(COMPILER if type(plain) is type(err) else "", at)
+        return Blame(DYNSCOPE, at, function)
+    return Blame(COMPILER if type(plain) is type(err) else "", at, function)
 
 
 def _run(fn: Any, calls: list[Call]) -> None:
@@ -90,8 +92,7 @@ def message(b: Blame, err: BaseException, index: int, count: int, rep: Report, b
     kept = (f"What was captured before the failure is in err.report "
             f"({rep.graph_count} graphs, {rep.break_count} breaks).")
     if b.party == COMPILER:
-        function = b.at.partition("compiling ")[2].partition(" at ")[0] if b.at.startswith("compiling ") else (
-            base_function(b.at.partition(" in ")[2].partition(" :: ")[0]) if b.at else "the function")
+        function = b.function or "the function"
         return (
             f"torch.compile failed during call {index} of {count}{at}: {what_raised(err)}\n"
             f"The program runs eagerly, and a plain torch.compile(backend={backend_name!r}) fails the same way: "

@@ -526,7 +526,8 @@ def _raise_failure(model: Any, call_list: list[tuple[tuple[Any, ...], dict[str, 
     if told.party == COMPILER:
         rep, frame = crashed(rep)
         if frame is not None:  # the user's function being compiled, not a frame of the compiler
-            told = replace(told, at=f"compiling {frame.function} at {frame.filename}:{frame.lineno}")
+            told = replace(told, at=f"compiling {frame.function} at {frame.filename}:{frame.lineno}",
+                           function=frame.function)
     name = inner if isinstance(inner, str) else getattr(inner, "__name__", "custom")
     raise CaptureError(message(told, err, index, len(call_list), rep, name), report=rep, call_index=index,
                        party=told.party) from err

@@ -25,6 +25,19 @@ def what_raised(err: BaseException) -> str:
     return clip(f"{type(cause).__name__}: " + " ".join(lines[:2]), MAX_CHARS)
 
 
+def _user_frame(err: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of ``err``'s traceback in the user's code (see raised_at), or None."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if is_user_file(f.filename)]
+    return frames[-1] if frames else None
+
+
+def raised_function(err: BaseException) -> str:
+    """The user's function ``err`` was raised in (its base name, after a graph break's resume
+    function), or "" when no frame of the user's is in its traceback."""
+    f = _user_frame(err)
+    return base_function(f.name) if f is not None else ""
+
+
 def raised_at(err: BaseException) -> str:
     """Where in your code ``err`` was raised: ``at file:line in function :: code`` for the
     innermost frame of its traceback outside torch, dynscope and the Python standard
@@ -40,10 +53,9 @@ def raised_at(err: BaseException) -> str:
         ...     print(dynscope.raised_at(err.__cause__))
         at models.py:12 in forward :: return x.item() > 0
     """
-    frames = [f for f in traceback.extract_tb(err.__traceback__) if is_user_file(f.filename)]
-    if not frames:
+    f = _user_frame(err)
+    if f is None:
         return ""
-    f = frames[-1]
     code = f" :: {f.line.strip()}" if f.line else ""
     # After a graph break the rest of a function runs in Dynamo's resume function
     # ("torch_dynamo_resume_in_forward_at_25"): the user's function is its base.

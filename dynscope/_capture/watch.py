@@ -166,7 +166,10 @@ class _Stuck:
     op: str
     seq: int | None
     since: float  # time.monotonic() when first seen
-    where: str  # the user's line, in words
+    where: str  # the user's line, in words ("train.py:90 in main: dist.barrier()")
+    site: str = "?"  # its parts, as fields: file:line, function, code
+    function: str = "?"
+    code: str = ""
     published: bool = False
     said_at: float = 0.0
     saved: bool = False
@@ -590,12 +593,14 @@ class RankWatch:
             if st is not None and st.published:
                 store.set(f"blocked/{self._rank}", "")
             where, fn, code = _user_site(frame)
-            self._stuck = _Stuck(id(frame), frame.f_lineno, op, seq, now, f"{where} in {fn}" + (f": {code}" if code else ""))
+            self._stuck = _Stuck(id(frame), frame.f_lineno, op, seq, now, f"{where} in {fn}" + (f": {code}" if code else ""),
+                                 site=where, function=fn, code=code)
             return
         stuck_for = now - st.since
         if stuck_for < self._settle:
             return
-        mine = {"op": op, "seq": seq, "where": st.where, "t": time.time() - stuck_for}
+        mine = {"op": op, "seq": seq, "where": st.where, "site": st.site, "fn": st.function, "code": st.code,
+                "t": time.time() - stuck_for}
         if not st.published:
             st.published = True
             store.set(f"blocked/{self._rank}", json.dumps(mine))
@@ -639,9 +644,8 @@ class RankWatch:
             frame, where, compile_id, line = lead.frame, lead.where, lead.compile_id, lead.line
         else:
             odd = blocked.ranks[0] if blocked.ranks else min(everyone)
-            site = str(everyone[odd].get("where", "?"))
-            where, _, rest = site.partition(" in ")
-            frame, _, code = rest.partition(": ")
+            stuck = everyone[odd]
+            where, frame, code = str(stuck.get("site", "?")), str(stuck.get("fn", "?")), str(stuck.get("code", ""))
             compile_id, line = "", f"{where}: {code}" if code else where
         verdict = Verdict(
             found_by=self._rank, world_size=self._world, frame=frame, where=where, compile_id=compile_id, line=line,

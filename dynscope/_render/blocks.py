@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
-    "Block", "Cell", "Column", "Entry", "Field", "FieldKind", "Group", "Listing", "Phrase", "Section", "Table", "Tone",
-    "View",
+    "Amount", "Block", "Cell", "Column", "Entry", "Field", "FieldKind", "Group", "Items", "Listing", "Phrase", "Section",
+    "Table", "Tone", "Unit", "View",
 ]
 
 #: Which view shows a column: both ("") or only the terminal or only the page; "short" is
@@ -38,6 +38,30 @@ class Cell:
 
     def __str__(self) -> str:
         return self.text
+
+
+#: What an :class:`Amount` measures: milliseconds, a share (0.5 is half), bytes.
+Unit = Literal["ms", "share", "bytes"]
+
+
+@dataclass(frozen=True)
+class Amount:
+    """A figure and its unit, as measured; each view says it its own way (the terminal short,
+    "3.1 ms", "12%"; the page precise, "3.1416 ms", "12.3%"). ``value`` None: not measured."""
+
+    value: float | None
+    unit: Unit
+
+
+@dataclass(frozen=True)
+class Items:
+    """A list of names (ops, nodes, source lines) in one cell: the terminal shows the first
+    ``shown``, the page twice as many, each with "+k" for the rest; ``hint``: what the page
+    shows on hover."""
+
+    names: tuple[str, ...]
+    shown: int = 3
+    hint: str = ""
 
 
 @dataclass(frozen=True)

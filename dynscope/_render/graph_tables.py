@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dynscope._format import few, location, ms, percent
+from dynscope._format import location, ms
 from dynscope._lexicon.wording import resume_label
-from dynscope._render.blocks import Cell, Column, Table
+from dynscope._render.blocks import Amount, Cell, Column, Items, Table
 from dynscope._render.figures import runs_shown
 from dynscope._render.words import (
     grads_text,
@@ -138,22 +138,14 @@ def _kernel_cell(graph_id: int, low: Lowering, k: Kernel) -> Cell:
     return Cell(k.name, href=code_anchor(graph_id, side, k.code_line) if known else "")
 
 
-def _sources(k: Kernel, n: int) -> Cell | str:
+def _sources(k: Kernel) -> Items:
     """A kernel's source lines as base names; the full paths on hover."""
-    if not k.source_lines:
-        return "-"
-    return Cell(few([source_label(s) for s in k.source_lines], n), hint="\n".join(k.source_lines))
+    return Items(tuple(source_label(s) for s in k.source_lines), shown=2, hint="\n".join(k.source_lines))
 
 
 _KERNEL_COLUMNS = (
     Column("kernel", only="text"), Column("kernel", "code", only="html"), Column("kind"), Column("pass"),
-    Column("calls"),
-    # The terminal's figures are short; the page's precise, and it has room for more of
-    # each list.
-    Column("time", only="text"), Column("ms", only="html"), Column("share", only="text"), Column("share", only="html"),
-    Column("fused ops", only="text"), Column("fused ATen ops", only="html"),
-    Column("nodes", only="text"), Column("Dynamo nodes", only="html"),
-    Column("source", only="text"), Column("source lines", only="html"),
+    Column("calls"), Column("time"), Column("share"), Column("fused ops"), Column("nodes"), Column("source"),
 )
 
 
@@ -162,28 +154,20 @@ def kernels(graph: Graph, low: Lowering) -> Table:
     profiled time spent outside kernels (wrapper code, allocation, launches)."""
     rows: list[tuple[object, ...]] = [
         (kernel_label(k.name, 48), _kernel_cell(graph.id, low, k), k.kind, pass_label(k), k.calls,
-         ms(k.time_ms) if k.time_ms is not None else "-", _ms4(k.time_ms), percent(k.share), percent(k.share, 1),
-         few(k.aten_ops), few(k.aten_ops, 6), few(k.nodes), few(k.nodes, 6), _sources(k, 2), _sources(k, 4))
+         Amount(k.time_ms, "ms"), Amount(k.share, "share"), Items(k.aten_ops), Items(k.nodes), _sources(k))
         for k in low.kernels_by_time()
     ]
     outside = low.outside_kernels_ms
     if outside is not None:
         share = outside / low.graph_ms if low.graph_ms else None
-        rows.append(("(outside kernels)", "(outside kernels)", "-", "-", "-", ms(outside), _ms4(outside), percent(share),
-                     percent(share, 1),
-                     "wrapper code, allocation", "wrapper code, allocation, launches", "-", "-", "-", "-"))
+        rows.append(("(outside kernels)", "(outside kernels)", "-", "-", "-", Amount(outside, "ms"),
+                     Amount(share, "share"), "wrapper code, allocation", "-", "-"))
     return Table(_KERNEL_COLUMNS, tuple(rows))
-
-
-def _ms4(value: float | None) -> str:
-    """Milliseconds to four places, as the page's tables give them; "-" when not timed."""
-    return "-" if value is None else f"{value:.4f}"
 
 
 _TOP_COLUMNS = (
     Column("graph", "graph"), Column("kernel", only="text"), Column("kernel", "code", only="html"), Column("kind"),
-    Column("pass"), Column("time", only="text"), Column("ms", only="html"), Column("share", only="text"),
-    Column("share", only="html"), Column("fused ops"), Column("source"),
+    Column("pass"), Column("time"), Column("share"), Column("fused ops"), Column("source"),
 )
 
 
@@ -192,7 +176,7 @@ def top_kernels(rep: Report) -> Table:
     first: the terminal shows the first TOP_KERNELS_SHOWN, the page twice as many."""
     rows = tuple(
         (g.id, kernel_label(k.name), _kernel_cell(g.id, g.lowering, k) if g.lowering else "", k.kind, pass_label(k),
-         ms(cost), _ms4(cost), percent(k.share), percent(k.share, 1), few(k.aten_ops), few([source_label(s) for s in k.source_lines], 2))
+         Amount(cost, "ms"), Amount(k.share, "share"), Items(k.aten_ops), _sources(k))
         for g, k, cost in rep.top_kernels(2 * TOP_KERNELS_SHOWN)
     )
     return Table(_TOP_COLUMNS, rows, notes=("time: over the graph's runs; share: of its graph's time",),

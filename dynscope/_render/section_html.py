@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dynscope._render.blocks import Cell, Entry, Group, Listing, Table
+from dynscope._format import amount, few
+from dynscope._render.blocks import Amount, Cell, Entry, Group, Items, Listing, Table
 from dynscope._render.html_parts import esc, html_table, safe_url
 
 if TYPE_CHECKING:
@@ -27,6 +28,11 @@ def _cell(column: Column, value: object) -> str:
     if column.style == "notes":  # what to doubt about the row's figures, listed in it
         items = "".join(f"<li>{esc(n)}</li>" for n in value) if isinstance(value, tuple) else ""
         return f'<ul class="warn">{items}</ul>' if items else ""
+    if isinstance(value, Amount):
+        return esc(amount(value.value, value.unit, precise=True))
+    if isinstance(value, Items):
+        listed = esc(few(value.names, 2 * value.shown))
+        return f'<span title="{esc(value.hint)}">{listed}</span>' if value.hint and value.names else listed
     text = esc(value.text if isinstance(value, Cell) else value)
     if column.style == "code":
         text = f"<code>{text}</code>"

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from dynscope._format import clip
-from dynscope._render.blocks import Cell, Entry, Group, Listing, Table
+from dynscope._format import amount, clip, few
+from dynscope._render.blocks import Amount, Cell, Entry, Group, Items, Listing, Table
 
 if TYPE_CHECKING:
     from dynscope._render.blocks import Column, Field, Section
@@ -21,6 +21,10 @@ def _text_cell(column: Column, value: object) -> object:
     # Numbers stay numbers (tabulate aligns them); a Cell is its words.
     if isinstance(value, Cell):
         value = value.text
+    elif isinstance(value, Amount):
+        value = amount(value.value, value.unit)
+    elif isinstance(value, Items):
+        value = few(value.names, value.shown)
     elif column.style == "notes" and isinstance(value, tuple):
         value = "; ".join(value)
     return clip(str(value), column.clip) if column.clip else value

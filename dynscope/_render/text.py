@@ -10,6 +10,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from dynscope._errors import InputError
+from dynscope._format import FIGURE_GAP
 from dynscope._render import graph_tables, sections
 from dynscope._render.blocks import Entry, Group, Listing, Phrase, Section, Table
 from dynscope._render.section_text import (
@@ -105,15 +106,12 @@ def _compile_time_text(section: Section) -> str:
     return "\n".join([section.lead, *(line for n in section.notes for line in wrap_figures(n))])
 
 
-_FIGURE = re.compile(r"(\d) (s|ms|us|ns)\b")
-
-
 def wrap_figures(text: str, width: int = 100) -> list[str]:
-    """``text`` wrapped as an indented detail line, never between a figure and its unit
-    ("3.60" at the end of one line, "s" on the next)."""
-    kept = _FIGURE.sub("\\1\x00\\2", text)
-    lines = textwrap.wrap(kept, width, initial_indent="    ", subsequent_indent="      ")
-    return [line.replace("\x00", " ") for line in lines]
+    """``text`` wrapped as an indented detail line. Its figures were joined to their units by
+    FIGURE_GAP where they were said, so no line ends in "3.60" with "s" on the next; written
+    here as plain spaces."""
+    lines = textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="      ")
+    return [line.replace(FIGURE_GAP, " ") for line in lines]
 
 
 def _memory(rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:

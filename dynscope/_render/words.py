@@ -22,6 +22,7 @@ from dynscope._format import (
     ms,
     percent,
     plural,
+    seconds,
     timer_resolution_ms,
 )
 from dynscope._render.causes import explained
@@ -361,25 +362,25 @@ def measurement_text(rep: Report) -> str:
         if not t.measure_builds:
             return ""
         return (
-            f"not in that total: dynscope's own measurement builds (timing=True) took {t.measure_s:.2f} s "
+            f"not in that total: dynscope's own measurement builds (timing=True) took {seconds(t.measure_s)} "
             f"over {plural(t.measure_builds, 'Inductor build')}"
         )
     parts = []
-    for phase, seconds in cost.phases:
+    for phase, spent in cost.phases:
         label = COST_LABELS.get(phase, phase)
         if phase == "extra builds":
             label += f" ({plural(t.measure_builds, 'build')}: numerics, backward compiles, graphs rebuilt)"
-        parts.append(f"{label} {seconds:.2f} s")
+        parts.append(f"{label} {seconds(spent)}")
     timed_graphs = any(g.timings for g in rep.graphs)
     flag = "timing=True" if timed_graphs or rep.timing else "memory=True"
-    text = f"not in that total: {flag} took {cost.total_s:.2f} s: " + ", ".join(parts)
+    text = f"not in that total: {flag} took {seconds(cost.total_s)}: " + ", ".join(parts)
     timed = cost.reused + cost.rebuilt
     if timed:
         what = "graph timing" if flag == "timing=True" else "graph measurement"
         text += f"; {cost.reused} of {plural(timed, what)} ran on torch.compile's own build"
     firsts = [m for m in rep.timing if not m.error]
     if firsts:
-        text += "; torch.compile's first call " + ", ".join(f"{m.first_call_s:.2f} s ({m.mode})" for m in firsts)
+        text += "; torch.compile's first call " + ", ".join(f"{seconds(m.first_call_s)} ({m.mode})" for m in firsts)
     return text
 
 
@@ -565,7 +566,7 @@ def lowering_phase_lines(rep: Report) -> list[tuple[str, str]]:
         shown = sum(s for _, s in built)
         if rep.compile_time.measure_builds and whole > shown:
             label += (
-                f"; {whole:.2f} s for all {plural(rep.compile_time.measure_builds, 'measurement build')}, "
+                f"; {seconds(whole)} for all {plural(rep.compile_time.measure_builds, 'measurement build')}, "
                 "the rest forward+backward, numerics and other modes' builds"
             )
         out.append((label + ")", phases_text(built)))
@@ -576,8 +577,8 @@ def phases_text(phases: list[tuple[str, float]]) -> str:
     """"Dynamo tracing 0.25 s, AOTAutograd 0.25 s, ... (total 7.4 s)"; "" when none."""
     if not phases:
         return ""
-    parts = ", ".join(f"{PHASE_LABELS.get(p, p)} {s:.2f} s" for p, s in phases)
-    return f"{parts} (total {sum(s for _, s in phases):.2f} s)"
+    parts = ", ".join(f"{PHASE_LABELS.get(p, p)} {seconds(s)}" for p, s in phases)
+    return f"{parts} (total {seconds(sum(s for _, s in phases))})"
 
 
 def cache_text(graphs: list[Graph] | tuple[Graph, ...]) -> str:

@@ -346,7 +346,8 @@ def test_timed_report_keeps_its_builds_apart_from_the_compile_time() -> None:
     assert "the builds dynscope measured on (first mode), per phase (not in the compile time above; 2 extra builds apart" in text
     page = rep.to_html()
     assert "Your program&#x27;s compile (the header&#x27;s figure) per phase" in page
-    assert f"timing=True took {cost.total_s:.2f} s" in page
+    # The page keeps the figure's no-break gap (FIGURE_GAP): "0.91" and "s" never on two lines.
+    assert f"timing=True took {cost.total_s:.2f}\u00a0s" in page
 
 
 @pytest.mark.slow

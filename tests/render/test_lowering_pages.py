@@ -93,14 +93,14 @@ def test_kernels_table_lists_every_kernel_slowest_first(rep: Report, page: str) 
         kernel_rows, outside = rows[:-1], rows[-1]
         assert [r[0] for r in kernel_rows] == [k.name for k in low.kernels_by_time()]
         assert sorted(r[0] for r in kernel_rows) == sorted(k.name for k in low.kernels)  # every kernel
-        times = [float(r[4]) for r in kernel_rows]
+        times = [float(r[4].removesuffix(" ms")) for r in kernel_rows]  # the page's precise figure, with its unit
         assert times == sorted(times, reverse=True)
         assert [r[1] for r in kernel_rows] == [k.kind for k in low.kernels_by_time()]
         assert outside[0] == "(outside kernels)"
-        assert low.outside_kernels_ms is not None and float(outside[4]) == pytest.approx(low.outside_kernels_ms, abs=1e-4)
+        assert low.outside_kernels_ms is not None and float(outside[4].removesuffix(" ms")) == pytest.approx(low.outside_kernels_ms, abs=1e-4)
     # Graph 1's slowest kernel is the backward mm at 52% of the graph's profiled time.
     first = parsed.tables["kernels-1"][0]
-    assert first[:6] == ["extern_kernels.mm", "extern", "bwd", "1", "0.2050", "51.8%"]
+    assert first[:6] == ["extern_kernels.mm", "extern", "bwd", "1", "0.2050 ms", "51.8%"]
     assert first[6:] == ["aten.mm", "linear, relu", "programs.py:65"]
     # The cell shows the base name; the full path is in its tooltip.
     assert 'title="&lt;root&gt;/tests/corpus/programs.py:65">programs.py:65</span>' in page
@@ -160,7 +160,7 @@ def test_program_part_has_top_kernels_phases_and_cache(rep: Report, page: str) -
     section = page[page.index('<section id="below-dynamo">') :].split("</section>", 1)[0]
     rows = _parse(section).tables["top-kernels"]
     top = rep.top_kernels(10)
-    assert [(int(r[0]), r[1], float(r[4])) for r in rows] == [
+    assert [(int(r[0]), r[1], float(r[4].removesuffix(" ms"))) for r in rows] == [
         (g.id, k.name, round(cost, 4)) for g, k, cost in top
     ]
     assert len(rows) == 10  # every kernel of this report (10) is timed

@@ -9,6 +9,8 @@ from html import escape
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dynscope
 from dynscope._model import Coverage, GraphMemory, ModeTiming
@@ -318,3 +320,31 @@ def test_frames_that_fell_back_say_the_same_words_in_both_views() -> None:
     assert part.lead in text and escape(part.lead) in page
     assert "    1/0 loop_print_fn (p.py:7): skipped: a <loop>" in text
     assert "<td>skipped: a &lt;loop&gt;</td>" in page
+
+
+def test_a_figure_cell_is_one_column_each_view_says_its_own_way() -> None:
+    # One column per figure: the terminal short, the page precise, both from the value.
+    from dynscope._render.blocks import Amount, Column, Items, Table
+
+    table = Table((Column("time"), Column("share"), Column("ops")),
+                  ((Amount(0.20503, "ms"), Amount(0.5183, "share"), Items(("a", "b", "c", "d", "e"), shown=2)),
+                   (Amount(None, "ms"), Amount(None, "share"), Items(()))))
+    text = table_text(table).splitlines()
+    assert text[2].split() == ["205.0", "us", "52%", "a,", "b,", "+3"] and text[3].split() == ["-", "-", "-"]
+    page = table_html(table)
+    assert "<td>0.2050 ms</td>" in page and "<td>51.8%</td>" in page and "<td>a, b, c, d, +1</td>" in page
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=12), min_size=1, max_size=40),
+       figures=st.lists(st.floats(0, 1e4, allow_nan=False), min_size=1, max_size=8), width=st.integers(30, 100))
+def test_a_note_is_never_wrapped_between_a_figure_and_its_unit(words: list[str], figures: list[float], width: int) -> None:
+    from dynscope._format import seconds
+    from dynscope._render.text import wrap_figures
+
+    said = [seconds(f) for f in figures]
+    note = " ".join(words + said)
+    lines = wrap_figures(note, width)
+    assert all(not line.rstrip().split()[-1].replace(".", "").isdigit() for line in lines), lines
+    assert " ".join(" ".join(lines).split()) == " ".join(" ".join(words + [s.replace("\u00a0", " ") for s in said]).split())
+    assert all("\u00a0" not in line for line in lines)

@@ -300,7 +300,7 @@ def _root_cause(err: BaseException) -> str:
         line = f"it called sys.exit({inner.code!r})"
     out = f"{type(inner).__name__}: {line[:400]}" if line else type(inner).__name__
     party = getattr(err, "party", "")  # CaptureError's: "model" raises in eager too
-    if party == "model" or "eagerly too" in str(err).split("\n", 1)[0]:
+    if party == "model":
         out += " (in eager too, without torch.compile)"
     elif party == "compiler" or (inner is not err and isinstance(err, DynscopeError)):
         out += " (under torch.compile)"

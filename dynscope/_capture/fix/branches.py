@@ -14,6 +14,7 @@ import copy
 from dynscope._capture.fix.statements import (
     Made,
     Text,
+    block_of,
     function_of,
     names_loaded,
     parsed,
@@ -21,11 +22,13 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["COND", "CONDITIONAL", "ELEMENTWISE", "WHERE", "cond", "conditional", "elementwise", "narrowed", "tensor_test",
-           "where"]
+__all__ = ["COND", "CONDITIONAL", "EARLY", "ELEMENTWISE", "STATE_WHERE", "WHERE", "cond", "conditional", "early_return",
+           "elementwise", "listed_elementwise", "narrowed", "state_where", "tensor_test", "where"]
 
 WHERE = "branch to torch.where"
 COND = "branch to torch.cond"
+EARLY = "early return to torch.where"
+STATE_WHERE = "state update to torch.where"
 
 
 class _TensorTest(ast.NodeTransformer):
@@ -316,6 +319,57 @@ def elementwise(stmt: ast.stmt, text: Text) -> Made | None:
         "runs over all of them, in order, each turn touching only its own row)"), first=loop, last=loop)
 
 
+class _Named(ast.NodeTransformer):
+    """Each read of the name ``var`` as a copy of ``whole`` (a per-element number as the tensor it came from)."""
+
+    def __init__(self, var: str, whole: ast.expr) -> None:
+        self.var, self.whole = var, whole
+
+    def visit_Name(self, name: ast.Name) -> ast.AST:
+        return copy.deepcopy(self.whole) if name.id == self.var else name
+
+
+def listed_elementwise(stmt: ast.stmt, text: Text) -> Made | None:
+    """``for j, c in enumerate(<t>.tolist()): if <test of c>: x[j] = <value>`` (no else, nothing
+    else in the loop, ``c`` read only by the test) as ``x.copy_(torch.where(<test of t>, <value>,
+    x))``: the number ``c`` is ``t``'s element j, so the test over ``t`` marks the same rows."""
+    if not (isinstance(stmt, ast.For) and not stmt.orelse and len(stmt.body) == 1 and isinstance(stmt.target, ast.Tuple)
+            and len(stmt.target.elts) == 2 and all(isinstance(e, ast.Name) for e in stmt.target.elts)):
+        return None
+    it = stmt.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"
+            and len(it.args) == 1 and not it.keywords):
+        return None
+    listed = it.args[0]
+    if not (isinstance(listed, ast.Call) and isinstance(listed.func, ast.Attribute) and listed.func.attr == "tolist"
+            and not listed.args and not listed.keywords):
+        return None
+    j, c = (e.id for e in stmt.target.elts)  # type: ignore[attr-defined]
+    inner = stmt.body[0]
+    if not (isinstance(inner, ast.If) and not inner.orelse and len(inner.body) == 1
+            and isinstance(inner.body[0], ast.Assign) and len(inner.body[0].targets) == 1):
+        return None
+    target = inner.body[0].targets[0]
+    if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Name) and target.slice.id == j
+            and isinstance(target.value, (ast.Name, ast.Attribute))):
+        return None
+    source = listed.func.value
+    test = _per_element(_Named(c, source).visit(copy.deepcopy(inner.test)), j)
+    value = _per_element(inner.body[0].value, j)
+    # The number in the value would need its own row shape: only the test reads it.
+    if test is None or value is None or c not in names_loaded(inner.test) or c in names_loaded(value):
+        return None
+    mask = tensor_test(test)
+    if mask is None:
+        return None
+    x = text.of(target.value)
+    rows = f"({mask}).reshape((-1,) + (1,) * ({x}.dim() - 1))"
+    return Made([f"{x}.copy_(torch.where({rows}, {unparsed(value)}, {x}))"], ELEMENTWISE, (
+        f"`{text.of(source)}` has one element per row of `{x}` (the loop runs over all of them, each turn setting "
+        "only its own row); the test compares each number as a tensor element (float32 where Python compared "
+        "float64)"), first=stmt, last=stmt)
+
+
 CONDITIONAL = "conditional expression to torch.where"
 
 
@@ -350,3 +404,142 @@ def conditional(stmt: ast.stmt, text: Text) -> Made | None:
     return Made(unparsed(new).split("\n"), CONDITIONAL, (
         "both values are computed (torch.where evaluates both: an index out of range or a division by zero on the "
         "side not taken still runs) and are tensors or numbers of one shape"))
+
+
+# -- an early return, a state update under a test ------------------------------------------------
+
+
+class _CountClamped(ast.NodeTransformer):
+    """Divisions by the count a test compares with zero as divisions by the count clamped at 1."""
+
+    def __init__(self, count: ast.expr) -> None:
+        self.count = ast.dump(count)
+        self.changed = False
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.op, (ast.Div, ast.FloorDiv)) and ast.dump(node.right) == self.count:
+            self.changed = True
+            node.right = ast.Call(func=ast.Attribute(value=node.right, attr="clamp"), args=[],
+                                  keywords=[ast.keyword(arg="min", value=ast.Constant(1))])
+        return node
+
+
+def _zero_count(test: ast.expr) -> ast.expr | None:
+    """``cnt == 0`` (``0 == cnt``, ``cnt < 1``, ``cnt <= 0``): the count a test compares with zero."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    zero = lambda n: isinstance(n, ast.Constant) and n.value == 0 and not isinstance(n.value, bool)  # noqa: E731
+    one = isinstance(right, ast.Constant) and right.value == 1 and not isinstance(right.value, bool)
+    if isinstance(op, ast.Eq) and zero(right) or isinstance(op, ast.LtE) and zero(right) or isinstance(op, ast.Lt) and one:
+        return left
+    if isinstance(op, ast.Eq) and zero(left):
+        return right
+    return None
+
+
+def early_return(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <tensor test>: return A`` and, to the end of its block, assignments of plain names
+    and ``return B``, as the assignments and ``return torch.where(<test>, A, B)`` (part by part
+    when both return tuples of one length). The test and A are read where the ``if`` stood (bound
+    first when the assignments rebind a name they read); a test ``cnt == 0`` whose B divides by
+    ``cnt`` divides by ``cnt.clamp(min=1)``, so the value not taken is finite and no NaN
+    reaches the gradient through it."""
+    if not isinstance(stmt, ast.If) or stmt.orelse or len(stmt.body) != 1:
+        return None
+    ret = stmt.body[0]
+    if not isinstance(ret, ast.Return) or ret.value is None:
+        return None
+    test = tensor_test(stmt.test)
+    if test is None or _host_test(stmt.test):
+        return None
+    block, at = block_of(text.source, stmt)
+    tail = block[at + 1:]
+    if not tail or not isinstance(tail[-1], ast.Return) or tail[-1].value is None or not _free_of_effects(tail[:-1]):
+        return None
+    early, late = ret.value, tail[-1].value
+    a_parts = early.elts if isinstance(early, ast.Tuple) else [early]
+    b_parts = late.elts if isinstance(late, ast.Tuple) else [late]
+    if isinstance(early, ast.Tuple) != isinstance(late, ast.Tuple) or len(a_parts) != len(b_parts):
+        return None
+    if any(isinstance(v, ast.Constant) and v.value is None for v in [*a_parts, *b_parts]):
+        return None
+    rebound = set(_stored(tail[:-1]))
+    lines: list[str] = []
+    pred = test
+    if names_loaded(stmt.test) & rebound:
+        lines.append(f"_pred = {test}")
+        pred = "_pred"
+    then = [text.of(a) for a in a_parts]
+    if any(names_loaded(a) & rebound for a in a_parts):
+        lines.append(f"_early = {text.of(early)}")
+        then = [f"_early[{i}]" for i in range(len(a_parts))] if isinstance(early, ast.Tuple) else ["_early"]
+    note = ("the early return's value and the last one are tensors of one shape and dtype (torch.where computes "
+            "both: the statements after the `if` run whatever the test)")
+    count = _zero_count(stmt.test)
+    clamped: list[str] = []
+
+    def clamped_text(node: ast.AST) -> str | None:
+        """A statement or value after the ``if`` dividing by the count clamped at 1, or None
+        when it does not divide by it: computed when the count is 0 too, it must stay finite
+        (an infinity there makes the gradient NaN through torch.where, though not taken)."""
+        if count is None:
+            return None
+        clamp = _CountClamped(count)
+        new = clamp.visit(copy.deepcopy(node))
+        if not clamp.changed:
+            return None
+        clamped.append(text.of(count))
+        return unparsed(new)
+
+    for s in tail[:-1]:
+        new_s = clamped_text(s)
+        lines += text.body_lines([s]) if new_s is None else new_s.split("\n")
+    other = [clamped_text(b) or text.of(b) for b in b_parts]
+    if clamped:
+        note += f"; the count `{clamped[0]}` divides clamped at 1 where it is 0 (those values are not taken)"
+    picks = [a if a == b else f"torch.where({pred}, {a}, {b})" for a, b in zip(then, other, strict=True)]
+    lines.append(f"return {', '.join(picks)}")
+    return Made(lines, EARLY, note, last=tail[-1])
+
+
+#: An augmented assignment's operator: its spelling and the operand that leaves the value as it is.
+_IDENTITY: dict[type[ast.operator], tuple[str, str]] = {
+    ast.Add: ("+", "0"), ast.Sub: ("-", "0"), ast.Mult: ("*", "1"), ast.Div: ("/", "1")}
+
+
+def state_where(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <tensor test>:`` whose body (no ``else``) only updates attributes (``self.step += 1``,
+    ``self.best = loss``) as the updates made whatever the test, each picking by it:
+    ``self.step += torch.where(<test>, 1, 0)``, ``self.best = torch.where(<test>, loss, self.best)``."""
+    if not isinstance(stmt, ast.If) or stmt.orelse or not stmt.body:
+        return None
+    test = tensor_test(stmt.test)
+    if test is None or _host_test(stmt.test):  # a flag (self.training): Python decides it, no break
+        return None
+    targets: list[str] = []
+    lines: list[str] = []
+    for s in stmt.body:
+        if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Attribute) and type(s.op) in _IDENTITY:
+            target = text.of(s.target)
+            op, same = _IDENTITY[type(s.op)]
+            lines.append(f"{target} {op}= torch.where({{pred}}, {text.of(s.value)}, {same})")
+        elif (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Attribute)):
+            target = text.of(s.targets[0])
+            lines.append(f"{target} = torch.where({{pred}}, {text.of(s.value)}, {target})")
+        else:
+            return None
+        targets.append(target)
+    if len(set(targets)) != len(targets):
+        return None
+    read = names_loaded(stmt.test)
+    pred = test
+    if len(lines) > 1 and any(t.split(".")[0] in read for t in targets):
+        # the test is read once, before any attribute it reads is updated
+        lines.insert(0, f"_pred = {test}")
+        pred = "_pred"
+    lines = [ln.replace("{pred}", pred) for ln in lines]
+    return Made(lines, STATE_WHERE, (
+        "the attribute holds a tensor (a buffer, a tensor attribute: a Python number would become a tensor), and the "
+        "update is made whatever the test, picking the old value where it fails"))

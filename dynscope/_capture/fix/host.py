@@ -1157,6 +1157,7 @@ class _MathTensor(ast.NodeTransformer):
         # not reused by a node made after a statement's copy is dropped (it was: CI saw a number as a tensor)
         self.tensorish: dict[int, ast.AST] = {}
         self.lone_float = False  # the site's statement holds one float() call
+        self.lone_int = False  # the site's statement is ``n = int(<tensor>)``
 
     def _tensor(self, node: ast.AST) -> bool:
         """Whether the expression is a tensor now: made one by this rewrite (itself or a part
@@ -1182,6 +1183,11 @@ class _MathTensor(ast.NodeTransformer):
                 self.floated = True
                 return self._mark(_detach(arg))
             return node
+        if isinstance(f, ast.Name) and f.id == "int" and self.site and self.lone_int:
+            # int(t) broke here: t stays a tensor, truncated toward zero as int() does (an int
+            # tensor as it is); kept only when math follows (a count or an index needs a number)
+            long = ast.Call(func=ast.Attribute(value=_detach(node.args[0]), attr="long"), args=[], keywords=[])
+            return self._mark(long)
         name = _call(node, "math")
         if name in _MATH and node.args and any(self._tensor(a) for a in node.args):
             self.changed = True
@@ -1216,6 +1222,15 @@ def _number_source(stmt: ast.stmt) -> bool:
     return False
 
 
+def _int_source(stmt: ast.stmt) -> bool:
+    """``n = int(<not a constant>)`` with no other number read: at a break site, int() of a tensor."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return False
+    v = stmt.value
+    return (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "int" and len(v.args) == 1
+            and not v.keywords and not isinstance(v.args[0], ast.Constant) and not _number_source(stmt))
+
+
 def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
     """A number read from a tensor (``.item()``, ``float(t)``) and put through ``math.*`` (in
     the site's statement or the next ones of its block), kept a tensor and put through the
@@ -1224,7 +1239,8 @@ def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
         return None  # a number read from a numpy array: the round trip's rewrite, or none
     block, at = block_of(text.source, stmt)
     name = _target(stmt)
-    if not _number_source(stmt):
+    inted = _int_source(stmt)
+    if not _number_source(stmt) and not inted:
         # math.f(v) of a tensor v (the break a kept tensor moved here): the math call reads it
         fix = _MathTensor({n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - {"math", "torch"}, site=True)
         new = fix.visit(copy.deepcopy(stmt))
@@ -1235,6 +1251,7 @@ def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
     # With an .item() in the statement the break is the .item()'s: its float()s stay as they are
     fix = _MathTensor({name} if name is not None else set(), site=not has_item)
     fix.lone_float = len(floats) == 1
+    fix.lone_int = inted
     out = _lines(text, stmt, fix.visit(copy.deepcopy(stmt)))
     changed, last = fix.changed, None
     fix.site = False
@@ -1261,7 +1278,9 @@ def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
                 "the value stays a 0-dim tensor, detached as a Python float is, in the tensor's dtype (type promotion "
                 "as for a number; an int tensor stays int: floor division and a use as a count or an index differ)"))
         return None  # no math on the number: "keep it a tensor" says it plainer
-    return Made(out, MATH, _MATH_NOTE, last=last)
+    note = _MATH_NOTE + ("; int(t) is t.long(), truncated toward zero as int() does, and what it feeds is a tensor "
+                         "(true division gives float32, not a Python float)" if inted else "")
+    return Made(out, MATH, note, last=last)
 
 
 _MATH_NOTE = ("the number stays a 0-dim tensor, detached as a Python number is, and math.f becomes torch.f in the "

@@ -44,7 +44,15 @@ import copy
 from typing import TYPE_CHECKING
 
 from dynscope._capture.fix import checks, host, masks, numbers, state
-from dynscope._capture.fix.branches import cond, conditional, elementwise, where
+from dynscope._capture.fix.branches import (
+    cond,
+    conditional,
+    early_return,
+    elementwise,
+    listed_elementwise,
+    state_where,
+    where,
+)
 from dynscope._capture.fix.checks import REPORTING_CALLS, called_name
 from dynscope._capture.fix.statements import (
     Made,
@@ -335,12 +343,12 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
-    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, cond, checks.guarded_check, checks.asserted,
-             elementwise, conditional),
+    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, early_return, state_where, cond,
+             checks.guarded_check, checks.asserted, elementwise, conditional),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
-    SCALAR: (where, cond, checks.guarded_check, checks.asserted, state.logged_value, host.count_kept, host.count_guard,
-             host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept, numbers.per_element_list,
-             host.math_to_torch, _tensor, _unpacked, _guard,
+    SCALAR: (where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
+             host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
+             numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _unpacked, _guard,
              state.reported_value, state.stop_mask),
     DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.masked_assignment, masks.inline_selection,
                     host.masked_select, masks.bound_selection),

@@ -372,3 +372,14 @@ def test_a_returned_filter_is_left_alone_with_the_config_it_would_take() -> None
     (left,) = res.unpatched
     assert left.owner == "your code" and "`boxes[keep]` is returned" in left.why
     assert "capture_dynamic_output_shape_ops" in left.why
+
+
+def test_an_int_read_back_then_put_through_math_stays_a_long_tensor() -> None:
+    # helpers.py of held-out set 6: a warm-up factor from a step counter kept as a buffer.
+    body = "def warmup_factor(step, warmup):\n    s = int(step)\n    return min(1.0, (s + 1) / warmup)\n"
+    assert _rewrite(body, "int(", SCALAR, MATH) == (
+        "def warmup_factor(step, warmup):\n    s = step.detach().long()\n    return torch.clamp((s + 1) / warmup, max=1.0)\n")
+    # An int only used as an int (a slice bound) gets no math rewrite: it is a count or an index.
+    names, _ = _names("def f(x, n):\n    k = int(n)\n    return x[:k]\n", "int(", SCALAR)
+    assert MATH not in names and FLOAT not in names
+    assert MATH not in _names("def f(x):\n    k = int(3)\n    return math.sqrt(k) * x\n", "int(", SCALAR)[0]

@@ -1,0 +1,112 @@
+"""An early return under a test on a tensor, attributes updated under one, and rows set over
+numbers read back one by one, as torch.where (issue "Fix what we have never seen",
+fix/branches.py): on source text, where each applies and where it must refuse, in the fast
+tier; live on tests/corpus/fix_branches.py in the heavy tier, verified where outputs, gradients
+and what the model keeps equal the unpatched eager run's, and not verified where the early
+value has another shape or the state is a Python number."""
+
+from __future__ import annotations
+
+import pytest
+
+import dynscope
+from dynscope._capture.fix.branches import EARLY, ELEMENTWISE, STATE_WHERE
+from dynscope._capture.fix.rewrites import candidates
+from dynscope._lexicon.break_categories import BRANCH, SCALAR
+from tests.corpus import fix_branches as fb
+
+HEAD = "import torch\n\n\n"
+
+
+def _made(body: str, line: int, category: str = BRANCH) -> dict[str, str]:
+    found, _ = candidates(HEAD + body, line + HEAD.count("\n"), category)
+    return {rw.name: "".join(rw.replacement) for rw in found}
+
+
+MEAN = ("def masked_mean(values, mask):\n"
+        "    w = mask.to(values.dtype)\n"
+        "    if mask.sum() == 0:\n"
+        "        return values.sum(0) * 0.0\n"
+        "    return (values * w).sum(0) / mask.sum()\n")
+
+
+def test_an_early_return_is_picked_by_torch_where_and_a_zero_count_divides_clamped() -> None:
+    assert _made(MEAN, 3)[EARLY] == (
+        "    return torch.where(mask.sum() == 0, values.sum(0) * 0.0, (values * w).sum(0) / mask.sum().clamp(min=1))\n")
+    # The count divides clamped in the statements between the test and the return too (they run
+    # when it is 0: an infinity there makes the gradient NaN through torch.where).
+    body = ("def f(x, n):\n    if n == 0:\n        return x.sum() * 0, n\n    m = x.sum() / n\n    return m, n\n")
+    assert _made(body, 2)[EARLY] == "    m = x.sum() / n.clamp(min=1)\n    return torch.where(n == 0, x.sum() * 0, m), n\n"
+    # Tuples part by part; a test the statements after it rebind is read first.
+    body = ("def f(x, y):\n    if x.sum() > 0:\n        return x, y\n    x = x * 2\n    return x, y + 1\n")
+    assert _made(body, 2)[EARLY] == (
+        "    _pred = x.sum() > 0\n    _early = x, y\n    x = x * 2\n"
+        "    return torch.where(_pred, _early[0], x), torch.where(_pred, _early[1], y + 1)\n")
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("        return values.sum(0) * 0.0\n", "        return None\n"),  # None is no tensor
+    ("        return values.sum(0) * 0.0\n", "        return values, mask\n"),  # a tuple against one value
+    ("    return (values", "    print(mask)\n    return (values"),  # an effect after the test would run always
+    ("    if mask.sum() == 0:\n", "    if mask is None:\n"),  # no tensor in the test
+])
+def test_an_early_return_is_left_alone_where_torch_where_cannot_pick(old: str, new: str) -> None:
+    assert EARLY not in _made(MEAN.replace(old, new), 3)
+
+
+def test_attributes_updated_under_a_test_are_updated_always_picking_by_it() -> None:
+    body = ("class M:\n    def forward(self, x):\n        if self.step < self.warmup:\n"
+            "            self.step += 1\n        return x\n")
+    assert _made(body, 3)[STATE_WHERE] == "        self.step += torch.where(self.step < self.warmup, 1, 0)\n"
+    # Several updates read the test once, before any of them changes what it reads.
+    body = ("class M:\n    def forward(self, loss):\n        if loss < self.best:\n"
+            "            self.best = loss\n            self.count *= 2\n        return loss\n")
+    assert _made(body, 3)[STATE_WHERE] == (
+        "        _pred = loss < self.best\n        self.best = torch.where(_pred, loss, self.best)\n"
+        "        self.count *= torch.where(_pred, 2, 1)\n")
+    for other in ("            self.count += 1\n            self.count += 1\n",  # one attribute twice
+                  "            best = loss\n",  # a local: not state
+                  "            self.log.append(loss)\n",  # a call
+                  "            self.count **= 2\n"):  # no operand that leaves it as it is
+        changed = body.replace("            self.best = loss\n            self.count *= 2\n", other)
+        assert STATE_WHERE not in _made(changed, 3), other
+
+
+def test_rows_set_over_numbers_read_back_are_set_by_one_where_over_the_tensor() -> None:
+    body = ("class H:\n    def forward(self, coords, conf):\n        for j, c in enumerate(conf.tolist()):\n"
+            "            if c < self.gate:\n                coords[j] = -1.0\n        return coords\n")
+    assert _made(body, 3, SCALAR)[ELEMENTWISE] == (
+        "        coords.copy_(torch.where((conf < self.gate).reshape((-1,) + (1,) * (coords.dim() - 1)), -1.0, coords))\n")
+    for old, new in [("-1.0", "c * 2"),  # the number in the value: it would need its own row shape
+                     ("coords[j] =", "coords[j + 1] ="),  # not the turn's own row
+                     ("if c < self.gate", "if j < 2"),  # a test of the position, not of the number
+                     ("enumerate(conf.tolist())", "enumerate(conf)")]:  # no number read back: no break here
+        assert ELEMENTWISE not in _made(body.replace(old, new), 3, SCALAR), new
+
+
+def _fix(name: str) -> dynscope.FixResult:
+    model, inputs = fb.PROGRAMS[name]()
+    return dynscope.fix(model, inputs)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("name", "rewrite"), [
+    ("masked_pool", EARLY), ("skip_non_finite", EARLY), ("warmup_counter", STATE_WHERE), ("best_loss", STATE_WHERE),
+    ("gated_keypoints", ELEMENTWISE),
+])
+def test_early_returns_and_state_updates_are_verified_live(name: str, rewrite: str) -> None:
+    res = _fix(name)
+    (p,) = res.patches
+    assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
+    assert p.gradients_matched is not False and res.breaks_after == 0 and p.assumes
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("name", "reason"), [
+    ("shortcut_crop", "raised"), ("counted_calls", "what the model keeps changes"),
+])
+def test_an_early_value_of_another_shape_or_a_python_count_is_not_verified(name: str, reason: str) -> None:
+    res = _fix(name)
+    assert not any(p.verified for p in res.patches), [(p.rewrite, p.why_not) for p in res.patches]
+    tried = [p for p in res.patches if p.rewrite in (EARLY, STATE_WHERE)]
+    assert tried and all(reason in p.why_not for p in tried), [p.why_not for p in tried]

@@ -1,0 +1,192 @@
+"""Programs that leave early or update their state under a test on a tensor, in the shapes real
+repositories write them, for ``dynscope.fix``: a masked mean that returns zeros when the mask
+keeps nothing, a loss that skips a step whose value is not finite, a warm-up counter kept as a
+buffer, a best-loss tracker; and two that must keep their branch (the early value has another
+shape; the count is a Python number the program reads as one).
+
+As in tests/corpus/fix_programs.py: each program is a (model, inputs) builder; each break
+site carries ``# SITE: <rewrite>`` (the rewrite expected to remove it) or ``# SITE: none``
+(no patch may be verified). Imports only torch and the standard library: ``fix`` imports
+patched copies of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def _x(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class MaskedPool(nn.Module):
+    """Mean of the projected frames a voice detector keeps; zeros for a silent clip."""
+
+    def __init__(self, dim: int = 8, out: int = 5) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, out)
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.proj(frames))
+        voiced = frames.pow(2).mean(-1) > 0.8
+        w = voiced.to(h.dtype).unsqueeze(-1)
+        if voiced.sum() == 0:  # SITE: early return to torch.where
+            return h.sum(0) * 0.0
+        total = (h * w).sum(0)
+        return total / voiced.sum()
+
+
+def masked_pool() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(700)
+    return MaskedPool(), (_x(12, 8, seed=1),)
+
+
+class SkipNonFinite(nn.Module):
+    """A regression step that gives a zero loss (and the prediction) when the loss is not finite."""
+
+    def __init__(self, dim: int = 6) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(dim, 10), nn.ReLU(), nn.Linear(10, 1))
+        self.weight_decay = 1e-3
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pred = self.net(x).squeeze(-1)
+        loss = F.mse_loss(pred, y)
+        if not torch.isfinite(loss):  # SITE: early return to torch.where
+            return pred, loss * 0.0
+        penalty = sum(p.pow(2).sum() for p in self.net.parameters())
+        loss = loss + self.weight_decay * penalty
+        return pred, loss
+
+
+def skip_non_finite() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(701)
+    return SkipNonFinite(), (_x(9, 6, seed=2), _x(9, seed=3))
+
+
+class WarmupCounter(nn.Module):
+    """A residual branch faded in over the first steps, counted in a buffer that stops at the end."""
+
+    def __init__(self, dim: int = 8, warmup: int = 5) -> None:
+        super().__init__()
+        self.body, self.branch = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.warmup = warmup
+        self.register_buffer("step", torch.tensor(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        fade = (self.step.float() / self.warmup).clamp(max=1.0)
+        out = self.body(x) + fade * self.branch(x)
+        if self.step < self.warmup:  # SITE: state update to torch.where
+            self.step += 1
+        return out
+
+
+def warmup_counter() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(702)
+    return WarmupCounter(), (_x(4, 8, seed=4),)
+
+
+class BestLoss(nn.Module):
+    """A model that keeps its best loss so far and the number of steps that improved it (buffers)."""
+
+    def __init__(self, dim: int = 6) -> None:
+        super().__init__()
+        self.net = nn.Linear(dim, 1)
+        self.register_buffer("best", torch.tensor(float("inf")))
+        self.register_buffer("improved", torch.tensor(0))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = F.l1_loss(self.net(x).squeeze(-1), y)
+        if loss < self.best:  # SITE: state update to torch.where
+            self.best = loss.detach()
+            self.improved += 1
+        return loss
+
+
+def best_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(703)
+    return BestLoss(), (_x(7, 6, seed=5), _x(7, seed=6))
+
+
+class GatedKeypoints(nn.Module):
+    """Keypoints from heatmaps by soft-argmax; a keypoint whose peak confidence is under the gate
+    is marked missing (-1), row by row over the confidences read back as numbers."""
+
+    def __init__(self, joints: int = 5, gate: float = 0.5) -> None:
+        super().__init__()
+        self.head = nn.Conv2d(4, joints, 3, padding=1)
+        self.gate = gate
+
+    def forward(self, feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        heat = self.head(feats[None])[0]
+        flat = heat.flatten(1)
+        conf = torch.sigmoid(flat.max(1).values)
+        prob = flat.softmax(1)
+        pos = torch.arange(flat.shape[1], dtype=flat.dtype)
+        coords = torch.stack([(prob * (pos % heat.shape[2])).sum(1), (prob * (pos // heat.shape[2])).sum(1)], 1)
+        for j, c in enumerate(conf.tolist()):  # SITE: per-element if to torch.where
+            if c < self.gate:
+                coords[j] = -1.0
+        return coords, conf
+
+
+def gated_keypoints() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(706)
+    return GatedKeypoints(), (_x(4, 6, 6, seed=9),)
+
+
+class ShortcutCrop(nn.Module):
+    """A crop that returns the first half of the features when the input is bright: the early
+    value has another shape, so no torch.where can pick between the two."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        if x.mean() > 0:  # SITE: none
+            return h[:, : h.shape[1] // 2]
+        h = torch.relu(h)
+        return h
+
+
+def shortcut_crop() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(704)
+    return ShortcutCrop(), (_x(3, 8, seed=7).abs(),)
+
+
+class CountedCalls(nn.Module):
+    """A model that counts in a Python int the calls whose loss was high, and scales by it: the
+    count must stay a number (a tensor would change what the program keeps)."""
+
+    def __init__(self, dim: int = 6) -> None:
+        super().__init__()
+        self.net = nn.Linear(dim, 1)
+        self.high = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.net(x).squeeze(-1)
+        if out.abs().mean() > 0.1:  # SITE: none
+            self.high += 1
+        return out
+
+
+def counted_calls() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(705)
+    return CountedCalls(), (_x(5, 6, seed=8),)
+
+
+PROGRAMS: dict[str, Any] = {
+    "masked_pool": masked_pool,
+    "skip_non_finite": skip_non_finite,
+    "warmup_counter": warmup_counter,
+    "best_loss": best_loss,
+    "gated_keypoints": gated_keypoints,
+    "shortcut_crop": shortcut_crop,
+    "counted_calls": counted_calls,
+}
