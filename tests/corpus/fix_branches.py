@@ -139,6 +139,82 @@ def gated_keypoints() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return GatedKeypoints(), (_x(4, 6, 6, seed=9),)
 
 
+class ClippedCritic(nn.Module):
+    """A WGAN critic whose weights are clipped every few calls, counted in a buffer."""
+
+    def __init__(self, dim: int = 6, c: float = 0.1, every: int = 3) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(dim, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+        self.c, self.every = c, every
+        self.register_buffer("calls", torch.tensor(6))
+
+    def forward(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
+        if self.calls.item() % self.every == 0:  # SITE: state update to torch.where
+            for p in self.net.parameters():
+                p.data.clamp_(-self.c, self.c)
+        self.calls += 1
+        return self.net(fake).mean() - self.net(real).mean()
+
+
+def clipped_critic() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(707)
+    return ClippedCritic(), (_x(6, 6, seed=10) + 1, _x(6, 6, seed=11))
+
+
+class BinnedCalibration(nn.Module):
+    """Reliability statistics of a click model: per confidence bin, the click rate and the mean
+    score of the rows in it, left at zero for an empty bin."""
+
+    def __init__(self, dim: int = 5, bins: int = 6) -> None:
+        super().__init__()
+        self.score = nn.Linear(dim, 1)
+        self.bins = bins
+
+    def forward(self, x: torch.Tensor, clicks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        p = torch.sigmoid(self.score(x)).squeeze(-1)
+        which = (p.detach() * self.bins).long().clamp(max=self.bins - 1)
+        rate, mean = p.new_zeros(self.bins), p.new_zeros(self.bins)
+        for b in range(self.bins):
+            inside = which == b
+            if inside.any():  # SITE: state update to torch.where
+                rate[b] = clicks[inside].mean()
+                mean[b] = p[inside].mean()
+        return rate, (mean - rate).abs()
+
+
+def binned_calibration() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(708)
+    return BinnedCalibration(), (_x(30, 5, seed=12) * 2, (_x(30, seed=13) > 0).float())
+
+
+class LossScaler(nn.Module):
+    """A dynamic loss scale kept in buffers, as mixed-precision training keeps it: doubled every
+    few finite steps, halved (and the count reset) on a step whose loss is not finite."""
+
+    def __init__(self, dim: int = 6, every: int = 2) -> None:
+        super().__init__()
+        self.net = nn.Linear(dim, 3)
+        self.every = every
+        self.register_buffer("scale", torch.tensor(1024.0))
+        self.register_buffer("good", torch.tensor(1))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loss = F.cross_entropy(self.net(x), y)
+        if torch.isfinite(loss):  # SITE: state update to torch.where
+            self.good += 1
+            if self.good % self.every == 0:  # SITE: state update to torch.where
+                self.scale *= 2.0
+        else:
+            self.scale /= 2.0
+            self.good.zero_()
+        return loss * self.scale, loss.detach()
+
+
+def loss_scaler() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(709)
+    return LossScaler(), (_x(8, 6, seed=14), torch.arange(8) % 3)
+
+
 class ShortcutCrop(nn.Module):
     """A crop that returns the first half of the features when the input is bright: the early
     value has another shape, so no torch.where can pick between the two."""
@@ -187,6 +263,9 @@ PROGRAMS: dict[str, Any] = {
     "warmup_counter": warmup_counter,
     "best_loss": best_loss,
     "gated_keypoints": gated_keypoints,
+    "clipped_critic": clipped_critic,
+    "binned_calibration": binned_calibration,
+    "loss_scaler": loss_scaler,
     "shortcut_crop": shortcut_crop,
     "counted_calls": counted_calls,
 }

@@ -164,7 +164,8 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
             return patch, rw
         if patch.verified:
             return patch, rw
-        followed = _follow_on(model, calls, before, eager, site, source, rw, patch, rerun)
+        followed = (_follow_on(model, calls, before, eager, site, source, rw, patch, rerun)
+                    or _follow_within(model, calls, before, eager, site, source, rw, patch, rerun))
         if followed is not None:
             return followed
         tried.append((patch, rw))
@@ -394,6 +395,37 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
     second, _ = candidates(rw.source, nxt.lineno, nxt.category)
     for rw2 in second:
         both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
+        followed, _ = _verified(model, calls, before, eager, site, source, both)
+        if followed.verified:
+            return followed, both
+    return None
+
+
+def _follow_within(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: Source,
+                   rw: Rewrite, patch: Patch, rerun: _Rerun) -> tuple[Patch, Rewrite] | None:
+    """A rewrite that kept outputs but whose own new lines break for another reason (an update
+    made under torch.where whose value still selects by a mask, ``rates[b] = torch.where(_pred,
+    clicks[in_bin].mean(), rates[b])``): every line of the rewrite that a rewrite of that
+    reason applies to, rewritten by it too (the last first, so the lines above keep their
+    numbers; a break in a loop hides the lines after it, so all are tried), verified as one
+    patch. The rewrites offered at the line found breaking are tried in turn, at most three."""
+    if rerun.rep is None or not patch.breaks_after or not patch.outputs_matched or patch.gradients_matched is False:
+        return None
+    inside = sorted({(b.lineno, b.category) for b in rerun.rep.breaks if _same(b.filename, rerun.path)
+                     and rw.first <= b.lineno <= rw.new_last and b.category != site.category})
+    if len(inside) != 1:
+        return None
+    line, category = inside[0]
+    offered, _ = candidates(rw.source, line, category)
+    for pick in [r.name for r in offered][:3]:
+        text, used = rw.source, ""
+        for at in range(rw.new_last, rw.first - 1, -1):
+            found = [r for r in candidates(text, at, category)[0] if r.name == pick]
+            if found and found[0].first == at:
+                text, used = found[0].source, found[0].note
+        if not used:
+            continue
+        both = _spanning(source.text, text, f"{rw.name}, then {pick}", f"{rw.note}; {used}")
         followed, _ = _verified(model, calls, before, eager, site, source, both)
         if followed.verified:
             return followed, both

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Callable
 
 from dynscope._capture.fix.statements import (
     Made,
@@ -509,37 +510,165 @@ _IDENTITY: dict[type[ast.operator], tuple[str, str]] = {
     ast.Add: ("+", "0"), ast.Sub: ("-", "0"), ast.Mult: ("*", "1"), ast.Div: ("/", "1")}
 
 
-def state_where(stmt: ast.stmt, text: Text) -> Made | None:
-    """``if <tensor test>:`` whose body (no ``else``) only updates attributes (``self.step += 1``,
-    ``self.best = loss``) as the updates made whatever the test, each picking by it:
-    ``self.step += torch.where(<test>, 1, 0)``, ``self.best = torch.where(<test>, loss, self.best)``."""
-    if not isinstance(stmt, ast.If) or stmt.orelse or not stmt.body:
+#: In-place tensor methods whose out-of-place twin is the name without its underscore.
+_TWINNED = frozenset({"abs_", "add_", "clamp_", "clamp_max_", "clamp_min_", "div_", "exp_", "lerp_", "masked_fill_",
+                      "mul_", "neg_", "pow_", "relu_", "sigmoid_", "sqrt_", "sub_", "tanh_"})
+
+_Update = Callable[[str], list[str]]  # the update's lines, given the test's text
+
+
+def _args(call: ast.Call, text: Text) -> str | None:
+    if any(k.arg is None for k in call.keywords):
+        return None  # **kwargs: arguments it cannot name
+    return ", ".join([text.of(a) for a in call.args] + [f"{k.arg}={text.of(k.value)}" for k in call.keywords])
+
+
+def _in_place(stmt: ast.stmt, text: Text) -> _Update | None:
+    """``t.clamp_(...)`` (an in-place method with an out-of-place twin, ``zero_``, ``fill_``,
+    ``copy_``; a chain of them, ``t.mul_(0.9).add_(v)``) as ``t.copy_(torch.where(<test>, <the
+    new value>, t))``; None otherwise."""
+    call: ast.expr | None = stmt.value if isinstance(stmt, ast.Expr) else None
+    chain: list[tuple[ast.Call, str]] = []
+    while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+        chain.append((call, call.func.attr))
+        call = call.func.value
+    base = call
+    if not chain or not isinstance(base, (ast.Name, ast.Attribute, ast.Subscript)):
         return None
-    test = tensor_test(stmt.test)
-    if test is None or _host_test(stmt.test):  # a flag (self.training): Python decides it, no break
-        return None
-    targets: list[str] = []
-    lines: list[str] = []
-    for s in stmt.body:
-        if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Attribute) and type(s.op) in _IDENTITY:
-            target = text.of(s.target)
-            op, same = _IDENTITY[type(s.op)]
-            lines.append(f"{target} {op}= torch.where({{pred}}, {text.of(s.value)}, {same})")
-        elif (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Attribute)):
-            target = text.of(s.targets[0])
-            lines.append(f"{target} = torch.where({{pred}}, {text.of(s.value)}, {target})")
+    t, new = text.of(base), text.of(base)
+    for step, method in reversed(chain):
+        args = _args(step, text)
+        if args is None:
+            return None
+        if method in _TWINNED:
+            new = f"{new}.{method[:-1]}({args})"
+        elif method == "zero_" and not args:
+            new = f"torch.zeros_like({t})"
+        elif method == "fill_" and len(step.args) == 1 and not step.keywords:
+            new = f"torch.full_like({t}, {args})"
+        elif method == "copy_" and len(step.args) == 1 and not step.keywords:
+            new = args
         else:
             return None
-        targets.append(target)
-    if len(set(targets)) != len(targets):
+    return lambda pred: [f"{t}.copy_(torch.where({pred}, {new}, {t}))"]
+
+
+def _update(stmt: ast.stmt, text: Text) -> tuple[_Update, str] | None:
+    """One statement of the body as an update made whatever the test (its lines, given the
+    test), with what it updates; None for a statement that is not one."""
+    state = (ast.Attribute, ast.Subscript)
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, state) and type(stmt.op) in _IDENTITY:
+        target, value = text.of(stmt.target), text.of(stmt.value)
+        op, same = _IDENTITY[type(stmt.op)]
+        return (lambda pred: [f"{target} {op}= torch.where({pred}, {value}, {same})"]), target
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], state):
+        target, value = text.of(stmt.targets[0]), text.of(stmt.value)
+        return (lambda pred: [f"{target} = torch.where({pred}, {value}, {target})"]), target
+    made = _in_place(stmt, text)
+    if made is not None:
+        return made, text.of(stmt.value.func.value)  # type: ignore[attr-defined]
+    if (isinstance(stmt, ast.For) and not stmt.orelse and isinstance(stmt.target, ast.Name)
+            and not names_loaded(stmt.iter) & {stmt.target.id}):
+        # for p in self.net.parameters(): p.data.clamp_(...) - each turn updates in place
+        inner = [_in_place(s, text) for s in stmt.body]
+        if not inner or any(u is None for u in inner):
+            return None
+        header, unit = f"for {text.of(stmt.target)} in {text.of(stmt.iter)}:", text.unit
+        return (lambda pred: [header, *(unit + ln for u in inner if u is not None for ln in u(pred))]), header
+    return None
+
+
+def _no_grad(stmt: ast.stmt) -> bool:
+    """``with torch.no_grad():`` (alone)."""
+    return (isinstance(stmt, ast.With) and len(stmt.items) == 1 and stmt.items[0].optional_vars is None
+            and ast.unparse(stmt.items[0].context_expr) in ("torch.no_grad()", "no_grad()"))
+
+
+def _python_test(test: ast.expr) -> bool:
+    """A test Python decides whatever it reads: ``is``/``is not``, ``isinstance``, ``hasattr``
+    (a bare name or attribute at a break is a tensor: the ``if`` broke on it)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _python_test(test.operand)
+    if isinstance(test, ast.Compare):
+        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops)
+    return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id in ("isinstance", "hasattr")
+
+
+class _Predicated:
+    """The updates of an ``if`` tree made whatever its tests, each picking by the tests on its
+    path (``_pred``, ``_pred1``...: each test read once, where the ``if`` stood)."""
+
+    def __init__(self, text: Text) -> None:
+        self.text, self.made = text, 0
+        self.lines: list[str] = []
+        self.targets: list[str] = []
+
+    def name(self) -> str:
+        self.made += 1
+        return "_pred" if self.made == 1 else f"_pred{self.made - 1}"
+
+    def body(self, body: list[ast.stmt], pred: str, indent: str = "") -> bool:
+        for s in body:
+            if isinstance(s, ast.If):
+                test = tensor_test(s.test)
+                if test is None or _python_test(s.test):
+                    return False
+                inner = self.name()
+                self.lines.append(f"{indent}{inner} = {pred} & ({test})")
+                if not self.body(s.body, inner, indent):
+                    return False
+                if s.orelse:
+                    other = self.name()
+                    self.lines.append(f"{indent}{other} = {pred} & ~{inner}")
+                    if not self.body(s.orelse, other, indent):
+                        return False
+            elif _no_grad(s):
+                self.lines.append(f"{indent}with {self.text.of(s.items[0].context_expr)}:")  # type: ignore[attr-defined]
+                if not self.body(s.body, pred, indent + self.text.unit):  # type: ignore[attr-defined]
+                    return False
+            else:
+                update = _update(s, self.text)
+                if update is None:
+                    return False
+                self.lines += [indent + ln for ln in update[0](pred)]
+                self.targets.append(update[1])
+        return True
+
+
+def state_where(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <tensor test>:`` whose branches only update state - attributes or elements
+    (``self.step += 1``, ``self.best = loss``, ``rates[b] = v``), tensors in place
+    (``t.clamp_(-c, c)``, ``t.mul_(0.9).add_(v)``, also over a loop: ``for p in params:
+    p.data.clamp_(-c, c)``), under ``torch.no_grad()`` or further tests, with an ``else`` - as the
+    updates made whatever the tests, each picking by those on its path: ``self.step +=
+    torch.where(<test>, 1, 0)``, ``self.best = torch.where(<test>, loss, self.best)``,
+    ``t.copy_(torch.where(<test>, t.clamp(-c, c), t))``. Each test is read once, where its
+    ``if`` stood, so an update made before it is seen as the ``if`` saw it."""
+    if not isinstance(stmt, ast.If) or not stmt.body:
         return None
-    read = names_loaded(stmt.test)
-    pred = test
-    if len(lines) > 1 and any(t.split(".")[0] in read for t in targets):
-        # the test is read once, before any attribute it reads is updated
-        lines.insert(0, f"_pred = {test}")
-        pred = "_pred"
-    lines = [ln.replace("{pred}", pred) for ln in lines]
-    return Made(lines, STATE_WHERE, (
-        "the attribute holds a tensor (a buffer, a tensor attribute: a Python number would become a tensor), and the "
-        "update is made whatever the test, picking the old value where it fails"))
+    test = tensor_test(stmt.test)
+    if test is None or _python_test(stmt.test):  # Python decides it: not the break
+        return None
+    fn = function_of(text.source, stmt)
+    if any(isinstance(n, ast.Name) and n.id.startswith("_pred") for n in ast.walk(fn or stmt)):
+        return None  # the names it binds are taken
+    simple = not stmt.orelse and len(stmt.body) == 1 and not isinstance(stmt.body[0], (ast.For, ast.If, ast.With))
+    tree = _Predicated(text)
+    if simple:
+        ok = tree.body(stmt.body, test)
+    else:
+        pred = tree.name()
+        # A bare flag would be the buffer itself, which an update in place then changes: a copy.
+        bare = isinstance(stmt.test, (ast.Name, ast.Attribute, ast.Subscript))
+        tree.lines.append(f"{pred} = {test}.clone()" if bare else f"{pred} = {test}")
+        ok = tree.body(stmt.body, pred)
+        if ok and stmt.orelse:
+            other = tree.name()
+            tree.lines.append(f"{other} = ~{pred}")
+            ok = tree.body(stmt.orelse, other)
+    if not ok:
+        return None
+    return Made(tree.lines, STATE_WHERE, (
+        "what is updated holds a tensor (a buffer, a tensor attribute or element: a Python number would become a "
+        "tensor), and each update is made whatever the tests, picking the old value where they fail (in place ones "
+        "too, on every tensor a loop names)"))

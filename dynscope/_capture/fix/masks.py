@@ -448,12 +448,23 @@ def _taken(source: str, stmt: ast.stmt) -> set[str]:
         a.arg for a in ast.walk(fn or parsed(source)) if isinstance(a, ast.arg)}
 
 
+def _through_mask(target: ast.Subscript, value: ast.expr) -> bool:
+    """Whether ``target``'s index may be a mask: it is no plain name (``rates[b]``, a position),
+    or the value selects another tensor by the same index (``x[m] = y[m]``; ``rates[b]`` read
+    back as the value kept is the target itself)."""
+    if not isinstance(target.slice, ast.Name):
+        return True
+    return any(isinstance(n, ast.Subscript) and _same_expr(n.slice, target.slice)
+               and not _same_expr(n.value, target.value) for n in ast.walk(value))
+
+
 def inline_selection(stmt: ast.stmt, text: Text) -> Made | None:
     """A statement that reduces a boolean-mask selection inside one expression (``f(x[m]).sum()``,
     a loss of ``p[m]`` and ``y[m]``) as the same reduction of every element, masked."""
     if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)) or stmt.value is None:
         return None
-    if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Subscript) for t in stmt.targets):
+    if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Subscript) and _through_mask(t, stmt.value)
+                                            for t in stmt.targets):
         return None  # an assignment through a mask: masked_assignment
     scope = _Scope(text.source, stmt)
     fix = _Inline(scope, _taken(text.source, stmt))

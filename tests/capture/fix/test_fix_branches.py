@@ -64,12 +64,58 @@ def test_attributes_updated_under_a_test_are_updated_always_picking_by_it() -> N
     assert _made(body, 3)[STATE_WHERE] == (
         "        _pred = loss < self.best\n        self.best = torch.where(_pred, loss, self.best)\n"
         "        self.count *= torch.where(_pred, 2, 1)\n")
-    for other in ("            self.count += 1\n            self.count += 1\n",  # one attribute twice
-                  "            best = loss\n",  # a local: not state
+    for other in ("            best = loss\n",  # a local: not state
                   "            self.log.append(loss)\n",  # a call
                   "            self.count **= 2\n"):  # no operand that leaves it as it is
         changed = body.replace("            self.best = loss\n            self.count *= 2\n", other)
         assert STATE_WHERE not in _made(changed, 3), other
+
+
+def test_updates_in_place_of_elements_and_over_a_loop_pick_by_the_test_read_once() -> None:
+    body = ("class C:\n    def forward(self, x):\n        if self.calls.item() % self.every == 0:\n"
+            "            for p in self.net.parameters():\n                p.data.clamp_(-self.c, self.c)\n"
+            "        return x\n")
+    assert _made(body, 3, SCALAR)[STATE_WHERE] == (
+        "        _pred = self.calls % self.every == 0\n        for p in self.net.parameters():\n"
+        "            p.data.copy_(torch.where(_pred, p.data.clamp(-self.c, self.c), p.data))\n")
+    body = ("def f(x, t, rates, b):\n    if t.any():\n        rates[b] = x.sum()\n        x.zero_()\n"
+            "        t.fill_(2)\n    return rates\n")
+    assert _made(body, 2)[STATE_WHERE] == (
+        "    _pred = t.any()\n    rates[b] = torch.where(_pred, x.sum(), rates[b])\n"
+        "    x.copy_(torch.where(_pred, torch.zeros_like(x), x))\n    t.copy_(torch.where(_pred, torch.full_like(t, 2), t))\n")
+    for other in ("        x.normal_()\n",  # no out-of-place twin kept here (random)
+                  "        x.add_(**kw)\n",  # arguments it cannot name
+                  "        print(x)\n"):  # not an update
+        assert STATE_WHERE not in _made(body.replace("        x.zero_()\n", other), 2), other
+    loop = body.replace("        x.zero_()\n", "        for q in qs:\n            q.mul_(q)\n            print(q)\n")
+    assert STATE_WHERE not in _made(loop, 2), "a loop that does more than update in place"
+
+
+def test_an_if_tree_of_updates_picks_each_by_the_tests_on_its_path_read_where_they_stood() -> None:
+    # A loss scaler (torch.amp's shape): grow every k good steps, halve on a non-finite loss.
+    body = ("class S:\n    def forward(self, loss):\n        if torch.isfinite(loss):\n"
+            "            self.good += 1\n            if self.good.item() % self.k == 0:\n"
+            "                self.scale *= 2.0\n        else:\n            self.scale /= 2.0\n"
+            "            self.good.zero_()\n        return loss * self.scale\n")
+    assert _made(body, 3)[STATE_WHERE] == (
+        "        _pred = torch.isfinite(loss)\n        self.good += torch.where(_pred, 1, 0)\n"
+        "        _pred1 = _pred & (self.good % self.k == 0)\n        self.scale *= torch.where(_pred1, 2.0, 1)\n"
+        "        _pred2 = ~_pred\n        self.scale /= torch.where(_pred2, 2.0, 1)\n"
+        "        self.good.copy_(torch.where(_pred2, torch.zeros_like(self.good), self.good))\n")
+    # A flag kept as a buffer (a bare attribute broke: it is a tensor; read as a copy, since the
+    # else fills it in place), chained in-place updates under no_grad.
+    body = ("class T:\n    def forward(self, t):\n        if self.ready:\n            with torch.no_grad():\n"
+            "                self.center.mul_(0.9).add_(0.1 * t.mean(0))\n        else:\n"
+            "            self.center.copy_(t.mean(0))\n            self.ready.fill_(True)\n        return t\n")
+    assert _made(body, 3)[STATE_WHERE] == (
+        "        _pred = self.ready.clone()\n        with torch.no_grad():\n"
+        "            self.center.copy_(torch.where(_pred, self.center.mul(0.9).add(0.1 * t.mean(0)), self.center))\n"
+        "        _pred1 = ~_pred\n        self.center.copy_(torch.where(_pred1, t.mean(0), self.center))\n"
+        "        self.ready.copy_(torch.where(_pred1, torch.full_like(self.ready, True), self.ready))\n")
+    for other in ("if self.ready is None:", "if isinstance(self.ready, bool):"):  # Python decides these
+        assert STATE_WHERE not in _made(body.replace("if self.ready:", other), 3), other
+    taken = body.replace("return t", "_pred = 1\n        return t")
+    assert STATE_WHERE not in _made(taken, 3), "the names it binds are the function's own"
 
 
 def test_rows_set_over_numbers_read_back_are_set_by_one_where_over_the_tensor() -> None:
@@ -92,11 +138,15 @@ def _fix(name: str) -> dynscope.FixResult:
 @pytest.mark.heavy
 @pytest.mark.parametrize(("name", "rewrite"), [
     ("masked_pool", EARLY), ("skip_non_finite", EARLY), ("warmup_counter", STATE_WHERE), ("best_loss", STATE_WHERE),
-    ("gated_keypoints", ELEMENTWISE),
+    ("gated_keypoints", ELEMENTWISE), ("clipped_critic", STATE_WHERE), ("loss_scaler", STATE_WHERE),
+    # The update's value still selects by the mask: the where's own line is rewritten too.
+    ("binned_calibration", f"{STATE_WHERE}, then masked reduction inline"),
 ])
 def test_early_returns_and_state_updates_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
-    (p,) = res.patches
+    # The loss scaler's inner test is a site of its own, inside the first's rewrite.
+    assert len(res.patches) == (2 if name == "loss_scaler" else 1), [q.site for q in res.patches]
+    p = res.patches[0]
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     assert p.gradients_matched is not False and res.breaks_after == 0 and p.assumes
 
