@@ -592,14 +592,20 @@ def stop_mask(stmt: ast.stmt, text: Text) -> Made | str | None:
     stop gave it (greedy decoding returns its tokens): no rewrite, and the reason says so - a
     verification whose inputs never stop early could not tell the difference."""
     fn = function_of(text.source, stmt)
-    loop = next((n for n in ast.walk(fn or stmt) if isinstance(n, ast.For) and n.body and n.body[-1] is stmt), None)
+    loop = next((n for n in ast.walk(fn or stmt) if isinstance(n, ast.For) and any(b is stmt for b in n.body)), None)
     if (loop is None or loop.orelse or not _called(loop.iter, "range") or not isinstance(stmt, ast.If)
-            or stmt.orelse or len(stmt.body) != 1 or not isinstance(stmt.body[0], ast.Break) or fn is None):
+            or stmt.orelse or not stmt.body or not isinstance(stmt.body[-1], ast.Break) or fn is None):
         return None
-    if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for s in loop.body[:-1] for n in ast.walk(s)):
+    at = next(i for i, b in enumerate(loop.body) if b is stmt)
+    # `if test: u = u_next; break` then `u = u_next`: the statements the `if` runs before its
+    # break are the turn's last ones; the test is read before them, the stop after them.
+    tail = loop.body[at + 1:]
+    if [ast.dump(b) for b in stmt.body[:-1]] != [ast.dump(b) for b in tail]:
+        return None
+    if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for s in [*loop.body[:at], *tail] for n in ast.walk(s)):
         return None
     taken = _function_names(stmt, text)
-    if "_stopped" in taken or "_turn" in taken:
+    if "_stopped" in taken or "_turn" in taken or "_stop_now" in taken:
         return None
     # Names bound before the loop (arguments, earlier statements) are what it carries.
     bound = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
@@ -613,12 +619,13 @@ def stop_mask(stmt: ast.stmt, text: Text) -> Made | str | None:
                     f"the loop): run for all its turns under a stop mask it would come out longer than the eager "
                     f"run's, so no rewrite keeps it; compile the loop's step (the model's forward) instead of the loop")
     unit = text.unit
-    body: list[str] = []
-    for s in loop.body[:-1]:
+    frozen: list[list[str]] = []
+    for s in [*loop.body[:at], *tail]:
         new = _frozen(s, bound, text)
         if new is None:
             return None
-        body += new
+        frozen.append(new)
+    body = [ln for part in frozen[:at] for ln in part]
 
     # The test as a tensor: `.item()`, bool(), float() dropped, `and`/`or` as `&`/`|` (a Python
     # number would break the graph where the `if` did).
@@ -628,7 +635,12 @@ def stop_mask(stmt: ast.stmt, text: Text) -> Made | str | None:
     if tensor_test == ast.unparse(stmt.test):
         tensor_test = text.of(stmt.test)  # the file's own spelling when nothing was dropped
     bare = isinstance(ast.parse(tensor_test, mode="eval").body, (ast.Call, ast.Name, ast.Attribute, ast.Subscript))
-    body.append(f"_stopped = _stopped | {tensor_test if bare else f'({tensor_test})'}")
+    if tail:
+        body.append(f"_stop_now = {tensor_test}")
+        body += [ln for part in frozen[at:] for ln in part]
+        body.append("_stopped = _stopped | _stop_now")
+    else:
+        body.append(f"_stopped = _stopped | {tensor_test if bare else f'({tensor_test})'}")
     header = f"for {text.of(loop.target)} in {text.of(loop.iter)}:"
     return Made(["_stopped = torch.zeros((), dtype=torch.bool)", header, *_indented(body, unit)], STOP_MASK, (
         "the loop runs all its turns: what it carries stays as it was at the stop, a buffer it writes keeps its "
@@ -642,7 +654,7 @@ def _grown_names(loop: ast.For, bound: set[str]) -> list[tuple[str, bool]]:
     ``name.append(v)`` (a list) and ``name = torch.cat([name, part], ...)`` of a name bound
     before the loop (a tensor)."""
     out = []
-    for s in loop.body[:-1]:
+    for s in loop.body:  # the stop `if` is neither an assignment nor an append
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
             if s.targets[0].id in bound and _grown(s.targets[0].id, s.value) is not None:
                 out.append((s.targets[0].id, False))

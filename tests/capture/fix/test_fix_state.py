@@ -319,6 +319,21 @@ def test_an_early_stop_on_a_python_number_is_a_stop_mask_on_the_tensor() -> None
     assert "        _stopped = _stopped | (tok == eos).all()\n" in _made(body, 9, SCALAR)[state.STOP_MASK]
 
 
+def test_a_stop_whose_if_runs_the_turns_last_statements_first_reads_its_test_before_them() -> None:
+    # Power iteration (held-out set 3): `if moved < tol: u = u_next; break` then `u = u_next`.
+    body = ("def power(W, u, tol):\n    v = W[0]\n    for _ in range(60):\n        v = W.t() @ u\n"
+            "        u_next = W @ v\n        if torch.norm(u_next - u) < tol:\n            u = u_next\n"
+            "            break\n        u = u_next\n    return u, v\n")
+    assert _made(body, 6, BRANCH)[state.STOP_MASK] == (
+        "    _stopped = torch.zeros((), dtype=torch.bool)\n    for _ in range(60):\n"
+        "        v = torch.where(_stopped, v, W.t() @ u)\n        u_next = W @ v\n"
+        "        _stop_now = torch.norm(u_next - u) < tol\n        u = torch.where(_stopped, u, u_next)\n"
+        "        _stopped = _stopped | _stop_now\n")
+    # Statements after the `if` that are not the ones it runs before its break: no stop mask.
+    assert state.STOP_MASK not in _made(body.replace("        u = u_next\n    return", "        u = 2 * u_next\n    return"),
+                                        6, BRANCH)
+
+
 @pytest.mark.parametrize(("old", "new"), [
     ("    for i in range(6):\n", "    for i in tok:\n"),  # no fixed count of turns
     ("        toks.append(tok)\n", "        print(tok)\n"),  # an effect the mask cannot hold
