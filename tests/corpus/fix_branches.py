@@ -215,6 +215,31 @@ def loss_scaler() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return LossScaler(), (_x(8, 6, seed=14), torch.arange(8) % 3)
 
 
+class SchedulerStep(nn.Module):
+    """A DDIM step (eta 0) of a diffusion sampler: the schedule indexed by the timestep tensor, the
+    previous step's alpha 1 before the first."""
+
+    def __init__(self, steps: int = 20, ratio: int = 4) -> None:
+        super().__init__()
+        self.eps = nn.Sequential(nn.Linear(6, 12), nn.SiLU(), nn.Linear(12, 6))
+        self.register_buffer("alphas", torch.cumprod(1.0 - torch.linspace(1e-4, 0.02, steps), 0))
+        self.register_buffer("final", torch.tensor(1.0))
+        self.ratio = ratio
+
+    def forward(self, sample: torch.Tensor, timestep: torch.Tensor) -> torch.Tensor:
+        eps = self.eps(sample)
+        alpha = self.alphas[timestep]  # an index by an input tensor: traced as a gather, no break
+        prev = timestep - self.ratio
+        alpha_prev = self.alphas[prev] if prev >= 0 else self.final  # SITE: conditional expression to torch.where
+        x0 = (sample - (1 - alpha) ** 0.5 * eps) / alpha ** 0.5
+        return alpha_prev ** 0.5 * x0 + (1 - alpha_prev) ** 0.5 * eps
+
+
+def scheduler_step() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(710)
+    return SchedulerStep(), (_x(3, 6, seed=15), torch.tensor(9))
+
+
 class ShortcutCrop(nn.Module):
     """A crop that returns the first half of the features when the input is bright: the early
     value has another shape, so no torch.where can pick between the two."""
@@ -266,6 +291,7 @@ PROGRAMS: dict[str, Any] = {
     "clipped_critic": clipped_critic,
     "binned_calibration": binned_calibration,
     "loss_scaler": loss_scaler,
+    "scheduler_step": scheduler_step,
     "shortcut_crop": shortcut_crop,
     "counted_calls": counted_calls,
 }

@@ -10,6 +10,9 @@
   (``buf[:, p:p + n] = v``) and the pointer's own update, as ``buf.index_copy_(1, (p +
   torch.arange(n)) % buf.shape[1], v)`` with ``p`` a 0-dim tensor; a write of a number from
   the pointer on (``scores[:, p:] = -inf``) as ``masked_fill_`` of the positions at or past it.
+- ``index by a one-element tensor``: ``a[t]`` where ``t`` is a 0-dim tensor (a diffusion
+  scheduler's ``self.alphas_cumprod[timestep]``: indexing reads ``t`` as a number) as
+  ``a[t.reshape(1)][0]``, a gather of the same row.
 
 Text only (no torch import); the verifier reruns the patched program.
 """
@@ -21,10 +24,11 @@ import copy
 
 from dynscope._capture.fix.statements import Made, Text, block_of, names_loaded, read_later, unparsed
 
-__all__ = ["LIST", "POINTER", "per_element_list", "pointer_kept"]
+__all__ = ["INDEX", "LIST", "POINTER", "indexed_by_tensor", "per_element_list", "pointer_kept"]
 
 LIST = "per-element list as tensor ops"
 POINTER = "pointer kept a tensor"
+INDEX = "index by a one-element tensor"
 
 _MATH = {"sqrt", "exp", "log", "log2", "log10", "log1p", "expm1", "tanh", "sin", "cos", "tan", "atan", "erf",
          "floor", "ceil", "fabs", "pow"}
@@ -355,3 +359,50 @@ def pointer_kept(stmt: ast.stmt, text: Text) -> Made | None:
         "the number is a position in a buffer, used only to write there (a slice of known width, or from the "
         "position on) and in arithmetic; a write past the end wraps around (the slice would have been cut short "
         "and the assignment raised)"), last=last)
+
+
+# -- a 0-dim tensor as an index -----------------------------------------------------------------
+
+#: Calls that read a number back themselves: a statement with one breaks there, not at an index.
+_READERS = frozenset({"item", "tolist", "int", "float", "bool", "len", "range"})
+
+
+class _Gathered(ast.NodeTransformer):
+    """``a[t]`` (``t`` a plain name or attribute, not a slice, a tuple or a number) as
+    ``a[t.reshape(1)][0]``."""
+
+    def __init__(self) -> None:
+        self.changed = 0
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        index = node.slice
+        if isinstance(node.ctx, ast.Load) and isinstance(index, (ast.Name, ast.Attribute)):
+            self.changed += 1
+            one = ast.Call(func=ast.Attribute(value=index, attr="reshape"), args=[ast.Constant(1)], keywords=[])
+            return ast.Subscript(value=ast.Subscript(value=node.value, slice=one, ctx=ast.Load()),
+                                 slice=ast.Constant(0), ctx=ast.Load())
+        return node
+
+
+def indexed_by_tensor(stmt: ast.stmt, text: Text) -> Made | None:
+    """A statement whose break is an index read back as a number: ``alpha = self.alphas[t]``
+    with ``t`` a 0-dim tensor, and nothing else in it reading a number (``.item()``, ``int()``,
+    ``len()``...), each ``a[name]`` as ``a[name.reshape(1)][0]``: the same element, gathered."""
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr)) or stmt.value is None:
+        return None
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in _READERS:
+                return None
+    gather = _Gathered()
+    value = gather.visit(copy.deepcopy(stmt.value))
+    if not gather.changed:
+        return None
+    new = copy.deepcopy(stmt)
+    new.value = value
+    return Made(unparsed(new).split("\n"), INDEX, (
+        "the index is a 0-dim integer tensor (a Python int has no reshape: not verified); a negative one counts "
+        "from the end as before"))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 import dynscope
-from dynscope._capture.fix.branches import EARLY, ELEMENTWISE, STATE_WHERE
+from dynscope._capture.fix.branches import CONDITIONAL, EARLY, ELEMENTWISE, STATE_WHERE
+from dynscope._capture.fix.numbers import INDEX
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._lexicon.break_categories import BRANCH, SCALAR
 from tests.corpus import fix_branches as fb
@@ -130,6 +131,14 @@ def test_rows_set_over_numbers_read_back_are_set_by_one_where_over_the_tensor() 
         assert ELEMENTWISE not in _made(body.replace(old, new), 3, SCALAR), new
 
 
+def test_an_index_by_a_zero_dim_tensor_gathers_the_same_element() -> None:
+    body = "class S:\n    def step(self, t, x):\n        alpha = self.alphas[t]\n        return x * alpha\n"
+    assert _made(body, 3, SCALAR)[INDEX] == "        alpha = self.alphas[t.reshape(1)][0]\n"
+    for old in ("self.alphas[t]", ):
+        for new in ("self.alphas[int(t)]", "self.alphas[t.item()]", "self.alphas[:t]", "self.alphas[0]"):
+            assert INDEX not in _made(body.replace(old, new), 3, SCALAR), new  # another reader, or no tensor index
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fb.PROGRAMS[name]()
     return dynscope.fix(model, inputs)
@@ -149,6 +158,16 @@ def test_early_returns_and_state_updates_are_verified_live(name: str, rewrite: s
     p = res.patches[0]
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     assert p.gradients_matched is not False and res.breaks_after == 0 and p.assumes
+
+
+@pytest.mark.heavy
+def test_a_scheduler_indexed_by_its_previous_timestep_is_verified_as_one_patch() -> None:
+    # The conditional's own line then breaks at its index (a tensor computed in the step, read
+    # back as a number): rewritten too, as one patch.
+    res = _fix("scheduler_step")
+    assert [(p.rewrite, p.verified, p.breaks_after) for p in res.patches] == [
+        (f"{CONDITIONAL}, then {INDEX}", True, 0)], [p.why_not for p in res.patches]
+    assert res.breaks_after == 0
 
 
 @pytest.mark.heavy
