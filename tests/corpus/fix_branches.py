@@ -240,6 +240,30 @@ def scheduler_step() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return SchedulerStep(), (_x(3, 6, seed=15), torch.tensor(9))
 
 
+class KeyFrames(nn.Module):
+    """Key frames of padded clips: the frames that move most, padding excluded by setting its
+    scores to -inf row by row over the lengths read back."""
+
+    def __init__(self, dim: int = 4, k: int = 2) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, 3)
+        self.k = k
+
+    def forward(self, frames: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        motion = (frames[:, 1:] - frames[:, :-1]).abs().mean(-1)
+        score = F.pad(motion, (1, 0), value=0.0)
+        for b, n in enumerate(lengths.tolist()):  # SITE: length mask instead of per-row slices
+            score[b, n:] = float("-inf")
+        idx = score.topk(self.k, dim=1).indices
+        picked = frames[torch.arange(frames.shape[0])[:, None], idx]
+        return self.proj(picked).mean(1)
+
+
+def key_frames() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(711)
+    return KeyFrames(), (_x(3, 7, 4, seed=16), torch.tensor([7, 4, 5]))
+
+
 class ShortcutCrop(nn.Module):
     """A crop that returns the first half of the features when the input is bright: the early
     value has another shape, so no torch.where can pick between the two."""
@@ -292,6 +316,7 @@ PROGRAMS: dict[str, Any] = {
     "binned_calibration": binned_calibration,
     "loss_scaler": loss_scaler,
     "scheduler_step": scheduler_step,
+    "key_frames": key_frames,
     "shortcut_crop": shortcut_crop,
     "counted_calls": counted_calls,
 }

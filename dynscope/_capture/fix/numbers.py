@@ -13,6 +13,9 @@
 - ``index by a one-element tensor``: ``a[t]`` where ``t`` is a 0-dim tensor (a diffusion
   scheduler's ``self.alphas_cumprod[timestep]``: indexing reads ``t`` as a number) as
   ``a[t.reshape(1)][0]``, a gather of the same row.
+- ``length mask instead of per-row slices``: ``for b, n in enumerate(lengths.tolist()):
+  x[b, n:] = v`` (or ``x[b, :n]``) as one ``x.masked_fill_`` of the positions at or past (or
+  before) each row's length.
 
 Text only (no torch import); the verifier reruns the patched program.
 """
@@ -24,11 +27,12 @@ import copy
 
 from dynscope._capture.fix.statements import Made, Text, block_of, names_loaded, read_later, unparsed
 
-__all__ = ["INDEX", "LIST", "POINTER", "indexed_by_tensor", "per_element_list", "pointer_kept"]
+__all__ = ["INDEX", "LENGTHS", "LIST", "POINTER", "indexed_by_tensor", "length_fill", "per_element_list", "pointer_kept"]
 
 LIST = "per-element list as tensor ops"
 POINTER = "pointer kept a tensor"
 INDEX = "index by a one-element tensor"
+LENGTHS = "length mask instead of per-row slices"
 
 _MATH = {"sqrt", "exp", "log", "log2", "log10", "log1p", "expm1", "tanh", "sin", "cos", "tan", "atan", "erf",
          "floor", "ceil", "fabs", "pow"}
@@ -406,3 +410,41 @@ def indexed_by_tensor(stmt: ast.stmt, text: Text) -> Made | None:
     return Made(unparsed(new).split("\n"), INDEX, (
         "the index is a 0-dim integer tensor (a Python int has no reshape: not verified); a negative one counts "
         "from the end as before"))
+
+
+# -- per-row slices by lengths read back --------------------------------------------------------
+
+
+def length_fill(stmt: ast.stmt, text: Text) -> Made | None:
+    """``for b, n in enumerate(<lengths>.tolist()): x[b, n:] = v`` (``x[b, :n] = v``; nothing
+    else in the loop, ``v`` reading neither ``b`` nor ``n``) as ``x.masked_fill_(<positions at
+    or past (before) each row's length>, v)``, the mask shaped to ``x``'s trailing dimensions."""
+    if not (isinstance(stmt, ast.For) and not stmt.orelse and len(stmt.body) == 1 and isinstance(stmt.target, ast.Tuple)
+            and len(stmt.target.elts) == 2 and all(isinstance(e, ast.Name) for e in stmt.target.elts)):
+        return None
+    it = stmt.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"
+            and len(it.args) == 1 and not it.keywords):
+        return None
+    lengths = _tolist_of(it.args[0])
+    write = stmt.body[0]
+    if lengths is None or not (isinstance(write, ast.Assign) and len(write.targets) == 1):
+        return None
+    b, n = (e.id for e in stmt.target.elts if isinstance(e, ast.Name))
+    target = write.targets[0]
+    if not (isinstance(target, ast.Subscript) and isinstance(target.value, (ast.Name, ast.Attribute))
+            and isinstance(target.slice, ast.Tuple) and len(target.slice.elts) == 2):
+        return None
+    row, cols = target.slice.elts
+    if not (isinstance(row, ast.Name) and row.id == b and isinstance(cols, ast.Slice) and cols.step is None):
+        return None
+    past = isinstance(cols.lower, ast.Name) and cols.lower.id == n and cols.upper is None
+    before = isinstance(cols.upper, ast.Name) and cols.upper.id == n and cols.lower is None
+    if not (past or before) or {b, n} & names_loaded(write.value):
+        return None
+    x, lens, v = text.of(target.value), text.of(lengths), text.of(write.value)
+    positions = f"torch.arange({x}.shape[1], device={x}.device)"
+    mask = f"({positions} {'>=' if past else '<'} {lens}[:, None])"
+    shaped = f"{mask}.reshape({x}.shape[0], {x}.shape[1], *[1] * ({x}.dim() - 2))"
+    return Made([f"{x}.masked_fill_({shaped}, {v})"], LENGTHS, (
+        f"`{lens}` holds one length per row of `{x}` (its first dimension), the loop covers every row"))

@@ -11,7 +11,7 @@ import pytest
 
 import dynscope
 from dynscope._capture.fix.branches import CONDITIONAL, EARLY, ELEMENTWISE, STATE_WHERE
-from dynscope._capture.fix.numbers import INDEX
+from dynscope._capture.fix.numbers import INDEX, LENGTHS
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._lexicon.break_categories import BRANCH, SCALAR
 from tests.corpus import fix_branches as fb
@@ -139,6 +139,18 @@ def test_an_index_by_a_zero_dim_tensor_gathers_the_same_element() -> None:
             assert INDEX not in _made(body.replace(old, new), 3, SCALAR), new  # another reader, or no tensor index
 
 
+def test_per_row_slices_by_lengths_read_back_are_one_masked_fill() -> None:
+    body = ("def pad(score, lengths):\n    for b, n in enumerate(lengths.tolist()):\n"
+            "        score[b, n:] = float('-inf')\n    return score\n")
+    assert _made(body, 2, SCALAR)[LENGTHS] == (
+        "    score.masked_fill_((torch.arange(score.shape[1], device=score.device) >= lengths[:, None])"
+        ".reshape(score.shape[0], score.shape[1], *[1] * (score.dim() - 2)), float('-inf'))\n")
+    assert "< lengths[:, None]" in _made(body.replace("[b, n:]", "[b, :n]"), 2, SCALAR)[LENGTHS]
+    for old, new in [("[b, n:]", "[b, n + 1:]"), ("[b, n:]", "[n, b:]"), ("float('-inf')", "n"),
+                     ("[b, n:]", "[b, n::2]")]:
+        assert LENGTHS not in _made(body.replace(old, new), 2, SCALAR), new
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fb.PROGRAMS[name]()
     return dynscope.fix(model, inputs)
@@ -148,6 +160,7 @@ def _fix(name: str) -> dynscope.FixResult:
 @pytest.mark.parametrize(("name", "rewrite"), [
     ("masked_pool", EARLY), ("skip_non_finite", EARLY), ("warmup_counter", STATE_WHERE), ("best_loss", STATE_WHERE),
     ("gated_keypoints", ELEMENTWISE), ("clipped_critic", STATE_WHERE), ("loss_scaler", STATE_WHERE),
+    ("key_frames", LENGTHS),
     # The update's value still selects by the mask: the where's own line is rewritten too.
     ("binned_calibration", f"{STATE_WHERE}, then masked reduction inline"),
 ])
