@@ -355,7 +355,7 @@ def memory(rep: Report) -> Section | None:
     if rep.memory is None and not any(g.memory is not None for g in rep.graphs):
         return None
     rows = memory_rows(rep)
-    steps = any(row[2] == STEP_RUN for row in rows)
+    steps = any(g.memory is not None and not g.memory.error and g.memory.trains for g in memory_order(rep))
     legend = (MEMORY_LEGEND if steps else MEMORY_LEGEND_FORWARD) if rows else ()
     columns = tuple(Column(h, "graph" if h == "graph" else "") for h in MEMORY_HEADERS)
     table = (Table(columns, tuple(tuple(r) for r in rows), legend),) if rows else ()
@@ -582,7 +582,8 @@ def recompiles(rep: Report) -> Section:
                     "bullets"),
             Listing("where sizes were fixed or guarded", sizes, SIZES_SHOWN,
                     f"... {plural(len(sizes) - SIZES_SHOWN, 'more size')} (Frame.shapes)", "bullets"),
-            Table(_FAILURE_COLUMNS, rows, notes=(UNSAID,) if any(row[4] == "-" for row in rows) else (),
+            Table(_FAILURE_COLUMNS, rows, notes=(UNSAID,) if any(
+                      not f.now for cid in g.compile_ids for f in by_id[cid].failures) else (),
                   title="every failed guard, per earlier cache entry", limit=FAILURES_SHOWN,
                   rest=f"... {plural(len(rows) - FAILURES_SHOWN, 'more row')} (Recompile.failures)"),
         )
