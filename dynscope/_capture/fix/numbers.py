@@ -140,6 +140,16 @@ _NOTE = ("the list is only made into a tensor (or read elementwise): each elemen
          "tensor in its dtype (float32 where Python computes in float64), detached as .tolist() is")
 
 
+class _Substituted(ast.NodeTransformer):
+    """Each read of ``name`` as a copy of ``value``."""
+
+    def __init__(self, name: str, value: ast.expr) -> None:
+        self.name, self.value = name, value
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return copy.deepcopy(self.value) if node.id == self.name else node
+
+
 class _Listed(ast.NodeTransformer):
     """``[f(c) for c in SRC]`` (``SRC`` is ``t.tolist()`` or the name holding it) as ``f`` over
     the tensor; ``torch.tensor`` around it dropped."""
@@ -173,13 +183,17 @@ class _Listed(ast.NodeTransformer):
             return None
         i, e = (x.id for x in target.elts)  # type: ignore[attr-defined]
         first, second, *rest = elt.slice.elts
-        if not (isinstance(first, ast.Name) and first.id == i and isinstance(second, ast.Name) and second.id == e
+        # The entry: e itself, or arithmetic of e and numbers (``n - 1``: each row's last position)
+        arithmetic = all(isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.operator, ast.unaryop,
+                                        ast.expr_context)) for n in ast.walk(second))
+        if not (isinstance(first, ast.Name) and first.id == i and arithmetic and names_loaded(second) == {e}
                 and all(isinstance(r, ast.Slice) and r.lower is None and r.upper is None and r.step is None for r in rest)
                 and not names_loaded(elt.value) & {i, e}):
             return None
         t = unparsed(self.tensor)
         rows = f"torch.arange({t}.shape[0], device={t}.device)"
-        return _expr(f"{unparsed(elt.value)}[{rows}, {t}{''.join(', :' for _ in rest)}]")
+        entry = unparsed(_Substituted(e, self.tensor).visit(copy.deepcopy(second)))
+        return _expr(f"{unparsed(elt.value)}[{rows}, {entry}{''.join(', :' for _ in rest)}]")
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         picked = self._picked(node)

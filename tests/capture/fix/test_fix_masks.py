@@ -203,6 +203,12 @@ def test_lengths_read_in_place_pool_as_a_mask_and_ends_pick_by_gather() -> None:
         "    ends = (mask.sum(1) - 1).detach()\n"
         "    return h[torch.arange(ends.shape[0], device=ends.device), ends]\n")
     assert numbers.LIST not in _made(last.replace("h[i, e]", "h[e, i]"), 2, SCALAR)
+    # Each row's last real position, read in place: arithmetic of the entry over the tensor.
+    inline = "def last(h, lengths):\n    return torch.stack([h[i, n - 1] for i, n in enumerate(lengths.tolist())])\n"
+    assert _made(inline, 2, SCALAR)[numbers.LIST] == (
+        "    return h[torch.arange(lengths.detach().shape[0], device=lengths.detach().device), lengths.detach() - 1]\n")
+    for entry in ("n - i", "f(n)", "n[0]"):  # the row's own index, a call, an index of the number
+        assert numbers.LIST not in _made(inline.replace("n - 1]", f"{entry}]"), 2, SCALAR), entry
 
 
 def _fix(name: str) -> dynscope.FixResult:
