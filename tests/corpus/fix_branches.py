@@ -264,6 +264,36 @@ def key_frames() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return KeyFrames(), (_x(3, 7, 4, seed=16), torch.tensor([7, 4, 5]))
 
 
+class BinnedECE(nn.Module):
+    """Expected calibration error over confidence bins, as temperature-scaling code writes it:
+    bin edges read back as numbers, a bin counted only when it holds predictions."""
+
+    def __init__(self, bins: int = 5) -> None:
+        super().__init__()
+        self.temperature = nn.Parameter(torch.tensor(1.5))
+        edges = torch.linspace(0, 1, bins + 1)
+        self.register_buffer("lowers", edges[:-1])
+        self.register_buffer("uppers", edges[1:])
+
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        conf, pred = torch.softmax(logits / self.temperature, 1).max(1)
+        right = pred.eq(labels)
+        ece = torch.zeros(1)
+        for lo, hi in zip(self.lowers, self.uppers, strict=True):
+            in_bin = conf.gt(lo.item()) * conf.le(hi.item())  # SITE: keep it a tensor
+            share = in_bin.float().mean()
+            if share.item() > 0:
+                gap = conf[in_bin].mean() - right[in_bin].float().mean()
+                ece += gap.abs() * share
+        return ece
+
+
+def binned_ece() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(712)
+    labels = torch.arange(12) % 3
+    return BinnedECE(), (_x(12, 3, seed=17) * 2 + 2 * F.one_hot(labels, 3), labels)
+
+
 class ShortcutCrop(nn.Module):
     """A crop that returns the first half of the features when the input is bright: the early
     value has another shape, so no torch.where can pick between the two."""
@@ -317,6 +347,7 @@ PROGRAMS: dict[str, Any] = {
     "loss_scaler": loss_scaler,
     "scheduler_step": scheduler_step,
     "key_frames": key_frames,
+    "binned_ece": binned_ece,
     "shortcut_crop": shortcut_crop,
     "counted_calls": counted_calls,
 }

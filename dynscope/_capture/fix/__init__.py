@@ -395,9 +395,13 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
     second, _ = candidates(rw.source, nxt.lineno, nxt.category)
     for rw2 in second:
         both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
-        followed, _ = _verified(model, calls, before, eager, site, source, both)
+        followed, rerun2 = _verified(model, calls, before, eager, site, source, both)
         if followed.verified:
             return followed, both
+        # The second's own lines break for another reason (a where over values that select by a mask).
+        deeper = _follow_within(model, calls, before, eager, site, source, both, followed, rerun2)
+        if deeper is not None:
+            return deeper
     return None
 
 

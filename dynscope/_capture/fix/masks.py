@@ -135,6 +135,10 @@ class _Scope:
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
             sides = (self.is_mask(node.left, depth + 1), self.is_mask(node.right, depth + 1))
             return True if True in sides else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            # mask * mask is a mask (two bool tensors multiply to bool): both sides must be
+            sides = (self.is_mask(node.left, depth + 1), self.is_mask(node.right, depth + 1))
+            return True if sides == (True, True) else None
         if isinstance(node, ast.Call):
             name = _name_of(node)
             if name in _MASK_CALLS:
@@ -168,7 +172,7 @@ class _Scope:
         made = self.origin(mask)
         if isinstance(made, ast.UnaryOp):
             made = made.operand
-        if isinstance(made, ast.BinOp) and isinstance(made.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        if isinstance(made, ast.BinOp) and isinstance(made.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.Mult)):
             # (gt > lo) & (gt < hi): elementwise, so a side made from the tensor says its shape
             return self.same_shape(base, made.left) or self.same_shape(base, made.right)
         if isinstance(made, ast.Compare):

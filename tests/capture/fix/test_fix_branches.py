@@ -163,6 +163,8 @@ def _fix(name: str) -> dynscope.FixResult:
     ("key_frames", LENGTHS),
     # The update's value still selects by the mask: the where's own line is rewritten too.
     ("binned_calibration", f"{STATE_WHERE}, then masked reduction inline"),
+    # Three steps: the bin edges kept tensors, the `if` on the bin's share a where, its means masked.
+    ("binned_ece", "keep it a tensor, then branch to torch.where, then masked reduction inline"),
 ])
 def test_early_returns_and_state_updates_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)

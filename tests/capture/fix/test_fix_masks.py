@@ -42,6 +42,14 @@ def test_a_loss_of_two_selections_is_the_summed_loss_of_every_element_zeroed_out
         assert masks.LOSS not in _made(body.replace(old, new), 3), new
 
 
+def test_a_product_of_two_masks_is_a_mask() -> None:
+    # Temperature-scaling ECE code writes a bin's mask as conf.gt(lo) * conf.le(hi).
+    body = "def f(acc, conf, lo, hi):\n    in_bin = conf.gt(lo) * conf.le(hi)\n    return acc[in_bin].float().mean()\n"
+    assert _made(body, 3)[masks.INLINE] == (
+        "    values = acc.float()\n    return torch.where(in_bin.view(*in_bin.shape, *[1] * (values.dim() - in_bin.dim())), "
+        "values, 0).sum() / (in_bin.sum() * (values.numel() // in_bin.numel()))\n")
+
+
 def test_a_mask_of_unknown_shape_is_widened_over_the_trailing_dimensions() -> None:
     body = "def loss(per_anchor, positive):\n    return per_anchor[positive].sum()\n"
     assert _made(body, 2)[masks.INLINE] == (
