@@ -23,8 +23,8 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["COND", "CONDITIONAL", "EARLY", "ELEMENTWISE", "STATE_WHERE", "WHERE", "cond", "conditional", "early_return",
-           "elementwise", "listed_elementwise", "narrowed", "state_where", "tensor_test", "where"]
+__all__ = ["COND", "CONDITIONAL", "EARLY", "ELEMENTWISE", "STATE_WHERE", "WHERE", "appended_where", "cond", "conditional",
+           "early_return", "elementwise", "listed_elementwise", "narrowed", "state_where", "tensor_test", "where"]
 
 WHERE = "branch to torch.where"
 COND = "branch to torch.cond"
@@ -369,6 +369,30 @@ def listed_elementwise(stmt: ast.stmt, text: Text) -> Made | None:
         f"`{text.of(source)}` has one element per row of `{x}` (the loop runs over all of them, each turn setting "
         "only its own row); the test compares each number as a tensor element (float32 where Python compared "
         "float64)"), first=stmt, last=stmt)
+
+
+def _appended(body: list[ast.stmt]) -> tuple[ast.expr, ast.expr] | None:
+    """(the list, the value) of a branch that is one ``lst.append(value)``; None otherwise."""
+    if len(body) != 1 or not isinstance(body[0], ast.Expr):
+        return None
+    call = body[0].value
+    if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append"
+            and isinstance(call.func.value, (ast.Name, ast.Attribute)) and len(call.args) == 1 and not call.keywords):
+        return call.func.value, call.args[0]
+    return None
+
+
+def appended_where(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <tensor test>: out.append(A) else: out.append(B)`` as ``out.append(torch.where(<test>,
+    A, B))``: the one element each turn adds, picked."""
+    if not isinstance(stmt, ast.If) or not stmt.orelse:
+        return None
+    then, other = _appended(stmt.body), _appended(stmt.orelse)
+    test = tensor_test(stmt.test)
+    if then is None or other is None or test is None or _python_test(stmt.test) or ast.dump(then[0]) != ast.dump(other[0]):
+        return None
+    return Made([f"{text.of(then[0])}.append(torch.where({test}, {text.of(then[1])}, {text.of(other[1])}))"], WHERE, (
+        "both values are tensors of one shape and dtype (torch.where computes both)"))
 
 
 CONDITIONAL = "conditional expression to torch.where"

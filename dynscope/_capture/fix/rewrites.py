@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from dynscope._capture.fix import checks, host, masks, numbers, state
 from dynscope._capture.fix.branches import (
+    appended_where,
     cond,
     conditional,
     early_return,
@@ -343,10 +344,10 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
-    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, early_return, state_where, cond,
+    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, state_where, cond,
              checks.guarded_check, checks.asserted, elementwise, conditional),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
-    SCALAR: (where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
+    SCALAR: (where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import dynscope
-from dynscope._capture.fix.branches import CONDITIONAL, EARLY, ELEMENTWISE, STATE_WHERE
+from dynscope._capture.fix.branches import CONDITIONAL, EARLY, ELEMENTWISE, STATE_WHERE, WHERE
 from dynscope._capture.fix.numbers import INDEX, LENGTHS
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._lexicon.break_categories import BRANCH, SCALAR
@@ -149,6 +149,16 @@ def test_per_row_slices_by_lengths_read_back_are_one_masked_fill() -> None:
     for old, new in [("[b, n:]", "[b, n + 1:]"), ("[b, n:]", "[n, b:]"), ("float('-inf')", "n"),
                      ("[b, n:]", "[b, n::2]")]:
         assert LENGTHS not in _made(body.replace(old, new), 2, SCALAR), new
+
+
+def test_branches_that_each_append_one_value_append_the_picked_one() -> None:
+    body = ("def gain(wav, db, floor):\n    out = []\n    for clip in wav:\n        if db < floor:\n"
+            "            out.append(clip)\n        else:\n            out.append(clip * 2.0)\n    return torch.stack(out)\n")
+    assert _made(body, 4)[WHERE] == "        out.append(torch.where(db < floor, clip, clip * 2.0))\n"
+    for old, new in [("out.append(clip * 2.0)", "other.append(clip * 2.0)"),  # two lists
+                     ("if db < floor:", "if db is None:"),  # Python decides it
+                     ("        else:\n            out.append(clip * 2.0)\n", "")]:  # no else: the list's length is the test's
+        assert "out.append(torch.where" not in _made(body.replace(old, new), 4).get(WHERE, ""), new
 
 
 def _fix(name: str) -> dynscope.FixResult:
