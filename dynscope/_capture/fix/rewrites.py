@@ -344,8 +344,10 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
-    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, state_where, cond,
-             checks.guarded_check, checks.asserted, elementwise, conditional),
+    # A per-element if over a range is one where over the tensor: before the state update, which
+    # would keep the loop and pick element by element.
+    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, elementwise,
+             state_where, cond, checks.guarded_check, checks.asserted, conditional),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
