@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
+from dynscope._capture.lowering_recorder import LoweringRecorder
 from dynscope._capture.machine import Machine, read_machine
 from dynscope._capture.raised import what_raised
 from dynscope._capture.sampling import (
@@ -37,7 +38,6 @@ from dynscope._capture.sampling import (
 )
 from dynscope._capture.timing_options import TimingOptions, device_of
 from dynscope._model import Graph, Lowering, Timing
-from dynscope._read.lowering import CompileEvents, LoweringRecorder
 from dynscope._torch.fx import written_inputs
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from dynscope._capture.backend import RecordedGraph
     from dynscope._capture.builds import Build
+    from dynscope._read.lowering import CompileEvents
 
 
 class Cost:

@@ -27,11 +27,11 @@ import torch
 
 from dynscope import _torch
 from dynscope._capture.graph_timing import Builds, Written, fresh_inputs, own_build
+from dynscope._capture.lowering_recorder import LoweringRecorder
 from dynscope._capture.raised import what_raised
 from dynscope._capture.sampling import tensors
 from dynscope._capture.timing_options import device_of
 from dynscope._model import Graph, GraphMemory, Lowering, ProgramMemory
-from dynscope._read.lowering import CompileEvents, LoweringRecorder
 from dynscope._torch.memory import peak_of, saved_for_backward
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from dynscope._capture.backend import RecordedGraph
     from dynscope._capture.builds import Build
+    from dynscope._read.lowering import CompileEvents
 
 __all__ = ["graph_memory", "measure_graph", "program_memory"]
 

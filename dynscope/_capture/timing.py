@@ -25,6 +25,7 @@ import torch
 from dynscope import _torch
 from dynscope._capture.builds import ProgramBuilds
 from dynscope._capture.graph_timing import Builds, Cost, time_graph_lowered
+from dynscope._capture.lowering_recorder import LoweringRecorder
 from dynscope._capture.machine import read_machine
 from dynscope._capture.memory import measure_graph, program_memory
 from dynscope._capture.raised import what_raised
@@ -33,7 +34,6 @@ from dynscope._capture.timing_options import TimingOptions, device_of, validate_
 from dynscope._format import plural
 from dynscope._model import GraphMemory, Lowering, ModeTiming, ProgramMemory, Report, Timing, TimingCost
 from dynscope._progress import Progress
-from dynscope._read.lowering import CompileEvents, LoweringRecorder
 from dynscope._torch.fx import written_inputs
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from dynscope._capture.backend import RecordedGraph
     from dynscope._model import Graph
+    from dynscope._read.lowering import CompileEvents
 
 __all__ = ["time_report"]
 

@@ -35,6 +35,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -359,8 +360,12 @@ class RankWatch:
             return
         self._broken = True
         self._stop.set()
+        # Where it failed, for a report of the bug: the innermost frame of dynscope's own.
+        frames = [f for f in traceback.extract_tb(err.__traceback__) if "dynscope" in f.filename]
+        at = f" (at {PurePath(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
         warnings.warn(f"dynscope.watch_ranks stopped watching rank {self._rank} and turned itself off "
-                      f"(your job goes on, unwatched): {type(err).__name__}: {err}", RankDivergenceWarning, stacklevel=2)
+                      f"(your job goes on, unwatched): {type(err).__name__}: {err}{at}", RankDivergenceWarning,
+                      stacklevel=2)
 
     def _check(self, compile_id: str) -> None:
         store = self._ready()
@@ -848,13 +853,17 @@ def _user_site(frame: types.FrameType | None) -> tuple[str, str, str]:
     inside = ""
     while frame is not None:
         filename = frame.f_code.co_filename
+        # Read once: another thread's frame can say None between instructions (Python 3.11+),
+        # which once turned a rank's watch off mid-job.
+        line = frame.f_lineno
         if is_user_file(filename):
-            if frame.f_lineno <= frame.f_code.co_firstlineno and frame.f_back is not None and not inside:
+            fn = frame.f_code.co_name + (f", in compiled {inside}" if inside else "")
+            if line is None:
+                return f"{PurePath(filename).name}:?", fn, ""
+            if line <= frame.f_code.co_firstlineno and frame.f_back is not None and not inside:
                 inside = frame.f_code.co_name
             else:
-                code = linecache.getline(filename, frame.f_lineno).strip()
-                fn = frame.f_code.co_name + (f", in compiled {inside}" if inside else "")
-                return f"{PurePath(filename).name}:{frame.f_lineno}", fn, code
+                return f"{PurePath(filename).name}:{line}", fn, linecache.getline(filename, line).strip()
         frame = frame.f_back
     return "?", "?", ""
 
@@ -871,8 +880,9 @@ def _warn(text: str, at: tuple[str, int] | None) -> None:
 def _user_position(frame: types.FrameType | None) -> tuple[str, int] | None:
     """(file, line) of the innermost frame of the user's own files from ``frame`` outwards."""
     while frame is not None:
-        if is_user_file(frame.f_code.co_filename) and frame.f_lineno > frame.f_code.co_firstlineno:
-            return frame.f_code.co_filename, frame.f_lineno
+        line = frame.f_lineno  # None between instructions: not known here
+        if is_user_file(frame.f_code.co_filename) and line is not None and line > frame.f_code.co_firstlineno:
+            return frame.f_code.co_filename, line
         frame = frame.f_back
     return None
 

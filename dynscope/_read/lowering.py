@@ -17,9 +17,7 @@ include an op that is not a view) that some forward kernel computes.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import threading
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -41,7 +39,7 @@ from dynscope._torch import lowering_text as lt
 from dynscope._torch import records
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from dynscope._torch.profiler import KernelTimes
     from dynscope._torch.trace import TraceEvent
@@ -517,52 +515,6 @@ def _saved(backward: lt.GraphText) -> SavedTensors:
         symbolic=sum(1 for n in kept if n.meta is not None and n.meta.symbolic),
         names=tuple(n.name for n in kept),
     )
-
-
-class LoweringRecorder:
-    """Records what one Inductor compile logs, for :func:`build_lowering`.
-
-    Use ``with recorder.recording():`` around the compile and its first run (AOTAutograd
-    compiles a training graph's backward on the first ``backward()``), then
-    :meth:`kernel_units` to profile, and :meth:`lowering`.
-    """
-
-    def __init__(self, *, kernel_profile: bool = True) -> None:
-        from dynscope._torch.trace import TraceCollector
-
-        self.collector = TraceCollector()
-        self.collector.lowering = True
-        self.collector.thread = threading.get_ident()
-        self.kernel_profile = kernel_profile
-        self.missing: list[str] = []
-
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[None]:
-        from dynscope import _torch
-
-        with _torch.attached(self.collector), _torch.lowering_config(kernel_profile=self.kernel_profile) as missing:
-            self.missing = list(missing)
-            yield
-
-    def compiled(self) -> CompileEvents:
-        """Everything recorded, as one compile's events."""
-        return CompileEvents(self.collector.snapshot(), self.missing)
-
-    def by_compile(self) -> dict[str, CompileEvents]:
-        """The recorded events grouped by PyTorch's compile id (Dynamo compiles only: a
-        training graph's lazy backward compile logs under its forward's id)."""
-        groups: dict[str, list[TraceEvent]] = {}
-        for ev in self.collector.snapshot():
-            if ev.compile_id:
-                groups.setdefault(ev.compile_id, []).append(ev)
-        return {cid: CompileEvents(evs, self.missing) for cid, evs in groups.items()}
-
-    def kernel_units(self) -> list[list[tuple[str, tuple[str, ...]]]]:
-        """Per output code, its kernel calls as ("name:n", profiler names), in call order."""
-        return self.compiled().kernel_units()
-
-    def lowering(self, graph: Graph, *, notes: Sequence[str] = (), **kwargs: Any) -> Lowering | None:
-        return self.compiled().lowering(graph, notes=notes, **kwargs)
 
 
 @dataclass(frozen=True)

@@ -543,3 +543,16 @@ def test_four_ranks_the_one_short_batch_rank_is_named_and_every_rank_stops(tmp_p
     (rec,) = dynscope.merge(tmp_path).of_kind("recompiles")
     assert rec.ranks == (3,)
     print(f"batch, 4 ranks: stopped after {max(ended):.2f} s (collective timeout {timeout_s:.0f} s)")
+
+
+def test_a_frame_whose_line_is_not_known_is_said_without_one() -> None:
+    # Another thread's frame can say f_lineno None between instructions (Python 3.11+): the
+    # watcher once compared it with a number, raised, and turned a rank's watch off mid-job.
+    from types import SimpleNamespace
+
+    import dynscope._capture.watch as watch_module
+
+    code = SimpleNamespace(co_filename=str(JOB), co_firstlineno=100, co_name="run")
+    frame = SimpleNamespace(f_code=code, f_lineno=None, f_back=None)
+    assert watch_module._user_site(frame) == ("diverging_job.py:?", "run", "")  # type: ignore[arg-type]
+    assert watch_module._user_position(frame) is None  # type: ignore[arg-type]
