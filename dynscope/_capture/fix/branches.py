@@ -16,10 +16,12 @@ from dynscope._capture.fix.statements import (
     Made,
     Text,
     block_of,
+    enumerated_list,
     function_of,
     names_loaded,
     parsed,
     read_later,
+    substituted,
     unparsed,
 )
 
@@ -91,17 +93,18 @@ def _assigns(body: list[ast.stmt]) -> dict[str, ast.expr] | None:
     return out
 
 
-def _host_test(node: ast.expr) -> bool:
+def _host_test(node: ast.expr, *, flags: bool = True) -> bool:
     """A test Python decides without reading a tensor's value: ``x is None``, ``x is not
-    None``, a plain name or attribute (a flag: ``self.training``), ``isinstance``/``hasattr``,
-    or ``not`` of one of these."""
+    None``, a plain name or attribute (a flag: ``self.training``; with ``flags`` False, not:
+    at the break site itself a bare name broke, so it holds a tensor), ``isinstance``/
+    ``hasattr``, or ``not`` of one of these."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return _host_test(node.operand)
+        return _host_test(node.operand, flags=flags)
     if isinstance(node, ast.Compare):
         return all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
     if isinstance(node, ast.Call):
         return isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "hasattr", "callable")
-    return isinstance(node, (ast.Name, ast.Attribute))
+    return flags and isinstance(node, (ast.Name, ast.Attribute))
 
 
 def narrowed(stmt: ast.If, test: ast.expr, body: list[ast.stmt]) -> ast.If:
@@ -288,6 +291,12 @@ def _per_element(node: ast.expr, var: str) -> ast.expr | None:
     return out if whole.ok else None
 
 
+def _rows_set(x: str, mask: str, value: ast.expr) -> str:
+    """``x``'s rows where ``mask`` holds set to ``value``, in place: the mask shaped to its rows."""
+    rows = f"({mask}).reshape((-1,) + (1,) * ({x}.dim() - 1))"
+    return f"{x}.copy_(torch.where({rows}, {unparsed(value)}, {x}))"
+
+
 def elementwise(stmt: ast.stmt, text: Text) -> Made | None:
     """``for i in range(len(m)): if <test of m[i]>: x[i] = <value>`` (no else, nothing else in
     the loop) as ``x.copy_(torch.where(<test of m>, <value>, x))``: the same elements set, in
@@ -314,39 +323,20 @@ def elementwise(stmt: ast.stmt, text: Text) -> Made | None:
     if mask is None:
         return None
     x = text.of(target.value)
-    rows = f"({mask}).reshape((-1,) + (1,) * ({x}.dim() - 1))"
-    return Made([f"{x}.copy_(torch.where({rows}, {unparsed(value)}, {x}))"], ELEMENTWISE, (
+    return Made([_rows_set(x, mask, value)], ELEMENTWISE, (
         f"every element of the loop's range is one row of `{x}` and of the tensors indexed in the test (the loop "
         "runs over all of them, in order, each turn touching only its own row)"), first=loop, last=loop)
-
-
-class _Named(ast.NodeTransformer):
-    """Each read of the name ``var`` as a copy of ``whole`` (a per-element number as the tensor it came from)."""
-
-    def __init__(self, var: str, whole: ast.expr) -> None:
-        self.var, self.whole = var, whole
-
-    def visit_Name(self, name: ast.Name) -> ast.AST:
-        return copy.deepcopy(self.whole) if name.id == self.var else name
 
 
 def listed_elementwise(stmt: ast.stmt, text: Text) -> Made | None:
     """``for j, c in enumerate(<t>.tolist()): if <test of c>: x[j] = <value>`` (no else, nothing
     else in the loop, ``c`` read only by the test) as ``x.copy_(torch.where(<test of t>, <value>,
     x))``: the number ``c`` is ``t``'s element j, so the test over ``t`` marks the same rows."""
-    if not (isinstance(stmt, ast.For) and not stmt.orelse and len(stmt.body) == 1 and isinstance(stmt.target, ast.Tuple)
-            and len(stmt.target.elts) == 2 and all(isinstance(e, ast.Name) for e in stmt.target.elts)):
+    loop = enumerated_list(stmt)
+    if loop is None:
         return None
-    it = stmt.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"
-            and len(it.args) == 1 and not it.keywords):
-        return None
-    listed = it.args[0]
-    if not (isinstance(listed, ast.Call) and isinstance(listed.func, ast.Attribute) and listed.func.attr == "tolist"
-            and not listed.args and not listed.keywords):
-        return None
-    j, c = (e.id for e in stmt.target.elts)  # type: ignore[attr-defined]
-    inner = stmt.body[0]
+    j, c, source = loop
+    inner = stmt.body[0]  # type: ignore[attr-defined]
     if not (isinstance(inner, ast.If) and not inner.orelse and len(inner.body) == 1
             and isinstance(inner.body[0], ast.Assign) and len(inner.body[0].targets) == 1):
         return None
@@ -354,8 +344,7 @@ def listed_elementwise(stmt: ast.stmt, text: Text) -> Made | None:
     if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Name) and target.slice.id == j
             and isinstance(target.value, (ast.Name, ast.Attribute))):
         return None
-    source = listed.func.value
-    test = _per_element(_Named(c, source).visit(copy.deepcopy(inner.test)), j)
+    test = _per_element(substituted(inner.test, c, source), j)
     value = _per_element(inner.body[0].value, j)
     # The number in the value would need its own row shape: only the test reads it.
     if test is None or value is None or c not in names_loaded(inner.test) or c in names_loaded(value):
@@ -364,8 +353,7 @@ def listed_elementwise(stmt: ast.stmt, text: Text) -> Made | None:
     if mask is None:
         return None
     x = text.of(target.value)
-    rows = f"({mask}).reshape((-1,) + (1,) * ({x}.dim() - 1))"
-    return Made([f"{x}.copy_(torch.where({rows}, {unparsed(value)}, {x}))"], ELEMENTWISE, (
+    return Made([_rows_set(x, mask, value)], ELEMENTWISE, (
         f"`{text.of(source)}` has one element per row of `{x}` (the loop runs over all of them, each turn setting "
         "only its own row); the test compares each number as a tensor element (float32 where Python compared "
         "float64)"), first=stmt, last=stmt)
@@ -389,7 +377,7 @@ def appended_where(stmt: ast.stmt, text: Text) -> Made | None:
         return None
     then, other = _appended(stmt.body), _appended(stmt.orelse)
     test = tensor_test(stmt.test)
-    if then is None or other is None or test is None or _python_test(stmt.test) or ast.dump(then[0]) != ast.dump(other[0]):
+    if then is None or other is None or test is None or _host_test(stmt.test, flags=False) or ast.dump(then[0]) != ast.dump(other[0]):
         return None
     return Made([f"{text.of(then[0])}.append(torch.where({test}, {text.of(then[1])}, {text.of(other[1])}))"], WHERE, (
         "both values are tensors of one shape and dtype (torch.where computes both)"))
@@ -477,7 +465,7 @@ def early_return(stmt: ast.stmt, text: Text) -> Made | None:
     if not isinstance(ret, ast.Return) or ret.value is None:
         return None
     test = tensor_test(stmt.test)
-    if test is None or _host_test(stmt.test):
+    if test is None or _host_test(stmt.test, flags=False):
         return None
     block, at = block_of(text.source, stmt)
     tail = block[at + 1:]
@@ -608,16 +596,6 @@ def _no_grad(stmt: ast.stmt) -> bool:
             and ast.unparse(stmt.items[0].context_expr) in ("torch.no_grad()", "no_grad()"))
 
 
-def _python_test(test: ast.expr) -> bool:
-    """A test Python decides whatever it reads: ``is``/``is not``, ``isinstance``, ``hasattr``
-    (a bare name or attribute at a break is a tensor: the ``if`` broke on it)."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _python_test(test.operand)
-    if isinstance(test, ast.Compare):
-        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops)
-    return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id in ("isinstance", "hasattr")
-
-
 class _Predicated:
     """The updates of an ``if`` tree made whatever its tests, each picking by the tests on its
     path (``_pred``, ``_pred1``...: each test read once, where the ``if`` stood)."""
@@ -635,7 +613,7 @@ class _Predicated:
         for s in body:
             if isinstance(s, ast.If):
                 test = tensor_test(s.test)
-                if test is None or _python_test(s.test):
+                if test is None or _host_test(s.test, flags=False):
                     return False
                 inner = self.name()
                 self.lines.append(f"{indent}{inner} = {pred} & ({test})")
@@ -671,7 +649,7 @@ def state_where(stmt: ast.stmt, text: Text) -> Made | None:
     if not isinstance(stmt, ast.If) or not stmt.body:
         return None
     test = tensor_test(stmt.test)
-    if test is None or _python_test(stmt.test):  # Python decides it: not the break
+    if test is None or _host_test(stmt.test, flags=False):  # Python decides it: not the break
         return None
     fn = function_of(text.source, stmt)
     if any(isinstance(n, ast.Name) and n.id.startswith("_pred") for n in ast.walk(fn or stmt)):

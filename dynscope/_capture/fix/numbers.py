@@ -25,7 +25,16 @@ from __future__ import annotations
 import ast
 import copy
 
-from dynscope._capture.fix.statements import Made, Text, block_of, names_loaded, read_later, unparsed
+from dynscope._capture.fix.statements import (
+    Made,
+    Text,
+    block_of,
+    enumerated_list,
+    names_loaded,
+    read_later,
+    substituted,
+    unparsed,
+)
 
 __all__ = ["INDEX", "LENGTHS", "LIST", "POINTER", "indexed_by_tensor", "length_fill", "per_element_list", "pointer_kept"]
 
@@ -140,16 +149,6 @@ _NOTE = ("the list is only made into a tensor (or read elementwise): each elemen
          "tensor in its dtype (float32 where Python computes in float64), detached as .tolist() is")
 
 
-class _Substituted(ast.NodeTransformer):
-    """Each read of ``name`` as a copy of ``value``."""
-
-    def __init__(self, name: str, value: ast.expr) -> None:
-        self.name, self.value = name, value
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        return copy.deepcopy(self.value) if node.id == self.name else node
-
-
 class _Listed(ast.NodeTransformer):
     """``[f(c) for c in SRC]`` (``SRC`` is ``t.tolist()`` or the name holding it) as ``f`` over
     the tensor; ``torch.tensor`` around it dropped."""
@@ -192,7 +191,7 @@ class _Listed(ast.NodeTransformer):
             return None
         t = unparsed(self.tensor)
         rows = f"torch.arange({t}.shape[0], device={t}.device)"
-        entry = unparsed(_Substituted(e, self.tensor).visit(copy.deepcopy(second)))
+        entry = unparsed(substituted(second, e, self.tensor))
         return _expr(f"{unparsed(elt.value)}[{rows}, {entry}{''.join(', :' for _ in rest)}]")
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -433,18 +432,11 @@ def length_fill(stmt: ast.stmt, text: Text) -> Made | None:
     """``for b, n in enumerate(<lengths>.tolist()): x[b, n:] = v`` (``x[b, :n] = v``; nothing
     else in the loop, ``v`` reading neither ``b`` nor ``n``) as ``x.masked_fill_(<positions at
     or past (before) each row's length>, v)``, the mask shaped to ``x``'s trailing dimensions."""
-    if not (isinstance(stmt, ast.For) and not stmt.orelse and len(stmt.body) == 1 and isinstance(stmt.target, ast.Tuple)
-            and len(stmt.target.elts) == 2 and all(isinstance(e, ast.Name) for e in stmt.target.elts)):
+    loop = enumerated_list(stmt)
+    write = stmt.body[0] if loop is not None else None  # type: ignore[attr-defined]
+    if loop is None or not (isinstance(write, ast.Assign) and len(write.targets) == 1):
         return None
-    it = stmt.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"
-            and len(it.args) == 1 and not it.keywords):
-        return None
-    lengths = _tolist_of(it.args[0])
-    write = stmt.body[0]
-    if lengths is None or not (isinstance(write, ast.Assign) and len(write.targets) == 1):
-        return None
-    b, n = (e.id for e in stmt.target.elts if isinstance(e, ast.Name))
+    b, n, lengths = loop
     target = write.targets[0]
     if not (isinstance(target, ast.Subscript) and isinstance(target.value, (ast.Name, ast.Attribute))
             and isinstance(target.slice, ast.Tuple) and len(target.slice.elts) == 2):

@@ -9,6 +9,7 @@ only: no torch import.
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -255,3 +256,37 @@ def read_later(source: str, stmt: ast.stmt, name: str, after: ast.stmt | None = 
             if n.lineno > end or (in_loop and not contains(after or stmt, n) and not contains(stmt, n)):
                 return True
     return False
+
+
+class _Substituted(ast.NodeTransformer):
+    def __init__(self, name: str, value: ast.expr) -> None:
+        self.name, self.value = name, value
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return copy.deepcopy(self.value) if node.id == self.name else node
+
+
+def substituted(node: ast.expr, name: str, value: ast.expr) -> ast.expr:
+    """A copy of ``node`` with each read of ``name`` a copy of ``value`` (a number read back
+    as the tensor it came from)."""
+    out = _Substituted(name, value).visit(copy.deepcopy(node))
+    assert isinstance(out, ast.expr)
+    return out
+
+
+def enumerated_list(stmt: ast.stmt) -> tuple[str, str, ast.expr] | None:
+    """(the index's name, the element's name, ``t``) of ``for i, v in enumerate(t.tolist()):``
+    with one statement in its body and no ``else``; None for any other statement."""
+    if not (isinstance(stmt, ast.For) and not stmt.orelse and len(stmt.body) == 1 and isinstance(stmt.target, ast.Tuple)
+            and len(stmt.target.elts) == 2):
+        return None
+    i, v = stmt.target.elts
+    it = stmt.iter
+    if not (isinstance(i, ast.Name) and isinstance(v, ast.Name) and isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and len(it.args) == 1 and not it.keywords):
+        return None
+    listed = it.args[0]
+    if not (isinstance(listed, ast.Call) and isinstance(listed.func, ast.Attribute) and listed.func.attr == "tolist"
+            and not listed.args and not listed.keywords):
+        return None
+    return i.id, v.id, listed.func.value
