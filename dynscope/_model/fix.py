@@ -61,6 +61,9 @@ class Unpatched:
     owner: str  # "your code", or the package whose code it is ("transformers", "torch")
     why: str  # why no patch, and what to do instead
     count: int = 1  # break events there
+    # The verified patches' sites that, applied together, removed this break too (it only
+    # followed from theirs: a comprehension compiled alone over a loop that broke); () when none.
+    gone_with: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return _brief("Unpatched", f"{self.site} ({self.owner}): {self.why}")

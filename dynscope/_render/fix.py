@@ -13,7 +13,7 @@ from dynscope._render.section_html import section_html
 from dynscope._render.section_text import group_lines, section_lines
 
 if TYPE_CHECKING:
-    from dynscope._model.fix import FixResult, Patch
+    from dynscope._model.fix import FixResult, Patch, Unpatched
 
 __all__ = ["evidence", "fix_document", "fix_html", "fix_text"]
 
@@ -70,6 +70,14 @@ def _patch(i: int, p: Patch) -> Group:
     return Group(anchor=f"patch-{i}", title=f"{p.site}  {p.category}  [{p.rewrite}]", fields=tuple(fields))
 
 
+def _left_why(u: Unpatched) -> str:
+    """Why a site has no patch; for one the verified patches removed too, that first."""
+    if not u.gone_with:
+        return u.why
+    return (f"gone with the verified patches at {', '.join(u.gone_with)}: the break only followed from theirs, "
+            f"nothing to patch here (alone: {u.why})")
+
+
 _LEFT = (Column("site", "code"), Column("category"), Column("whose code"), Column("why"))
 
 
@@ -84,7 +92,7 @@ def fix_document(result: FixResult) -> tuple[Section, ...]:
         doc.append(Section("Patches", blocks=tuple(_patch(i, p) for i, p in enumerate(_ordered(result))),
                            key="patches"))
     if result.unpatched:
-        rows = tuple((u.site, u.category, u.owner, u.why) for u in result.unpatched)
+        rows = tuple((u.site, u.category, u.owner, _left_why(u)) for u in result.unpatched)
         doc.append(Section("Left alone", blocks=(Table(_LEFT, rows, said="{0}  {1}  ({2}): {3}", said_in="text"),),
                            key="left"))
     if result.written:

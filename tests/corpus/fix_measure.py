@@ -15,7 +15,7 @@ import dynscope
 from dynscope._capture.fix.source import line_map
 from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
 from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
-from tests.corpus import fix_branches, fix_checks, fix_counts, fix_host, fix_masks, fix_state
+from tests.corpus import fix_branches, fix_checks, fix_counts, fix_host, fix_masks, fix_shortcuts, fix_state
 from tests.corpus import fix_programs as fp
 
 #: Breaks PyTorch or the program make on purpose: no source rewrite is asked of them.
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 #: The corpus modules: each holds ``PROGRAMS`` (name -> builder) and marks each break site
 #: ``# SITE: <rewrite>`` (``none`` where no patch may be verified, ``on purpose`` for torch's own).
-CORPUS: list[types.ModuleType] = [fp, fix_host, fix_state, fix_checks, fix_counts, fix_masks, fix_branches]
+CORPUS: list[types.ModuleType] = [fp, fix_host, fix_state, fix_checks, fix_counts, fix_masks, fix_branches,
+                                   fix_shortcuts]
 
 
 @cache
@@ -74,8 +75,9 @@ def measure(modules: list[types.ModuleType] | None = None) -> dict[str, Any]:
                 continue
             row = per.setdefault(u.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
             row["found"] += 1
-            if want != "none":
-                mismatched.append((u.site, "no patch", want))
+            row["removed"] += bool(u.gone_with)  # it followed from a patched break: gone with that patch
+            if (want != "none") != bool(u.gone_with):
+                mismatched.append((u.site, "gone with the verified patches" if u.gone_with else "no patch", want))
     return {"per": per, "mismatched": mismatched, "changed": changed, "on_purpose": on_purpose}
 
 
@@ -90,11 +92,12 @@ def measure_held_out(programs: dict[str, Any]) -> dict[str, Any]:
     for name, build in programs.items():
         model, inputs = build()
         res = dynscope.fix(model, inputs)
-        sites: list[tuple[str, str, int, str, dynscope.Patch | None]] = [
-            (p.site, p.filename, p.lineno, p.category, p) for p in res.patches]
-        sites += [(u.site, _file_of(build, u.site), int(u.site.rsplit(":", 1)[1]), u.category, None)
-                  for u in res.unpatched]
-        for site, filename, lineno, category, p in sites:
+        sites: list[tuple[str, str, int, str, dynscope.Patch | None, bool]] = [
+            (p.site, p.filename, p.lineno, p.category, p, False) for p in res.patches]
+        # A site left alone that the verified patches removed too (it followed from their break).
+        sites += [(u.site, _file_of(build, u.site), int(u.site.rsplit(":", 1)[1]), u.category, None,
+                   bool(u.gone_with)) for u in res.unpatched]
+        for site, filename, lineno, category, p, gone in sites:
             if category in _ON_PURPOSE_CATEGORIES:
                 on_purpose.append(site)
                 continue
@@ -103,7 +106,7 @@ def measure_held_out(programs: dict[str, Any]) -> dict[str, Any]:
                 unmarked.append(f"{name}: {site}")
             row = per.setdefault(category, dict.fromkeys(("found", "fixable", "patched", "verified", "removed",
                                                           "fixable removed"), 0))
-            removed = bool(p is not None and p.verified and p.breaks_after == 0)
+            removed = bool(p is not None and p.verified and p.breaks_after == 0) or gone
             row["found"] += 1
             row["fixable"] += mark != "must-not"
             row["patched"] += p is not None
@@ -112,6 +115,8 @@ def measure_held_out(programs: dict[str, Any]) -> dict[str, Any]:
             row["fixable removed"] += removed and mark != "must-not"
             if p is not None and p.verified and mark == "must-not":
                 must_not_verified.append(f"{name}: {site} {p.rewrite}")
+            if gone and mark == "must-not":
+                must_not_verified.append(f"{name}: {site} gone with the verified patches")
             same = _same_on_new_input(build, p) if p is not None and p.verified else True
             if same is False:
                 changed.append(f"{name}: {site}")

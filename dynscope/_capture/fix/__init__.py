@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import copy
 import linecache
+import os
 import re
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +98,9 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
         # It runs in eager but fails under torch.compile: the sites that ran before the failure
         # get their patches (proposed: no compiled outputs to compare), the failure is said.
         before, blocked = err.report, _blocker(err)
-    eager = run_eager(model, calls)
+    # The lines of the user's files with break sites that run eagerly: a rewrite that drops a
+    # shortcut is verified only where the shortcut was taken.
+    eager = run_eager(model, calls, traced=sorted({b.filename for b in before.breaks if is_user_file(b.filename)}))
     patches: list[Patch] = []
     chosen: list[tuple[Patch, Rewrite]] = []
     unpatched: list[Unpatched] = []
@@ -111,10 +114,27 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
         patches.append(patch)
         if patch.verified:
             chosen.append((patch, rewrite))
-    after, outputs_after, written, backups, note = _together(model, calls, eager, chosen, sources, write=write)
+    asked = [(site.filename, site.lineno) for site in before.breaks
+             if any(u.site == site.location for u in unpatched)]
+    after, outputs_after, written, backups, note, gone = _together(model, calls, eager, chosen, sources, asked,
+                                                                   write=write)
+    if gone:  # sites that only followed from a patched break: gone with the verified patches
+        with_them = tuple(sorted({p.site for p, _ in chosen}))
+        places = {(os.path.realpath(f), line) for f, line in gone}
+        unpatched = [_with_gone(u, with_them) if _site_of(u, before) in places else u for u in unpatched]
     return FixResult(title=title, patches=tuple(patches), unpatched=tuple(unpatched), breaks_before=before.break_count,
                      breaks_after=after, outputs_matched_after=outputs_after, written=written, backups=backups,
                      note=note, blocked=blocked)
+
+
+def _site_of(u: Unpatched, before: Report) -> tuple[str, int] | None:
+    """The (real path, line) of a site left alone, from the report's break there."""
+    b = next((b for b in before.breaks if b.location == u.site), None)
+    return (os.path.realpath(b.filename), b.lineno) if b is not None else None
+
+
+def _with_gone(u: Unpatched, sites: tuple[str, ...]) -> Unpatched:
+    return replace(u, gone_with=sites)
 
 
 def _blocker(err: CaptureError) -> str:
@@ -138,6 +158,7 @@ def _report(model: Any, calls: Calls) -> Report:
 
 def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak,
           sources: dict[str, Source], blocked: str = "") -> Unpatched | tuple[Patch, Rewrite]:
+    """The site's patch (the first that verifies, else the nearest) and its rewrite, or why none."""
     where = site.location
     owner = _owner(site.filename)
     # A break made on purpose (or the user's own graph_break()) gets no rewrite: its category says why.
@@ -196,8 +217,6 @@ def _owner(filename: str) -> str:
 
 
 def _with(patch: Patch, **changes: Any) -> Patch:
-    from dataclasses import replace
-
     return replace(patch, **changes)
 
 
@@ -207,6 +226,7 @@ class _Rerun:
     path: str
     why: str
     blocked: str = ""  # the patched program failed under torch.compile only: rep is what ran before
+    copies: tuple[tuple[str, str], ...] = ()  # (the user's file, its patched copy) for each file patched
 
 
 def _rerun(model: Any, calls: Calls, source: Source, rewrites: Sequence[Rewrite], text: str,
@@ -269,7 +289,7 @@ def _rerun_patched(model: Any, calls: Calls, modules: Sequence[tuple[str, Any, C
         return _Rerun(None, path, f"the patched program raised {_root_cause(err)}"), None
     except BaseException as err:  # noqa: BLE001 - the patched program failed (or exited): not verified, said why
         return _Rerun(None, path, f"the patched program raised {_root_cause(err)}"), None
-    return _Rerun(rep, path, ""), compare(eager, got)
+    return _Rerun(rep, path, "", copies=tuple((f, m.__file__ or "") for f, m, _ in modules)), compare(eager, got)
 
 
 def _defines(model: Any, filename: str) -> bool:
@@ -319,6 +339,11 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
         program_breaks_before=before.break_count, graphs_before=before.graph_count,
         coverage_before=before.coverage.ratio if before.coverage is not None else None,
     )
+    untaken = [line for line in rw.taken if (os.path.realpath(site.filename), line) not in eager.lines]
+    if untaken:  # nothing a run shows would tell the shortcut from the general path
+        return _with(patch, why_not=(
+            f"the shortcut at line {untaken[0]} was never taken in the run: dropping it cannot be shown to keep "
+            "outputs where it is taken (run fix with inputs that take it)")), _Rerun(None, "", "")
     rerun, ev = _rerun(model, calls, source, [rw], rw.source, eager)
     if rerun.rep is not None and rerun.blocked:
         return _blocked_patch(patch, rerun.rep, rerun, rw), rerun
@@ -334,8 +359,16 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
                   coverage_after=rep.coverage.ratio if rep.coverage is not None else None,
                   outputs_matched=ev.outputs_matched, gradients_matched=ev.gradients_matched,
                   max_abs_error=ev.max_abs_error)
+    # The original file still breaking at the site: the program reached that code through
+    # something fix could not swap for its patched copy (an object made elsewhere), so the
+    # rewrite was never run there and nothing about it was measured.
+    unswapped = sum(b.count for b in rep.breaks if _same(b.filename, site.filename)
+                    and rw.first <= b.lineno <= rw.last)
     why = []
-    if at_site:
+    if unswapped:
+        why.append(f"the patched code did not run: the program still breaks at the original line {unswapped} "
+                   "time(s) (it reaches that code through an object fix could not swap for the patched copy)")
+    elif at_site:
         why.append(f"the break is still there ({at_site} at the rewritten lines)")
     elif rep.break_count >= before.break_count:
         moved = [f"{name}:{line}" for _, line in _new_sites(before, rep, site.filename, rerun.path, rw)]
@@ -393,7 +426,7 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
         return None
     nxt, _ = moved[0]
     second, _ = candidates(rw.source, nxt.lineno, nxt.category)
-    for rw2 in second:
+    for rw2 in (r for r in second if not r.taken):  # a shortcut's evidence is a line of the original run
         both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
         followed, rerun2 = _verified(model, calls, before, eager, site, source, both)
         if followed.verified:
@@ -421,7 +454,7 @@ def _follow_within(model: Any, calls: Calls, before: Report, eager: Run, site: G
         return None
     line, category = inside[0]
     offered, _ = candidates(rw.source, line, category)
-    for pick in [r.name for r in offered][:3]:
+    for pick in [r.name for r in offered if not r.taken][:3]:
         text, used = rw.source, ""
         for at in range(rw.new_last, rw.first - 1, -1):
             found = [r for r in candidates(text, at, category)[0] if r.name == pick]
@@ -461,17 +494,20 @@ def _forget(filename: str) -> None:
 
 
 def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Rewrite]], sources: dict[str, Source],
-              *, write: bool) -> tuple[int | None, bool | None, tuple[str, ...], tuple[str, ...], str]:
+              asked: Sequence[tuple[str, int]] = (), *,
+              write: bool) -> tuple[int | None, bool | None, tuple[str, ...], tuple[str, ...], str, list[tuple[str, int]]]:
     """Every verified patch applied together, in every file they touch (the model's, its
     helpers' in other files of the project): the break count and outputs, and, with ``write``,
     the files written when the patches together still verify (fewer breaks, outputs equal) and
-    each file is as fix read it."""
+    each file is as fix read it; and which of the ``asked`` sites (file, line) no longer break
+    when they verify together (a break that only followed from a patched one)."""
     by_file: dict[str, list[tuple[Patch, Rewrite]]] = {}
     for patch, rw in chosen:
         kept = by_file.setdefault(patch.filename, [])
         if all(rw.last < r.first or rw.first > r.last for _, r in kept):  # one statement, one rewrite
             kept.append((patch, rw))
     texts = {f: combined(sources[f].text, [rw for _, rw in items]) for f, items in by_file.items()}
+    gone: list[tuple[str, int]] = []
     after: int | None = None
     matched: bool | None = None
     why = ""
@@ -481,6 +517,8 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
         if rerun.rep is not None and ev is not None:
             after = rerun.rep.break_count
             matched = ev.outputs_matched and not ev.said_differs and not ev.state_differs
+            if matched and ev.gradients_matched is not False:
+                gone = _gone(rerun, by_file, asked)
         why = rerun.why
     written: list[str] = []
     backups: list[str] = []
@@ -504,4 +542,25 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
             written.append(filename)
             backups.append(str(backup))
             _forget(filename)
-    return after, matched, tuple(written), tuple(backups), note
+    return after, matched, tuple(written), tuple(backups), note, gone
+
+
+def _gone(rerun: _Rerun, by_file: dict[str, list[tuple[Patch, Rewrite]]],
+          asked: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The asked sites (file, line) with no break in the patched run: each line mapped to its
+    place in its file's patched copy (a file no patch touched runs as it is)."""
+    rep = rerun.rep
+    if rep is None:
+        return []
+    copies = dict(rerun.copies)
+    still = {(os.path.realpath(b.filename), b.lineno) for b in rep.breaks}
+    out = []
+    for filename, line in asked:
+        rewrites = [rw for _, rw in by_file.get(filename, [])]
+        now = line_map([(rw.first, rw.last, rw.new_last - rw.first + 1) for rw in rewrites])(line)
+        if now is None:
+            continue  # inside a patched statement: that patch's own site
+        where = copies.get(filename, filename) if rewrites else filename
+        if (os.path.realpath(where), now) not in still:
+            out.append((filename, line))
+    return out

@@ -21,17 +21,20 @@ from dynscope._capture.fix.statements import (
     names_loaded,
     parsed,
     read_later,
+    rows_set,
     substituted,
     unparsed,
 )
 
 __all__ = ["COND", "CONDITIONAL", "EARLY", "ELEMENTWISE", "STATE_WHERE", "WHERE", "appended_where", "cond", "conditional",
-           "early_return", "elementwise", "listed_elementwise", "narrowed", "state_where", "tensor_test", "where"]
+           "early_return", "elementwise", "listed_elementwise", "narrowed", "shortcut_else",
+           "shortcut_exit", "shortcut_if", "state_where", "tensor_test", "where"]
 
 WHERE = "branch to torch.where"
 COND = "branch to torch.cond"
 EARLY = "early return to torch.where"
 STATE_WHERE = "state update to torch.where"
+SHORTCUT = "shortcut dropped"
 
 
 class _TensorTest(ast.NodeTransformer):
@@ -291,12 +294,6 @@ def _per_element(node: ast.expr, var: str) -> ast.expr | None:
     return out if whole.ok else None
 
 
-def _rows_set(x: str, mask: str, value: ast.expr) -> str:
-    """``x``'s rows where ``mask`` holds set to ``value``, in place: the mask shaped to its rows."""
-    rows = f"({mask}).reshape((-1,) + (1,) * ({x}.dim() - 1))"
-    return f"{x}.copy_(torch.where({rows}, {unparsed(value)}, {x}))"
-
-
 def elementwise(stmt: ast.stmt, text: Text) -> Made | None:
     """``for i in range(len(m)): if <test of m[i]>: x[i] = <value>`` (no else, nothing else in
     the loop) as ``x.copy_(torch.where(<test of m>, <value>, x))``: the same elements set, in
@@ -323,7 +320,7 @@ def elementwise(stmt: ast.stmt, text: Text) -> Made | None:
     if mask is None:
         return None
     x = text.of(target.value)
-    return Made([_rows_set(x, mask, value)], ELEMENTWISE, (
+    return Made([rows_set(x, mask, value)], ELEMENTWISE, (
         f"every element of the loop's range is one row of `{x}` and of the tensors indexed in the test (the loop "
         "runs over all of them, in order, each turn touching only its own row)"), first=loop, last=loop)
 
@@ -353,7 +350,7 @@ def listed_elementwise(stmt: ast.stmt, text: Text) -> Made | None:
     if mask is None:
         return None
     x = text.of(target.value)
-    return Made([_rows_set(x, mask, value)], ELEMENTWISE, (
+    return Made([rows_set(x, mask, value)], ELEMENTWISE, (
         f"`{text.of(source)}` has one element per row of `{x}` (the loop runs over all of them, each turn setting "
         "only its own row); the test compares each number as a tensor element (float32 where Python compared "
         "float64)"), first=stmt, last=stmt)
@@ -674,3 +671,62 @@ def state_where(stmt: ast.stmt, text: Text) -> Made | None:
         "what is updated holds a tensor (a buffer, a tensor attribute or element: a Python number would become a "
         "tensor), and each update is made whatever the tests, picking the old value where they fail (in place ones "
         "too, on every tensor a loop names)"))
+
+
+# -- a shortcut taken on a tensor test, dropped -------------------------------------------------
+
+_SHORTCUT_NOTE = ("the `if` only takes a shortcut: the general path gives the same outputs where the shortcut was "
+                  "taken (shown on the calls where it was taken: verified only when it was taken at least once)")
+
+
+def shortcut_exit(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <tensor test>: break`` (in a ``for`` loop), ``continue`` or ``return <value>``, the
+    ``if`` alone: dropped, so the general path runs every time (padded chunks scanned too, an
+    all-ones mask applied). Its evidence is the exit's line: it must have run in the unpatched
+    run, where the outputs then show the general path agrees."""
+    if not isinstance(stmt, ast.If) or stmt.orelse or len(stmt.body) != 1:
+        return None
+    exit_ = stmt.body[0]
+    if not isinstance(exit_, (ast.Break, ast.Continue, ast.Return)) or not _tensor_tested(stmt):
+        return None
+    fn = function_of(text.source, stmt)
+    loop = next((n for n in ast.walk(fn or parsed(text.source)) if isinstance(n, (ast.For, ast.While))
+                 and any(b is stmt for b in ast.walk(n))), None)
+    if isinstance(exit_, (ast.Break, ast.Continue)) and not isinstance(loop, ast.For):
+        return None  # a while loop's break may be its only exit: without it the loop would not end
+    block, at = block_of(text.source, stmt)
+    note = _SHORTCUT_NOTE + ("; the loop runs to its end (a for loop: bounded)" if isinstance(exit_, ast.Break) else "")
+    if at + 1 < len(block):  # the if's lines go, the next statement stays where it was
+        nxt = block[at + 1]
+        return Made(text.statement_lines(nxt), SHORTCUT, note, last=nxt, taken=(exit_.lineno,))
+    if at > 0:
+        prev = block[at - 1]
+        return Made(text.statement_lines(prev), SHORTCUT, note, first=prev, taken=(exit_.lineno,))
+    return None
+
+
+def shortcut_else(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <tensor test>: <shortcut> else: <general>`` as the general side alone (the
+    ``else``): verified only when the shortcut ran in the unpatched run (then the outputs show
+    the general side agrees with it there)."""
+    return _one_side(stmt, text, keep_else=True)
+
+
+def shortcut_if(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <tensor test>: <general> else: <shortcut>`` as the ``if``'s side alone: verified
+    only when the ``else`` ran in the unpatched run."""
+    return _one_side(stmt, text, keep_else=False)
+
+
+def _tensor_tested(stmt: ast.If) -> bool:
+    """Whether the ``if`` tests a tensor (not ``x is None``, a flag or a Python count)."""
+    return tensor_test(stmt.test) is not None and not _host_test(stmt.test, flags=False)
+
+
+def _one_side(stmt: ast.stmt, text: Text, *, keep_else: bool) -> Made | None:
+    if not isinstance(stmt, ast.If) or not stmt.orelse or not _tensor_tested(stmt):
+        return None
+    kept, dropped = (stmt.orelse, stmt.body) if keep_else else (stmt.body, stmt.orelse)
+    if any(isinstance(n, (ast.Break, ast.Continue)) for s in kept for n in ast.walk(s)):
+        return None  # a loop exit moved out of its if changes where the loop ends
+    return Made(text.body_lines(kept), SHORTCUT, _SHORTCUT_NOTE, taken=(dropped[0].lineno,))

@@ -38,16 +38,18 @@ from dynscope._capture.fix.statements import (
     names_loaded,
     parsed,
     read_later,
+    rows_set,
     unparsed,
 )
 
-__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SEGMENT", "SELECT", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
-           "dense_experts", "masked_select", "math_to_torch", "numpy_to_torch", "paren", "segment_reduction"]
+__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SCATTER", "SEGMENT", "SELECT", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
+           "dense_experts", "masked_select", "math_to_torch", "numpy_to_torch", "paren", "scattered_rows", "segment_reduction"]
 
 NUMPY = "torch ops instead of numpy"
 SEGMENT = "masked segment reduction"
 SELECT = "masked reduction instead of select"
 NONZERO = "mask instead of nonzero"
+SCATTER = "every row computed, the indexed ones kept"
 DENSE = "dense expert routing"
 MATH = "torch math instead of math"
 FLOAT = "float() kept a tensor"
@@ -964,6 +966,57 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
     if not fix.used or not out:
         return None
     return Made(out, rewrite, note, last=block[last])
+
+
+class _AllRows(ast.NodeTransformer):
+    """An expression over rows taken by a nonzero index (``y[keep]``, ``y.index_select(0,
+    keep)``) as the same expression over every row; ``bad`` when it reads the index otherwise."""
+
+    def __init__(self, index: str) -> None:
+        self.index, self.bad = index, False
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        rows = _rows_taken(node, {self.index})
+        if rows is not None:
+            return super().visit(rows[0])
+        sl = node.slice if isinstance(node, ast.Subscript) else None
+        if (isinstance(node, ast.Subscript) and isinstance(sl, ast.Tuple) and sl.elts
+                and isinstance(sl.elts[0], ast.Name) and sl.elts[0].id == self.index):
+            # y[keep, :1]: every row, the other dimensions indexed as they were
+            every = ast.Subscript(value=node.value, slice=ast.Tuple(elts=[ast.Slice(), *sl.elts[1:]], ctx=ast.Load()),
+                                  ctx=ast.Load())
+            return super().visit(every)
+        if isinstance(node, ast.Name) and node.id == self.index:
+            self.bad = True
+        return super().visit(node)
+
+
+def scattered_rows(stmt: ast.stmt, text: Text) -> _Maker:
+    """``keep = <nonzero of c>`` then ``x[keep] = f(y[keep], ...)`` (the index read nowhere else)
+    as ``x.copy_(torch.where(c, f(y, ...), x))``: every row computed, the rows the index names
+    kept, in place as the assignment set them (FPN boxes pooled per level, rows refreshed by a test)."""
+    name = _target(stmt)
+    cond = _nonzero_mask(stmt.value) if name is not None and isinstance(stmt, ast.Assign) else None
+    if name is None or cond is None:
+        return None
+    block, at = block_of(text.source, stmt)
+    nxt = block[at + 1] if at + 1 < len(block) else None
+    if not (isinstance(nxt, ast.Assign) and len(nxt.targets) == 1 and isinstance(nxt.targets[0], ast.Subscript)):
+        return None
+    target = nxt.targets[0]
+    if not (isinstance(target.slice, ast.Name) and target.slice.id == name
+            and isinstance(target.value, (ast.Name, ast.Attribute))):
+        return None
+    every = _AllRows(name)
+    value = every.visit(copy.deepcopy(nxt.value))
+    if every.bad or read_later(text.source, stmt, name, after=nxt):
+        return None
+    x = unparsed(target.value)
+    lines = [rows_set(x, unparsed(cond), value)]  # type: ignore[arg-type]
+    return Made(lines, SCATTER, (
+        "the value is computed row by row (run on every row, the rows the index leaves out are dropped by "
+        "torch.where: a row's value does not depend on which other rows were selected) and is finite there"),
+        last=nxt)
 
 
 # -- 5. top-k routing over experts -------------------------------------------------------------------

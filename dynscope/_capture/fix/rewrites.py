@@ -33,6 +33,11 @@ The rewrites, in the order they are tried for a category:
 - selections read inside one statement (:mod:`.masks`): ``f(x[m]).sum()``, a loss of ``p[m]``
   and ``y[m]``, ``cross_entropy`` of selected positions (``ignore_index``), ``x[m] = y[m]``,
   as ops over every element with the mask applied by ``torch.where``.
+- shortcuts (:mod:`.branches`, tried last): an ``if`` on a tensor that only exits (``break`` in a
+  ``for``, ``continue``, ``return``) dropped, or one side of an ``if``/``else`` kept alone; each
+  verified only where the run took the shortcut (``Rewrite.taken``: lines that must have run).
+- rows written back (:mod:`.host`): ``idx = c.nonzero()...`` then ``x[idx] = f(y[idx])`` as every
+  row computed and ``x.copy_(torch.where(c, f(y), x))``.
 - numbers read back (:mod:`.numbers`): a per-element list over ``.tolist()`` as tensor ops; a
   ring buffer's pointer read as an int kept a tensor, its writes as ``index_copy_``.
 """
@@ -51,6 +56,9 @@ from dynscope._capture.fix.branches import (
     early_return,
     elementwise,
     listed_elementwise,
+    shortcut_else,
+    shortcut_exit,
+    shortcut_if,
     state_where,
     where,
 )
@@ -123,7 +131,11 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
             said.append(new)
             continue
         made = new if isinstance(new, Made) else Made(*new)
-        found.append(replaced(source, made.first or stmt, made.lines, made.name, made.note, made.last))
+        found.append(replaced(source, made.first or stmt, made.lines, made.name, made.note, made.last, made.taken))
+    if said and all(rw.taken for rw in found):
+        # Only a shortcut dropped, where a rewrite that knows the shape said why none keeps the
+        # outputs (the loop's stop decides a returned length): the reason stands.
+        found = []
     if not found:
         return [], "; ".join(said) or f"the statement at line {lineno} is not a shape a {category!r} rewrite knows"
     return found, ""
@@ -347,15 +359,16 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     # A per-element if over a range is one where over the tensor: before the state update, which
     # would keep the loop and pick element by element.
     BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, elementwise,
-             state_where, cond, checks.guarded_check, checks.asserted, conditional),
+             state_where, cond, checks.guarded_check, checks.asserted, conditional, shortcut_exit, shortcut_else,
+             shortcut_if),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill,
-             state.reported_value, state.stop_mask),
+             state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if),
     DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.masked_assignment, masks.inline_selection,
-                    host.masked_select, masks.bound_selection),
+                    host.masked_select, masks.bound_selection, host.scattered_rows),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
     OTHER: (state.func_grad, state.made_in_forward),  # autograd.grad (trace_autograd_ops off); nn.Parameter()

@@ -17,7 +17,7 @@ from functools import lru_cache
 from dynscope._capture.fix.source import python_lines
 
 __all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "names_loaded", "parsed", "read_later",
-           "refused", "replaced", "statement_at", "unified_diff"]
+           "refused", "replaced", "rows_set", "statement_at", "unified_diff"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class Made:
     note: str
     first: ast.stmt | None = None
     last: ast.stmt | None = None
+    # Lines of the file that must have run in the unpatched eager run for a check of outputs to
+    # show anything (the shortcut a rewrite drops was taken at least once); () when none.
+    taken: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Rewrite:
     new_last: int  # the last line of its replacement in the new text
     note: str = ""  # what it assumes ("both branches give tensors of one shape")
     replacement: tuple[str, ...] = ()  # the lines put in place of first..last (with newlines)
+    taken: tuple[int, ...] = ()  # lines (old text) that must have run eagerly for it to verify (Made.taken)
 
 
 def unified_diff(old: str, new: str, name: str) -> str:
@@ -140,7 +144,7 @@ def contains(outer: ast.AST, inner: ast.AST) -> bool:
 
 
 def replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str,
-             through: ast.stmt | None = None) -> Rewrite:
+             through: ast.stmt | None = None, taken: tuple[int, ...] = ()) -> Rewrite:
     """The file with ``stmt`` (through ``through``, a later statement of its block, when given)
     replaced by ``new_lines``, written at the statement's indentation."""
     lines = python_lines(source)
@@ -159,7 +163,7 @@ def replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note:
     body[-1] = body[-1][: len(body[-1]) - len(ending)] + last_ending
     out = lines[: first - 1] + body + lines[last:]
     text = "".join(out)
-    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body))
+    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body), taken)
 
 
 def combined(source: str, rewrites: list[Rewrite]) -> str:
@@ -210,6 +214,12 @@ def unparsed(node: ast.AST) -> str:
 
 
 # -- the statements around a site: multi-statement patterns -----------------------------------
+
+
+def rows_set(x: str, mask: str, value: ast.expr) -> str:
+    """``x``'s rows where ``mask`` holds set to ``value``, in place: the mask shaped to its rows."""
+    rows = f"({mask}).reshape((-1,) + (1,) * ({x}.dim() - 1))"
+    return f"{x}.copy_(torch.where({rows}, {unparsed(value)}, {x}))"
 
 
 def block_of(source: str, stmt: ast.stmt) -> tuple[list[ast.stmt], int]:

@@ -41,7 +41,7 @@ from dynscope._torch.trace import own_work
 from .said import differs, listening, python_state
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["Evidence", "PatchedImportError", "Run", "counterpart", "defined_in", "patched_module", "random_streams_kept", "run_eager",
            "run_compiled"]
@@ -59,6 +59,9 @@ class Run:
     weights: dict[str, torch.Tensor] | None = None  # parameters and buffers after the calls (a train step updates them)
     said: tuple[str, ...] = ()  # what the calls printed and logged (fix/said.py)
     state: dict[str, Any] | None = None  # plain Python values the modules keep, after the calls
+    # (the file's real path, the line) for each line of the traced files that ran (run_eager's
+    # ``traced``): whether a shortcut was taken, the evidence a rewrite that drops it needs.
+    lines: frozenset[tuple[str, int]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,7 @@ class patched_module:  # a context manager used like a function
         self.module: types.ModuleType | None = None
         self.path = ""
         self._kept: str = ""
+        self._registered = ""  # the name it is imported under in sys.modules
 
     def _copy(self) -> Path:
         """The copy's path: beside the original (its siblings and data files found as the
@@ -235,7 +239,13 @@ class patched_module:  # a context manager used like a function
         # Its siblings (helpers it imports) are found where the original lives.
         sys.path.insert(0, folder)
         sys.modules[module.__name__] = module
-        self.module = module
+        self.module, self._registered = module, module.__name__
+        original = self._original_module()
+        if original is not None and original.__name__ != "__main__":
+            # Named as the original while it runs: ``logging.getLogger(__name__)`` is then the
+            # user's own logger (its level, its handlers), and what it logs reads as theirs.
+            # A script's ``__main__`` is not: its ``if __name__ == "__main__"`` block would run.
+            module.__name__ = original.__name__
         try:
             exec(code, module.__dict__)  # the user's own module, run as an import runs it
         except KeyboardInterrupt:
@@ -250,7 +260,7 @@ class patched_module:  # a context manager used like a function
 
     def __exit__(self, *exc: object) -> None:
         if self.module is not None:
-            sys.modules.pop(self.module.__name__, None)
+            sys.modules.pop(self._registered, None)
         if self._kept:
             _drop(self._kept)
             self._kept = ""
@@ -374,6 +384,15 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
                 classes[cls] = new
             if cls in classes:
                 sub.__class__ = classes[cls]
+            for helper in _plain_parts(sub):  # a scheduler, a tokenizer, a config object it holds
+                cls = type(helper)
+                if cls not in classes and defined_in(cls, filename) and "<locals>" not in cls.__qualname__:
+                    new, why = _class_in(module, cls, filename, where)
+                    if new is None:
+                        return None, why
+                    classes[cls] = new
+                if cls in classes:
+                    helper.__class__ = classes[cls]
         if not classes:
             # The break is in a helper of another file of the user's: the model's classes
             # call the patched helper instead (their own code unchanged).
@@ -389,6 +408,22 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
             return None, "the function is defined inside another function: its patched copy cannot be found"
         return _function_in(module, obj, where)
     return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
+
+
+def _plain_parts(module: torch.nn.Module) -> list[Any]:
+    """The objects of the user's own plain classes a module holds in its attributes (directly
+    or in a list, tuple or dict of them): not modules, tensors or builtins, whose methods the
+    module calls (a diffusers-style scheduler). In a deep copy, so their class can be swapped."""
+    found = []
+    for value in vars(module).values():
+        for item in (value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple))
+                     else (value,)):
+            cls = type(item)
+            if (not isinstance(item, (torch.nn.Module, torch.Tensor, type)) and cls.__module__ != "builtins"
+                    and hasattr(item, "__dict__") and not isinstance(item, types.FunctionType | types.MethodType
+                                                                      | types.ModuleType)):
+                found.append(item)
+    return found
 
 
 # -- a helper of another file patched: the model calls the patched copy -----------------------
@@ -566,13 +601,54 @@ def copied(obj: Any) -> Any:
     return model
 
 
-def run_eager(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Run:
-    """The unpatched program run eagerly on copies of the model and inputs."""
+def run_eager(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], traced: Sequence[str] = ()) -> Run:
+    """The unpatched program run eagerly on copies of the model and inputs; the lines of the
+    ``traced`` files that ran are recorded."""
     model = copied(obj)
     fresh = _fresh(calls)
-    with listening() as said:
+    with listening() as said, _LinesRun(traced) as ran:
         outputs = [_call(model, a, k) for a, k in fresh]
-    return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh), tuple(said.done()), _state(model, fresh))
+    return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh), tuple(said.done()), _state(model, fresh),
+               frozenset(ran.seen))
+
+
+class _LinesRun:
+    """The lines of some files that run in a block, by a ``sys.settrace`` tracer that looks
+    only into frames of those files (every other frame costs one dictionary lookup); the
+    tracer that was installed before (a debugger, coverage) is put back after."""
+
+    def __init__(self, files: Sequence[str]) -> None:
+        self.wanted = {os.path.realpath(f) for f in files}
+        self.seen: set[tuple[str, int]] = set()
+        self._known: dict[str, str] = {}  # a code object's filename -> its real path ("" when not wanted)
+        self._before: Any = None
+
+    def __enter__(self) -> _LinesRun:
+        if self.wanted:
+            self._before = sys.gettrace()
+            sys.settrace(self._call)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.wanted:
+            sys.settrace(self._before)
+
+    def _call(self, frame: types.FrameType, event: str, arg: Any) -> Any:
+        name = frame.f_code.co_filename
+        path = self._known.get(name)
+        if path is None:
+            real = os.path.realpath(name)
+            path = self._known[name] = real if real in self.wanted else ""
+        if not path:
+            return None
+        seen = self.seen
+
+        def line(frame: types.FrameType, event: str, arg: Any) -> Any:
+            if event == "line":
+                seen.add((path, frame.f_lineno))
+            return line
+
+        return line
 
 
 def run_compiled(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> Run:

@@ -1,0 +1,157 @@
+"""Shortcuts on a tensor test dropped, rows computed for every index and kept by torch.where,
+and patches of a plain object's code the model holds (issue "Fix what we have never seen"): on
+source text in the fast tier; live on tests/corpus/fix_shortcuts.py in the heavy tier, where a
+shortcut is verified only when the run took it, a patch whose code never ran says so, and a
+scheduler object's class is swapped for its patched copy with the model's."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+import dynscope
+from dynscope._capture.fix.branches import CONDITIONAL, SHORTCUT, WHERE
+from dynscope._capture.fix.host import MATH, SCATTER
+from dynscope._capture.fix.numbers import INDEX
+from dynscope._capture.fix.rewrites import candidates
+from dynscope._capture.fix.verify import patched_module
+from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE
+from dynscope._render import fix_text
+from tests.corpus import fix_shortcuts as fs
+
+HEAD = "import torch\n\n\n"
+
+
+def _found(body: str, line: int, category: str = BRANCH) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """rewrite name -> (its new lines, the lines that must have run), for the statement at
+    ``line`` of ``body`` (counted from body's first line)."""
+    found, _ = candidates(HEAD + body, line + HEAD.count("\n"), category)
+    return {rw.name: ("".join(rw.replacement), tuple(t - HEAD.count("\n") for t in rw.taken)) for rw in found}
+
+
+SCAN = ("def scan(u, lengths):\n"
+        "    for start in range(0, 12, 3):\n"
+        "        if (lengths <= start).all():\n"
+        "            break\n"
+        "        u = u + start\n"
+        "    return u\n")
+
+
+def test_a_loop_exit_on_a_tensor_test_is_dropped_and_needs_the_exit_to_have_run() -> None:
+    # The if and its break go; the statement after it stays as written. Its evidence is the
+    # break's line (4): verified only where the run took it.
+    assert _found(SCAN, 3)[SHORTCUT] == ("        u = u + start\n", (4,))
+    # continue the same way; the last statement of a block gives way to the one before it.
+    body = SCAN.replace("break", "continue")
+    assert _found(body, 3)[SHORTCUT] == ("        u = u + start\n", (4,))
+    body = "def f(x, m):\n    y = x * 2\n    if (m == 1).all():\n        return y\n"
+    assert _found(body, 3)[SHORTCUT] == ("    y = x * 2\n", (4,))
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("    for start in range(0, 12, 3):\n", "    start = 0\n    while True:\n"),  # the while's only exit
+    ("            break\n", "            u = u * 0\n            break\n"),  # not a bare exit: it does work first
+    ("        if (lengths <= start).all():\n", "        if lengths is None:\n"),  # no tensor in the test
+])
+def test_an_exit_that_ends_a_while_loop_or_does_work_or_tests_no_tensor_is_kept(old: str, new: str) -> None:
+    body = SCAN.replace(old, new)
+    line = next(i for i, ln in enumerate(body.splitlines(), 1) if ln.strip().startswith("if "))
+    assert SHORTCUT not in _found(body, line)
+
+
+MASK = ("def extended(mask):\n"
+        "    if (mask == 1).all():\n"
+        "        out = None\n"
+        "    else:\n"
+        "        out = (1.0 - mask.float()) * -1e9\n"
+        "    return out\n")
+
+
+def test_an_if_else_keeps_either_side_alone_each_needing_the_other_to_have_run() -> None:
+    found, _ = candidates(HEAD + MASK, 2 + HEAD.count("\n"), BRANCH)
+    kept = [("".join(rw.replacement), tuple(t - HEAD.count("\n") for t in rw.taken))
+            for rw in found if rw.name == SHORTCUT]
+    # The else alone (needs the if's side, line 3, to have run), then the if's side alone.
+    assert kept == [("    out = (1.0 - mask.float()) * -1e9\n", (3,)), ("    out = None\n", (5,))]
+    # The shortcuts come after every rewrite that keeps both sides (the where over the names).
+    names = [rw.name for rw in found]
+    assert names == [WHERE, SHORTCUT, SHORTCUT]
+
+
+def test_rows_computed_for_a_nonzero_index_and_written_back_are_one_where_over_every_row() -> None:
+    body = ("def pool(pooled, levels, feat, boxes, lvl):\n"
+            "    idx = torch.nonzero(levels == lvl).squeeze(1)\n"
+            "    pooled[idx] = feat.mean(0) * boxes[idx, :1] + boxes.index_select(0, idx)[:, 1:2]\n"
+            "    return pooled\n")
+    assert _found(body, 2, DYNAMIC_SHAPE)[SCATTER][0] == (
+        "    pooled.copy_(torch.where((levels == lvl).reshape((-1,) + (1,) * (pooled.dim() - 1)), "
+        "feat.mean(0) * boxes[:, :1] + boxes[:, 1:2], pooled))\n")
+    # The index read anywhere else (here as a count) keeps the selection.
+    assert SCATTER not in _found(body.replace("    return pooled\n", "    return pooled, idx.numel()\n"), 2,
+                                 DYNAMIC_SHAPE)
+
+
+def test_a_patched_copy_logs_through_the_original_modules_logger(tmp_path: Path) -> None:
+    # Named as the original while it runs, its logging.getLogger(__name__) is the user's own
+    # logger (level, handlers): a patch elsewhere in the file says what the original said.
+    patched = patched_module(fs.__file__, Path(fs.__file__).read_bytes())
+    with patched as module:
+        assert module.logger is logging.getLogger(fs.__name__) is fs.logger
+        assert module.__name__ == fs.__name__ and module.PassedTable is not fs.PassedTable
+
+
+def _fix(name: str) -> dynscope.FixResult:
+    model, inputs = fs.PROGRAMS[name]()
+    return dynscope.fix(model, inputs)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", ["chunked_scan", "all_ones_mask", "level_pooler"])
+def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str) -> None:
+    res = _fix(name)
+    done = [p for p in res.patches if p.verified]
+    assert [p.rewrite for p in done] == [SHORTCUT if name != "level_pooler" else SCATTER], [
+        (p.rewrite, p.why_not) for p in res.patches]
+    p = done[0]
+    assert p.breaks_after == 0 and p.outputs_matched and p.gradients_matched is not False and p.assumes
+    # The encoder's warning is said by the eager run: its guard is not verified, and the
+    # shortcut's patch, which keeps it, is (the copy logs through the same logger).
+    assert res.breaks_after == (1 if name == "all_ones_mask" else 0)
+    if name == "level_pooler":
+        # The comprehension over a zip broke only because the loop after it did: no rewrite of
+        # its own, gone with the loop's patch, and the result says so.
+        (u,) = res.unpatched
+        assert u.gone_with == (p.site,) and u.category == "generator/iterator"
+        assert f"gone with the verified patches at {p.site}" in fix_text(res)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("name", "reason"), [
+    ("never_taken", "was never taken in the run"),
+    ("skip_non_finite_batch", "outputs differ"),
+    ("passed_table", "the patched code did not run"),
+])
+def test_a_shortcut_not_taken_or_not_equal_and_code_that_never_ran_are_not_verified(name: str, reason: str) -> None:
+    res = _fix(name)
+    tried = [p for p in res.patches if p.rewrite != "guard side effect"]
+    assert tried and not any(p.verified for p in tried), [(p.rewrite, p.why_not) for p in tried]
+    assert all(reason in p.why_not for p in tried), [p.why_not for p in tried]
+
+
+@pytest.mark.heavy
+def test_a_while_loop_exit_gets_no_patch() -> None:
+    res = _fix("fixed_point")
+    assert not res.patches and len(res.unpatched) == 1
+
+
+@pytest.mark.heavy
+def test_a_scheduler_the_model_holds_as_a_plain_object_runs_its_patched_copy() -> None:
+    # The scheduler is no module: fix swaps its class for the patched copy's too, so each of
+    # the three rewrites in its step and its per-sample clip runs, and each verifies.
+    res = _fix("scheduler_loop")
+    assert sorted((p.rewrite, p.verified, p.breaks_after) for p in res.patches) == sorted([
+        (INDEX, True, 0), (f"{CONDITIONAL}, then {INDEX}", True, 0), (MATH, True, 0)]), [
+        (p.rewrite, p.why_not) for p in res.patches]
+    assert res.breaks_before == 12 and res.breaks_after == 0 and res.outputs_matched_after

@@ -1,0 +1,262 @@
+"""Programs with shortcuts on a tensor test, rows computed for an index and written back, and
+breaks that hide each other in one loop, in the shapes real repositories write them, for
+``dynscope.fix``: a chunked scan that stops once every sequence has ended, an encoder whose
+extended mask is skipped when it is all ones, FPN boxes pooled per level, a diffusion scheduler
+(a plain object the model holds) whose step reads its tables by 0-dim tensors; and three that
+must keep their branch: the all-ones shortcut never taken by the inputs (nothing shows the
+general path agrees), a micro-batch skipped when its loss is not finite (the skip changes the
+result), and a loop that stops at a tolerance (a ``while``: the stop is its only exit).
+
+As in tests/corpus/fix_programs.py: each program is a (model, inputs) builder; each break
+site carries ``# SITE: <rewrite>`` (the rewrite expected to remove it) or ``# SITE: none``
+(no patch may be verified). Imports only torch and the standard library: ``fix`` imports
+patched copies of it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+logger = logging.getLogger(__name__)
+
+
+def _x(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class ChunkedScan(nn.Module):
+    """A linear recurrence scanned chunk by chunk over padded sequences: the chunks after every
+    sequence has ended are skipped (their outputs are masked anyway)."""
+
+    def __init__(self, dim: int = 4, chunk: int = 3) -> None:
+        super().__init__()
+        self.decay = nn.Parameter(torch.full((dim,), 0.8))
+        self.proj = nn.Linear(dim, dim)
+        self.chunk = chunk
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        u = self.proj(x)
+        h = torch.zeros_like(u[:, 0])
+        y = torch.zeros_like(u)
+        T = x.shape[1]
+        for start in range(0, T, self.chunk):
+            if (lengths <= start).all():  # SITE: shortcut dropped
+                break
+            for t in range(start, min(start + self.chunk, T)):
+                h = self.decay * h + u[:, t]
+                y[:, t] = h
+        valid = torch.arange(T)[None, :] < lengths[:, None]
+        return y * valid[..., None]
+
+
+def chunked_scan() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(801)
+    return ChunkedScan(), (_x(2, 12, 4, seed=1), torch.tensor([5, 4]))
+
+
+class MaskedEncoder(nn.Module):
+    """A Hugging Face-style encoder layer: the additive mask is built only when some position is
+    padded (an all-ones mask takes the unmasked path); it logs through the module's logger."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def extended_mask(self, attention_mask: torch.Tensor) -> torch.Tensor | None:
+        if (attention_mask == 1).all():  # SITE: shortcut dropped
+            return None
+        return (1.0 - attention_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        logger.warning("encoding %d tokens", x.shape[1])  # SITE: none
+        q, k, v = self.qkv(x).unsqueeze(1).chunk(3, dim=-1)
+        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+        mask = self.extended_mask(attention_mask)
+        if mask is not None:
+            scores = scores + mask
+        return self.out((scores.softmax(-1) @ v).squeeze(1))
+
+
+def all_ones_mask() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(802)
+    return MaskedEncoder(), (_x(2, 5, 8, seed=2), torch.ones(2, 5, dtype=torch.long))
+
+
+class PaddedEncoder(MaskedEncoder):
+    """The same encoder on a padded batch: the all-ones shortcut is never taken."""
+
+    def extended_mask(self, attention_mask: torch.Tensor) -> torch.Tensor | None:
+        if (attention_mask == 1).all():  # SITE: none
+            return None
+        return (1.0 - attention_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+
+
+def never_taken() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(803)
+    return PaddedEncoder(), (_x(2, 5, 8, seed=3), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]))
+
+
+class AccumulatedLoss(nn.Module):
+    """Gradient accumulation that skips a micro-batch whose loss is not finite: the skip is the
+    point (the bad batch must not count)."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.net = nn.Linear(dim, 1)
+
+    def forward(self, batches: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        total = torch.zeros(())
+        for xb, yb in zip(batches, targets, strict=True):
+            loss = F.mse_loss(self.net(xb).squeeze(-1), yb)
+            if not torch.isfinite(loss):  # SITE: none
+                continue
+            total = total + loss
+        return total
+
+
+def skip_non_finite_batch() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(804)
+    targets = _x(3, 5, seed=4)
+    targets[1, 2] = float("inf")
+    return AccumulatedLoss(), (_x(3, 5, 4, seed=5), targets)
+
+
+class FixedPoint(nn.Module):
+    """Iterate a contraction until it moves less than a tolerance: the ``while`` stops only there."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.zeros_like(x)
+        while True:
+            nxt = 0.5 * torch.tanh(self.lin(z)) + x
+            if (nxt - z).abs().max() < 1e-3:  # SITE: none
+                break
+            z = nxt
+        return nxt
+
+
+def fixed_point() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(805)
+    return FixedPoint(), (_x(3, 4, seed=6),)
+
+
+class LevelPooler(nn.Module):
+    """FPN RoI pooling: each box pooled from the level its size maps to, written back in place."""
+
+    def __init__(self, channels: int = 4, levels: int = 3) -> None:
+        super().__init__()
+        self.lateral = nn.ModuleList(nn.Conv2d(3, channels, 1) for _ in range(levels))
+        self.strides = [1, 2, 4][:levels]
+        self.head = nn.Linear(channels, 2)
+
+    def forward(self, images: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+        # Compiled as a frame of its own after the loop's break (a zip Dynamo cannot step there);
+        # inlined, and no break, once forward compiles whole.
+        feats = [conv(F.avg_pool2d(images, s)) for conv, s in zip(self.lateral, self.strides, strict=True)]  # SITE: gone with the verified patches
+        area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        levels = (area.sqrt() / 4).floor().clamp(0, len(self.lateral) - 1).long()
+        pooled = boxes.new_zeros(boxes.shape[0], self.head.in_features)
+        for lvl, feat in enumerate(feats):
+            idx = torch.nonzero(levels == lvl).squeeze(1)  # SITE: every row computed, the indexed ones kept
+            pooled[idx] = feat.mean((2, 3))[0] * boxes[idx, :1]
+        return self.head(pooled)
+
+
+def level_pooler() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(806)
+    boxes = torch.tensor([[0.0, 0.0, 3.0, 3.0], [0.0, 0.0, 9.0, 9.0], [1.0, 1.0, 20.0, 20.0], [2.0, 2.0, 4.0, 5.0]])
+    return LevelPooler(), (_x(1, 3, 16, 16, seed=7), boxes)
+
+
+class Scheduler:
+    """A diffusers-style scheduler: a plain object, not a module, with its tables as tensors."""
+
+    def __init__(self, steps: int = 50, inference: int = 5) -> None:
+        self.alphas_cumprod = torch.cumprod(1.0 - torch.linspace(1e-4, 0.02, steps), 0)
+        self.final = torch.tensor(1.0)
+        self.ratio = steps // inference
+        self.timesteps = (torch.arange(inference) * self.ratio).flip(0)
+
+    def clip(self, x0: torch.Tensor) -> torch.Tensor:
+        """Dynamic thresholding, sample by sample: clip to the 90% quantile of |x0| (at least 1)."""
+        s = torch.quantile(x0.abs(), 0.9, dim=1)
+        out = []
+        for i in range(x0.shape[0]):
+            s_i = max(float(s[i]), 1.0)  # SITE: torch math instead of math
+            out.append(x0[i].clamp(-s_i, s_i) / s_i)
+        return torch.stack(out)
+
+    def step(self, eps: torch.Tensor, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        a_t = self.alphas_cumprod[t]  # SITE: index by a one-element tensor
+        prev = t - self.ratio
+        a_prev = self.alphas_cumprod[prev] if prev >= 0 else self.final  # SITE: conditional expression to torch.where
+        x0 = self.clip((x - (1 - a_t) ** 0.5 * eps) / a_t**0.5)
+        return a_prev**0.5 * x0 + (1 - a_prev) ** 0.5 * eps
+
+
+class Sampler(nn.Module):
+    """Denoise with a small network over the scheduler's timesteps."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.net = nn.Linear(dim + 1, dim)
+        self.scheduler = Scheduler()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for t in self.scheduler.timesteps:
+            eps = self.net(torch.cat([x, (t.float() / 50).expand(x.shape[0], 1)], -1))
+            x = self.scheduler.step(eps, t, x)
+        return x
+
+
+def scheduler_loop() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(807)
+    return Sampler(), (_x(3, 4, seed=8),)
+
+
+class Table:
+    """A lookup the caller builds and passes in (a tokenizer, a scheduler handed to forward)."""
+
+    def __init__(self) -> None:
+        self.values = torch.linspace(0.5, 1.5, 10)
+
+    def at(self, t: torch.Tensor) -> torch.Tensor:
+        return self.values[:3] * t.item()  # SITE: none
+
+
+class PassedTable(nn.Module):
+    """Scales by a table the caller passes in: fix swaps the model's classes for their patched
+    copies, not the objects among its inputs, so a patch of Table's code never runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, table: Table, t: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * table.at(t)
+
+
+def passed_table() -> tuple[nn.Module, tuple[Any, ...]]:
+    torch.manual_seed(808)
+    return PassedTable(), (_x(2, 3, seed=9), Table(), torch.tensor(4))
+
+
+PROGRAMS: dict[str, Any] = {
+    "chunked_scan": chunked_scan,
+    "all_ones_mask": all_ones_mask,
+    "never_taken": never_taken,
+    "skip_non_finite_batch": skip_non_finite_batch,
+    "fixed_point": fixed_point,
+    "level_pooler": level_pooler,
+    "scheduler_loop": scheduler_loop,
+    "passed_table": passed_table,
+}
