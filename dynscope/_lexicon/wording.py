@@ -40,10 +40,9 @@ def resume_label(function: str) -> str:
 
 
 def base_function(function: str) -> str:
-    """The user's function a frame name stands for: "forward" for "Attention.forward",
-    for "torch_dynamo_resume_in_forward_at_16" and for "resume Attention.forward_at_16"."""
-    if function.startswith("resume "):
-        function = RESUME_PREFIX + function[len("resume "):]
+    """The user's function a frame name stands for: "forward" for "Attention.forward" and for
+    "torch_dynamo_resume_in_Attention.forward_at_16" (PyTorch's names; dynscope's own label,
+    :func:`resume_label`, is made from them for people and never read back)."""
     while is_resume_name(function):  # a resume function's resume names it again
         head, sep, line = function[len(RESUME_PREFIX):].rpartition("_at_")
         function = head if sep and line.isdigit() else function[len(RESUME_PREFIX):]

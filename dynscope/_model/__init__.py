@@ -8,7 +8,7 @@ would load every family and circle back).
 
     base       what the families share (the live holder, the one-line repr)
     graph      TensorMeta, Node, Graph, AotGraph, SavedTensors, Kernel, Lowering
-    breaks     StackFrame, BreakEvent, GraphBreak
+    breaks     StackFrame, BreakEvent, GraphBreak, Site (a break site as fields)
     causes     Cause, StateChange: why a guard failed, as fields (kind, name, values);
                RecompileFix: what to do about a change (kind and arguments)
     timing     CompileTime, Timing, ModeTiming, Coverage, TimingCost
@@ -31,7 +31,7 @@ would load every family and circle back).
 """
 
 from dynscope._model.advice import Advice, Outcome, Trial
-from dynscope._model.breaks import BreakEvent, GraphBreak, StackFrame
+from dynscope._model.breaks import BreakEvent, GraphBreak, Site, StackFrame
 from dynscope._model.budget import Budget, Overrun
 from dynscope._model.cache import CacheDiff, CacheLookup, CacheMiss, KeyPart, PartChange
 from dynscope._model.causes import Cause, RecompileFix, StateChange
@@ -101,6 +101,7 @@ __all__ = [
     "Recompile",
     "RecompileFix",
     "RecompileGroup",
+    "Site",
     "SizeFix",
     "Report",
     "SavedTensors",

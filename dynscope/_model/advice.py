@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 
 from dynscope._format import plural
 from dynscope._model.base import _brief
+
+# TC001: at run time though only annotations name it (the codec resolves Outcome's hints here).
+from dynscope._model.breaks import Site  # noqa: TC001
 from dynscope._model.display import AdviceShortcuts
 
 if TYPE_CHECKING:
@@ -30,9 +33,9 @@ class Outcome:
     compile_s: float = 0.0
     peak: int | None = None  # the compiled call's peak memory in bytes (Report.memory), when measured
     step_ms: float | None = None  # the compiled call's median time (end to end), when timed
-    # The break sites ("file.py:LINE", as GraphBreak.location), so a trial can tell a break
-    # removed from one that only moved (the same count at other lines); () in older reports.
-    sites: tuple[str, ...] = ()
+    # The break sites (saved "file.py:LINE", as GraphBreak.location), so a trial can tell a
+    # break removed from one that only moved (the same count at other lines); () in older reports.
+    sites: tuple[Site, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,9 @@ class Trial:
     outputs_match: bool = True  # the program's outputs with the remedy equal eager's
     error: str = ""  # why the remedy failed or was rejected ("changed outputs: ...")
     note: str = ""  # what else to know
-    # Breaks the remedy moved, not removed: (site before, site after) pairs, "file.py:LINE"
-    # each (a site the run with the remedy no longer breaks at, and one it newly breaks at).
-    moved: tuple[tuple[str, str], ...] = ()
+    # Breaks the remedy moved, not removed: (site before, site after) pairs (a site the run
+    # with the remedy no longer breaks at, and one it newly breaks at).
+    moved: tuple[tuple[Site, Site], ...] = ()
 
     @property
     def delta(self) -> dict[str, float]:

@@ -3,13 +3,43 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from dynscope._format import location
 from dynscope._lexicon.break_categories import category_named
 from dynscope._model.base import _brief
 from dynscope._model.display import BreakShortcuts
 
-__all__ = ["BreakEvent", "GraphBreak", "StackFrame"]
+__all__ = ["BreakEvent", "GraphBreak", "Site", "StackFrame"]
+
+
+@dataclass(frozen=True, order=True)
+class Site:
+    """A line of the user's code as a report names a break site: the file's base name and the
+    line (:attr:`GraphBreak.location` in fields). Sites order by file, then line. Saved as
+    "file.py:LINE", as reports saved them before they had fields."""
+
+    file: str  # the file's base name ("model.py")
+    line: int  # 1-based line number
+
+    @classmethod
+    def at(cls, filename: str, lineno: int) -> Site:
+        """The site of line ``lineno`` of the file at path ``filename``."""
+        return cls(PurePath(filename).name, lineno)
+
+    def _to_words(self) -> str:
+        """The codec's writing of a site: "file.py:LINE"."""
+        return f"{self.file}:{self.line}"
+
+    @classmethod
+    def _from_words(cls, words: str) -> Site:
+        """The codec's reading of a saved site, "file.py:LINE": the line is what follows the
+        last colon (a number has none); words without one read as line 0."""
+        file, sep, line = words.rpartition(":")
+        try:
+            return cls(file, int(line)) if sep else cls(words, 0)
+        except ValueError:
+            return cls(words, 0)
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,23 @@ def _plain_fields(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if not f.metadata.get("live"))
 
 
+@functools.cache
+def _saved_as_words(cls: type) -> bool:
+    """Whether ``cls`` is saved as one string (its ``_to_words()``; the codec reads it back with
+    ``_from_words``): a value files kept as words before it had fields (Site); cached per class."""
+    return hasattr(cls, "_to_words")
+
+
 def to_plain(obj: Any) -> Any:
-    """A model value as plain JSON-able data (dataclasses -> dicts without live holders, tuples -> lists)."""
+    """A model value as plain JSON-able data (dataclasses -> dicts without live holders, or
+    the words of one saved as words; tuples -> lists)."""
     if obj is None or isinstance(obj, (str, int, float)):
         return obj  # the common case first: most values in a report are scalars
     if isinstance(obj, (tuple, list)):
         return [to_plain(v) for v in obj]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if _saved_as_words(type(obj)):
+            return obj._to_words()  # type: ignore[attr-defined]  # what _saved_as_words found
         return {name: to_plain(getattr(obj, name)) for name in _plain_fields(type(obj))}
     if isinstance(obj, dict):
         return {str(k): to_plain(v) for k, v in obj.items()}

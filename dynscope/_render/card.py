@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dynscope._format import clip, location, ms, percent, plural
+from dynscope._format import clip, location, plural
 from dynscope._lexicon.wording import resume_label
 from dynscope._render import sections
 from dynscope._render.blocks import Group, Listing, Phrase, Section, Table
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
 from dynscope._render.section_html import table_cells
-from dynscope._render.words import inputs_text, kernel_label, pass_label
+from dynscope._render.words import inputs_text
 
 if TYPE_CHECKING:
 
@@ -86,16 +86,14 @@ def _coverage(section: Section) -> str:
     return f"<h4>{esc(section.title)}</h4>{esc(section.lead)}" + (f"; eager: {sites}" if sites else "")
 
 
-def _kernels(rep: Report) -> str:
-    top = rep.top_kernels(TOP)
-    if not top:
+def _kernels(section: Section | None) -> str:
+    """The first rows of the below-Dynamo section's costliest kernels, in the card's columns;
+    "" when nothing was lowered or no kernel was timed."""
+    tables = [b for b in section.blocks if isinstance(b, Table)] if section is not None else []
+    if not tables:
         return ""
-    rows = [
-        [str(g.id), f"<code>{esc(kernel_label(k.name))}</code>", esc(k.kind), esc(pass_label(k)), esc(ms(cost)),
-         percent(k.share)]
-        for g, k, cost in top
-    ]
-    return "<h4>Costliest kernels</h4>" + html_table(["graph", "kernel", "kind", "pass", "time", "share"], rows)
+    headers, rows = table_cells(tables[0], "short")
+    return "<h4>Costliest kernels</h4>" + html_table(headers, rows[:TOP])
 
 
 def render_card(rep: Report) -> str:
@@ -121,7 +119,7 @@ def render_card(rep: Report) -> str:
     coverage = sections.coverage(rep)
     if coverage is not None:
         out.append(_coverage(coverage))
-    out.append(_kernels(rep))
+    out.append(_kernels(sections.below_dynamo(rep)))
     out.append(
         '<div class="ds-hint">The whole report: <code>rep.render("out/")</code> writes index.html with '
         "every graph's picture, <code>rep.to_html()</code> returns that page, <code>print(rep)</code> "

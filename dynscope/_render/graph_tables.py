@@ -165,19 +165,23 @@ def kernels(graph: Graph, low: Lowering) -> Table:
     return Table(_KERNEL_COLUMNS, tuple(rows))
 
 
+# The notebook card (the short view) shows the short name, unlinked (a card has no output
+# code to link to), and leaves the lists out.
 _TOP_COLUMNS = (
-    Column("graph", "graph"), Column("kernel", only="text"), Column("kernel", "code", only="html"), Column("kind"),
-    Column("pass"), Column("time"), Column("share"), Column("fused ops"), Column("source"),
+    Column("graph", "graph"), Column("kernel", "code", only="text"),
+    Column("kernel", "code", only="html", short=False), Column("kind"), Column("pass"), Column("time"),
+    Column("share"), Column("fused ops", short=False), Column("source", short=False),
 )
 
 
 def top_kernels(rep: Report) -> Table:
     """The timed kernels that cost the program most (time over each graph's runs), largest
-    first: the terminal shows the first TOP_KERNELS_SHOWN, the page twice as many."""
+    first: the terminal and the notebook card show the first TOP_KERNELS_SHOWN, the page twice
+    as many."""
     rows = tuple(
         (g.id, kernel_label(k.name), _kernel_cell(g.id, g.lowering, k) if g.lowering else "", k.kind, pass_label(k),
          Amount(cost, "ms"), Amount(k.share, "share"), Items(k.aten_ops), _sources(k))
         for g, k, cost in rep.top_kernels(2 * TOP_KERNELS_SHOWN)
     )
     return Table(_TOP_COLUMNS, rows, notes=("time: over the graph's runs; share: of its graph's time",),
-                 limit=TOP_KERNELS_SHOWN)
+                 title="the kernels that cost the program most", limit=TOP_KERNELS_SHOWN)

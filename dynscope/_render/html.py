@@ -110,10 +110,10 @@ def _recompiles(section: Section) -> str:
     return f"<section><h2>{esc(section.title)}</h2>{groups}</section>\n"
 
 
-def _timing(g: Graph) -> str:
-    """The graph's timing per mode (dynscope._render.graph_tables.timing); "" when not timed."""
-    table = graph_tables.timing(g)
-    return "" if table is None else table_html(table)
+def _timing(group: Group | None) -> str:
+    """A graph's timing per mode (its group in the graphs part: dynscope._render.sections.graphs);
+    "" when it was not timed."""
+    return "" if group is None else "".join(table_html(t) for t in group.blocks if isinstance(t, Table))
 
 
 # -- below Dynamo -------------------------------------------------------------------------
@@ -190,15 +190,17 @@ def _lowering(g: Graph, aot_svgs: Mapping[tuple[int, str], str], notes: Mapping[
     return "".join(out) + "</div>"
 
 
-def _program_lowering(section: Section, rep: Report) -> str:
-    """The program's part below Dynamo: its costliest kernels, compile per phase, caches."""
+def _program_lowering(section: Section) -> str:
+    """The program's part below Dynamo: its costliest kernels (or that none was timed), compile
+    per phase, caches. Each graph's doubts about its lowering (the section's listing) are said
+    in that graph's own part, beside its kernels."""
     out = [f'<section id="below-dynamo"><h2>{esc(section.title)}</h2>']
-    top = graph_tables.top_kernels(rep)
-    if top.rows:
-        out.append("<p>The kernels that cost the program most:</p>")
-        out.append(table_html(top, 'class="top-kernels"') + "".join(f"<p>{esc(capital(n))}</p>" for n in top.notes))
-    else:
-        out.append("<p>Kernels not timed (<code>dynscope.report(..., timing=True)</code> times them).</p>")
+    for block in section.blocks:
+        if isinstance(block, Table):
+            out.append(f"<p>{esc(capital(block.title))}:</p>" + table_html(block, 'class="top-kernels"')
+                       + "".join(f"<p>{esc(capital(n))}</p>" for n in block.notes))
+        elif isinstance(block, Phrase):
+            out.append(f"<p>{esc(capital(block.text))}.</p>")
     out += [f"<p>{esc(capital(n))}</p>" for n in section.notes]
     return "".join(out) + "</section>"
 
@@ -241,11 +243,13 @@ def _graph(
     no_pictures: str = NO_PICTURES,
     frame: Frame | None = None,
     notes: Mapping[str, str] | None = None,
+    timing: Group | None = None,
 ) -> str:
     """One graph's section; ``same`` lists the graphs of its structure (itself included)
     when there are several: the first is drawn, the others point to it. ``frame``: its
     compile, whose dynamic and fixed sizes are said beside the inputs. ``notes``: what its
-    pictures leave out (see render_html's ``picture_notes``)."""
+    pictures leave out (see render_html's ``picture_notes``). ``timing``: its timing per
+    mode, from the graphs part (None when not timed)."""
     notes = notes or {}
     head = (
         f'<h2>Graph {g.id} <small>({esc(g.compile_id)}, {esc(g.frame)}{_ddp_split(g)} in '
@@ -256,7 +260,7 @@ def _graph(
             f'<section id="graph-{g.id}" data-graph="{g.id}" data-picture="folded">{head}'
             f'<p>The same graph as <a href="#graph-{same[0]}">graph {same[0]}</a> (graphs '
             f"{_ids(same)} are the same graph: same ops, shapes and edges); its picture, ops and code are "
-            f"there.</p>{_timing(g)}{_lowering(g, aot_svgs or {}, notes)}</section>"
+            f"there.</p>{_timing(timing)}{_lowering(g, aot_svgs or {}, notes)}</section>"
         )
     ops = html_table(["graph op", "count"], ([f"<code>{esc(t)}</code>", str(n)] for t, n in g.op_counts))
     inputs = esc(inputs_text(g, None) or "none")  # parameters counted, as the summary counts them
@@ -271,7 +275,7 @@ def _graph(
         f'<section id="graph-{g.id}" data-graph="{g.id}" data-picture="{where}">{head}'
         f"<p>{plural(g.op_count, 'graph op')}, {g.node_count} nodes; inputs: {inputs}</p>{folded}"
         f'{_note(note)}<div class="svgbox" id="graph-svg-{g.id}">{box}</div>'
-        f"{_timing(g)}{_lowering(g, aot_svgs or {}, notes)}"
+        f"{_timing(timing)}{_lowering(g, aot_svgs or {}, notes)}"
         f"<details><summary>graph ops</summary>{ops}</details>"
         f'<details><summary>code</summary><pre class="graph-code">{esc(g.code)}</pre></details></section>'
     )
@@ -293,10 +297,12 @@ def same_graphs(rep: Report) -> dict[int, list[int]]:
     return {i: ids for ids in groups.values() if len(ids) > 1 for i in ids}
 
 
-def _graph_table(rep: Report, svgs: Mapping[int, str], files: bool, same: Mapping[int, list[int]]) -> str:
-    """Every graph on one line (dynscope._render.graph_tables.graphs), with the state of its
-    picture and a link to its section (or the section it is folded into)."""
-    headers, rows = table_cells(graph_tables.graphs(rep))
+def _graph_table(
+    rep: Report, table: Table, svgs: Mapping[int, str], files: bool, same: Mapping[int, list[int]]
+) -> str:
+    """Every graph on one line (``table``: the graphs part's, dynscope._render.sections.graphs),
+    with the state of its picture and a link to its section (or the section it is folded into)."""
+    headers, rows = table_cells(table)
     for g, row in zip(rep.graphs, rows, strict=True):
         ids = same.get(g.id, [])
         if ids and ids[0] != g.id:
@@ -395,9 +401,11 @@ def render_html(
     frames = {f.compile_id: f for f in rep.frames}
     # The page loads picture files only when one is off the page: else its CSP loads none.
     files = picture_files and any(len(svg) > INLINE_SVG_MAX for svg in svgs.values())
+    graph_part = parts["graphs"]
+    timings = {b.anchor: b for b in graph_part.blocks if isinstance(b, Group)}
     graphs = "\n".join(
         _graph(g, svgs.get(g.id), aot_svgs, files=picture_files, same=same.get(g.id, ()), no_pictures=no_pictures,
-               frame=frames.get(g.compile_id), notes=notes)
+               frame=frames.get(g.compile_id), notes=notes, timing=timings.get(sections.timing_anchor(g.id)))
         for g in rep.graphs
     )
     body = []
@@ -405,14 +413,12 @@ def render_html(
         if part.key == "program":
             body.append(f"<section><h2>{esc(part.title)}</h2><p>{esc(PROGRAM_LEGEND)}</p>\n"
                         f'<div class="svgbox" id="program-view">{program}</div></section>\n')
-        elif part.key == "below-dynamo":
-            body.append(_program_lowering(part, rep))
         elif part.key not in ("header", "compile-time", *_LAST):
             body.append(_LAYOUTS.get(part.key, section_html)(part))
-    graph_part = parts["graphs"]
+    table = next(b for b in graph_part.blocks if isinstance(b, Table))
     last = [section_html(parts["guards"]),
             f'<section id="graphs"><h2>{esc(graph_part.title)}</h2>{_legend()}'
-            f"{_graph_table(rep, svgs, picture_files, same)}</section>"]
+            f"{_graph_table(rep, table, svgs, picture_files, same)}</section>"]
     totals = "".join(b.text for b in head.blocks if isinstance(b, Phrase))
     ending = "\n".join(last)
     return f"""<!DOCTYPE html>
@@ -452,7 +458,7 @@ PROGRAM_LEGEND = ("Frames in call order; blue boxes are captured graphs, red oct
 #: section_html); the header, the program picture and the graphs are laid out by render_html.
 _LAYOUTS: dict[str, Callable[[Section], str]] = {
     "warnings": _warnings, "breaks": _breaks, "recompiles": _recompiles, "advice": _advice, "coverage": _coverage,
-    "timing": _end_to_end, "memory": _memory,
+    "timing": _end_to_end, "memory": _memory, "below-dynamo": _program_lowering,
 }
 
 #: The parts the page keeps for its end, in this order (the graphs are followed by each

@@ -5,6 +5,7 @@ Pure: a MultiRankReport in, a string out. No torch, no files.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from dynscope._format import plural, rank_ranges
@@ -41,20 +42,29 @@ def _ddp_splits(rep: Report) -> int:
     return sum(1 for g in rep.graphs if g.split_by == "ddp_bucket")
 
 
+def _collective_counts(rep: Report) -> tuple[tuple[str, int], ...]:
+    """Each collective inside the rank's graphs and how often, in the order first issued."""
+    return tuple(Counter(collective_sequence(rep)).items())
+
+
 def _collectives(rep: Report) -> str:
-    seq = collective_sequence(rep)
-    if not seq:
-        return "none"
-    counts: dict[str, int] = {}
-    for c in seq:
-        counts[c] = counts.get(c, 0) + 1
-    return ", ".join(f"{c} x{n}" for c, n in counts.items())
+    counts = _collective_counts(rep)
+    return ", ".join(f"{c} x{n}" for c, n in counts) if counts else "none"
 
 
 #: Up to this many ranks, one column each; past it, ranks whose columns read the same share one.
 PER_RANK_COLUMNS = 8
 _LABELS = ("title", "graphs", "of which DDP bucket splits", "graph breaks", "recompiles", "guards",
            "collectives in graphs", "compile time", "torch")
+
+
+def _same_column(r: Report) -> tuple[object, ...]:
+    """What ranks sharing a column must have in common: the values its rows say (title and
+    compile time aside: those differ on every rank), the structure of each graph and why it
+    was split."""
+    return (r.graph_count, _ddp_splits(r), r.break_count, len(r.breaks), r.recompile_count, len(r.guards),
+            _collective_counts(r), r.torch_version, tuple(structure_hash(g) for g in r.graphs),
+            tuple(g.split_by for g in r.graphs))
 
 
 def _cells(r: Report) -> list[str]:
@@ -74,8 +84,8 @@ def _cells(r: Report) -> list[str]:
 def rank_columns(m: MultiRankReport) -> list[tuple[str, list[Report]]]:
     """(column heading, the ranks it stands for), in order.
 
-    One column a rank for a small job. For a large one, ranks whose rows and graphs read the
-    same (title and compile time aside: those differ on every rank) share a column, headed
+    One column a rank for a small job. For a large one, ranks whose rows and graphs hold the
+    same values (:func:`_same_column`; title and compile time aside) share a column, headed
     by their ranks as runs; the columns holding ranks a divergence names come first, so a
     256-rank page opens on the ranks that differ.
     """
@@ -84,9 +94,7 @@ def rank_columns(m: MultiRankReport) -> list[tuple[str, list[Report]]]:
     flagged = {r for d in m.divergences for r in d.ranks}
     groups: dict[tuple[object, ...], list[Report]] = {}
     for r in m.reports:
-        cells = _cells(r)
-        key = (*cells[1:7], cells[8], tuple(structure_hash(g) for g in r.graphs), tuple(g.split_by for g in r.graphs))
-        groups.setdefault(key, []).append(r)
+        groups.setdefault(_same_column(r), []).append(r)
     ordered = sorted(groups.values(), key=lambda g: (not any(r.rank in flagged for r in g), -len(g), g[0].rank))
     return [(f"rank {g[0].rank}" if len(g) == 1 else f"ranks {rank_ranges(r.rank for r in g)}", g) for g in ordered]
 

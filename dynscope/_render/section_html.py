@@ -24,12 +24,15 @@ def capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _cell(column: Column, value: object) -> str:
+def _cell(column: Column, value: object, view: View) -> str:
+    # The short view (the notebook card) stands alone: no part of a page to link to, and its
+    # figures said short, as the terminal says them.
+    linked = view != "short"
     if column.style == "notes":  # what to doubt about the row's figures, listed in it
         items = "".join(f"<li>{esc(n)}</li>" for n in value) if isinstance(value, tuple) else ""
         return f'<ul class="warn">{items}</ul>' if items else ""
     if isinstance(value, Amount):
-        return esc(amount(value.value, value.unit, precise=True))
+        return esc(amount(value.value, value.unit, precise=linked))
     if isinstance(value, Items):
         listed = esc(few(value.names, 2 * value.shown))
         return f'<span title="{esc(value.hint)}">{listed}</span>' if value.hint and value.names else listed
@@ -42,20 +45,22 @@ def _cell(column: Column, value: object) -> str:
         text = f"<pre>{text}</pre>"
     elif column.style == "verdict" and text not in ("yes", "change your code"):
         text = f'<span class="warn">{text}</span>'  # a remedy that did not help is shown so, not hidden
-    elif column.style == "graph":  # a graph's id, linked to its section
+    elif column.style == "graph" and linked:  # a graph's id, linked to its section
         text = f'<a href="#graph-{text}">{text}</a>'
     if isinstance(value, Cell) and value.hint:
         text = f'<span title="{esc(value.hint)}">{text}</span>'
-    if isinstance(value, Cell) and value.href:
+    if isinstance(value, Cell) and value.href and linked:
         text = f'<a href="#{esc(value.href)}">{text}</a>'
     return text
 
 
 def table_cells(table: Table, view: View = "html") -> tuple[list[str], list[list[str]]]:
     """The table's headers and every row's cells in ``view`` (the page's, or the card's
-    "short"), escaped and marked up by column style (for a table that adds columns of its own)."""
+    "short": figures short, nothing linked), escaped and marked up by column style (for a
+    table that adds columns of its own)."""
     columns, rows = table.view(view)
-    return [esc(c.header) for c in columns], [[_cell(c, v) for c, v in zip(columns, row, strict=True)] for row in rows]
+    cells = [[_cell(c, v, view) for c, v in zip(columns, row, strict=True)] for row in rows]
+    return [esc(c.header) for c in columns], cells
 
 
 def table_html(table: Table, attrs: str = "") -> str:

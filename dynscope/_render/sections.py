@@ -68,6 +68,7 @@ __all__ = [
     "graph_timing_lines",
     "graphs",
     "header",
+    "KERNELS_NOT_TIMED",
     "id_ranges",
     "program",
     "program_line",
@@ -92,6 +93,7 @@ __all__ = [
     "memory",
     "memory_rows",
     "recompiles",
+    "timing_anchor",
     "trial_target",
     "warnings",
 ]
@@ -130,11 +132,21 @@ def header(rep: Report) -> Section:
 
 
 def graphs(rep: Report) -> Section:
-    """The graphs: every graph on one row (dynscope._render.graph_tables.graphs), then each
-    doubt about their timing, said of several graphs at once where it holds for them all."""
-    table = (graph_tables.graphs(rep),) if rep.graphs else ()
-    return Section(f"Graphs ({rep.graph_count})", table, notes=tuple(graph_timing_lines(rep)), key="graphs",
-                   empty="(none captured)")
+    """The graphs: every graph on one row (dynscope._render.graph_tables.graphs, the table the
+    terminal adds each graph's first timing to), then one group per timed graph with its timing
+    per mode (:func:`timing_anchor`; the page shows it in that graph's own part), and each doubt
+    about their timing, said of several graphs at once where it holds for them all."""
+    timed = (
+        Group(timing_anchor(g.id), f"graph {g.id}", blocks=(table,))
+        for g in rep.graphs if (table := graph_tables.timing(g)) is not None
+    )
+    return Section(f"Graphs ({rep.graph_count})", (graph_tables.graphs(rep), *timed),
+                   notes=tuple(graph_timing_lines(rep)), key="graphs", empty="(none captured)")
+
+
+def timing_anchor(graph_id: int) -> str:
+    """The anchor of graph ``graph_id``'s timing group in the graphs part (:func:`graphs`)."""
+    return f"timing-{graph_id}"
 
 
 def program(rep: Report) -> Section:
@@ -496,18 +508,32 @@ def end_to_end(rep: Report) -> Section | None:
 # -- below Dynamo ---------------------------------------------------------------------------
 
 
+#: What the program's part below Dynamo says in place of its costliest kernels when none was
+#: timed (a lowering read from the compile's trace has no kernel times).
+KERNELS_NOT_TIMED = Phrase((("kernels not timed (dynscope.report(..., timing=True) times them)", ""),))
+
+
 def below_dynamo(rep: Report) -> Section | None:
-    """What Inductor did for the program: how many kernels in how many lowered graphs, then
+    """What Inductor did for the program: how many kernels in how many lowered graphs, its
+    costliest kernels (dynscope._render.graph_tables.top_kernels, or that none was timed), then
     its compile per phase (each line says whose compile it is: the user's, the header's
     figure, or dynscope's timed builds, not in it), its caches and the bytes saved for the
-    backward; None when no graph was lowered."""
-    lowered = [g for g in rep.graphs if g.lowering is not None]
-    if not lowered:
+    backward (the notes), and each graph's doubts about its lowering (a listing: the page says
+    them in that graph's own part); None when no graph was lowered."""
+    lowerings = [(g, g.lowering) for g in rep.graphs if g.lowering is not None]
+    if not lowerings:
         return None
-    count = sum(len(g.lowering.kernels) for g in lowered if g.lowering is not None)
+    lowered = [g for g, _ in lowerings]
+    count = sum(len(low.kernels) for _, low in lowerings)
     lines = [*lowering_phase_lines(rep), ("cache", cache_text(lowered)), ("saved for backward", saved_text(lowered))]
+    top = graph_tables.top_kernels(rep)
+    doubts = tuple(f"graph {g.id}: {n}" for g, low in lowerings for n in low.notes)
+    blocks: list[Block] = [top if top.rows else KERNELS_NOT_TIMED]
+    if doubts:
+        blocks.append(Listing("", doubts, len(doubts), style="bullets"))
     return Section(
         f"Below Dynamo ({plural(count, 'kernel')} in {plural(len(lowered), 'lowered graph')})",
+        tuple(blocks),
         notes=tuple(f"{label}: {text}" for label, text in lines if text),
         key="below-dynamo",
     )

@@ -49,11 +49,6 @@ def strip_controls(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-def graphs_table(rep: Report) -> str:
-    """The table of captured graphs (dynscope._render.graph_tables.graphs)."""
-    return table_text(graph_tables.graphs(rep))
-
-
 def breaks_text(section: Section, *, width: int = 100) -> str:
     """The breaks section's table, then each site's entry."""
     lines: list[str] = []
@@ -68,12 +63,6 @@ def breaks_text(section: Section, *, width: int = 100) -> str:
 def _group_text(section: Section, width: int = 100) -> str:
     """A section of groups (the recompiles), each group's lines one after the other."""
     return "\n".join(line for group in section.blocks if isinstance(group, Group) for line in group_lines(group, width))
-
-
-def recompiles_section(rep: Report, *, width: int = 100) -> str:
-    """Recompiles grouped by function and cause, each with its fix and what PyTorch said
-    (the section's groups: dynscope._render.sections.recompiles)."""
-    return _group_text(sections.recompiles(rep), width)
 
 
 def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = "") -> str:
@@ -94,12 +83,6 @@ def _advice_text(section: Section, width: int = 100) -> str:
         elif isinstance(block, Group):
             lines += ["", *group_lines(block, width)]
     return "\n".join(lines)
-
-
-def compile_time_section(rep: Report) -> str:
-    """Compile time: the user's compile (the header's figure) split by part and by phase, and
-    apart from it, dynscope's own measurement builds."""
-    return _compile_time_text(sections.compile_time(rep))
 
 
 def _compile_time_text(section: Section) -> str:
@@ -154,19 +137,21 @@ def kernels_table(graph: Graph) -> str:
     return table_text(graph_tables.kernels(graph, low))
 
 
-def _below_dynamo(rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
-    """The summary's lines on Inductor's work: top kernels of the program, compile time
-    per phase with cache results, saved-for-backward bytes."""
-    lowered = [g for g in rep.graphs if g.lowering is not None]
+def _below_dynamo(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
+    """The summary's lines on Inductor's work: the program's costliest kernels (or that none
+    was timed), compile time per phase with cache results and saved-for-backward bytes (the
+    notes, figures kept with their units), then each graph's doubts about its lowering, flagged."""
     body: list[str] = []
-    top = graph_tables.top_kernels(rep)
-    if top.rows:
-        body += [table_text(top), *(f"    {n}" for n in top.notes)]
-    else:
-        body.append("    kernels not timed (dynscope.report(..., timing=True) times them)")
+    doubts: list[str] = []
+    for block in section.blocks:
+        if isinstance(block, Table):
+            body += [table_text(block), *(f"    {n}" for n in block.notes)]
+        elif isinstance(block, Phrase):
+            body.append(f"    {block.text}")
+        elif isinstance(block, Listing):
+            doubts += flagged(block.items)
     body += [line for n in section.notes for line in wrap_figures(n)]
-    notes = flagged([f"graph {g.id}: {n}" for g in lowered if g.lowering is not None for n in g.lowering.notes])
-    return [*lines_of(section.title, TITLE), *_plain(body), *_warnings(notes), _BLANK]
+    return [*lines_of(section.title, TITLE), *_plain(body), *_warnings(doubts), _BLANK]
 
 
 _BLANK = Line()
@@ -232,7 +217,9 @@ def _read_first(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> 
 
 
 def _graphs(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
-    tables = [table_text(t) for t in section.blocks if isinstance(t, Table)]
+    """The table of graphs (with each graph's first timing in its terminal columns), then the
+    doubts about their timing; each graph's timing per mode (the groups) is the page's."""
+    tables = [table_text(t) for t in section.blocks if isinstance(t, Table) and t.rows]
     return [_title(section.title), *_plain(tables or [section.empty]), *_warnings(flagged(section.notes)), _BLANK]
 
 

@@ -271,9 +271,8 @@ def moved_text(t: Trial) -> str:
     if not t.moved:
         return ""
     old, new = t.moved[0]
-    old_file, _, old_line = old.rpartition(":")
-    new_file, _, new_line = new.rpartition(":")
-    shown = f":{old_line} to :{new_line}" if old_file == new_file else f"{old} to {new}"
+    shown = (f":{old.line} to :{new.line}" if old.file == new.file
+             else f"{location(old.file, old.line)} to {location(new.file, new.line)}")
     more = f" (+{len(t.moved) - 1})" if len(t.moved) > 1 else ""
     return f"moved from {shown}{more}"
 

@@ -93,7 +93,7 @@ def test_capture_scalar_outputs_that_only_moves_the_break_did_not_help(tmp_path:
     # rises (the sum joins a graph) yet the program breaks as often. That is no help, and
     # the trial says where the break went.
     item, branch = _line_of(item_then_branch_fn, ".item()"), _line_of(item_then_branch_fn, "if n > 0")
-    old, new = f"test_advise.py:{item}", f"test_advise.py:{branch}"
+    old, new = dynscope.Site("test_advise.py", item), dynscope.Site("test_advise.py", branch)
     adv = dynscope.advise(item_then_branch_fn, torch.randn(8, generator=torch.Generator().manual_seed(0)))
     t = _trial(adv, "capture_scalar_outputs")
     assert t.after is not None and not t.error and t.outputs_match
@@ -102,14 +102,16 @@ def test_capture_scalar_outputs_that_only_moves_the_break_did_not_help(tmp_path:
     assert t.before.coverage is not None and t.after.coverage is not None and t.after.coverage > t.before.coverage
     assert not t.helped and adv.best is None
     assert t.moved == ((old, new),)
-    assert f"the break moved from {old} to {new} (data-dependent branch: `if n > 0:" in t.note
+    assert f"the break moved from test_advise.py:{item} to test_advise.py:{branch} (data-dependent branch: `if n > 0:" in t.note
     assert trial_verdict(t) == f"no, moved from :{item} to :{branch}"
     assert f"[1] capture_scalar_outputs: no, moved from :{item} to :{branch}" in adv.summary()
     assert "What each fix buys (1 remedy tried, 0 helped)" in adv.report.summary()
     assert f'<span class="warn">no, moved from :{item} to :{branch}</span>' in adv.report.to_html()
     assert repr(adv).startswith("<Advice 1 trial, 0 helped")
-    # Saved and loaded, the trial still says what moved.
-    loaded = dynscope.load(adv.report.save(tmp_path / "moved.json"))
+    # Saved ("file.py:LINE", as before sites were fields) and loaded, the trial still says what moved.
+    saved = adv.report.save(tmp_path / "moved.json")
+    assert f'"test_advise.py:{item}"' in saved.read_text()
+    loaded = dynscope.load(saved)
     assert loaded.trials[0].moved == t.moved and loaded.trials[0].after is not None
     assert loaded.trials[0].after.sites == (new,)
     # A trial that removes the break is still help, and moved nothing.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dynscope._capture.advise.plans import REMEDIES
-from dynscope._model import Outcome, Report, Trial
+from dynscope._model import Outcome, Report, Site, Trial
 
 if TYPE_CHECKING:
     from dynscope._capture.advise.plans import Plan
@@ -41,7 +41,7 @@ def outcome(rep: Report) -> Outcome:
         coverage=rep.coverage.ratio if rep.coverage is not None else None,
         speedup=speedup,
         compile_s=rep.compile_time.total_s,
-        sites=tuple(b.location for b in rep.breaks),
+        sites=tuple(Site.at(b.filename, b.lineno) for b in rep.breaks),
     )
 
 
@@ -68,19 +68,14 @@ def helped(plan: Plan, before: Outcome, after: Outcome, *, timing: bool = False)
     return fewer_breaks or fewer_recompiles or faster or smaller
 
 
-def moved(before: Outcome, after: Outcome) -> tuple[tuple[str, str], ...]:
+def moved(before: Outcome, after: Outcome) -> tuple[tuple[Site, Site], ...]:
     """(site before, site after) for each break the run with the remedy has at another line
-    than the run before: the sites it no longer breaks at, paired in order (file, then line)
-    with those it newly breaks at; () when none moved (or the outcomes carry no sites)."""
-    gone = sorted(set(before.sites) - set(after.sites), key=_site_key)
-    new = sorted(set(after.sites) - set(before.sites), key=_site_key)
+    than the run before: the sites it no longer breaks at, paired in order (file, then line:
+    a Site's order) with those it newly breaks at; () when none moved (or the outcomes carry
+    no sites)."""
+    gone = sorted(set(before.sites) - set(after.sites))
+    new = sorted(set(after.sites) - set(before.sites))
     return tuple(zip(gone, new, strict=False))
-
-
-def _site_key(site: str) -> tuple[str, int, str]:
-    """"file.py:LINE" in source order (line 10 after line 9, not before it)."""
-    name, _, line = site.rpartition(":")
-    return (name, int(line), site) if line.isdigit() else (site, 0, site)
 
 
 def rank_key(t: Trial) -> tuple[int, float, int]:

@@ -19,8 +19,8 @@ from dynscope._capture.advise.plans import Call, Plan, tied_retry
 from dynscope._capture.advise.ranking import ATOL, LOOSE_ATOL, LOOSE_RTOL, RTOL, helped, moved, outcome
 from dynscope._capture.capture import _REPORT_LOCK, KEPT_OUTPUTS, as_report_call, detached, report
 from dynscope._capture.raised import what_raised
-from dynscope._format import clip
-from dynscope._model import Outcome, Report, Trial
+from dynscope._format import clip, location
+from dynscope._model import Outcome, Report, Site, Trial
 from dynscope._progress import within
 from dynscope._torch import remedies
 
@@ -98,17 +98,17 @@ def run_trial(
                  note="; ".join(notes), moved=shifted)
 
 
-def _moved_note(shifted: tuple[tuple[str, str], ...], rep: Report, before: Outcome, after: Outcome) -> str:
+def _moved_note(shifted: tuple[tuple[Site, Site], ...], rep: Report, before: Outcome, after: Outcome) -> str:
     """"the break moved from prog.py:4 to prog.py:5 (data-dependent branch: `if n > 0:`), not
     removed: 1 break before and after": what each moved break is now, from the run with the
     remedy applied."""
-    at = {b.location: b for b in rep.breaks}
+    at = {Site.at(b.filename, b.lineno): b for b in rep.breaks}
     parts = []
     for old, new in shifted:
         b = at.get(new)
         what = f" ({b.category}: `{clip(b.source.strip(), 60)}`)" if b is not None and b.source.strip() else (
             f" ({b.category})" if b is not None else "")
-        parts.append(f"from {old} to {new}{what}")
+        parts.append(f"from {location(old.file, old.line)} to {location(new.file, new.line)}{what}")
     counts = (f"{_breaks(before.breaks)} before and after" if before.breaks == after.breaks
               else f"{_breaks(before.breaks)} before, {after.breaks} after")
     return f"the break{'s' if len(shifted) > 1 else ''} moved {', and '.join(parts)}, not removed: {counts}"
