@@ -41,6 +41,7 @@ class Patch:
     outputs_matched: bool | None = None  # the patched compiled program against the unpatched eager one; None: not run
     gradients_matched: bool | None = None  # None: nothing required grad, or not run
     max_abs_error: float | None = None
+    added: tuple[str, ...] = ()  # the lines the patch puts in, each stripped (what a table shows of it)
 
     @property
     def ran(self) -> bool:

@@ -223,6 +223,82 @@ def scheduler_loop() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return Sampler(), (_x(3, 4, seed=8),)
 
 
+class HalfPrecisionBlock(nn.Module):
+    """T5's fp16 guard: clamp infinities after a block, only in half precision and only when
+    there are any (the clamp is a no-op on finite values)."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.ff = nn.Linear(dim, dim)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        hidden_states = self.ff(hidden_states) * 3e4
+        if hidden_states.dtype == torch.float16 and torch.isinf(hidden_states).any():  # SITE: branch to torch.where
+            clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+            hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+        hidden_states = hidden_states * 0.5
+        if hidden_states.dtype == torch.float16 and torch.isinf(hidden_states).any():  # SITE: branch to torch.where
+            clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+            hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+        return hidden_states
+
+
+def fp16_clamp() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(809)
+    return HalfPrecisionBlock().half(), (_x(2, 8, seed=10).half(),)
+
+
+class Rollout(nn.Module):
+    """A batched environment stepped by a policy; environments that are done are reset, the
+    reset a per-environment torch.where (a no-op where none is done)."""
+
+    def __init__(self, horizon: int = 6, limit: int = 3) -> None:
+        super().__init__()
+        self.policy = nn.Linear(2, 1)
+        self.horizon, self.limit = horizon, limit
+
+    def reset_done(self, pos: torch.Tensor, steps: torch.Tensor, done: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.where(done, torch.zeros_like(pos), pos), torch.where(done, torch.zeros_like(steps), steps)
+
+    def forward(self, pos: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        total = torch.zeros_like(pos)
+        for _ in range(self.horizon):
+            action = torch.tanh(self.policy(torch.stack([pos, steps.float()], -1))).squeeze(-1)
+            pos, steps = pos + action, steps + 1
+            total = total + pos.square()
+            done = steps >= self.limit
+            if done.any():  # SITE: test dropped, the body always run
+                pos, steps = self.reset_done(pos, steps, done)
+        return total
+
+
+def done_reset() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(810)
+    return Rollout(), (_x(4, seed=11), torch.tensor([0, 0, 1, 0]))
+
+
+class EveryStepReset(Rollout):
+    """The same rollout with a limit of one step: every environment is done every step, so the
+    body never was skipped and nothing shows it is a no-op when none is done."""
+
+    def forward(self, pos: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        total = torch.zeros_like(pos)
+        for _ in range(self.horizon):
+            action = torch.tanh(self.policy(torch.stack([pos, steps.float()], -1))).squeeze(-1)
+            pos, steps = pos + action, steps + 1
+            total = total + pos.square()
+            done = steps >= self.limit
+            if done.any():  # SITE: none
+                pos, steps = self.reset_done(pos, steps, done)
+        return total
+
+
+def every_step_reset() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(811)
+    model = EveryStepReset(limit=1)
+    return model, (_x(4, seed=12), torch.zeros(4, dtype=torch.long))
+
+
 class Table:
     """A lookup the caller builds and passes in (a tokenizer, a scheduler handed to forward)."""
 
@@ -259,4 +335,7 @@ PROGRAMS: dict[str, Any] = {
     "level_pooler": level_pooler,
     "scheduler_loop": scheduler_loop,
     "passed_table": passed_table,
+    "fp16_clamp": fp16_clamp,
+    "done_reset": done_reset,
+    "every_step_reset": every_step_reset,
 }

@@ -14,12 +14,6 @@ if TYPE_CHECKING:
 __all__ = ["patch_trials"]
 
 
-def _changed_lines(diff: str) -> str:
-    """The added lines of a patch, in one line: what the table shows (the diff is in fix)."""
-    added = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
-    return "; ".join(a for a in added if a)
-
-
 def as_trial(p: Patch) -> Trial:
     """One patch as a trial: before and after as fix measured them."""
     before = Outcome(graphs=p.graphs_before, breaks=p.program_breaks_before, coverage=p.coverage_before)
@@ -28,7 +22,7 @@ def as_trial(p: Patch) -> Trial:
              if p.graphs_after is not None and p.program_breaks_after is not None else None)
     ran = after is not None
     return Trial(
-        remedy=f"source patch ({p.rewrite})", code=_changed_lines(p.diff), target=(p.site,), before=before,
+        remedy=f"source patch ({p.rewrite})", code="; ".join(p.added), target=(p.site,), before=before,
         after=after, helped=p.verified, tried=True, outputs_match=bool(p.outputs_matched) if ran else True,
         error="" if p.verified else p.why_not,
         note="verified on a patched copy of your file: `dynscope fix ... --write` applies it" if p.verified else "",

@@ -25,6 +25,7 @@ from dynscope._capture.capture import _MISSING, as_report_call, normalise_calls,
 from dynscope._capture.fix.reorder import logger_reorder_note
 from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
 from dynscope._capture.fix.source import Source, SourceError, line_map, python_lines
+from dynscope._capture.fix.statements import added_lines
 from dynscope._capture.fix.verify import (
     PatchedImportError,
     compare,
@@ -334,16 +335,23 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     name = Path(site.filename).name
     patch = Patch(
         site=site.location, filename=site.filename, lineno=site.lineno, category=site.category, rewrite=rw.name,
-        diff=unified_diff(source.text, rw.source, name), verified=False, assumes=rw.note, breaks_before=site.count,
+        diff=unified_diff(source.text, rw.source, name), added=added_lines(source.text, rw.source), verified=False,
+        assumes=rw.note, breaks_before=site.count,
         instead=logger_reorder_note(site.source) if site.category == LOGGING else "",
         program_breaks_before=before.break_count, graphs_before=before.graph_count,
         coverage_before=before.coverage.ratio if before.coverage is not None else None,
     )
-    untaken = [line for line in rw.taken if (os.path.realpath(site.filename), line) not in eager.lines]
+    ran = eager.lines
+    real = os.path.realpath(site.filename)
+    untaken = [line for line in rw.taken if not ran.get((real, line))]
     if untaken:  # nothing a run shows would tell the shortcut from the general path
         return _with(patch, why_not=(
             f"the shortcut at line {untaken[0]} was never taken in the run: dropping it cannot be shown to keep "
             "outputs where it is taken (run fix with inputs that take it)")), _Rerun(None, "", "")
+    if rw.skipped is not None and ran.get((real, rw.skipped[0]), 0) <= ran.get((real, rw.skipped[1]), 0):
+        return _with(patch, why_not=(
+            f"the body at line {rw.skipped[1]} ran every time its test did: running it always cannot be shown to "
+            "change nothing when the test is false (run fix with inputs where it is)")), _Rerun(None, "", "")
     rerun, ev = _rerun(model, calls, source, [rw], rw.source, eager)
     if rerun.rep is not None and rerun.blocked:
         return _blocked_patch(patch, rerun.rep, rerun, rw), rerun
@@ -426,7 +434,7 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
         return None
     nxt, _ = moved[0]
     second, _ = candidates(rw.source, nxt.lineno, nxt.category)
-    for rw2 in (r for r in second if not r.taken):  # a shortcut's evidence is a line of the original run
+    for rw2 in (r for r in second if not r.taken and not r.skipped):  # their evidence: lines of the original run
         both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
         followed, rerun2 = _verified(model, calls, before, eager, site, source, both)
         if followed.verified:
@@ -454,7 +462,7 @@ def _follow_within(model: Any, calls: Calls, before: Report, eager: Run, site: G
         return None
     line, category = inside[0]
     offered, _ = candidates(rw.source, line, category)
-    for pick in [r.name for r in offered if not r.taken][:3]:
+    for pick in [r.name for r in offered if not r.taken and not r.skipped][:3]:
         text, used = rw.source, ""
         for at in range(rw.new_last, rw.first - 1, -1):
             found = [r for r in candidates(text, at, category)[0] if r.name == pick]

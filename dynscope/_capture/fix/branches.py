@@ -28,7 +28,7 @@ from dynscope._capture.fix.statements import (
 
 __all__ = ["COND", "CONDITIONAL", "EARLY", "ELEMENTWISE", "STATE_WHERE", "WHERE", "appended_where", "cond", "conditional",
            "early_return", "elementwise", "listed_elementwise", "narrowed", "shortcut_else",
-           "shortcut_exit", "shortcut_if", "state_where", "tensor_test", "where"]
+           "shortcut_exit", "shortcut_if", "state_where", "tensor_tested", "tensor_test", "where"]
 
 WHERE = "branch to torch.where"
 COND = "branch to torch.cond"
@@ -104,10 +104,27 @@ def _host_test(node: ast.expr, *, flags: bool = True) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return _host_test(node.operand, flags=flags)
     if isinstance(node, ast.Compare):
-        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+        return (all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+                or all(_host_value(v) for v in [node.left, *node.comparators]))
     if isinstance(node, ast.Call):
         return isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "hasattr", "callable")
     return flags and isinstance(node, (ast.Name, ast.Attribute))
+
+
+# What a tensor carries beside its values, which Python reads without a graph break.
+_HOST_ATTRIBUTES = {"dtype", "device", "ndim", "is_cuda", "is_sparse", "is_quantized", "layout", "training", "type"}
+
+
+def _host_value(node: ast.expr) -> bool:
+    """A value Python knows without reading a tensor's values: a constant, ``torch.float16``
+    (an attribute of ``torch``), or a tensor's dtype, device, ndim (``x.dtype``, ``x.device.type``)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "torch":
+            return True
+        return node.attr in _HOST_ATTRIBUTES or (isinstance(node.value, ast.Attribute) and _host_value(node.value))
+    return False
 
 
 def narrowed(stmt: ast.If, test: ast.expr, body: list[ast.stmt]) -> ast.If:
@@ -157,7 +174,7 @@ def where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
         # nowhere before the if and read nowhere after it, is computed whatever the test.
         before = _bound_before(stmt, text)
         own = {n for n in names if (n in then) != (n in other) and n not in before}
-        if any(read_later(text.source, stmt, n) for n in own):
+        if any(_live_after(text.source, stmt, n) for n in own):
             return None  # read after the if on one path only: no value to give it on the other
         pred, lines = test, []
         if len(names) > 1:  # the test is read once, before any name it reads is rebound
@@ -176,14 +193,84 @@ def where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 
 
 def _bound_before(stmt: ast.stmt, text: Text) -> set[str]:
-    """The names the function binds before ``stmt``: its arguments and earlier assignments."""
+    """The names bound whenever ``stmt`` runs: the function's arguments and what the
+    statements before it in its block, and in the blocks around it, assign (not what an
+    earlier ``if`` or loop body may or may not have assigned)."""
+    stmt = _in_tree(text.source, stmt)
     fn = function_of(text.source, stmt)
     if fn is None:
         return {t.id for t in ast.walk(parsed(text.source)) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
     names = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
-    names |= {t.id for t in ast.walk(fn) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)
-              and t.lineno < stmt.lineno}
-    return names
+    block: list[ast.stmt] = fn.body
+    while True:
+        at = next((i for i, s in enumerate(block) if s is stmt or _holds(s, stmt)), None)
+        if at is None:
+            return names
+        for s in block[:at]:
+            names |= _surely_bound(s)
+        holder = block[at]
+        if holder is stmt:
+            return names
+        if isinstance(holder, (ast.For, ast.AsyncFor)):
+            names |= {t.id for t in ast.walk(holder.target) if isinstance(t, ast.Name)}
+        block = next(b for b in _blocks(holder) if any(s is stmt or _holds(s, stmt) for s in b))
+
+
+def _in_tree(source: str, stmt: ast.stmt) -> ast.stmt:
+    """The file's own statement standing where ``stmt`` stands (a narrowed ``if`` a rewrite
+    made is no node of the file's tree); ``stmt`` when it is one."""
+    for node in ast.walk(parsed(source)):
+        if node is stmt:
+            return stmt
+    return next((n for n in ast.walk(parsed(source)) if isinstance(n, ast.stmt) and n.lineno == stmt.lineno
+                 and n.col_offset == stmt.col_offset), stmt)
+
+
+def _holds(outer: ast.stmt, inner: ast.stmt) -> bool:
+    return outer is not inner and any(n is inner for n in ast.walk(outer))
+
+
+def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement blocks a compound statement holds."""
+    out = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if getattr(stmt, f, None)]
+    out += [h.body for h in getattr(stmt, "handlers", [])]
+    return out
+
+
+def _surely_bound(stmt: ast.stmt) -> set[str]:
+    """The names a statement binds whenever it runs to its end: a simple statement's targets,
+    a ``with`` block's own statements; not what an ``if``, loop or ``try`` body binds."""
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        names = {t.id for item in stmt.items if item.optional_vars is not None
+                 for t in ast.walk(item.optional_vars) if isinstance(t, ast.Name)}
+        return names.union(*(_surely_bound(s) for s in stmt.body))
+    if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try)):
+        return set()
+    return {t.id for t in ast.walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+
+
+def _live_after(source: str, stmt: ast.stmt, name: str) -> bool:
+    """Whether the value ``name`` has after ``stmt`` can be read: a read after it in its block
+    before the name is bound again (an ``if`` whose body binds it first and reads it after
+    reads its own value). In a loop, any read in the function counts (the next turn reads it)."""
+    stmt = _in_tree(source, stmt)
+    fn = function_of(source, stmt)
+    scope: ast.AST = fn if fn is not None else parsed(source)
+    if any(isinstance(n, (ast.For, ast.While)) and any(m is stmt for m in ast.walk(n)) for n in ast.walk(scope)):
+        return read_later(source, stmt, name)
+    block, at = block_of(source, stmt)
+    for s in block[at + 1:]:
+        if isinstance(s, ast.If) and name not in names_loaded(s.test) and not s.orelse and s.body \
+                and name in _surely_bound(s.body[0]) and name not in names_loaded(s.body[0]):
+            continue  # binds its own value before it reads it; when not taken, the old one flows on
+        if name in names_loaded(s):
+            return True
+        if name in _surely_bound(s):
+            return False
+    # After the block: a read further on in the function (the block is an if's or a with's).
+    end = block[-1].end_lineno or block[-1].lineno
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and n.lineno > end
+               for n in ast.walk(scope))
 
 
 def _in_order(names: list[str], branch: dict[str, ast.expr]) -> bool:
@@ -687,7 +774,7 @@ def shortcut_exit(stmt: ast.stmt, text: Text) -> Made | None:
     if not isinstance(stmt, ast.If) or stmt.orelse or len(stmt.body) != 1:
         return None
     exit_ = stmt.body[0]
-    if not isinstance(exit_, (ast.Break, ast.Continue, ast.Return)) or not _tensor_tested(stmt):
+    if not isinstance(exit_, (ast.Break, ast.Continue, ast.Return)) or not tensor_tested(stmt):
         return None
     fn = function_of(text.source, stmt)
     loop = next((n for n in ast.walk(fn or parsed(text.source)) if isinstance(n, (ast.For, ast.While))
@@ -718,15 +805,16 @@ def shortcut_if(stmt: ast.stmt, text: Text) -> Made | None:
     return _one_side(stmt, text, keep_else=False)
 
 
-def _tensor_tested(stmt: ast.If) -> bool:
+def tensor_tested(stmt: ast.If) -> bool:
     """Whether the ``if`` tests a tensor (not ``x is None``, a flag or a Python count)."""
     return tensor_test(stmt.test) is not None and not _host_test(stmt.test, flags=False)
 
 
 def _one_side(stmt: ast.stmt, text: Text, *, keep_else: bool) -> Made | None:
-    if not isinstance(stmt, ast.If) or not stmt.orelse or not _tensor_tested(stmt):
+    if not isinstance(stmt, ast.If) or not stmt.orelse or not tensor_tested(stmt):
         return None
     kept, dropped = (stmt.orelse, stmt.body) if keep_else else (stmt.body, stmt.orelse)
     if any(isinstance(n, (ast.Break, ast.Continue)) for s in kept for n in ast.walk(s)):
         return None  # a loop exit moved out of its if changes where the loop ends
     return Made(text.body_lines(kept), SHORTCUT, _SHORTCUT_NOTE, taken=(dropped[0].lineno,))
+

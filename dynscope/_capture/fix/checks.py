@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import ast
 
-from dynscope._capture.fix.branches import narrowed, tensor_test, where
+from dynscope._capture.fix.branches import narrowed, tensor_test, tensor_tested, where
 from dynscope._capture.fix.statements import Made, Text
 
-__all__ = ["ASSERT", "GUARD_CHECK", "REPORTING_CALLS", "asserted", "called_name", "guarded_check"]
+__all__ = ["ALWAYS", "ASSERT", "GUARD_CHECK", "REPORTING_CALLS", "asserted", "called_name", "guard_dropped", "guarded_check"]
 
 GUARD_CHECK = "guard a check that reports"
+ALWAYS = "test dropped, the body always run"
 ASSERT = "check as an assert"
 
 # What a statement calls to report: print, logging's methods, warnings.warn, transformers'
@@ -101,3 +102,20 @@ def asserted(stmt: ast.stmt, text: Text) -> Made | None:
         f"the check stays in the graph: on data that fails it the program still stops, with the same words, but "
         f"as AssertionError (eager) or RuntimeError (compiled; asynchronously on a GPU) instead of {kind}, so code "
         f"that catches {kind} no longer does, and `python -O` drops the assert{valued}"))
+
+
+def guard_dropped(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <tensor test>: <body>`` (no ``else``; no exit, no report alone) as the body alone,
+    run every time: a reset of the rows that are done, a masked update, which change nothing
+    when the test is false. Verified only where the run skipped the body at least once (the
+    test's line ran more often than the body's), the outputs then showing it changed nothing."""
+    if not isinstance(stmt, ast.If) or stmt.orelse or not tensor_tested(stmt):
+        return None
+    if any(isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Raise))
+           for s in stmt.body for n in ast.walk(s)):
+        return None
+    if all(isinstance(s, ast.Expr) and called_name(s.value) in REPORTING_CALLS for s in stmt.body):
+        return None  # a report under a test: guarded_check's (run always, it would say more)
+    return Made(text.body_lines(stmt.body), ALWAYS, (
+        "the body changes nothing when the test is false (shown on the calls where it was: verified only when the "
+        "run skipped it at least once); it runs every time, at its cost"), skipped=(stmt.lineno, stmt.body[0].lineno))

@@ -131,8 +131,9 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
             said.append(new)
             continue
         made = new if isinstance(new, Made) else Made(*new)
-        found.append(replaced(source, made.first or stmt, made.lines, made.name, made.note, made.last, made.taken))
-    if said and all(rw.taken for rw in found):
+        found.append(replaced(source, made.first or stmt, made.lines, made.name, made.note, made.last, made.taken,
+                              made.skipped))
+    if said and all(rw.taken or rw.skipped for rw in found):
         # Only a shortcut dropped, where a rewrite that knows the shape said why none keeps the
         # outputs (the loop's stop decides a returned length): the reason stands.
         found = []
@@ -360,13 +361,13 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     # would keep the loop and pick element by element.
     BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, elementwise,
              state_where, cond, checks.guarded_check, checks.asserted, conditional, shortcut_exit, shortcut_else,
-             shortcut_if),
+             shortcut_if, checks.guard_dropped),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill,
-             state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if),
+             state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
     DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.masked_assignment, masks.inline_selection,
                     host.masked_select, masks.bound_selection, host.scattered_rows),
     DEEPCOPY: (state.teacher_call, _clone),

@@ -17,7 +17,7 @@ from functools import lru_cache
 from dynscope._capture.fix.source import python_lines
 
 __all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "names_loaded", "parsed", "read_later",
-           "refused", "replaced", "rows_set", "statement_at", "unified_diff"]
+           "refused", "replaced", "rows_set", "statement_at", "added_lines", "unified_diff"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ class Made:
     # Lines of the file that must have run in the unpatched eager run for a check of outputs to
     # show anything (the shortcut a rewrite drops was taken at least once); () when none.
     taken: tuple[int, ...] = ()
+    # (an ``if``'s line, its body's first line): the test must have run more often than the
+    # body (skipped at least once) for a check of outputs to show anything; None when no such need.
+    skipped: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,19 @@ class Rewrite:
     note: str = ""  # what it assumes ("both branches give tensors of one shape")
     replacement: tuple[str, ...] = ()  # the lines put in place of first..last (with newlines)
     taken: tuple[int, ...] = ()  # lines (old text) that must have run eagerly for it to verify (Made.taken)
+    skipped: tuple[int, int] | None = None  # (test line, body line): the body skipped at least once (Made.skipped)
+
+
+def added_lines(old: str, new: str) -> tuple[str, ...]:
+    """The lines ``new`` puts in place of ``old``'s (inserted or replacing), each stripped;
+    blank ones left out."""
+    a = [ln.strip() for ln in python_lines(old)]
+    b = [ln.strip() for ln in python_lines(new)]
+    out = []
+    for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("insert", "replace"):
+            out += [ln for ln in b[j1:j2] if ln]
+    return tuple(out)
 
 
 def unified_diff(old: str, new: str, name: str) -> str:
@@ -144,7 +160,8 @@ def contains(outer: ast.AST, inner: ast.AST) -> bool:
 
 
 def replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str,
-             through: ast.stmt | None = None, taken: tuple[int, ...] = ()) -> Rewrite:
+             through: ast.stmt | None = None, taken: tuple[int, ...] = (),
+             skipped: tuple[int, int] | None = None) -> Rewrite:
     """The file with ``stmt`` (through ``through``, a later statement of its block, when given)
     replaced by ``new_lines``, written at the statement's indentation."""
     lines = python_lines(source)
@@ -163,7 +180,7 @@ def replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note:
     body[-1] = body[-1][: len(body[-1]) - len(ending)] + last_ending
     out = lines[: first - 1] + body + lines[last:]
     text = "".join(out)
-    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body), taken)
+    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body), taken, skipped)
 
 
 def combined(source: str, rewrites: list[Rewrite]) -> str:

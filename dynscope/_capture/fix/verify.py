@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ from dynscope._torch.trace import own_work
 from .said import differs, listening, python_state
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
 __all__ = ["Evidence", "PatchedImportError", "Run", "counterpart", "defined_in", "patched_module", "random_streams_kept", "run_eager",
            "run_compiled"]
@@ -59,9 +59,10 @@ class Run:
     weights: dict[str, torch.Tensor] | None = None  # parameters and buffers after the calls (a train step updates them)
     said: tuple[str, ...] = ()  # what the calls printed and logged (fix/said.py)
     state: dict[str, Any] | None = None  # plain Python values the modules keep, after the calls
-    # (the file's real path, the line) for each line of the traced files that ran (run_eager's
-    # ``traced``): whether a shortcut was taken, the evidence a rewrite that drops it needs.
-    lines: frozenset[tuple[str, int]] = frozenset()
+    # (the file's real path, the line) -> how many times it ran, for the lines of the traced
+    # files (run_eager's ``traced``): whether a shortcut was taken, or an ``if`` skipped, the
+    # evidence a rewrite that drops it needs.
+    lines: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -609,7 +610,7 @@ def run_eager(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], tra
     with listening() as said, _LinesRun(traced) as ran:
         outputs = [_call(model, a, k) for a, k in fresh]
     return Run(outputs, _grads(model, fresh, outputs), _weights(model, fresh), tuple(said.done()), _state(model, fresh),
-               frozenset(ran.seen))
+               dict(ran.seen))
 
 
 class _LinesRun:
@@ -619,7 +620,7 @@ class _LinesRun:
 
     def __init__(self, files: Sequence[str]) -> None:
         self.wanted = {os.path.realpath(f) for f in files}
-        self.seen: set[tuple[str, int]] = set()
+        self.seen: dict[tuple[str, int], int] = {}
         self._known: dict[str, str] = {}  # a code object's filename -> its real path ("" when not wanted)
         self._before: Any = None
 
@@ -645,7 +646,8 @@ class _LinesRun:
 
         def line(frame: types.FrameType, event: str, arg: Any) -> Any:
             if event == "line":
-                seen.add((path, frame.f_lineno))
+                key = (path, frame.f_lineno)
+                seen[key] = seen.get(key, 0) + 1
             return line
 
         return line

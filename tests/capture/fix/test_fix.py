@@ -205,7 +205,7 @@ def test_rewrites_refuse_what_would_change_meaning() -> None:
     head = "import torch\ndef f(x, mask, n, y, z):\n"
 
     def names(body: str, line: int, category: str) -> list[str]:
-        return [r.name for r in candidates(head + body, line, category)[0]]
+        return [r.name for r in candidates(head + body, line, category)[0] if not (r.taken or r.skipped)]
 
     # An elif, or a statement sharing its line, is not rewritten line by line.
     assert candidates(head + "    if x.sum() > 0:\n        y = x\n    elif x.sum() < 0:\n        y = -x\n    return y\n",
@@ -215,8 +215,9 @@ def test_rewrites_refuse_what_would_change_meaning() -> None:
     assert "does not `import torch`" in candidates("def f(x):\n    print(x)\n", 2, "logging/print side effect")[1]
     # `is None and ...` short-circuits: no `&`; the Python test stays an `if` around the where.
     # A plain name may be a Python bool: the same.
-    (split,) = candidates(head + "    if mask is not None and mask.any():\n        y = x * 2\n    return y\n", 3,
-                          "data-dependent branch")[0]
+    # (The last resorts that need a run's evidence, dropping the test, come after: left out here.)
+    (split,) = [r for r in candidates(head + "    if mask is not None and mask.any():\n        y = x * 2\n    return y\n",
+                                      3, "data-dependent branch")[0] if not r.skipped]
     assert "".join(split.replacement) == "    if mask is not None:\n        y = torch.where(mask.any(), x * 2, y)\n"
     assert "".join(candidates(head + "    if n and x.sum() > 0:\n        y = x * 2\n    return y\n", 3,
                               "data-dependent branch")[0][0].replacement) == (
@@ -226,7 +227,8 @@ def test_rewrites_refuse_what_would_change_meaning() -> None:
                  3, "data-dependent branch") == []
     assert names("    if mask is None or mask.any():\n        y = x * 2\n    return y\n", 3, "data-dependent branch") == []
     # int() truncates: it stays.
-    (where,) = candidates(head + "    if int(x.sum()) > 0:\n        y = x * 2\n    return y\n", 3, "data-dependent branch")[0]
+    (where,) = [r for r in candidates(head + "    if int(x.sum()) > 0:\n        y = x * 2\n    return y\n", 3,
+                                      "data-dependent branch")[0] if not r.skipped]
     assert "int(x.sum()) > 0" in where.source
     # One where per name must read what the branch reads: else `b = z; a = b * 2` reads its new b.
     order = "    if x.sum() > 0:\n        a = x\n        b = y\n    else:\n        b = z\n        a = b * 2\n    return a + b\n"
@@ -519,6 +521,9 @@ def test_advise_ranks_verified_patches_beside_the_config_remedies(tmp_path: Path
     # Whatever helped comes before what did not, and what was not run comes last.
     assert names.index("is_compiling guard") > max(names.index(t.remedy) for t in patches)
     assert all(t.after is not None and t.after.breaks < t.before.breaks for t in patches)
+    # Each trial's code is the lines its patch puts in (Patch.added, from the two texts).
+    assert all(t.code and "torch.where(" in t.code for t in patches if "torch.where" in t.remedy), [
+        (t.remedy, t.code) for t in patches]
     assert "source patch (branch to torch.where)" in adv.summary()
     capsys.readouterr()
 

@@ -13,6 +13,7 @@ import pytest
 
 import dynscope
 from dynscope._capture.fix.branches import CONDITIONAL, SHORTCUT, WHERE
+from dynscope._capture.fix.checks import ALWAYS
 from dynscope._capture.fix.host import MATH, SCATTER
 from dynscope._capture.fix.numbers import INDEX
 from dynscope._capture.fix.rewrites import candidates
@@ -80,6 +81,46 @@ def test_an_if_else_keeps_either_side_alone_each_needing_the_other_to_have_run()
     assert names == [WHERE, SHORTCUT, SHORTCUT]
 
 
+T5 = ("def block(self, h):\n"
+      "    if h.dtype == torch.float16 and torch.isinf(h).any():\n"
+      "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
+      "        h = torch.clamp(h, min=-clamp_value, max=clamp_value)\n"
+      "    h = self.ff(h)\n"
+      "    if h.dtype == torch.float16 and torch.isinf(h).any():\n"
+      "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
+      "        h = torch.clamp(h, min=-clamp_value, max=clamp_value)\n"
+      "    return h\n")
+
+
+def test_a_dtype_test_stays_python_and_a_name_each_branch_binds_before_reading_is_its_own() -> None:
+    # `h.dtype == torch.float16` is Python's to decide: it stays an `if` around the where. The
+    # clamp value is bound in each if before it is read, so neither reads the other's: each is
+    # computed whatever the tensor test, not picked (it may be unbound before the first if).
+    want = ("    if h.dtype == torch.float16:\n"
+            "        _pred = torch.isinf(h).any()\n"
+            "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
+            "        h = torch.where(_pred, torch.clamp(h, min=-clamp_value, max=clamp_value), h)\n")
+    assert _found(T5, 2)[WHERE][0] == want
+    assert _found(T5, 6)[WHERE][0] == want
+    # A read of the value after the if, before it is bound again: one path has none to give.
+    read = T5.replace("    h = self.ff(h)\n", "    h = self.ff(h) * clamp_value\n")
+    assert WHERE not in _found(read, 2)
+
+
+def test_an_if_whose_body_runs_alone_needs_a_run_that_skipped_it() -> None:
+    body = ("def step(self, pos, done):\n"
+            "    if done.any():\n"
+            "        pos = self.reset(pos, done)\n"
+            "    return pos\n")
+    assert _found(body, 2)[ALWAYS] == ("    pos = self.reset(pos, done)\n", ())
+    found, _ = candidates(HEAD + body, 2 + HEAD.count("\n"), BRANCH)
+    (rw,) = [r for r in found if r.name == ALWAYS]
+    assert rw.skipped == (2 + HEAD.count("\n"), 3 + HEAD.count("\n"))  # the test's line, the body's
+    # An exit or a raise in the body is no update that a false test makes a no-op.
+    for exit_ in ("return pos", "raise ValueError(pos)"):
+        assert ALWAYS not in _found(body.replace("pos = self.reset(pos, done)", exit_), 2)
+
+
 def test_rows_computed_for_a_nonzero_index_and_written_back_are_one_where_over_every_row() -> None:
     body = ("def pool(pooled, levels, feat, boxes, lvl):\n"
             "    idx = torch.nonzero(levels == lvl).squeeze(1)\n"
@@ -108,12 +149,14 @@ def _fix(name: str) -> dynscope.FixResult:
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("name", ["chunked_scan", "all_ones_mask", "level_pooler"])
-def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str) -> None:
+@pytest.mark.parametrize(("name", "rewrites"), [
+    ("chunked_scan", [SHORTCUT]), ("all_ones_mask", [SHORTCUT]), ("level_pooler", [SCATTER]),
+    ("fp16_clamp", [WHERE, WHERE]), ("done_reset", [ALWAYS]),
+])
+def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str, rewrites: list[str]) -> None:
     res = _fix(name)
     done = [p for p in res.patches if p.verified]
-    assert [p.rewrite for p in done] == [SHORTCUT if name != "level_pooler" else SCATTER], [
-        (p.rewrite, p.why_not) for p in res.patches]
+    assert [p.rewrite for p in done] == rewrites, [(p.rewrite, p.why_not) for p in res.patches]
     p = done[0]
     assert p.breaks_after == 0 and p.outputs_matched and p.gradients_matched is not False and p.assumes
     # The encoder's warning is said by the eager run: its guard is not verified, and the
@@ -132,6 +175,7 @@ def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str) -> N
     ("never_taken", "was never taken in the run"),
     ("skip_non_finite_batch", "outputs differ"),
     ("passed_table", "the patched code did not run"),
+    ("every_step_reset", "ran every time its test did"),
 ])
 def test_a_shortcut_not_taken_or_not_equal_and_code_that_never_ran_are_not_verified(name: str, reason: str) -> None:
     res = _fix(name)
