@@ -299,6 +299,54 @@ def every_step_reset() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return model, (_x(4, seed=12), torch.zeros(4, dtype=torch.long))
 
 
+class DepthRouter(nn.Module):
+    """Mixture-of-depths: the tokens a router picks go through the block, weighted by the
+    router, and are written back; the others skip it."""
+
+    def __init__(self, dim: int = 6) -> None:
+        super().__init__()
+        self.router = nn.Linear(dim, 1)
+        self.block = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.router(x).squeeze(-1)
+        picked = logits > 0
+        tokens = x[picked]  # SITE: every row computed, the indexed ones kept
+        weights = logits[picked]  # SITE: gone with the verified patches
+        out = x.clone()
+        out[picked] = tokens + torch.sigmoid(weights).unsqueeze(-1) * self.block(tokens)
+        return out
+
+
+def depth_router() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(812)
+    return DepthRouter(), (_x(2, 5, 6, seed=13),)
+
+
+class LastTokenReward(nn.Module):
+    """TRL's reward: a KL penalty per token, the score added at each sequence's last real token."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.head = nn.Linear(dim, 1)
+
+    def forward(self, h: torch.Tensor, masks: torch.Tensor, kl: torch.Tensor) -> torch.Tensor:
+        scores = self.head(h[:, -1]).squeeze(-1)
+        rewards = []
+        for score, mask, k in zip(scores, masks, kl, strict=True):
+            reward = -0.1 * k
+            last = mask.nonzero()[-1]  # SITE: first or last nonzero as argmax
+            reward[last] += score
+            rewards.append(reward)
+        return torch.stack(rewards)
+
+
+def last_token_reward() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(813)
+    masks = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    return LastTokenReward(), (_x(3, 5, 4, seed=14), masks, _x(3, 5, seed=15))
+
+
 class Table:
     """A lookup the caller builds and passes in (a tokenizer, a scheduler handed to forward)."""
 
@@ -338,4 +386,6 @@ PROGRAMS: dict[str, Any] = {
     "fp16_clamp": fp16_clamp,
     "done_reset": done_reset,
     "every_step_reset": every_step_reset,
+    "depth_router": depth_router,
+    "last_token_reward": last_token_reward,
 }

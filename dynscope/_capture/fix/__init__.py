@@ -107,6 +107,13 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
     unpatched: list[Unpatched] = []
     sources: dict[str, Source] = {}  # each file as fix read it: the diffs are of its text, the writes of its bytes
     for site in before.breaks:
+        inside = next((p for p, rw in chosen if _same(p.filename, site.filename)
+                       and rw.first <= site.lineno <= rw.last), None)
+        if inside is not None:  # a later statement of a pattern a verified patch rewrote whole
+            unpatched.append(Unpatched(site.location, site.category, _owner(site.filename),
+                                       f"no patch of its own: the statement is part of the verified patch at "
+                                       f"{inside.site}", site.count, gone_with=(inside.site,)))
+            continue
         found = _site(model, calls, before, eager, site, sources, blocked)
         if isinstance(found, Unpatched):
             unpatched.append(found)

@@ -39,11 +39,12 @@ from dynscope._capture.fix.statements import (
     parsed,
     read_later,
     rows_set,
+    substituted,
     unparsed,
 )
 
-__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "FLOAT", "MATH", "NONZERO", "NUMPY", "SCATTER", "SEGMENT", "SELECT", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
-           "dense_experts", "masked_select", "math_to_torch", "numpy_to_torch", "paren", "scattered_rows", "segment_reduction"]
+__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MATH", "NONZERO", "NUMPY", "SCATTER", "SEGMENT", "SELECT", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
+           "dense_experts", "masked_select", "math_to_torch", "nonzero_end", "numpy_to_torch", "paren", "scattered_rows", "segment_reduction"]
 
 NUMPY = "torch ops instead of numpy"
 SEGMENT = "masked segment reduction"
@@ -996,9 +997,11 @@ def scattered_rows(stmt: ast.stmt, text: Text) -> _Maker:
     as ``x.copy_(torch.where(c, f(y, ...), x))``: every row computed, the rows the index names
     kept, in place as the assignment set them (FPN boxes pooled per level, rows refreshed by a test)."""
     name = _target(stmt)
-    cond = _nonzero_mask(stmt.value) if name is not None and isinstance(stmt, ast.Assign) else None
-    if name is None or cond is None:
+    if name is None or not isinstance(stmt, ast.Assign):
         return None
+    cond = _nonzero_mask(stmt.value)
+    if cond is None:
+        return _selected_rows(stmt, name, text)
     block, at = block_of(text.source, stmt)
     nxt = block[at + 1] if at + 1 < len(block) else None
     if not (isinstance(nxt, ast.Assign) and len(nxt.targets) == 1 and isinstance(nxt.targets[0], ast.Subscript)):
@@ -1017,6 +1020,72 @@ def scattered_rows(stmt: ast.stmt, text: Text) -> _Maker:
         "the value is computed row by row (run on every row, the rows the index leaves out are dropped by "
         "torch.where: a row's value does not depend on which other rows were selected) and is finite there"),
         last=nxt)
+
+
+def _selected_rows(stmt: ast.Assign, name: str, text: Text) -> _Maker:
+    """``a = x[m]`` (and more selections by the same mask after it), statements that read none
+    of them, then ``y[m] = f(a, ...)`` as the statements and ``y.copy_(torch.where(m, f(x, ...),
+    y))``, the mask widened over ``y``'s trailing dimensions: every row computed (a
+    mixture-of-depths block run on every token), the selected ones written back in place."""
+    value = stmt.value
+    if not (isinstance(value, ast.Subscript) and isinstance(value.slice, (ast.Name, ast.Attribute, ast.Compare))):
+        return None
+    mask = value.slice
+    sels: dict[str, ast.expr] = {name: value.value}
+    block, at = block_of(text.source, stmt)
+    watched = names_loaded(mask) | names_loaded(value.value)  # rebound between: the rows would differ
+    kept: list[str] = []
+    final: ast.Assign | None = None
+    for s in block[at + 1:]:
+        t = _target(s)
+        if (t is not None and isinstance(s, ast.Assign) and isinstance(s.value, ast.Subscript) and t not in sels
+                and ast.dump(s.value.slice) == ast.dump(mask) and not names_loaded(s.value.value) & set(sels)):
+            sels[t] = s.value.value
+            watched |= names_loaded(s.value.value)
+            continue
+        if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript)
+                and ast.dump(s.targets[0].slice) == ast.dump(mask)
+                and isinstance(s.targets[0].value, (ast.Name, ast.Attribute))):
+            final = s
+            break
+        if names_loaded(s) & set(sels) or _stored_names(s) & (watched | set(sels)) or not _simple(s):
+            return None
+        kept += text.statement_lines(s)
+    if final is None:
+        return None
+    new_value: ast.expr = final.value
+    for n, whole in sels.items():
+        new_value = substituted(new_value, n, whole)
+    if any(read_later(text.source, stmt, n, after=final) for n in sels):
+        return None
+    x, m = unparsed(final.targets[0].value), unparsed(mask)  # type: ignore[attr-defined]
+    widened = f"({m}).reshape(({m}).shape + (1,) * ({x}.dim() - ({m}).dim()))"
+    return Made([*kept, f"{x}.copy_(torch.where({widened}, {unparsed(new_value)}, {x}))"], SCATTER, (
+        "the index is a boolean mask of the leading dimensions; what is written back is computed row by row "
+        "(run on every row, the rows the mask leaves out dropped by torch.where: a row's value does not depend on "
+        "which other rows were selected) and is finite there"), last=final)
+
+
+ENDS = "first or last nonzero as argmax"
+
+
+def nonzero_end(stmt: ast.stmt, text: Text) -> _Maker:
+    """``i = m.nonzero()[-1]`` (``[0]``; ``torch.nonzero(m)``) of a 1-D mask: the last (first)
+    position that holds, as an argmax over the positions, the same one-element index."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Subscript)):
+        return None
+    sl, inner = stmt.value.slice, stmt.value.value
+    end = unparsed(sl) if isinstance(sl, (ast.Constant, ast.UnaryOp)) else ""
+    m = _nonzero_of(inner) if end in ("0", "-1") else None
+    if m is None:
+        return None
+    ms = paren(unparsed(m))
+    if end == "-1":
+        value = f"({ms}.ne(0).long() * torch.arange({ms}.shape[0], device={ms}.device)).argmax().reshape(1)"
+    else:
+        value = f"{ms}.ne(0).int().argmax().reshape(1)"
+    return Made([f"{text.of(stmt.targets[0])} = {value}"], ENDS, (
+        "the mask is 1-D and holds somewhere (with none, nonzero()[...] raises where the argmax gives 0)"))
 
 
 # -- 5. top-k routing over experts -------------------------------------------------------------------

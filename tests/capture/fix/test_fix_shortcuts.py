@@ -14,7 +14,7 @@ import pytest
 import dynscope
 from dynscope._capture.fix.branches import CONDITIONAL, SHORTCUT, WHERE
 from dynscope._capture.fix.checks import ALWAYS
-from dynscope._capture.fix.host import MATH, SCATTER
+from dynscope._capture.fix.host import ENDS, MATH, SCATTER
 from dynscope._capture.fix.numbers import INDEX
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._capture.fix.verify import patched_module
@@ -129,9 +129,32 @@ def test_rows_computed_for_a_nonzero_index_and_written_back_are_one_where_over_e
     assert _found(body, 2, DYNAMIC_SHAPE)[SCATTER][0] == (
         "    pooled.copy_(torch.where((levels == lvl).reshape((-1,) + (1,) * (pooled.dim() - 1)), "
         "feat.mean(0) * boxes[:, :1] + boxes[:, 1:2], pooled))\n")
+    # A boolean mask's selections bound to names, then written back: substituted, the mask
+    # widened over the target's trailing dimensions.
+    bound = ("def route(x, logits, block):\n"
+             "    picked = logits > 0\n"
+             "    tokens = x[picked]\n"
+             "    weights = logits[picked]\n"
+             "    out = x.clone()\n"
+             "    out[picked] = tokens + weights.unsqueeze(-1) * block(tokens)\n"
+             "    return out\n")
+    assert _found(bound, 3, DYNAMIC_SHAPE)[SCATTER][0] == (
+        "    out = x.clone()\n"
+        "    out.copy_(torch.where((picked).reshape((picked).shape + (1,) * (out.dim() - (picked).dim())), "
+        "x + logits.unsqueeze(-1) * block(x), out))\n")
+    assert SCATTER not in _found(bound.replace("    return out\n", "    return out, tokens\n"), 3, DYNAMIC_SHAPE)
     # The index read anywhere else (here as a count) keeps the selection.
     assert SCATTER not in _found(body.replace("    return pooled\n", "    return pooled, idx.numel()\n"), 2,
                                  DYNAMIC_SHAPE)
+
+
+def test_the_last_or_first_nonzero_of_a_mask_is_an_argmax_over_its_positions() -> None:
+    body = "def f(mask, reward, score):\n    last = mask.nonzero()[-1]\n    reward[last] += score\n    return reward\n"
+    assert _found(body, 2, DYNAMIC_SHAPE)[ENDS][0] == (
+        "    last = (mask.ne(0).long() * torch.arange(mask.shape[0], device=mask.device)).argmax().reshape(1)\n")
+    assert _found(body.replace("[-1]", "[0]").replace("mask.nonzero()", "torch.nonzero(mask)"), 2,
+                  DYNAMIC_SHAPE)[ENDS][0] == "    last = mask.ne(0).int().argmax().reshape(1)\n"
+    assert ENDS not in _found(body.replace("[-1]", "[1]"), 2, DYNAMIC_SHAPE)  # the second: no argmax says it
 
 
 def test_a_patched_copy_logs_through_the_original_modules_logger(tmp_path: Path) -> None:
@@ -151,7 +174,8 @@ def _fix(name: str) -> dynscope.FixResult:
 @pytest.mark.heavy
 @pytest.mark.parametrize(("name", "rewrites"), [
     ("chunked_scan", [SHORTCUT]), ("all_ones_mask", [SHORTCUT]), ("level_pooler", [SCATTER]),
-    ("fp16_clamp", [WHERE, WHERE]), ("done_reset", [ALWAYS]),
+    ("fp16_clamp", [WHERE, WHERE]), ("done_reset", [ALWAYS]), ("depth_router", [SCATTER]),
+    ("last_token_reward", [ENDS]),
 ])
 def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str, rewrites: list[str]) -> None:
     res = _fix(name)
@@ -162,6 +186,10 @@ def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str, rewr
     # The encoder's warning is said by the eager run: its guard is not verified, and the
     # shortcut's patch, which keeps it, is (the copy logs through the same logger).
     assert res.breaks_after == (1 if name == "all_ones_mask" else 0)
+    if name == "depth_router":
+        # The second selection is a statement of the first's pattern: rewritten by its patch.
+        (u,) = res.unpatched
+        assert u.gone_with == (p.site,) and "part of the verified patch at" in u.why
     if name == "level_pooler":
         # The comprehension over a zip broke only because the loop after it did: no rewrite of
         # its own, gone with the loop's patch, and the result says so.
