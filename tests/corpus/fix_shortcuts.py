@@ -347,6 +347,32 @@ def last_token_reward() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return LastTokenReward(), (_x(3, 5, 4, seed=14), masks, _x(3, 5, seed=15))
 
 
+class NucleusHead(nn.Module):
+    """A language-model head with nucleus (top-p) filtering of its next-token logits, as
+    run_generation.py wrote it for one sequence."""
+
+    def __init__(self, dim: int = 6, vocab: int = 12, top_p: float = 0.8) -> None:
+        super().__init__()
+        self.out = nn.Linear(dim, vocab)
+        self.top_p = top_p
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        logits = self.out(h)
+        sorted_logits, sorted_indices = torch.sort(logits, descending=True)
+        cumulative = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)
+        sorted_remove = cumulative > self.top_p
+        sorted_remove[1:] = sorted_remove[:-1].clone()
+        sorted_remove[0] = False
+        remove = sorted_indices[sorted_remove]  # SITE: sorted mask scattered back
+        logits[remove] = -float("inf")
+        return F.softmax(logits, dim=-1)
+
+
+def nucleus_head() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(814)
+    return NucleusHead(), (_x(6, seed=16) * 3,)
+
+
 class Table:
     """A lookup the caller builds and passes in (a tokenizer, a scheduler handed to forward)."""
 
@@ -388,4 +414,5 @@ PROGRAMS: dict[str, Any] = {
     "every_step_reset": every_step_reset,
     "depth_router": depth_router,
     "last_token_reward": last_token_reward,
+    "nucleus_head": nucleus_head,
 }

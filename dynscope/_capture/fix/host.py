@@ -43,8 +43,8 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MATH", "NONZERO", "NUMPY", "SCATTER", "SEGMENT", "SELECT", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
-           "dense_experts", "masked_select", "math_to_torch", "nonzero_end", "numpy_to_torch", "paren", "scattered_rows", "segment_reduction"]
+__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MATH", "NONZERO", "NUMPY", "SCATTER", "SEGMENT", "SELECT", "UNSORTED", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
+           "dense_experts", "masked_select", "math_to_torch", "nonzero_end", "numpy_to_torch", "paren", "scattered_rows", "segment_reduction", "sorted_mask_back"]
 
 NUMPY = "torch ops instead of numpy"
 SEGMENT = "masked segment reduction"
@@ -1086,6 +1086,55 @@ def nonzero_end(stmt: ast.stmt, text: Text) -> _Maker:
         value = f"{ms}.ne(0).int().argmax().reshape(1)"
     return Made([f"{text.of(stmt.targets[0])} = {value}"], ENDS, (
         "the mask is 1-D and holds somewhere (with none, nonzero()[...] raises where the argmax gives 0)"))
+
+
+UNSORTED = "sorted mask scattered back"
+
+
+def _sorted_by(source: str, stmt: ast.stmt, name: str) -> bool:
+    """Whether ``name`` is bound in ``stmt``'s function by a sort's indices: ``_, name =
+    torch.sort(...)`` (``x.sort(...)``) or ``name = x.argsort(...)`` (``torch.argsort``), on the
+    last dimension (no ``dim`` other than -1)."""
+    fn = function_of(source, stmt)
+    for node in ast.walk(fn or parsed(source)):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+            continue
+        call, target = node.value, node.targets[0]
+        dim = _keyword(call, "dim")
+        if dim is not None and unparsed(dim) != "-1":
+            continue
+        kind = _call(call, "torch") or (_method(call) or (None, ""))[1]
+        if (kind == "sort" and isinstance(target, ast.Tuple) and len(target.elts) == 2
+                and isinstance(target.elts[1], ast.Name) and target.elts[1].id == name):
+            return True
+        if kind == "argsort" and isinstance(target, ast.Name) and target.id == name:
+            return True
+    return False
+
+
+def sorted_mask_back(stmt: ast.stmt, text: Text) -> _Maker:
+    """``remove = sorted_indices[sorted_mask]`` then ``logits[remove] = v`` (top-p sampling, as
+    run_generation and minGPT write it) as ``logits.masked_fill_(sorted_mask.scatter(-1,
+    sorted_indices, sorted_mask), v)``: the sorted mask put back in the vocabulary's order."""
+    name = _target(stmt)
+    value = stmt.value if isinstance(stmt, ast.Assign) else None
+    if not (name and isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)
+            and isinstance(value.slice, ast.Name)):
+        return None
+    perm, mask = value.value.id, value.slice.id
+    block, at = block_of(text.source, stmt)
+    nxt = block[at + 1] if at + 1 < len(block) else None
+    if not (isinstance(nxt, ast.Assign) and len(nxt.targets) == 1 and isinstance(nxt.targets[0], ast.Subscript)
+            and isinstance(nxt.targets[0].slice, ast.Name) and nxt.targets[0].slice.id == name
+            and isinstance(nxt.targets[0].value, (ast.Name, ast.Attribute))
+            and isinstance(nxt.value, (ast.Constant, ast.Name, ast.Attribute, ast.UnaryOp))):
+        return None
+    if not _sorted_by(text.source, stmt, perm) or read_later(text.source, stmt, name, after=nxt):
+        return None
+    x = unparsed(nxt.targets[0].value)
+    return Made([f"{x}.masked_fill_({mask}.scatter(-1, {perm}, {mask}), {unparsed(nxt.value)})"], UNSORTED, (
+        "the indices are a sort's over the last dimension (a permutation) and the mask is boolean, of their shape; "
+        "the value is one number"), last=nxt)
 
 
 # -- 5. top-k routing over experts -------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 import dynscope
 from dynscope._capture.fix.branches import CONDITIONAL, SHORTCUT, WHERE
 from dynscope._capture.fix.checks import ALWAYS
-from dynscope._capture.fix.host import ENDS, MATH, SCATTER
+from dynscope._capture.fix.host import ENDS, MATH, SCATTER, UNSORTED
 from dynscope._capture.fix.numbers import INDEX
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._capture.fix.verify import patched_module
@@ -157,6 +157,21 @@ def test_the_last_or_first_nonzero_of_a_mask_is_an_argmax_over_its_positions() -
     assert ENDS not in _found(body.replace("[-1]", "[1]"), 2, DYNAMIC_SHAPE)  # the second: no argmax says it
 
 
+def test_a_sorted_mask_indexing_the_sort_is_scattered_back_in_the_vocabularys_order() -> None:
+    body = ("def top_p(logits, p):\n"
+            "    sorted_logits, sorted_indices = torch.sort(logits, descending=True)\n"
+            "    remove = sorted_logits.softmax(-1).cumsum(-1) > p\n"
+            "    indices = sorted_indices[remove]\n"
+            "    logits[indices] = -float('inf')\n"
+            "    return logits\n")
+    assert _found(body, 4, DYNAMIC_SHAPE)[UNSORTED][0] == (
+        "    logits.masked_fill_(remove.scatter(-1, sorted_indices, remove), -float('inf'))\n")
+    # Indices that are no sort's (no permutation), or a sort over another dimension: left alone.
+    assert UNSORTED not in _found(body.replace("torch.sort(logits, descending=True)", "torch.topk(logits, 3)"), 4,
+                                  DYNAMIC_SHAPE)
+    assert UNSORTED not in _found(body.replace("descending=True", "dim=0"), 4, DYNAMIC_SHAPE)
+
+
 def test_a_patched_copy_logs_through_the_original_modules_logger(tmp_path: Path) -> None:
     # Named as the original while it runs, its logging.getLogger(__name__) is the user's own
     # logger (level, handlers): a patch elsewhere in the file says what the original said.
@@ -175,7 +190,7 @@ def _fix(name: str) -> dynscope.FixResult:
 @pytest.mark.parametrize(("name", "rewrites"), [
     ("chunked_scan", [SHORTCUT]), ("all_ones_mask", [SHORTCUT]), ("level_pooler", [SCATTER]),
     ("fp16_clamp", [WHERE, WHERE]), ("done_reset", [ALWAYS]), ("depth_router", [SCATTER]),
-    ("last_token_reward", [ENDS]),
+    ("last_token_reward", [ENDS]), ("nucleus_head", [UNSORTED]),
 ])
 def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str, rewrites: list[str]) -> None:
     res = _fix(name)
