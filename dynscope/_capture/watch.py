@@ -50,16 +50,16 @@ from dynscope._lexicon.wording import resume_label
 from dynscope._model.codec import report_from_dict
 from dynscope._model.merge import save_rank
 from dynscope._model.watch import (
-    BLOCKED_REMEDY,
+    BLOCKED,
     Verdict,
     blocked_divergence,
     compare,
     digest,
     frame_key,
+    goes_on_why,
     new_collectives,
     remedy_for,
     unmatched,
-    unmatched_why,
 )
 from dynscope._read.assemble import build_report
 from dynscope._torch import records
@@ -207,7 +207,7 @@ class RankWatch:
         self._store: Any = None
         self._rank, self._world = 0, 1
         self._published: set[str] = set()
-        self._said: set[tuple[str, str]] = set()
+        self._said: set[tuple[str, object]] = set()  # notes: (frame, kinds); verdicts: (compile id, divergences)
         self._pending: list[_Pending] = []
         self._suspects: list[dict[str, Any]] = []
         self._last: tuple[str, str, float] | None = None  # (compile id, frame in words, when it ended)
@@ -560,10 +560,8 @@ class RankWatch:
             self._suspect(verdict)
             self._diverged(verdict, p.at)
             return
-        why = unmatched_why(p.acc.nth, p.hooks) if not complete else (
-            "the ranks compiled it differently, but its graphs issue no collective: the job goes on"
-            + (f"; it runs inside {p.hooks}, whose collectives every rank issues alike" if p.hooks else ""))
-        verdict = self._verdict(p, found, waited, complete, stops=False, why=why)
+        why = goes_on_why(p.acc.nth, complete=complete)
+        verdict = self._verdict(p, found, waited, complete, stops=False, why=why, hooks=p.hooks)
         self._suspect(verdict)
         self.notes.append(verdict)
         said = (verdict.frame, ",".join(sorted({d.kind for d in found})))
@@ -655,7 +653,7 @@ class RankWatch:
         verdict = Verdict(
             found_by=self._rank, world_size=self._world, frame=frame, where=where, compile_id=compile_id, line=line,
             divergences=tuple(divs), remedy=remedy_for([d for v in suspects for d in v.divergences]) if suspects
-            else BLOCKED_REMEDY, waited_s=round(stuck_for, 2), stops=True,
+            else BLOCKED, waited_s=round(stuck_for, 2), stops=True,
             answered=all(v.answered for v in suspects), blocked=True,
         )
         if store.add(_VERDICTS, 1) == 1:
@@ -664,18 +662,18 @@ class RankWatch:
     # -- stopping ---------------------------------------------------------------------------
 
     def _verdict(self, pend: _Pending, found: tuple[Divergence, ...], waited: float, complete: bool, *,
-                 stops: bool, why: str = "") -> Verdict:
+                 stops: bool, why: str = "", hooks: str = "") -> Verdict:
         rep = pend.acc.report
         frame = resume_label(rep.graphs[-1].frame) if rep.graphs else resume_label(pend.acc.name)
         return Verdict(
             found_by=self._rank, world_size=self._world, frame=frame or pend.acc.name,
             where=f"{PurePath(pend.acc.filename).name}:{pend.acc.line}", compile_id=pend.compile_id, line=pend.line,
             divergences=found, remedy=remedy_for(found), waited_s=round(waited, 2), stops=stops, answered=complete,
-            why=why,
+            why=why, hooks=hooks,
         )
 
     def _diverged(self, verdict: Verdict, at: tuple[str, int] | None = None) -> None:
-        said = (verdict.compile_id, "\n".join(d.detail for d in verdict.divergences))
+        said = (verdict.compile_id, verdict.divergences)  # the same records: said once
         if said in self._said:
             return
         self._said.add(said)

@@ -1,8 +1,9 @@
-"""Compile budgets: check a report against limits and say plainly what is over.
+"""Compile budgets: check a report against limits and find what is over, as records.
 
-:class:`Budget` is the one definition of the limits, their validation and the messages;
-``assert_compiles``, ``Report.check``, the ``compile_budget`` marker and the command line
-all build one.
+:class:`Budget` is the one definition of the limits and their validation; ``assert_compiles``,
+``Report.check``, the ``compile_budget`` marker and the command line all build one. What is
+over is an :class:`Overrun` per limit; ``dynscope._render.budget`` says them in words, reached
+through ``Budget.problems`` and ``Budget.check`` (``dynscope._model.display``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dynscope._errors import CompileBudgetError, InputError
+from dynscope._errors import InputError
 from dynscope._model.display import BudgetShortcuts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,7 +92,7 @@ class Budget(BudgetShortcuts):
         InputError: a limit is not usable (the message names it and the value).
 
     ``overruns(rep)`` gives each exceeded limit as an :class:`Overrun` record;
-    ``problems(rep)`` says them in words.
+    ``problems(rep)`` says them in words; ``check(rep)`` raises CompileBudgetError with them.
 
     Example:
         >>> budget = dynscope.Budget(max_graph_breaks=0, max_recompiles=1)
@@ -173,17 +174,6 @@ class Budget(BudgetShortcuts):
         if self.max_memory_ratio is not None:
             found += _memory_overruns(rep, self.max_memory_ratio)
         return tuple(found)
-
-    def check(self, rep: Report) -> Report:
-        """Return ``rep`` when the budget holds; raise CompileBudgetError listing every exceeded limit."""
-        __tracebackhide__ = True
-        problems = self.problems(rep)
-        if problems:
-            head = f"compile budget exceeded for {rep.title or 'the program'}"
-            raise CompileBudgetError(
-                head + "\n" + "\n".join(problems), report=rep, problems=problems
-            )
-        return rep
 
 
 def _budget_graphs(rep: Report) -> int:

@@ -1,5 +1,5 @@
 """Compare two reports: what changed, and whether the new one is worse (plain data;
-``dynscope._render.diff`` draws it)."""
+``dynscope._render.diff`` says it in words)."""
 
 from __future__ import annotations
 
@@ -8,29 +8,60 @@ import tokenize
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dynscope._format import percent
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from dynscope._model.breaks import GraphBreak
     from dynscope._model.report import Report
 
+#: What a :class:`Figure` counts: torch's version (the values are its text, "" unknown),
+#: the counts, compile seconds (in all; per phase: ``part`` is the phase), cache lookups
+#: (``part``: the cache and the result), coverage in percent, speedup (``part``: the mode).
+FIGURES = ("torch", "graphs", "graph_breaks", "break_sites", "recompiles", "graph_ops", "compile_s",
+           "phase_s", "cache", "coverage", "speedup")
+
+#: What makes the new report worse (a :class:`Worse`): coverage fell, breaks or recompiles rose.
+WORSE_KINDS = ("coverage", "graph_breaks", "recompiles")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the two reports side by side, as rounded as it is compared."""
+
+    what: str  # one of FIGURES
+    old: float | str  # the old report's figure (torch: its version, "" unknown)
+    new: float | str
+    part: tuple[str, ...] = ()  # the phase, (cache, result) or the timing mode it is of
+
+    @property
+    def changed(self) -> bool:
+        """True when the two reports' figures differ."""
+        return self.old != self.new
+
+
+@dataclass(frozen=True)
+class Worse:
+    """One way the new report is worse than the old: its figure before and after."""
+
+    what: str  # one of WORSE_KINDS
+    old: float  # the old report's count, or its coverage ratio (0..1)
+    new: float
+
 
 @dataclass(frozen=True)
 class ReportDiff:
     """What changed from ``old`` to ``new``."""
 
-    # (what, old, new, change): counts, compile seconds (and per phase), cache lookups per
-    # cache and result, torch's version, coverage, speedups; the changed rows first
-    rows: tuple[tuple[str, str, str, str], ...]
-    breaks_added: tuple[str, ...]  # "file:line [category] code"
-    breaks_removed: tuple[str, ...]
+    # counts, compile seconds (and per phase), cache lookups per cache and result, torch's
+    # version, coverage, speedups; the changed figures first
+    figures: tuple[Figure, ...]
+    breaks_added: tuple[GraphBreak, ...]  # sites only in the new report
+    breaks_removed: tuple[GraphBreak, ...]  # sites only in the old report
     ops_changed: tuple[tuple[str, int, int], ...]  # (op, old count, new count) over all graphs
-    worse_because: tuple[str, ...]  # empty when the new report is not worse
+    worse_because: tuple[Worse, ...]  # empty when the new report is not worse
     # Sites whose statement and reason are the same but whose line changed (lines inserted
-    # above, a patch written by ``fix --write``): "file:OLD -> file:NEW [category] code"
-    breaks_moved: tuple[str, ...] = ()
+    # above, a patch written by ``fix --write``): (old site, new site)
+    breaks_moved: tuple[tuple[GraphBreak, GraphBreak], ...] = ()
 
     @property
     def worse(self) -> bool:
@@ -114,51 +145,44 @@ def _cache_results(rep: Report) -> dict[tuple[str, str], int]:
 
 def diff_reports(old: Report, new: Report) -> ReportDiff:
     """Compare two reports."""
-    rows: list[tuple[str, str, str, str]] = []
+    figures: list[Figure] = []
 
-    def add(what: str, a: float, b: float, fmt: str = "{:g}") -> None:
-        change = "" if a == b else (f"+{fmt.format(b - a)}" if b > a else fmt.format(b - a))
-        rows.append((what, fmt.format(a), fmt.format(b), change))
+    def add(what: str, a: float, b: float, *part: str) -> None:
+        figures.append(Figure(what, a, b, part))
 
     add("graphs", old.graph_count, new.graph_count)
-    add("graph breaks", old.break_count, new.break_count)
-    add("break sites", len(old.breaks), len(new.breaks))
+    add("graph_breaks", old.break_count, new.break_count)
+    add("break_sites", len(old.breaks), len(new.breaks))
     add("recompiles", old.recompile_count, new.recompile_count)
-    add("graph ops", sum(g.op_count for g in old.graphs), sum(g.op_count for g in new.graphs))
-    add("compile s", round(old.compile_time.total_s, 3), round(new.compile_time.total_s, 3))
+    add("graph_ops", sum(g.op_count for g in old.graphs), sum(g.op_count for g in new.graphs))
+    add("compile_s", round(old.compile_time.total_s, 3), round(new.compile_time.total_s, 3))
     # Two releases (or two machines) side by side: where the compile time went, per phase,
     # and what the caches did, per cache and result.
     old_phases, new_phases = dict(old.compile_time.phases), dict(new.compile_time.phases)
     for phase in dict.fromkeys([*old_phases, *new_phases]):
-        add(f"compile s: {phase}", round(old_phases.get(phase, 0.0), 3), round(new_phases.get(phase, 0.0), 3))
+        add("phase_s", round(old_phases.get(phase, 0.0), 3), round(new_phases.get(phase, 0.0), 3), phase)
     old_cache, new_cache = _cache_results(old), _cache_results(new)
     for key in dict.fromkeys([*old_cache, *new_cache]):
-        add(f"cache {key[0]} {key[1]}", old_cache.get(key, 0), new_cache.get(key, 0))
+        add("cache", old_cache.get(key, 0), new_cache.get(key, 0), *key)
     if old.torch_version != new.torch_version:
-        rows.insert(0, ("torch", old.torch_version or "-", new.torch_version or "-", "changed"))  # the cause, first
-    worse: list[str] = []
+        figures.insert(0, Figure("torch", old.torch_version, new.torch_version))  # the cause, first
+    worse: list[Worse] = []
     if old.coverage is not None and new.coverage is not None:
-        add("coverage %", round(old.coverage.ratio * 100, 1), round(new.coverage.ratio * 100, 1))
+        add("coverage", round(old.coverage.ratio * 100, 1), round(new.coverage.ratio * 100, 1))
         if new.coverage.ratio < old.coverage.ratio - 1e-9:
-            worse.append(f"coverage fell from {percent(old.coverage.ratio, 1)} to {percent(new.coverage.ratio, 1)}")
+            worse.append(Worse("coverage", old.coverage.ratio, new.coverage.ratio))
     old_t = {m.mode: m for m in old.timing}
     for m in new.timing:
         if m.mode in old_t and old_t[m.mode].speedup and m.speedup:
-            add(f"speedup {m.mode}", round(old_t[m.mode].speedup, 2), round(m.speedup, 2))
+            add("speedup", round(old_t[m.mode].speedup, 2), round(m.speedup, 2), m.mode)
     if new.break_count > old.break_count:
-        worse.append(f"graph breaks rose from {old.break_count} to {new.break_count}")
+        worse.append(Worse("graph_breaks", old.break_count, new.break_count))
     if new.recompile_count > old.recompile_count:
-        worse.append(f"recompiles rose from {old.recompile_count} to {new.recompile_count}")
-    def says(b: GraphBreak) -> str:
-        return f"{b.location} [{b.category}] {b.source}"
-
+        worse.append(Worse("recompiles", old.recompile_count, new.recompile_count))
     # Sites by their statement and reason, not their line: lines inserted above a break
     # (a patch written by fix --write) move it, they do not make it a new one.
     pairs, gone, came = match_sites(old.breaks, new.breaks)
-    added = tuple(says(b) for b in came)
-    removed = tuple(says(b) for b in gone)
-    moved = tuple(f"{a.location} -> {b.location} [{b.category}] {b.source}" for a, b in pairs
-                  if a.lineno != b.lineno)
+    moved = tuple((a, b) for a, b in pairs if a.lineno != b.lineno)
     a_ops, b_ops = _ops(old), _ops(new)
     ops_changed = tuple(
         (op, a_ops.get(op, 0), b_ops.get(op, 0))
@@ -166,5 +190,5 @@ def diff_reports(old: Report, new: Report) -> ReportDiff:
         if a_ops.get(op, 0) != b_ops.get(op, 0)
     )
     # What changed first (the order kept within each part), then what held.
-    rows.sort(key=lambda row: row[3] == "")
-    return ReportDiff(tuple(rows), added, removed, ops_changed, tuple(worse), moved)
+    figures.sort(key=lambda f: not f.changed)
+    return ReportDiff(tuple(figures), tuple(came), tuple(gone), ops_changed, tuple(worse), moved)

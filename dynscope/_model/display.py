@@ -17,6 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dynscope._errors import CompileBudgetError
+from dynscope._lexicon.wording import resume_label
+from dynscope._model.base import _brief
+
 if TYPE_CHECKING:
     from types import ModuleType
 
@@ -35,9 +39,11 @@ __all__ = [
     "ExportShortcuts",
     "FixShortcuts",
     "GraphShortcuts",
+    "GuardFailureShortcuts",
     "MergedShortcuts",
     "PartChangeShortcuts",
     "RecompileFixShortcuts",
+    "RecompileShortcuts",
     "VerdictShortcuts",
     "ReportShortcuts",
 ]
@@ -290,6 +296,47 @@ class CauseShortcuts:
         return str(_door().cause_changed(self))
 
 
+class GuardFailureShortcuts:
+    """``GuardFailure``'s words and repr (its cause said by ``dynscope._render.causes``).
+
+    The class is a dataclass made with ``repr=False``: a generated ``__repr__`` would hide this one.
+    """
+
+    __slots__ = ()
+
+    @property
+    def explained(self) -> str:
+        """The failed guard said plainly ("" when not known)."""
+        cause = self.cause  # type: ignore[attr-defined]
+        return str(cause.explained) if cause is not None else ""
+
+    def __repr__(self) -> str:
+        return _brief("GuardFailure", f"{self.entry}: {self.explained or self.guard}")  # type: ignore[attr-defined]
+
+
+class RecompileShortcuts:
+    """``Recompile``'s words and repr (its causes said by ``dynscope._render.causes``).
+
+    The class is a dataclass made with ``repr=False``: a generated ``__repr__`` would hide this one.
+    """
+
+    __slots__ = ()
+
+    @property
+    def explained(self) -> tuple[str, ...]:
+        """The failed guards said plainly, one per cause."""
+        return tuple(c.explained for c in self.causes)  # type: ignore[attr-defined]
+
+    @property
+    def cause_words(self) -> tuple[str, ...]:
+        """What changed, in words, one per fix ("requires_grad changed on input x")."""
+        return tuple(c.what_changed for c in self.changes)  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        said = "; ".join(self.explained or self.raw_reasons)  # type: ignore[attr-defined]
+        return _brief("Recompile", f"{self.compile_id} {resume_label(self.frame)}: {said}")  # type: ignore[attr-defined]
+
+
 class RecompileFixShortcuts:
     """``RecompileFix``'s words (made in one place, ``dynscope._render.causes``)."""
 
@@ -345,7 +392,9 @@ class CacheDiffShortcuts:
 
 
 class BudgetShortcuts:
-    """``Budget``'s overruns in words (made in one place, ``dynscope._render.budget``)."""
+    """``Budget``'s overruns in words (made in one place, ``dynscope._render.budget``): its
+    problems, and the error ``check`` raises (the budget decides from ``Budget.overruns``;
+    only the words come from here)."""
 
     __slots__ = ()
 
@@ -353,6 +402,15 @@ class BudgetShortcuts:
         """One readable block per exceeded limit (``Budget.overruns`` in words); empty when
         the budget holds."""
         return list(_door().budget_problems(self.overruns(rep), rep))  # type: ignore[attr-defined]
+
+    def check(self, rep: Report) -> Report:
+        """Return ``rep`` when the budget holds; raise CompileBudgetError listing every exceeded limit."""
+        __tracebackhide__ = True
+        overruns = self.overruns(rep)  # type: ignore[attr-defined]
+        if overruns:
+            message, problems = _door().budget_exceeded(overruns, rep)
+            raise CompileBudgetError(message, report=rep, problems=list(problems))
+        return rep
 
 
 class DivergenceShortcuts:
@@ -364,6 +422,10 @@ class DivergenceShortcuts:
     def detail(self) -> str:
         """What differs, in words ("rank 1 recompiled Mlp.forward (0/1): ...; rank 0 did not")."""
         return str(_door().divergence_detail(self))
+
+    def __repr__(self) -> str:
+        # The class is a dataclass made with repr=False: a generated __repr__ would hide this one.
+        return _brief("Divergence", f"{self.kind} ranks {list(self.ranks)}: {self.detail}")  # type: ignore[attr-defined]
 
 
 class VerdictShortcuts:

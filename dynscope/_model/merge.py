@@ -347,10 +347,11 @@ def _recompile_key(rep: Report, by_words: bool = False) -> RecompileKey:
     # Changes carry no values, so two ranks that recompiled for the same reason with
     # different sizes agree; a recompile PyTorch gave no cause for is keyed by its failed
     # guards with their values (``causes``). Beside a rank file saved before causes were
-    # fields (words only), every rank is keyed by its words, which both kinds of file say
-    # alike: else the older file alone would seem to diverge.
+    # fields (dynscope's words only), every rank is keyed by PyTorch's failed guards as it
+    # logged them, which every kind of file keeps alike: else the older file alone would seem
+    # to diverge, and comparing words would need the renderer to say the newer file's causes.
     if by_words:
-        return tuple((r.frame, tuple(r.explained or r.raw_reasons)) for r in rep.recompiles)
+        return tuple((r.frame, r.raw_reasons) for r in rep.recompiles)
     return tuple((r.frame, r.changes or r.causes) for r in rep.recompiles)
 
 

@@ -48,7 +48,7 @@ class Fact:
     others: tuple[int, ...] = ()  # the ranks it is compared with ("...; rank 0 did not")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # the repr says the facts: DivergenceShortcuts
 class Divergence(DivergenceShortcuts):
     """One way the ranks of a job compiled differently: its kind, the ranks that differ and
     what each group of ranks did, as :class:`Fact` records; ``detail`` says them in words."""
@@ -59,9 +59,6 @@ class Divergence(DivergenceShortcuts):
     # built from words); "" when ``facts`` say it
     said: str = field(default="", metadata={"was": "detail"})
     facts: tuple[Fact, ...] = ()  # what each group did, in the order said
-
-    def __repr__(self) -> str:
-        return _brief("Divergence", f"{self.kind} ranks {list(self.ranks)}: {self.detail}")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dynscope._model.base import _brief, _Live, _live_field
 from dynscope._model.breaks import BreakEvent, GraphBreak  # noqa: TC001
 from dynscope._model.cache import CacheLookup  # noqa: TC001
 from dynscope._model.causes import FIX_SAID, SAID, Cause, RecompileFix
-from dynscope._model.display import ReportShortcuts
+from dynscope._model.display import GuardFailureShortcuts, RecompileShortcuts, ReportShortcuts
 from dynscope._model.graph import Graph, Kernel  # noqa: TC001
 from dynscope._model.memory import ProgramMemory  # noqa: TC001
 from dynscope._model.timing import CompileTime, Coverage, ModeTiming, TimingCost
@@ -42,9 +42,10 @@ SCHEMA_VERSION = 7
 
 
 
-@dataclass(frozen=True)
-class GuardFailure:
-    """A guard of an earlier cache entry that failed on the call that recompiled."""
+@dataclass(frozen=True, repr=False)  # the repr says the cause: GuardFailureShortcuts
+class GuardFailure(GuardFailureShortcuts):
+    """A guard of an earlier cache entry that failed on the call that recompiled
+    (``explained`` says its cause)."""
 
     entry: str  # the earlier compile whose guard failed ("0/0")
     guard: str  # the guard as PyTorch words it ("tensor 'x' size mismatch at index 0. expected 5, actual 6")
@@ -56,14 +57,6 @@ class GuardFailure:
     # "pytorch": the failure PyTorch logged for the entry (its first failed guard);
     # "dynscope": found by report() checking the entry's guards on the call's own inputs.
     source: str = "pytorch"
-
-    @property
-    def explained(self) -> str:
-        """The failed guard said plainly ("" when not known)."""
-        return self.cause.explained if self.cause is not None else ""
-
-    def __repr__(self) -> str:
-        return _brief("GuardFailure", f"{self.entry}: {self.explained or self.guard}")
 
 
 _BRANCH = re.compile(r"(?:if|elif|while)\b")
@@ -102,9 +95,10 @@ class SizeFix:
         return _brief("SizeFix", f"{self.compile_id} {what} at {location(self.filename, self.lineno)}")
 
 
-@dataclass(frozen=True)
-class Recompile:
-    """A compile of a frame that had been compiled before, and why."""
+@dataclass(frozen=True, repr=False)  # the repr says the causes: RecompileShortcuts
+class Recompile(RecompileShortcuts):
+    """A compile of a frame that had been compiled before, and why (``explained`` and
+    ``cause_words`` say its causes and changes)."""
 
     compile_id: str  # the new compile ("0/1")
     frame: str  # the function recompiled
@@ -137,16 +131,6 @@ class Recompile:
         recompiles are grouped by."""
         return tuple(f.change for f in self.fixes)
 
-    @property
-    def explained(self) -> tuple[str, ...]:
-        """The failed guards said plainly, one per cause (a display shortcut)."""
-        return tuple(c.explained for c in self.causes)
-
-    @property
-    def cause_words(self) -> tuple[str, ...]:
-        """What changed, in words, one per fix ("requires_grad changed on input x"; a display shortcut)."""
-        return tuple(c.what_changed for c in self.changes)
-
     @classmethod
     def _upgraded(cls, data: dict[str, Any]) -> dict[str, Any]:
         """A recompile as an older file saved it, in this layout (the codec calls it on every
@@ -163,9 +147,6 @@ class Recompile:
         changes = data.get("causes", []) if own is not None else []
         out["fixes"] = [{"kind": FIX_SAID, "said": f, "change": c} for c, f in zip(changes, fixes, strict=False)]
         return out
-
-    def __repr__(self) -> str:
-        return _brief("Recompile", f"{self.compile_id} {resume_label(self.frame)}: " + "; ".join(self.explained or self.raw_reasons))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ compiled frame's compiles so far, so the live check says what ``merge`` would sa
 job, in the same words: this module keeps the kinds a compile decides, adds the compile that
 only some ranks made and the collectives the ranks wait in that never meet, says which
 compiles can desynchronise collectives (:func:`new_collectives`: only those stop a job), and
-says what to do. No torch import.
+names the remedy to say and why a note lets the job go on, as kinds
+(``dynscope._render.divergences`` words them). No torch import.
 """
 
 from __future__ import annotations
@@ -29,18 +30,20 @@ if TYPE_CHECKING:
     from dynscope._model.report import Report
 
 __all__ = [
-    "BLOCKED_REMEDY",
+    "BLOCKED",
+    "COMPILED_ALONE",
     "LIVE_KINDS",
-    "REMEDIES",
+    "NO_COLLECTIVE",
+    "RECOMPILED_ALONE",
     "Verdict",
     "blocked_divergence",
     "compare",
     "digest",
     "frame_key",
+    "goes_on_why",
     "new_collectives",
     "remedy_for",
     "unmatched",
-    "unmatched_why",
 ]
 
 #: The kinds of divergence one compile decides. Cache hits, the order graphs ran in and
@@ -50,44 +53,13 @@ LIVE_KINDS = (
     "collective_schedule",
 )
 
-#: What to do, per kind (the first kind found leads).
-REMEDIES: dict[str, str] = {
-    "recompiles": (
-        "make the value that changed the same on every rank: pad every batch to one size or drop "
-        "the short last batch (drop_last=True, or DistributedSampler with drop_last=True); mark the "
-        "varying dimension dynamic before the first call (torch._dynamo.mark_dynamic(x, 0)); with "
-        "automatic dynamic shapes, torch._dynamo.config.enable_compiler_collectives = True lets the "
-        "ranks decide together"
-    ),
-    "break_sites": (
-        "make the branch rank-independent: no `if rank == 0:` print, logging or collective inside "
-        "compiled code; do rank-0 work after the step, or guard it with torch.compiler.is_compiling()"
-    ),
-    "tensor_metadata": (
-        "build every rank's inputs the same way: one dtype (one autocast and precision setting on "
-        "every rank), .contiguous(), the same shapes"
-    ),
-    "graph_structure": (
-        "run the same code on the same shapes and dtypes on every rank: one precision setting "
-        "(dtype, autocast) everywhere, inputs padded to a fixed size, no rank-dependent Python "
-        "branches in compiled code"
-    ),
-    "graph_count": (
-        "compile the same functions on every rank: a frame only some ranks compile comes from a "
-        "rank-dependent branch or a graph break on those ranks only"
-    ),
-    "guards": (
-        "a value is specialised differently per rank: make it the same on every rank, pass it as a "
-        "tensor, or mark it dynamic"
-    ),
-    "collectives": (
-        "issue the same collectives in the same order on every rank: no collective under a "
-        "rank-dependent branch; make the graphs identical (above)"
-    ),
-    "collective_schedule": (
-        "keep Inductor's communication reordering options the same on every rank, and the graphs identical"
-    ),
-}
+#: The remedy when the ranks wait in collectives that never meet and no compile explains it.
+BLOCKED = "blocked"
+
+#: Why a note (a verdict that does not stop the job) lets the job go on: a recompile only some
+#: ranks made, a frame only some ranks compiled, neither with a collective of its own; or a
+#: compile every rank made differently whose graphs issue no collective.
+RECOMPILED_ALONE, COMPILED_ALONE, NO_COLLECTIVE = "recompiled_alone", "compiled_alone", "no_collective"
 
 
 def frame_key(name: str, filename: str, line: int, nth: int) -> str:
@@ -141,23 +113,13 @@ def new_collectives(rep: Report, nth: int) -> tuple[str, ...]:
     return newest
 
 
-def unmatched_why(nth: int, hooks: str) -> str:
-    """Why a compile only some ranks made, with no new collective in it, does not stop the job:
-    the words a note says after its divergence."""
-    why = ("a recompile of a function every rank runs, without a collective of its own: the "
-           "other ranks wait for it in their next collective, then the job goes on" if nth > 0 else
-           "a function only some ranks run, without a collective inside: the job goes on")
-    if hooks:
-        why += f"; it runs inside {hooks}, whose collectives every rank issues alike"
-    return why
-
-
-#: What to do when the ranks wait in collectives that never meet and no compile explains it.
-BLOCKED_REMEDY = (
-    "issue the same collectives in the same order on every rank: the same number of steps and "
-    "batches on every rank (DistributedSampler with drop_last=True; leave a loop on every rank "
-    "together), no collective under a rank-dependent branch"
-)
+def goes_on_why(nth: int, *, complete: bool) -> str:
+    """Why a compile the ranks made differently, with no new collective in it, does not stop
+    the job (one of RECOMPILED_ALONE, COMPILED_ALONE, NO_COLLECTIVE): ``complete`` when every
+    rank gave its account of it, ``nth`` which compile of the frame it is (0 first)."""
+    if complete:
+        return NO_COLLECTIVE
+    return RECOMPILED_ALONE if nth > 0 else COMPILED_ALONE
 
 
 def blocked_divergence(blocked: Mapping[int, Mapping[str, Any]]) -> Divergence:
@@ -182,8 +144,9 @@ def blocked_divergence(blocked: Mapping[int, Mapping[str, Any]]) -> Divergence:
 
 
 def remedy_for(found: Sequence[Divergence]) -> str:
-    """What to do about the first divergence that has a remedy."""
-    return next((REMEDIES[d.kind] for d in found if d.kind in REMEDIES), REMEDIES["graph_structure"])
+    """Which remedy to say: the kind of the first divergence a compile decides (each of
+    LIVE_KINDS has a remedy; ``dynscope._render.divergences`` says it)."""
+    return next((d.kind for d in found if d.kind in LIVE_KINDS), "graph_structure")
 
 
 @dataclass(frozen=True)
@@ -198,12 +161,13 @@ class Verdict(VerdictShortcuts):
     compile_id: str  # Dynamo's compile id on the rank that found it ("0/1")
     line: str  # the user's line that called into it ("train.py:41: out = step(x)"), "" unknown
     divergences: tuple[Divergence, ...]
-    remedy: str
+    remedy: str  # which remedy to say: one of LIVE_KINDS, or BLOCKED
     waited_s: float  # how long the finding rank waited for the others
     stops: bool = True  # False: said only (the compile brings no collective: the job goes on)
     answered: bool = True  # every rank gave its account (False: the odd ranks compiled alone)
     blocked: bool = False  # found while every rank waited in collectives that never meet
-    why: str = ""  # a note's reason for not stopping the job
+    why: str = ""  # a note's reason for not stopping the job: RECOMPILED_ALONE, ... ("" else)
+    hooks: str = ""  # a note's: the hooks the compiled code runs inside ("DDP's hooks"), "" none
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -216,7 +180,7 @@ class Verdict(VerdictShortcuts):
             "found_by": self.found_by, "world_size": self.world_size, "frame": self.frame, "where": self.where,
             "compile_id": self.compile_id, "line": self.line, "remedy": self.remedy, "waited_s": self.waited_s,
             "stops": self.stops, "answered": self.answered, "blocked": self.blocked, "why": self.why,
-            "divergences": [to_plain(d) for d in self.divergences],
+            "hooks": self.hooks, "divergences": [to_plain(d) for d in self.divergences],
         }
 
     @classmethod
@@ -229,6 +193,6 @@ class Verdict(VerdictShortcuts):
             where=str(data["where"]), compile_id=str(data["compile_id"]), line=str(data["line"]),
             remedy=str(data["remedy"]), waited_s=float(data["waited_s"]), stops=bool(data.get("stops", True)),
             answered=bool(data.get("answered", True)), blocked=bool(data.get("blocked", False)),
-            why=str(data.get("why", "")),
+            why=str(data.get("why", "")), hooks=str(data.get("hooks", "")),
             divergences=tuple(from_plain(Divergence, d) for d in data["divergences"]),
         )

@@ -45,6 +45,7 @@ __all__ = [
     "aot_graph_dot",
     "aot_graph_svg",
     "break_card",
+    "budget_exceeded",
     "budget_problems",
     "cache_change_todo",
     "cache_change_what",
@@ -228,6 +229,13 @@ def budget_problems(overruns: Sequence[Overrun], rep: Report) -> list[str]:
     from dynscope._render.budget import problems_text
 
     return problems_text(overruns, rep)
+
+
+def budget_exceeded(overruns: Sequence[Overrun], rep: Report) -> tuple[str, list[str]]:
+    """The error a broken budget raises, in words: its message and its blocks (``Budget.check``)."""
+    from dynscope._render.budget import exceeded_text
+
+    return exceeded_text(overruns, rep)
 
 
 def overrun_lines(overrun: Overrun, rep: Report) -> tuple[str, list[str]]:

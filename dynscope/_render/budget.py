@@ -1,5 +1,5 @@
 """A compile budget's overruns in words: the blocks ``Budget.problems`` returns, the
-``CompileBudgetError`` message and the command line's gates say."""
+``CompileBudgetError`` message ``Budget.check`` raises and the command line's gates say."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from dynscope._model.budget import Overrun
     from dynscope._model.report import Report
 
-__all__ = ["overrun_detail", "overrun_head", "overrun_text", "problems_text"]
+__all__ = ["exceeded_text", "overrun_detail", "overrun_head", "overrun_text", "problems_text"]
 
 
 def _limit(o: Overrun) -> int:
@@ -92,3 +92,11 @@ def overrun_text(o: Overrun, rep: Report) -> str:
 def problems_text(overruns: Sequence[Overrun], rep: Report) -> list[str]:
     """Every overrun as a block (``Budget.problems``)."""
     return [overrun_text(o, rep) for o in overruns]
+
+
+def exceeded_text(overruns: Sequence[Overrun], rep: Report) -> tuple[str, list[str]]:
+    """The ``CompileBudgetError`` ``Budget.check`` raises, in words: its message (a head naming
+    the program, then every overrun's block) and the blocks themselves."""
+    problems = problems_text(overruns, rep)
+    head = f"compile budget exceeded for {rep.title or 'the program'}"
+    return "\n".join([head, *problems]), problems

@@ -1,5 +1,6 @@
 """The words of a divergence: each :class:`~dynscope._model.ranks.Fact` a merge or the live
-watch found, said in one place, and the verdict every rank of a watched job says."""
+watch found, said in one place, and the verdict every rank of a watched job says (its remedy
+and why a note lets the job go on, from their kinds)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from dynscope._format import plural, rank_ranges
 from dynscope._model.cache import BYPASSED, GUARD_MISS, NO_PARTS, NOT_IN_A, SAME_KEY, PartChange
+from dynscope._model.watch import BLOCKED, COMPILED_ALONE, NO_COLLECTIVE, RECOMPILED_ALONE
 from dynscope._render.cache import CACHE_WORDS, change_what
 from dynscope._render.causes import explained
 
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from dynscope._model.ranks import Divergence, Fact, Value
     from dynscope._model.watch import Verdict
 
-__all__ = ["detail", "fact_text", "verdict_text", "who"]
+__all__ = ["REMEDY_WORDS", "detail", "fact_text", "goes_on_text", "verdict_text", "who"]
 
 
 def who(ranks: Sequence[int]) -> str:
@@ -211,6 +213,68 @@ def detail(d: Divergence) -> str:
     return "".join(out)
 
 
+#: What to do, per remedy (``Verdict.remedy``: one of the kinds a compile decides, LIVE_KINDS, or BLOCKED).
+REMEDY_WORDS: dict[str, str] = {
+    "recompiles": (
+        "make the value that changed the same on every rank: pad every batch to one size or drop "
+        "the short last batch (drop_last=True, or DistributedSampler with drop_last=True); mark the "
+        "varying dimension dynamic before the first call (torch._dynamo.mark_dynamic(x, 0)); with "
+        "automatic dynamic shapes, torch._dynamo.config.enable_compiler_collectives = True lets the "
+        "ranks decide together"
+    ),
+    "break_sites": (
+        "make the branch rank-independent: no `if rank == 0:` print, logging or collective inside "
+        "compiled code; do rank-0 work after the step, or guard it with torch.compiler.is_compiling()"
+    ),
+    "tensor_metadata": (
+        "build every rank's inputs the same way: one dtype (one autocast and precision setting on "
+        "every rank), .contiguous(), the same shapes"
+    ),
+    "graph_structure": (
+        "run the same code on the same shapes and dtypes on every rank: one precision setting "
+        "(dtype, autocast) everywhere, inputs padded to a fixed size, no rank-dependent Python "
+        "branches in compiled code"
+    ),
+    "graph_count": (
+        "compile the same functions on every rank: a frame only some ranks compile comes from a "
+        "rank-dependent branch or a graph break on those ranks only"
+    ),
+    "guards": (
+        "a value is specialised differently per rank: make it the same on every rank, pass it as a "
+        "tensor, or mark it dynamic"
+    ),
+    "collectives": (
+        "issue the same collectives in the same order on every rank: no collective under a "
+        "rank-dependent branch; make the graphs identical (above)"
+    ),
+    "collective_schedule": (
+        "keep Inductor's communication reordering options the same on every rank, and the graphs identical"
+    ),
+    BLOCKED: (
+        "issue the same collectives in the same order on every rank: the same number of steps and "
+        "batches on every rank (DistributedSampler with drop_last=True; leave a loop on every rank "
+        "together), no collective under a rank-dependent branch"
+    ),
+}
+
+#: Why a note lets the job go on (``Verdict.why``).
+_GOES_ON: dict[str, str] = {
+    RECOMPILED_ALONE: ("a recompile of a function every rank runs, without a collective of its own: the "
+                       "other ranks wait for it in their next collective, then the job goes on"),
+    COMPILED_ALONE: "a function only some ranks run, without a collective inside: the job goes on",
+    NO_COLLECTIVE: "the ranks compiled it differently, but its graphs issue no collective: the job goes on",
+}
+
+
+def goes_on_text(v: Verdict) -> str:
+    """Why a note lets the job go on, in words, with the hooks it runs inside ("" for a verdict
+    that stops)."""
+    if not v.why:
+        return ""
+    why = _GOES_ON.get(v.why, v.why)
+    return why + (f"; it runs inside {v.hooks}, whose collectives every rank issues alike" if v.hooks else "")
+
+
 def verdict_text(v: Verdict, *, saved: str = "") -> str:
     """The words every rank of a watched job says (``Verdict.message``): which ranks, where,
     what differs, the line, the remedy."""
@@ -226,9 +290,9 @@ def verdict_text(v: Verdict, *, saved: str = "") -> str:
     lines += [f"  {d.kind} ({who(list(d.ranks))}): {detail(d)}" for d in v.divergences]
     if v.line:
         lines.append(f"  your line: {v.line}")
-    lines.append(f"  remedy: {v.remedy}")
+    lines.append(f"  remedy: {REMEDY_WORDS.get(v.remedy, v.remedy)}")  # a kind from a newer dynscope: named
     if not v.stops and v.why:
-        lines.append(f"  not stopped: {v.why}")
+        lines.append(f"  not stopped: {goes_on_text(v)}")
     if saved:
         lines.append(f"  this rank's report so far: {saved} (merge the folder: dynscope merge {PurePath(saved).parent})")
     return "\n".join(lines)

@@ -133,7 +133,7 @@ def _verdict(ranks: tuple[int, ...], world: int) -> Verdict:
         found_by=ranks[0], world_size=world, frame="forward", where="train.py:12", compile_id="0/1",
         line="train.py:41: loss = forward(x)",
         divergences=(dynscope.Divergence("recompiles", ranks, "rank 3 recompiled forward (0/1): ..."),),
-        remedy="pad the last batch", waited_s=2.0,
+        remedy="recompiles", waited_s=2.0,
     )
 
 
@@ -142,7 +142,7 @@ def test_a_verdict_travels_as_plain_data_and_says_who_where_and_what_to_do() -> 
     assert Verdict.from_dict(v.to_dict()) == v
     text = v.message(saved="dynscope-ranks/rank-3.json")
     assert text.startswith("rank 3 of 4 ranks diverged at forward (train.py:12), compile 0/1, found by rank 3")
-    assert "  your line: train.py:41: loss = forward(x)" in text and "  remedy: pad the last batch" in text
+    assert "  your line: train.py:41: loss = forward(x)" in text and "  remedy: make the value that changed the same on every rank: pad every batch" in text
     assert "dynscope merge dynscope-ranks" in text
     # Two ranks, one each way: neither is the odd one.
     assert _verdict((1,), 2).message().startswith("the 2 ranks diverged at forward")

@@ -15,7 +15,7 @@ import pytest
 import dynscope
 from dynscope._cli import main
 from dynscope._model.breaks import GraphBreak
-from dynscope._model.diff import diff_reports, match_sites, normalised_code
+from dynscope._model.diff import Figure, diff_reports, match_sites, normalised_code
 from dynscope._render.diff import render_diff
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
@@ -86,8 +86,9 @@ def test_diff_says_a_break_moved_when_lines_are_inserted_above_it(tmp_path: Path
     assert b.lineno == a.lineno + 2
     d = diff_reports(old, new)
     assert not d.breaks_added and not d.breaks_removed
-    assert d.breaks_moved == (f"diffmodel.py:{a.lineno} -> diffmodel.py:{b.lineno} [{a.category}] {a.source}",)
+    assert d.breaks_moved == ((a, b),)
     text = render_diff(d)
+    assert f"  ~ diffmodel.py:{a.lineno} -> diffmodel.py:{b.lineno} [{a.category}] {a.source}\n" in text
     assert "Breaks moved (the same statement, the same reason):" in text and "Breaks added" not in text
     # The command line reads the saved reports the same way.
     old.save(tmp_path / "old.json")
@@ -128,9 +129,8 @@ def test_after_fix_write_diff_follows_the_break_below_the_patch(tmp_path: Path,
     new = _report_of(tmp_path, (tmp_path / "diffmodel.py").read_text())
     d = diff_reports(old, new)
     kept = next(b for b in old.breaks if "graph_break" in b.source)
-    assert [s for s in d.breaks_removed if "logging.debug" in s] and not d.breaks_added
-    assert d.breaks_moved == (f"diffmodel.py:{kept.lineno} -> diffmodel.py:{kept.lineno + 1} "
-                              f"[{kept.category}] {kept.source}",)
+    assert [b for b in d.breaks_removed if "logging.debug" in b.source] and not d.breaks_added
+    assert [(a.lineno, b.lineno, b.source) for a, b in d.breaks_moved] == [(kept.lineno, kept.lineno + 1, kept.source)]
     capsys.readouterr()
 
 
@@ -139,17 +139,18 @@ def test_two_releases_side_by_side_put_torch_and_what_changed_first() -> None:
     old = dynscope.load_trace(TRACES / "torch-2.13" / "logs" / "inductor-train.log")
     new = dynscope.load_trace(TRACES / "torch-2.15" / "logs" / "inductor-train.log")
     d = diff_reports(old, new)
-    whats = [row[0] for row in d.rows]
-    assert d.rows[0] == ("torch", old.torch_version, new.torch_version, "changed")
-    changed = [row[3] != "" for row in d.rows]
-    assert changed == sorted(changed, reverse=True), "the changed rows first"
+    whats = [(f.what, *f.part) for f in d.figures]
+    assert d.figures[0] == Figure("torch", old.torch_version, new.torch_version) and d.figures[0].changed
+    changed = [f.changed for f in d.figures]
+    assert changed == sorted(changed, reverse=True), "the changed figures first"
     phases = [p for p, _ in old.compile_time.phases]
-    assert phases and all(f"compile s: {p}" in whats for p in phases)
-    row = dict((r[0], r) for r in d.rows)[f"compile s: {phases[0]}"]
-    assert float(row[1]) == round(dict(old.compile_time.phases)[phases[0]], 3)
-    assert {"cache fx_graph miss", "cache aot_autograd miss"} <= set(whats)
+    assert phases and all(("phase_s", p) in whats for p in phases)
+    figure = next(f for f in d.figures if f.what == "phase_s" and f.part == (phases[0],))
+    assert figure.old == round(dict(old.compile_time.phases)[phases[0]], 3)
+    assert {("cache", "fx_graph", "miss"), ("cache", "aot_autograd", "miss")} <= set(whats)
     text = render_diff(d)
-    assert text.splitlines()[2].split()[:3] == ["torch", old.torch_version, new.torch_version]
-    # One release against itself: no torch row, nothing changed.
+    assert text.splitlines()[2].split()[:4] == ["torch", old.torch_version, new.torch_version, "changed"]
+    assert f"compile s: {phases[0]} " in text and "cache fx_graph miss " in text
+    # One release against itself: no torch figure, nothing changed.
     same = diff_reports(old, old)
-    assert "torch" not in [r[0] for r in same.rows] and all(r[3] == "" for r in same.rows)
+    assert "torch" not in [f.what for f in same.figures] and not any(f.changed for f in same.figures)

@@ -1,0 +1,24 @@
+"""A watch verdict's remedy and a note's reason are kinds in the model and words here."""
+
+from __future__ import annotations
+
+from dynscope._model.ranks import Divergence
+from dynscope._model.watch import BLOCKED, LIVE_KINDS, NO_COLLECTIVE, Verdict, goes_on_why, remedy_for
+from dynscope._render.divergences import REMEDY_WORDS, verdict_text
+
+
+def test_every_remedy_the_watch_names_has_words() -> None:
+    assert set(REMEDY_WORDS) == {*LIVE_KINDS, BLOCKED}
+
+
+def test_a_note_says_why_the_job_goes_on_and_the_hooks_it_runs_in() -> None:
+    found = (Divergence("cache", (1,), "a"), Divergence("guards", (1,), "b"))
+    assert remedy_for(found) == "guards", "the first kind a compile decides leads"
+    v = Verdict(found_by=0, world_size=2, frame="step", where="train.py:3", compile_id="0/0", line="",
+                divergences=found, remedy=remedy_for(found), waited_s=1.0, stops=False,
+                why=goes_on_why(0, complete=True), hooks="DDP's hooks")
+    assert v.why == NO_COLLECTIVE and Verdict.from_dict(v.to_dict()) == v
+    lines = verdict_text(v).splitlines()
+    assert lines[-2] == f"  remedy: {REMEDY_WORDS['guards']}"
+    assert lines[-1] == ("  not stopped: the ranks compiled it differently, but its graphs issue no collective: the "
+                         "job goes on; it runs inside DDP's hooks, whose collectives every rank issues alike")
