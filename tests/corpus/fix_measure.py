@@ -76,6 +76,7 @@ def measure(modules: list[types.ModuleType] | None = None) -> dict[str, Any]:
             row = per.setdefault(u.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
             row["found"] += 1
             row["removed"] += bool(u.gone_with)  # it followed from a patched break: gone with that patch
+            row["gone"] = row.get("gone", 0) + bool(u.gone_with)
             if (want != "none") != bool(u.gone_with):
                 mismatched.append((u.site, "gone with the verified patches" if u.gone_with else "no patch", want))
     return {"per": per, "mismatched": mismatched, "changed": changed, "on_purpose": on_purpose}
@@ -105,7 +106,8 @@ def measure_held_out(programs: dict[str, Any]) -> dict[str, Any]:
             if mark is None:
                 unmarked.append(f"{name}: {site}")
             row = per.setdefault(category, dict.fromkeys(("found", "fixable", "patched", "verified", "removed",
-                                                          "fixable removed"), 0))
+                                                          "fixable removed", "gone"), 0))
+            row["gone"] += gone
             removed = bool(p is not None and p.verified and p.breaks_after == 0) or gone
             row["found"] += 1
             row["fixable"] += mark != "must-not"
@@ -139,10 +141,11 @@ def _break_mark(filename: str, lineno: int) -> str | None:
 
 
 def table(per: dict[str, dict[str, int]]) -> str:
-    """Per category: sites found, removed by verified patches, proposed (a patch, not
-    verified), left alone (no patch); and the totals."""
-    rows = [(cat, r["found"], r["removed"], r["patched"] - r["verified"], r["found"] - r["patched"])
-            for cat, r in sorted(per.items())]
+    """Per category: sites found, removed by verified patches (a site gone with another's
+    patch among them), proposed (a patch, not verified), left alone (no patch, not gone); and
+    the totals."""
+    rows = [(cat, r["found"], r["removed"], r["patched"] - r["verified"],
+             r["found"] - r["patched"] - r.get("gone", 0)) for cat, r in sorted(per.items())]
     total = [sum(int(r[i]) for r in rows) for i in range(1, 5)]
     out = [f"{'category':44} {'found':>5} {'removed':>7} {'proposed':>8} {'left alone':>10}"]
     out += [f"{cat:44} {f:5} {rm:7} {pr:8} {la:10}" for cat, f, rm, pr, la in rows]
