@@ -131,7 +131,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("checked_regression", {checks.ASSERT}),
     ("biased_attention", {WHERE}),
     ("normalised", {TENSOR}),
-    ("logged_shift", {checks.GUARD_CHECK, "guard side effect"}),
+    ("logged_shift", {checks.GUARD_CHECK}),
     ("raising_with_values", {checks.ASSERT}),
 ])
 def test_checks_temporaries_and_unpacked_sizes_are_verified_live(name: str, rewrites: set[str]) -> None:
@@ -139,7 +139,8 @@ def test_checks_temporaries_and_unpacked_sizes_are_verified_live(name: str, rewr
     assert {p.rewrite for p in res.patches} == rewrites, [(p.rewrite, p.why_not) for p in res.patches]
     for p in res.patches:
         assert p.verified and p.breaks_after == 0 and p.outputs_matched, (p.site, p.why_not)
-    assert res.breaks_after == 0 and not [u for u in res.unpatched if u.owner == "your code"]
+    # A report inside a guarded check (logged_shift's warning) is part of that patch, no patch of its own.
+    assert res.breaks_after == 0 and not [u for u in res.unpatched if u.owner == "your code" and not u.gone_with]
 
 
 @pytest.mark.heavy

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import dynscope
-from dynscope._capture.fix.host import DENSE, FLOAT, MATH, NONZERO, NUMPY, SEGMENT, SELECT
+from dynscope._capture.fix.host import DENSE, ENDS, FLOAT, MATH, NONZERO, NUMPY, SEGMENT, SELECT
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._lexicon.break_categories import DYNAMIC_SHAPE, SCALAR, UNSUPPORTED_CALL
 from tests.corpus import fix_host as fh
@@ -217,7 +217,9 @@ def test_filtered_tensors_rebound_to_their_own_names_and_tensors_rebound_before_
     changed = "def f(boxes, m):\n    kept = boxes[m]\n    boxes = boxes * 2\n    return kept.sum()\n"
     assert SELECT not in _names(changed, "boxes[m]", DYNAMIC_SHAPE)[0], "the masked form would read the new boxes"
     rows = "def f(scores, boxes):\n    keep = scores.nonzero(as_tuple=False)[0]\n    return boxes[keep].sum()\n"
-    assert _names(rows, "nonzero", DYNAMIC_SHAPE)[0] == [], "as_tuple=False: [0] is the first row, no index"
+    # as_tuple=False: [0] is the first row, no index of rows to mask; of a 1-D mask it is the
+    # first position held, an argmax (whose 1-D assumption the verification checks).
+    assert _names(rows, "nonzero", DYNAMIC_SHAPE)[0] == [ENDS]
 
 
 def test_rows_taken_by_index_select_or_a_full_slice_are_the_same_selection() -> None:
