@@ -404,6 +404,12 @@ def _torchrun(folder: Path, case: str, *, ranks: int = 2, how: str = "code", tim
     return Job(done.returncode, done.stdout + done.stderr, time.monotonic() - started, folder)
 
 
+def _errors_of(out: str) -> list[str]:
+    """The lines of a job's output that name an error or the watch: what a failed run said."""
+    return [line for line in out.splitlines()
+            if re.search(r"Error|dynscope|watch|exitcode|Traceback", line) and "site-packages" not in line][-40:]
+
+
 #: case -> (the kind said, words it must say, the rank named odd or None, how the watch is turned on)
 CASES: dict[str, tuple[str, str, int | None, str]] = {
     "batch": ("recompiles", "input x changed size in dim 0: compiled for 8, called with 4", 1, "code"),
@@ -436,7 +442,9 @@ def test_the_watch_stops_the_seeded_job_with_its_cause_before_the_timeout(case: 
     job = _torchrun(tmp_path, case.split("-")[0], how=how)
     out = job.output
     assert job.returncode != 0
-    assert "dynscope.RankDivergenceError:" in out, out[-4000:]
+    # On failure, each rank's last error line and the watch's own lines first (a rank's error is
+    # often far above the tail of the launcher's traceback), then the tail.
+    assert "dynscope.RankDivergenceError:" in out, "\n".join(_errors_of(out) + [out[-2000:]])
     assert "Timed out waiting" not in out
     said = [line for line in out.splitlines() if re.search(rf"(\]:|watch_ranks:)   {kind} \(", line)]
     # On failure, what the watch said (its lines), not the tail of the ranks' tracebacks.
