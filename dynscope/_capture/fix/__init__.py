@@ -122,27 +122,16 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
         patches.append(patch)
         if patch.verified:
             chosen.append((patch, rewrite))
-    asked = [(site.filename, site.lineno) for site in before.breaks
-             if any(u.site == site.location for u in unpatched)]
+    left = {u.site for u in unpatched}
+    asked = [site for site in before.breaks if site.location in left]
     after, outputs_after, written, backups, note, gone = _together(model, calls, eager, chosen, sources, asked,
                                                                    write=write)
     if gone:  # sites that only followed from a patched break: gone with the verified patches
         with_them = tuple(sorted({p.site for p, _ in chosen}))
-        places = {(os.path.realpath(f), line) for f, line in gone}
-        unpatched = [_with_gone(u, with_them) if _site_of(u, before) in places else u for u in unpatched]
+        unpatched = [replace(u, gone_with=with_them) if u.site in gone else u for u in unpatched]
     return FixResult(title=title, patches=tuple(patches), unpatched=tuple(unpatched), breaks_before=before.break_count,
                      breaks_after=after, outputs_matched_after=outputs_after, written=written, backups=backups,
                      note=note, blocked=blocked)
-
-
-def _site_of(u: Unpatched, before: Report) -> tuple[str, int] | None:
-    """The (real path, line) of a site left alone, from the report's break there."""
-    b = next((b for b in before.breaks if b.location == u.site), None)
-    return (os.path.realpath(b.filename), b.lineno) if b is not None else None
-
-
-def _with_gone(u: Unpatched, sites: tuple[str, ...]) -> Unpatched:
-    return replace(u, gone_with=sites)
 
 
 def _blocker(err: CaptureError) -> str:
@@ -509,20 +498,20 @@ def _forget(filename: str) -> None:
 
 
 def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Rewrite]], sources: dict[str, Source],
-              asked: Sequence[tuple[str, int]] = (), *,
-              write: bool) -> tuple[int | None, bool | None, tuple[str, ...], tuple[str, ...], str, list[tuple[str, int]]]:
+              asked: Sequence[GraphBreak] = (), *,
+              write: bool) -> tuple[int | None, bool | None, tuple[str, ...], tuple[str, ...], str, set[str]]:
     """Every verified patch applied together, in every file they touch (the model's, its
     helpers' in other files of the project): the break count and outputs, and, with ``write``,
     the files written when the patches together still verify (fewer breaks, outputs equal) and
-    each file is as fix read it; and which of the ``asked`` sites (file, line) no longer break
-    when they verify together (a break that only followed from a patched one)."""
+    each file is as fix read it; and which of the ``asked`` break sites (their locations) no
+    longer break when they verify together (a break that only followed from a patched one)."""
     by_file: dict[str, list[tuple[Patch, Rewrite]]] = {}
     for patch, rw in chosen:
         kept = by_file.setdefault(patch.filename, [])
         if all(rw.last < r.first or rw.first > r.last for _, r in kept):  # one statement, one rewrite
             kept.append((patch, rw))
     texts = {f: combined(sources[f].text, [rw for _, rw in items]) for f, items in by_file.items()}
-    gone: list[tuple[str, int]] = []
+    gone: set[str] = set()
     after: int | None = None
     matched: bool | None = None
     why = ""
@@ -560,22 +549,20 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
     return after, matched, tuple(written), tuple(backups), note, gone
 
 
-def _gone(rerun: _Rerun, by_file: dict[str, list[tuple[Patch, Rewrite]]],
-          asked: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
-    """The asked sites (file, line) with no break in the patched run: each line mapped to its
-    place in its file's patched copy (a file no patch touched runs as it is)."""
-    rep = rerun.rep
-    if rep is None:
-        return []
+def _gone(rerun: _Rerun, by_file: dict[str, list[tuple[Patch, Rewrite]]], asked: Sequence[GraphBreak]) -> set[str]:
+    """The locations of the asked sites with no break in the patched run: each line mapped to
+    its place in its file's patched copy (a file no patch touched runs as it is)."""
+    if rerun.rep is None:
+        return set()
     copies = dict(rerun.copies)
-    still = {(os.path.realpath(b.filename), b.lineno) for b in rep.breaks}
-    out = []
-    for filename, line in asked:
-        rewrites = [rw for _, rw in by_file.get(filename, [])]
-        now = line_map([(rw.first, rw.last, rw.new_last - rw.first + 1) for rw in rewrites])(line)
+    still = {(os.path.realpath(b.filename), b.lineno) for b in rerun.rep.breaks}
+    out = set()
+    for site in asked:
+        rewrites = [rw for _, rw in by_file.get(site.filename, [])]
+        now = line_map([(rw.first, rw.last, rw.new_last - rw.first + 1) for rw in rewrites])(site.lineno)
         if now is None:
             continue  # inside a patched statement: that patch's own site
-        where = copies.get(filename, filename) if rewrites else filename
+        where = copies.get(site.filename, site.filename) if rewrites else site.filename
         if (os.path.realpath(where), now) not in still:
-            out.append((filename, line))
+            out.add(site.location)
     return out

@@ -16,6 +16,7 @@ from dynscope._capture.fix.statements import (
     Made,
     Text,
     block_of,
+    contains,
     enumerated_list,
     function_of,
     names_loaded,
@@ -203,7 +204,7 @@ def _bound_before(stmt: ast.stmt, text: Text) -> set[str]:
     names = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
     block: list[ast.stmt] = fn.body
     while True:
-        at = next((i for i, s in enumerate(block) if s is stmt or _holds(s, stmt)), None)
+        at = next((i for i, s in enumerate(block) if contains(s, stmt)), None)
         if at is None:
             return names
         for s in block[:at]:
@@ -213,21 +214,21 @@ def _bound_before(stmt: ast.stmt, text: Text) -> set[str]:
             return names
         if isinstance(holder, (ast.For, ast.AsyncFor)):
             names |= {t.id for t in ast.walk(holder.target) if isinstance(t, ast.Name)}
-        block = next(b for b in _blocks(holder) if any(s is stmt or _holds(s, stmt) for s in b))
+        block = next(b for b in _blocks(holder) if any(contains(s, stmt) for s in b))
 
 
 def _in_tree(source: str, stmt: ast.stmt) -> ast.stmt:
     """The file's own statement standing where ``stmt`` stands (a narrowed ``if`` a rewrite
-    made is no node of the file's tree); ``stmt`` when it is one."""
+    made is no node of the file's tree; the outermost statement starting there): ``stmt``
+    itself when it is one."""
+    found = None
     for node in ast.walk(parsed(source)):
         if node is stmt:
             return stmt
-    return next((n for n in ast.walk(parsed(source)) if isinstance(n, ast.stmt) and n.lineno == stmt.lineno
-                 and n.col_offset == stmt.col_offset), stmt)
-
-
-def _holds(outer: ast.stmt, inner: ast.stmt) -> bool:
-    return outer is not inner and any(n is inner for n in ast.walk(outer))
+        if found is None and isinstance(node, ast.stmt) and (node.lineno, node.col_offset) == (stmt.lineno,
+                                                                                                stmt.col_offset):
+            found = node
+    return found or stmt
 
 
 def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
@@ -256,7 +257,7 @@ def _live_after(source: str, stmt: ast.stmt, name: str) -> bool:
     stmt = _in_tree(source, stmt)
     fn = function_of(source, stmt)
     scope: ast.AST = fn if fn is not None else parsed(source)
-    if any(isinstance(n, (ast.For, ast.While)) and any(m is stmt for m in ast.walk(n)) for n in ast.walk(scope)):
+    if any(isinstance(n, (ast.For, ast.While)) and contains(n, stmt) for n in ast.walk(scope)):
         return read_later(source, stmt, name)
     block, at = block_of(source, stmt)
     for s in block[at + 1:]:
@@ -777,8 +778,8 @@ def shortcut_exit(stmt: ast.stmt, text: Text) -> Made | None:
     if not isinstance(exit_, (ast.Break, ast.Continue, ast.Return)) or not tensor_tested(stmt):
         return None
     fn = function_of(text.source, stmt)
-    loop = next((n for n in ast.walk(fn or parsed(text.source)) if isinstance(n, (ast.For, ast.While))
-                 and any(b is stmt for b in ast.walk(n))), None)
+    loops = [n for n in ast.walk(fn or parsed(text.source)) if isinstance(n, (ast.For, ast.While)) and contains(n, stmt)]
+    loop = loops[-1] if loops else None  # the innermost: ast.walk meets outer loops first
     if isinstance(exit_, (ast.Break, ast.Continue)) and not isinstance(loop, ast.For):
         return None  # a while loop's break may be its only exit: without it the loop would not end
     block, at = block_of(text.source, stmt)

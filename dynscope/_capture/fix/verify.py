@@ -376,24 +376,16 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
     if isinstance(obj, torch.nn.Module):
         swapped = copy.deepcopy(obj)
         classes: dict[type, Any] = {}
-        for sub in swapped.modules():
-            cls = type(sub)
+        # Each module, and the user's plain objects it holds (a scheduler, a config object).
+        for part in (p for sub in swapped.modules() for p in (sub, *_plain_parts(sub))):
+            cls = type(part)
             if cls not in classes and defined_in(cls, filename) and "<locals>" not in cls.__qualname__:
                 new, why = _class_in(module, cls, filename, where)
                 if new is None:
                     return None, why
                 classes[cls] = new
             if cls in classes:
-                sub.__class__ = classes[cls]
-            for helper in _plain_parts(sub):  # a scheduler, a tokenizer, a config object it holds
-                cls = type(helper)
-                if cls not in classes and defined_in(cls, filename) and "<locals>" not in cls.__qualname__:
-                    new, why = _class_in(module, cls, filename, where)
-                    if new is None:
-                        return None, why
-                    classes[cls] = new
-                if cls in classes:
-                    helper.__class__ = classes[cls]
+                part.__class__ = classes[cls]
         if not classes:
             # The break is in a helper of another file of the user's: the model's classes
             # call the patched helper instead (their own code unchanged).
