@@ -400,6 +400,37 @@ def passed_table() -> tuple[nn.Module, tuple[Any, ...]]:
     return PassedTable(), (_x(2, 3, seed=9), Table(), torch.tensor(4))
 
 
+class MaxIoUAssigner:
+    """mmdet's assigner shape: a plain object (no module) whose ``assign`` is what runs. The
+    best candidate per anchor is kept by an index a mask picks; labels are written for the
+    anchors nonzero names, under the ``numel() > 0`` test mmdet writes."""
+
+    def __init__(self, pos_thr: float = 0.4) -> None:
+        self.pos_thr = pos_thr
+
+    def assign(self, overlaps: torch.Tensor, cand: torch.Tensor, gt_labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        num_gt, num_anchors = overlaps.shape
+        is_pos = overlaps.gather(1, cand) >= self.pos_thr
+        flat_cand = (cand + torch.arange(num_gt)[:, None] * num_anchors).view(-1)
+        best = torch.full_like(overlaps, -1.0).view(-1)
+        index = flat_cand[is_pos.view(-1)]  # SITE: every row computed, the indexed ones kept
+        best[index] = overlaps.view(-1)[index]
+        max_overlaps, argmax = best.view(num_gt, -1).max(dim=0)
+        assigned = torch.where(max_overlaps > 0, argmax + 1, torch.zeros_like(argmax))
+        labels = assigned.new_full((num_anchors,), -1)
+        pos_inds = torch.nonzero(assigned > 0, as_tuple=False).squeeze()  # SITE: every row computed, the indexed ones kept
+        if pos_inds.numel() > 0:
+            labels[pos_inds] = gt_labels[assigned[pos_inds] - 1]
+        return max_overlaps, assigned, labels
+
+
+def max_iou_assigner() -> tuple[Any, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(815)
+    overlaps = torch.rand(3, 10)
+    cand = overlaps.topk(4, dim=1).indices
+    return MaxIoUAssigner().assign, (overlaps, cand, torch.tensor([2, 0, 5]))
+
+
 PROGRAMS: dict[str, Any] = {
     "chunked_scan": chunked_scan,
     "all_ones_mask": all_ones_mask,
@@ -415,4 +446,5 @@ PROGRAMS: dict[str, Any] = {
     "depth_router": depth_router,
     "last_token_reward": last_token_reward,
     "nucleus_head": nucleus_head,
+    "max_iou_assigner": max_iou_assigner,
 }

@@ -832,7 +832,7 @@ def _rows_taken(node: ast.AST, index: set[str]) -> tuple[ast.expr, str] | None:
 
 
 def _nonzero_mask(value: ast.expr) -> ast.expr | None:
-    """The 1-D mask of a row index made by nonzero: ``c.nonzero().squeeze(1)``,
+    """The 1-D mask of a row index made by nonzero: ``c.nonzero().squeeze(1)`` (``.squeeze()``),
     ``torch.nonzero(c).squeeze(-1)``, ``.flatten()``/``.view(-1)``/``[:, 0]``,
     ``torch.where(c)[0]``, ``c.nonzero(as_tuple=True)[0]``."""
     if isinstance(value, ast.Subscript) and _is_zero(value.slice):
@@ -850,7 +850,8 @@ def _nonzero_mask(value: ast.expr) -> ast.expr | None:
     if m is None or not isinstance(value, ast.Call):
         return None
     recv, name = m
-    flat = (name in ("squeeze",) and len(value.args) == 1 and isinstance(value.args[0], (ast.Constant, ast.UnaryOp))
+    flat = (name == "squeeze" and not value.args and not value.keywords) or (
+        name in ("squeeze",) and len(value.args) == 1 and isinstance(value.args[0], (ast.Constant, ast.UnaryOp))
             and unparsed(value.args[0]) in ("1", "-1")) or (name == "flatten" and not value.args) or (
         name in ("view", "reshape") and len(value.args) == 1 and unparsed(value.args[0]) == "-1")
     return _nonzero_of(recv) if flat else None
@@ -1000,10 +1001,16 @@ def scattered_rows(stmt: ast.stmt, text: Text) -> _Maker:
     if name is None or not isinstance(stmt, ast.Assign):
         return None
     cond = _nonzero_mask(stmt.value)
-    if cond is None:
+    picked = _picked_index(stmt.value) if cond is None else None
+    if cond is None and picked is None:
         return _selected_rows(stmt, name, text)
     block, at = block_of(text.source, stmt)
     nxt = block[at + 1] if at + 1 < len(block) else None
+    last = nxt
+    guarded = isinstance(nxt, ast.If) and not nxt.orelse and len(nxt.body) == 1 and _not_empty(nxt.test, name)
+    if guarded:
+        # `if keep.numel() > 0:` around the write: with no row named, the where writes nothing.
+        nxt = nxt.body[0]  # type: ignore[union-attr]
     if not (isinstance(nxt, ast.Assign) and len(nxt.targets) == 1 and isinstance(nxt.targets[0], ast.Subscript)):
         return None
     target = nxt.targets[0]
@@ -1012,14 +1019,60 @@ def scattered_rows(stmt: ast.stmt, text: Text) -> _Maker:
         return None
     every = _AllRows(name)
     value = every.visit(copy.deepcopy(nxt.value))
-    if every.bad or read_later(text.source, stmt, name, after=nxt):
+    if every.bad or read_later(text.source, stmt, name, after=last):
         return None
     x = unparsed(target.value)
-    lines = [rows_set(x, unparsed(cond), value)]  # type: ignore[arg-type]
-    return Made(lines, SCATTER, (
-        "the value is computed row by row (run on every row, the rows the index leaves out are dropped by "
-        "torch.where: a row's value does not depend on which other rows were selected) and is finite there"),
-        last=nxt)
+    notes = ["the value is computed row by row (run on every row, the rows the index leaves out are dropped by "
+             "torch.where: a row's value does not depend on which other rows were selected) and is finite there"]
+    if picked is not None:
+        # The rows an index picked by a mask names: a count of picks per row, scattered.
+        base, mask = (_flat(unparsed(n)) for n in picked)
+        cond_text = (f"torch.zeros({x}.shape[0], dtype=torch.int64, device={x}.device)"
+                     f".index_add(0, {base}, {mask}.long()) > 0")
+        notes.append("the index is an integer index of the target's rows (repeated rows are written the same value)")
+    else:
+        cond_text = unparsed(cond)  # type: ignore[arg-type]
+    if guarded:
+        notes.append("the test around the write only asks whether any row is named")
+    return Made([rows_set(x, cond_text, value)], SCATTER, "; ".join(notes), last=last)  # type: ignore[arg-type]
+
+
+def _picked_index(value: ast.expr) -> tuple[ast.expr, ast.expr] | None:
+    """(index, mask) of ``index[mask]`` where the mask is boolean by its look (a comparison, a
+    ``mask``-like name, ``m.view(-1)``): the entries of an index a mask keeps."""
+    if not isinstance(value, ast.Subscript) or isinstance(value.slice, (ast.Slice, ast.Tuple, ast.Constant)):
+        return None
+    mask = value.slice
+    inner = mask
+    m = _method(inner)
+    while m is not None and m[1] in ("view", "reshape", "flatten", "bool") and isinstance(inner, ast.Call):
+        inner = m[0]
+        m = _method(inner)
+    boolean = isinstance(inner, ast.Compare) or (
+        isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.BitAnd, ast.BitOr))) or (
+        isinstance(inner, (ast.Name, ast.Attribute)) and _looks_boolean(unparsed(inner)))
+    return (value.value, mask) if boolean else None
+
+
+def _flat(src: str) -> str:
+    """``src`` as a 1-D tensor (as it is when it already ends in ``.view(-1)``)."""
+    return src if src.endswith((".view(-1)", ".reshape(-1)", ".flatten()")) else f"{paren(src)}.reshape(-1)"
+
+
+def _looks_boolean(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1].lower()
+    return last.startswith(("is_", "has_")) or any(w in last for w in ("mask", "keep", "valid", "selected", "pos"))
+
+
+def _not_empty(test: ast.expr, name: str) -> bool:
+    """``test`` only asks whether the index ``name`` holds an entry: ``name.numel() > 0``,
+    ``len(name) > 0``, ``name.numel()``, ``name.shape[0] > 0``, ``name.size(0) > 0``."""
+    size = test.left if isinstance(test, ast.Compare) else test
+    if isinstance(test, ast.Compare) and not (
+            len(test.ops) == 1 and isinstance(test.ops[0], (ast.Gt, ast.NotEq)) and _is_zero(test.comparators[0])):
+        return False
+    text = unparsed(size)
+    return text in (f"{name}.numel()", f"len({name})", f"{name}.shape[0]", f"{name}.size(0)", f"{name}.nelement()")
 
 
 def _selected_rows(stmt: ast.Assign, name: str, text: Text) -> _Maker:

@@ -375,18 +375,12 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
     (the line of a ``def`` after a rewrite above it)."""
     if isinstance(obj, torch.nn.Module):
         swapped = copy.deepcopy(obj)
-        classes: dict[type, Any] = {}
         # Each module, and the user's plain objects it holds (a scheduler, a config object).
-        for part in (p for sub in swapped.modules() for p in (sub, *_plain_parts(sub))):
-            cls = type(part)
-            if cls not in classes and defined_in(cls, filename) and "<locals>" not in cls.__qualname__:
-                new, why = _class_in(module, cls, filename, where)
-                if new is None:
-                    return None, why
-                classes[cls] = new
-            if cls in classes:
-                part.__class__ = classes[cls]
-        if not classes:
+        swaps, why = _swap_classes([p for sub in swapped.modules() for p in (sub, *_plain_parts(sub))],
+                                   filename, module, where)
+        if why:
+            return None, why
+        if not swaps:
             # The break is in a helper of another file of the user's: the model's classes
             # call the patched helper instead (their own code unchanged).
             return _calling_patched(obj, filename, module, where)
@@ -394,6 +388,17 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
     if isinstance(obj, types.MethodType) and isinstance(obj.__self__, torch.nn.Module):
         owner, why = counterpart(obj.__self__, filename, module, where)
         return (getattr(owner, obj.__name__), "") if owner is not None else (None, why)
+    if isinstance(obj, types.MethodType) and _plain(obj.__self__):
+        # A method of a plain object of the user's (an mmdet-style assigner, a sampler): a
+        # deep copy of the object, its class and its plain parts' swapped for the patched ones.
+        owner = copy.deepcopy(obj.__self__)
+        swaps, why = _swap_classes([owner, *_plain_parts(owner)], filename, module, where)
+        if why:
+            return None, why
+        if not swaps:
+            return None, (f"the {type(owner).__name__} whose method is compiled is not of a class in "
+                          f"{Path(filename).name}: its patched copy cannot be called")
+        return getattr(owner, obj.__name__), ""
     if isinstance(obj, types.FunctionType):
         if not defined_in(obj, filename):
             return _calling_patched(obj, filename, module, where)
@@ -403,18 +408,40 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
     return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
 
 
-def _plain_parts(module: torch.nn.Module) -> list[Any]:
-    """The objects of the user's own plain classes a module holds in its attributes (directly
-    or in a list, tuple or dict of them): not modules, tensors or builtins, whose methods the
-    module calls (a diffusers-style scheduler). In a deep copy, so their class can be swapped."""
+def _swap_classes(parts: list[Any], filename: str, module: types.ModuleType,
+                  where: Callable[[int], int | None]) -> tuple[dict[type, Any], str]:
+    """Each of ``parts`` (in a deep copy) whose class ``filename`` defines given the patched
+    class instead: the classes swapped, or why one could not be."""
+    classes: dict[type, Any] = {}
+    for part in parts:
+        cls = type(part)
+        if cls not in classes and defined_in(cls, filename) and "<locals>" not in cls.__qualname__:
+            new, why = _class_in(module, cls, filename, where)
+            if new is None:
+                return classes, why
+            classes[cls] = new
+        if cls in classes:
+            part.__class__ = classes[cls]
+    return classes, ""
+
+
+def _plain(item: Any) -> bool:
+    """``item`` is an object of a plain class of the user's: not a module, tensor, builtin,
+    class, function or Python module."""
+    return (not isinstance(item, (torch.nn.Module, torch.Tensor, type)) and type(item).__module__ != "builtins"
+            and hasattr(item, "__dict__")
+            and not isinstance(item, types.FunctionType | types.MethodType | types.ModuleType))
+
+
+def _plain_parts(owner: Any) -> list[Any]:
+    """The objects of the user's own plain classes a module (or plain object) holds in its
+    attributes (directly or in a list, tuple or dict of them), whose methods it calls (a
+    diffusers-style scheduler). In a deep copy, so their class can be swapped."""
     found = []
-    for value in vars(module).values():
+    for value in vars(owner).values():
         for item in (value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple))
                      else (value,)):
-            cls = type(item)
-            if (not isinstance(item, (torch.nn.Module, torch.Tensor, type)) and cls.__module__ != "builtins"
-                    and hasattr(item, "__dict__") and not isinstance(item, types.FunctionType | types.MethodType
-                                                                      | types.ModuleType)):
+            if _plain(item):
                 found.append(item)
     return found
 

@@ -148,6 +148,33 @@ def test_rows_computed_for_a_nonzero_index_and_written_back_are_one_where_over_e
                                  DYNAMIC_SHAPE)
 
 
+def test_a_guarded_write_of_nonzero_rows_and_an_index_a_mask_picked_are_one_where() -> None:
+    # mmdet's shape: nonzero(...).squeeze() and the write under `if pos_inds.numel() > 0:`
+    # (with no row named, the where writes nothing: the test goes).
+    body = ("def labels(assigned, gt_labels, n):\n"
+            "    out = assigned.new_full((n,), -1)\n"
+            "    pos_inds = torch.nonzero(assigned > 0, as_tuple=False).squeeze()\n"
+            "    if pos_inds.numel() > 0:\n"
+            "        out[pos_inds] = gt_labels[assigned[pos_inds] - 1]\n"
+            "    return out\n")
+    assert _found(body, 3, DYNAMIC_SHAPE)[SCATTER][0] == (
+        "    out.copy_(torch.where((assigned > 0).reshape((-1,) + (1,) * (out.dim() - 1)), "
+        "gt_labels[assigned - 1], out))\n")
+    # A test that asks more than "any row?" keeps the rewrite away.
+    assert SCATTER not in _found(body.replace("numel() > 0", "numel() > 3"), 3, DYNAMIC_SHAPE)
+    # Entries of an index a mask keeps, written back: the rows they name, counted by a scatter.
+    picked = ("def keep_best(flat, cand, is_pos, src):\n"
+              "    index = cand.view(-1)[is_pos.view(-1)]\n"
+              "    flat[index] = src[index]\n"
+              "    return flat\n")
+    assert _found(picked, 2, DYNAMIC_SHAPE)[SCATTER][0] == (
+        "    flat.copy_(torch.where((torch.zeros(flat.shape[0], dtype=torch.int64, device=flat.device)"
+        ".index_add(0, cand.view(-1), is_pos.view(-1).long()) > 0)"
+        ".reshape((-1,) + (1,) * (flat.dim() - 1)), src, flat))\n")
+    # Indexed by something that does not look like a mask (a float score): no rewrite.
+    assert SCATTER not in _found(picked.replace("is_pos.view(-1)", "score"), 2, DYNAMIC_SHAPE)
+
+
 def test_the_last_or_first_nonzero_of_a_mask_is_an_argmax_over_its_positions() -> None:
     body = "def f(mask, reward, score):\n    last = mask.nonzero()[-1]\n    reward[last] += score\n    return reward\n"
     assert _found(body, 2, DYNAMIC_SHAPE)[ENDS][0] == (
@@ -190,7 +217,7 @@ def _fix(name: str) -> dynscope.FixResult:
 @pytest.mark.parametrize(("name", "rewrites"), [
     ("chunked_scan", [SHORTCUT]), ("all_ones_mask", [SHORTCUT]), ("level_pooler", [SCATTER]),
     ("fp16_clamp", [WHERE, WHERE]), ("done_reset", [ALWAYS]), ("depth_router", [SCATTER]),
-    ("last_token_reward", [ENDS]), ("nucleus_head", [UNSORTED]),
+    ("last_token_reward", [ENDS]), ("nucleus_head", [UNSORTED]), ("max_iou_assigner", [SCATTER, SCATTER]),
 ])
 def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str, rewrites: list[str]) -> None:
     res = _fix(name)
