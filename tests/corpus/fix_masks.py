@@ -249,6 +249,29 @@ def negative_queue() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
 
 
 #: Every program of this corpus: name -> builder.
+class DurationLoss(nn.Module):
+    """FastSpeech 2's duration loss: predictions and targets masked_select-ed by the source mask,
+    each rebinding its own name, then the loss module the class binds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mse_loss = nn.MSELoss()
+        self.proj = nn.Linear(4, 1)
+
+    def forward(self, h: torch.Tensor, durations: torch.Tensor, src_masks: torch.Tensor) -> torch.Tensor:
+        log_pred = self.proj(h).squeeze(-1)
+        log_target = torch.log(durations.float() + 1)
+        log_pred = log_pred.masked_select(src_masks)  # SITE: masked reductions of a selection bound to a name
+        log_target = log_target.masked_select(src_masks)  # SITE: gone with the verified patches
+        return self.mse_loss(log_pred, log_target)
+
+
+def duration_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(816)
+    masks = torch.tensor([[True, True, True, False], [True, True, True, True], [True, False, False, False]])
+    return DurationLoss(), (torch.randn(3, 4, 4), torch.randint(0, 5, (3, 4)), masks)
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -261,4 +284,5 @@ PROGRAMS: dict[str, Any] = {
     "log_ratio_loss": log_ratio_loss,
     "class_balanced_weights": class_balanced_weights,
     "negative_queue": negative_queue,
+    "duration_loss": duration_loss,
 }

@@ -36,6 +36,7 @@ from dynscope._capture.fix.statements import (
     block_of,
     function_of,
     names_loaded,
+    names_stored,
     parsed,
     read_later,
     rows_set,
@@ -84,9 +85,6 @@ def _method(node: ast.AST) -> tuple[ast.expr, str] | None:
         return node.func.value, node.func.attr
     return None
 
-
-def _stored_names(stmt: ast.stmt) -> set[str]:
-    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _target(stmt: ast.stmt) -> str | None:
@@ -397,8 +395,8 @@ def _round_trip(source: str, stmt: ast.stmt) -> tuple[list[ast.stmt], int, int, 
             elif not all(_is_array_name(t, arrays) or (isinstance(t, ast.Subscript) and _is_array_name(t.value, arrays))
                          for t in targets):
                 return None  # an array stored in an attribute or a tuple: followed no further
-        elif _stored_names(s) & arrays:
-            arrays -= _stored_names(s)
+        elif names_stored(s) & arrays:
+            arrays -= names_stored(s)
     return (block, start, end, arrays) if end >= at else None
 
 
@@ -942,7 +940,7 @@ def masked_select(stmt: ast.stmt, text: Text) -> _Maker:
             dropped.add(i)
             continue
         last = i
-    if any(_stored_names(block[i]) & watch for i in range(at + 1, last + 1) if i not in dropped):
+    if any(names_stored(block[i]) & watch for i in range(at + 1, last + 1) if i not in dropped):
         return None  # the tensor or the mask is rebound between the selection and its reduction
     run = block[at:last + 1]
     tracked_all = set(sels) | set(index)
@@ -1101,7 +1099,7 @@ def _selected_rows(stmt: ast.Assign, name: str, text: Text) -> _Maker:
                 and isinstance(s.targets[0].value, (ast.Name, ast.Attribute))):
             final = s
             break
-        if names_loaded(s) & set(sels) or _stored_names(s) & (watched | set(sels)) or not _simple(s):
+        if names_loaded(s) & set(sels) or names_stored(s) & (watched | set(sels)) or not _simple(s):
             return None
         kept += text.statement_lines(s)
     if final is None:
@@ -1487,10 +1485,10 @@ def math_to_torch(stmt: ast.stmt, text: Text) -> _Maker:
             if fix.changed:
                 out += pending + _lines(text, s, new)
                 pending, last, changed = [], s, True
-                if _stored_names(s) & fix.numbers:
+                if names_stored(s) & fix.numbers:
                     break
                 continue
-        if _stored_names(s) & fix.numbers:
+        if names_stored(s) & fix.numbers:
             break  # the name holds something else from here
         pending += text.statement_lines(s)
     if not changed:

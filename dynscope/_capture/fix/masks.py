@@ -33,6 +33,7 @@ from dynscope._capture.fix.statements import (
     block_of,
     function_of,
     names_loaded,
+    names_stored,
     parsed,
     read_later,
     unparsed,
@@ -66,6 +67,32 @@ _MASK_WORDS = ("mask", "keep", "valid", "selected")
 _LOSSES = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"}
 _LOSSES_MASKED = {"binary_cross_entropy_with_logits"}
 _CLASS_LOSSES = {"cross_entropy", "nll_loss"}
+
+
+# Loss modules and the functional each calls: nn.MSELoss()(p, y) is F.mse_loss(p, y).
+_LOSS_MODULES = {"MSELoss": "mse_loss", "L1Loss": "l1_loss", "SmoothL1Loss": "smooth_l1_loss",
+                 "HuberLoss": "huber_loss", "BCEWithLogitsLoss": "binary_cross_entropy_with_logits",
+                 "CrossEntropyLoss": "cross_entropy", "NLLLoss": "nll_loss"}
+_LOSS_KEYWORDS = {"reduction", "beta", "delta", "ignore_index"}
+
+
+def _module_losses(source: str) -> dict[str, tuple[str, list[ast.keyword]]]:
+    """``self.<attr> = nn.MSELoss(...)`` in the file: attr -> (the functional, its keywords), for
+    attributes bound to one loss module only, with keywords the functional takes alike."""
+    found: dict[str, set[str]] = {}
+    made: dict[str, tuple[str, list[ast.keyword]]] = {}
+    for n in ast.walk(parsed(source)):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute)
+                and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self"):
+            continue
+        attr, value = n.targets[0].attr, n.value
+        loss = _LOSS_MODULES.get(_name_of(value)) if isinstance(value, ast.Call) and not value.args else None
+        if loss is None or not isinstance(value, ast.Call) or any(k.arg not in _LOSS_KEYWORDS for k in value.keywords):
+            found.setdefault(attr, set()).add("")
+            continue
+        found.setdefault(attr, set()).add(ast.dump(value))
+        made[attr] = (loss, list(value.keywords))
+    return {a: made[a] for a, values in found.items() if len(values) == 1 and "" not in values}
 
 
 def _name_of(node: ast.AST) -> str:
@@ -114,6 +141,18 @@ class _Scope:
         if fn is not None:
             self.unknown |= {a.arg for a in (*fn.args.args, *fn.args.kwonlyargs, *fn.args.posonlyargs)}
         self.selected: dict[str, tuple[ast.expr, bool]] = {}  # a name bound to a selection: its mask, same shape
+        self.losses = _module_losses(source)
+
+    def functional(self, node: ast.Call) -> ast.Call:
+        """``self.crit(p, y)`` where the file binds ``self.crit = nn.MSELoss(...)`` as the
+        functional loss it is (``torch.nn.functional.mse_loss(p, y, ...)``); other calls as they are."""
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
+                and f.attr in self.losses and not node.keywords):
+            return node
+        name, keywords = self.losses[f.attr]
+        return ast.Call(func=ast.Attribute(value=ast.Attribute(value=ast.Attribute(
+            value=ast.Name("torch"), attr="nn"), attr="functional"), attr=name), args=node.args, keywords=keywords)
 
     def origin(self, node: ast.expr) -> ast.expr:
         """What a name was bound to when it was bound once (``valid`` -> ``~torch.isnan(y)``)."""
@@ -208,6 +247,12 @@ class _Scope:
             new = ast.BinOp(left=one.base, op=node.op, right=other) if left is not None else \
                 ast.BinOp(left=other, op=node.op, right=one.base)
             return _with_base(one, new)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "masked_select"
+                and len(node.args) == 1 and not node.keywords and self.is_mask(node.args[0]) is not False
+                and not self._holds_selection(node.func.value)):
+            # x.masked_select(m) is x[m] where the mask has x's shape, the elementwise selection
+            # torch.where makes (a mask that broadcasts counts fewer: the verifier refuses that)
+            return _Lifted(node.func.value, node.args[0], True, [node.func.value])
         if isinstance(node, ast.Call) and not any(self._holds_selection(k.value) for k in node.keywords):
             f = node.func
             name = _name_of(node)
@@ -363,7 +408,12 @@ class _Inline(Reduced):
 
     def _reduced(self, node: ast.AST) -> str | None:
         bound, taken, kinds = len(self.bound), set(self.taken), len(self.kinds)
+        if isinstance(node, ast.Call):
+            node = self.scope.functional(node)
         name = _name_of(node)
+        f = node.func if isinstance(node, ast.Call) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+            name = ""  # self.mse_loss(...) is a module's call, whatever the name says: its arguments are its own
         if isinstance(node, ast.Call) and (name in _LOSSES or name in _LOSSES_MASKED):
             out = self._loss(node, name)
         elif isinstance(node, ast.Call) and name in _CLASS_LOSSES:
@@ -529,24 +579,34 @@ BOUND = "masked reductions of a selection bound to a name"
 
 def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
     """``d = f(x[m])`` whose later reads are all inside reductions (``(d ** 2).mean()``,
-    ``d.sum()``) as ``d = f(x)`` over every element and those reductions masked."""
+    ``d.sum()``) as ``d = f(x)`` over every element and those reductions masked. Selections by
+    the same mask bound to other names after it (``p = p.masked_select(m)``, then ``y =
+    y.masked_select(m)``, then ``loss(p, y)``) go with it: each name holds every element."""
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
         return None
     name = stmt.targets[0].id
     scope = _Scope(text.source, stmt)
     lifted = scope.lift(stmt.value)
-    if lifted is None or name in names_loaded(stmt.value):
+    if lifted is None or name in names_loaded(lifted.mask):
         return None
     block, at = block_of(text.source, stmt)
-    base = filled(scope, lifted)
-    scope.selected[name] = (lifted.mask, lifted.same)
     fix = _Inline(scope, _taken(text.source, stmt))
-    out = [f"{name} = {unparsed(base)}"]
+    out = _bound_line(name, filled(scope, lifted))
+    scope.selected[name] = (lifted.mask, lifted.same)
+    group = {name}
+    watched = names_loaded(lifted.mask)  # rebound before the reads: the mask would not be the same
     pending: list[str] = []
     last: ast.stmt | None = None
     for s in block[at + 1:]:
-        if name not in names_loaded(s):
-            if name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}:
+        if names_stored(s) & watched:
+            break
+        other = _also_selected(scope, s, lifted.mask, group)
+        if other is not None:
+            out += pending + _bound_line(*other)
+            pending = []
+            continue
+        if not names_loaded(s) & group:
+            if names_stored(s) & group:
                 break  # bound again: what follows reads another value
             pending += text.statement_lines(s)
             continue
@@ -560,8 +620,32 @@ def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
         new.value = value  # type: ignore[assignment]
         out += pending + fix.bound + unparsed(new).split("\n")
         pending, fix.bound, last = [], [], s
-    if last is None or read_later(text.source, stmt, name, after=last):
+    if last is None or any(read_later(text.source, stmt, n, after=last) for n in group):
         return None
-    note = "; ".join([f"the index is a boolean mask (of the selected tensor's leading dimensions); `{name}` now holds "
-                      "every element, and each read of it is a reduction, masked", *sorted(fix.assumes)])
+    names = ", ".join(f"`{n}`" for n in sorted(group))
+    note = "; ".join([f"the index is a boolean mask (of the selected tensor's leading dimensions); {names} now "
+                      f"hold{'s' if len(group) == 1 else ''} every element, and each read is a reduction, masked",
+                      *sorted(fix.assumes)])
     return Made(out, BOUND, note, last=last)
+
+
+
+def _bound_line(name: str, base: ast.expr) -> list[str]:
+    """``name = base``; nothing where the base is the name itself (``x = x.masked_select(m)``)."""
+    return [] if isinstance(base, ast.Name) and base.id == name else [f"{name} = {unparsed(base)}"]
+
+
+def _also_selected(scope: _Scope, s: ast.stmt, mask: ast.expr, group: set[str]) -> tuple[str, ast.expr] | None:
+    """``s`` binds a name not read yet to a selection by the same ``mask``: the name (added to
+    ``group`` and the scope's selections) and its value over every element."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+        return None
+    other = s.targets[0].id
+    if other in group or names_loaded(s.value) & group:
+        return None
+    lifted = scope.lift(s.value)
+    if lifted is None or not _same_expr(lifted.mask, mask) or other in names_loaded(lifted.mask):
+        return None
+    group.add(other)
+    scope.selected[other] = (lifted.mask, lifted.same)
+    return other, filled(scope, lifted)

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from dynscope._capture.fix.source import python_lines
 
-__all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "names_loaded", "parsed", "read_later",
+__all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "names_loaded", "names_stored", "parsed", "read_later",
            "refused", "replaced", "rows_set", "statement_at", "added_lines", "unified_diff"]
 
 
@@ -268,6 +268,11 @@ def function_of(source: str, stmt: ast.stmt) -> ast.FunctionDef | ast.AsyncFunct
 def names_loaded(node: ast.AST) -> set[str]:
     """The plain names an expression or statement reads."""
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def names_stored(node: ast.AST) -> set[str]:
+    """The plain names an expression or statement binds (an assignment's targets, a loop's)."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def read_later(source: str, stmt: ast.stmt, name: str, after: ast.stmt | None = None) -> bool:

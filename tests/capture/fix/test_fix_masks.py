@@ -129,6 +129,38 @@ def test_a_selection_bound_to_a_name_and_only_reduced_holds_every_element() -> N
     assert masks.BOUND not in _made(SILOG.replace("d.mean() ** 2", "d[0] ** 2"), 3)
 
 
+DURATION = """\
+class Loss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mse_loss = torch.nn.MSELoss()
+
+    def forward(self, log_pred, log_target, src_masks):
+        log_pred = log_pred.masked_select(src_masks)
+        scale = 2.0
+        log_target = log_target.masked_select(src_masks)
+        return scale * self.mse_loss(log_pred, log_target)
+"""
+
+
+def test_selections_by_one_mask_bound_to_names_and_read_by_a_loss_module_hold_every_element() -> None:
+    # FastSpeech 2's duration loss: each name rebinds itself to its masked_select, the loss
+    # module the class binds is its functional, summed over every element and divided by the count.
+    assert _made(DURATION, 7)[masks.BOUND] == (
+        "        scale = 2.0\n"
+        "        return scale * (torch.nn.functional.mse_loss(torch.where(src_masks, log_pred, 0), "
+        "torch.where(src_masks, log_target, 0), reduction='sum') / src_masks.sum())\n")
+    # Another mask for the second name, a loss module with a weight, or a name read as it is after:
+    # no rewrite.
+    for old, new in [("log_target.masked_select(src_masks)", "log_target.masked_select(other)"),
+                     ("torch.nn.MSELoss()", "torch.nn.MSELoss(weight=w)"),
+                     ("        return scale", "        print(log_target)\n        return scale")]:
+        assert masks.BOUND not in _made(DURATION.replace(old, new), 7), old
+    # The mask bound again between the selections and the loss: the reads would see another mask.
+    moved = DURATION.replace("        scale = 2.0\n", "        src_masks = ~src_masks\n")
+    assert masks.BOUND not in _made(moved, 7)
+
+
 def test_a_list_made_element_by_element_from_tolist_is_the_same_arithmetic_on_the_tensor() -> None:
     body = ("def weights(counts, beta, dtype):\n"
             "    w = [(1 - beta) / (1 - beta ** max(n, 1)) for n in counts.tolist()]\n"
@@ -230,6 +262,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("positive_anchor_box_loss", masks.INLINE), ("gappy_log_cosh_loss", masks.INLINE),
     ("banned_token_penalty", masks.ASSIGN), ("teacher_forced", masks.ASSIGN),
     ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
+    ("duration_loss", masks.BOUND),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
