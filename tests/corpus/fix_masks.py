@@ -272,6 +272,36 @@ def duration_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return DurationLoss(), (torch.randn(3, 4, 4), torch.randint(0, 5, (3, 4)), masks)
 
 
+def make_pad_mask(lengths: Any, xs: torch.Tensor | None = None, maxlen: int | None = None) -> torch.Tensor:
+    """espnet's helper: True at the padded positions of each row."""
+    if not isinstance(lengths, list):
+        lengths = lengths.long().tolist()  # SITE: list of numbers kept a tensor
+    bs = int(len(lengths))
+    if maxlen is None:
+        maxlen = xs.size(1) if xs is not None else int(max(lengths))
+    else:
+        assert maxlen >= int(max(lengths))
+    seq_range = torch.arange(0, maxlen, dtype=torch.int64).unsqueeze(0).expand(bs, maxlen)
+    return seq_range >= seq_range.new(lengths).unsqueeze(-1)
+
+
+class PaddedEncoder(nn.Module):
+    """An espnet-style encoder step: frames past each utterance's length are zeroed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, xs_pad: torch.Tensor, ilens: torch.Tensor) -> torch.Tensor:
+        pad = make_pad_mask(ilens, xs_pad)
+        return self.lin(xs_pad).masked_fill(pad.unsqueeze(-1), 0.0)
+
+
+def padded_encoder() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(817)
+    return PaddedEncoder(), (torch.randn(3, 6, 4), torch.tensor([6, 4, 2]))
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -285,4 +315,5 @@ PROGRAMS: dict[str, Any] = {
     "class_balanced_weights": class_balanced_weights,
     "negative_queue": negative_queue,
     "duration_loss": duration_loss,
+    "padded_encoder": padded_encoder,
 }

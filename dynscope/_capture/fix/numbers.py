@@ -31,12 +31,15 @@ from dynscope._capture.fix.statements import (
     block_of,
     enumerated_list,
     names_loaded,
+    names_stored,
+    parsed,
     read_later,
     substituted,
     unparsed,
 )
 
-__all__ = ["INDEX", "LENGTHS", "LIST", "POINTER", "indexed_by_tensor", "length_fill", "per_element_list", "pointer_kept"]
+__all__ = ["INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "indexed_by_tensor", "length_fill", "lengths_kept", "per_element_list",
+           "pointer_kept"]
 
 LIST = "per-element list as tensor ops"
 POINTER = "pointer kept a tensor"
@@ -454,3 +457,126 @@ def length_fill(stmt: ast.stmt, text: Text) -> Made | None:
     shaped = f"{mask}.reshape({x}.shape[0], {x}.shape[1], *[1] * ({x}.dim() - 2))"
     return Made([f"{x}.masked_fill_({shaped}, {v})"], LENGTHS, (
         f"`{lens}` holds one length per row of `{x}` (its first dimension), the loop covers every row"))
+
+
+# -- a list of numbers read back and only measured ------------------------------------------------
+
+KEPT = "list of numbers kept a tensor"
+_MEASURES = {"max": "max", "min": "min", "sum": "sum"}
+_MADE_FROM = {"tensor", "as_tensor", "LongTensor", "FloatTensor", "IntTensor"}
+
+
+class _Measured(ast.NodeTransformer):
+    """Reads of a list ``name`` that was a tensor's ``.tolist()`` as reads of the tensor:
+    ``len(L)`` -> ``L.shape[0]``, ``max(L)`` -> ``L.max()`` (``min``, ``sum``; an ``int(...)``
+    around it dropped inside a comparison, where a 0-dim tensor compares the same), ``x.new(L)``
+    -> ``L.to(dtype=x.dtype, device=x.device)``, ``torch.tensor(L)`` -> ``torch.as_tensor(L)``;
+    ``bad`` when it is read any other way (iterated, indexed, tested as a list)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.bad, self.used = name, False, False
+
+    def _is_list(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id == self.name
+
+    def _measure(self, node: ast.AST) -> ast.expr | None:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 1
+                and not node.keywords and self._is_list(node.args[0])):
+            return None
+        if node.func.id == "len":
+            return _expr(f"{self.name}.shape[0]")
+        if node.func.id in _MEASURES:
+            return _expr(f"{self.name}.{_MEASURES[node.func.id]}()")
+        return None
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        sides: list[ast.expr] = [node.left, *node.comparators]
+        for i, side in enumerate(sides):
+            arg = side.args[0] if isinstance(side, ast.Call) and len(side.args) == 1 else None
+            if (isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id in ("int", "float")
+                    and not side.keywords and isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name)
+                    and arg.func.id in _MEASURES):
+                inner = self._measure(arg)
+                if inner is not None:
+                    sides[i] = inner
+                    self.used = True
+                    continue
+            sides[i] = self.visit(side)
+        node.left, node.comparators = sides[0], sides[1:]
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        made = self._measure(node)
+        if made is not None:
+            self.used = True
+            return made
+        f = node.func
+        if len(node.args) == 1 and self._is_list(node.args[0]):
+            if isinstance(f, ast.Attribute) and f.attr == "new" and not node.keywords:
+                self.used = True
+                x = unparsed(self.visit(f.value))
+                return _expr(f"{self.name}.to(dtype={x}.dtype, device={x}.device)")
+            if isinstance(f, ast.Attribute) and f.attr in _MADE_FROM and isinstance(f.value, ast.Name) \
+                    and f.value.id == "torch" and f.attr in ("tensor", "as_tensor"):
+                self.used = True
+                return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="as_tensor"),
+                                args=node.args, keywords=node.keywords)
+        return self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id == self.name:
+            self.bad = True  # read as a list: iterated, indexed, passed on
+        return node
+
+
+def _list_guard(source: str, stmt: ast.stmt, name: str) -> ast.If | None:
+    """The ``if not isinstance(name, list):`` whose body is only ``stmt``."""
+    for node in ast.walk(parsed(source)):
+        if isinstance(node, ast.If) and node.body == [stmt] and not node.orelse:
+            t = node.test
+            if (isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and isinstance(t.operand, ast.Call)
+                    and isinstance(t.operand.func, ast.Name) and t.operand.func.id == "isinstance"
+                    and unparsed(t.operand) in (f"isinstance({name}, list)", f"isinstance({name}, (list, tuple))")):
+                return node
+    return None
+
+
+def lengths_kept(stmt: ast.stmt, text: Text) -> Made | None:
+    """``L = t.tolist()`` (also under ``if not isinstance(L, list):``, espnet's ``make_pad_mask``)
+    whose later reads only measure it (``len``, ``max``, ``min``, ``sum``) or make a tensor of it
+    again (``x.new(L)``, ``torch.tensor(L)``): ``L`` kept a tensor, each read the tensor's own."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    name = stmt.targets[0].id
+    tensor = _tolist_of(stmt.value)
+    if tensor is None:
+        return None
+    guard = _list_guard(text.source, stmt, name)
+    first: ast.stmt = guard if guard is not None else stmt
+    if guard is not None:
+        # a list given stays one too: as_tensor makes a tensor of either
+        kept = substituted(tensor, name, _expr(f"torch.as_tensor({name})"))
+    else:
+        kept = tensor
+    block, at = block_of(text.source, first)
+    out = [f"{name} = {unparsed(kept)}"]
+    last: ast.stmt | None = None
+    pending: list[str] = []
+    for s in block[at + 1:]:
+        if name not in names_loaded(s):
+            if name in names_stored(s):
+                break
+            pending += text.statement_lines(s)
+            continue
+        fix = _Measured(name)
+        new = fix.visit(copy.deepcopy(s))
+        if fix.bad or not fix.used or name in names_stored(s):
+            return None
+        out += pending + unparsed(new).split("\n")
+        pending, last = [], s
+    if last is None or read_later(text.source, first, name, after=last):
+        return None
+    return Made(out, KEPT, (
+        f"`{name}` held one number per element of a 1-D tensor; it is that tensor now (a list given in its "
+        "place is made one), and every read of it measures it or makes a tensor of it again"),
+        first=first, last=last)

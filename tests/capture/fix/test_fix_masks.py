@@ -161,6 +161,39 @@ def test_selections_by_one_mask_bound_to_names_and_read_by_a_loss_module_hold_ev
     assert masks.BOUND not in _made(moved, 7)
 
 
+PAD_MASK = """\
+def make_pad_mask(lengths, xs=None, maxlen=None):
+    if not isinstance(lengths, list):
+        lengths = lengths.long().tolist()
+    bs = int(len(lengths))
+    if maxlen is None:
+        maxlen = xs.size(1)
+    else:
+        assert maxlen >= int(max(lengths))
+    seq_range = torch.arange(0, maxlen, dtype=torch.int64).unsqueeze(0).expand(bs, maxlen)
+    return seq_range >= seq_range.new(lengths).unsqueeze(-1)
+"""
+
+
+def test_a_list_of_lengths_only_measured_is_kept_the_tensor_it_came_from() -> None:
+    # espnet's make_pad_mask: the isinstance test goes (as_tensor takes a list or a tensor),
+    # len is the first dimension, max in a comparison the tensor's own, x.new(L) a cast.
+    assert _made(PAD_MASK, 3, SCALAR)[numbers.KEPT] == (
+        "    lengths = torch.as_tensor(lengths).long()\n"
+        "    bs = int(lengths.shape[0])\n"
+        "    if maxlen is None:\n"
+        "        maxlen = xs.size(1)\n"
+        "    else:\n"
+        "        assert maxlen >= lengths.max()\n"
+        "    seq_range = torch.arange(0, maxlen, dtype=torch.int64).unsqueeze(0).expand(bs, maxlen)\n"
+        "    return seq_range >= lengths.to(dtype=seq_range.dtype, device=seq_range.device).unsqueeze(-1)\n")
+    # Iterated, indexed or passed on as a list: it stays a list.
+    for old, new in [("bs = int(len(lengths))", "bs = len([n for n in lengths])"),
+                     ("bs = int(len(lengths))", "bs = int(lengths[0])"),
+                     ("seq_range.new(lengths)", "seq_range.new(sorted(lengths))")]:
+        assert numbers.KEPT not in _made(PAD_MASK.replace(old, new), 3, SCALAR), new
+
+
 def test_a_list_made_element_by_element_from_tolist_is_the_same_arithmetic_on_the_tensor() -> None:
     body = ("def weights(counts, beta, dtype):\n"
             "    w = [(1 - beta) / (1 - beta ** max(n, 1)) for n in counts.tolist()]\n"
@@ -262,14 +295,14 @@ def _fix(name: str) -> dynscope.FixResult:
     ("positive_anchor_box_loss", masks.INLINE), ("gappy_log_cosh_loss", masks.INLINE),
     ("banned_token_penalty", masks.ASSIGN), ("teacher_forced", masks.ASSIGN),
     ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
-    ("duration_loss", masks.BOUND),
+    ("duration_loss", masks.BOUND), ("padded_encoder", numbers.KEPT),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
     (p,) = res.patches
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     assert p.gradients_matched is not False and res.breaks_after == 0
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT))
 
 
 @pytest.mark.heavy
