@@ -168,8 +168,10 @@ def where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     then, other = _assigns(stmt.body), _assigns(stmt.orelse) if stmt.orelse else {}
     note = "both branches give tensors of one shape and dtype (torch.where computes both)"
     if then is not None and other is not None and then:
-        names = list(dict.fromkeys([*then, *other]))
-        if not (_in_order(names, then) and _in_order(names, other)):
+        # An order both branches keep (a temporary of the else branch made before its uses).
+        names = next((ns for ns in (list(dict.fromkeys([*then, *other])), list(dict.fromkeys([*other, *then])))
+                      if _in_order(ns, then) and _in_order(ns, other)), [])
+        if not names:
             return None
         # A name one branch makes for itself (`padding = ...` then `w = w + padding`), bound
         # nowhere before the if and read nowhere after it, is computed whatever the test.
@@ -307,11 +309,17 @@ def cond(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     if len(stmt.body) < 2 and len(stmt.orelse) < 2:
         return None  # one statement a branch: torch.where says it plainer
     then, other = _stored(stmt.body), _stored(stmt.orelse)
-    names = list(dict.fromkeys([*then, *other]))
+    firsts = _read_first(stmt.body) | _read_first(stmt.orelse)
+    # A name one branch binds for its own use (a temporary no later line reads) stays a local
+    # of that branch's function: no operand (it has no value before the if), nothing returned.
+    own = {n for n in {*then, *other} if (n not in then or n not in other) and n not in firsts
+           and not _live_after(text.source, stmt, n)}
+    names = [n for n in dict.fromkeys([*then, *other]) if n not in own]
+    if not names:
+        return None
     # Names a branch reads before it assigns them, or that only one branch assigns, come in
     # as torch.cond's operands (the values before the if): both branches take them all.
-    operands = [n for n in names if n in _read_first(stmt.body) or n in _read_first(stmt.orelse)
-                or n not in then or n not in other]
+    operands = [n for n in names if n in firsts or n not in then or n not in other]
     params = ", ".join(operands)
     out = ", ".join(names) + ("," if len(names) == 1 else "")
 

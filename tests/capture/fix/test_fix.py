@@ -229,9 +229,14 @@ def test_rewrites_refuse_what_would_change_meaning() -> None:
     (where,) = [r for r in candidates(head + "    if int(x.sum()) > 0:\n        y = x * 2\n    return y\n", 3,
                                       "data-dependent branch")[0] if not r.skipped]
     assert "int(x.sum()) > 0" in where.source
-    # One where per name must read what the branch reads: else `b = z; a = b * 2` reads its new b.
+    # One where per name must read what the branch reads: else `b = z; a = b * 2` reads its new
+    # b, so b's where comes first; where no order reads what both branches read, no where.
     order = "    if x.sum() > 0:\n        a = x\n        b = y\n    else:\n        b = z\n        a = b * 2\n    return a + b\n"
-    assert "branch to torch.where" not in names(order, 3, "data-dependent branch")
+    (where,) = [r for r in candidates(head + order, 3, "data-dependent branch")[0] if r.name == "branch to torch.where"]
+    assert "".join(where.replacement) == ("    _pred = x.sum() > 0\n    b = torch.where(_pred, y, z)\n"
+                                          "    a = torch.where(_pred, x, b * 2)\n")
+    crossed = order.replace("        a = x\n", "        a = b + 1\n")  # then reads the old b, else the new one
+    assert "branch to torch.where" not in names(crossed, 3, "data-dependent branch")
     # A sum over a dim of a 1-D selection is no masked sum; a mask of another tensor is widened
     # over the selected tensor's trailing dimensions (fix/masks.py), not applied as it is.
     assert names("    return x[x > 0].sum(dim=1)\n", 3, "data-dependent guard/shape") == []

@@ -9,7 +9,7 @@ import pytest
 
 import dynscope
 from dynscope._capture.fix import checks
-from dynscope._capture.fix.branches import WHERE
+from dynscope._capture.fix.branches import COND, WHERE
 from dynscope._capture.fix.rewrites import TENSOR, candidates
 from dynscope._lexicon.break_categories import BRANCH, SCALAR
 from tests.corpus import fix_checks as fc
@@ -112,6 +112,29 @@ def test_a_branch_that_makes_its_own_temporary_computes_it_whatever_the_test() -
     # Bound before the if: a where keeps its old value, as before.
     before = TEMPORARY.replace("    if (mask", "    bias = scores * 0\n    if (mask")
     assert "    bias = torch.where(_pred, (1.0 - mask.float()) * -1e4, bias)\n" in _made(before, 3, BRANCH)[WHERE]
+
+
+ELSE_TEMPORARY = """\
+def oks(xd, xg, x0, x1, k1):
+    if k1 > 0:
+        dx = xd - xg
+    else:
+        z = torch.zeros_like(xd)
+        dx = torch.maximum(z, x0 - xd) + torch.maximum(z, xd - x1)
+    return dx
+"""
+
+
+def test_a_temporary_of_the_else_branch_is_made_before_the_names_that_read_it() -> None:
+    # COCO's OKS: the else branch makes `z` first; the where keeps that order, and torch.cond
+    # keeps `z` a local of its branch (no operand: it has no value before the if).
+    assert _made(ELSE_TEMPORARY, 2, BRANCH)[WHERE] == (
+        "    _pred = k1 > 0\n"
+        "    z = torch.zeros_like(xd)\n"
+        "    dx = torch.where(_pred, xd - xg, torch.maximum(z, x0 - xd) + torch.maximum(z, xd - x1))\n")
+    cond = _made(ELSE_TEMPORARY, 2, BRANCH)[COND]
+    assert "def _else():" in cond and "dx, = torch.cond(k1 > 0, _then, _else, ())" in cond
+    assert "return (dx,)" in cond and "_else(z)" not in cond
 
 
 def test_a_size_unpacked_from_tolist_stays_tensors() -> None:
