@@ -37,7 +37,14 @@ from dynscope._read.break_sites import (
     wrapper_arguments,
 )
 from dynscope._read.cache_fold import lookups_of
-from dynscope._read.lowering import AOT_COMPILE, ahead_of_time_graph, build_lowering, compile_times
+from dynscope._read.lowering import (
+    AOT_COMPILE,
+    LoweringFold,
+    ahead_of_time_graph,
+    build_lowering,
+    compile_times,
+)
+from dynscope._read.lowering import FOLDS as LOWERING_FOLDS
 from dynscope._torch import records
 from dynscope._torch.graph_text import (
     input_names_from_code,
@@ -266,7 +273,7 @@ class _Assembly:
     failures: dict[str, tuple[GuardFailure, ...]] = field(default_factory=dict)  # compile id -> per-entry failures
     shapes: dict[str, ShapeRecords] = field(default_factory=dict)  # compile id -> its shape records
     used: set[str] = field(default_factory=set)  # compile ids whose graph the trace announced
-    lowering_events: dict[str, list[TraceEvent]] = field(default_factory=dict)  # compile id -> Inductor's events
+    lowering: dict[str, LoweringFold] = field(default_factory=dict)  # compile id -> its lowering records, folded
     coded: set[str] = field(default_factory=set)  # compile ids Inductor logged output code for
     steps: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)  # compile id -> its compile steps
     # Payloads no parser understood, per event kind: counted, never dropped silently
@@ -378,21 +385,26 @@ def _on_shape_guard(st: _Assembly, ev: TraceEvent) -> None:
     st.shapes.setdefault(ev.compile_id, ShapeRecords()).guarded.append(ev.record)
 
 
-def _on_lowering(st: _Assembly, ev: TraceEvent) -> None:
-    """Inductor's events and artifacts: kept per compile, read once the graphs exist
-    (lowering.split_units folds them through its own table)."""
-    st.lowering_events.setdefault(ev.compile_id, []).append(ev)
+def _folding(fold: Callable[[LoweringFold, TraceEvent], None]) -> Callable[[_Assembly, TraceEvent], None]:
+    """The handler of a lowering kind: its fold (lowering.FOLDS) into its compile's lowering."""
+    def handler(st: _Assembly, ev: TraceEvent) -> None:
+        fold(st.lowering.setdefault(ev.compile_id, LoweringFold()), ev)
+    return handler
+
+
+_fold_code = _folding(LOWERING_FOLDS[records.INDUCTOR_OUTPUT_CODE])
+_fold_step = _folding(LOWERING_FOLDS[records.CHROMIUM_EVENT])
 
 
 def _on_output_code(st: _Assembly, ev: TraceEvent) -> None:
-    """inductor_output_code: kept with the compile's lowering; the graph has a lowering."""
-    _on_lowering(st, ev)
+    """inductor_output_code: folded into the compile's lowering; the graph has a lowering."""
+    _fold_code(st, ev)
     st.coded.add(ev.compile_id)
 
 
 def _on_step(st: _Assembly, ev: TraceEvent) -> None:
-    """chromium_event: a compile step, kept with the lowering and for the compile's time."""
-    _on_lowering(st, ev)
+    """chromium_event: a compile step, folded into the lowering and kept for the compile's time."""
+    _fold_step(st, ev)
     if ev.record is not None:
         st.steps.setdefault(ev.compile_id, []).append(ev.record)
 
@@ -429,7 +441,8 @@ _HANDLERS: dict[str, Callable[[_Assembly, TraceEvent], None]] = {
     records.CREATE_SYMBOL: _on_symbol,
     records.SYMBOLIC_SHAPE_SPECIALIZATION: _on_size_fixed,
     records.GUARD_ADDED_FAST: _on_shape_guard,
-    **{name: _on_lowering for name in sorted(records.LOWERING_KINDS)},
+    # AOTAutograd's and Inductor's records, each straight to its fold (lowering.FOLDS)
+    **{name: _folding(fold) for name, fold in LOWERING_FOLDS.items()},
     records.INDUCTOR_OUTPUT_CODE: _on_output_code,
     records.CHROMIUM_EVENT: _on_step,
     records.GRAPH_EXECUTION: _on_execution,  # a lowering artifact, read apart
@@ -467,7 +480,7 @@ def build_report(
     _reasons_in_metrics(st)
     shapes = {cid: size_fixes(cid, of_compile) for cid, of_compile in st.shapes.items()}
     recompiles = _recompiles(st, raw_ids, {cid: fixes for cid, (fixes, _) in shapes.items()})
-    graphs = _with_lowering(graphs, st.lowering_events, st.coded)
+    graphs = _with_lowering(graphs, st.lowering, st.coded)
     # One definition of the user's compile time (frame compile + lazy backward compile, by
     # phase), in lowering.compile_times: header, phases, CLI and JSON all read it.
     frames, total = compile_times(_frames(st, raw_ids, shapes), st.steps)
@@ -567,7 +580,7 @@ def _all_graphs(st: _Assembly, unmatched: list[RecordedGraph]) -> list[Graph]:
     # An ahead-of-time compile (AOTInductor) logs its metrics and lowering without a compile
     # id, and no Dynamo graph: its graph is the exported one Inductor compiled.
     if "" in st.metrics and "" not in graph_ids:
-        ahead = ahead_of_time_graph(len(graphs), st.lowering_events.get("", []))
+        ahead = ahead_of_time_graph(len(graphs), st.lowering.get("", LoweringFold()))
         if ahead is not None:
             graphs.append(ahead)
             graph_ids[""] = [ahead.id]
@@ -662,18 +675,18 @@ def _costed(breaks: tuple[GraphBreak, ...], graph_frames: list[str], recompiled:
     return tuple(out)
 
 
-def _with_lowering(graphs: list[Graph], lowering_events: dict[str, list[TraceEvent]], coded: set[str]) -> list[Graph]:
+def _with_lowering(graphs: list[Graph], lowering: dict[str, LoweringFold], coded: set[str]) -> list[Graph]:
     """Graphs with the lowering PyTorch logged for their compile (Inductor compiles only).
 
     Args:
         graphs: the report's graphs.
-        lowering_events: compile id -> the AOTAutograd and Inductor events of that compile.
+        lowering: compile id -> the AOTAutograd and Inductor records of that compile, folded.
         coded: the compile ids Inductor logged output code for.
     """
     out = []
     for g in graphs:
         if g.compile_id in coded:
-            g = replace(g, lowering=build_lowering(g, lowering_events[g.compile_id], source="trace"))
+            g = replace(g, lowering=build_lowering(g, lowering[g.compile_id], source="trace"))
         out.append(g)
     return out
 

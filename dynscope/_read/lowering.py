@@ -76,8 +76,9 @@ def _vocabulary(aot: dict[str, str], unit: _Unit | None = None, *, live: bool = 
 
 
 @dataclass
-class _Split:
-    """One compile's lowering records, folded in arrival order (:func:`split_units`)."""
+class LoweringFold:
+    """One compile's lowering records, folded in arrival order through ``FOLDS`` (by
+    :func:`split_units`, or event by event by the report's assembly)."""
 
     aot: dict[str, str] = field(default_factory=dict)  # AOT graph kind -> its printed text (the first)
     aot_parsed: dict[str, lt.GraphText] = field(default_factory=dict)  # the same, read
@@ -91,27 +92,27 @@ class _Split:
     aot_calls: tuple[lt.AotKernel, ...] = ()  # the kernels the wrapper calls
 
 
-def _on_aot_graph(sp: _Split, ev: TraceEvent) -> None:
+def _on_aot_graph(sp: LoweringFold, ev: TraceEvent) -> None:
     kind = records.AOT_GRAPHS[ev.name]
     if kind not in sp.aot:
         sp.aot[kind], sp.aot_parsed[kind] = ev.payload, ev.record
 
 
-def _on_post_grad(sp: _Split, ev: TraceEvent) -> None:
+def _on_post_grad(sp: LoweringFold, ev: TraceEvent) -> None:
     sp.pending_post_grad = ev.record
 
 
-def _on_output_code(sp: _Split, ev: TraceEvent) -> None:
+def _on_output_code(sp: LoweringFold, ev: TraceEvent) -> None:
     sp.units.append(_Unit(post_grad=sp.pending_post_grad, code=ev.payload, collectives=sp.pending_collectives))
     sp.pending_post_grad, sp.pending_collectives = lt.GraphText(), ()
 
 
-def _on_step(sp: _Split, ev: TraceEvent) -> None:
+def _on_step(sp: LoweringFold, ev: TraceEvent) -> None:
     if ev.record is not None:
         sp.steps.append(ev.record)
 
 
-def _on_cache(sp: _Split, ev: TraceEvent) -> None:
+def _on_cache(sp: LoweringFold, ev: TraceEvent) -> None:
     lookup = ev.record  # a CacheLookup (dynscope._torch.cache_keys)
     if lookup.cache == AOT_AUTOGRAD:
         sp.aot_cache = lookup.result
@@ -119,37 +120,39 @@ def _on_cache(sp: _Split, ev: TraceEvent) -> None:
         sp.units[-1].cache = lookup.result
 
 
-def _on_schedule(sp: _Split, ev: TraceEvent) -> None:
+def _on_schedule(sp: LoweringFold, ev: TraceEvent) -> None:
     sp.pending_collectives = ev.record  # logged while scheduling, before the code
 
 
-def _on_runtime_meta(sp: _Split, ev: TraceEvent) -> None:
+def _on_runtime_meta(sp: LoweringFold, ev: TraceEvent) -> None:
     if sp.units:  # logged after the code it is of
         sp.units[-1].runtime_meta = ev.record
 
 
-def _on_provenance(sp: _Split, ev: TraceEvent) -> None:
+def _on_provenance(sp: LoweringFold, ev: TraceEvent) -> None:
     if sp.units:
         sp.units[-1].provenance = ev.record
 
 
-def _on_kernel_lines(sp: _Split, ev: TraceEvent) -> None:
+def _on_kernel_lines(sp: LoweringFold, ev: TraceEvent) -> None:
     if sp.units:
         sp.units[-1].lines = ev.record
 
 
-def _on_aot_wrapper(sp: _Split, ev: TraceEvent) -> None:
+def _on_aot_wrapper(sp: LoweringFold, ev: TraceEvent) -> None:
     if not sp.aot_wrapper:
         sp.aot_wrapper, sp.aot_calls = ev.payload, tuple(ev.record)
 
 
-def _on_aot_kernels(sp: _Split, ev: TraceEvent) -> None:
+def _on_aot_kernels(sp: LoweringFold, ev: TraceEvent) -> None:
     sp.aot_kernels = sp.aot_kernels or ev.payload
 
 
 #: Lowering record kind (dynscope._torch.records) -> how it folds into one compile's lowering
-#: (each event read through its kind's parser: ``ev.record``). A new kind is one new entry.
-_HANDLERS: dict[str, Callable[[_Split, TraceEvent], None]] = {
+#: (each event read through its kind's parser: ``ev.record``). A new kind is one new entry. The
+#: report's assembly dispatches these kinds straight to these folds (its one handler table holds
+#: them); a timed build folds its own compile's events through them (:func:`split_units`).
+FOLDS: dict[str, Callable[[LoweringFold, TraceEvent], None]] = {
     **{kind: _on_aot_graph for kind in records.AOT_GRAPHS},
     records.INDUCTOR_POST_GRAD_GRAPH: _on_post_grad,
     records.INDUCTOR_OUTPUT_CODE: _on_output_code,
@@ -164,14 +167,24 @@ _HANDLERS: dict[str, Callable[[_Split, TraceEvent], None]] = {
 }
 
 
-def split_units(events: Sequence[TraceEvent]) -> _Split:
-    """One compile's lowering records folded through ``_HANDLERS``: AOT graph texts by kind,
+def split_units(events: Sequence[TraceEvent]) -> LoweringFold:
+    """One compile's lowering records folded through ``FOLDS``: AOT graph texts by kind,
     Inductor compiles in order, compile steps, the AOT cache result, AOTInductor's code."""
-    sp = _Split()
+    sp = LoweringFold()
     for ev in events:
-        handler = _HANDLERS.get(ev.name)
-        if handler is not None:
-            handler(sp, ev)
+        fold = FOLDS.get(ev.name)
+        if fold is not None:
+            fold(sp, ev)
+    return finished(sp)
+
+
+def _folded(events: Sequence[TraceEvent] | LoweringFold) -> LoweringFold:
+    """A compile's lowering records folded (as the report's assembly hands them), or its events."""
+    return finished(events) if isinstance(events, LoweringFold) else split_units(events)
+
+
+def finished(sp: LoweringFold) -> LoweringFold:
+    """``sp`` once its compile's records are all folded in."""
     if sp.pending_collectives and sp.units and not sp.units[-1].collectives:
         # Older releases log the schedule after the code it is of (torch 2.8's tlparse test logs).
         sp.units[-1].collectives = sp.pending_collectives
@@ -180,7 +193,7 @@ def split_units(events: Sequence[TraceEvent]) -> _Split:
 
 def build_lowering(
     graph: Graph,
-    events: Sequence[TraceEvent],
+    events: Sequence[TraceEvent] | LoweringFold,
     *,
     mode: str = "default",
     source: str = "timing",
@@ -194,7 +207,7 @@ def build_lowering(
     user's compile of the graph's frame (what Report.compile_time counts), with
     ``source="timing"`` dynscope's own build (no Dynamo: dynscope hands Inductor the graph).
     """
-    sp = split_units(events)
+    sp = _folded(events)
     aot, units, steps, aot_cache = sp.aot, sp.units, sp.steps, sp.aot_cache
     if not units:
         return _without_code(sp, mode=mode, source=source, notes=notes) if aot else None
@@ -251,7 +264,7 @@ def build_lowering(
     )
 
 
-def _without_code(sp: _Split, *, mode: str, source: str, notes: Sequence[str]) -> Lowering:
+def _without_code(sp: LoweringFold, *, mode: str, source: str, notes: Sequence[str]) -> Lowering:
     """The lowering of a graph AOTAutograd ran on but handed Inductor nothing: every output
     is an input, a view of one or a constant (``loss.detach()``), so there is no code and no
     kernel."""
@@ -548,12 +561,12 @@ class CompileEvents:
 AOT_COMPILE = "AOTInductor compile (ahead of time, from torch.export)"
 
 
-def ahead_of_time_graph(gid: int, events: Sequence[TraceEvent]) -> Graph | None:
+def ahead_of_time_graph(gid: int, events: Sequence[TraceEvent] | LoweringFold) -> Graph | None:
     """The graph of an ahead-of-time compile, from the lowering events PyTorch logged for it
     without a compile id: the exported graph as AOTAutograd handed it to Inductor, the kernels
     AOTInductor's C++ wrapper calls (with the nodes and ATen ops it names), its compile steps;
     None when the events hold no such graph."""
-    sp = split_units(events)
+    sp = _folded(events)
     # the graph AOTAutograd handed Inductor: the first forward or inference one logged
     kind = next((k for k in sp.aot if k != "backward"), None)
     if kind is None:
