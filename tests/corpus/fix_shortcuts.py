@@ -431,6 +431,37 @@ def max_iou_assigner() -> tuple[Any, tuple[torch.Tensor, ...]]:
     return MaxIoUAssigner().assign, (overlaps, cand, torch.tensor([2, 0, 5]))
 
 
+class DeadLatents(nn.Module):
+    """A sparse autoencoder that re-initialises latents that have not fired for a while: their
+    encoder columns, bias entries and counters, written through one nonzero index."""
+
+    def __init__(self, d: int = 6, n: int = 8) -> None:
+        super().__init__()
+        self.W_enc = nn.Parameter(torch.randn(d, n) * 0.1)
+        self.W_dec = nn.Parameter(torch.randn(n, d) * 0.1)
+        self.b_enc = nn.Parameter(torch.zeros(n))
+        self.register_buffer("since_fired", torch.tensor([0, 9, 1, 12, 0, 3, 20, 0]))
+
+    @torch.no_grad()
+    def resample(self, dead: torch.Tensor) -> None:
+        idx = dead.nonzero().squeeze(1)  # SITE: every row computed, the indexed ones kept
+        direction = F.normalize(self.W_dec.mean(0), dim=0) * 0.2
+        self.W_enc[:, idx] = direction[:, None]
+        self.b_enc[idx] = 0.0
+        self.since_fired[idx] = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.resample(self.since_fired > 5)
+        acts = F.relu(x @ self.W_enc + self.b_enc)
+        self.since_fired.add_(1).masked_fill_(acts.sum(0) > 0, 0)
+        return acts @ self.W_dec
+
+
+def dead_latents() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(818)
+    return DeadLatents(), (_x(4, 6, seed=17),)
+
+
 PROGRAMS: dict[str, Any] = {
     "chunked_scan": chunked_scan,
     "all_ones_mask": all_ones_mask,
@@ -447,4 +478,5 @@ PROGRAMS: dict[str, Any] = {
     "last_token_reward": last_token_reward,
     "nucleus_head": nucleus_head,
     "max_iou_assigner": max_iou_assigner,
+    "dead_latents": dead_latents,
 }

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from typing import TYPE_CHECKING
 
 from dynscope._capture.fix.statements import (
     Made,
@@ -43,6 +44,9 @@ from dynscope._capture.fix.statements import (
     substituted,
     unparsed,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MATH", "NONZERO", "NUMPY", "SCATTER", "SEGMENT", "SELECT", "UNSORTED", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
            "dense_experts", "masked_select", "math_to_torch", "nonzero_end", "numpy_to_torch", "paren", "scattered_rows", "segment_reduction", "sorted_mask_back"]
@@ -1004,35 +1008,72 @@ def scattered_rows(stmt: ast.stmt, text: Text) -> _Maker:
         return _selected_rows(stmt, name, text)
     block, at = block_of(text.source, stmt)
     nxt = block[at + 1] if at + 1 < len(block) else None
-    last = nxt
-    guarded = isinstance(nxt, ast.If) and not nxt.orelse and len(nxt.body) == 1 and _not_empty(nxt.test, name)
-    if guarded:
-        # `if keep.numel() > 0:` around the write: with no row named, the where writes nothing.
-        nxt = nxt.body[0]  # type: ignore[union-attr]
-    if not (isinstance(nxt, ast.Assign) and len(nxt.targets) == 1 and isinstance(nxt.targets[0], ast.Subscript)):
-        return None
-    target = nxt.targets[0]
-    if not (isinstance(target.slice, ast.Name) and target.slice.id == name
-            and isinstance(target.value, (ast.Name, ast.Attribute))):
-        return None
-    every = _AllRows(name)
-    value = every.visit(copy.deepcopy(nxt.value))
-    if every.bad or read_later(text.source, stmt, name, after=last):
-        return None
-    x = unparsed(target.value)
+    guarded = isinstance(nxt, ast.If) and not nxt.orelse and _not_empty(nxt.test, name)
+    # `if keep.numel() > 0:` around the writes: with no row named, each where writes nothing.
+    run = nxt.body if guarded else block[at + 1:]  # type: ignore[union-attr]
     notes = ["the value is computed row by row (run on every row, the rows the index leaves out are dropped by "
              "torch.where: a row's value does not depend on which other rows were selected) and is finite there"]
     if picked is not None:
         # The rows an index picked by a mask names: a count of picks per row, scattered.
         base, mask = (_flat(unparsed(n)) for n in picked)
-        cond_text = (f"torch.zeros({x}.shape[0], dtype=torch.int64, device={x}.device)"
-                     f".index_add(0, {base}, {mask}.long()) > 0")
+        def rows_of(x: str, dim: int = 0) -> str:
+            return (f"torch.zeros({x}.shape[{dim}], dtype=torch.int64, device={x}.device)"
+                    f".index_add(0, {base}, {mask}.long()) > 0")
         notes.append("the index is an integer index of the target's rows (repeated rows are written the same value)")
     else:
         cond_text = unparsed(cond)  # type: ignore[arg-type]
+
+        def rows_of(x: str, dim: int = 0) -> str:
+            return cond_text
+    watched = names_loaded(stmt.value)  # rebound before a write: the rows named would differ
+    lines: list[str] = []
+    last: ast.stmt | None = None
+    for s in run:
+        if name not in names_loaded(s):
+            if names_stored(s) & (watched | {name}) or not _simple(s):
+                return None
+            lines += text.statement_lines(s)
+            continue
+        written = _row_write(s, name, rows_of)
+        if written is None:
+            return None
+        lines.append(written)
+        last = s
+        if not read_later(text.source, stmt, name, after=s):
+            break
+    if last is None:
+        return None
     if guarded:
-        notes.append("the test around the write only asks whether any row is named")
-    return Made([rows_set(x, cond_text, value)], SCATTER, "; ".join(notes), last=last)  # type: ignore[arg-type]
+        if last is not run[-1] or read_later(text.source, stmt, name, after=nxt):
+            return None
+        notes.append("the test around the writes only asks whether any row is named")
+        last = nxt
+    elif read_later(text.source, stmt, name, after=last):
+        return None
+    return Made(lines, SCATTER, "; ".join(notes), last=last)
+
+
+def _row_write(s: ast.stmt, index: str, rows_of: Callable[[str, int], str]) -> str | None:
+    """``x[index] = f(y[index])`` as ``x.copy_(torch.where(<rows>, f(y), x))``; ``x[:, index] =
+    v`` (``v`` reading no index) the same over ``x``'s second dimension; None for another statement."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript)):
+        return None
+    target = s.targets[0]
+    if not isinstance(target.value, (ast.Name, ast.Attribute)):
+        return None
+    x = unparsed(target.value)
+    if isinstance(target.slice, ast.Name) and target.slice.id == index:
+        every = _AllRows(index)
+        value = every.visit(copy.deepcopy(s.value))
+        return None if every.bad else rows_set(x, rows_of(x, 0), value)  # type: ignore[arg-type]
+    sl = target.slice
+    if (isinstance(sl, ast.Tuple) and len(sl.elts) == 2 and isinstance(sl.elts[0], ast.Slice)
+            and sl.elts[0].lower is None and sl.elts[0].upper is None and sl.elts[0].step is None
+            and isinstance(sl.elts[1], ast.Name) and sl.elts[1].id == index and index not in names_loaded(s.value)):
+        # the columns the index names: the mask laid along the second dimension
+        cols = f"({rows_of(x, 1)}).reshape((1, -1) + (1,) * ({x}.dim() - 2))"
+        return f"{x}.copy_(torch.where({cols}, {unparsed(s.value)}, {x}))"
+    return None
 
 
 def _picked_index(value: ast.expr) -> tuple[ast.expr, ast.expr] | None:

@@ -184,6 +184,26 @@ def test_the_last_or_first_nonzero_of_a_mask_is_an_argmax_over_its_positions() -
     assert ENDS not in _found(body.replace("[-1]", "[1]"), 2, DYNAMIC_SHAPE)  # the second: no argmax says it
 
 
+def test_several_writes_through_one_nonzero_index_are_each_a_where_rows_or_columns() -> None:
+    # A sparse autoencoder's dead latents re-initialised: columns of the encoder, entries of the
+    # bias and of a counter, a statement between them kept as it is.
+    body = ("def resample(self, dead):\n"
+            "    idx = dead.nonzero().squeeze(1)\n"
+            "    direction = self.W_dec.mean(0) * 0.2\n"
+            "    self.W_enc[:, idx] = direction[:, None]\n"
+            "    self.b_enc[idx] = 0.0\n"
+            "    return self.b_enc\n")
+    assert _found(body, 2, DYNAMIC_SHAPE)[SCATTER][0] == (
+        "    direction = self.W_dec.mean(0) * 0.2\n"
+        "    self.W_enc.copy_(torch.where((dead).reshape((1, -1) + (1,) * (self.W_enc.dim() - 2)), direction[:, None], "
+        "self.W_enc))\n"
+        "    self.b_enc.copy_(torch.where((dead).reshape((-1,) + (1,) * (self.b_enc.dim() - 1)), 0.0, self.b_enc))\n")
+    # A statement between that rebinds the mask, or a write whose value reads the index as a
+    # count: no rewrite.
+    assert SCATTER not in _found(body.replace("    direction =", "    dead = ~dead\n    direction ="), 2, DYNAMIC_SHAPE)
+    assert SCATTER not in _found(body.replace("direction[:, None]", "torch.zeros(len(idx))"), 2, DYNAMIC_SHAPE)
+
+
 def test_a_sorted_mask_indexing_the_sort_is_scattered_back_in_the_vocabularys_order() -> None:
     body = ("def top_p(logits, p):\n"
             "    sorted_logits, sorted_indices = torch.sort(logits, descending=True)\n"
@@ -218,6 +238,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("chunked_scan", [SHORTCUT]), ("all_ones_mask", [SHORTCUT]), ("level_pooler", [SCATTER]),
     ("fp16_clamp", [WHERE, WHERE]), ("done_reset", [ALWAYS]), ("depth_router", [SCATTER]),
     ("last_token_reward", [ENDS]), ("nucleus_head", [UNSORTED]), ("max_iou_assigner", [SCATTER, SCATTER]),
+    ("dead_latents", [SCATTER]),
 ])
 def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str, rewrites: list[str]) -> None:
     res = _fix(name)
