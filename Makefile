@@ -28,8 +28,10 @@ test: setup
 	.venv/bin/python -m pytest -q -m torchrun
 
 # -p no:logging: no test reads caplog, and Dynamo's many log records cost seconds to capture.
+# --dist load: the fast tier has no torchrun job or costly module fixture to share, so its
+# tests spread test by test (by module, one worker was left with the last long modules alone).
 test-fast: setup
-	.venv/bin/python -m pytest -q -p no:logging $(WORKERS) -m "$(FAST)"
+	.venv/bin/python -m pytest -q -p no:logging -n auto --maxprocesses=4 --dist load -m "$(FAST)"
 
 lint: setup
 	.venv/bin/ruff check dynscope tests examples benchmarks scripts

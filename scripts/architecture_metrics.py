@@ -14,6 +14,7 @@ registry that test what kind a record is (``kind_tests``).
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def _edges(package: Path, *, nested: bool, typing: bool = False) -> dict[str, se
     for name, path in paths.items():
         is_package = path.name == "__init__.py"
         out: set[str] = set()
-        for node in _imports(ast.parse(path.read_text(encoding="utf-8")).body, nested=nested, typing=typing):
+        for node in _imports(_tree(path).body, nested=nested, typing=typing):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
@@ -127,6 +128,12 @@ def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
 REGISTRY_MODULE = "dynscope/_torch/records.py"
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """``path`` parsed, once a run (the figures read each module several ways)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _registry_names(tree: ast.Module) -> set[str]:
     """Names a module imported from the registry module (``from dynscope._torch.records import X``)."""
     return {
@@ -171,7 +178,7 @@ def kind_tests(root: Path) -> list[str]:
         rel = path.relative_to(root).as_posix()
         if rel == REGISTRY_MODULE:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         imported = _registry_names(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Compare) and any(
@@ -184,7 +191,7 @@ def figures(root: Path) -> dict[str, object]:
     """The figures docs/architecture.md quotes, for the checkout at ``root``."""
     package = root / "dynscope"
     paths = sorted(package.rglob("*.py"))
-    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in paths}
+    trees = {p: _tree(p) for p in paths}
     longest = sorted(
         ((n.end_lineno or n.lineno) - n.lineno + 1, f"{p.relative_to(root)}:{n.name}")
         for p, t in trees.items() for n in ast.walk(t) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))

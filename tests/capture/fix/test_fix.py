@@ -408,6 +408,7 @@ def _user_file(tmp_path: Path) -> Path:
     ], "\n\ndef build():\n    print('building features')\n    torch.manual_seed(0)\n    return Net(), torch.randn(4, 8)\n")
 
 
+@pytest.mark.heavy  # two fix reruns (seconds): the main tier
 def test_write_applies_the_verified_patches_and_keeps_a_backup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _user_file(tmp_path)
     before = path.read_text()
