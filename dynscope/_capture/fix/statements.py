@@ -239,8 +239,46 @@ def rows_set(x: str, mask: str, value: ast.expr) -> str:
     return f"{x}.copy_(torch.where({rows}, {unparsed(value)}, {x}))"
 
 
+@dataclass
+class _Index:
+    """Where each node of a file's tree sits: its innermost function, a statement's block. Keyed
+    by the nodes' ids, so the index holds the tree: no id of it is given to another object."""
+
+    tree: ast.Module
+    function: dict[int, ast.FunctionDef | ast.AsyncFunctionDef | None]
+    block: dict[int, tuple[list[ast.stmt], int]]
+
+
+@lru_cache(maxsize=8)
+def _index(source: str) -> _Index:
+    """One walk of the file's tree (``parsed(source)``) for every site's lookups: a rewrite
+    asks for the function and block around a statement many times."""
+    index = _Index(parsed(source), {}, {})
+
+    def visit(node: ast.AST, fn: ast.FunctionDef | ast.AsyncFunctionDef | None) -> None:
+        index.function[id(node)] = fn
+        inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list):
+                for i, s in enumerate(body):
+                    if isinstance(s, ast.stmt):
+                        index.block.setdefault(id(s), (body, i))
+        for handler in getattr(node, "handlers", ()) or ():
+            for i, s in enumerate(handler.body):
+                index.block.setdefault(id(s), (handler.body, i))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(index.tree, None)
+    return index
+
+
 def block_of(source: str, stmt: ast.stmt) -> tuple[list[ast.stmt], int]:
     """The block (a body, an ``else``, a loop's body) that holds ``stmt``, and its index there."""
+    found = _index(source).block.get(id(stmt))
+    if found is not None and found[0][found[1]] is stmt:
+        return found
     for node in ast.walk(parsed(source)):
         for field in ("body", "orelse", "finalbody"):
             body = getattr(node, field, None)
@@ -257,7 +295,10 @@ def block_of(source: str, stmt: ast.stmt) -> tuple[list[ast.stmt], int]:
 
 def function_of(source: str, stmt: ast.stmt) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The innermost function whose body holds ``stmt``."""
-    best = None
+    index = _index(source)
+    if id(stmt) in index.function:
+        return index.function[id(stmt)]
+    best = None  # a statement of another tree (a rewrite's copy): walked
     for node in ast.walk(parsed(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not stmt and contains(node, stmt):
             if best is None or contains(best, node):
