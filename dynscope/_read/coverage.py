@@ -19,14 +19,8 @@ if TYPE_CHECKING:
     from dynscope._torch.profiler import OpCounts
 
 
-def _split(line: str) -> tuple[str, int]:
-    """(file, line number) of a line mark's ``file:line``."""
-    filename, _, number = line.rpartition(":")
-    return filename, int(number) if number.isdigit() else 0
-
-
-#: An eager op's key (region, line marks, op) -> (where it is listed, its break's index or -1).
-_Placed = dict[tuple[str, tuple[str, ...], str], tuple[str, int]]
+#: An eager op's key (region, (file, line) marks, op) -> (where it is listed, its break's index or -1).
+_Placed = dict[tuple[str, tuple[tuple[str, int], ...], str], tuple[str, int]]
 
 
 def _placed(rep: Report, counts: OpCounts) -> _Placed:
@@ -53,12 +47,12 @@ def _placed(rep: Report, counts: OpCounts) -> _Placed:
     for key in counts.eager:
         region, lines, _ = key
         cid = report_id.get(region, "")
-        own = location(*_split(lines[0])) if lines else ""
+        own = location(*lines[0]) if lines else ""
         i = site_of.get(cid, -1)
         if i >= 0:
             b = rep.breaks[i]
             eager = list(dict.fromkeys(frames[c].function for c in b.compile_ids if c in gave_up and c in frames))
-            if not lines or f"{b.filename}:{b.lineno}" in lines:
+            if not lines or (b.filename, b.lineno) in lines:
                 out[key] = (b.location + (f" ({', '.join(eager)} ran eagerly)" if eager else ""), i)
             else:
                 out[key] = (f"{own} (eager after the break at {b.location})", -1)

@@ -204,6 +204,11 @@ def _compiled_by_dynamo(code: CodeType) -> bool:
         return False
 
 
-def line_of(mark: str) -> str:
-    """``file:line`` of a range :class:`LineMarks` opened, "" for any other range."""
-    return mark[len(LINE_MARK):] if mark.startswith(LINE_MARK) else ""
+def line_of(mark: str) -> tuple[str, int]:
+    """(file, line) of a range :class:`LineMarks` opened (the profiler keeps only a range's
+    name: the mark's ``file:line`` is read back here, where it is written); ("", 0) for any
+    other range."""
+    if not mark.startswith(LINE_MARK):
+        return "", 0
+    filename, _, number = mark[len(LINE_MARK):].rpartition(":")
+    return filename, int(number) if number.isdigit() else 0

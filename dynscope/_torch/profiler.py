@@ -128,13 +128,13 @@ class OpCounts:
     """What the profiler saw, before eager ops are tied to break sites."""
 
     in_graphs: int
-    # (PyTorch's compile id of the frame running, the "file:line" marks above the op,
+    # (PyTorch's compile id of the frame running, the (file, line) marks above the op,
     # innermost first (the line that ran it, then the lines that called into it; () when
     # not marked), op) -> count
-    eager: Counter[tuple[str, tuple[str, ...], str]]
+    eager: Counter[tuple[str, tuple[tuple[str, int], ...], str]]
     # Same keys -> microseconds those ops took (each top-level op's whole time: its own and
     # that of the aten ops it called, i.e. the sum of their self CPU times).
-    eager_us: dict[tuple[str, tuple[str, ...], str], float] = field(default_factory=dict)
+    eager_us: dict[tuple[str, tuple[tuple[str, int], ...], str], float] = field(default_factory=dict)
     glue: int = 0  # ops Dynamo's own bytecode ran to call a graph (not counted either way)
     # PyTorch's compile id -> times its compiled code ran ("Torch-Compiled Region" ranges)
     regions: Counter[str] = field(default_factory=Counter)
@@ -326,12 +326,12 @@ def _ops_from_function_events(events: Any) -> list[_Op]:
     return list(ops.values())
 
 
-def _where(event: Any) -> tuple[str, str, Any, tuple[str, ...]]:
+def _where(event: Any) -> tuple[str, str, Any, tuple[tuple[str, int], ...]]:
     """("graph" | "compile" | "glue" | "eager", compile id of the innermost compiled frame
-    running, the innermost autograd engine event above the op or None, the ``file:line`` of
+    running, the innermost autograd engine event above the op or None, the (file, line) of
     each line mark above it, innermost first)."""
     region = ""
-    lines: list[str] | None = []  # None: the innermost mark is Dynamo's glue (the op is the region's)
+    lines: list[tuple[str, int]] | None = []  # None: the innermost mark is Dynamo's glue (the op is the region's)
     engine = None
     parent = event.cpu_parent
     while parent is not None:
@@ -359,7 +359,7 @@ def _where(event: Any) -> tuple[str, str, Any, tuple[str, ...]]:
     return "eager", region, engine, tuple(lines or ())
 
 
-def _forwards(events: list[_Op]) -> dict[tuple[int, int], tuple[bool, str, tuple[str, ...]]]:
+def _forwards(events: list[_Op]) -> dict[tuple[int, int], tuple[bool, str, tuple[tuple[str, int], ...]]]:
     """(thread, sequence number) -> (ran in a graph, region, lines) of the forward op that
     made the autograd node with that number.
 
@@ -367,7 +367,7 @@ def _forwards(events: list[_Op]) -> dict[tuple[int, int], tuple[bool, str, tuple
     node is made by the last of them (making it advances the counter), so the latest
     start wins.
     """
-    best: dict[tuple[int, int], tuple[int, bool, str, tuple[str, ...]]] = {}
+    best: dict[tuple[int, int], tuple[int, bool, str, tuple[tuple[str, int], ...]]] = {}
     for ev in events:
         seq = ev.sequence_nr
         if seq < 0 or ev.name.startswith(_ENGINE):
@@ -387,8 +387,8 @@ def counts_from_events(events: list[_Op]) -> OpCounts:
     forwards = _forwards(events)
     in_graphs = glue = 0
     regions: Counter[str] = Counter()
-    eager: Counter[tuple[str, tuple[str, ...], str]] = Counter()
-    eager_us: dict[tuple[str, tuple[str, ...], str], float] = {}
+    eager: Counter[tuple[str, tuple[tuple[str, int], ...], str]] = Counter()
+    eager_us: dict[tuple[str, tuple[tuple[str, int], ...], str], float] = {}
     for ev in events:
         if not ev.name.startswith("aten::"):
             if ev.name.startswith(_REGION):
