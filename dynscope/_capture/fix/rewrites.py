@@ -212,6 +212,11 @@ _NUMBER_METHODS = {"size", "dim", "numel", "item", "tolist", "nelement", "elemen
 def _reads_tensor(node: ast.expr) -> bool:
     """Whether ``node`` is a tensor-valued call: a method of a tensor (``x.sum()``) or a
     ``torch.*`` function, not a size, a length or a Python builtin."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, (ast.Name, ast.Attribute)):
+        # int(lengths[b, k]): an element of a tensor (at a site where a tensor is read back; an
+        # element of a list or a size would make the patch raise, and the verifier refuse it)
+        return not (isinstance(node.value, ast.Attribute) and node.value.attr in ("shape", "ndim")) \
+            and not isinstance(node.slice, ast.Slice)
     if not isinstance(node, ast.Call):
         return False
     f = node.func

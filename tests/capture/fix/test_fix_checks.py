@@ -137,6 +137,15 @@ def test_a_temporary_of_the_else_branch_is_made_before_the_names_that_read_it() 
     assert "return (dx,)" in cond and "_else(z)" not in cond
 
 
+def test_an_element_of_a_tensor_read_back_by_int_stays_a_0_dim_tensor() -> None:
+    # GNMT's length penalty, hypothesis by hypothesis: int() of one element, used in arithmetic.
+    body = "def pen(scores, lengths, b, k):\n    n = int(lengths[b, k])\n    return scores / ((5.0 + n) / 6.0)\n"
+    assert _made(body, 2, SCALAR)[TENSOR] == "    n = lengths[b, k].detach().long()\n"
+    # A size's element or a slice is no tensor element read back.
+    assert TENSOR not in _made(body.replace("lengths[b, k]", "lengths.shape[0]"), 2, SCALAR)
+    assert TENSOR not in _made(body.replace("lengths[b, k]", "lengths[1:]"), 2, SCALAR)
+
+
 def test_a_size_unpacked_from_tolist_stays_tensors() -> None:
     body = "def crop(boxes, hw):\n    h, w = hw.tolist()\n    return boxes / w + h\n"
     assert _made(body, 2, SCALAR)[TENSOR] == "    h, w = hw.detach().unbind(0)\n"
