@@ -35,6 +35,9 @@ class Cell:
     text: str
     href: str = ""
     hint: str = ""
+    # What the cell stands for where cells are compared across columns (a ranks' table marks
+    # a row whose columns differ): the value itself, not its words; "" compares the text.
+    key: str = ""
 
     def __str__(self) -> str:
         return self.text

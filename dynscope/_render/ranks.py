@@ -67,17 +67,22 @@ def _same_column(r: Report) -> tuple[object, ...]:
             tuple(g.split_by for g in r.graphs))
 
 
-def _cells(r: Report) -> list[str]:
+def _cells(r: Report) -> list[Cell]:
+    """A rank's column, each cell keyed by the value it says (the page marks a row whose
+    columns' values differ)."""
+    def cell(text: str, value: object) -> Cell:
+        return Cell(text, key=repr(value))
+
     return [
-        r.title or "-",
-        str(r.graph_count),
-        str(_ddp_splits(r)),
-        f"{r.break_count} at {plural(len(r.breaks), 'site')}",
-        str(r.recompile_count),
-        str(len(r.guards)),
-        _collectives(r),
-        f"{r.compile_time.total_s:.2f} s",
-        r.torch_version or "-",
+        cell(r.title or "-", (r.title,)),
+        cell(str(r.graph_count), r.graph_count),
+        cell(str(_ddp_splits(r)), _ddp_splits(r)),
+        cell(f"{r.break_count} at {plural(len(r.breaks), 'site')}", (r.break_count, len(r.breaks))),
+        cell(str(r.recompile_count), r.recompile_count),
+        cell(str(len(r.guards)), len(r.guards)),
+        cell(_collectives(r), _collective_counts(r)),
+        cell(f"{r.compile_time.total_s:.2f} s", (round(r.compile_time.total_s, 2),)),
+        cell(r.torch_version or "-", r.torch_version),
     ]
 
 
@@ -99,16 +104,17 @@ def rank_columns(m: MultiRankReport) -> list[tuple[str, list[Report]]]:
     return [(f"rank {g[0].rank}" if len(g) == 1 else f"ranks {rank_ranges(r.rank for r in g)}", g) for g in ordered]
 
 
-def rank_rows(m: MultiRankReport, columns: list[tuple[str, list[Report]]] | None = None) -> list[tuple[str, list[str]]]:
+def rank_rows(m: MultiRankReport, columns: list[tuple[str, list[Report]]] | None = None) -> list[tuple[str, list[Cell]]]:
     """(row label, one cell per column of :func:`rank_columns`) for the side-by-side table."""
     columns = columns if columns is not None else rank_columns(m)
-    per_column: list[list[str]] = []
+    per_column: list[list[Cell]] = []
     for _, reps in columns:
         cells = _cells(reps[0])
         if len(reps) > 1:
-            cells[0] = plural(len(reps), "rank")
+            cells[0] = Cell(plural(len(reps), "rank"), key=repr(tuple(r.title for r in reps)))
             times = [r.compile_time.total_s for r in reps]
-            cells[7] = f"{min(times):.2f}-{max(times):.2f} s" if max(times) - min(times) >= 0.005 else cells[7]
+            if max(times) - min(times) >= 0.005:
+                cells[7] = Cell(f"{min(times):.2f}-{max(times):.2f} s", key=repr((round(min(times), 2), round(max(times), 2))))
         per_column.append(cells)
     return [(label, [col[i] for col in per_column]) for i, label in enumerate(_LABELS)]
 
@@ -121,7 +127,8 @@ def _graph_cell(rep: Report, i: int) -> Cell:
     g = rep.graphs[i]
     split = " [DDP bucket split]" if g.split_by == "ddp_bucket" else ""
     h = structure_hash(g)
-    return Cell(f"{resume_label(g.frame) or '?'} {g.compile_id}: {plural(g.op_count, 'op')} #{h[:8]}{split}", hint=h)
+    return Cell(f"{resume_label(g.frame) or '?'} {g.compile_id}: {plural(g.op_count, 'op')} #{h[:8]}{split}", hint=h,
+                key=h)
 
 
 def agreement(m: MultiRankReport) -> str:
@@ -186,7 +193,7 @@ def _rows_html(table: Table, code: bool) -> list[str]:
     """A side-by-side table: a row whose columns differ is marked (its cells, not its label)."""
     out = ["<table><tr>" + "".join(f"<th>{esc(c.header)}</th>" for c in table.columns) + "</tr>"]
     for label, *cells in table.rows:
-        keys = {c.hint if isinstance(c, Cell) else c for c in cells}
+        keys = {(c.key or c.hint or c.text) if isinstance(c, Cell) else c for c in cells}
         cls = " class='differs'" if len(keys) > 1 else ""
         shown = [f"<code>{esc(str(c))}</code>" if code else esc(str(c)) for c in cells]
         out.append(f"<tr><th>{esc(str(label))}</th>" + "".join(f"<td{cls}>{c}</td>" for c in shown) + "</tr>")
