@@ -302,6 +302,31 @@ def padded_encoder() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return PaddedEncoder(), (torch.randn(3, 6, 4), torch.tensor([6, 4, 2]))
 
 
+class ReturnsCritic(nn.Module):
+    """An actor-critic's value loss against discounted returns computed the way the first
+    version of many RL repositories did: a Python loop over the rewards' numbers."""
+
+    def __init__(self, gamma: float = 0.9) -> None:
+        super().__init__()
+        self.value = nn.Linear(3, 1)
+        self.gamma = gamma
+
+    def forward(self, states: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
+        returns = []
+        running = 0.0
+        for r in reversed(rewards.tolist()):  # SITE: loop over the tensor's elements
+            running = r + self.gamma * running
+            returns.append(running)
+        returns.reverse()
+        targets = torch.tensor(returns, dtype=rewards.dtype)
+        return F.mse_loss(self.value(states).squeeze(-1), targets)
+
+
+def returns_critic() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(820)
+    return ReturnsCritic(), (torch.randn(6, 3), torch.tensor([0.0, 1.0, 0.0, 0.5, 0.0, 1.0]))
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -316,4 +341,5 @@ PROGRAMS: dict[str, Any] = {
     "negative_queue": negative_queue,
     "duration_loss": duration_loss,
     "padded_encoder": padded_encoder,
+    "returns_critic": returns_critic,
 }

@@ -38,7 +38,7 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "indexed_by_tensor", "length_fill", "lengths_kept", "per_element_list",
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "per_element_list",
            "pointer_kept"]
 
 LIST = "per-element list as tensor ops"
@@ -580,3 +580,109 @@ def lengths_kept(stmt: ast.stmt, text: Text) -> Made | None:
         f"`{name}` held one number per element of a 1-D tensor; it is that tensor now (a list given in its "
         "place is made one), and every read of it measures it or makes a tensor of it again"),
         first=first, last=last)
+
+
+# -- a loop over a tensor's numbers, its results gathered and made a tensor ----------------------
+
+ELEMENTS = "loop over the tensor's elements"
+
+
+class _Stacked(ast.NodeTransformer):
+    """``torch.tensor(L, dtype=d)`` (``torch.as_tensor``) of a list the loop filled with 0-dim
+    tensors as ``torch.stack(L).to(d)``."""
+
+    def __init__(self, lists: set[str]) -> None:
+        self.lists, self.changed = lists, False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        call = _tensor_call(node)
+        if call is not None and isinstance(call.args[0], ast.Name) and call.args[0].id in self.lists \
+                and all(k.arg == "dtype" for k in call.keywords):
+            self.changed = True
+            return _as_tensor_of(call, _expr(f"torch.stack({call.args[0].id})"))
+        return node
+
+
+def _element_use_ok(body: list[ast.stmt], var: str) -> bool:
+    """The loop's number is only computed with: never a test, an index, a size, a count or a
+    Python conversion (where a 0-dim tensor does not serve as the number did)."""
+    for node in (n for s in body for n in ast.walk(s)):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)) and var in names_loaded(node.test):
+            return False
+        if isinstance(node, ast.Subscript) and var in names_loaded(node.slice):
+            return False
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("range", "int", "len", "bool", "str", "round", "format")
+                and any(var in names_loaded(a) for a in node.args)):
+            return False
+        if isinstance(node, (ast.JoinedStr, ast.FormattedValue)) and var in names_loaded(node):
+            return False
+        if isinstance(node, (ast.For, ast.While, ast.With, ast.Try, ast.Return, ast.Break, ast.Continue)):
+            return False
+    return True
+
+
+def loop_over_elements(stmt: ast.stmt, text: Text) -> Made | None:
+    """``for r in reversed(t.tolist()):`` (or ``for r in t.tolist():``) whose body only
+    computes with ``r`` and appends to lists (a discounted return, step by step), the lists made
+    tensors after it by ``torch.tensor(L, dtype=d)``: the loop over ``t``'s elements as 0-dim
+    tensors (``list(t.detach().unbind(0))``), each list made a tensor by ``torch.stack``."""
+    if not (isinstance(stmt, ast.For) and not stmt.orelse and isinstance(stmt.target, ast.Name)):
+        return None
+    it = stmt.iter
+    backwards = isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "reversed" \
+        and len(it.args) == 1 and not it.keywords
+    tensor = _tolist_of(it.args[0] if backwards else it)  # type: ignore[attr-defined]
+    var = stmt.target.id
+    if tensor is None or not _element_use_ok(stmt.body, var):
+        return None
+    lists = {n.func.value.id for s in stmt.body for n in ast.walk(s)
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
+             and isinstance(n.func.value, ast.Name)}
+    if not lists:
+        return None
+    elements = f"list({_paren(unparsed(tensor))}.detach().unbind(0))"
+    head = f"for {var} in {'reversed(' + elements + ')' if backwards else elements}:"
+    lines = [head, *(text.unit + ln for ln in text.body_lines(stmt.body))]
+    block, at = block_of(text.source, stmt)
+    last: ast.stmt | None = None
+    pending: list[str] = []
+    for s in block[at + 1:]:
+        touched = names_loaded(s) & lists
+        if not touched:
+            if names_stored(s) & lists:
+                break
+            pending += text.statement_lines(s)
+            continue
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute) \
+                and s.value.func.attr == "reverse" and not s.value.args:
+            pending += text.statement_lines(s)  # L.reverse(): a list of tensors reverses the same
+            continue
+        fix = _Stacked(lists)
+        new = fix.visit(copy.deepcopy(s))
+        if not fix.changed or _read_unstacked(new, lists):
+            return None  # a list read otherwise too (its length, an element): it holds tensors now
+        lines += pending + unparsed(new).split("\n")
+        pending, last = [], s
+        if not any(read_later(text.source, stmt, n, after=s) for n in lists):
+            break
+    if last is None or any(read_later(text.source, stmt, n, after=last) for n in lists):
+        return None
+    return Made(lines, ELEMENTS, (
+        f"`{var}` is one element of a 1-D tensor, used only in arithmetic (a 0-dim tensor serves as the number did, "
+        "in the tensor's dtype where Python computed in float64); each list it fills is only made a tensor"),
+        last=last)
+
+
+def _read_unstacked(node: ast.AST, lists: set[str]) -> bool:
+    """Whether ``node`` reads one of ``lists`` other than as ``torch.stack(L)``."""
+    stacked = {id(a) for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "stack" for a in n.args if isinstance(a, ast.Name)}
+    return any(isinstance(n, ast.Name) and n.id in lists and isinstance(n.ctx, ast.Load) and id(n) not in stacked
+               for n in ast.walk(node))
+
+
+def _paren(src: str) -> str:
+    """``src`` in parentheses unless a name or an attribute chain."""
+    return src if src.replace(".", "").replace("_", "a").isalnum() else f"({src})"

@@ -323,7 +323,8 @@ def read_later(source: str, stmt: ast.stmt, name: str, after: ast.stmt | None = 
     fn = function_of(source, stmt)
     scope: ast.AST = fn if fn is not None else parsed(source)
     end = (after or stmt).end_lineno or (after or stmt).lineno
-    in_loop = any(isinstance(n, (ast.For, ast.While)) and contains(n, stmt) for n in ast.walk(scope))
+    # (a loop that is the site itself reads nothing again: its own turns are the pattern's)
+    in_loop = any(isinstance(n, (ast.For, ast.While)) and n is not stmt and contains(n, stmt) for n in ast.walk(scope))
     for n in ast.walk(scope):
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
             if n.lineno > end or (in_loop and not contains(after or stmt, n) and not contains(stmt, n)):

@@ -194,6 +194,32 @@ def test_a_list_of_lengths_only_measured_is_kept_the_tensor_it_came_from() -> No
         assert numbers.KEPT not in _made(PAD_MASK.replace(old, new), 3, SCALAR), new
 
 
+RETURNS = """\
+def discount(rewards, gamma):
+    returns = []
+    running = 0.0
+    for r in reversed(rewards.tolist()):
+        running = r + gamma * running
+        returns.append(running)
+    returns.reverse()
+    return torch.tensor(returns, dtype=rewards.dtype)
+"""
+
+
+def test_a_loop_over_a_tensors_numbers_filling_a_list_made_a_tensor_loops_over_its_elements() -> None:
+    assert _made(RETURNS, 4, SCALAR)[numbers.ELEMENTS] == (
+        "    for r in reversed(list(rewards.detach().unbind(0))):\n"
+        "        running = r + gamma * running\n"
+        "        returns.append(running)\n"
+        "    returns.reverse()\n"
+        "    return torch.stack(returns).to(rewards.dtype)\n")
+    # The number as a test, an index or a count, or the list read as a list after: no rewrite.
+    for old, new in [("running = r + gamma * running", "running = r if r > 0 else running"),
+                     ("running = r + gamma * running", "running = gamma * running + table[r]"),
+                     ("    returns.reverse()\n", "    print(len(returns))\n")]:
+        assert numbers.ELEMENTS not in _made(RETURNS.replace(old, new), 4, SCALAR), new
+
+
 def test_a_list_made_element_by_element_from_tolist_is_the_same_arithmetic_on_the_tensor() -> None:
     body = ("def weights(counts, beta, dtype):\n"
             "    w = [(1 - beta) / (1 - beta ** max(n, 1)) for n in counts.tolist()]\n"
@@ -295,14 +321,14 @@ def _fix(name: str) -> dynscope.FixResult:
     ("positive_anchor_box_loss", masks.INLINE), ("gappy_log_cosh_loss", masks.INLINE),
     ("banned_token_penalty", masks.ASSIGN), ("teacher_forced", masks.ASSIGN),
     ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
-    ("duration_loss", masks.BOUND), ("padded_encoder", numbers.KEPT),
+    ("duration_loss", masks.BOUND), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
     (p,) = res.patches
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     assert p.gradients_matched is not False and res.breaks_after == 0
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS))
 
 
 @pytest.mark.heavy
