@@ -327,6 +327,29 @@ def returns_critic() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return ReturnsCritic(), (torch.randn(6, 3), torch.tensor([0.0, 1.0, 0.0, 0.5, 0.0, 1.0]))
 
 
+class TrimmedPool(nn.Module):
+    """A protein-sequence encoder that trims the padded batch to its longest sequence before
+    embedding: padding embeds to zero (padding_idx) and is masked out of the mean."""
+
+    def __init__(self, vocab: int = 8, dim: int = 4) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim, padding_idx=0)
+        self.conv = nn.Conv1d(dim, dim, 3, padding=1)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        lengths = (tokens != 0).sum(1)
+        max_len = int(lengths.max())  # SITE: trim to the longest row dropped
+        tokens = tokens[:, :max_len]
+        pad = (tokens != 0).unsqueeze(1).float()
+        h = (self.conv(self.embed(tokens).transpose(1, 2)) * pad).sum(-1)
+        return h / lengths[:, None].clamp(min=1)
+
+
+def trimmed_pool() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(821)
+    return TrimmedPool(), (torch.tensor([[3, 1, 4, 0, 0, 0], [2, 7, 0, 0, 0, 0], [5, 5, 6, 1, 0, 0]]),)
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -342,4 +365,5 @@ PROGRAMS: dict[str, Any] = {
     "duration_loss": duration_loss,
     "padded_encoder": padded_encoder,
     "returns_critic": returns_critic,
+    "trimmed_pool": trimmed_pool,
 }

@@ -30,6 +30,7 @@ from dynscope._capture.fix.statements import (
     Text,
     block_of,
     enumerated_list,
+    function_of,
     names_loaded,
     names_stored,
     parsed,
@@ -38,7 +39,7 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "per_element_list",
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "TRIM", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "per_element_list", "trim_dropped",
            "pointer_kept"]
 
 LIST = "per-element list as tensor ops"
@@ -686,3 +687,85 @@ def _read_unstacked(node: ast.AST, lists: set[str]) -> bool:
 def _paren(src: str) -> str:
     """``src`` in parentheses unless a name or an attribute chain."""
     return src if src.replace(".", "").replace("_", "a").isalnum() else f"({src})"
+
+
+# -- a batch trimmed to its longest row ------------------------------------------------------------
+
+TRIM = "trim to the longest row dropped"
+
+
+def _read_back(value: ast.expr) -> ast.expr | None:
+    """``t`` of ``int(t)`` or ``t.item()`` (the number read back)."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "int" \
+            and len(value.args) == 1 and not value.keywords:
+        return value.args[0]
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "item" \
+            and not value.args:
+        return value.func.value
+    return None
+
+
+def _trimmed_dim(node: ast.Subscript, name: str) -> int | None:
+    """The dimension ``x[..., :name]`` (``x[:, :name]``, ``x[:name]``) trims; None for another read."""
+    sl = node.slice
+    parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+    last = parts[-1]
+    if not (isinstance(last, ast.Slice) and last.lower is None and last.step is None
+            and isinstance(last.upper, ast.Name) and last.upper.id == name):
+        return None
+    lead = parts[:-1]
+    if any(isinstance(p, ast.Constant) and p.value is Ellipsis for p in lead):
+        return -1 if len(lead) == 1 else None
+    if all(isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None for p in lead):
+        return len(lead)
+    return None
+
+
+def trim_dropped(stmt: ast.stmt, text: Text) -> Made | None:
+    """``n = int(lengths.max())`` (``int(mask.sum(1).max())``, ``.item()``) whose every read is
+    the end of a slice that trims a tensor's dimension (``x = x[:, :n]``) or ``torch.arange(n)``:
+    the longest row's length as the dimension's full size, ``n = x.shape[1]`` (the slices then
+    keep everything, and no size is read back)."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    name = stmt.targets[0].id
+    inner = _read_back(stmt.value)
+    if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr in ("max", "amax")
+            and not inner.args and not inner.keywords):
+        return None
+    fn = function_of(text.source, stmt)
+    scope: ast.AST = fn if fn is not None else parsed(text.source)
+    end = stmt.end_lineno or stmt.lineno
+    first: tuple[int, ast.expr, int] | None = None  # (line, the trimmed tensor, its dimension)
+    reads = 0
+    aranges: set[int] = set()
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "arange" \
+                and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == name:
+            aranges.add(id(node.args[0]))
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store) and node.lineno > end:
+            return None  # bound again: another value read after
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and node.lineno > end:
+            dim = _trimmed_dim(node, name)
+            if dim is not None:
+                reads += 1
+                if first is None or node.lineno < first[0]:
+                    first = (node.lineno, node.value, dim)
+    loads = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    if first is None or len(loads) != reads + len(aranges) or any(n.lineno <= end for n in loads):
+        return None  # read otherwise too (a loop count, a log, a size of its own)
+    _, tensor, dim = first
+    if not isinstance(tensor, (ast.Name, ast.Attribute)) or _bound_between(scope, tensor, end, first[0]):
+        return None
+    return Made([f"{name} = {unparsed(tensor)}.shape[{dim}]"], TRIM, (
+        f"trimming to the longest row changes no output: the positions past every row's length are padding the "
+        f"model masks out (each row's values do not depend on it); `{name}` is now the full size of "
+        f"`{unparsed(tensor)}`'s dimension {dim}, and each slice keeps all of it"))
+
+
+def _bound_between(scope: ast.AST, tensor: ast.expr, after: int, before: int) -> bool:
+    """Whether the name (or attribute) ``tensor`` is assigned on a line in (after, before)."""
+    want = unparsed(tensor)
+    return any(isinstance(n, ast.Assign) and after < n.lineno < before and any(unparsed(t) == want for t in n.targets)
+               for n in ast.walk(scope))

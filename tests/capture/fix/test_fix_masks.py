@@ -220,6 +220,25 @@ def test_a_loop_over_a_tensors_numbers_filling_a_list_made_a_tensor_loops_over_i
         assert numbers.ELEMENTS not in _made(RETURNS.replace(old, new), 4, SCALAR), new
 
 
+TRIMMED = """\
+def pool(self, tokens):
+    lengths = (tokens != 0).sum(1)
+    max_len = int(lengths.max())
+    tokens = tokens[:, :max_len]
+    h = self.embed(tokens) + self.pos(torch.arange(max_len))
+    return h.sum(1)
+"""
+
+
+def test_a_batch_trimmed_to_its_longest_row_keeps_its_full_width() -> None:
+    assert _made(TRIMMED, 3, SCALAR)[numbers.TRIM] == "    max_len = tokens.shape[1]\n"
+    # Read otherwise too (a log of it, a loop count), or bound again after: no rewrite.
+    for old, new in [("    return h.sum(1)\n", "    print(max_len)\n    return h.sum(1)\n"),
+                     ("    return h.sum(1)\n", "    max_len = 3\n    return h.sum(1)\n"),
+                     ("tokens[:, :max_len]", "tokens[:, 1:max_len]")]:
+        assert numbers.TRIM not in _made(TRIMMED.replace(old, new), 3, SCALAR), new
+
+
 def test_a_list_made_element_by_element_from_tolist_is_the_same_arithmetic_on_the_tensor() -> None:
     body = ("def weights(counts, beta, dtype):\n"
             "    w = [(1 - beta) / (1 - beta ** max(n, 1)) for n in counts.tolist()]\n"
@@ -322,13 +341,14 @@ def _fix(name: str) -> dynscope.FixResult:
     ("banned_token_penalty", masks.ASSIGN), ("teacher_forced", masks.ASSIGN),
     ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
     ("duration_loss", masks.BOUND), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
+    ("trimmed_pool", numbers.TRIM),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
     (p,) = res.patches
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     assert p.gradients_matched is not False and res.breaks_after == 0
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM))
 
 
 @pytest.mark.heavy
