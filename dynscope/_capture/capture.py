@@ -20,7 +20,6 @@ from dynscope._format import clip, few
 from dynscope._hooks import Hook
 from dynscope._model.base import _Live
 from dynscope._read.assemble import build_report
-from dynscope._read.coverage import with_coverage, with_runs
 from dynscope._torch.distributed import rank_info
 from dynscope._torch.profiler import OWN_MARK, CoverageRecorder
 from dynscope._torch.runs import RunCounter
@@ -138,11 +137,9 @@ class Capture:
             rank=rank,
             world_size=world_size,
             torch_version=str(torch.__version__),
+            coverage=self._coverage.counts() if self._coverage is not None else None,
+            runs=self._runs.runs,
         )
-        counts = self._coverage.counts() if self._coverage is not None else None
-        if counts is not None:
-            rep = with_coverage(rep, counts)
-        rep = replace(rep, graphs=with_runs(rep, self._runs.runs))
         notes = tuple(f.note for f in _hooks.since(self._hooks_from))
         if not self.provenance and any(g.lowering is not None and not g.lowering.kernels for g in rep.graphs):
             notes += (PROVENANCE_OFF,)

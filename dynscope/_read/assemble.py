@@ -37,6 +37,7 @@ from dynscope._read.break_sites import (
     wrapper_arguments,
 )
 from dynscope._read.cache_fold import lookups_of
+from dynscope._read.coverage import with_coverage, with_runs
 from dynscope._read.lowering import (
     AOT_COMPILE,
     LoweringFold,
@@ -68,11 +69,12 @@ from dynscope._torch.registry import library_of
 from dynscope._torch.shape_text import ShapeRecords, entry_failures, recompile_fixes, size_fixes
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from dynscope._capture.backend import RecordedGraph
     from dynscope._torch.break_report import ParsedBreak
     from dynscope._torch.metrics import CompileMetrics
+    from dynscope._torch.profiler import OpCounts
     from dynscope._torch.trace import TraceEvent
 
 
@@ -459,6 +461,8 @@ def build_report(
     rank: int = 0,
     world_size: int = 1,
     torch_version: str = "",
+    coverage: OpCounts | None = None,
+    runs: Mapping[str, int] | None = None,
 ) -> Report:
     """Assemble a Report from what was captured, without asking the running process.
 
@@ -473,6 +477,10 @@ def build_report(
         world_size: how many ranks the job had. Defaults to 1.
         torch_version: the torch that produced the events. Defaults to "" (not known:
             a recorded trace assembled elsewhere).
+        coverage: what the profiler saw (a live capture with coverage): each eager op tied
+            to its break site (:func:`dynscope._read.coverage.with_coverage`). Defaults to None.
+        runs: PyTorch's compile id -> times its compiled code ran, for the graphs dynscope's
+            backend did not count (:func:`dynscope._read.coverage.with_runs`). Defaults to None.
     """
     st, unmatched = _assembled(events, recorded, ignore_backend_mismatch)
     raw_ids = {new: old for old, new in st.renumber.items()}
@@ -493,7 +501,7 @@ def build_report(
         for f in frames
         if is_recompile_limit(f.fail_reason)
     )
-    return Report(
+    rep = Report(
         rank=rank,
         world_size=world_size,
         graphs=tuple(graphs),
@@ -513,6 +521,9 @@ def build_report(
         cache_lookups=tuple(replace(lk, compile_id=st.renumber.get(lk.compile_id, lk.compile_id))
                             for lk in lookups_of(events)),
     )
+    if coverage is not None:
+        rep = with_coverage(rep, coverage)
+    return replace(rep, graphs=with_runs(rep, runs)) if runs is not None else rep
 
 
 
