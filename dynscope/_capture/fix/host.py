@@ -1100,7 +1100,7 @@ def _flat(src: str) -> str:
 
 def _looks_boolean(name: str) -> bool:
     last = name.rsplit(".", 1)[-1].lower()
-    return last.startswith(("is_", "has_")) or any(w in last for w in ("mask", "keep", "valid", "selected", "pos"))
+    return last.startswith(("is_", "has_")) or any(w in last for w in ("mask", "keep", "valid", "selected"))
 
 
 def _not_empty(test: ast.expr, name: str) -> bool:

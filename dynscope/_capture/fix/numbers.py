@@ -471,7 +471,7 @@ class _Measured(ast.NodeTransformer):
     """Reads of a list ``name`` that was a tensor's ``.tolist()`` as reads of the tensor:
     ``len(L)`` -> ``L.shape[0]``, ``max(L)`` -> ``L.max()`` (``min``, ``sum``; an ``int(...)``
     around it dropped inside a comparison, where a 0-dim tensor compares the same), ``x.new(L)``
-    -> ``L.to(dtype=x.dtype, device=x.device)``, ``torch.tensor(L)`` -> ``torch.as_tensor(L)``;
+    -> ``L.to(dtype=x.dtype, device=x.device)``, ``torch.tensor(L)`` -> ``torch.as_tensor(L).clone()``;
     ``bad`` when it is read any other way (iterated, indexed, tested as a list)."""
 
     def __init__(self, name: str) -> None:
@@ -516,12 +516,14 @@ class _Measured(ast.NodeTransformer):
             if isinstance(f, ast.Attribute) and f.attr == "new" and not node.keywords:
                 self.used = True
                 x = unparsed(self.visit(f.value))
-                return _expr(f"{self.name}.to(dtype={x}.dtype, device={x}.device)")
+                return _expr(f"{self.name}.to(dtype={x}.dtype, device={x}.device, copy=True)")
             if isinstance(f, ast.Attribute) and f.attr in _MADE_FROM and isinstance(f.value, ast.Name) \
                     and f.value.id == "torch" and f.attr in ("tensor", "as_tensor"):
                 self.used = True
-                return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="as_tensor"),
+                made = ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="as_tensor"),
                                 args=node.args, keywords=node.keywords)
+                # a copy, as torch.tensor(list) made one (as_tensor of a tensor is the tensor)
+                return ast.Call(func=ast.Attribute(value=made, attr="clone"), args=[], keywords=[])
         return self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> ast.AST:

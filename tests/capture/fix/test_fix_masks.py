@@ -186,7 +186,7 @@ def test_a_list_of_lengths_only_measured_is_kept_the_tensor_it_came_from() -> No
         "    else:\n"
         "        assert maxlen >= lengths.max()\n"
         "    seq_range = torch.arange(0, maxlen, dtype=torch.int64).unsqueeze(0).expand(bs, maxlen)\n"
-        "    return seq_range >= lengths.to(dtype=seq_range.dtype, device=seq_range.device).unsqueeze(-1)\n")
+        "    return seq_range >= lengths.to(dtype=seq_range.dtype, device=seq_range.device, copy=True).unsqueeze(-1)\n")
     # Iterated, indexed or passed on as a list: it stays a list.
     for old, new in [("bs = int(len(lengths))", "bs = len([n for n in lengths])"),
                      ("bs = int(len(lengths))", "bs = int(lengths[0])"),
