@@ -69,7 +69,7 @@ proposed (not verified) and left alone; the share of fixable sites removed (goal
 verified patches at must-not sites (goal: 0); verified patches that change an output on
 inputs fix never saw (goal: 0); sites nobody marked.
 
-Run:  .venv/bin/python benchmarks/fix_heldout.py [1-8]   (every set when none is named)
+Run:  .venv/bin/python benchmarks/fix_heldout.py [1-9]   (every set when none is named)
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ from tests.corpus import (  # the repository root is on the path
     fix_heldout6,
     fix_heldout7,
     fix_heldout8,
+    fix_heldout9,
 )
 from tests.corpus.fix_measure import measure_held_out, table
 
@@ -99,7 +100,8 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "5": ("tests/corpus/fix_heldout5 (read while writing rewrites)", fix_heldout5.PROGRAMS),
         "6": ("tests/corpus/fix_heldout6 (read while writing rewrites)", fix_heldout6.PROGRAMS),
         "7": ("tests/corpus/fix_heldout7 (read while writing rewrites)", fix_heldout7.PROGRAMS),
-        "8": ("tests/corpus/fix_heldout8 (read while writing rewrites)", fix_heldout8.PROGRAMS)}
+        "8": ("tests/corpus/fix_heldout8 (read while writing rewrites)", fix_heldout8.PROGRAMS),
+        "9": ("tests/corpus/fix_heldout9", fix_heldout9.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:
