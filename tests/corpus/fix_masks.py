@@ -350,6 +350,33 @@ def trimmed_pool() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return TrimmedPool(), (torch.tensor([[3, 1, 4, 0, 0, 0], [2, 7, 0, 0, 0, 0], [5, 5, 6, 1, 0, 0]]),)
 
 
+class CtcHead(nn.Module):
+    """A Hugging Face-style CTC head: labels padded with -100, the targets masked_select-ed into
+    one flat tensor for ctc_loss."""
+
+    def __init__(self, dim: int = 6, vocab: int = 5) -> None:
+        super().__init__()
+        self.lm_head = nn.Linear(dim, vocab)
+
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        logits = self.lm_head(hidden)
+        input_lengths = attention_mask.sum(-1).to(torch.long)
+        labels_mask = labels >= 0
+        target_lengths = labels_mask.sum(-1)
+        flattened_targets = labels.masked_select(labels_mask)  # SITE: padded targets to ctc_loss
+        log_probs = F.log_softmax(logits, dim=-1, dtype=torch.float32).transpose(0, 1)
+        # ctc_loss breaks on its own too, whatever its targets (aten._ctc_loss.Tensor: an output shape from data)
+        return F.ctc_loss(log_probs, flattened_targets, input_lengths, target_lengths, blank=0,  # SITE: none
+                          reduction="mean", zero_infinity=True)
+
+
+def ctc_head() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(822)
+    mask = torch.tensor([[1] * 12, [1] * 9 + [0] * 3])
+    labels = torch.tensor([[1, 2, 3, 2], [4, 1, -100, -100]])
+    return CtcHead(), (torch.randn(2, 12, 6), mask, labels)
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -366,4 +393,5 @@ PROGRAMS: dict[str, Any] = {
     "padded_encoder": padded_encoder,
     "returns_critic": returns_critic,
     "trimmed_pool": trimmed_pool,
+    "ctc_head": ctc_head,
 }

@@ -48,8 +48,8 @@ from dynscope._capture.fix.statements import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MATH", "NONZERO", "NUMPY", "SCATTER", "SEGMENT", "SELECT", "UNSORTED", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
-           "dense_experts", "masked_select", "math_to_torch", "nonzero_end", "numpy_to_torch", "paren", "scattered_rows", "segment_reduction", "sorted_mask_back"]
+__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MATH", "NONZERO", "NUMPY", "PADDED", "SCATTER", "SEGMENT", "SELECT", "UNSORTED", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
+           "dense_experts", "masked_select", "math_to_torch", "nonzero_end", "numpy_to_torch", "padded_targets", "paren", "scattered_rows", "segment_reduction", "sorted_mask_back"]
 
 NUMPY = "torch ops instead of numpy"
 SEGMENT = "masked segment reduction"
@@ -1693,3 +1693,39 @@ def count_guard(stmt: ast.stmt, text: Text) -> _Maker:
     return Made(lines, COUNT_GUARD, (
         "both cases are computed (torch.where) and give tensors of one shape; the count divides as a tensor clamped "
         "to 1, so the empty case's division never runs on 0"), last=nxt)
+
+
+PADDED = "padded targets to ctc_loss"
+
+
+def _ctc_call(node: ast.AST) -> ast.Call | None:
+    """``F.ctc_loss(...)`` (``nn.functional.ctc_loss``, ``torch.nn.functional.ctc_loss``, ``torch.ctc_loss``)."""
+    return node if isinstance(node, ast.Call) and _call(node) == "ctc_loss" else None
+
+
+def padded_targets(stmt: ast.stmt, text: Text) -> _Maker:
+    """``flat = labels.masked_select(mask)`` (Hugging Face's CTC heads: ``labels_mask = labels
+    >= 0``) whose only later read is ``ctc_loss``'s targets: ``flat = labels.masked_fill(~mask,
+    0)``, the padded ``(batch, S)`` targets ``ctc_loss`` reads row by row up to each row's target
+    length (no longest target read back from the data)."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    value = stmt.value
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "masked_select"
+            and len(value.args) == 1 and not value.keywords):
+        return None
+    name = stmt.targets[0].id
+    fn = function_of(text.source, stmt)
+    scope: ast.AST = fn if fn is not None else parsed(text.source)
+    reads = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    calls = [c for c in ast.walk(scope) if isinstance(c, ast.Call) and _ctc_call(c) is not None]
+    as_targets = {id(c.args[1]) for c in calls if len(c.args) > 1} | {
+        id(k.value) for c in calls for k in c.keywords if k.arg == "targets"}
+    if not reads or any(id(n) not in as_targets for n in reads):
+        return None  # read as the selected values somewhere else: they are the data's size
+    labels, mask = paren(unparsed(value.func.value)), paren(unparsed(value.args[0]))
+    return Made([f"{name} = {labels}.masked_fill(~{mask}, 0)"], PADDED, (
+        "the labels are (batch, S), each row's selected targets its first ones (padding at the end, as the "
+        "-100 Hugging Face pads with), and ctc_loss's target lengths count them (mask.sum(-1)): ctc_loss then "
+        "reads the same targets from the padded rows (ctc_loss itself still breaks with tensor lengths: "
+        "aten._ctc_loss.Tensor's output shape depends on them)"))

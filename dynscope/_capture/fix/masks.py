@@ -53,6 +53,8 @@ _ELEMENTWISE = {
     "float", "double", "half", "sin", "cos", "tan", "sinh", "cosh", "asinh", "atan", "erf", "erfc", "reciprocal",
     "sign", "floor", "ceil", "round", "nan_to_num", "softsign", "hardtanh", "mish", "selu", "celu",
 }
+# torch functions elementwise on two tensors (torch.max(a, b) with two tensors, not a reduction).
+_PAIRWISE = {"max", "min", "maximum", "minimum", "fmax", "fmin", "atan2", "hypot"}
 # Calls whose result is an index, not a mask.
 _INDEX_CALLS = {"arange", "argmax", "argmin", "argsort", "randint", "randperm", "long", "int", "nonzero", "where",
                 "multinomial", "searchsorted", "bucketize", "topk", "sort", "unique"}
@@ -253,6 +255,15 @@ class _Scope:
             # x.masked_select(m) is x[m] where the mask has x's shape, the elementwise selection
             # torch.where makes (a mask that broadcasts counts fewer: the verifier refuses that)
             return _Lifted(node.func.value, node.args[0], True, [node.func.value])
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "torch" and node.func.attr in _PAIRWISE and len(node.args) == 2
+                and not node.keywords):
+            # torch.max(a[m], b[m]): elementwise on two selections by one mask
+            left, right = self.lift(node.args[0]), self.lift(node.args[1])
+            if left is not None and right is not None and _same_expr(left.mask, right.mask):
+                return _Lifted(ast.Call(func=node.func, args=[left.base, right.base], keywords=[]), left.mask,
+                               left.same or right.same, left.leaves + right.leaves, left.rowwise or right.rowwise)
+            return None
         if isinstance(node, ast.Call) and not any(self._holds_selection(k.value) for k in node.keywords):
             f = node.func
             name = _name_of(node)

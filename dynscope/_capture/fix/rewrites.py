@@ -374,7 +374,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
     DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.masked_assignment, masks.inline_selection,
-                    host.masked_select, masks.bound_selection, host.scattered_rows, host.nonzero_end,
+                    host.masked_select, masks.bound_selection, host.scattered_rows, host.nonzero_end, host.padded_targets,
                     host.sorted_mask_back),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
