@@ -377,6 +377,27 @@ def ctc_head() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return CtcHead(), (torch.randn(2, 12, 6), mask, labels)
 
 
+class SeparationMask(nn.Module):
+    """A speech-separation loss over padded sources: each source's frames past its length masked,
+    the mask built row by row over the batch (as SepFormer's recipe does)."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, source: torch.Tensor, source_lengths: torch.Tensor) -> torch.Tensor:
+        mask = source.new_ones(source.shape[:-1]).transpose(0, 1)  # (T, B)
+        for i in range(source.size(0)):
+            mask[source_lengths[i]:, i] = 0  # SITE: length mask instead of a loop over rows
+        est = self.proj(source)
+        return ((est - source) ** 2 * mask.transpose(0, 1)[..., None]).sum() / mask.sum()
+
+
+def separation_mask() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(823)
+    return SeparationMask(), (torch.randn(3, 7, 4), torch.tensor([7, 4, 5]))
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -394,4 +415,5 @@ PROGRAMS: dict[str, Any] = {
     "returns_critic": returns_critic,
     "trimmed_pool": trimmed_pool,
     "ctc_head": ctc_head,
+    "separation_mask": separation_mask,
 }

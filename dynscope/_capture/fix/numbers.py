@@ -39,7 +39,7 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "TRIM", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "per_element_list", "trim_dropped",
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "RANGED", "TRIM", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "per_element_list", "ranged_fill", "trim_dropped",
            "pointer_kept"]
 
 LIST = "per-element list as tensor ops"
@@ -771,3 +771,64 @@ def _bound_between(scope: ast.AST, tensor: ast.expr, after: int, before: int) ->
     want = unparsed(tensor)
     return any(isinstance(n, ast.Assign) and after < n.lineno < before and any(unparsed(t) == want for t in n.targets)
                for n in ast.walk(scope))
+
+
+# -- per-row slices by lengths in a loop over the rows' indices --------------------------------------
+
+RANGED = "length mask instead of a loop over rows"
+_SLICE_OPS = {ast.Add: "add_", ast.Sub: "sub_"}
+
+
+def _loop_of(source: str, stmt: ast.stmt) -> ast.For | None:
+    """The ``for`` whose whole body is ``stmt`` (no ``else``)."""
+    for node in ast.walk(parsed(source)):
+        if isinstance(node, ast.For) and not node.orelse and len(node.body) == 1 and node.body[0] is stmt:
+            return node
+    return None
+
+
+def ranged_fill(stmt: ast.stmt, text: Text) -> Made | None:
+    """``for i in range(n): x[i, L[i]:] = v`` (``x[i, :L[i]]``, the positions first: ``x[L[i]:,
+    i]``; ``+=``/``-=`` a number) as one op over every row: ``x.masked_fill_(<positions at or past
+    (before) each row's length>, v)`` (``x.add_(torch.where(<mask>, v, 0))``), the mask laid along
+    the two dimensions the slice and the row index name."""
+    loop = _loop_of(text.source, stmt)
+    if loop is None or not isinstance(loop.target, ast.Name):
+        return None
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and len(it.args) == 1):
+        return None
+    i = loop.target.id
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target, value, op = stmt.targets[0], stmt.value, None
+    elif isinstance(stmt, ast.AugAssign) and type(stmt.op) in _SLICE_OPS:
+        target, value, op = stmt.target, stmt.value, stmt.op
+    else:
+        return None
+    if not (isinstance(target, ast.Subscript) and isinstance(target.value, (ast.Name, ast.Attribute))
+            and isinstance(target.slice, ast.Tuple) and len(target.slice.elts) == 2) or i in names_loaded(value):
+        return None
+    first, second = target.slice.elts
+    rows_first = isinstance(first, ast.Name) and first.id == i
+    row, cols = (first, second) if rows_first else (second, first)
+    if not (isinstance(row, ast.Name) and row.id == i and isinstance(cols, ast.Slice) and cols.step is None):
+        return None
+    bound = cols.lower if cols.upper is None else cols.upper if cols.lower is None else None
+    past = cols.upper is None
+    if not (isinstance(bound, ast.Subscript) and isinstance(bound.value, (ast.Name, ast.Attribute))
+            and isinstance(bound.slice, ast.Name) and bound.slice.id == i):
+        return None
+    x, lens = unparsed(target.value), unparsed(bound.value)
+    dim = 1 if rows_first else 0
+    positions = f"torch.arange({x}.shape[{dim}], device={x}.device)"
+    per_row = f"{_paren(lens)}.reshape(-1)"
+    cmp = ">=" if past else "<"
+    mask = (f"({positions}[None, :] {cmp} {per_row}[:, None])" if rows_first
+            else f"({positions}[:, None] {cmp} {per_row}[None, :])")
+    shaped = f"{mask}.reshape({x}.shape[0], {x}.shape[1], *[1] * ({x}.dim() - 2))"
+    v = unparsed(value)
+    line = (f"{x}.masked_fill_({shaped}, {v})" if op is None
+            else f"{x}.{_SLICE_OPS[type(op)]}(torch.where({shaped}, {v}, 0))")
+    return Made([line], RANGED, (
+        f"`{lens}` holds one length per row (one entry each, in row order) and the loop covers every row of `{x}` "
+        f"along dimension {1 - dim}; the value is one number for every position"), first=loop, last=loop)

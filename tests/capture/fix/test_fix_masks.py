@@ -263,6 +263,21 @@ def test_an_elementwise_max_of_two_selections_is_written_back_as_one_where() -> 
         "    r.copy_(torch.where(vis.view(*vis.shape, *[1] * (r.dim() - vis.dim())), torch.max(r, radii), r))\n")
 
 
+def test_a_loop_over_row_indices_slicing_by_each_length_is_one_length_mask() -> None:
+    # SepFormer's mask, positions first (x[L[i]:, i] = 0); LLaDA's step counts (x[i, :r[i]] += 1).
+    body = "def mask_of(mask, lengths):\n    for i in range(mask.size(1)):\n        mask[lengths[i]:, i] = 0\n    return mask\n"
+    assert _made(body, 3, SCALAR)[numbers.RANGED] == (
+        "    mask.masked_fill_((torch.arange(mask.shape[0], device=mask.device)[:, None] >= lengths.reshape(-1)[None, :])"
+        ".reshape(mask.shape[0], mask.shape[1], *[1] * (mask.dim() - 2)), 0)\n")
+    added = "def steps(n, r):\n    for i in range(n.size(0)):\n        n[i, :r[i]] += 1\n    return n\n"
+    assert _made(added, 3, SCALAR)[numbers.RANGED] == (
+        "    n.add_(torch.where((torch.arange(n.shape[1], device=n.device)[None, :] < r.reshape(-1)[:, None])"
+        ".reshape(n.shape[0], n.shape[1], *[1] * (n.dim() - 2)), 1, 0))\n")
+    # A value that reads the row, or a bound that is not the row's own length: no rewrite.
+    assert numbers.RANGED not in _made(body.replace("] = 0", "] = i"), 3, SCALAR)
+    assert numbers.RANGED not in _made(body.replace("lengths[i]:", "lengths[0]:"), 3, SCALAR)
+
+
 def test_a_list_made_element_by_element_from_tolist_is_the_same_arithmetic_on_the_tensor() -> None:
     body = ("def weights(counts, beta, dtype):\n"
             "    w = [(1 - beta) / (1 - beta ** max(n, 1)) for n in counts.tolist()]\n"
@@ -365,7 +380,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("banned_token_penalty", masks.ASSIGN), ("teacher_forced", masks.ASSIGN),
     ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
     ("duration_loss", masks.BOUND), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
-    ("trimmed_pool", numbers.TRIM), ("ctc_head", host.PADDED),
+    ("trimmed_pool", numbers.TRIM), ("ctc_head", host.PADDED), ("separation_mask", numbers.RANGED),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
@@ -373,7 +388,7 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     # ctc_loss breaks on its own as well, whatever its targets: one break stays there
     assert p.gradients_matched is not False and res.breaks_after == (1 if name == "ctc_head" else 0)
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED))
 
 
 @pytest.mark.heavy
