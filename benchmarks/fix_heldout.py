@@ -63,6 +63,15 @@ marked fixable or must-not:
   written back in place); the dtype test kept Python's, the body run always, the boolean rows
   written back, the last nonzero as argmax and the sorted mask scattered back were written
   after reading it.
+- tests/corpus/fix_heldout9: written after those: wav2vec 2.0's CTC head with SpecAugment and
+  LayerDrop, Whisper's timestamp rules, SepFormer's PIT loss, Mixtral's routing, LLaVA's merge,
+  MosaicBERT's unpadding, ColBERT's skiplist, a kNN-LM, MEGABYTE sampling, RetinaNet's loss and
+  post-processing, SAM's point prompts, two-stage Deformable DETR, MONAI's sliding window,
+  Grounding DINO's text masks, a Decision Transformer step, an OGB molecule step, GraphGPS,
+  PyG's grid sampling, RotatE, OpenFold-style recycling, Gaussian splatting, Autoformer,
+  an anomaly threshold, TabNet's batch log, LLaDA sampling. Measured unseen once (10 of 54
+  fixable sites removed, with every rewrite above in place); the CTC targets padded, the max
+  of two selections, the length mask over row indices were written after reading it.
 
 Prints, per set and per break category, the sites found, removed by verified patches,
 proposed (not verified) and left alone; the share of fixable sites removed (goal: 75%);
