@@ -38,6 +38,7 @@ from dynscope._capture.fix.statements import (
     function_of,
     names_loaded,
     names_stored,
+    paren,
     parsed,
     read_later,
     rows_set,
@@ -48,7 +49,7 @@ from dynscope._capture.fix.statements import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MATH", "NONZERO", "NUMPY", "PADDED", "SCATTER", "SEGMENT", "SELECT", "UNSORTED", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
+__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MASK_WORDS", "MATH", "NONZERO", "NUMPY", "PADDED", "SCATTER", "SEGMENT", "SELECT", "UNSORTED", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
            "dense_experts", "masked_select", "math_to_torch", "nonzero_end", "numpy_to_torch", "padded_targets", "paren", "scattered_rows", "segment_reduction", "sorted_mask_back"]
 
 NUMPY = "torch ops instead of numpy"
@@ -719,11 +720,6 @@ class Selection:
         return f"({paren(self.mask)}.sum() * ({paren(self.value)}.numel() // {paren(self.mask)}.numel()))"
 
 
-def paren(src: str) -> str:
-    """The expression, in parentheses unless it is a name or a dotted name."""
-    return src if src.isidentifier() or src.replace(".", "").isidentifier() else f"({src})"
-
-
 FILL = {"sum": "0", "mean": "0", "max": "float('-inf')", "amax": "float('-inf')", "min": "float('inf')",
          "amin": "float('inf')"}
 
@@ -1098,9 +1094,13 @@ def _flat(src: str) -> str:
     return src if src.endswith((".view(-1)", ".reshape(-1)", ".flatten()")) else f"{paren(src)}.reshape(-1)"
 
 
+#: Words in a name that say it holds a boolean mask (``keep``, ``valid_mask``, ``selected``).
+MASK_WORDS = ("mask", "keep", "valid", "selected")
+
+
 def _looks_boolean(name: str) -> bool:
     last = name.rsplit(".", 1)[-1].lower()
-    return last.startswith(("is_", "has_")) or any(w in last for w in ("mask", "keep", "valid", "selected"))
+    return last.startswith(("is_", "has_")) or any(w in last for w in MASK_WORDS)
 
 
 def _not_empty(test: ast.expr, name: str) -> bool:
@@ -1698,11 +1698,6 @@ def count_guard(stmt: ast.stmt, text: Text) -> _Maker:
 PADDED = "padded targets to ctc_loss"
 
 
-def _ctc_call(node: ast.AST) -> ast.Call | None:
-    """``F.ctc_loss(...)`` (``nn.functional.ctc_loss``, ``torch.nn.functional.ctc_loss``, ``torch.ctc_loss``)."""
-    return node if isinstance(node, ast.Call) and _call(node) == "ctc_loss" else None
-
-
 def padded_targets(stmt: ast.stmt, text: Text) -> _Maker:
     """``flat = labels.masked_select(mask)`` (Hugging Face's CTC heads: ``labels_mask = labels
     >= 0``) whose only later read is ``ctc_loss``'s targets: ``flat = labels.masked_fill(~mask,
@@ -1718,7 +1713,8 @@ def padded_targets(stmt: ast.stmt, text: Text) -> _Maker:
     fn = function_of(text.source, stmt)
     scope: ast.AST = fn if fn is not None else parsed(text.source)
     reads = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-    calls = [c for c in ast.walk(scope) if isinstance(c, ast.Call) and _ctc_call(c) is not None]
+    # F.ctc_loss, nn.functional.ctc_loss, torch.ctc_loss: the call's name
+    calls = [c for c in ast.walk(scope) if isinstance(c, ast.Call) and _call(c) == "ctc_loss"]
     as_targets = {id(c.args[1]) for c in calls if len(c.args) > 1} | {
         id(k.value) for c in calls for k in c.keywords if k.arg == "targets"}
     if not reads or any(id(n) not in as_targets for n in reads):

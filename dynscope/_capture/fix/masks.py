@@ -25,8 +25,9 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass
+from functools import lru_cache
 
-from dynscope._capture.fix.host import Reduced, Selection, paren
+from dynscope._capture.fix.host import MASK_WORDS, Reduced, Selection, paren
 from dynscope._capture.fix.statements import (
     Made,
     Text,
@@ -64,7 +65,6 @@ _MASK_CALLS = {
     "eq", "ne", "gt", "lt", "ge", "le", "bool", "isin",
 }
 _SCREENS = {"isnan", "isinf", "isfinite", "isneginf", "isposinf"}  # masks that screen non-finite values out
-_MASK_WORDS = ("mask", "keep", "valid", "selected")
 # Losses that are zero where input and target are both zero; the last needs its output masked.
 _LOSSES = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"}
 _LOSSES_MASKED = {"binary_cross_entropy_with_logits"}
@@ -78,6 +78,7 @@ _LOSS_MODULES = {"MSELoss": "mse_loss", "L1Loss": "l1_loss", "SmoothL1Loss": "sm
 _LOSS_KEYWORDS = {"reduction", "beta", "delta", "ignore_index"}
 
 
+@lru_cache(maxsize=8)
 def _module_losses(source: str) -> dict[str, tuple[str, list[ast.keyword]]]:
     """``self.<attr> = nn.MSELoss(...)`` in the file: attr -> (the functional, its keywords), for
     attributes bound to one loss module only, with keywords the functional takes alike."""
@@ -152,7 +153,8 @@ class _Scope:
         if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
                 and f.attr in self.losses and not node.keywords):
             return node
-        name, keywords = self.losses[f.attr]
+        name, shared = self.losses[f.attr]
+        keywords = copy.deepcopy(shared)  # the file's own nodes, cached for every site: never handed out
         return ast.Call(func=ast.Attribute(value=ast.Attribute(value=ast.Attribute(
             value=ast.Name("torch"), attr="nn"), attr="functional"), attr=name), args=node.args, keywords=keywords)
 
@@ -198,9 +200,9 @@ class _Scope:
                 return True
             if False in found:
                 return False
-            return True if any(w in node.id.lower() for w in _MASK_WORDS) else None
+            return True if any(w in node.id.lower() for w in MASK_WORDS) else None
         if isinstance(node, ast.Attribute):
-            return True if any(w in node.attr.lower() for w in _MASK_WORDS) else None
+            return True if any(w in node.attr.lower() for w in MASK_WORDS) else None
         return False  # a constant, a slice, a tuple of indices
 
     def screens(self, mask: ast.expr) -> bool:

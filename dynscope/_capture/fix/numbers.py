@@ -31,8 +31,10 @@ from dynscope._capture.fix.statements import (
     block_of,
     enumerated_list,
     function_of,
+    holder_of,
     names_loaded,
     names_stored,
+    paren,
     parsed,
     read_later,
     substituted,
@@ -464,7 +466,6 @@ def length_fill(stmt: ast.stmt, text: Text) -> Made | None:
 
 KEPT = "list of numbers kept a tensor"
 _MEASURES = {"max": "max", "min": "min", "sum": "sum"}
-_MADE_FROM = {"tensor", "as_tensor", "LongTensor", "FloatTensor", "IntTensor"}
 
 
 class _Measured(ast.NodeTransformer):
@@ -517,8 +518,7 @@ class _Measured(ast.NodeTransformer):
                 self.used = True
                 x = unparsed(self.visit(f.value))
                 return _expr(f"{self.name}.to(dtype={x}.dtype, device={x}.device, copy=True)")
-            if isinstance(f, ast.Attribute) and f.attr in _MADE_FROM and isinstance(f.value, ast.Name) \
-                    and f.value.id == "torch" and f.attr in ("tensor", "as_tensor"):
+            if _tensor_call(node) is not None:  # torch.tensor(L), torch.as_tensor(L)
                 self.used = True
                 made = ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="as_tensor"),
                                 args=node.args, keywords=node.keywords)
@@ -534,14 +534,13 @@ class _Measured(ast.NodeTransformer):
 
 def _list_guard(source: str, stmt: ast.stmt, name: str) -> ast.If | None:
     """The ``if not isinstance(name, list):`` whose body is only ``stmt``."""
-    for node in ast.walk(parsed(source)):
-        if isinstance(node, ast.If) and node.body == [stmt] and not node.orelse:
-            t = node.test
-            if (isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and isinstance(t.operand, ast.Call)
-                    and isinstance(t.operand.func, ast.Name) and t.operand.func.id == "isinstance"
-                    and unparsed(t.operand) in (f"isinstance({name}, list)", f"isinstance({name}, (list, tuple))")):
-                return node
-    return None
+    node = holder_of(source, stmt)
+    if not (isinstance(node, ast.If) and node.body == [stmt] and not node.orelse):
+        return None
+    t = node.test
+    guarded = (isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not)
+               and unparsed(t.operand) in (f"isinstance({name}, list)", f"isinstance({name}, (list, tuple))"))
+    return node if guarded else None
 
 
 def lengths_kept(stmt: ast.stmt, text: Text) -> Made | None:
@@ -645,7 +644,7 @@ def loop_over_elements(stmt: ast.stmt, text: Text) -> Made | None:
              and isinstance(n.func.value, ast.Name)}
     if not lists:
         return None
-    elements = f"list({_paren(unparsed(tensor))}.detach().unbind(0))"
+    elements = f"list({paren(unparsed(tensor))}.detach().unbind(0))"
     head = f"for {var} in {'reversed(' + elements + ')' if backwards else elements}:"
     lines = [head, *(text.unit + ln for ln in text.body_lines(stmt.body))]
     block, at = block_of(text.source, stmt)
@@ -686,9 +685,6 @@ def _read_unstacked(node: ast.AST, lists: set[str]) -> bool:
                for n in ast.walk(node))
 
 
-def _paren(src: str) -> str:
-    """``src`` in parentheses unless a name or an attribute chain."""
-    return src if src.replace(".", "").replace("_", "a").isalnum() else f"({src})"
 
 
 # -- a batch trimmed to its longest row ------------------------------------------------------------
@@ -781,10 +777,8 @@ _SLICE_OPS = {ast.Add: "add_", ast.Sub: "sub_"}
 
 def _loop_of(source: str, stmt: ast.stmt) -> ast.For | None:
     """The ``for`` whose whole body is ``stmt`` (no ``else``)."""
-    for node in ast.walk(parsed(source)):
-        if isinstance(node, ast.For) and not node.orelse and len(node.body) == 1 and node.body[0] is stmt:
-            return node
-    return None
+    node = holder_of(source, stmt)
+    return node if isinstance(node, ast.For) and not node.orelse and node.body == [stmt] else None
 
 
 def ranged_fill(stmt: ast.stmt, text: Text) -> Made | None:
@@ -821,7 +815,7 @@ def ranged_fill(stmt: ast.stmt, text: Text) -> Made | None:
     x, lens = unparsed(target.value), unparsed(bound.value)
     dim = 1 if rows_first else 0
     positions = f"torch.arange({x}.shape[{dim}], device={x}.device)"
-    per_row = f"{_paren(lens)}.reshape(-1)"
+    per_row = f"{paren(lens)}.reshape(-1)"
     cmp = ">=" if past else "<"
     mask = (f"({positions}[None, :] {cmp} {per_row}[:, None])" if rows_first
             else f"({positions}[:, None] {cmp} {per_row}[None, :])")

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from dynscope._capture.fix.source import python_lines
 
-__all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "names_loaded", "names_stored", "parsed", "read_later",
+__all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "holder_of", "names_loaded", "names_stored", "paren", "parsed", "read_later",
            "refused", "replaced", "rows_set", "statement_at", "added_lines", "unified_diff"]
 
 
@@ -247,13 +247,14 @@ class _Index:
     tree: ast.Module
     function: dict[int, ast.FunctionDef | ast.AsyncFunctionDef | None]
     block: dict[int, tuple[list[ast.stmt], int]]
+    holder: dict[int, ast.AST]  # a statement's id -> the node whose body (or else, handler) holds it
 
 
 @lru_cache(maxsize=8)
 def _index(source: str) -> _Index:
     """One walk of the file's tree (``parsed(source)``) for every site's lookups: a rewrite
     asks for the function and block around a statement many times."""
-    index = _Index(parsed(source), {}, {})
+    index = _Index(parsed(source), {}, {}, {})
 
     def visit(node: ast.AST, fn: ast.FunctionDef | ast.AsyncFunctionDef | None) -> None:
         index.function[id(node)] = fn
@@ -264,14 +265,28 @@ def _index(source: str) -> _Index:
                 for i, s in enumerate(body):
                     if isinstance(s, ast.stmt):
                         index.block.setdefault(id(s), (body, i))
+                        index.holder.setdefault(id(s), node)
         for handler in getattr(node, "handlers", ()) or ():
             for i, s in enumerate(handler.body):
                 index.block.setdefault(id(s), (handler.body, i))
+                index.holder.setdefault(id(s), handler)
         for child in ast.iter_child_nodes(node):
             visit(child, inner)
 
     visit(index.tree, None)
     return index
+
+
+def holder_of(source: str, stmt: ast.stmt) -> ast.AST | None:
+    """The statement (``if``, ``for``, ``def``...) or handler whose block holds ``stmt``; None
+    for a statement of the module's own body or of another tree."""
+    holder = _index(source).holder.get(id(stmt))
+    return None if isinstance(holder, ast.Module) else holder
+
+
+def paren(src: str) -> str:
+    """The expression, in parentheses unless it is a name or a dotted name."""
+    return src if src.isidentifier() or src.replace(".", "").isidentifier() else f"({src})"
 
 
 def block_of(source: str, stmt: ast.stmt) -> tuple[list[ast.stmt], int]:
