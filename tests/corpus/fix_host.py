@@ -269,6 +269,51 @@ def sparse_moe() -> tuple[nn.Module, torch.Tensor]:
     return SparseMoE(), _x(6, 8)
 
 
+class WeightedExpert(nn.Module):
+    """An expert that scales its output by the routing weight it is handed (Mixtral's MLP before 4.40)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.w1, self.w2 = nn.Linear(dim, 12, bias=False), nn.Linear(12, dim, bias=False)
+
+    def forward(self, hidden: torch.Tensor, routing_weights: torch.Tensor) -> torch.Tensor:
+        return routing_weights * self.w2(F.silu(self.w1(hidden)))
+
+
+class ListedMoE(nn.Module):
+    """Mixtral's sparse block as HF wrote it before 4.40: the token indices made lists ("faster
+    to index using lists"), an expert skipped when no token is routed to it."""
+
+    def __init__(self, dim: int = 8, experts: int = 4, top_k: int = 2) -> None:
+        super().__init__()
+        self.top_k = top_k
+        self.gate = nn.Linear(dim, experts, bias=False)
+        self.experts = nn.ModuleList(WeightedExpert(dim) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        routing = F.softmax(self.gate(x), dim=1, dtype=torch.float)
+        weights, selected = torch.topk(routing, self.top_k, dim=-1)
+        weights /= weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(x)
+        expert_mask = F.one_hot(selected, num_classes=len(self.experts)).permute(2, 1, 0)
+        for e in range(len(self.experts)):
+            expert_layer = self.experts[e]
+            idx, top_x = torch.where(expert_mask[e])  # SITE: dense expert routing
+            if top_x.shape[0] == 0:
+                continue
+            top_x_list = top_x.tolist()
+            idx_list = idx.tolist()
+            current_state = x[None, top_x_list].reshape(-1, x.shape[-1])
+            current = expert_layer(current_state, weights[top_x_list, idx_list, None])
+            out.index_add_(0, top_x, current.to(x.dtype))
+        return out
+
+
+def listed_moe() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(1)
+    return ListedMoE(), _x(7, 8)
+
+
 class SwitchMoE(nn.Module):
     """Top-1 (Switch) routing with the gate value scaling each expert's output."""
 
@@ -416,6 +461,7 @@ PROGRAMS = {
     "score_filter": score_filter,
     "detections": detections,
     "sparse_moe": sparse_moe,
+    "listed_moe": listed_moe,
     "switch_moe": switch_moe,
     "masked_moe": masked_moe,
     "centred_experts": centred_experts,

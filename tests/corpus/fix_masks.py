@@ -398,6 +398,39 @@ def separation_mask() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return SeparationMask(), (torch.randn(3, 7, 4), torch.tensor([7, 4, 5]))
 
 
+class CaptionLoss(nn.Module):
+    """A vision-language captioner's loss (LLaVA's shape): logits and labels shifted, selected
+    where the attention mask is set (each moved to its tensor's device), then the cross-entropy
+    module bound in ``forward``, after the ``if`` that selects."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(11, 8)
+        self.head = nn.Linear(8, 11)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        logits = self.head(torch.tanh(self.embed(input_ids)))
+        if attention_mask is not None:
+            shift_attention_mask = attention_mask[:, -(logits.shape[1] - 1):].to(logits.device)
+            shift_logits = logits[..., :-1, :][shift_attention_mask.to(logits.device) != 0].contiguous()  # SITE: ignored targets instead of select
+            shift_labels = labels[..., 1:][shift_attention_mask.to(labels.device) != 0].contiguous()  # SITE: gone with the verified patches
+        else:
+            shift_logits = logits[..., :-1, :].contiguous()
+            shift_labels = labels[..., 1:].contiguous()
+        loss_fct = nn.CrossEntropyLoss()
+        return loss_fct(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1).to(shift_logits.device))
+
+
+def caption_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(817)
+    ids = torch.randint(0, 11, (3, 6))
+    labels = ids.clone()
+    labels[0, 1] = -100  # an image position: ignored by the loss already
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1]])
+    return CaptionLoss(), (ids, labels, mask)
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -411,6 +444,7 @@ PROGRAMS: dict[str, Any] = {
     "class_balanced_weights": class_balanced_weights,
     "negative_queue": negative_queue,
     "duration_loss": duration_loss,
+    "caption_loss": caption_loss,
     "padded_encoder": padded_encoder,
     "returns_critic": returns_critic,
     "trimmed_pool": trimmed_pool,

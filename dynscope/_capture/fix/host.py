@@ -1336,8 +1336,14 @@ def dense_experts(stmt: ast.stmt, text: Text) -> _Maker:
     # The routing of every token to this expert, tokens first: (tokens, slots) for two indices.
     routing = paren(m) if tok == first else f"{paren(m)}.T"
     dense = _Dense(tok, slot, routing)
+    # top_x_list = top_x.tolist() ("faster to index with lists"): the list indexes as the tensor does
+    aliases = {a: i for s in rest[: i_upd + 1] if (a_i := _listed_index(s, {tok, slot})) for a, i in [a_i]}
     out: list[str] = []
     for s in rest[: i_upd + 1]:
+        if _listed_index(s, {tok, slot}):
+            continue
+        for alias, index in aliases.items():
+            s = substituted(s, alias, ast.Name(index, ctx=ast.Load()))
         if isinstance(s, ast.If) and not s.orelse and len(s.body) == 1 and isinstance(s.body[0], ast.Continue) \
                 and names_loaded(s.test) & {tok, slot}:
             continue  # `if idx.numel() == 0: continue`: no empty expert once every token runs
@@ -1362,13 +1368,23 @@ def dense_experts(stmt: ast.stmt, text: Text) -> _Maker:
         else:
             out += _lines(text, s, new)  # type: ignore[arg-type]
     last = rest[i_upd]
-    if any(_read_outside(source, stmt, [stmt, *rest[: i_upd + 1]], n) for n in (tok, slot) if n):
+    if any(_read_outside(source, stmt, [stmt, *rest[: i_upd + 1]], n) for n in (tok, slot, *aliases) if n):
         return None
     return Made(out, DENSE, (
         "every expert runs on every token (the cost: experts x tokens instead of top-k x tokens) and its output "
         "is weighted by the token's routing weight, zero where the token is not routed to it; the expert works "
         "token by token (nothing in it mixes the tokens it is given), and a token picks an expert at most once"),
         last=last)
+
+
+def _listed_index(s: ast.stmt, indices: set[str | None]) -> tuple[str, str] | None:
+    """(the list's name, the index's) of ``top_x_list = top_x.tolist()``, one of ``indices``."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+        return None
+    m = _method(s.value) if isinstance(s.value, ast.Call) and not s.value.args else None
+    if m is None or m[1] != "tolist" or not isinstance(m[0], ast.Name) or m[0].id not in indices:
+        return None
+    return s.targets[0].id, m[0].id
 
 
 def _masked_update(stmt: ast.AugAssign | ast.Assign, text: Text) -> Made | None:

@@ -32,6 +32,7 @@ from dynscope._capture.fix.statements import (
     Made,
     Text,
     block_of,
+    contains,
     function_of,
     names_loaded,
     names_stored,
@@ -40,7 +41,8 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ASSIGN", "BOUND", "IGNORE", "INLINE", "LOSS", "bound_selection", "filled", "inline_selection", "masked_assignment"]
+__all__ = ["ASSIGN", "BOUND", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "ignored_targets",
+           "inline_selection", "masked_assignment", "same_mask"]
 
 INLINE = "masked reduction inline"
 LOSS = "masked loss instead of select"
@@ -53,6 +55,8 @@ _ELEMENTWISE = {
     "relu", "gelu", "silu", "softplus", "logsigmoid", "elu", "leaky_relu", "clamp", "clamp_min", "clamp_max", "clip",
     "float", "double", "half", "sin", "cos", "tan", "sinh", "cosh", "asinh", "atan", "erf", "erfc", "reciprocal",
     "sign", "floor", "ceil", "round", "nan_to_num", "softsign", "hardtanh", "mish", "selu", "celu",
+    # copies, casts and moves: each element as it was
+    "contiguous", "clone", "detach", "to", "long", "int", "type_as",
 }
 # torch functions elementwise on two tensors (torch.max(a, b) with two tensors, not a reduction).
 _PAIRWISE = {"max", "min", "maximum", "minimum", "fmax", "fmin", "atan2", "hypot"}
@@ -78,6 +82,17 @@ _LOSS_MODULES = {"MSELoss": "mse_loss", "L1Loss": "l1_loss", "SmoothL1Loss": "sm
 _LOSS_KEYWORDS = {"reduction", "beta", "delta", "ignore_index"}
 
 
+def _loss_module(value: ast.expr) -> tuple[str, list[ast.keyword]] | None:
+    """``nn.MSELoss(...)`` as (the functional it calls, its keywords), where the functional
+    takes those keywords alike; None for any other value."""
+    if not isinstance(value, ast.Call) or value.args:
+        return None
+    loss = _LOSS_MODULES.get(_name_of(value))
+    if loss is None or any(k.arg not in _LOSS_KEYWORDS for k in value.keywords):
+        return None
+    return loss, list(value.keywords)
+
+
 @lru_cache(maxsize=8)
 def _module_losses(source: str) -> dict[str, tuple[str, list[ast.keyword]]]:
     """``self.<attr> = nn.MSELoss(...)`` in the file: attr -> (the functional, its keywords), for
@@ -88,13 +103,10 @@ def _module_losses(source: str) -> dict[str, tuple[str, list[ast.keyword]]]:
         if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute)
                 and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self"):
             continue
-        attr, value = n.targets[0].attr, n.value
-        loss = _LOSS_MODULES.get(_name_of(value)) if isinstance(value, ast.Call) and not value.args else None
-        if loss is None or not isinstance(value, ast.Call) or any(k.arg not in _LOSS_KEYWORDS for k in value.keywords):
-            found.setdefault(attr, set()).add("")
-            continue
-        found.setdefault(attr, set()).add(ast.dump(value))
-        made[attr] = (loss, list(value.keywords))
+        attr, loss = n.targets[0].attr, _loss_module(n.value)
+        found.setdefault(attr, set()).add("" if loss is None else ast.dump(n.value))
+        if loss is not None:
+            made[attr] = loss
     return {a: made[a] for a, values in found.items() if len(values) == 1 and "" not in values}
 
 
@@ -108,6 +120,33 @@ def _name_of(node: ast.AST) -> str:
 
 def _same_expr(a: ast.AST, b: ast.AST) -> bool:
     return unparsed(a) == unparsed(b)
+
+
+def _device_like(node: ast.expr) -> bool:
+    """``x.device``, ``device``, ``self.device``, ``"cuda"``: what ``.to()`` moves to without a cast."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "device"
+    if isinstance(node, ast.Name):
+        return "device" in node.id
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.split(":")[0] in (
+        "cpu", "cuda", "xpu", "mps")
+
+
+class _Undeviced(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if (isinstance(node.func, ast.Attribute) and node.func.attr == "to" and len(node.args) == 1
+                and not node.keywords and _device_like(node.args[0])):
+            return node.func.value
+        return node
+
+
+def same_mask(a: ast.AST, b: ast.AST) -> bool:
+    """Whether two masks are one: the same expression up to moves to a device (``m.to(x.device)``
+    and ``m.to(y.device)``: a move keeps every value)."""
+    if _same_expr(a, b):
+        return True
+    return unparsed(_Undeviced().visit(copy.deepcopy(a))) == unparsed(_Undeviced().visit(copy.deepcopy(b)))
 
 
 @dataclass
@@ -145,15 +184,24 @@ class _Scope:
             self.unknown |= {a.arg for a in (*fn.args.args, *fn.args.kwonlyargs, *fn.args.posonlyargs)}
         self.selected: dict[str, tuple[ast.expr, bool]] = {}  # a name bound to a selection: its mask, same shape
         self.losses = _module_losses(source)
+        # loss_fct = nn.CrossEntropyLoss() in the function (bound once): its functional too
+        self.local_losses = {n: loss for n, vs in self.values.items() if len(vs) == 1 and n not in self.unknown
+                             and (loss := _loss_module(vs[0])) is not None}
 
     def functional(self, node: ast.Call) -> ast.Call:
-        """``self.crit(p, y)`` where the file binds ``self.crit = nn.MSELoss(...)`` as the
-        functional loss it is (``torch.nn.functional.mse_loss(p, y, ...)``); other calls as they are."""
+        """``self.crit(p, y)`` where the file binds ``self.crit = nn.MSELoss(...)`` (or
+        ``crit(p, y)`` where the function binds ``crit`` so) as the functional loss it is
+        (``torch.nn.functional.mse_loss(p, y, ...)``); other calls as they are."""
         f = node.func
-        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
-                and f.attr in self.losses and not node.keywords):
+        if node.keywords:
             return node
-        name, shared = self.losses[f.attr]
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" \
+                and f.attr in self.losses:
+            name, shared = self.losses[f.attr]
+        elif isinstance(f, ast.Name) and f.id in self.local_losses:
+            name, shared = self.local_losses[f.id]
+        else:
+            return node
         keywords = copy.deepcopy(shared)  # the file's own nodes, cached for every site: never handed out
         return ast.Call(func=ast.Attribute(value=ast.Attribute(value=ast.Attribute(
             value=ast.Name("torch"), attr="nn"), attr="functional"), attr=name), args=node.args, keywords=keywords)
@@ -240,7 +288,7 @@ class _Scope:
         if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
             left, right = self.lift(node.left), self.lift(node.right)
             if left is not None and right is not None:
-                if not _same_expr(left.mask, right.mask):
+                if not same_mask(left.mask, right.mask):
                     return None
                 same = left.same or right.same  # an elementwise pair: one shape
                 return _Lifted(ast.BinOp(left=left.base, op=node.op, right=right.base), left.mask, same,
@@ -262,7 +310,7 @@ class _Scope:
                 and not node.keywords):
             # torch.max(a[m], b[m]): elementwise on two selections by one mask
             left, right = self.lift(node.args[0]), self.lift(node.args[1])
-            if left is not None and right is not None and _same_expr(left.mask, right.mask):
+            if left is not None and right is not None and same_mask(left.mask, right.mask):
                 return _Lifted(ast.Call(func=node.func, args=[left.base, right.base], keywords=[]), left.mask,
                                left.same or right.same, left.leaves + right.leaves, left.rowwise or right.rowwise)
             return None
@@ -442,7 +490,7 @@ class _Inline(Reduced):
         if len(node.args) < 2:
             return None
         a, b = self.scope.lift(node.args[0]), self.scope.lift(node.args[1])
-        if a is None or b is None or not _same_expr(a.mask, b.mask) or len(node.args) > 2:
+        if a is None or b is None or not same_mask(a.mask, b.mask) or len(node.args) > 2:
             return None
         return a, b
 
@@ -562,7 +610,7 @@ def masked_assignment(stmt: ast.stmt, text: Text) -> Made | None:
     x, mask = target.value, target.slice
     lifted = scope.lift(value)
     if lifted is not None:
-        if not _same_expr(lifted.mask, mask):
+        if not same_mask(lifted.mask, mask):
             return None
         new_value: ast.expr = lifted.base
     elif _left_selection(scope, value):
@@ -657,8 +705,111 @@ def _also_selected(scope: _Scope, s: ast.stmt, mask: ast.expr, group: set[str]) 
     if other in group or names_loaded(s.value) & group:
         return None
     lifted = scope.lift(s.value)
-    if lifted is None or not _same_expr(lifted.mask, mask) or other in names_loaded(lifted.mask):
+    if lifted is None or not same_mask(lifted.mask, mask) or other in names_loaded(lifted.mask):
         return None
     group.add(other)
     scope.selected[other] = (lifted.mask, lifted.same)
     return other, filled(scope, lifted)
+
+
+def _peeled(node: ast.expr) -> ast.expr:
+    """A class loss's argument without the reshapes that leave its rows as they are:
+    ``.view(-1, C)``, ``.reshape(-1)``, ``.flatten()``, ``.contiguous()``, ``.to(device)``."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
+        attr, args = node.func.attr, node.args
+        flat = attr in ("view", "reshape") and args and unparsed(args[0]) == "-1"
+        if not (flat or (attr in ("contiguous", "flatten") and not args)
+                or (attr == "to" and len(args) == 1 and _device_like(args[0]))):
+            break
+        node = node.func.value
+    return node
+
+
+def _class_loss_reads(scope: _Scope, fn: ast.AST, names: tuple[str, str], after: int) -> tuple[str, str, str] | None:
+    """The class losses after line ``after`` that read the two names, as (the logits' name, the
+    targets' name, the index the loss ignores); None when a name is read anywhere else, the
+    losses disagree, or one returns a loss per element."""
+    covered: set[int] = set()
+    found: set[tuple[str, str, str]] = set()
+    for n in ast.walk(fn):
+        if not (isinstance(n, ast.Call) and n.lineno > after):
+            continue
+        call = scope.functional(n)
+        if _name_of(call) not in _CLASS_LOSSES or len(call.args) != 2 or (
+                isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "self"):
+            continue
+        logits, target = (_peeled(a) for a in call.args)
+        if not (isinstance(logits, ast.Name) and isinstance(target, ast.Name)
+                and {logits.id, target.id} == set(names)):
+            continue
+        reduction = next((k.value for k in call.keywords if k.arg == "reduction"), None)
+        if reduction is not None and not (isinstance(reduction, ast.Constant) and reduction.value in ("mean", "sum")):
+            return None  # a loss per target: its size is the data's
+        ignore = next((k.value for k in call.keywords if k.arg == "ignore_index"), None)
+        found.add((logits.id, target.id, unparsed(ignore) if ignore is not None else "-100"))
+        covered |= {id(m) for a in n.args for m in ast.walk(a)}
+    reads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+             and n.id in names and n.lineno > after]
+    if len(found) != 1 or any(id(n) not in covered for n in reads):
+        return None
+    return next(iter(found))
+
+
+IGNORED = "ignored targets instead of select"
+
+
+def ignored_targets(stmt: ast.stmt, text: Text) -> Made | None:
+    """Logits and targets selected by one mask and bound to names (``shift_logits =
+    logits[m]``, ``shift_labels = labels[m]``), read only by a class loss after (``loss_fct =
+    nn.CrossEntropyLoss()``, even after the ``if`` that binds them): the logits of every
+    position, and the targets the mask leaves out set to the loss's ``ignore_index``, which the
+    loss counts in neither its sum nor its mean."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    scope = _Scope(text.source, stmt)
+    fn = function_of(text.source, stmt)
+    if fn is None or any(isinstance(n, (ast.For, ast.While)) and contains(n, stmt) for n in ast.walk(fn)):
+        return None  # in a loop the names are read again on the next turn, before the loss
+    block, at = block_of(text.source, stmt)
+    bound: dict[str, tuple[ast.stmt, _Lifted]] = {}
+    # the site and the selection by the same mask just before or after it, in its block
+    for s in block[max(at - 3, 0): at + 4]:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            lifted = scope.lift(s.value)
+            if lifted is not None and not lifted.rowwise and s.targets[0].id not in names_loaded(lifted.mask):
+                bound.setdefault(s.targets[0].id, (s, lifted))
+    mine = bound.get(stmt.targets[0].id)
+    if mine is None or mine[0] is not stmt:
+        return None
+    partners = [n for n, (s, lifted) in bound.items() if s is not stmt and same_mask(lifted.mask, mine[1].mask)]
+    if len(partners) != 1:
+        return None
+    pair = (stmt.targets[0].id, partners[0])
+    first, last = sorted((stmt, bound[partners[0]][0]), key=lambda s: s.lineno)
+    between = block[block.index(first) + 1: block.index(last)]
+    if any((names_loaded(s) | names_stored(s)) & (set(pair) | names_loaded(mine[1].mask)) for s in between):
+        return None  # read or rebound between the two: keep it simple
+    if names_loaded(last.value) & set(pair):  # type: ignore[attr-defined]
+        return None
+    reads = _class_loss_reads(scope, fn, pair, last.end_lineno or last.lineno)
+    if reads is None:
+        return None
+    logits, targets, ignored = reads
+    out: list[str] = []
+    for s in block[block.index(first): block.index(last) + 1]:
+        if s not in (first, last):
+            out += text.statement_lines(s)
+            continue
+        name, lifted = s.targets[0].id, bound[s.targets[0].id][1]  # type: ignore[attr-defined]
+        value = filled(scope, lifted)
+        if name == logits:
+            out += [f"{name} = {unparsed(value)}"]
+        else:
+            # the mask has the targets' shape (said): a mask of fewer dimensions fails or selects
+            # otherwise, and the verifier refuses the patch
+            out += [f"{name} = torch.where({unparsed(lifted.mask)}, {unparsed(value)}, {ignored})"]
+    note = (f"the index is a boolean mask covering every dimension of the targets; `{logits}` now holds every "
+            f"position's logits and `{targets}` the targets with the unselected ones set to the ignored index "
+            f"{ignored}, which the loss counts in neither its sum nor its mean; the two are read only by the loss")
+    return Made(out, IGNORED, note, first=first, last=last)

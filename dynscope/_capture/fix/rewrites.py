@@ -124,7 +124,12 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
     said: list[str] = []  # why a maker that knows the shape writes no rewrite of it
     text = Text(source, indent_unit(line_of(source, stmt.lineno), stmt.col_offset))
     for make in makers:
-        new = make(stmt, text)
+        try:
+            new = make(stmt, text)
+        except Exception as err:  # noqa: BLE001 - one maker's defect must not stop fix: the others run, and it is said
+            said.append(f"the rewrite maker {make.__name__} failed on this statement ({type(err).__name__}: {err}; "
+                        "a defect in dynscope: please report it)")
+            continue
         if new is None:
             continue
         if isinstance(new, str):
@@ -374,7 +379,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
     DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.masked_assignment, masks.inline_selection,
-                    host.masked_select, masks.bound_selection, host.scattered_rows, host.nonzero_end, host.padded_targets,
+                    host.masked_select, masks.bound_selection, masks.ignored_targets, host.scattered_rows, host.nonzero_end, host.padded_targets,
                     host.sorted_mask_back),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),

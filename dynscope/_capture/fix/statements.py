@@ -13,6 +13,7 @@ import copy
 import difflib
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 
 from dynscope._capture.fix.source import python_lines
 
@@ -355,11 +356,14 @@ class _Substituted(ast.NodeTransformer):
         return copy.deepcopy(self.value) if node.id == self.name else node
 
 
-def substituted(node: ast.expr, name: str, value: ast.expr) -> ast.expr:
-    """A copy of ``node`` with each read of ``name`` a copy of ``value`` (a number read back
-    as the tensor it came from)."""
+_Node = TypeVar("_Node", bound=ast.AST)
+
+
+def substituted(node: _Node, name: str, value: ast.expr) -> _Node:
+    """A copy of ``node`` (an expression or a statement) with each read of ``name`` a copy of
+    ``value`` (a number read back as the tensor it came from)."""
     out = _Substituted(name, value).visit(copy.deepcopy(node))
-    assert isinstance(out, ast.expr)
+    assert isinstance(out, type(node))
     return out
 
 

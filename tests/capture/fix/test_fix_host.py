@@ -257,6 +257,46 @@ def test_a_mixtral_expert_loop_becomes_dense_routing() -> None:
     assert "continue" not in new, "no expert is empty once every token runs through it"
 
 
+def test_indices_listed_to_index_faster_index_as_the_tensors_do() -> None:
+    # HF Mixtral before 4.40: `top_x_list = top_x.tolist()` ("in torch it is faster to index
+    # using lists"), the routing weight handed to the expert, which multiplies its output.
+    body = ("def f(x, weights, expert_mask, experts):\n"
+            "    out = torch.zeros_like(x)\n"
+            "    for e in range(len(experts)):\n"
+            "        expert = experts[e]\n"
+            "        idx, top_x = torch.where(expert_mask[e])\n"
+            "        if top_x.shape[0] == 0:\n"
+            "            continue\n"
+            "        top_x_list = top_x.tolist()\n"
+            "        idx_list = idx.tolist()\n"
+            "        current = x[None, top_x_list].reshape(-1, x.shape[-1])\n"
+            "        current = expert(current, weights[top_x_list, idx_list, None])\n"
+            "        out.index_add_(0, top_x, current.to(x.dtype))\n"
+            "    return out\n")
+    new = _rewrite(body, "torch.where", DYNAMIC_SHAPE, DENSE)
+    assert new.endswith("        current = x[None, :].reshape(-1, x.shape[-1])\n"
+                        "        current = expert(current, (weights * expert_mask[e].T).sum(1)[:, None])\n"
+                        "        out += current.to(x.dtype)\n    return out\n"), new
+    # A list read after the loop: refused (it holds the last expert's tokens).
+    kept = body.replace("    return out\n", "    print(top_x_list)\n    return out\n")
+    assert DENSE not in _names(kept, "torch.where", DYNAMIC_SHAPE)[0]
+
+
+def test_a_rewrite_maker_that_fails_is_said_and_the_others_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dynscope._capture.fix import rewrites
+
+    def broken(stmt: object, text: object) -> None:
+        raise KeyError("a defect")
+
+    makers = rewrites._BY_CATEGORY[DYNAMIC_SHAPE]
+    monkeypatch.setitem(rewrites._BY_CATEGORY, DYNAMIC_SHAPE, (broken, *makers))
+    body = ("def f(x, choice, experts):\n    out = x\n    for e in range(3):\n        idx = torch.where(choice == e)[0]\n"
+            "        y = experts[e](x[idx])\n        out = out.index_add(0, idx, y)\n    return out\n")
+    assert DENSE in _names(body, "torch.where", DYNAMIC_SHAPE)[0]
+    names, why = _names("def f(x):\n    return x[x > 0]\n", "x[x > 0]", DYNAMIC_SHAPE)
+    assert "the rewrite maker broken failed on this statement (KeyError: 'a defect'" in why, why
+
+
 def test_an_out_of_place_index_add_stays_out_of_place() -> None:
     body = ("def f(x, choice, experts):\n    out = x\n    for e in range(3):\n        idx = torch.where(choice == e)[0]\n"
             "        y = experts[e](x[idx])\n        out = out.index_add(0, idx, y)\n    return out\n")
@@ -330,7 +370,7 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
 # -- live: dynscope.fix on the corpus -------------------------------------------------------------------
 
 _FIXED = ["numpy_head", "numpy_metric", "retrieval", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
-          "confidence", "score_filter", "sparse_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric"]
+          "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric"]
 
 
 @pytest.mark.heavy

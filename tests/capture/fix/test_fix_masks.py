@@ -161,6 +161,39 @@ def test_selections_by_one_mask_bound_to_names_and_read_by_a_loss_module_hold_ev
     assert masks.BOUND not in _made(moved, 7)
 
 
+SHIFTED = """\
+def shifted_loss(logits, labels, attention_mask):
+    if attention_mask is not None:
+        keep = attention_mask[:, 1:]
+        shift_logits = logits[..., :-1, :][keep.to(logits.device) != 0].contiguous()
+        shift_labels = labels[..., 1:][keep.to(labels.device) != 0].contiguous()
+    else:
+        shift_logits = logits[..., :-1, :].contiguous()
+        shift_labels = labels[..., 1:].contiguous()
+    loss_fct = torch.nn.CrossEntropyLoss()
+    return loss_fct(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1).to(shift_logits.device))
+"""
+
+
+def test_logits_and_targets_selected_for_a_loss_module_bound_after_the_if_keep_every_position() -> None:
+    # LLaVA's shifted loss: the two selections (one mask, moved to each tensor's device) are
+    # read only by the cross-entropy module the function binds: the logits of every position
+    # and the targets left out set to the ignored index; the reads after the if stay as they are.
+    want = ("        shift_logits = logits[..., :-1, :].contiguous()\n"
+            "        shift_labels = torch.where(keep.to(labels.device) != 0, labels[..., 1:].contiguous(), -100)\n")
+    assert _made(SHIFTED, 4)[masks.IGNORED] == want
+    assert _made(SHIFTED, 5)[masks.IGNORED] == want  # from either site: one patch for both
+    # The loss's own ignored index is the fill.
+    own = SHIFTED.replace("CrossEntropyLoss()", "CrossEntropyLoss(ignore_index=0)")
+    assert "labels[..., 1:].contiguous(), 0)" in _made(own, 4)[masks.IGNORED]
+    # A loss per target, a name read elsewhere, another mask, a loss of two other names: no rewrite.
+    for old, new in [("CrossEntropyLoss()", "CrossEntropyLoss(reduction='none')"),
+                     ("    loss_fct =", "    print(shift_labels.shape)\n    loss_fct ="),
+                     ("labels[..., 1:][keep.to(labels.device) != 0]", "labels[..., 1:][keep.to(labels.device) > 1]"),
+                     ("shift_labels.view(-1).to(", "labels.view(-1).to(")]:
+        assert masks.IGNORED not in _made(SHIFTED.replace(old, new), 4), old
+
+
 PAD_MASK = """\
 def make_pad_mask(lengths, xs=None, maxlen=None):
     if not isinstance(lengths, list):
@@ -379,7 +412,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("positive_anchor_box_loss", masks.INLINE), ("gappy_log_cosh_loss", masks.INLINE),
     ("banned_token_penalty", masks.ASSIGN), ("teacher_forced", masks.ASSIGN),
     ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
-    ("duration_loss", masks.BOUND), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
+    ("duration_loss", masks.BOUND), ("caption_loss", masks.IGNORED), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
     ("trimmed_pool", numbers.TRIM), ("ctc_head", host.PADDED), ("separation_mask", numbers.RANGED),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
