@@ -431,6 +431,27 @@ def caption_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return CaptionLoss(), (ids, labels, mask)
 
 
+class DensifyStats(nn.Module):
+    """Gaussian splatting's densification statistics: the largest screen radius each visible
+    point reached, kept in a buffer, from radii the parameters make (they need a gradient)."""
+
+    def __init__(self, points: int = 6) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.linspace(0.5, 2.0, points))
+        self.register_buffer("max_radii2D", torch.zeros(points))
+
+    def forward(self, depth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        radii = self.scale * 3.0 / depth.clamp(min=0.2)
+        visibility_filter = depth > 0.2
+        self.max_radii2D[visibility_filter] = torch.max(self.max_radii2D[visibility_filter], radii[visibility_filter])  # SITE: where instead of masked assignment
+        return radii.sum(), self.max_radii2D.clone()
+
+
+def densify_stats() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(826)
+    return DensifyStats(), (torch.tensor([1.0, 0.1, 2.0, 0.5, 0.05, 3.0]),)
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -445,6 +466,7 @@ PROGRAMS: dict[str, Any] = {
     "negative_queue": negative_queue,
     "duration_loss": duration_loss,
     "caption_loss": caption_loss,
+    "densify_stats": densify_stats,
     "padded_encoder": padded_encoder,
     "returns_critic": returns_critic,
     "trimmed_pool": trimmed_pool,

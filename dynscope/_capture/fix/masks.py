@@ -622,13 +622,54 @@ def masked_assignment(stmt: ast.stmt, text: Text) -> Made | None:
     xs = unparsed(x)
     if op is not None and type(op) not in _OPS:
         return None
+    lines: list[str] = []
+    if _reads_expr(new_value, x) or (op is not None and not isinstance(op, (ast.Add, ast.Sub))):
+        # The value reads the tensor the copy_ then changes: an op that keeps its input for the
+        # backward (max, a product) would find it changed. It reads a copy, as x[m] was one.
+        before = next(n for n in (f"{_stem(x)}_before", *(f"{_stem(x)}_before{i}" for i in range(2, 99)))
+                      if n not in _taken(text.source, stmt))
+        lines.append(f"{before} = {xs}.clone()")
+        replaced = _Replaced(xs, before).visit(copy.deepcopy(new_value))
+        assert isinstance(replaced, ast.expr)
+        new_value = replaced
+        xs_read = before
+    else:
+        xs_read = xs
     v = unparsed(new_value)
     operand = v if isinstance(new_value, (ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({v})"
-    kept = v if op is None else f"{paren(xs)} {_OPS[type(op)]} {operand}"
-    line = f"{xs}.copy_(torch.where({sel.widened()}, {kept}, {xs}))"
-    return Made([line], ASSIGN, (
+    kept = v if op is None else f"{paren(xs_read)} {_OPS[type(op)]} {operand}"
+    lines.append(f"{xs}.copy_(torch.where({sel.widened()}, {kept}, {xs}))")
+    return Made(lines, ASSIGN, (
         "the index is a boolean mask of the assigned tensor's leading dimensions; the assigned value has the "
         "tensor's shape or broadcasts over the selected rows; the tensor is changed in place, as before"))
+
+
+def _reads_expr(node: ast.AST, target: ast.expr) -> bool:
+    """Whether ``node`` reads the expression ``target`` (``x``, ``self.buf``) anywhere."""
+    text = unparsed(target)
+    return any(isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and isinstance(getattr(n, "ctx", None), ast.Load)
+               and unparsed(n) == text for n in ast.walk(node))
+
+
+def _stem(target: ast.expr) -> str:
+    """A name to build a temporary's from: ``gaussians.max_radii2D`` -> "max_radii2D"."""
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    if isinstance(target, ast.Name):
+        return target.id
+    return "value"
+
+
+class _Replaced(ast.NodeTransformer):
+    """Each read of the expression ``text`` as the name ``name``."""
+
+    def __init__(self, text: str, name: str) -> None:
+        self.text, self.name = text, name
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and unparsed(node) == self.text:
+            return ast.Name(self.name, ctx=ast.Load())
+        return super().visit(node)
 
 
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.BitOr: "|", ast.BitAnd: "&"}

@@ -477,6 +477,13 @@ def _calling_patched(obj: Any, filename: str, module: types.ModuleType,
             new_cls = rebinder.cls(type(sub))
             if new_cls is not type(sub):
                 sub.__class__ = new_cls
+            # A helper held as an attribute (``self.pool = global_mean_pool`` in __init__, the
+            # way PyG's and OGB's models pick one): the copy holds the patched one.
+            for key, value in list(vars(sub).items()):
+                new = rebinder.function(value) if isinstance(value, types.FunctionType) else value
+                if new is not value:
+                    vars(sub)[key] = new
+                    rebinder.changed = True
         if not rebinder.changed:
             return None, (f"no code of the model reaches the functions of {Path(filename).name} by name: "
                           "the patched copy cannot be called in their place")

@@ -81,6 +81,17 @@ def _project(tmp_path: Path) -> tuple[str, dict[str, Path]]:
 
             def hidden(x: torch.Tensor) -> torch.Tensor:
                 return OPS["scale"](x) * 3
+
+
+            class Picked(nn.Module):
+                # a helper picked in __init__ and held as an attribute (PyG's and OGB's pooling)
+                def __init__(self) -> None:
+                    super().__init__()
+                    self.lin = nn.Linear(8, 8)
+                    self.act = helpers.scale
+
+                def forward(self, x: torch.Tensor) -> torch.Tensor:
+                    return self.act(self.lin(x)).sum(-1)
             """,
     }
     paths = {}
@@ -135,6 +146,16 @@ def test_a_helper_reached_only_through_a_table_is_proposed_with_the_reason(proje
     (p,) = res.patches
     assert not p.verified
     assert f"does not reach the functions of {paths['helpers'].name} by name" in p.why_not
+
+
+def test_a_helper_held_as_an_attribute_is_the_patched_one_in_the_copy_that_runs(project: Any) -> None:
+    module, paths = project
+    torch.manual_seed(0)
+    model = module.Picked()
+    res = dynscope.fix(model, torch.randn(4, 8))
+    (p,) = res.patches
+    assert p.site == f"{paths['helpers'].name}:7" and p.verified and p.breaks_after == 0, p.why_not
+    assert model.act is module.helpers.scale, "the user's model keeps its own helper"
 
 
 def test_write_patches_each_file_and_leaves_the_others(project: Any) -> None:

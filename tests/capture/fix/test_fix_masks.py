@@ -291,9 +291,23 @@ def test_ctc_targets_masked_select_ed_are_the_padded_rows() -> None:
 
 
 def test_an_elementwise_max_of_two_selections_is_written_back_as_one_where() -> None:
+    # Gaussian splatting's max_radii2D: the value reads the tensor the copy_ changes, and max
+    # keeps its inputs for the backward (radii needs a gradient): it reads a copy, as r[vis] was.
     body = "def grow(r, radii, vis):\n    r[vis] = torch.max(r[vis], radii[vis])\n    return r\n"
     assert _made(body, 2)[masks.ASSIGN] == (
-        "    r.copy_(torch.where(vis.view(*vis.shape, *[1] * (r.dim() - vis.dim())), torch.max(r, radii), r))\n")
+        "    r_before = r.clone()\n"
+        "    r.copy_(torch.where(vis.view(*vis.shape, *[1] * (r.dim() - vis.dim())), torch.max(r_before, radii), r))\n")
+    # A product in place keeps the tensor for the backward too; a sum does not.
+    assert "    w_before = w.clone()\n    w.copy_(torch.where(m, w_before * g, w))\n" == _made(
+        "def f(w, g):\n    m = w > 0\n    w[m] *= g[m]\n    return w\n", 3)[masks.ASSIGN]
+    assert "clone" not in _made("def f(w, g):\n    m = w > 0\n    w[m] += g[m]\n    return w\n", 3)[masks.ASSIGN]
+    # Live: with radii needing a gradient, the rewrite without the copy raised in the backward.
+    r, vis = torch.tensor([1.0, 5.0, 2.0]), torch.tensor([True, True, False])
+    radii = torch.tensor([3.0, 1.0, 9.0], requires_grad=True)
+    r_before = r.clone()
+    r.copy_(torch.where(vis, torch.max(r_before, radii), r))
+    r.sum().backward()
+    assert r.tolist() == [3.0, 5.0, 2.0] and radii.grad is not None and radii.grad.tolist() == [1.0, 0.0, 0.0]
 
 
 def test_a_loop_over_row_indices_slicing_by_each_length_is_one_length_mask() -> None:
@@ -412,7 +426,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("positive_anchor_box_loss", masks.INLINE), ("gappy_log_cosh_loss", masks.INLINE),
     ("banned_token_penalty", masks.ASSIGN), ("teacher_forced", masks.ASSIGN),
     ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
-    ("duration_loss", masks.BOUND), ("caption_loss", masks.IGNORED), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
+    ("duration_loss", masks.BOUND), ("caption_loss", masks.IGNORED), ("densify_stats", masks.ASSIGN), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
     ("trimmed_pool", numbers.TRIM), ("ctc_head", host.PADDED), ("separation_mask", numbers.RANGED),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
