@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import dynscope._model.plain as _plain
 from dynscope._errors import InputError, SchemaError
-from dynscope._format import plural, rank_runs
 from dynscope._lexicon.wording import resume_label, without_rank_local
 from dynscope._model.cache import HIT, compare_lookups
 from dynscope._model.causes import SAID
@@ -180,7 +179,8 @@ def merge_reports(
         compile_skew_s: as in :func:`merge`.
         duplicate_hint: what to say when two reports are of one rank. Defaults to the
             advice for saved reports (init_process_group before capture).
-        written: what each rank wrote, for the note on missing ranks. Defaults to "report".
+        written: what each rank wrote ("report", "trace log"): said of the ranks missing.
+            Defaults to "report".
 
     Raises:
         InputError: no reports, two of one rank, or reports of different world sizes.
@@ -204,41 +204,14 @@ def merge_reports(
         seen[rep.rank] = src
     loaded = sorted(loaded, key=lambda item: item[0].rank)
     world = sizes.pop()
-    notes: list[str] = []
-    gaps, missing = missing_ranks(world, seen)
-    if missing:
-        who = f"rank {gaps[0][0]:,}" if missing == 1 else "ranks " + rank_runs(gaps, missing)
-        notes.append(
-            f"{who} of world size {world:,} wrote no {written} (crashed, hung, or saved "
-            f"elsewhere): divergences are among the {plural(len(seen), 'rank')} read"
-        )
     reports = tuple(rep for rep, _ in loaded)
     return MultiRankReport(
         reports=reports,
         divergences=divergences(reports, compile_skew_s=compile_skew_s),
         world_size=world,
         sources=tuple(src for _, src in loaded),
-        notes=tuple(notes),
+        written=written,
     )
-
-
-def missing_ranks(world: int, seen: Iterable[int]) -> tuple[list[tuple[int, int]], int]:
-    """The ranks below ``world`` not in ``seen``, as runs (first, last) and how many: the gaps
-    between the ranks read, so a world size of 1e11 costs what the ranks read cost, never one
-    entry per missing rank."""
-    gaps: list[tuple[int, int]] = []
-    count, start = 0, 0
-    for r in sorted(set(seen)):
-        if r >= world:
-            break
-        if r > start:
-            gaps.append((start, r - 1))
-            count += r - start
-        start = max(start, r + 1)
-    if start < world:
-        gaps.append((start, world - 1))
-        count += world - start
-    return gaps, count
 
 
 # -- divergences -------------------------------------------------------------------------

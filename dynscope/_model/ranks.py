@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dynscope._model.plain as _plain
 from dynscope._format import plural
@@ -16,6 +16,9 @@ from dynscope._model.base import _brief
 from dynscope._model.causes import Cause
 from dynscope._model.display import DivergenceShortcuts, MergedShortcuts
 from dynscope._model.report import SCHEMA_VERSION, Report
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["KINDS", "MERGED_KIND", "Divergence", "Fact", "MultiRankReport", "Value"]
 
@@ -61,6 +64,25 @@ class Divergence(DivergenceShortcuts):
     facts: tuple[Fact, ...] = ()  # what each group did, in the order said
 
 
+def missing_ranks(world: int, seen: Iterable[int]) -> tuple[list[tuple[int, int]], int]:
+    """The ranks below ``world`` not in ``seen``, as runs (first, last) and how many: the gaps
+    between the ranks read, so a world size of 1e11 costs what the ranks read cost, never one
+    entry per missing rank."""
+    gaps: list[tuple[int, int]] = []
+    count, start = 0, 0
+    for r in sorted(set(seen)):
+        if r >= world:
+            break
+        if r > start:
+            gaps.append((start, r - 1))
+            count += r - start
+        start = max(start, r + 1)
+    if start < world:
+        gaps.append((start, world - 1))
+        count += world - start
+    return gaps, count
+
+
 @dataclass(frozen=True)
 class MultiRankReport(MergedShortcuts):
     """The reports of every rank of one job side by side, and how they diverge."""
@@ -71,7 +93,8 @@ class MultiRankReport(MergedShortcuts):
     divergences: tuple[Divergence, ...] = ()  # in KINDS order
     world_size: int = 1  # the job's world size (all reports agree)
     sources: tuple[str, ...] = ()  # the files read, in the order of ``reports``
-    notes: tuple[str, ...] = ()  # what the reader must know: ranks that wrote no report...
+    notes: tuple[str, ...] = ()  # what the reader must know of how it was read (a trace's limits...)
+    written: str = "report"  # what each rank wrote: "report", "trace log" (said of the ranks missing)
     # which run of a folder holding several this is, and why ("run 2 of the folder's 3 (the
     # most ranks; ...)"); "" when the folder held one run (or the reports were merged)
     shown: str = ""
@@ -81,6 +104,13 @@ class MultiRankReport(MergedShortcuts):
     def ranks(self) -> tuple[int, ...]:
         """The ranks merged, in order."""
         return tuple(r.rank for r in self.reports)
+
+    @property
+    def missing(self) -> tuple[tuple[tuple[int, int], ...], int]:
+        """The ranks below the world size that wrote nothing read here (crashed, hung, or
+        saved elsewhere), as runs (first, last), and how many."""
+        gaps, count = missing_ranks(self.world_size, self.ranks)
+        return tuple(gaps), count
 
     @property
     def diverged(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dynscope._format import location, ms
+from dynscope._format import location
 from dynscope._lexicon.wording import resume_label
 from dynscope._render.blocks import Amount, Cell, Column, Items, Table
 from dynscope._render.figures import runs_shown
@@ -82,9 +82,9 @@ def timing(g: Graph) -> Table | None:
         return None
     # Forward+backward columns only for a training graph: an inference graph reads as before.
     trains = any(t.trains for t in g.timings)
-    columns = [Column(h) for h in ("mode", "device", "eager ms", "compiled ms", "speedup", "samples", "compile s",
+    columns = [Column(h) for h in ("mode", "device", "eager", "compiled", "speedup", "samples", "compile s",
                                    "max abs err")]
-    columns += [Column(h) for h in ("fwd+bwd eager ms", "fwd+bwd compiled ms", "grads")] if trains else []
+    columns += [Column(h) for h in ("fwd+bwd eager", "fwd+bwd compiled", "grads")] if trains else []
     columns.append(Column("notes", "notes"))
 
     def train_cells(t: Timing) -> list[object]:
@@ -92,34 +92,40 @@ def timing(g: Graph) -> Table | None:
             return []
         if not t.trains:
             return ["", "", "-"]
-        compiled = "failed" if t.train_error else f"{t.train_compiled_ms:.4f}"
-        return [f"{t.train_eager_ms:.4f}" if t.train_eager_ms > 0 else "", compiled, grads_text(t)]
+        compiled = "failed" if t.train_error else _ms(t.train_compiled_ms)
+        return [_ms(t.train_eager_ms), compiled, grads_text(t)]
 
     rows = []
     for t in g.timings:
         if t.failed:
             cells: list[object] = [t.mode, t.device, "", "", "failed", "", "", ""]
         else:
-            cells = [t.mode, t.device, f"{t.eager_ms:.4f}", f"{t.compiled_ms:.4f}", speedup_text(t), samples_text(t),
+            cells = [t.mode, t.device, _ms(t.eager_ms), _ms(t.compiled_ms), speedup_text(t), samples_text(t),
                      f"{t.compile_s:.2f}", f"{t.max_abs_err:.2e}"]
         rows.append((*cells, *train_cells(t), tuple(timing_notes(t))))
     return Table(tuple(columns), tuple(rows))
+
+
+def _ms(value: float) -> Amount:
+    """A time measured, as each view says it (the terminal short, the page precise); not
+    measured when zero."""
+    return Amount(value if value > 0 else None, "ms")
 
 
 def _timing_cells(t: Timing | None) -> list[object]:
     if t is None:
         return ["-", "-", "-", "-"]
     if t.failed:
-        return [ms(t.eager_ms), "failed", "-", "-"]
-    return [ms(t.eager_ms), ms(t.compiled_ms), speedup_text(t), samples_text(t)]
+        return [_ms(t.eager_ms), "failed", "-", "-"]
+    return [_ms(t.eager_ms), _ms(t.compiled_ms), speedup_text(t), samples_text(t)]
 
 
 def _train_cells(t: Timing | None) -> list[object]:
     if t is None or not t.trains:
         return ["-", "-", "-"]
     if t.train_error:
-        return [ms(t.train_eager_ms), "failed", grads_text(t)]
-    return [ms(t.train_eager_ms), ms(t.train_compiled_ms), grads_text(t)]
+        return [_ms(t.train_eager_ms), "failed", grads_text(t)]
+    return [_ms(t.train_eager_ms), _ms(t.train_compiled_ms), grads_text(t)]
 
 
 # -- kernels --------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from dynscope._format import plural, rank_ranges
+from dynscope._format import plural, rank_ranges, rank_runs
 from dynscope._lexicon.wording import resume_label
 from dynscope._model.merge import collective_sequence
 from dynscope._model.structure import structure_hash
@@ -143,12 +143,23 @@ def agreement(m: MultiRankReport) -> str:
 _DIVERGENCE_COLUMNS = (Column("kind"), Column("ranks"), Column("what differs"), Column("meaning", only="html"))
 
 
+def missing_words(m: MultiRankReport) -> tuple[str, ...]:
+    """The ranks that wrote nothing read here, said once; () when every rank is read."""
+    gaps, count = m.missing
+    if not count:
+        return ()
+    who = f"rank {gaps[0][0]:,}" if count == 1 else "ranks " + rank_runs(gaps, count)
+    return (f"{who} of world size {m.world_size:,} wrote no {m.written} (crashed, hung, or saved elsewhere): "
+            f"divergences are among the {plural(len(m.reports), 'rank')} read",)
+
+
 def merged_document(m: MultiRankReport) -> tuple[Section, ...]:
     """Every part of a merged report, in order, built once: the head (ranks, world size, the
     run shown, notes), the divergences (or that the ranks agree), the ranks side by side, their
     graphs in compile order, the files read. The text and the page walk it."""
     head = Section(f"{plural(len(m.reports), 'rank')} of world size {m.world_size}",
-                   lead=f"({rank_ranges(m.ranks)})" + (f"; {m.shown}" if m.shown else ""), notes=m.notes, key="head")
+                   lead=f"({rank_ranges(m.ranks)})" + (f"; {m.shown}" if m.shown else ""),
+                   notes=(*m.notes, *missing_words(m)), key="head")
     rows = tuple((d.kind, rank_ranges(d.ranks), detail(d), MEANING.get(d.kind, "")) for d in m.divergences)
     divergences = Section(
         f"{plural(len(m.divergences), 'divergence')}" if m.divergences else "Divergences",

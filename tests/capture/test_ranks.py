@@ -212,7 +212,12 @@ def test_missing_rank_is_a_note(tmp_path: Path) -> None:
     dynscope.save_rank(rep, tmp_path)
     dynscope.save_rank(dataclasses.replace(rep, rank=2), tmp_path)
     m = dynscope.merge(tmp_path)
-    assert m.ranks == (0, 2) and m.notes and m.notes[0].startswith("rank 1 of world size 3 wrote no report")
+    # A field (the ranks missing), said by the renderers: in the text and on the page.
+    assert m.ranks == (0, 2) and m.missing == (((1, 1),), 1) and m.notes == ()
+    said = "rank 1 of world size 3 wrote no report (crashed, hung, or saved elsewhere): divergences are among the 2 ranks read"
+    assert f"note: {said}" in m.summary() and said in m.to_html()
+    # Saved and read back, the merged report keeps what the ranks wrote.
+    assert dynscope.read(m.save(tmp_path / "merged.json")).missing == m.missing
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import dynscope
-from dynscope._model.merge import missing_ranks
+from dynscope._model.ranks import missing_ranks
 from dynscope._render.pictures import QUICK_EDGES, quick
 from dynscope._torch import trace_log
 from dynscope._torch.trace_log import read_log
@@ -126,8 +126,8 @@ def test_missing_ranks_are_ranges_never_one_entry_per_rank(tmp_path: Path) -> No
     finally:
         tracemalloc.stop()
     assert merged.world_size == 10**11 and peak < 200 * MB
-    [note] = [n for n in merged.notes if "wrote no" in n]
-    assert "ranks 2-99,999,999,998 of world size 100,000,000,000 wrote no trace log" in note
+    assert merged.missing == (((2, 99_999_999_998),), 99_999_999_997)
+    assert "note: ranks 2-99,999,999,998 of world size 100,000,000,000 wrote no trace log" in merged.summary()
 
 
 def test_a_world_size_of_1e11_in_saved_reports_merges(tmp_path: Path) -> None:
@@ -138,7 +138,8 @@ def test_a_world_size_of_1e11_in_saved_reports_merges(tmp_path: Path) -> None:
         p.write_text(json.dumps({**json.loads(rep.to_json()), "rank": r, "world_size": 10**11}))
         paths.append(p)
     merged = dynscope.merge(paths)
-    assert any("ranks 1-6, 8-99,999,999,999 of world size 100,000,000,000" in n for n in merged.notes)
+    assert merged.missing == (((1, 6), (8, 99_999_999_999)), 99_999_999_998)
+    assert "ranks 1-6, 8-99,999,999,999 of world size 100,000,000,000 wrote no report" in merged.summary()
 
 
 def test_dense_pictures_get_the_quick_placement_and_say_so() -> None:

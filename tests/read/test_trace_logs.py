@@ -419,7 +419,8 @@ def test_folder_with_a_missing_rank_and_a_duplicate(tmp_path: Path) -> None:
     merged = load_trace(tmp_path)
     assert isinstance(merged, dynscope.MultiRankReport)
     assert merged.ranks == (0, 2) and merged.world_size == 3
-    assert any("rank 1" in n and "wrote no trace log" in n for n in merged.notes)
+    assert merged.missing == (((1, 1),), 1) and merged.written == "trace log"
+    assert "note: rank 1 of world size 3 wrote no trace log (crashed, hung, or saved elsewhere)" in merged.summary()
     # A second log of rank 0 with the same process and start time: a copy, left out and said
     # (issue 31: a folder is never refused while its logs are readable).
     shutil.copy(r0, tmp_path / r0.name.replace("_rank_0_", "_rank_0_again"))
