@@ -99,6 +99,7 @@ from tests.corpus import (  # the repository root is on the path
     fix_heldout7,
     fix_heldout8,
     fix_heldout9,
+    fix_heldout10,
 )
 from tests.corpus.fix_measure import measure_held_out, table
 
@@ -110,7 +111,8 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "6": ("tests/corpus/fix_heldout6 (read while writing rewrites)", fix_heldout6.PROGRAMS),
         "7": ("tests/corpus/fix_heldout7 (read while writing rewrites)", fix_heldout7.PROGRAMS),
         "8": ("tests/corpus/fix_heldout8 (read while writing rewrites)", fix_heldout8.PROGRAMS),
-        "9": ("tests/corpus/fix_heldout9", fix_heldout9.PROGRAMS)}
+        "9": ("tests/corpus/fix_heldout9 (read while writing rewrites)", fix_heldout9.PROGRAMS),
+        "10": ("tests/corpus/fix_heldout10", fix_heldout10.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:

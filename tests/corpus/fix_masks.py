@@ -398,6 +398,34 @@ def separation_mask() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return SeparationMask(), (torch.randn(3, 7, 4), torch.tensor([7, 4, 5]))
 
 
+class PromptMaskedLoss(nn.Module):
+    """A supervised fine-tuning loss that leaves each example's prompt out: the loss mask's rows
+    zipped with the prompts' lengths, each row's prompt positions cleared (OpenRLHF's SFT and DPO
+    losses build it so)."""
+
+    def __init__(self, vocab: int = 11, dim: int = 6) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor, prompt_lens: torch.Tensor) -> torch.Tensor:
+        logp = self.head(self.embed(ids[:, :-1])).log_softmax(-1)
+        loss_mask = attention_mask.clone().bool()
+        for row, prompt_len in zip(loss_mask, prompt_lens, strict=True):
+            row[:prompt_len] = False  # SITE: length mask instead of a loop over lengths
+        loss_mask = loss_mask[:, 1:]
+        token_logp = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+        return -(token_logp * loss_mask).sum() / loss_mask.sum()
+
+
+def prompt_masked_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(829)
+    ids = torch.randint(0, 11, (3, 8))
+    attention_mask = torch.ones(3, 8, dtype=torch.long)
+    attention_mask[1, 6:] = 0
+    return PromptMaskedLoss(), (ids, attention_mask, torch.tensor([2, 4, 3]))
+
+
 class CaptionLoss(nn.Module):
     """A vision-language captioner's loss (LLaVA's shape): logits and labels shifted, selected
     where the attention mask is set (each moved to its tensor's device), then the cross-entropy
@@ -472,4 +500,5 @@ PROGRAMS: dict[str, Any] = {
     "trimmed_pool": trimmed_pool,
     "ctc_head": ctc_head,
     "separation_mask": separation_mask,
+    "prompt_masked_loss": prompt_masked_loss,
 }

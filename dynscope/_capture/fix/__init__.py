@@ -340,6 +340,14 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     ran = eager.lines
     real = os.path.realpath(site.filename)
     untaken = [line for line in rw.taken if not ran.get((real, line))]
+    for line, warning in rw.silenced:  # a report run in eager code only: what the run shows of it
+        if not ran.get((real, line)):
+            return _with(patch, why_not=(
+                f"the report at line {line} was never made in the run: under torch.compile it never is, and nothing "
+                "shows that is what you want (run fix with inputs that make it)")), _Rerun(None, "", "")
+        if warning:
+            return _with(patch, why_not=(
+                f"the warning at line {line} was issued in the run: under torch.compile it never is")), _Rerun(None, "", "")
     if untaken:  # nothing a run shows would tell the shortcut from the general path
         return _with(patch, why_not=(
             f"the shortcut at line {untaken[0]} was never taken in the run: dropping it cannot be shown to keep "

@@ -128,6 +128,23 @@ def _host_value(node: ast.expr) -> bool:
     return False
 
 
+def _settings_test(node: ast.expr) -> bool:
+    """A test Python decides (:func:`_host_test`), or a module's setting compared with a constant
+    (``self.weight_ce != 0``: read as a number the constructor set; where it is a tensor after
+    all, the break stays and the patch is not verified)."""
+    if _host_test(node):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _settings_test(node.operand)
+
+    def setting(v: ast.expr) -> bool:
+        while isinstance(v, ast.Attribute):
+            v = v.value
+        return isinstance(v, ast.Name) and v.id == "self"
+    sides = [node.left, *node.comparators] if isinstance(node, ast.Compare) else []
+    return bool(sides) and any(setting(v) for v in sides) and all(setting(v) or _host_value(v) for v in sides)
+
+
 def narrowed(stmt: ast.If, test: ast.expr, body: list[ast.stmt]) -> ast.If:
     """An ``if`` of ``test`` over part of ``stmt``'s body, no ``else``, standing where ``stmt``
     stands (its lines and columns): what a rewrite of part of an ``if`` hands to another."""
@@ -481,12 +498,36 @@ CONDITIONAL = "conditional expression to torch.where"
 
 class _Conditional(ast.NodeTransformer):
     """``a if <tensor test> else b`` as ``torch.where(<test>, a, b)``; a test Python decides
-    (``x is None``, a flag, ``isinstance``) stays a conditional expression."""
+    (``x is None``, a flag, ``isinstance``) stays a conditional expression, also where it is
+    part of an ``and``/``or`` with a tensor test: ``a if P and T else b`` as ``torch.where(T, a,
+    b) if P else b``, ``a if P or T else b`` as ``a if P else torch.where(T, a, b)`` (nnU-Net's
+    ``ce if weight_ce != 0 and (ignore_label is None or num_fg > 0) else 0``)."""
 
     def __init__(self) -> None:
         self.changed = False
 
+    @staticmethod
+    def _split(node: ast.IfExp) -> ast.IfExp | None:
+        """The conditional with the parts of an ``and``/``or`` test that Python decides tested
+        first, as conditionals of their own; None when the test is not such a mix."""
+        test = node.test
+        if not isinstance(test, ast.BoolOp):
+            return None
+        host = [v for v in test.values if _settings_test(v)]
+        rest = [v for v in test.values if not _settings_test(v)]
+        if not host or not rest:
+            return None
+        def joined(values: list[ast.expr]) -> ast.expr:
+            return values[0] if len(values) == 1 else ast.BoolOp(op=test.op, values=values)
+        inner = ast.IfExp(test=joined(rest), body=node.body, orelse=node.orelse)
+        if isinstance(test.op, ast.And):
+            return ast.IfExp(test=joined(host), body=inner, orelse=copy.deepcopy(node.orelse))
+        return ast.IfExp(test=joined(host), body=copy.deepcopy(node.body), orelse=inner)
+
     def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        split = self._split(node)
+        if split is not None:  # its own test Python decides: only what it holds may change
+            return self.generic_visit(split)
         node = self.generic_visit(node)  # type: ignore[assignment]
         if _host_test(node.test) or isinstance(node.test, ast.Constant):
             return node
@@ -814,8 +855,8 @@ def shortcut_if(stmt: ast.stmt, text: Text) -> Made | None:
     return _one_side(stmt, text, keep_else=False)
 
 
-def tensor_tested(stmt: ast.If) -> bool:
-    """Whether the ``if`` tests a tensor (not ``x is None``, a flag or a Python count)."""
+def tensor_tested(stmt: ast.If | ast.Assert) -> bool:
+    """Whether the ``if`` (the ``assert``) tests a tensor (not ``x is None``, a flag or a Python count)."""
     return tensor_test(stmt.test) is not None and not _host_test(stmt.test, flags=False)
 
 

@@ -25,7 +25,8 @@ import ast
 from dynscope._capture.fix.branches import narrowed, tensor_test, tensor_tested, where
 from dynscope._capture.fix.statements import Made, Text
 
-__all__ = ["ALWAYS", "ASSERT", "GUARD_CHECK", "REPORTING_CALLS", "asserted", "called_name", "guard_dropped", "guarded_check"]
+__all__ = ["ALWAYS", "ASSERT", "ASSERT_MESSAGE", "GUARD_CHECK", "REPORTING_CALLS", "asserted", "assert_message", "called_name", "guard_dropped", "guarded_check",
+           "silenced"]
 
 GUARD_CHECK = "guard a check that reports"
 ALWAYS = "test dropped, the body always run"
@@ -49,10 +50,22 @@ def _reports(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Expr) and called_name(stmt.value) in REPORTING_CALLS
 
 
+def silenced(reports: list[ast.stmt]) -> tuple[tuple[int, bool], ...]:
+    """Each report's line and whether it is a ``warnings.warn`` (a warning the run issued is not
+    among what the verifier hears, so it is known by its call)."""
+    def warning(stmt: ast.stmt) -> bool:
+        f = stmt.value.func if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+        return (isinstance(f, ast.Name) and f.id == "warn") or (
+            isinstance(f, ast.Attribute) and f.attr == "warn" and isinstance(f.value, ast.Name) and f.value.id == "warnings")
+    return tuple((s.lineno, warning(s)) for s in reports)
+
+
 def guarded_check(stmt: ast.stmt, text: Text) -> Made | None:
     """``if <test>: <reports only>`` as the same ``if`` under ``is_compiling()``; a body that
     reports first and then assigns (``warnings.warn(...)`` then ``std = std.clamp(min=eps)``)
-    keeps its reports so and makes its assignments a ``torch.where`` on the test."""
+    keeps its reports so and makes its assignments a ``torch.where`` on the test. Verified only
+    where the run made the report (and it said nothing a handler or the terminal got: a level
+    that drops the record): a report never made cannot show it is kept under compile."""
     if not isinstance(stmt, ast.If) or stmt.orelse or not stmt.body or not _reports(stmt.body[0]):
         return None
     k = next((i for i, s in enumerate(stmt.body) if not _reports(s)), len(stmt.body))
@@ -61,7 +74,7 @@ def guarded_check(stmt: ast.stmt, text: Text) -> Made | None:
         own = text.statement_lines(stmt)
         return Made(["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD_CHECK, (
             "the check only reports: it and its report run in eager code only, and under torch.compile neither "
-            "runs (the program's outputs do not depend on it)"))
+            "runs (the program's outputs do not depend on it)"), silenced=silenced(reports))
     made = where(narrowed(stmt, stmt.test, rest), text)
     if made is None:
         return None
@@ -70,7 +83,39 @@ def guarded_check(stmt: ast.stmt, text: Text) -> Made | None:
     guarded = [f"if {test}:", *(text.unit + ln for s in reports for ln in text.statement_lines(s))]
     return Made(["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in guarded), *lines], GUARD_CHECK, (
         "the report runs in eager code only (under torch.compile it does not), and what the branch assigns is a "
-        f"torch.where on its test: {note}"))
+        f"torch.where on its test: {note}"), silenced=silenced(reports))
+
+
+_VALUED = "the message names the values it showed (in braces) instead of showing them"
+
+
+def _constant_message(node: ast.expr) -> tuple[str, str] | None:
+    """(a constant message, what was given up for it: "" or :data:`_VALUED`) for a string or an
+    f-string (the values it formats named in braces: "NaN at timestep {timestep}"); None for a
+    message made otherwise."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value, ""
+    if isinstance(node, ast.JoinedStr):
+        return "".join(str(p.value) if isinstance(p, ast.Constant) else "{" + ast.unparse(p.value) + "}"
+                       for p in node.values if isinstance(p, (ast.Constant, ast.FormattedValue))), _VALUED
+    return None
+
+
+ASSERT_MESSAGE = "assert message made a constant"
+
+
+def assert_message(stmt: ast.stmt, text: Text) -> Made | None:
+    """``assert <tensor test>, f"... {v} ..."`` as the same assert with a constant message, the
+    values named in braces: Dynamo keeps an assert on a tensor in the graph only when its message
+    is a constant (EDM's ``assert masked_max_abs_value < 1e-5, f"Error {masked_max_abs_value} too high"``)."""
+    if not (isinstance(stmt, ast.Assert) and isinstance(stmt.msg, ast.JoinedStr)) or not tensor_tested(stmt):
+        return None
+    said = _constant_message(stmt.msg)
+    if said is None:
+        return None
+    return Made([f"assert {text.of(stmt.test)}, {said[0]!r}"], ASSERT_MESSAGE, (
+        f"the check stays in the graph: on data that fails it the program still stops, but {_VALUED}, and as "
+        "RuntimeError (compiled; asynchronously on a GPU) instead of AssertionError"))
 
 
 def asserted(stmt: ast.stmt, text: Text) -> Made | None:
@@ -87,21 +132,15 @@ def asserted(stmt: ast.stmt, text: Text) -> Made | None:
         return None
     message, valued = f"{ast.unparse(stmt.test)} held", ""
     if args:
-        if isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
-            message = args[0].value
-        elif isinstance(args[0], ast.JoinedStr):
-            # An f-string: an assert's message is a constant, so the values it formats are
-            # named in braces instead ("NaN at timestep {timestep}").
-            message = "".join(str(p.value) if isinstance(p, ast.Constant) else "{" + ast.unparse(p.value) + "}"
-                              for p in args[0].values if isinstance(p, (ast.Constant, ast.FormattedValue)))
-            valued = "; the message names the values it showed (in braces) instead of showing them"
-        else:
+        said = _constant_message(args[0])
+        if said is None:
             return None  # a message made otherwise (a call, a concatenation) is left as it is
+        message, valued = said
     kind = called_name(exc) or ast.unparse(exc)
     return Made([f"assert torch.logical_not({test}), {message!r}"], ASSERT, (
         f"the check stays in the graph: on data that fails it the program still stops, with the same words, but "
         f"as AssertionError (eager) or RuntimeError (compiled; asynchronously on a GPU) instead of {kind}, so code "
-        f"that catches {kind} no longer does, and `python -O` drops the assert{valued}"))
+        f"that catches {kind} no longer does, and `python -O` drops the assert{'; ' + valued if valued else ''}"))
 
 
 def guard_dropped(stmt: ast.stmt, text: Text) -> Made | None:

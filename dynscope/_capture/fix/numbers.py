@@ -15,7 +15,8 @@
   ``a[t.reshape(1)][0]``, a gather of the same row.
 - ``length mask instead of per-row slices``: ``for b, n in enumerate(lengths.tolist()):
   x[b, n:] = v`` (or ``x[b, :n]``) as one ``x.masked_fill_`` of the positions at or past (or
-  before) each row's length.
+  before) each row's length; ``for row, n in zip(X, L): row[:n] = v`` (rows zipped with their
+  lengths) the same over ``X``.
 
 Text only (no torch import); the verifier reruns the patched program.
 """
@@ -41,8 +42,9 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "RANGED", "TRIM", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "per_element_list", "ranged_fill", "trim_dropped",
-           "pointer_kept"]
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "RANGED", "TRIM", "ZIPPED", "indexed_by_tensor", "length_fill",
+           "lengths_kept", "loop_over_elements", "per_element_list", "pointer_kept", "ranged_fill", "trim_dropped",
+           "zipped_fill"]
 
 LIST = "per-element list as tensor ops"
 POINTER = "pointer kept a tensor"
@@ -826,3 +828,102 @@ def ranged_fill(stmt: ast.stmt, text: Text) -> Made | None:
     return Made([line], RANGED, (
         f"`{lens}` holds one length per row (one entry each, in row order) and the loop covers every row of `{x}` "
         f"along dimension {1 - dim}; the value is one number for every position"), first=loop, last=loop)
+
+
+# -- each row of a tensor zipped with its length, or enumerated lengths -----------------------------
+
+ZIPPED = "length mask instead of a loop over lengths"
+
+
+def _listed(node: ast.expr) -> str | None:
+    """The text of a tensor a loop walks (``L.tolist()`` read as ``L``); None for anything but a
+    name, an attribute or a subscript."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "tolist"
+            and not node.args):
+        node = node.func.value
+    return unparsed(node) if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) else None
+
+
+def _walked(loop: ast.For) -> tuple[str, str, str, str] | None:
+    """(the row's name, or the row index's; the length's name; the tensor written, "" when the
+    loop gives an index; the lengths' text) of ``for r, n in zip(X, L)`` (either order; ``strict=``
+    aside) or ``for i, n in enumerate(L)`` with ``L`` a tensor."""
+    it, target = loop.iter, loop.target
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and isinstance(target, ast.Tuple)
+            and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts)):
+        return None
+    a, b = (e.id for e in target.elts)  # type: ignore[attr-defined]
+    if it.func.id == "enumerate" and len(it.args) == 1 and not it.keywords:
+        lens = _listed(it.args[0])
+        return None if lens is None else (a, b, "", lens)
+    if it.func.id == "zip" and len(it.args) == 2 and all(k.arg == "strict" for k in it.keywords):
+        first, second = _listed(it.args[0]), _listed(it.args[1])
+        return None if first is None or second is None else (a, b, first, second)
+    return None
+
+
+def _bounded(bound: ast.expr | None, n: str, lens: str) -> str | None:
+    """Each row's length as a tensor expression where a slice's bound is ``n`` (``lens``),
+    ``min(n, k)`` (``lens.clamp(max=k)``) or ``max(n, k)``; None for any other bound."""
+    if isinstance(bound, ast.Name) and bound.id == n:
+        return paren(lens)
+    if (isinstance(bound, ast.Call) and isinstance(bound.func, ast.Name) and bound.func.id in ("min", "max")
+            and len(bound.args) == 2 and not bound.keywords):
+        ours = [x for x in bound.args if isinstance(x, ast.Name) and x.id == n]
+        other = [x for x in bound.args if not (isinstance(x, ast.Name) and x.id == n)]
+        if len(ours) == 1 and len(other) == 1 and n not in names_loaded(other[0]):
+            return f"{paren(lens)}.clamp({'max' if bound.func.id == 'min' else 'min'}={unparsed(other[0])})"
+    return None
+
+
+def zipped_fill(stmt: ast.stmt, text: Text) -> Made | None:
+    """``for row, n in zip(X, L): row[:n] = v`` (``row[n:]``; zip's arguments either way round)
+    or ``for i, n in enumerate(L): X[i, :n] = v`` (``L`` a tensor; a bound ``min(k, n)`` too;
+    ``+=``/``-=`` a number) as one op over every row of ``X``: ``X.masked_fill_(<positions before
+    (at or past) each row's length>, v)`` (``X.add_(torch.where(<mask>, v, 0))``). DPO's prompt
+    mask: ``for mask, source_len in zip(loss_masks, prompt_id_lens): mask[:source_len] = False``;
+    LightGCN's ideal DCG: ``for i, n in enumerate(n_test): test_matrix[i, :min(k, n)] = 1``."""
+    loop = stmt if isinstance(stmt, ast.For) else _loop_of(text.source, stmt)
+    if loop is None or loop.orelse or len(loop.body) != 1:
+        return None
+    walked, write = _walked(loop), loop.body[0]
+    if walked is None:
+        return None
+    if isinstance(write, ast.Assign) and len(write.targets) == 1:
+        target, value, op = write.targets[0], write.value, None
+    elif isinstance(write, ast.AugAssign) and type(write.op) in _SLICE_OPS:
+        target, value, op = write.target, write.value, write.op
+    else:
+        return None
+    a, b, x, lens = walked
+    if not isinstance(target, ast.Subscript):
+        return None
+    if not x:  # enumerate: X[i, <slice>]
+        i, n = a, b
+        sl = target.slice
+        if not (isinstance(target.value, (ast.Name, ast.Attribute)) and isinstance(sl, ast.Tuple) and len(sl.elts) == 2
+                and isinstance(sl.elts[0], ast.Name) and sl.elts[0].id == i):
+            return None
+        x, cols, names = unparsed(target.value), sl.elts[1], {i, n}
+    else:  # zip: row[<slice>], the names following zip's arguments
+        if not isinstance(target.value, ast.Name) or target.value.id not in (a, b):
+            return None
+        row, n = (a, b) if target.value.id == a else (b, a)
+        if row == b:
+            x, lens = lens, x
+        cols, names = target.slice, {row, n}
+    if not (isinstance(cols, ast.Slice) and cols.step is None) or names & names_loaded(value):
+        return None
+    past = cols.upper is None and cols.lower is not None
+    per_row = _bounded(cols.lower if past else cols.upper, n, lens)
+    if per_row is None or (not past and cols.lower is not None):
+        return None
+    positions = f"torch.arange({x}.shape[1], device={x}.device)"
+    mask = f"({positions}[None, :] {'>=' if past else '<'} {per_row}.reshape(-1)[:, None])"
+    shaped = f"{mask}.reshape({x}.shape[0], {x}.shape[1], *[1] * ({x}.dim() - 2))"
+    v = unparsed(value)
+    line = (f"{x}.masked_fill_({shaped}, {v})" if op is None
+            else f"{x}.{_SLICE_OPS[type(op)]}(torch.where({shaped}, {v}, 0))")
+    return Made([line], ZIPPED, (
+        f"`{x}` is a tensor (a loop over its rows writes through views), `{lens}` holds one length per row in row "
+        "order and the loop covers every row, and the value is one number for every position"), first=loop, last=loop)

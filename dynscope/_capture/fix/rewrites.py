@@ -15,7 +15,8 @@ The rewrites, in the order they are tried for a category:
 - ``branch to torch.cond``: the same ``if`` with several statements per branch becomes
   ``torch.cond`` over two local functions.
 - checks (:mod:`.checks`): an ``if`` on a tensor whose body only reports runs in eager code
-  only; one whose body only raises becomes an ``assert`` Dynamo traces.
+  only; one whose body only raises becomes an ``assert`` Dynamo traces, and an ``assert`` whose
+  message is an f-string gets a constant one.
 - ``keep it a tensor``: ``.item()``, ``sum/max/min(t.tolist())``, ``float(t)``/``int(t)`` at the
   site become detached tensor expressions (no gradient, as a Python number has none).
 - ``mask instead of select``: ``x[mask].sum()`` becomes ``torch.where(mask, x, 0).sum()``.
@@ -137,7 +138,7 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
             continue
         made = new if isinstance(new, Made) else Made(*new)
         found.append(replaced(source, made.first or stmt, made.lines, made.name, made.note, made.last, made.taken,
-                              made.skipped))
+                              made.skipped, made.silenced))
     if said and all(rw.taken or rw.skipped for rw in found):
         # Only a shortcut dropped, where a rewrite that knows the shape said why none keeps the
         # outputs (the loop's stop decides a returned length): the reason stands.
@@ -154,16 +155,17 @@ def _is_timing(expr: ast.expr) -> bool:
     return any(called_name(n) in _TIMING for n in ast.walk(expr) if isinstance(n, ast.Call))
 
 
-def _guard(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
+def _guard(stmt: ast.stmt, text: Text) -> Made | None:
     if isinstance(stmt, ast.Expr) and called_name(stmt.value) in REPORTING_CALLS | _TIMING:
         own = text.statement_lines(stmt)
-        return ["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD, (
+        reports = checks.silenced([stmt]) if called_name(stmt.value) in REPORTING_CALLS else ()
+        return Made(["if not torch.compiler.is_compiling():", *(text.unit + ln for ln in own)], GUARD, (
             "the statement runs in eager code only; under torch.compile it is skipped: what it prints or logs is not "
-            "said there (verified only where the run said nothing through it)")
+            "said there (verified only where the run reached it and said nothing through it)"), silenced=reports)
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_timing(stmt.value):
         value = text.of(stmt.value)
-        return [f"{text.of(stmt.targets[0])} = {value} if not torch.compiler.is_compiling() else 0.0"], GUARD, (
-            "the timing runs in eager code only; under torch.compile the value is 0.0")
+        return Made([f"{text.of(stmt.targets[0])} = {value} if not torch.compiler.is_compiling() else 0.0"], GUARD, (
+            "the timing runs in eager code only; under torch.compile the value is 0.0"))
     return None
 
 
@@ -370,13 +372,14 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     # A per-element if over a range is one where over the tensor: before the state update, which
     # would keep the loop and pick element by element.
     BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, elementwise,
-             state_where, cond, checks.guarded_check, checks.asserted, conditional, shortcut_exit, shortcut_else,
-             shortcut_if, checks.guard_dropped),
+             state_where, cond, checks.guarded_check, checks.asserted, checks.assert_message, conditional, shortcut_exit,
+             shortcut_else, shortcut_if, checks.guard_dropped),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
+             numbers.zipped_fill,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
     DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.masked_assignment, masks.inline_selection,
                     host.masked_select, masks.bound_selection, masks.ignored_targets, host.scattered_rows, host.nonzero_end, host.padded_targets,

@@ -39,6 +39,9 @@ class Made:
     # (an ``if``'s line, its body's first line): the test must have run more often than the
     # body (skipped at least once) for a check of outputs to show anything; None when no such need.
     skipped: tuple[int, int] | None = None
+    # The reports a guard runs in eager code only, as (line, whether a ``warnings.warn``): each must
+    # have run eagerly and said nothing there (a record a level drops) for the guard to verify.
+    silenced: tuple[tuple[int, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Rewrite:
     replacement: tuple[str, ...] = ()  # the lines put in place of first..last (with newlines)
     taken: tuple[int, ...] = ()  # lines (old text) that must have run eagerly for it to verify (Made.taken)
     skipped: tuple[int, int] | None = None  # (test line, body line): the body skipped at least once (Made.skipped)
+    silenced: tuple[tuple[int, bool], ...] = ()  # reports run in eager code only (Made.silenced)
 
 
 def added_lines(old: str, new: str) -> tuple[str, ...]:
@@ -162,7 +166,7 @@ def contains(outer: ast.AST, inner: ast.AST) -> bool:
 
 def replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str,
              through: ast.stmt | None = None, taken: tuple[int, ...] = (),
-             skipped: tuple[int, int] | None = None) -> Rewrite:
+             skipped: tuple[int, int] | None = None, silenced: tuple[tuple[int, bool], ...] = ()) -> Rewrite:
     """The file with ``stmt`` (through ``through``, a later statement of its block, when given)
     replaced by ``new_lines``, written at the statement's indentation."""
     lines = python_lines(source)
@@ -181,7 +185,7 @@ def replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note:
     body[-1] = body[-1][: len(body[-1]) - len(ending)] + last_ending
     out = lines[: first - 1] + body + lines[last:]
     text = "".join(out)
-    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body), taken, skipped)
+    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body), taken, skipped, silenced)
 
 
 def combined(source: str, rewrites: list[Rewrite]) -> str:

@@ -10,7 +10,7 @@ import pytest
 import dynscope
 from dynscope._capture.fix import checks
 from dynscope._capture.fix.branches import COND, WHERE
-from dynscope._capture.fix.rewrites import TENSOR, candidates
+from dynscope._capture.fix.rewrites import GUARD, TENSOR, candidates
 from dynscope._lexicon.break_categories import BRANCH, SCALAR
 from tests.corpus import fix_checks as fc
 
@@ -152,6 +152,19 @@ def test_a_size_unpacked_from_tolist_stays_tensors() -> None:
     assert TENSOR not in _made(body.replace("hw.tolist()", "hw.tolist()[0]"), 2, SCALAR)
 
 
+def test_an_assert_whose_message_formats_a_tensor_gets_a_constant_message() -> None:
+    # EDM's mask check after its .item() is kept a tensor: the f-string message would break.
+    body = ("def centred(x, node_mask):\n"
+            "    v = (x * (1 - node_mask)).abs().sum()\n"
+            "    assert v < 1e-5, f\"Error {v} too high\"\n"
+            "    return x\n")
+    assert _made(body, 3, BRANCH)[checks.ASSERT_MESSAGE] == "    assert v < 1e-5, 'Error {v} too high'\n"
+    # A constant message (Dynamo keeps it), a test Python decides, a message made by a call: none.
+    for old, new in [('f"Error {v} too high"', '"too high"'), ("v < 1e-5", "v is None"),
+                     ('f"Error {v} too high"', "describe(v)")]:
+        assert checks.ASSERT_MESSAGE not in _made(body.replace(old, new), 3, BRANCH), new
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fc.PROGRAMS[name]()
     return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
@@ -159,7 +172,6 @@ def _fix(name: str) -> dynscope.FixResult:
 
 @pytest.mark.heavy
 @pytest.mark.parametrize(("name", "rewrites"), [
-    ("token_classifier", {checks.GUARD_CHECK}),
     ("checked_regression", {checks.ASSERT}),
     ("biased_attention", {WHERE}),
     ("normalised", {TENSOR}),
@@ -173,6 +185,25 @@ def test_checks_temporaries_and_unpacked_sizes_are_verified_live(name: str, rewr
         assert p.verified and p.breaks_after == 0 and p.outputs_matched, (p.site, p.why_not)
     # A report inside a guarded check (logged_shift's warning) is part of that patch, no patch of its own.
     assert res.breaks_after == 0 and not [u for u in res.unpatched if u.owner == "your code" and not u.gone_with]
+
+
+@pytest.mark.heavy
+def test_a_guard_around_a_warning_is_verified_neither_where_it_never_warned_nor_where_it_did() -> None:
+    # The corpus's batch is right-padded: the warning's branch never ran, so nothing shows that
+    # silencing it under compile is what the user wants (HiFi-GAN's range prints, set 10's must-not).
+    res = _fix("token_classifier")
+    (p,) = res.patches
+    assert p.rewrite == checks.GUARD_CHECK and not p.verified
+    assert p.why_not.startswith("the report at line 38 was never made in the run"), p.why_not
+    # Left-padded, the warning is issued eagerly (and breaks itself, a site of its own): under
+    # compile either guard would drop it.
+    model, (ids, _) = fc.PROGRAMS["token_classifier"]()
+    left = ids.flip(1)
+    patches = dynscope.fix(model, (left, (left != 0).long())).patches
+    assert [(p.lineno, p.rewrite) for p in patches] == [(37, checks.GUARD_CHECK), (38, GUARD)]
+    for p in patches:
+        assert not p.verified
+        assert p.why_not == "the warning at line 38 was issued in the run: under torch.compile it never is", p.why_not
 
 
 @pytest.mark.heavy

@@ -325,6 +325,39 @@ def test_a_loop_over_row_indices_slicing_by_each_length_is_one_length_mask() -> 
     assert numbers.RANGED not in _made(body.replace("lengths[i]:", "lengths[0]:"), 3, SCALAR)
 
 
+def test_a_loop_over_lengths_writing_each_row_is_one_length_mask() -> None:
+    # DPO's prompt mask (OpenRLHF): each row of the mask zipped with its prompt's length.
+    body = ("def masks(loss_masks, prompt_id_lens):\n"
+            "    for mask, source_len in zip(loss_masks, prompt_id_lens, strict=True):\n"
+            "        mask[:source_len] = False\n"
+            "    return loss_masks\n")
+    line = ("    loss_masks.masked_fill_((torch.arange(loss_masks.shape[1], device=loss_masks.device)[None, :] < "
+            "prompt_id_lens.reshape(-1)[:, None]).reshape(loss_masks.shape[0], loss_masks.shape[1], "
+            "*[1] * (loss_masks.dim() - 2)), False)\n")
+    assert _made(body, 3, SCALAR)[numbers.ZIPPED] == line
+    # The lengths first, read back as numbers, and the tail of each row added to.
+    flipped = body.replace("mask, source_len in zip(loss_masks, prompt_id_lens, strict=True)",
+                           "source_len, mask in zip(prompt_id_lens.tolist(), loss_masks)")
+    assert _made(flipped, 3, SCALAR)[numbers.ZIPPED] == line
+    added = _made(body.replace("mask[:source_len] = False", "mask[source_len:] += 1"), 3, SCALAR)[numbers.ZIPPED]
+    assert added.startswith("    loss_masks.add_(torch.where((torch.arange(") and ">= prompt_id_lens" in added
+    # LightGCN's ideal DCG: lengths enumerated (a tensor), each row's first min(k, n) positions set.
+    dcg = ("def ideal(test_matrix, n_test, k):\n"
+           "    for i, n in enumerate(n_test):\n"
+           "        test_matrix[i, :min(k, n)] = 1\n"
+           "    return test_matrix\n")
+    assert _made(dcg, 3, SCALAR)[numbers.ZIPPED] == (
+        "    test_matrix.masked_fill_((torch.arange(test_matrix.shape[1], device=test_matrix.device)[None, :] < "
+        "n_test.clamp(max=k).reshape(-1)[:, None]).reshape(test_matrix.shape[0], test_matrix.shape[1], "
+        "*[1] * (test_matrix.dim() - 2)), 1)\n")
+    for old, new in [("test_matrix[i,", "test_matrix[0,"), ("min(k, n)", "min(n, n)"), ("= 1", "= i")]:
+        assert numbers.ZIPPED not in _made(dcg.replace(old, new), 3, SCALAR), new
+    # A value that reads the row or the length, a slice not bounded by the length, a longer body:
+    for old, new in [("= False", "= source_len"), ("[:source_len]", "[:3]"), ("[:source_len]", "[1:source_len]"),
+                     ("= False\n", "= False\n        print(mask)\n")]:
+        assert numbers.ZIPPED not in _made(body.replace(old, new), 3, SCALAR), new
+
+
 def test_a_list_made_element_by_element_from_tolist_is_the_same_arithmetic_on_the_tensor() -> None:
     body = ("def weights(counts, beta, dtype):\n"
             "    w = [(1 - beta) / (1 - beta ** max(n, 1)) for n in counts.tolist()]\n"
@@ -389,6 +422,29 @@ def test_a_conditional_expression_on_a_tensor_is_a_where_and_one_on_a_flag_stays
     assert CONDITIONAL not in _made(body.replace("kmax * dt <= cap", "cap is None"), 2, BRANCH)
 
 
+def test_the_parts_of_a_conditional_s_test_python_decides_stay_conditionals() -> None:
+    # nnU-Net's cross-entropy term: module settings and None tests stay Python's, tested first.
+    body = ("def loss(self, out, target, num_fg):\n"
+            "    ce = (\n"
+            "        self.ce(out, target)\n"
+            "        if self.weight_ce != 0 and (self.ignore_label is None or num_fg > 0)\n"
+            "        else 0\n"
+            "    )\n"
+            "    return ce\n")
+    assert _made(body, 4, BRANCH)[CONDITIONAL] == (
+        "    ce = (self.ce(out, target) if self.ignore_label is None else torch.where(num_fg > 0, self.ce(out, target), 0)) "
+        "if self.weight_ce != 0 else 0\n")
+    # A tensor test first, a setting after: the setting is still tested first (both are pure).
+    tensor_first = body.replace("self.weight_ce != 0 and (self.ignore_label is None or num_fg > 0)",
+                                "num_fg > 0 and self.training")
+    assert _made(tensor_first, 4, BRANCH)[CONDITIONAL] == (
+        "    ce = torch.where(num_fg > 0, self.ce(out, target), 0) if self.training else 0\n")
+    # Two names compared: neither is known to be Python's, so the whole test is the where's.
+    both = body.replace("self.weight_ce != 0 and (self.ignore_label is None or num_fg > 0)", "num_fg > lo and num_fg < hi")
+    assert _made(both, 4, BRANCH)[CONDITIONAL] == (
+        "    ce = torch.where((num_fg > lo) & (num_fg < hi), self.ce(out, target), 0)\n")
+
+
 def test_a_number_read_back_from_a_call_stays_a_tensor_and_int_truncates_as_long() -> None:
     body = "def thr(x, q):\n    return float(torch.quantile(x.abs().flatten(), q))\n"
     assert _made(body, 2, SCALAR)["keep it a tensor"] == "    return torch.quantile(x.abs().flatten(), q).detach()\n"
@@ -428,6 +484,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
     ("duration_loss", masks.BOUND), ("caption_loss", masks.IGNORED), ("densify_stats", masks.ASSIGN), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
     ("trimmed_pool", numbers.TRIM), ("ctc_head", host.PADDED), ("separation_mask", numbers.RANGED),
+    ("prompt_masked_loss", numbers.ZIPPED),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
@@ -435,7 +492,7 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     # ctc_loss breaks on its own as well, whatever its targets: one break stays there
     assert p.gradients_matched is not False and res.breaks_after == (1 if name == "ctc_head" else 0)
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED))
 
 
 @pytest.mark.heavy
