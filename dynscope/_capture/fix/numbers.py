@@ -783,6 +783,23 @@ def _loop_of(source: str, stmt: ast.stmt) -> ast.For | None:
     return node if isinstance(node, ast.For) and not node.orelse and node.body == [stmt] else None
 
 
+def _write_of(stmt: ast.stmt) -> tuple[ast.expr, ast.expr, ast.operator | None] | None:
+    """(target, value, operator) of ``t = v`` or ``t += v`` / ``t -= v`` (operator None for ``=``)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        return stmt.targets[0], stmt.value, None
+    if isinstance(stmt, ast.AugAssign) and type(stmt.op) in _SLICE_OPS:
+        return stmt.target, stmt.value, stmt.op
+    return None
+
+
+def _masked_write(x: str, mask: str, value: ast.expr, op: ast.operator | None) -> str:
+    """The write of ``value`` where ``mask`` (over ``x``'s first two dimensions) is set, in place."""
+    shaped = f"{mask}.reshape({x}.shape[0], {x}.shape[1], *[1] * ({x}.dim() - 2))"
+    v = unparsed(value)
+    return (f"{x}.masked_fill_({shaped}, {v})" if op is None
+            else f"{x}.{_SLICE_OPS[type(op)]}(torch.where({shaped}, {v}, 0))")
+
+
 def ranged_fill(stmt: ast.stmt, text: Text) -> Made | None:
     """``for i in range(n): x[i, L[i]:] = v`` (``x[i, :L[i]]``, the positions first: ``x[L[i]:,
     i]``; ``+=``/``-=`` a number) as one op over every row: ``x.masked_fill_(<positions at or past
@@ -794,13 +811,10 @@ def ranged_fill(stmt: ast.stmt, text: Text) -> Made | None:
     it = loop.iter
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and len(it.args) == 1):
         return None
-    i = loop.target.id
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-        target, value, op = stmt.targets[0], stmt.value, None
-    elif isinstance(stmt, ast.AugAssign) and type(stmt.op) in _SLICE_OPS:
-        target, value, op = stmt.target, stmt.value, stmt.op
-    else:
+    i, write = loop.target.id, _write_of(stmt)
+    if write is None:
         return None
+    target, value, op = write
     if not (isinstance(target, ast.Subscript) and isinstance(target.value, (ast.Name, ast.Attribute))
             and isinstance(target.slice, ast.Tuple) and len(target.slice.elts) == 2) or i in names_loaded(value):
         return None
@@ -821,11 +835,7 @@ def ranged_fill(stmt: ast.stmt, text: Text) -> Made | None:
     cmp = ">=" if past else "<"
     mask = (f"({positions}[None, :] {cmp} {per_row}[:, None])" if rows_first
             else f"({positions}[:, None] {cmp} {per_row}[None, :])")
-    shaped = f"{mask}.reshape({x}.shape[0], {x}.shape[1], *[1] * ({x}.dim() - 2))"
-    v = unparsed(value)
-    line = (f"{x}.masked_fill_({shaped}, {v})" if op is None
-            else f"{x}.{_SLICE_OPS[type(op)]}(torch.where({shaped}, {v}, 0))")
-    return Made([line], RANGED, (
+    return Made([_masked_write(x, mask, value, op)], RANGED, (
         f"`{lens}` holds one length per row (one entry each, in row order) and the loop covers every row of `{x}` "
         f"along dimension {1 - dim}; the value is one number for every position"), first=loop, last=loop)
 
@@ -886,15 +896,10 @@ def zipped_fill(stmt: ast.stmt, text: Text) -> Made | None:
     loop = stmt if isinstance(stmt, ast.For) else _loop_of(text.source, stmt)
     if loop is None or loop.orelse or len(loop.body) != 1:
         return None
-    walked, write = _walked(loop), loop.body[0]
-    if walked is None:
+    walked, write = _walked(loop), _write_of(loop.body[0])
+    if walked is None or write is None:
         return None
-    if isinstance(write, ast.Assign) and len(write.targets) == 1:
-        target, value, op = write.targets[0], write.value, None
-    elif isinstance(write, ast.AugAssign) and type(write.op) in _SLICE_OPS:
-        target, value, op = write.target, write.value, write.op
-    else:
-        return None
+    target, value, op = write
     a, b, x, lens = walked
     if not isinstance(target, ast.Subscript):
         return None
@@ -920,10 +925,6 @@ def zipped_fill(stmt: ast.stmt, text: Text) -> Made | None:
         return None
     positions = f"torch.arange({x}.shape[1], device={x}.device)"
     mask = f"({positions}[None, :] {'>=' if past else '<'} {per_row}.reshape(-1)[:, None])"
-    shaped = f"{mask}.reshape({x}.shape[0], {x}.shape[1], *[1] * ({x}.dim() - 2))"
-    v = unparsed(value)
-    line = (f"{x}.masked_fill_({shaped}, {v})" if op is None
-            else f"{x}.{_SLICE_OPS[type(op)]}(torch.where({shaped}, {v}, 0))")
-    return Made([line], ZIPPED, (
+    return Made([_masked_write(x, mask, value, op)], ZIPPED, (
         f"`{x}` is a tensor (a loop over its rows writes through views), `{lens}` holds one length per row in row "
         "order and the loop covers every row, and the value is one number for every position"), first=loop, last=loop)
