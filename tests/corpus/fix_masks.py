@@ -480,6 +480,32 @@ def densify_stats() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return DensifyStats(), (torch.tensor([1.0, 0.1, 2.0, 0.5, 0.05, 3.0]),)
 
 
+
+class PositiveNegatives(nn.Module):
+    """A masked-prediction contrastive head (HuBERT's shape): negatives that equal the positive
+    get a logit of -inf, written only when some do."""
+
+    def __init__(self, d: int = 6, temp: float = 0.1) -> None:
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+        self.temp = temp
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, negs: torch.Tensor) -> torch.Tensor:
+        neg_is_pos = (pos == negs).all(-1)
+        targets = torch.cat([pos[None], negs], dim=0)
+        logits = torch.cosine_similarity(self.proj(x)[None], targets, dim=-1) / self.temp
+        if neg_is_pos.any():  # SITE: masked_fill for a write its test only guards
+            logits[1:][neg_is_pos] = float("-inf")
+        return F.cross_entropy(logits.T, torch.zeros(x.shape[0], dtype=torch.long))
+
+
+def positive_negatives() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(833)
+    x, pos = torch.randn(5, 6), torch.randn(5, 6)
+    negs = torch.randn(3, 5, 6)
+    negs[1, 2] = pos[2]  # a negative drawn from the positive's own frame
+    return PositiveNegatives(), (x, pos, negs)
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -501,4 +527,5 @@ PROGRAMS: dict[str, Any] = {
     "ctc_head": ctc_head,
     "separation_mask": separation_mask,
     "prompt_masked_loss": prompt_masked_loss,
+    "positive_negatives": positive_negatives,
 }

@@ -462,6 +462,26 @@ def dead_latents() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return DeadLatents(), (_x(4, 6, seed=17),)
 
 
+
+class OptionalPadding(nn.Module):
+    """A protein-LM style encoder that drops its key-padding mask when no position is padding,
+    then lets attention apply it (an all-False mask changes nothing)."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        if not padding_mask.any():  # SITE: shortcut dropped
+            padding_mask = None
+        out, _ = self.attn(x, x, x, key_padding_mask=padding_mask)
+        return out
+
+
+def optional_padding() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(831)
+    return OptionalPadding(), (_x(2, 5, 8, seed=19), torch.zeros(2, 5, dtype=torch.bool))
+
 PROGRAMS: dict[str, Any] = {
     "chunked_scan": chunked_scan,
     "all_ones_mask": all_ones_mask,
@@ -479,4 +499,5 @@ PROGRAMS: dict[str, Any] = {
     "nucleus_head": nucleus_head,
     "max_iou_assigner": max_iou_assigner,
     "dead_latents": dead_latents,
+    "optional_padding": optional_padding,
 }

@@ -184,6 +184,8 @@ def where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
         return None
     then, other = _assigns(stmt.body), _assigns(stmt.orelse) if stmt.orelse else {}
     note = "both branches give tensors of one shape and dtype (torch.where computes both)"
+    if any(isinstance(v, ast.Constant) and v.value is None for side in (then, other) if side for v in side.values()):
+        then = None  # a name set to None on one side: no tensor torch.where could pick
     if then is not None and other is not None and then:
         # An order both branches keep (a temporary of the else branch made before its uses).
         names = next((ns for ns in (list(dict.fromkeys([*then, *other])), list(dict.fromkeys([*other, *then])))
@@ -819,12 +821,16 @@ _SHORTCUT_NOTE = ("the `if` only takes a shortcut: the general path gives the sa
 def shortcut_exit(stmt: ast.stmt, text: Text) -> Made | None:
     """``if <tensor test>: break`` (in a ``for`` loop), ``continue`` or ``return <value>``, the
     ``if`` alone: dropped, so the general path runs every time (padded chunks scanned too, an
-    all-ones mask applied). Its evidence is the exit's line: it must have run in the unpatched
-    run, where the outputs then show the general path agrees."""
+    all-ones mask applied); so too ``if <tensor test>: mask = None``, an optional input dropped
+    when it would change nothing (ESM's ``if not padding_mask.any(): padding_mask = None``: the
+    all-False mask applied instead). Its evidence is the exit's line: it must have run in the
+    unpatched run, where the outputs then show the general path agrees."""
     if not isinstance(stmt, ast.If) or stmt.orelse or len(stmt.body) != 1:
         return None
     exit_ = stmt.body[0]
-    if not isinstance(exit_, (ast.Break, ast.Continue, ast.Return)) or not tensor_tested(stmt):
+    dropped_input = (isinstance(exit_, ast.Assign) and len(exit_.targets) == 1 and isinstance(exit_.targets[0], ast.Name)
+                     and isinstance(exit_.value, ast.Constant) and exit_.value.value is None)
+    if not (isinstance(exit_, (ast.Break, ast.Continue, ast.Return)) or dropped_input) or not tensor_tested(stmt):
         return None
     fn = function_of(text.source, stmt)
     loops = [n for n in ast.walk(fn or parsed(text.source)) if isinstance(n, (ast.For, ast.While)) and contains(n, stmt)]

@@ -1002,6 +1002,15 @@ def scattered_rows(stmt: ast.stmt, text: Text) -> _Maker:
     picked = _picked_index(stmt.value) if cond is None else None
     if cond is None and picked is None:
         return _selected_rows(stmt, name, text)
+    made = _index_rows(stmt, name, text, cond, picked)
+    # `a = x[mask]` looks like an index a mask picks; where nothing indexes by `a`, it is a
+    # selection of rows (YOLOv8's boxes of every (gt, anchor) pair the mask keeps).
+    return _selected_rows(stmt, name, text) if made is None and picked is not None else made
+
+
+def _index_rows(stmt: ast.Assign, name: str, text: Text, cond: ast.expr | None,
+                picked: tuple[ast.expr, ast.expr] | None) -> _Maker:
+    """:func:`scattered_rows` for an index: the rows it names written back."""
     block, at = block_of(text.source, stmt)
     nxt = block[at + 1] if at + 1 < len(block) else None
     guarded = isinstance(nxt, ast.If) and not nxt.orelse and _not_empty(nxt.test, name)

@@ -14,6 +14,8 @@ element with the mask applied by ``torch.where`` (static shapes):
   the loss over every position with the unselected targets set to the ignored index.
 - ``where instead of masked assignment``: ``x[m] = y[m]`` and ``x[m] += v`` as
   ``x.copy_(torch.where(m, ..., x))``: in place, as the assignment was.
+- ``masked_fill for a write its test only guards``: ``if m.any(): x[m] = c`` as
+  ``x.masked_fill_(m, c)`` (with no element set, the fill writes nothing).
 
 The values the mask leaves out are never used: where the mask screens out non-finite values
 (``~torch.isnan(y)``), they are set to zero before any arithmetic, so a NaN there cannot reach
@@ -41,8 +43,8 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ASSIGN", "BOUND", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "ignored_targets",
-           "inline_selection", "masked_assignment", "same_mask"]
+__all__ = ["ASSIGN", "BOUND", "FILL", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "guarded_fill",
+           "ignored_targets", "inline_selection", "masked_assignment", "same_mask"]
 
 INLINE = "masked reduction inline"
 LOSS = "masked loss instead of select"
@@ -854,3 +856,65 @@ def ignored_targets(stmt: ast.stmt, text: Text) -> Made | None:
             f"position's logits and `{targets}` the targets with the unselected ones set to the ignored index "
             f"{ignored}, which the loss counts in neither its sum nor its mean; the two are read only by the loss")
     return Made(out, IGNORED, note, first=first, last=last)
+
+
+# -- a write through a mask under a test that only asks whether it names anything -----------------
+
+FILL = "masked_fill for a write its test only guards"
+
+
+def _any_of(test: ast.expr) -> ast.expr | None:
+    """The mask a test only asks "is any element set?" of: ``m.any()``, ``torch.any(m)``,
+    ``m.sum() > 0``; None for any other test."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Gt) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0:
+        inner = test.left
+        if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "sum" \
+                and not inner.args and not inner.keywords:
+            return inner.func.value
+        return None
+    if not (isinstance(test, ast.Call) and not test.keywords):
+        return None
+    f = test.func
+    if isinstance(f, ast.Attribute) and f.attr == "any" and not test.args:
+        return f.value if not (isinstance(f.value, ast.Name) and f.value.id == "torch") else None
+    if isinstance(f, ast.Attribute) and f.attr == "any" and isinstance(f.value, ast.Name) and f.value.id == "torch" \
+            and len(test.args) == 1:
+        return test.args[0]
+    return None
+
+
+def _a_number(value: ast.expr) -> bool:
+    """A value that is one number whatever the data: a constant (signed), ``float("-inf")``,
+    ``torch.finfo(<dtype>).min``."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.USub, ast.UAdd)):
+        return _a_number(value.operand)
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, (int, float)) and not isinstance(value.value, bool) or value.value in (True, False)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "float" \
+            and len(value.args) == 1 and isinstance(value.args[0], ast.Constant) and not value.keywords:
+        return True
+    return (isinstance(value, ast.Attribute) and value.attr in ("min", "max", "eps", "tiny")
+            and isinstance(value.value, ast.Call) and unparsed(value.value.func) in ("torch.finfo", "torch.iinfo"))
+
+
+def guarded_fill(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if m.any(): x[m] = c`` (``torch.any(m)``, ``m.sum() > 0``; ``c`` one number; ``x`` any
+    target, ``logits[1:]`` too) as ``x.masked_fill_(m, c)``, the mask widened over ``x``'s
+    trailing dimensions: where the test is false the mask names nothing and the fill writes
+    nothing, so the test goes with no run needed to show it (HuBERT's negatives equal to the
+    positive set to -inf)."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1):
+        return None
+    mask, write = _any_of(stmt.test), stmt.body[0]
+    if mask is None or not (isinstance(write, ast.Assign) and len(write.targets) == 1):
+        return None
+    target = write.targets[0]
+    if not (isinstance(target, ast.Subscript) and ast.dump(target.slice) == ast.dump(mask)
+            and isinstance(mask, (ast.Name, ast.Attribute)) and _a_number(write.value)):
+        return None
+    x, m = text.of(target.value), text.of(mask)
+    widened = f"{paren(m)}.reshape({paren(m)}.shape + (1,) * ({x}.dim() - {paren(m)}.dim()))"
+    return Made([f"{x}.masked_fill_({widened}, {text.of(write.value)})"], FILL, (
+        f"`{m}` is a boolean mask of `{x}`'s leading dimensions (an integer index would fill other elements) "
+        "and the value one number; with no element set the fill writes nothing, as the skipped write did"))

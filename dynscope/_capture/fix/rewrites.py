@@ -371,7 +371,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
     # A per-element if over a range is one where over the tensor: before the state update, which
     # would keep the loop and pick element by element.
-    BRANCH: (state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, elementwise,
+    BRANCH: (masks.guarded_fill, state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, elementwise,
              state_where, cond, checks.guarded_check, checks.asserted, checks.assert_message, conditional, shortcut_exit,
              shortcut_else, shortcut_if, checks.guard_dropped),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.

@@ -422,6 +422,23 @@ def test_a_conditional_expression_on_a_tensor_is_a_where_and_one_on_a_flag_stays
     assert CONDITIONAL not in _made(body.replace("kmax * dt <= cap", "cap is None"), 2, BRANCH)
 
 
+def test_a_write_through_a_mask_under_a_test_of_that_mask_is_a_masked_fill() -> None:
+    # HuBERT's negatives that equal the positive: the test only asks whether the mask names any.
+    body = ("def nce(logits, neg_is_pos):\n"
+            "    if neg_is_pos.any():\n"
+            "        logits[1:][neg_is_pos] = float(\"-inf\")\n"
+            "    return logits\n")
+    fill = ("    logits[1:].masked_fill_(neg_is_pos.reshape(neg_is_pos.shape + (1,) * (logits[1:].dim() - "
+            "neg_is_pos.dim())), float(\"-inf\"))\n")
+    assert _made(body, 2, BRANCH)[masks.FILL] == fill
+    for test in ("torch.any(neg_is_pos)", "neg_is_pos.sum() > 0"):
+        assert _made(body.replace("neg_is_pos.any()", test), 2, BRANCH)[masks.FILL] == fill
+    # Another mask tested, a value that is not one number, a second statement: no fill.
+    for old, new in [("if neg_is_pos.any()", "if other.any()"), ('float("-inf")', "scores[neg_is_pos]"),
+                     ("= float(\"-inf\")\n", "= 0.0\n        print(logits)\n")]:
+        assert masks.FILL not in _made(body.replace(old, new), 2, BRANCH), new
+
+
 def test_the_parts_of_a_conditional_s_test_python_decides_stay_conditionals() -> None:
     # nnU-Net's cross-entropy term: module settings and None tests stay Python's, tested first.
     body = ("def loss(self, out, target, num_fg):\n"
@@ -484,7 +501,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("log_ratio_loss", masks.BOUND), ("class_balanced_weights", numbers.LIST), ("negative_queue", numbers.POINTER),
     ("duration_loss", masks.BOUND), ("caption_loss", masks.IGNORED), ("densify_stats", masks.ASSIGN), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
     ("trimmed_pool", numbers.TRIM), ("ctc_head", host.PADDED), ("separation_mask", numbers.RANGED),
-    ("prompt_masked_loss", numbers.ZIPPED),
+    ("prompt_masked_loss", numbers.ZIPPED), ("positive_negatives", masks.FILL),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
@@ -492,7 +509,7 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     # ctc_loss breaks on its own as well, whatever its targets: one break stays there
     assert p.gradients_matched is not False and res.breaks_after == (1 if name == "ctc_head" else 0)
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL))
 
 
 @pytest.mark.heavy

@@ -51,6 +51,20 @@ def test_a_loop_exit_on_a_tensor_test_is_dropped_and_needs_the_exit_to_have_run(
     assert _found(body, 3)[SHORTCUT] == ("    y = x * 2\n", (4,))
 
 
+def test_an_optional_input_set_to_none_on_a_tensor_test_is_kept_and_needs_the_test_to_have_held() -> None:
+    # ESM's encoder: an all-False padding mask dropped; the mask applied instead (an identity).
+    body = ("def encode(self, x, padding_mask):\n"
+            "    if not padding_mask.any():\n"
+            "        padding_mask = None\n"
+            "    return self.layer(x, padding_mask)\n")
+    found = _found(body, 2)
+    assert found[SHORTCUT] == ("    return self.layer(x, padding_mask)\n", (3,))
+    assert WHERE not in found  # torch.where has no None to pick
+    # Set to another value, or not on a tensor test: not a dropped input.
+    assert SHORTCUT not in _found(body.replace("padding_mask = None", "padding_mask = x"), 2)
+    assert SHORTCUT not in _found(body.replace("not padding_mask.any()", "padding_mask is None"), 2)
+
+
 @pytest.mark.parametrize(("old", "new"), [
     ("    for start in range(0, 12, 3):\n", "    start = 0\n    while True:\n"),  # the while's only exit
     ("            break\n", "            u = u * 0\n            break\n"),  # not a bare exit: it does work first
@@ -76,9 +90,13 @@ def test_an_if_else_keeps_either_side_alone_each_needing_the_other_to_have_run()
             for rw in found if rw.name == SHORTCUT]
     # The else alone (needs the if's side, line 3, to have run), then the if's side alone.
     assert kept == [("    out = (1.0 - mask.float()) * -1e9\n", (3,)), ("    out = None\n", (5,))]
-    # The shortcuts come after every rewrite that keeps both sides (the where over the names).
+    # No where over the names: torch.where has no None to pick (it would raise TypeError).
     names = [rw.name for rw in found]
-    assert names == [WHERE, SHORTCUT, SHORTCUT]
+    assert names == [SHORTCUT, SHORTCUT]
+    # The shortcuts come after every rewrite that keeps both sides (the where over the names).
+    both = [rw.name for rw in candidates(HEAD + MASK.replace("out = None", "out = mask * 0.0"),
+                                         2 + HEAD.count("\n"), BRANCH)[0]]
+    assert both == [WHERE, SHORTCUT, SHORTCUT]
 
 
 T5 = ("def block(self, h):\n"
@@ -143,6 +161,13 @@ def test_rows_computed_for_a_nonzero_index_and_written_back_are_one_where_over_e
         "    out.copy_(torch.where((picked).reshape((picked).shape + (1,) * (out.dim() - (picked).dim())), "
         "x + logits.unsqueeze(-1) * block(x), out))\n")
     assert SCATTER not in _found(bound.replace("    return out\n", "    return out, tokens\n"), 3, DYNAMIC_SHAPE)
+    # A mask named like one (YOLOv8's `mask_gt`): its selections are rows, not an index a mask
+    # picked, where nothing indexes by them.
+    named = bound.replace("picked", "mask_gt")
+    assert _found(named, 3, DYNAMIC_SHAPE)[SCATTER][0] == (
+        "    out = x.clone()\n"
+        "    out.copy_(torch.where((mask_gt).reshape((mask_gt).shape + (1,) * (out.dim() - (mask_gt).dim())), "
+        "x + logits.unsqueeze(-1) * block(x), out))\n")
     # The index read anywhere else (here as a count) keeps the selection.
     assert SCATTER not in _found(body.replace("    return pooled\n", "    return pooled, idx.numel()\n"), 2,
                                  DYNAMIC_SHAPE)
@@ -238,7 +263,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("chunked_scan", [SHORTCUT]), ("all_ones_mask", [SHORTCUT]), ("level_pooler", [SCATTER]),
     ("fp16_clamp", [WHERE, WHERE]), ("done_reset", [ALWAYS]), ("depth_router", [SCATTER]),
     ("last_token_reward", [ENDS]), ("nucleus_head", [UNSORTED]), ("max_iou_assigner", [SCATTER, SCATTER]),
-    ("dead_latents", [SCATTER]),
+    ("dead_latents", [SCATTER]), ("optional_padding", [SHORTCUT]),
 ])
 def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str, rewrites: list[str]) -> None:
     res = _fix(name)
