@@ -145,7 +145,50 @@ def bootstrapped_targets() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor,
 
 
 #: Every program of this corpus: name -> builder.
+
+class MaskCountLoss(nn.Module):
+    """A set-prediction loss normalised by the number of target masks, counted on the host, made
+    a one-element tensor (to be all-reduced across ranks), clamped and read back (Mask2Former's
+    ``num_masks``)."""
+
+    def __init__(self, d: int = 6) -> None:
+        super().__init__()
+        self.head = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        num_masks = torch.as_tensor([targets.shape[0]], dtype=torch.float, device=x.device)
+        num_masks = torch.clamp(num_masks, min=1).item()  # SITE: keep it a 0-dim tensor
+        return F.binary_cross_entropy_with_logits(self.head(x), targets, reduction="sum") / num_masks
+
+
+def mask_count_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(835)
+    return MaskCountLoss(), (_x(4, 6, seed=3), torch.rand(4, 6).round())
+
+
+class AcceptedStep(nn.Module):
+    """An adaptive integrator's step accepted where its error estimate allows (the state unpacked
+    from a tuple in one branch)."""
+
+    def __init__(self, d: int = 4) -> None:
+        super().__init__()
+        self.f = nn.Linear(d, d)
+
+    def forward(self, t: torch.Tensor, y: torch.Tensor, dt: torch.Tensor) -> torch.Tensor:
+        y1 = y + dt * torch.tanh(self.f(y))
+        err = (y1 - y).abs().max() / (1 + y.abs().max())
+        if err <= 0.5:  # SITE: branch to torch.where
+            t, y = t + dt, y1
+        return y * t
+
+
+def accepted_step() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(837)
+    return AcceptedStep(), (torch.tensor(0.0), _x(3, 4, seed=5), torch.tensor(0.1))
+
 PROGRAMS: dict[str, Any] = {
+    "mask_count_loss": mask_count_loss,
+    "accepted_step": accepted_step,
     "mean_aggregation": mean_aggregation,
     "token_averaged_loss": token_averaged_loss,
     "optional_mask_attention": optional_mask_attention,

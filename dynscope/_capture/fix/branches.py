@@ -85,16 +85,36 @@ def _assigns(body: list[ast.stmt]) -> dict[str, ast.expr] | None:
     """name -> value for a branch that only assigns plain names, once each; None otherwise."""
     out: dict[str, ast.expr] = {}
     for s in body:
+        pairs = _unpacked_pairs(s)
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
-            name, value = s.targets[0].id, s.value
+            pairs = [(s.targets[0].id, s.value)]
         elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
-            name, value = s.target.id, ast.BinOp(left=ast.Name(s.target.id), op=s.op, right=s.value)
-        else:
+            pairs = [(s.target.id, ast.BinOp(left=ast.Name(s.target.id), op=s.op, right=s.value))]
+        if pairs is None:
             return None
-        if name in out:
-            return None
-        out[name] = value
+        for name, value in pairs:
+            if name in out:
+                return None
+            out[name] = value
     return out
+
+
+def _unpacked_pairs(s: ast.stmt) -> list[tuple[str, ast.expr]] | None:
+    """``a, b = x, y`` as (a, x), (b, y) where assigning them one after the other is the same
+    (no value reads a name bound before it: an adaptive ODE step's ``t0, y, f0 = t0 + dt, y1,
+    f1``; ``a, b = b, a`` is not); None for any other statement."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Tuple)
+            and isinstance(s.value, ast.Tuple) and len(s.targets[0].elts) == len(s.value.elts)
+            and all(isinstance(e, ast.Name) for e in s.targets[0].elts)
+            and not any(isinstance(v, ast.Starred) for v in s.value.elts)):
+        return None
+    names = [e.id for e in s.targets[0].elts]  # type: ignore[attr-defined]
+    if len(set(names)) != len(names):
+        return None
+    for i, value in enumerate(s.value.elts):
+        if names_loaded(value) & set(names[:i]):
+            return None
+    return list(zip(names, s.value.elts, strict=True))
 
 
 def _host_test(node: ast.expr, *, flags: bool = True) -> bool:

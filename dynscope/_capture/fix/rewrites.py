@@ -173,8 +173,12 @@ def _guard(stmt: ast.stmt, text: Text) -> Made | None:
 
 
 class _Tensorised(ast.NodeTransformer):
-    def __init__(self) -> None:
+    def __init__(self, *, zero_dim: bool = False) -> None:
         self.changed = False
+        # .item() as .detach().reshape(()): the 0-dim tensor .item() reads, where the tensor had
+        # one element in another shape (Mask2Former's torch.as_tensor([n]): a (1,) would make
+        # every loss it divides a (1,) too)
+        self.zero_dim = zero_dim
         # the nodes this rewrite made (float()/torch.tensor() around them go), by id, held so no id is reused
         self.made: dict[int, ast.AST] = {}
 
@@ -184,7 +188,11 @@ class _Tensorised(ast.NodeTransformer):
         if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args:
             # A Python number carries no gradient: neither does the detached tensor.
             self.changed = True
-            return self._made(_detached(f.value))
+            kept = _detached(f.value)
+            if self.zero_dim:
+                kept = ast.Call(func=ast.Attribute(value=kept, attr="reshape"), args=[ast.Tuple(elts=[], ctx=ast.Load())],
+                                keywords=[])
+            return self._made(kept)
         if (isinstance(f, ast.Name) and f.id in _REDUCTIONS and len(node.args) == 1 and not node.keywords
                 and isinstance(node.args[0], ast.Call) and isinstance(node.args[0].func, ast.Attribute)
                 and node.args[0].func.attr == "tolist"):
@@ -250,6 +258,34 @@ def _tensor(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
         return None
     return _transformed(stmt, _Tensorised(), TENSOR,
                         "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)")
+
+
+TENSOR_0D = "keep it a 0-dim tensor"
+_WHOLE = {"sum", "mean", "max", "min", "prod", "norm", "std", "var", "any", "all", "amax", "amin", "logsumexp"}
+
+
+def _zero_dim(node: ast.expr) -> bool:
+    """A value taken for 0-dim: a name (a loss), or a reduction over everything (``x.sum()``,
+    ``torch.mean(x)``)."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return True
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _WHOLE
+            and not node.keywords):
+        return False
+    torch_fn = isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+    return len(node.args) == (1 if torch_fn else 0)
+
+
+def _tensor_0d(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
+    """:func:`_tensor` with ``.item()`` as ``.detach().reshape(())``: tried after it, for a
+    one-element tensor of another shape."""
+    if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)) or not any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "item" and not n.args
+            and not _zero_dim(n.func.value) for n in ast.walk(stmt)):
+        return None  # every .item() reads a name (a loss) or a whole reduction: .detach() is already 0-dim
+    return _transformed(stmt, _Tensorised(zero_dim=True), TENSOR_0D, (
+        "the value stays a tensor of no dimensions (as .item() required one element), detached as a Python number "
+        "is (type promotion as for a number)"))
 
 
 def _unpacked(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
@@ -377,7 +413,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
-             numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _unpacked, _guard,
+             numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _tensor_0d, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
              numbers.zipped_fill,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),

@@ -10,7 +10,7 @@ import pytest
 import dynscope
 from dynscope._capture.fix import checks
 from dynscope._capture.fix.branches import COND, WHERE
-from dynscope._capture.fix.rewrites import GUARD, TENSOR, candidates
+from dynscope._capture.fix.rewrites import GUARD, TENSOR, TENSOR_0D, candidates
 from dynscope._lexicon.break_categories import BRANCH, SCALAR
 from tests.corpus import fix_checks as fc
 
@@ -144,6 +144,21 @@ def test_an_element_of_a_tensor_read_back_by_int_stays_a_0_dim_tensor() -> None:
     # A size's element or a slice is no tensor element read back.
     assert TENSOR not in _made(body.replace("lengths[b, k]", "lengths.shape[0]"), 2, SCALAR)
     assert TENSOR not in _made(body.replace("lengths[b, k]", "lengths[1:]"), 2, SCALAR)
+
+
+def test_a_one_element_tensor_of_another_shape_read_back_stays_a_0_dim_tensor() -> None:
+    # Mask2Former's mask count: a (1,) tensor clamped, then .item(); .detach() alone would keep
+    # the (1,) and make every loss divided by it a (1,) too. Offered after .detach().
+    body = ("def norm(loss, n):\n"
+            "    num = torch.as_tensor([n], dtype=torch.float)\n"
+            "    num = torch.clamp(num, min=1).item()\n"
+            "    return loss / num\n")
+    found, _ = candidates(HEAD + body, 3 + HEAD.count("\n"), SCALAR)
+    assert [rw.name for rw in found][:2] == [TENSOR, TENSOR_0D]
+    assert _made(body, 3, SCALAR)[TENSOR_0D] == "    num = torch.clamp(num, min=1).detach().reshape(())\n"
+    # A name (a loss) or a reduction over everything is 0-dim already: nothing more is offered.
+    for value in ("num.item()", "num.sum().item()", "torch.mean(num).item()"):
+        assert TENSOR_0D not in _made(body.replace("torch.clamp(num, min=1).item()", value), 3, SCALAR), value
 
 
 def test_a_size_unpacked_from_tolist_stays_tensors() -> None:

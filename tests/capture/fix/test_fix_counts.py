@@ -12,7 +12,7 @@ import pytest
 import dynscope
 from dynscope._capture.fix import checks, host
 from dynscope._capture.fix.branches import ELEMENTWISE, WHERE
-from dynscope._capture.fix.rewrites import COUNT, GUARD, candidates
+from dynscope._capture.fix.rewrites import COUNT, GUARD, TENSOR_0D, candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
 from tests.corpus import fix_counts as fc
 
@@ -120,6 +120,7 @@ def _fix(name: str) -> dynscope.FixResult:
 @pytest.mark.heavy
 @pytest.mark.parametrize(("name", "rewrite"), [
     ("mean_aggregation", COUNT), ("token_averaged_loss", host.COUNT_KEPT), ("optional_mask_attention", WHERE),
+    ("mask_count_loss", TENSOR_0D), ("accepted_step", WHERE),
 ])
 def test_counts_and_optional_masks_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)

@@ -14,7 +14,7 @@ import torch
 
 import dynscope
 from dynscope._capture.fix import host, masks, numbers
-from dynscope._capture.fix.branches import CONDITIONAL
+from dynscope._capture.fix.branches import CONDITIONAL, WHERE
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
 from tests.corpus import fix_masks as fm
@@ -420,6 +420,21 @@ def test_a_conditional_expression_on_a_tensor_is_a_where_and_one_on_a_flag_stays
     body = "def step(kmax, dt, cap):\n    h = dt if kmax * dt <= cap else cap / kmax\n    return h\n"
     assert _made(body, 2, BRANCH)[CONDITIONAL] == "    h = torch.where(kmax * dt <= cap, dt, cap / kmax)\n"
     assert CONDITIONAL not in _made(body.replace("kmax * dt <= cap", "cap is None"), 2, BRANCH)
+
+
+def test_names_unpacked_from_a_tuple_in_a_branch_are_each_a_where() -> None:
+    # An adaptive ODE step accepted where the error estimate allows it.
+    body = ("def step(t0, y, f0, dt, y1, f1, error_ratio):\n"
+            "    if error_ratio <= 1:\n"
+            "        t0, y, f0 = t0 + dt, y1, f1\n"
+            "    return t0, y, f0\n")
+    assert _made(body, 2, BRANCH)[WHERE] == (
+        "    _pred = error_ratio <= 1\n"
+        "    t0 = torch.where(_pred, t0 + dt, t0)\n"
+        "    y = torch.where(_pred, y1, y)\n"
+        "    f0 = torch.where(_pred, f1, f0)\n")
+    # A swap reads a name the unpacking binds before it: one after the other is not the same.
+    assert WHERE not in _made(body.replace("t0, y, f0 = t0 + dt, y1, f1", "t0, y = y, t0"), 2, BRANCH)
 
 
 def test_a_write_through_a_mask_under_a_test_of_that_mask_is_a_masked_fill() -> None:
