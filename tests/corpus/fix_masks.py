@@ -506,6 +506,29 @@ def positive_negatives() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     negs[1, 2] = pos[2]  # a negative drawn from the positive's own frame
     return PositiveNegatives(), (x, pos, negs)
 
+
+class RandomSegments(nn.Module):
+    """A vocoder's training crop (VITS' and HiFi-GAN's shape): a random window of each utterance's
+    frames, cut row by row from its own start."""
+
+    def __init__(self, channels: int = 3, segment: int = 4) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(channels, channels, 3, padding=1)
+        self.segment = segment
+
+    def forward(self, x: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+        ret = torch.zeros_like(x[:, :, : self.segment])
+        for i in range(x.size(0)):
+            start = starts[i]
+            end = start + self.segment
+            ret[i] = x[i, :, start:end]  # SITE: gather of windows instead of a loop over rows
+        return self.conv(ret).tanh().sum()
+
+
+def random_segments() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(839)
+    return RandomSegments(), (torch.randn(3, 3, 10, requires_grad=True), torch.tensor([0, 5, 2]))
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -528,4 +551,5 @@ PROGRAMS: dict[str, Any] = {
     "separation_mask": separation_mask,
     "prompt_masked_loss": prompt_masked_loss,
     "positive_negatives": positive_negatives,
+    "random_segments": random_segments,
 }

@@ -17,6 +17,8 @@
   x[b, n:] = v`` (or ``x[b, :n]``) as one ``x.masked_fill_`` of the positions at or past (or
   before) each row's length; ``for row, n in zip(X, L): row[:n] = v`` (rows zipped with their
   lengths) the same over ``X``.
+- ``gather of windows instead of a loop over rows``: ``for i in range(n): out[i] = x[i, :,
+  s[i]:s[i] + k]`` as one ``torch.gather`` of each row's window.
 
 Text only (no torch import); the verifier reruns the patched program.
 """
@@ -42,9 +44,9 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "RANGED", "TRIM", "ZIPPED", "indexed_by_tensor", "length_fill",
-           "lengths_kept", "loop_over_elements", "per_element_list", "pointer_kept", "ranged_fill", "trim_dropped",
-           "zipped_fill"]
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "RANGED", "TRIM", "WINDOWS", "ZIPPED", "indexed_by_tensor",
+           "length_fill", "lengths_kept", "loop_over_elements", "per_element_list", "pointer_kept", "ranged_fill",
+           "trim_dropped", "windowed_rows", "zipped_fill"]
 
 LIST = "per-element list as tensor ops"
 POINTER = "pointer kept a tensor"
@@ -928,3 +930,57 @@ def zipped_fill(stmt: ast.stmt, text: Text) -> Made | None:
     return Made([_masked_write(x, mask, value, op)], ZIPPED, (
         f"`{x}` is a tensor (a loop over its rows writes through views), `{lens}` holds one length per row in row "
         "order and the loop covers every row, and the value is one number for every position"), first=loop, last=loop)
+
+
+# -- a window of each row from its own start, copied row by row ------------------------------------
+
+WINDOWS = "gather of windows instead of a loop over rows"
+
+
+def windowed_rows(stmt: ast.stmt, text: Text) -> Made | None:
+    """``for i in range(n): out[i] = x[i, :, s[i]:s[i] + k]`` (the start and end bound to names
+    first, as VITS' ``slice_segments`` does; any number of full slices between) as one gather
+    along the last dimension: ``out.copy_(torch.gather(x, -1, (s.reshape(-1, 1, ..) +
+    torch.arange(k)).expand(*x.shape[:-1], k)))``."""
+    loop = stmt if isinstance(stmt, ast.For) else holder_of(text.source, stmt)
+    if not (isinstance(loop, ast.For) and not loop.orelse and isinstance(loop.target, ast.Name)
+            and isinstance(loop.iter, ast.Call) and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "range"
+            and len(loop.iter.args) == 1 and loop.body):
+        return None
+    i, *temps, last = loop.target.id, *loop.body
+    bound: dict[str, ast.expr] = {}
+    for s in temps:  # idx_str = ids_str[i]; idx_end = idx_str + segment_size
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            return None
+        held = ast.Tuple(elts=[s.value], ctx=ast.Load())
+        for name, earlier in bound.items():
+            held = substituted(held, name, earlier)
+        bound[s.targets[0].id] = held.elts[0]
+    if not (isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Subscript)):
+        return None
+    target, value = last.targets[0], last.value
+    if not (isinstance(target.slice, ast.Name) and target.slice.id == i and isinstance(target.value, (ast.Name, ast.Attribute))
+            and isinstance(value, ast.Subscript) and isinstance(value.value, (ast.Name, ast.Attribute))
+            and isinstance(value.slice, ast.Tuple) and len(value.slice.elts) >= 2):
+        return None
+    first, *middle, window = value.slice.elts
+    if not (isinstance(first, ast.Name) and first.id == i and all(_full(m) for m in middle)
+            and isinstance(window, ast.Slice) and window.step is None and window.lower is not None
+            and window.upper is not None):
+        return None
+    pair = ast.Tuple(elts=[window.lower, window.upper], ctx=ast.Load())  # a name alone is replaced whole
+    for name, earlier in bound.items():
+        pair = substituted(pair, name, earlier)
+    lo, hi = pair.elts
+    starts = lo.value if isinstance(lo, ast.Subscript) and isinstance(lo.slice, ast.Name) and lo.slice.id == i else None
+    if not (starts is not None and isinstance(starts, (ast.Name, ast.Attribute)) and isinstance(hi, ast.BinOp)
+            and isinstance(hi.op, ast.Add) and ast.dump(hi.left) == ast.dump(lo)
+            and not names_loaded(hi.right) & ({i} | set(bound))):
+        return None
+    if any(read_later(text.source, loop, name) for name in bound):
+        return None
+    x, out, st, k = unparsed(value.value), unparsed(target.value), unparsed(starts), unparsed(hi.right)
+    index = f"({st}.reshape(-1, *[1] * ({x}.dim() - 1)) + torch.arange({k}, device={x}.device))"
+    return Made([f"{out}.copy_(torch.gather({x}, -1, {index}.expand(*{x}.shape[:-1], {k})))"], WINDOWS, (
+        f"`{st}` holds one integer start per row of `{x}`, each window inside the row (a slice past the end is cut "
+        "short, a gather raises), and the loop covers every row"), first=loop, last=loop)

@@ -173,8 +173,11 @@ def _guard(stmt: ast.stmt, text: Text) -> Made | None:
 
 
 class _Tensorised(ast.NodeTransformer):
-    def __init__(self, *, zero_dim: bool = False) -> None:
+    def __init__(self, *, zero_dim: bool = False, names: bool = False) -> None:
         self.changed = False
+        # int(self.step), float(x): a name read back as a number (tried only where nothing else in
+        # the statement reads a tensor back: a name may as well hold a Python number)
+        self.names = names
         # .item() as .detach().reshape(()): the 0-dim tensor .item() reads, where the tensor had
         # one element in another shape (Mask2Former's torch.as_tensor([n]): a (1,) would make
         # every loss it divides a (1,) too)
@@ -200,12 +203,15 @@ class _Tensorised(ast.NodeTransformer):
             return self._made(_detached(ast.Call(func=ast.Attribute(value=node.args[0].func.value,
                                                                     attr=_REDUCTIONS[f.id]), args=[], keywords=[])))
         if (isinstance(f, ast.Name) and f.id in ("float", "int") and len(node.args) == 1 and not node.keywords
-                and _reads_tensor(node.args[0]) and id(node.args[0]) not in self.made):
+                and (_reads_tensor(node.args[0]) or self.names and isinstance(node.args[0], (ast.Name, ast.Attribute)))
+                and id(node.args[0]) not in self.made):
             # float(x.sum()), int(torch.quantile(...)): the call's value is a tensor read back
             self.changed = True
             kept = _detached(node.args[0])
             if f.id == "int":  # int() truncates toward zero, as .long() does (a no-op on an int tensor)
                 kept = ast.Call(func=ast.Attribute(value=kept, attr="long"), args=[], keywords=[])
+            elif not _reads_tensor(node.args[0]):  # float(self.step): a name's dtype unknown, a counter's integral
+                kept = ast.Call(func=ast.Attribute(value=kept, attr="float"), args=[], keywords=[])
             return self._made(kept)
         around_made = len(node.args) == 1 and not node.keywords and id(node.args[0]) in self.made
         if around_made and isinstance(f, ast.Name) and f.id == "float":
@@ -256,8 +262,9 @@ def _transformed(stmt: ast.stmt, transformer: _Tensorised | _Masked | _Cloned | 
 def _tensor(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
     if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
         return None
-    return _transformed(stmt, _Tensorised(), TENSOR,
-                        "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)")
+    note = "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)"
+    return _transformed(stmt, _Tensorised(), TENSOR, note) or _transformed(stmt, _Tensorised(names=True), TENSOR, (
+        f"{note}; the name read back by int()/float() holds a tensor"))
 
 
 TENSOR_0D = "keep it a 0-dim tensor"
@@ -415,7 +422,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _tensor_0d, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
-             numbers.zipped_fill,
+             numbers.zipped_fill, numbers.windowed_rows,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
     DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.masked_assignment, masks.inline_selection,
                     host.masked_select, masks.bound_selection, masks.ignored_targets, host.scattered_rows, host.nonzero_end, host.padded_targets,

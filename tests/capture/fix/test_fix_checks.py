@@ -146,6 +146,17 @@ def test_an_element_of_a_tensor_read_back_by_int_stays_a_0_dim_tensor() -> None:
     assert TENSOR not in _made(body.replace("lengths[b, k]", "lengths[1:]"), 2, SCALAR)
 
 
+def test_a_name_read_back_by_int_stays_a_tensor_where_nothing_else_is_read_back() -> None:
+    # A logQ correction's step counter, a buffer: int(self.step) at the break is a tensor read.
+    body = "def seen(self, a):\n    t = int(self.step)\n    return t - a\n"
+    assert _made(body, 2, SCALAR)[TENSOR] == "    t = self.step.detach().long()\n"
+    # float() of one: a float tensor (a counter is integral; Python's float is a float).
+    assert _made(body.replace("int(self.step)", "float(t)"), 2, SCALAR)[TENSOR] == "    t = t.detach().float()\n"
+    # Beside a tensor read back, a name stays as it is (it may be a Python number).
+    both = body.replace("int(self.step)", "int(self.k) * int(mask.sum())")
+    assert _made(both, 2, SCALAR)[TENSOR] == "    t = int(self.k) * mask.sum().detach().long()\n"
+
+
 def test_a_one_element_tensor_of_another_shape_read_back_stays_a_0_dim_tensor() -> None:
     # Mask2Former's mask count: a (1,) tensor clamped, then .item(); .detach() alone would keep
     # the (1,) and make every loss divided by it a (1,) too. Offered after .detach().

@@ -422,6 +422,29 @@ def test_a_conditional_expression_on_a_tensor_is_a_where_and_one_on_a_flag_stays
     assert CONDITIONAL not in _made(body.replace("kmax * dt <= cap", "cap is None"), 2, BRANCH)
 
 
+def test_a_window_of_each_row_copied_row_by_row_is_one_gather() -> None:
+    # VITS' slice_segments: each row's window from its own start, the bounds bound to names first.
+    body = ("def slice_segments(x, ids_str, segment_size=4):\n"
+            "    ret = torch.zeros_like(x[:, :, :segment_size])\n"
+            "    for i in range(x.size(0)):\n"
+            "        idx_str = ids_str[i]\n"
+            "        idx_end = idx_str + segment_size\n"
+            "        ret[i] = x[i, :, idx_str:idx_end]\n"
+            "    return ret\n")
+    gather = ("    ret.copy_(torch.gather(x, -1, (ids_str.reshape(-1, *[1] * (x.dim() - 1)) + "
+              "torch.arange(segment_size, device=x.device)).expand(*x.shape[:-1], segment_size)))\n")
+    assert _made(body, 6, SCALAR)[numbers.WINDOWS] == gather
+    # The bounds written inline are the same loop.
+    inline = body.replace("        idx_str = ids_str[i]\n        idx_end = idx_str + segment_size\n", "").replace(
+        "x[i, :, idx_str:idx_end]", "x[i, :, ids_str[i]:ids_str[i] + segment_size]")
+    assert _made(inline, 4, SCALAR)[numbers.WINDOWS] == gather
+    # An end that is not the start plus a width, a window not along the last dimension, a start
+    # read after the loop: no gather.
+    for old, new in [("idx_str + segment_size", "idx_str * 2"), ("x[i, :, idx_str:idx_end]", "x[i, idx_str:idx_end, :]"),
+                     ("    return ret\n", "    return ret, idx_str\n")]:
+        assert numbers.WINDOWS not in _made(body.replace(old, new), 6, SCALAR), new
+
+
 def test_names_unpacked_from_a_tuple_in_a_branch_are_each_a_where() -> None:
     # An adaptive ODE step accepted where the error estimate allows it.
     body = ("def step(t0, y, f0, dt, y1, f1, error_ratio):\n"
@@ -517,6 +540,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("duration_loss", masks.BOUND), ("caption_loss", masks.IGNORED), ("densify_stats", masks.ASSIGN), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
     ("trimmed_pool", numbers.TRIM), ("ctc_head", host.PADDED), ("separation_mask", numbers.RANGED),
     ("prompt_masked_loss", numbers.ZIPPED), ("positive_negatives", masks.FILL),
+    ("random_segments", numbers.WINDOWS),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
@@ -524,7 +548,7 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     # ctc_loss breaks on its own as well, whatever its targets: one break stays there
     assert p.gradients_matched is not False and res.breaks_after == (1 if name == "ctc_head" else 0)
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL, numbers.WINDOWS))
 
 
 @pytest.mark.heavy
