@@ -529,6 +529,50 @@ def random_segments() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(839)
     return RandomSegments(), (torch.randn(3, 3, 10, requires_grad=True), torch.tensor([0, 5, 2]))
 
+
+class DelayAggregation(nn.Module):
+    """A forecaster's auto-correlation block (Autoformer's shape): the series rolled back by each
+    of the top delays, the delays read back as numbers, the rolls weighted."""
+
+    def __init__(self, top_k: int = 2) -> None:
+        super().__init__()
+        self.top_k = top_k
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, values: torch.Tensor, corr: torch.Tensor) -> torch.Tensor:
+        weights, index = torch.topk(corr.mean(0), self.top_k)
+        out = torch.zeros_like(values)
+        for i in range(self.top_k):
+            pattern = torch.roll(values, -int(index[i]), -1)  # SITE: gather instead of a roll by a tensor
+            out = out + pattern * weights[i] * self.scale
+        return out
+
+
+def delay_aggregation() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(841)
+    return DelayAggregation(), (torch.randn(2, 3, 8), torch.randn(2, 8))
+
+
+class DelayWeights(nn.Module):
+    """The weights of a forecaster's top delays (Autoformer's shape): each delay's column of the
+    batch's correlations picked one index at a time and stacked."""
+
+    def __init__(self, top_k: int = 3) -> None:
+        super().__init__()
+        self.top_k = top_k
+        self.temp = nn.Parameter(torch.ones(1))
+
+    def forward(self, corr: torch.Tensor) -> torch.Tensor:
+        mean_value = corr.mean(1)
+        index = torch.topk(mean_value.mean(0), self.top_k, dim=-1)[1]
+        weights = torch.stack([mean_value[:, index[i]] for i in range(self.top_k)], dim=-1)  # SITE: one index instead of picks stacked
+        return torch.softmax(weights / self.temp, dim=-1)
+
+
+def delay_weights() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(843)
+    return DelayWeights(), (torch.randn(2, 4, 9),)
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -552,4 +596,6 @@ PROGRAMS: dict[str, Any] = {
     "prompt_masked_loss": prompt_masked_loss,
     "positive_negatives": positive_negatives,
     "random_segments": random_segments,
+    "delay_aggregation": delay_aggregation,
+    "delay_weights": delay_weights,
 }

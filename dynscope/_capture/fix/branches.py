@@ -24,6 +24,7 @@ from dynscope._capture.fix.statements import (
     read_later,
     rows_set,
     substituted,
+    transformed_statement,
     unparsed,
 )
 
@@ -564,13 +565,7 @@ class _Conditional(ast.NodeTransformer):
 def conditional(stmt: ast.stmt, text: Text) -> Made | None:
     """A statement whose conditional expression tests a tensor, with the conditional as a
     ``torch.where``."""
-    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)) or stmt.value is None:
-        return None
-    fix = _Conditional()
-    new = fix.visit(copy.deepcopy(stmt))
-    if not fix.changed:
-        return None
-    return Made(unparsed(new).split("\n"), CONDITIONAL, (
+    return transformed_statement(stmt, _Conditional(), CONDITIONAL, (
         "both values are computed (torch.where evaluates both: an index out of range or a division by zero on the "
         "side not taken still runs) and are tensors or numbers of one shape"))
 

@@ -19,6 +19,10 @@
   lengths) the same over ``X``.
 - ``gather of windows instead of a loop over rows``: ``for i in range(n): out[i] = x[i, :,
   s[i]:s[i] + k]`` as one ``torch.gather`` of each row's window.
+- ``gather instead of a roll by a tensor``: ``torch.roll(x, -int(t), -1)`` as a gather of each
+  position's source, the shift a 0-dim tensor.
+- ``one index instead of picks stacked``: ``torch.stack([x[:, idx[i]] for i in range(k)],
+  dim=-1)`` as ``x[:, idx[:k]]``.
 
 Text only (no torch import); the verifier reruns the patched program.
 """
@@ -41,12 +45,13 @@ from dynscope._capture.fix.statements import (
     parsed,
     read_later,
     substituted,
+    transformed_statement,
     unparsed,
 )
 
-__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "POINTER", "RANGED", "TRIM", "WINDOWS", "ZIPPED", "indexed_by_tensor",
-           "length_fill", "lengths_kept", "loop_over_elements", "per_element_list", "pointer_kept", "ranged_fill",
-           "trim_dropped", "windowed_rows", "zipped_fill"]
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "PICKED", "POINTER", "RANGED", "ROLLED", "TRIM", "WINDOWS",
+           "ZIPPED", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "per_element_list",
+           "pointer_kept", "ranged_fill", "rolled", "stacked_picks", "trim_dropped", "windowed_rows", "zipped_fill"]
 
 LIST = "per-element list as tensor ops"
 POINTER = "pointer kept a tensor"
@@ -92,6 +97,28 @@ class _Elementwise(ast.NodeTransformer):
         if self._uses(node):
             self.bad = True
         return node
+
+    def _refused(self, node: ast.AST) -> ast.AST:
+        # Not elementwise over a tensor: a comprehension over the element (a row iterated: ColBERT's
+        # [[x not in skiplist for x in d] for d in ids.tolist()]), `in` (membership in a list, not
+        # equality per element), `and`/`or` (Python's truth of a whole tensor).
+        if self._uses(node):
+            self.bad = True
+        return node
+
+    def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
+        return self._refused(node)
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> ast.AST:
+        return self._refused(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        return self._refused(node)
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        if any(isinstance(op, (ast.In, ast.NotIn, ast.Is, ast.IsNot)) for op in node.ops):
+            return self._refused(node)
+        return self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
         if not self._uses(node.test):
@@ -984,3 +1011,112 @@ def windowed_rows(stmt: ast.stmt, text: Text) -> Made | None:
     return Made([f"{out}.copy_(torch.gather({x}, -1, {index}.expand(*{x}.shape[:-1], {k})))"], WINDOWS, (
         f"`{st}` holds one integer start per row of `{x}`, each window inside the row (a slice past the end is cut "
         "short, a gather raises), and the loop covers every row"), first=loop, last=loop)
+
+
+# -- a roll by a number read back ---------------------------------------------------------------
+
+ROLLED = "gather instead of a roll by a tensor"
+
+
+class _Rolled(ast.NodeTransformer):
+    """``torch.roll(x, -int(t), -1)`` (``x.roll(...)``, ``shifts=``/``dims=``) as a gather of each
+    position's source along the last dimension, the shift kept a tensor."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "roll"):
+            return node
+        args = list(node.args)
+        if isinstance(f.value, ast.Name) and f.value.id == "torch":
+            if not args:
+                return node
+            x, rest = args[0], args[1:]
+        else:
+            x, rest = f.value, args
+        named = {k.arg: k.value for k in node.keywords}
+        shift = rest[0] if rest else named.get("shifts")
+        dim = rest[1] if len(rest) > 1 else named.get("dims")
+        if shift is None or not (isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub)
+                                 and isinstance(dim.operand, ast.Constant) and dim.operand.value == 1):
+            return node
+        kept = _Unwrapped().visit(copy.deepcopy(shift))
+        if not isinstance(x, (ast.Name, ast.Attribute)) or ast.dump(kept) == ast.dump(shift):
+            return node  # a roll by a Python number is no break; an expression for x would run thrice
+        self.changed = True
+        xs = unparsed(x)
+        # out[j] = x[(j - shift) % n]; a shift of -t reads x[(j + t) % n]
+        back = (f"+ {paren(unparsed(kept.operand))}" if isinstance(kept, ast.UnaryOp) and isinstance(kept.op, ast.USub)
+                else f"- {paren(unparsed(kept))}")
+        index = f"((torch.arange({xs}.shape[-1], device={xs}.device) {back}) % {xs}.shape[-1]).expand_as({xs})"
+        return ast.parse(f"torch.gather({xs}, -1, {index})", mode="eval").body
+
+
+class _Unwrapped(ast.NodeTransformer):
+    """``int(t)`` of a tensor read as ``t`` (a 0-dim tensor shifts as the number did)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if (isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1 and not node.keywords
+                and isinstance(node.args[0], (ast.Subscript, ast.Name, ast.Attribute, ast.Call))):
+            return ast.Call(func=ast.Attribute(value=node.args[0], attr="long"), args=[], keywords=[])
+        return node
+
+
+def rolled(stmt: ast.stmt, text: Text) -> Made | None:
+    """A statement that rolls a tensor along its last dimension by ``int()`` of a tensor
+    (Autoformer's time-delay aggregation: ``torch.roll(values, -int(index[i]), -1)``), the roll
+    as ``torch.gather(x, -1, ((arange(n) - shift) % n).expand_as(x))``."""
+    return transformed_statement(stmt, _Rolled(), ROLLED, (
+        "the shift is an integer tensor of no dimensions (one number for the whole roll), along the last dimension"))
+
+
+# -- entries picked one index at a time, stacked ----------------------------------------------------
+
+PICKED = "one index instead of picks stacked"
+
+
+class _Picks(ast.NodeTransformer):
+    """``torch.stack([x[:, idx[i]] for i in range(k)], dim=-1)`` (any number of full slices
+    before the pick) as ``x[:, idx[:k]]``: one advanced index over the picks, in their order."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if not (unparsed(node.func) == "torch.stack" and len(node.args) == 1 and isinstance(node.args[0], ast.ListComp)
+                and [(k.arg, unparsed(k.value)) for k in node.keywords] == [("dim", "-1")]):
+            return node  # stacked along the first dimension, the picks would come first, not last
+        comp = node.args[0]
+        if len(comp.generators) != 1:
+            return node
+        gen = comp.generators[0]
+        if not (isinstance(gen.target, ast.Name) and not gen.ifs and not gen.is_async and isinstance(gen.iter, ast.Call)
+                and isinstance(gen.iter.func, ast.Name) and gen.iter.func.id == "range" and len(gen.iter.args) == 1):
+            return node
+        i, elt = gen.target.id, comp.elt
+        if not (isinstance(elt, ast.Subscript) and isinstance(elt.value, (ast.Name, ast.Attribute))
+                and isinstance(elt.slice, ast.Tuple) and len(elt.slice.elts) >= 2):
+            return node
+        *full, pick = elt.slice.elts
+        if not (all(_full(f) for f in full) and isinstance(pick, ast.Subscript)
+                and isinstance(pick.value, (ast.Name, ast.Attribute)) and isinstance(pick.slice, ast.Name)
+                and pick.slice.id == i and i not in names_loaded(pick.value) | names_loaded(gen.iter)):
+            return node
+        self.changed = True
+        head = ", ".join(":" for _ in full)
+        return ast.parse(f"{unparsed(elt.value)}[{head}, {unparsed(pick.value)}[:{unparsed(gen.iter.args[0])}]]",
+                         mode="eval").body
+
+
+def stacked_picks(stmt: ast.stmt, text: Text) -> Made | None:
+    """A statement that stacks, along the last dimension, the entries an index tensor picks one
+    at a time (Autoformer's ``torch.stack([mean_value[:, index[i]] for i in range(top_k)],
+    dim=-1)``: each ``index[i]`` read back as a number), the stack as one advanced index."""
+    return transformed_statement(stmt, _Picks(), PICKED, (
+        "the index is an integer tensor with at least as many entries as the range, and the picked dimension is "
+        "the last (the picks land where the stack put them)"))

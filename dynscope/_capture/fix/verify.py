@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib.util
+import inspect
 import itertools
 import math
 import os
@@ -325,17 +326,27 @@ def _same_code(module: types.ModuleType) -> Callable[[Any, str, int | None], boo
     return same
 
 
+def _unwrapped(fn: Any) -> Any:
+    """The function a decorator wrapped (``__wrapped__``, followed to the end), or ``fn``."""
+    try:
+        return inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
+    except ValueError:  # a cycle of __wrapped__
+        return fn
+
+
 def _function_in(module: types.ModuleType, fn: types.FunctionType,
                  where: Callable[[int], int | None]) -> tuple[Any, str]:
     """The patched copy of ``fn``: the function whose code comes from the same ``def`` (a name
     bound twice in one file names two definitions; the user's object names one)."""
-    code = fn.__code__
+    # A decorated function (``@torch.no_grad()``, ``functools.wraps``): its def is the wrapped
+    # one's, and the patched copy is the name the patched file binds, decorated the same way.
+    code = _unwrapped(fn).__code__
     line = where(code.co_firstlineno)
     same = _same_code(module)
     named = _lookup(module, fn.__qualname__)
-    if same(named, code.co_name, line):
+    if same(_unwrapped(named), code.co_name, line):
         return named, ""
-    found = [f for f in _members(module) if same(f, code.co_name, line)]
+    found = [f for f in _members(module) if same(_unwrapped(f), code.co_name, line)]
     if found:
         return found[0], ""
     return None, (f"{fn.__qualname__} (the def at line {code.co_firstlineno}) is not the one the name "
@@ -400,7 +411,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
                           f"{Path(filename).name}: its patched copy cannot be called")
         return getattr(owner, obj.__name__), ""
     if isinstance(obj, types.FunctionType):
-        if not defined_in(obj, filename):
+        if not defined_in(_unwrapped(obj), filename):
             return _calling_patched(obj, filename, module, where)
         if "<locals>" in obj.__qualname__:
             return None, "the function is defined inside another function: its patched copy cannot be found"

@@ -92,6 +92,14 @@ def _project(tmp_path: Path) -> tuple[str, dict[str, Path]]:
 
                 def forward(self, x: torch.Tensor) -> torch.Tensor:
                     return self.act(self.lin(x)).sum(-1)
+
+
+            @torch.no_grad()
+            def sample(x: torch.Tensor) -> torch.Tensor:
+                # a decorated function (LLaDA's generate): torch's wrapper is what the name holds
+                if x.mean() > 0:
+                    x = x - 1
+                return x * 3
             """,
     }
     paths = {}
@@ -156,6 +164,15 @@ def test_a_helper_held_as_an_attribute_is_the_patched_one_in_the_copy_that_runs(
     (p,) = res.patches
     assert p.site == f"{paths['helpers'].name}:7" and p.verified and p.breaks_after == 0, p.why_not
     assert model.act is module.helpers.scale, "the user's model keeps its own helper"
+
+
+def test_a_decorated_function_runs_as_its_patched_copy_decorated_the_same_way(project: Any) -> None:
+    module, paths = project
+    res = dynscope.fix(module.sample, torch.randn(4, 8))
+    (p,) = res.patches
+    line = paths["model"].read_text().splitlines().index("    if x.mean() > 0:") + 1
+    assert p.site == f"{paths['model'].name}:{line}" and p.verified and p.breaks_after == 0, p.why_not
+    assert res.breaks_after == 0
 
 
 def test_write_patches_each_file_and_leaves_the_others(project: Any) -> None:

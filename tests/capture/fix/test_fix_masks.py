@@ -371,6 +371,14 @@ def test_a_list_made_element_by_element_from_tolist_is_the_same_arithmetic_on_th
     # An element used as an index, or the list read otherwise, is not elementwise.
     assert numbers.LIST not in _made(body.replace("max(n, 1)", "table[n]"), 2, SCALAR)
     assert numbers.LIST not in _made(apart.replace("    return p", "    return p, len(c)"), 2, SCALAR)
+    # ColBERT's skiplist mask: rows iterated (a nested comprehension), membership, `and`: none of
+    # them is elementwise over a tensor (the rows were once taken for the elements).
+    nested = ("def mask(ids, skiplist, pad):\n"
+              "    return [[(x not in skiplist) and (x != pad) for x in d] for d in ids.cpu().tolist()]\n")
+    assert numbers.LIST not in _made(nested, 2, SCALAR)
+    for elt in ("x not in skiplist", "x > 0 and x < pad"):
+        flat = f"def mask(ids, skiplist, pad):\n    return torch.tensor([{elt} for x in ids.tolist()])\n"
+        assert numbers.LIST not in _made(flat, 2, SCALAR), elt
 
 
 def test_a_ring_buffers_pointer_stays_a_tensor_and_its_writes_are_index_copies() -> None:
@@ -443,6 +451,31 @@ def test_a_window_of_each_row_copied_row_by_row_is_one_gather() -> None:
     for old, new in [("idx_str + segment_size", "idx_str * 2"), ("x[i, :, idx_str:idx_end]", "x[i, idx_str:idx_end, :]"),
                      ("    return ret\n", "    return ret, idx_str\n")]:
         assert numbers.WINDOWS not in _made(body.replace(old, new), 6, SCALAR), new
+
+
+def test_a_roll_by_a_number_read_back_is_a_gather_of_each_position_s_source() -> None:
+    # Autoformer's time-delay aggregation: each top delay rolls the series back.
+    body = "def agg(values, index, i):\n    pattern = torch.roll(values, -int(index[i]), -1)\n    return pattern\n"
+    made = _made(body, 2, SCALAR)[numbers.ROLLED]
+    assert made == ("    pattern = torch.gather(values, -1, ((torch.arange(values.shape[-1], device=values.device) + "
+                    "index[i].long()) % values.shape[-1]).expand_as(values))\n")
+    # A positive shift reads back; the method form and keywords are the same roll.
+    forward = _made(body.replace("torch.roll(values, -int(index[i]), -1)", "values.roll(shifts=int(s), dims=-1)"),
+                    2, SCALAR)[numbers.ROLLED]
+    assert "- s.long()) % values.shape[-1]" in forward
+    # Along another dimension, or by a Python number: no gather.
+    for old, new in [("-1)\n", "0)\n"), ("-int(index[i])", "-3")]:
+        assert numbers.ROLLED not in _made(body.replace(old, new), 2, SCALAR), new
+
+
+def test_picks_of_an_index_stacked_along_the_last_dimension_are_one_index() -> None:
+    # Autoformer's top delays: each column picked by index[i] (read back as a number), stacked.
+    body = "def w(mean_value, index, top_k):\n    return torch.stack([mean_value[:, index[i]] for i in range(top_k)], dim=-1)\n"
+    assert _made(body, 2, SCALAR)[numbers.PICKED] == "    return mean_value[:, index[:top_k]]\n"
+    # Stacked first, a pick not the last subscript, a pick by an expression of i: no rewrite.
+    for old, new in [(", dim=-1)", ")"), ("mean_value[:, index[i]]", "mean_value[index[i], :]"),
+                     ("index[i]]", "index[i + 1]]")]:
+        assert numbers.PICKED not in _made(body.replace(old, new), 2, SCALAR), new
 
 
 def test_names_unpacked_from_a_tuple_in_a_branch_are_each_a_where() -> None:
@@ -540,7 +573,8 @@ def _fix(name: str) -> dynscope.FixResult:
     ("duration_loss", masks.BOUND), ("caption_loss", masks.IGNORED), ("densify_stats", masks.ASSIGN), ("padded_encoder", numbers.KEPT), ("returns_critic", numbers.ELEMENTS),
     ("trimmed_pool", numbers.TRIM), ("ctc_head", host.PADDED), ("separation_mask", numbers.RANGED),
     ("prompt_masked_loss", numbers.ZIPPED), ("positive_negatives", masks.FILL),
-    ("random_segments", numbers.WINDOWS),
+    ("random_segments", numbers.WINDOWS), ("delay_aggregation", numbers.ROLLED),
+    ("delay_weights", numbers.PICKED),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
@@ -548,7 +582,7 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     # ctc_loss breaks on its own as well, whatever its targets: one break stays there
     assert p.gradients_matched is not False and res.breaks_after == (1 if name == "ctc_head" else 0)
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL, numbers.WINDOWS))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL, numbers.WINDOWS, numbers.ROLLED, numbers.PICKED))
 
 
 @pytest.mark.heavy
