@@ -573,6 +573,28 @@ def delay_weights() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(843)
     return DelayWeights(), (torch.randn(2, 4, 9),)
 
+
+class DistinctItemTower(nn.Module):
+    """An in-batch-negatives retrieval loss whose item tower embeds each distinct item once and
+    spreads the embeddings back to the batch by the inverse of ``torch.unique``."""
+
+    def __init__(self, items: int = 12, d: int = 6) -> None:
+        super().__init__()
+        self.user = nn.Linear(d, d)
+        self.item = nn.Embedding(items, d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, users: torch.Tensor, item_ids: torch.Tensor) -> torch.Tensor:
+        unique_items, inverse = torch.unique(item_ids, return_inverse=True)  # SITE: every row instead of the distinct ones
+        items = self.proj(self.item(unique_items)).tanh()[inverse]
+        scores = self.user(users) @ items.T
+        return F.cross_entropy(scores, torch.arange(users.shape[0]))
+
+
+def distinct_item_tower() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(845)
+    return DistinctItemTower(), (torch.randn(5, 6), torch.tensor([3, 7, 3, 1, 7]))
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -598,4 +620,5 @@ PROGRAMS: dict[str, Any] = {
     "random_segments": random_segments,
     "delay_aggregation": delay_aggregation,
     "delay_weights": delay_weights,
+    "distinct_item_tower": distinct_item_tower,
 }

@@ -49,8 +49,8 @@ from dynscope._capture.fix.statements import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MASK_WORDS", "MATH", "NONZERO", "NUMPY", "PADDED", "SCATTER", "SEGMENT", "SELECT", "UNSORTED", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
-           "dense_experts", "masked_select", "math_to_torch", "nonzero_end", "numpy_to_torch", "padded_targets", "paren", "scattered_rows", "segment_reduction", "sorted_mask_back"]
+__all__ = ["COUNT_GUARD", "COUNT_KEPT", "DENSE", "ENDS", "FLOAT", "MASK_WORDS", "MATH", "NONZERO", "NUMPY", "PADDED", "PER_ROW", "SCATTER", "SEGMENT", "SELECT", "UNSORTED", "FILL", "Reduced", "Selection", "count_guard", "count_kept",
+           "dense_experts", "distinct_spread", "masked_select", "math_to_torch", "nonzero_end", "numpy_to_torch", "padded_targets", "paren", "scattered_rows", "segment_reduction", "sorted_mask_back"]
 
 NUMPY = "torch ops instead of numpy"
 SEGMENT = "masked segment reduction"
@@ -1750,3 +1750,69 @@ def padded_targets(stmt: ast.stmt, text: Text) -> _Maker:
         "-100 Hugging Face pads with), and ctc_loss's target lengths count them (mask.sum(-1)): ctc_loss then "
         "reads the same targets from the padded rows (ctc_loss itself still breaks with tensor lengths: "
         "aten._ctc_loss.Tensor's output shape depends on them)"))
+
+
+# -- distinct values computed once, spread back by the inverse ------------------------------------
+
+PER_ROW = "every row instead of the distinct ones"
+
+
+class _Spread(ast.NodeTransformer):
+    """``E[inv]`` where ``E`` reads the distinct values ``u`` as ``E`` over ``x`` itself."""
+
+    def __init__(self, u: str, inv: str, x: ast.expr) -> None:
+        self.u, self.inv, self.x = u, inv, x
+        self.changed = self.bad = False
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        if isinstance(node.slice, ast.Name) and node.slice.id == self.inv and self.u in names_loaded(node.value) \
+                and self.inv not in names_loaded(node.value):
+            self.changed = True
+            return substituted(node.value, self.u, self.x)
+        return self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in (self.u, self.inv):
+            self.bad = True  # read otherwise: a count of distinct values, the inverse as data
+        return node
+
+
+def distinct_spread(stmt: ast.stmt, text: Text) -> _Maker:
+    """``u, inv = torch.unique(x, return_inverse=True)`` then ``f(u, ...)[inv]`` (each read of
+    ``u`` and ``inv`` in that shape) as ``f(x, ...)``: every row computed, not each distinct value
+    once then spread back (a retrieval tower embedding each distinct item once)."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple)
+            and len(stmt.targets[0].elts) == 2 and all(isinstance(e, ast.Name) for e in stmt.targets[0].elts)
+            and isinstance(stmt.value, ast.Call)):
+        return None
+    call, f = stmt.value, stmt.value.func
+    named = {k.arg: unparsed(k.value) for k in call.keywords}
+    if not (isinstance(f, ast.Attribute) and f.attr == "unique" and named.get("return_inverse") == "True"
+            and not set(named) - {"return_inverse", "sorted"}):
+        return None
+    torch_fn = isinstance(f.value, ast.Name) and f.value.id == "torch"
+    if len(call.args) != (1 if torch_fn else 0):
+        return None
+    x = call.args[0] if torch_fn else f.value
+    u, inv = (e.id for e in stmt.targets[0].elts)  # type: ignore[attr-defined]
+    block, at = block_of(text.source, stmt)
+    lines: list[str] = []
+    last: ast.stmt | None = None
+    pending: list[str] = []  # statements between that read neither: kept as they are
+    for s in block[at + 1:]:
+        if names_stored(s) & ({u, inv} | names_loaded(x)):
+            break  # rebound: what follows reads other values
+        if not names_loaded(s) & {u, inv}:
+            pending += text.statement_lines(s)
+            continue
+        spread = _Spread(u, inv, x)
+        new = spread.visit(copy.deepcopy(s))
+        if spread.bad or not spread.changed:
+            return None
+        lines += pending + unparsed(new).split("\n")
+        pending, last = [], s
+    if last is None or any(read_later(text.source, stmt, n, after=last) for n in (u, inv)):
+        return None
+    return Made(lines, PER_ROW, (
+        f"what is computed from the distinct values is computed row by row (a row's value depends on its own "
+        f"value only, not on which others are in the batch); it now runs once per row of `{unparsed(x)}`"), last=last)

@@ -478,6 +478,24 @@ def test_picks_of_an_index_stacked_along_the_last_dimension_are_one_index() -> N
         assert numbers.PICKED not in _made(body.replace(old, new), 2, SCALAR), new
 
 
+def test_distinct_values_computed_once_and_spread_back_are_every_row_computed() -> None:
+    # A retrieval tower embedding each distinct item once, spread back by the inverse.
+    body = ("def embed(self, item_ids):\n"
+            "    unique_items, inverse = torch.unique(item_ids, return_inverse=True)\n"
+            "    scale = 2.0\n"
+            "    candidates = self.tower(unique_items, self.feats[unique_items])[inverse] * scale\n"
+            "    return candidates\n")
+    assert _made(body, 2, DYNAMIC_SHAPE)[host.PER_ROW] == (
+        "    scale = 2.0\n    candidates = self.tower(item_ids, self.feats[item_ids]) * scale\n")
+    method = body.replace("torch.unique(item_ids, return_inverse=True)", "item_ids.unique(sorted=True, return_inverse=True)")
+    assert host.PER_ROW in _made(method, 2, DYNAMIC_SHAPE)
+    # The distinct values read otherwise (a count), the inverse kept, counts asked for: no rewrite.
+    for old, new in [("    return candidates\n", "    return candidates, len(unique_items)\n"),
+                     ("    return candidates\n", "    return candidates, inverse\n"),
+                     ("return_inverse=True)", "return_inverse=True, return_counts=True)")]:
+        assert host.PER_ROW not in _made(body.replace(old, new), 2, DYNAMIC_SHAPE), new
+
+
 def test_names_unpacked_from_a_tuple_in_a_branch_are_each_a_where() -> None:
     # An adaptive ODE step accepted where the error estimate allows it.
     body = ("def step(t0, y, f0, dt, y1, f1, error_ratio):\n"
@@ -574,7 +592,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("trimmed_pool", numbers.TRIM), ("ctc_head", host.PADDED), ("separation_mask", numbers.RANGED),
     ("prompt_masked_loss", numbers.ZIPPED), ("positive_negatives", masks.FILL),
     ("random_segments", numbers.WINDOWS), ("delay_aggregation", numbers.ROLLED),
-    ("delay_weights", numbers.PICKED),
+    ("delay_weights", numbers.PICKED), ("distinct_item_tower", host.PER_ROW),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
@@ -582,7 +600,7 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     # ctc_loss breaks on its own as well, whatever its targets: one break stays there
     assert p.gradients_matched is not False and res.breaks_after == (1 if name == "ctc_head" else 0)
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL, numbers.WINDOWS, numbers.ROLLED, numbers.PICKED))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL, numbers.WINDOWS, numbers.ROLLED, numbers.PICKED, host.PER_ROW))
 
 
 @pytest.mark.heavy
