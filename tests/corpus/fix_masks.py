@@ -595,6 +595,29 @@ def distinct_item_tower() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(845)
     return DistinctItemTower(), (torch.randn(5, 6), torch.tensor([3, 7, 3, 1, 7]))
 
+
+DEBUG = False
+
+
+class CheckedRenderer(nn.Module):
+    """A volume renderer's outputs checked for NaN and inf behind a module-level debug flag, the
+    flag tested last (NeRF's reference code)."""
+
+    def __init__(self, d: int = 4) -> None:
+        super().__init__()
+        self.rgb = nn.Linear(d, 3)
+
+    def forward(self, feats: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        rgb = (weights[..., None] * torch.sigmoid(self.rgb(feats))).sum(-2)
+        if (torch.isnan(rgb).any() or torch.isinf(rgb).any()) and DEBUG:  # SITE: flag tested first
+            print("! [Numerical Error] rgb contains nan or inf.")
+        return rgb
+
+
+def checked_renderer() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(847)
+    return CheckedRenderer(), (torch.randn(3, 5, 4), torch.rand(3, 5))
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -621,4 +644,5 @@ PROGRAMS: dict[str, Any] = {
     "delay_aggregation": delay_aggregation,
     "delay_weights": delay_weights,
     "distinct_item_tower": distinct_item_tower,
+    "checked_renderer": checked_renderer,
 }

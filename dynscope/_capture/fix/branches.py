@@ -28,8 +28,8 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["COND", "CONDITIONAL", "EARLY", "ELEMENTWISE", "STATE_WHERE", "WHERE", "appended_where", "cond", "conditional",
-           "early_return", "elementwise", "listed_elementwise", "narrowed", "shortcut_else",
+__all__ = ["COND", "CONDITIONAL", "EARLY", "ELEMENTWISE", "FLAG_FIRST", "STATE_WHERE", "WHERE", "appended_where", "cond",
+           "conditional", "early_return", "elementwise", "flag_first", "listed_elementwise", "narrowed", "shortcut_else",
            "shortcut_exit", "shortcut_if", "state_where", "tensor_tested", "tensor_test", "where"]
 
 WHERE = "branch to torch.where"
@@ -889,3 +889,51 @@ def _one_side(stmt: ast.stmt, text: Text, *, keep_else: bool) -> Made | None:
         return None  # a loop exit moved out of its if changes where the loop ends
     return Made(text.body_lines(kept), SHORTCUT, _SHORTCUT_NOTE, taken=(dropped[0].lineno,))
 
+
+
+# -- a flag tested first -------------------------------------------------------------------------
+
+FLAG_FIRST = "flag tested first"
+
+
+def flag_first(stmt: ast.stmt, text: Text) -> Made | None:
+    """``if <tensor test> and DEBUG:`` (``or``; any flag Python decides: a name, ``self.debug``,
+    ``x is None``) as ``if DEBUG and <tensor test>:``: the same test, its parts pure, but the flag
+    read first, so where it decides (``DEBUG`` off) the tensor is never read and nothing breaks
+    (NeRF's non-finite check behind a debug flag). Only the test's line changes."""
+    if not isinstance(stmt, (ast.If, ast.While)) or not isinstance(stmt.test, ast.BoolOp):
+        return None
+    values = stmt.test.values
+    flags = [v for v in values if _host_test(v)]
+    rest = [v for v in values if not _host_test(v)]
+    if not flags or not rest or values[: len(flags)] == flags:
+        return None  # no flag, nothing but flags, or the flags already first
+    if any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Await, ast.Yield)) and not _pure_call(n)
+           for v in values for n in ast.walk(v)):
+        return None  # a part that may do something: its order is the program's
+    if stmt.test.lineno != stmt.test.end_lineno:
+        return None  # a test over several lines: left as it is
+    own = text.statement_lines(stmt)
+    old_test = text.of(stmt.test)
+    if old_test not in own[0]:
+        return None
+    reordered = " and " if isinstance(stmt.test.op, ast.And) else " or "
+    parts = [f"({text.of(v)})" if isinstance(v, (ast.BoolOp, ast.IfExp, ast.Lambda)) else text.of(v)
+             for v in [*flags, *rest]]
+    own[0] = own[0].replace(old_test, reordered.join(parts), 1)
+    return Made(own, FLAG_FIRST, (
+        "the test's parts are pure (reading them in another order changes nothing); where the flag does not decide "
+        "it, the tensor is read and the break is there, as before"))
+
+
+_PURE = {"isnan", "isinf", "isfinite", "any", "all", "sum", "mean", "max", "min", "abs", "isinstance", "hasattr",
+         "numel", "dim", "size", "item", "float", "int", "bool", "len", "norm", "eq", "ne", "gt", "lt", "ge", "le"}
+
+
+def _pure_call(node: ast.AST) -> bool:
+    """A call that reads a tensor and changes nothing: ``torch.isnan(x)``, ``x.any()``, ``isinstance``."""
+    if not isinstance(node, ast.Call):
+        return True
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in _PURE

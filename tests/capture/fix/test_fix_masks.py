@@ -14,7 +14,7 @@ import torch
 
 import dynscope
 from dynscope._capture.fix import host, masks, numbers
-from dynscope._capture.fix.branches import CONDITIONAL, WHERE
+from dynscope._capture.fix.branches import CONDITIONAL, FLAG_FIRST, WHERE
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
 from tests.corpus import fix_masks as fm
@@ -478,6 +478,23 @@ def test_picks_of_an_index_stacked_along_the_last_dimension_are_one_index() -> N
         assert numbers.PICKED not in _made(body.replace(old, new), 2, SCALAR), new
 
 
+def test_a_flag_after_a_tensor_test_is_tested_first() -> None:
+    # NeRF's non-finite check behind a debug flag: the same test, the flag read first.
+    body = ("def check(ret, k):\n"
+            "    if (torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()) and DEBUG:\n"
+            "        print(k)\n"
+            "    return ret\n")
+    assert _made(body, 2, BRANCH)[FLAG_FIRST] == (
+        "    if DEBUG and (torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()):\n        print(k)\n")
+    assert _made(body.replace(") and DEBUG", ") or self.verbose"), 2, BRANCH)[FLAG_FIRST].startswith(
+        "    if self.verbose or (torch.isnan")
+    # The flag first already, no flag, or a part that may do something: left as it is.
+    for old, new in [("(torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()) and DEBUG",
+                      "DEBUG and torch.isnan(ret[k]).any()"),
+                     (" and DEBUG", " and ret[k].sum() > 0"), ("torch.isnan(ret[k]).any()", "log_and_check(ret[k])")]:
+        assert FLAG_FIRST not in _made(body.replace(old, new), 2, BRANCH), new
+
+
 def test_distinct_values_computed_once_and_spread_back_are_every_row_computed() -> None:
     # A retrieval tower embedding each distinct item once, spread back by the inverse.
     body = ("def embed(self, item_ids):\n"
@@ -593,6 +610,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("prompt_masked_loss", numbers.ZIPPED), ("positive_negatives", masks.FILL),
     ("random_segments", numbers.WINDOWS), ("delay_aggregation", numbers.ROLLED),
     ("delay_weights", numbers.PICKED), ("distinct_item_tower", host.PER_ROW),
+    ("checked_renderer", FLAG_FIRST),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
@@ -600,7 +618,7 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     # ctc_loss breaks on its own as well, whatever its targets: one break stays there
     assert p.gradients_matched is not False and res.breaks_after == (1 if name == "ctc_head" else 0)
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL, numbers.WINDOWS, numbers.ROLLED, numbers.PICKED, host.PER_ROW))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL, numbers.WINDOWS, numbers.ROLLED, numbers.PICKED, host.PER_ROW, FLAG_FIRST))
 
 
 @pytest.mark.heavy
