@@ -904,8 +904,8 @@ def flag_first(stmt: ast.stmt, text: Text) -> Made | None:
     if not isinstance(stmt, (ast.If, ast.While)) or not isinstance(stmt.test, ast.BoolOp):
         return None
     values = stmt.test.values
-    flags = [v for v in values if _host_test(v)]
-    rest = [v for v in values if not _host_test(v)]
+    flags = [v for v in values if _simple_flag(v)]
+    rest = [v for v in values if not _simple_flag(v)]
     if not flags or not rest or values[: len(flags)] == flags:
         return None  # no flag, nothing but flags, or the flags already first
     if any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Await, ast.Yield)) and not _pure_call(n)
@@ -928,6 +928,18 @@ def flag_first(stmt: ast.stmt, text: Text) -> Made | None:
 
 _PURE = {"isnan", "isinf", "isfinite", "any", "all", "sum", "mean", "max", "min", "abs", "isinstance", "hasattr",
          "numel", "dim", "size", "item", "float", "int", "bool", "len", "norm", "eq", "ne", "gt", "lt", "ge", "le"}
+
+
+def _simple_flag(node: ast.expr) -> bool:
+    """A flag that reads nothing a test before it could guard: a name (``DEBUG``), an attribute
+    of a name (``self.verbose``), ``name is None`` / ``is not None``, ``not`` of one (not
+    ``xs[i].flag``, which ``i < len(xs)`` before it may keep from raising)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _simple_flag(node.operand)
+    if isinstance(node, ast.Compare):
+        return (len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) and isinstance(node.left, ast.Name)
+                and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None)
+    return isinstance(node, ast.Name) or isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
 
 
 def _pure_call(node: ast.AST) -> bool:

@@ -491,7 +491,10 @@ def test_a_flag_after_a_tensor_test_is_tested_first() -> None:
     # The flag first already, no flag, or a part that may do something: left as it is.
     for old, new in [("(torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()) and DEBUG",
                       "DEBUG and torch.isnan(ret[k]).any()"),
-                     (" and DEBUG", " and ret[k].sum() > 0"), ("torch.isnan(ret[k]).any()", "log_and_check(ret[k])")]:
+                     (" and DEBUG", " and ret[k].sum() > 0"), ("torch.isnan(ret[k]).any()", "log_and_check(ret[k])"),
+                     # a flag a test before it may keep from raising (an index in range first)
+                     ("(torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()) and DEBUG",
+                      "k < len(ret) and torch.isnan(ret[k]).any() and ret[k].requires_grad")]:
         assert FLAG_FIRST not in _made(body.replace(old, new), 2, BRANCH), new
 
 
