@@ -158,6 +158,28 @@ def raising_with_text() -> tuple[nn.Module, torch.Tensor]:
 
 
 #: Every program of this corpus: name -> builder.
+
+class OverflowReport(nn.Module):
+    """A layer that reads its largest activation back and prints when it overflows: keeping the
+    number a tensor moves the break to the check, whose guard would silence a print the run
+    never reached (no patch may be verified)."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        peak = h.abs().max().item()  # SITE: none
+        if peak > 1e6:  # SITE: none
+            print("activations overflowed:", peak)
+        return h * 2
+
+
+def overflow_report() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(2)
+    return OverflowReport(), _x(3, 4)
+
 PROGRAMS = {
     "token_classifier": token_classifier,
     "checked_regression": checked_regression,
@@ -167,4 +189,5 @@ PROGRAMS = {
     "logged_shift": logged_shift,
     "raising_with_values": raising_with_values,
     "raising_with_text": raising_with_text,
+    "overflow_report": overflow_report,
 }

@@ -440,6 +440,12 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
     second, _ = candidates(rw.source, nxt.lineno, nxt.category)
     for rw2 in (r for r in second if not r.taken and not r.skipped):  # their evidence: lines of the original run
         both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
+        # A report the second guards is checked on the original run's lines: its line in the file
+        # before the first rewrite (0 where the first rewrite wrote it: never seen run).
+        shift = rw.new_last - rw.last
+        both = replace(both, silenced=rw.silenced + tuple(
+            (line if line < rw.first else line - shift if line > rw.new_last else 0, warning)
+            for line, warning in rw2.silenced))
         followed, rerun2 = _verified(model, calls, before, eager, site, source, both)
         if followed.verified:
             return followed, both
@@ -466,7 +472,8 @@ def _follow_within(model: Any, calls: Calls, before: Report, eager: Run, site: G
         return None
     line, category = inside[0]
     offered, _ = candidates(rw.source, line, category)
-    for pick in [r.name for r in offered if not r.taken and not r.skipped][:3]:
+    # (a rewrite that silences a report is not followed within: its lines are the first rewrite's)
+    for pick in [r.name for r in offered if not r.taken and not r.skipped and not r.silenced][:3]:
         text, used = rw.source, ""
         for at in range(rw.new_last, rw.first - 1, -1):
             found = [r for r in candidates(text, at, category)[0] if r.name == pick]

@@ -233,6 +233,14 @@ def test_a_guard_around_a_warning_is_verified_neither_where_it_never_warned_nor_
 
 
 @pytest.mark.heavy
+def test_a_guard_reached_as_a_follow_on_needs_its_report_made_too() -> None:
+    # .item() kept a tensor moves the break to the check; the check's guard, tried as the follow-on,
+    # would silence a print the run never reached: neither patch is verified (the pair once was).
+    res = _fix("overflow_report")
+    assert res.patches and not any(p.verified for p in res.patches), [(p.rewrite, p.why_not) for p in res.patches]
+
+
+@pytest.mark.heavy
 def test_what_the_checks_cannot_carry_is_refused_or_not_verified_with_the_reason() -> None:
     # A message made by a call: no assert, no patch, and the reason is the category's.
     res = _fix("raising_with_text")
