@@ -488,8 +488,7 @@ def length_fill(stmt: ast.stmt, text: Text) -> Made | None:
     x, lens, v = text.of(target.value), text.of(lengths), text.of(write.value)
     positions = f"torch.arange({x}.shape[1], device={x}.device)"
     mask = f"({positions} {'>=' if past else '<'} {lens}[:, None])"
-    shaped = f"{mask}.reshape({x}.shape[0], {x}.shape[1], *[1] * ({x}.dim() - 2))"
-    return Made([f"{x}.masked_fill_({shaped}, {v})"], LENGTHS, (
+    return Made([_masked_write(x, mask, v)], LENGTHS, (
         f"`{lens}` holds one length per row of `{x}` (its first dimension), the loop covers every row"))
 
 
@@ -821,10 +820,9 @@ def _write_of(stmt: ast.stmt) -> tuple[ast.expr, ast.expr, ast.operator | None] 
     return None
 
 
-def _masked_write(x: str, mask: str, value: ast.expr, op: ast.operator | None) -> str:
-    """The write of ``value`` where ``mask`` (over ``x``'s first two dimensions) is set, in place."""
+def _masked_write(x: str, mask: str, v: str, op: ast.operator | None = None) -> str:
+    """The write of ``v`` where ``mask`` (over ``x``'s first two dimensions) is set, in place."""
     shaped = f"{mask}.reshape({x}.shape[0], {x}.shape[1], *[1] * ({x}.dim() - 2))"
-    v = unparsed(value)
     return (f"{x}.masked_fill_({shaped}, {v})" if op is None
             else f"{x}.{_SLICE_OPS[type(op)]}(torch.where({shaped}, {v}, 0))")
 
@@ -864,7 +862,7 @@ def ranged_fill(stmt: ast.stmt, text: Text) -> Made | None:
     cmp = ">=" if past else "<"
     mask = (f"({positions}[None, :] {cmp} {per_row}[:, None])" if rows_first
             else f"({positions}[:, None] {cmp} {per_row}[None, :])")
-    return Made([_masked_write(x, mask, value, op)], RANGED, (
+    return Made([_masked_write(x, mask, unparsed(value), op)], RANGED, (
         f"`{lens}` holds one length per row (one entry each, in row order) and the loop covers every row of `{x}` "
         f"along dimension {1 - dim}; the value is one number for every position"), first=loop, last=loop)
 
@@ -877,9 +875,7 @@ ZIPPED = "length mask instead of a loop over lengths"
 def _listed(node: ast.expr) -> str | None:
     """The text of a tensor a loop walks (``L.tolist()`` read as ``L``); None for anything but a
     name, an attribute or a subscript."""
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "tolist"
-            and not node.args):
-        node = node.func.value
+    node = _tolist_of(node) or node
     return unparsed(node) if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) else None
 
 
@@ -954,7 +950,7 @@ def zipped_fill(stmt: ast.stmt, text: Text) -> Made | None:
         return None
     positions = f"torch.arange({x}.shape[1], device={x}.device)"
     mask = f"({positions}[None, :] {'>=' if past else '<'} {per_row}.reshape(-1)[:, None])"
-    return Made([_masked_write(x, mask, value, op)], ZIPPED, (
+    return Made([_masked_write(x, mask, unparsed(value), op)], ZIPPED, (
         f"`{x}` is a tensor (a loop over its rows writes through views), `{lens}` holds one length per row in row "
         "order and the loop covers every row, and the value is one number for every position"), first=loop, last=loop)
 

@@ -76,8 +76,8 @@ from dynscope._capture.fix.statements import (
     refused,
     replaced,
     statement_at,
+    transformed,
     unified_diff,
-    unparsed,
 )
 from dynscope._lexicon.break_categories import (
     BRANCH,
@@ -253,18 +253,11 @@ def _detached(node: ast.expr) -> ast.expr:
     return ast.Call(func=ast.Attribute(value=node, attr="detach"), args=[], keywords=[])
 
 
-def _transformed(stmt: ast.stmt, transformer: _Tensorised | _Masked | _Cloned | _Counted, name: str,
-                 note: str) -> tuple[list[str], str, str] | None:
-    """The statement with one expression rewrite applied; None when it changed nothing."""
-    new = transformer.visit(copy.deepcopy(stmt))
-    return (unparsed(new).split("\n"), name, note) if transformer.changed else None
-
-
-def _tensor(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
+def _tensor(stmt: ast.stmt, text: Text) -> Made | None:
     if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
         return None
     note = "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)"
-    return _transformed(stmt, _Tensorised(), TENSOR, note) or _transformed(stmt, _Tensorised(names=True), TENSOR, (
+    return transformed(stmt, _Tensorised(), TENSOR, note) or transformed(stmt, _Tensorised(names=True), TENSOR, (
         f"{note}; the name read back by int()/float() holds a tensor"))
 
 
@@ -284,14 +277,14 @@ def _zero_dim(node: ast.expr) -> bool:
     return len(node.args) == (1 if torch_fn else 0)
 
 
-def _tensor_0d(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
+def _tensor_0d(stmt: ast.stmt, text: Text) -> Made | None:
     """:func:`_tensor` with ``.item()`` as ``.detach().reshape(())``: tried after it, for a
     one-element tensor of another shape."""
     if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)) or not any(
             isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "item" and not n.args
             and not _zero_dim(n.func.value) for n in ast.walk(stmt)):
         return None  # every .item() reads a name (a loss) or a whole reduction: .detach() is already 0-dim
-    return _transformed(stmt, _Tensorised(zero_dim=True), TENSOR_0D, (
+    return transformed(stmt, _Tensorised(zero_dim=True), TENSOR_0D, (
         "the value stays a tensor of no dimensions (as .item() required one element), detached as a Python number "
         "is (type promotion as for a number)"))
 
@@ -362,16 +355,16 @@ class _Counted(ast.NodeTransformer):
                         keywords=[])
 
 
-def _counted(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
+def _counted(stmt: ast.stmt, text: Text) -> Made | None:
     if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
         return None
-    return _transformed(stmt, _Counted(), COUNT, (
+    return transformed(stmt, _Counted(), COUNT, (
         "every value is below minlength (bincount would grow its result past it; the scatter raises instead) "
         "and the values are 1-D (as bincount requires)"))
 
 
-def _mask(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
-    return _transformed(stmt, _Masked(), MASK, "a sum over the selected values equals the masked sum")
+def _mask(stmt: ast.stmt, text: Text) -> Made | None:
+    return transformed(stmt, _Masked(), MASK, "a sum over the selected values equals the masked sum")
 
 
 class _Cloned(ast.NodeTransformer):
@@ -388,8 +381,8 @@ class _Cloned(ast.NodeTransformer):
         return node
 
 
-def _clone(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
-    return _transformed(stmt, _Cloned(), CLONE, "the copied value is a tensor")
+def _clone(stmt: ast.stmt, text: Text) -> Made | None:
+    return transformed(stmt, _Cloned(), CLONE, "the copied value is a tensor")
 
 
 def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:

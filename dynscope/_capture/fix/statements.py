@@ -18,7 +18,7 @@ from typing import TypeVar
 from dynscope._capture.fix.source import python_lines
 
 __all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "holder_of", "names_loaded", "names_stored", "paren", "parsed", "read_later",
-           "refused", "replaced", "rows_set", "statement_at", "added_lines", "transformed_statement", "unified_diff"]
+           "refused", "replaced", "rows_set", "statement_at", "added_lines", "transformed", "transformed_statement", "unified_diff"]
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,19 @@ class Made:
     silenced: tuple[tuple[int, bool], ...] = ()
 
 
-def transformed_statement(stmt: ast.stmt, fix: ast.NodeTransformer, name: str, note: str) -> Made | None:
-    """An expression statement (an assignment, a return, a call) with ``fix`` applied to a copy:
-    the rewrite ``name`` where ``fix.changed`` says it changed something, else None."""
-    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)) or stmt.value is None:
-        return None
+def transformed(stmt: ast.stmt, fix: ast.NodeTransformer, name: str, note: str) -> Made | None:
+    """The statement with ``fix`` applied to a copy: the rewrite ``name`` where ``fix.changed``
+    says it changed something, else None."""
     new = fix.visit(copy.deepcopy(stmt))
     return Made(unparsed(new).split("\n"), name, note) if getattr(fix, "changed", False) else None
+
+
+def transformed_statement(stmt: ast.stmt, fix: ast.NodeTransformer, name: str, note: str) -> Made | None:
+    """:func:`transformed` of an expression statement (an assignment, a return, a call); None
+    for any other statement."""
+    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)) or stmt.value is None:
+        return None
+    return transformed(stmt, fix, name, note)
 
 
 @dataclass(frozen=True)
