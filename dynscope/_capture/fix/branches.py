@@ -908,7 +908,7 @@ def flag_first(stmt: ast.stmt, text: Text) -> Made | None:
     rest = [v for v in values if not _simple_flag(v)]
     if not flags or not rest or values[: len(flags)] == flags:
         return None  # no flag, nothing but flags, or the flags already first
-    if any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Await, ast.Yield)) and not _pure_call(n)
+    if any(isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield)) or isinstance(n, ast.Call) and not _pure_call(n)
            for v in values for n in ast.walk(v)):
         return None  # a part that may do something: its order is the program's
     if stmt.test.lineno != stmt.test.end_lineno:
@@ -942,10 +942,8 @@ def _simple_flag(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) or isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
 
 
-def _pure_call(node: ast.AST) -> bool:
+def _pure_call(node: ast.Call) -> bool:
     """A call that reads a tensor and changes nothing: ``torch.isnan(x)``, ``x.any()``, ``isinstance``."""
-    if not isinstance(node, ast.Call):
-        return True
     f = node.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
     return name in _PURE

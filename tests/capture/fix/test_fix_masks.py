@@ -494,7 +494,9 @@ def test_a_flag_after_a_tensor_test_is_tested_first() -> None:
                      (" and DEBUG", " and ret[k].sum() > 0"), ("torch.isnan(ret[k]).any()", "log_and_check(ret[k])"),
                      # a flag a test before it may keep from raising (an index in range first)
                      ("(torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()) and DEBUG",
-                      "k < len(ret) and torch.isnan(ret[k]).any() and ret[k].requires_grad")]:
+                      "k < len(ret) and torch.isnan(ret[k]).any() and ret[k].requires_grad"),
+                     # a part that binds a name (a walrus): its order is the program's
+                     ("torch.isnan(ret[k]).any()", "(bad := torch.isnan(ret[k])).any()")]:
         assert FLAG_FIRST not in _made(body.replace(old, new), 2, BRANCH), new
 
 
