@@ -19,7 +19,10 @@ demo: setup
 # pytest-xdist: one worker a core, at most 4 (each imports torch and transformers: ~1 GB), a
 # test module's tests on one worker (--dist loadscope: a module's torchrun job or recorded
 # fixture is made once). The invariants line adds up the workers' counts (tests/conftest.py).
-WORKERS = -n auto --maxprocesses=4 --dist loadscope
+# --no-loadscope-reorder: modules go out in collection order, which tests/conftest.py starts with
+# the longest (xdist's own order, most tests first, handed the 2-minute one-test corpus module
+# out last, to run alone at the end).
+WORKERS = -n auto --maxprocesses=4 --dist loadscope --no-loadscope-reorder
 
 # The torchrun jobs time their ranks against each other (the watch's wait, the collective
 # timeout): they run after the rest, alone, not beside another worker's compiles.

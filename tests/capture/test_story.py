@@ -150,7 +150,8 @@ def test_break_sites_are_ranked_by_what_they_cost(tmp_path: Path) -> None:
     cheap, costly = _line(TwoSites.forward, "print("), _line(TwoSites.forward, "heavy(x)")
     assert [b.lineno for b in rep.breaks] == [cheap, costly]  # order of first hit
     by_line = {b.lineno: b for b in rep.breaks}
-    assert by_line[costly].eager_ms > 0.05 > by_line[cheap].eager_ms
+    # Four 128x128 matmuls against a print: the order holds however loaded the machine.
+    assert by_line[costly].eager_ms > max(0.05, by_line[cheap].eager_ms)
     assert (by_line[cheap].graphs_split, by_line[costly].graphs_split) == (1, 1)
     assert [b.lineno for b in rep.breaks_by_cost()] == [costly, cheap]
     first = rep.summary(color=False).splitlines()[3]

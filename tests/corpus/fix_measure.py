@@ -82,6 +82,17 @@ def measure(modules: list[types.ModuleType] | None = None) -> dict[str, Any]:
     return {"per": per, "mismatched": mismatched, "changed": changed, "on_purpose": on_purpose}
 
 
+def merged(*results: dict[str, Any]) -> dict[str, Any]:
+    """Several ``measure`` results as one: per-category counts added, lists joined."""
+    per: dict[str, dict[str, int]] = {}
+    for r in results:
+        for cat, row in r["per"].items():
+            into = per.setdefault(cat, {})
+            for key, n in row.items():
+                into[key] = into.get(key, 0) + n
+    return {"per": per, **{k: [x for r in results for x in r[k]] for k in ("mismatched", "changed", "on_purpose")}}
+
+
 def measure_held_out(programs: dict[str, Any]) -> dict[str, Any]:
     """fix over programs written apart from its rewrites (tests/corpus/fix_heldout), whose
     break lines are marked ``# BREAK: ...`` (a rewrite could keep outputs) or ``# BREAK

@@ -150,3 +150,11 @@ def test_quickstart_runs_without_a_clone(tmp_path: Path) -> None:
     assert {b.category for b in rep.breaks} == {
         "data-dependent branch", "logging/print side effect", ".item()/scalar output"}
     assert rep.recompile_count >= 1
+
+
+def test_the_modules_scheduled_first_exist() -> None:
+    # tests/conftest.py hands these to the workers first; a renamed module would drop silently
+    # to the end of the run again.
+    from tests.conftest import LONGEST_FIRST, ROOT
+
+    assert [p for p in LONGEST_FIRST if not (ROOT / p).is_file()] == []

@@ -325,9 +325,9 @@ def test_timed_training_graph_has_timed_forward_and_backward(timed: Report) -> N
         assert low.mapped_share >= 0.95
         assert all(k.time_ms is not None and k.share is not None for k in low.kernels)
         assert low.profiled_ms is not None and low.kernel_ms is not None
-        # Kernel times are parts of the profiled graph time, and here most of it.
-        assert low.kernel_ms <= low.profiled_ms * (1 + 1e-6)
-        assert low.kernel_ms >= 0.5 * low.profiled_ms, (low.kernel_ms, low.profiled_ms)
+        # Kernel times are parts of the profiled graph time. How large a part is
+        # a timing (a loaded 2-core CI machine gave 2.9 of 8.0 ms), not asserted.
+        assert 0 < low.kernel_ms <= low.profiled_ms * (1 + 1e-6)
         assert sum(k.share for k in low.kernels if k.share is not None) <= 1 + 1e-6
     assert timed.top_kernels(3) and all(ms > 0 for _, _, ms in timed.top_kernels(3))
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,7 +14,6 @@ import dynscope
 from dynscope._capture.fix import state
 from dynscope._capture.fix.rewrites import _BY_CATEGORY, candidates
 from dynscope._lexicon.break_categories import BRANCH, DEEPCOPY, OTHER, REQUIRES_GRAD, SCALAR
-from tests.corpus import fix_measure
 from tests.corpus import fix_state as fs
 
 HEAD = "import copy\nimport torch\n\n\n"
@@ -482,13 +480,3 @@ def test_a_module_made_in_forward_is_left_alone_with_the_reason() -> None:
     (left,) = res.unpatched
     assert left.owner == "your code" and left.why.startswith("no patch: self.head is made in forward (nn.Linear(...))")
     assert "Make it in __init__ (torch.nn.LazyLinear" in left.why
-
-
-@pytest.mark.heavy
-def test_the_state_corpus_measured(capsys: pytest.CaptureFixture[str]) -> None:
-    got: dict[str, Any] = fix_measure.measure([fs])
-    assert got["changed"] == [] and got["mismatched"] == []
-    found = sum(r["found"] for r in got["per"].values())
-    removed = sum(r["removed"] for r in got["per"].values())
-    assert removed / found >= 0.6, got["per"]
-    capsys.readouterr()
