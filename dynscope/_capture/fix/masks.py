@@ -60,6 +60,11 @@ _ELEMENTWISE = {
     # copies, casts and moves: each element as it was
     "contiguous", "clone", "detach", "to", "long", "int", "type_as",
 }
+# Methods along the trailing dimensions given them (``x[m].sum(-1)``, ``.unsqueeze(-1)``): with a
+# negative dimension each works within a selected row, and the same call on every row gives each
+# row's result at its place.
+_TRAILING = {"sum", "mean", "prod", "amax", "amin", "norm", "softmax", "log_softmax", "logsumexp", "unsqueeze",
+             "squeeze", "cumsum", "flip", "std", "var"}
 # torch functions elementwise on two tensors (torch.max(a, b) with two tensors, not a reduction).
 _PAIRWISE = {"max", "min", "maximum", "minimum", "fmax", "fmin", "atan2", "hypot"}
 # Calls whose result is an index, not a mask.
@@ -185,6 +190,12 @@ class _Scope:
         if fn is not None:
             self.unknown |= {a.arg for a in (*fn.args.args, *fn.args.kwonlyargs, *fn.args.posonlyargs)}
         self.selected: dict[str, tuple[ast.expr, bool]] = {}  # a name bound to a selection: its mask, same shape
+        self.rowwise = False  # a name was bound to a submodule's or helper's work on the selected rows
+        # Functions the file defines (module level or nested) or imports from its own package
+        # (``from .boxes import iou``): the user's own helpers
+        tree = parsed(source)
+        self.helpers = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} | {
+            a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0 for a in n.names}
         self.losses = _module_losses(source)
         # loss_fct = nn.CrossEntropyLoss() in the function (bound once): its functional too
         self.local_losses = {n: loss for n, vs in self.values.items() if len(vs) == 1 and n not in self.unknown
@@ -329,6 +340,14 @@ class _Scope:
                     if first is not None and not any(self._holds_selection(a) for a in node.args[1:]):
                         return _with_base(first, ast.Call(func=f, args=[first.base, *node.args[1:]],
                                                           keywords=node.keywords))
+            if isinstance(f, ast.Attribute) and name in _TRAILING and _trailing(node):
+                inner = self.lift(f.value)
+                if inner is not None and not inner.same and not any(self._holds_selection(a) for a in node.args):
+                    return _with_base(inner, ast.Call(func=ast.Attribute(value=inner.base, attr=name),
+                                                      args=node.args, keywords=node.keywords))
+            helper = self._helper_call(node)
+            if helper is not None:
+                return helper
             # self.head(x[m]): a submodule applied to the selected rows, applied to every row
             if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
                     and len(node.args) == 1 and not node.keywords):
@@ -339,11 +358,62 @@ class _Scope:
                     return lifted
         return None
 
+    def _helper_call(self, node: ast.Call) -> _Lifted | None:
+        """``iou(p[m], t[m], eps=1e-7)``, ``self.dist_loss(d[m].view(-1, k), t[m])``: a function of
+        the file (or a method or submodule of ``self``) given rows selected by one mask, and other
+        arguments that select nothing, as the same call on every row. Taking it row by row is an
+        assumption (said); a row regrouped by ``.view(-1, k)`` is given as the call regroups it."""
+        f = node.func
+        own = (isinstance(f, ast.Name) and f.id in self.helpers) or (
+            isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self")
+        if not own or any(self._holds_selection(k.value) for k in node.keywords) or (
+                len(node.args) == 1 and isinstance(f, ast.Attribute)):
+            return None  # one argument of self's: the submodule rule below
+        args: list[ast.expr] = []
+        found: list[_Lifted] = []
+        for a in node.args:
+            lifted = self._regrouped(a)
+            if lifted is None:
+                if self._holds_selection(a):
+                    return None
+                args.append(a)
+                continue
+            if lifted.same or (found and not same_mask(found[0].mask, lifted.mask)):
+                return None
+            found.append(lifted)
+            args.append(lifted.base)
+        if not found:
+            return None
+        leaves = [leaf for lifted in found for leaf in lifted.leaves]
+        return _Lifted(ast.Call(func=f, args=args, keywords=node.keywords), found[0].mask, False, leaves, True)
+
+    def _regrouped(self, node: ast.expr) -> _Lifted | None:
+        """A selection, or one regrouped into rows of k (``x[m].view(-1, k)``), lifted."""
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("view", "reshape")
+                and node.args and unparsed(node.args[0]) == "-1" and not node.keywords
+                and not any(self._holds_selection(a) for a in node.args)):
+            inner = self.lift(node.func.value)
+            return None if inner is None else _with_base(inner, ast.Call(
+                func=ast.Attribute(value=inner.base, attr=node.func.attr), args=node.args, keywords=[]))
+        return self.lift(node)
+
     def _holds_selection(self, node: ast.AST) -> bool:
         if any(isinstance(n, ast.Name) and n.id in self.selected for n in ast.walk(node)):
             return True
         return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and self.is_mask(n.slice) is not False
                    for n in ast.walk(node))
+
+
+def _trailing(call: ast.Call) -> bool:
+    """Whether a method's dimensions are all given and all negative (``.sum(-1)``,
+    ``.unsqueeze(dim=-1)``, ``.amax((-2, -1), keepdim=True)``): counted from the end, they name the
+    same dimensions of a selection and of every row."""
+    dims = [k.value for k in call.keywords if k.arg == "dim"] or call.args[:1]
+    if len(dims) != 1 or len(call.args) > 1 or any(k.arg not in ("dim", "keepdim") for k in call.keywords):
+        return False
+    parts = dims[0].elts if isinstance(dims[0], ast.Tuple) else [dims[0]]
+    return bool(parts) and all(isinstance(p, ast.UnaryOp) and isinstance(p.op, ast.USub)
+                               and isinstance(p.operand, ast.Constant) and type(p.operand.value) is int for p in parts)
 
 
 # Functions undefined or with an infinite derivative at zero: the values left out are set to 1 there.
@@ -424,6 +494,11 @@ class _Filled(ast.NodeTransformer):
         return super().visit(node)
 
 
+_ROWWISE = ("the submodule or helper works row by row (nothing in it mixes the rows it is given) and now runs on "
+            "every row, the unselected ones too; their values are masked out, but a NaN or inf computed there would "
+            "reach the gradient")
+
+
 class _Inline(Reduced):
     """Reductions and losses of selections inside one statement, as masked ops."""
 
@@ -456,8 +531,7 @@ class _Inline(Reduced):
     def _selection(self, lifted: _Lifted) -> Selection:
         base = filled(self.scope, lifted)
         if lifted.rowwise:
-            self.assumes.add("the submodule works row by row (nothing in it mixes the rows it is given) and now "
-                             "runs on every row, the unselected ones too")
+            self.assumes.add(_ROWWISE)
         if not lifted.same and not _simple(base):
             base = ast.Name(self._temp(unparsed(base)))  # the value is read again for the mask's shape
         return Selection(base, unparsed(lifted.mask), lifted.mask, same=lifted.same)
@@ -685,7 +759,10 @@ def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
     """``d = f(x[m])`` whose later reads are all inside reductions (``(d ** 2).mean()``,
     ``d.sum()``) as ``d = f(x)`` over every element and those reductions masked. Selections by
     the same mask bound to other names after it (``p = p.masked_select(m)``, then ``y =
-    y.masked_select(m)``, then ``loss(p, y)``) go with it: each name holds every element."""
+    y.masked_select(m)``, then ``loss(p, y)``), or computed from those names (``iou = box_iou(p[m],
+    t[m])``, ``loss = iou * w``), go with it: each name holds every element. A name a reduction
+    binds again (``loss = loss.sum() / n``) leaves the group there; an ``if`` whose test reads none
+    of them is followed into (``if self.dfl:`` around a second loss)."""
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
         return None
     name = stmt.targets[0].id
@@ -694,44 +771,96 @@ def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
     if lifted is None or name in names_loaded(lifted.mask):
         return None
     block, at = block_of(text.source, stmt)
-    fix = _Inline(scope, _taken(text.source, stmt))
-    out = _bound_line(name, filled(scope, lifted))
+    run = _Run(scope, text, lifted.mask, _Inline(scope, _taken(text.source, stmt)))
     scope.selected[name] = (lifted.mask, lifted.same)
-    group = {name}
-    watched = names_loaded(lifted.mask)  # rebound before the reads: the mask would not be the same
-    pending: list[str] = []
-    last: ast.stmt | None = None
-    for s in block[at + 1:]:
-        if names_stored(s) & watched:
-            break
-        other = _also_selected(scope, s, lifted.mask, group)
-        if other is not None:
-            out += pending + _bound_line(*other)
-            pending = []
-            continue
-        if not names_loaded(s) & group:
-            if names_stored(s) & group:
-                break  # bound again: what follows reads another value
-            pending += text.statement_lines(s)
-            continue
-        if not isinstance(s, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)) or s.value is None:
-            return None
-        fix.used = False
-        value = fix.visit(copy.deepcopy(s.value))
-        if not fix.used or fix.bad or _left_selection(scope, value, fix.made):
-            return None  # read as it is somewhere: its size is the data's
-        new = copy.deepcopy(s)
-        new.value = value  # type: ignore[assignment]
-        out += pending + fix.bound + unparsed(new).split("\n")
-        pending, fix.bound, last = [], [], s
-    if last is None or any(read_later(text.source, stmt, n, after=last) for n in group):
+    run.group.add(name)
+    out = _bound_line(name, filled(scope, lifted))
+    followed = run.follow(block[at + 1:])
+    if followed is None or run.last is None:
         return None
-    names = ", ".join(f"`{n}`" for n in sorted(group))
+    out += followed[0]
+    if any(read_later(text.source, stmt, n, after=run.last) for n in run.group):
+        return None
+    if lifted.rowwise or scope.rowwise:
+        run.fix.assumes.add(_ROWWISE)
+    names = ", ".join(f"`{n}`" for n in sorted(run.group | run.left))
     note = "; ".join([f"the index is a boolean mask (of the selected tensor's leading dimensions); {names} now "
-                      f"hold{'s' if len(group) == 1 else ''} every element, and each read is a reduction, masked",
-                      *sorted(fix.assumes)])
-    return Made(out, BOUND, note, last=last)
+                      f"hold{'s' if len(run.group | run.left) == 1 else ''} every element, and each read is a "
+                      "reduction, masked", *sorted(run.fix.assumes)])
+    return Made(out, BOUND, note, last=run.last)
 
+
+class _Run:
+    """The statements after a bound selection, followed while they read its group of names."""
+
+    def __init__(self, scope: _Scope, text: Text, mask: ast.expr, fix: _Inline) -> None:
+        self.scope, self.text, self.mask, self.fix = scope, text, mask, fix
+        self.group: set[str] = set()  # names holding every element (a selection's, lifted)
+        self.left: set[str] = set()  # names that held every element until a reduction bound them again
+        self.watched = names_loaded(mask)  # rebound before the reads: the mask would not be the same
+        self.last: ast.stmt | None = None  # the last statement that reads the group
+
+    def follow(self, stmts: list[ast.stmt]) -> tuple[list[str], list[str], bool] | None:
+        """The lines of ``stmts`` rewritten up to the last read of the group, the lines after it
+        as written, and whether the run ended inside them (a name bound again, the mask rebound:
+        what follows is not its); None when a read is not a reduction."""
+        out: list[str] = []
+        pending: list[str] = []
+        for k, s in enumerate(stmts):
+            if names_stored(s) & self.watched:
+                return out, pending + self.text.body_lines(stmts[k:]), True
+            other = _also_selected(self.scope, s, self.mask, self.group)
+            if other is not None:
+                out += pending + _bound_line(*other)
+                pending = []
+                self.last = s
+                continue
+            if not names_loaded(s) & self.group:
+                if names_stored(s) & self.group:  # bound again: what follows reads another value
+                    return out, pending + self.text.body_lines(stmts[k:]), True
+                if any(isinstance(n, ast.Subscript) and same_mask(n.slice, self.mask) for n in ast.walk(s)):
+                    return None  # the mask selects again in a way no rewrite here takes: it would still break
+                pending += self.text.statement_lines(s)
+                continue
+            if isinstance(s, ast.If) and not names_loaded(s.test) & self.group:
+                branches = self._branches(s)
+                if branches is None:
+                    return None
+                out += pending + branches
+                pending, self.last = [], s
+                continue
+            if not isinstance(s, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)) or s.value is None:
+                return None
+            self.fix.used = False
+            value = self.fix.visit(copy.deepcopy(s.value))
+            if not self.fix.used or self.fix.bad or _left_selection(self.scope, value, self.fix.made):
+                return None  # read as it is somewhere: its size is the data's
+            new = copy.deepcopy(s)
+            new.value = value  # type: ignore[assignment]
+            out += pending + self.fix.bound + unparsed(new).split("\n")
+            pending, self.fix.bound, self.last = [], [], s
+            for gone in names_stored(s) & self.group:  # loss = loss.sum() / n: a reduced value now
+                self.group.discard(gone)
+                self.scope.selected.pop(gone, None)
+                self.left.add(gone)
+        return out, pending, False
+
+    def _branches(self, s: ast.If) -> list[str] | None:
+        """An ``if`` (settings, not the data) whose branches read the group, each followed whole;
+        the group the same after either branch (a name selected in one only would be two things)."""
+        before = set(self.group)
+        lines = [f"if {unparsed(s.test)}:"]
+        for label, body in (("", s.body), ("else:", s.orelse)):
+            if not body:
+                continue
+            self.group = set(before)
+            followed = self.follow(body)
+            if followed is None or followed[2] or self.group != before:
+                return None
+            if label:
+                lines.append(label)
+            lines += ["    " + ln if ln else ln for ln in followed[0] + followed[1]]
+        return lines
 
 
 def _bound_line(name: str, base: ast.expr) -> list[str]:
@@ -745,13 +874,15 @@ def _also_selected(scope: _Scope, s: ast.stmt, mask: ast.expr, group: set[str]) 
     if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
         return None
     other = s.targets[0].id
-    if other in group or names_loaded(s.value) & group:
+    if other in group:
         return None
     lifted = scope.lift(s.value)
     if lifted is None or not same_mask(lifted.mask, mask) or other in names_loaded(lifted.mask):
         return None
     group.add(other)
     scope.selected[other] = (lifted.mask, lifted.same)
+    if lifted.rowwise:
+        scope.rowwise = True
     return other, filled(scope, lifted)
 
 

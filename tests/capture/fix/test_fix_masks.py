@@ -599,6 +599,48 @@ def test_lengths_read_in_place_pool_as_a_mask_and_ends_pick_by_gather() -> None:
         assert numbers.LIST not in _made(inline.replace("n - 1]", f"{entry}]"), 2, SCALAR), entry
 
 
+def test_selections_through_a_helper_and_a_settings_branch_are_summed_masked() -> None:
+    # A task-aligned detector's box loss: the weight, a helper of the file on the selected boxes,
+    # a submodule's method on rows regrouped by view(-1, k), a name summed and bound again, all
+    # inside an `if` on a setting.
+    body = (
+        "def iou(a, b):\n    return (a * b).sum(-1, keepdim=True)\n\n\n"
+        "def loss(self, p, t, d, s, fg, n):\n"
+        "    w = s.sum(-1)[fg].unsqueeze(-1)\n"
+        "    o = iou(p[fg], t[fg])\n"
+        "    box = ((1.0 - o) * w).sum() / n\n"
+        "    if self.dfl:\n"
+        "        side = self.dfl(d[fg].view(-1, 4), t[fg]) * w\n"
+        "        side = side.sum() / n\n"
+        "    else:\n"
+        "        side = n * 0\n"
+        "    return box, side\n")
+    got = _made(body, 6)[masks.BOUND]
+    assert got == (
+        "    w = s.sum(-1).unsqueeze(-1)\n"
+        "    o = iou(p, t)\n"
+        "    values = (1.0 - o) * w\n"
+        "    box = torch.where(fg.view(*fg.shape, *[1] * (values.dim() - fg.dim())), values, 0).sum() / n\n"
+        "    if self.dfl:\n"
+        "        side = self.dfl(d.view(-1, 4), t) * w\n"
+        "        side = torch.where(fg.view(*fg.shape, *[1] * (side.dim() - fg.dim())), side, 0).sum() / n\n"
+        "    else:\n"
+        "        side = n * 0\n"), got
+    found, _ = candidates(HEAD + body, 6 + HEAD.count("\n"), DYNAMIC_SHAPE)
+    (bound,) = [rw for rw in found if rw.name == masks.BOUND]
+    assert "works row by row" in bound.note and "NaN or inf" in bound.note
+    # Each of these leaves a selection read as it is, or its rows counted otherwise: no rewrite.
+    for old, new in [
+        ("o = iou(p[fg], t[fg])", "o = torch.cdist(p[fg], t[fg])"),  # not the file's own function
+        ("s.sum(-1)[fg].unsqueeze(-1)", "s.sum(-1)[fg].unsqueeze(1)"),  # a dimension counted from the front
+        ("    if self.dfl:", "    if w.sum() > 0:"),  # the test reads the selection
+        ("        side = n * 0", "        side = d[fg]"),  # selected in one branch only
+        ("    return box, side", "    return box, side, w"),  # the selection is returned
+    ]:
+        assert old in body
+        assert masks.BOUND not in _made(body.replace(old, new), 6), new
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fm.PROGRAMS[name]()
     return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
@@ -615,7 +657,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("prompt_masked_loss", numbers.ZIPPED), ("positive_negatives", masks.FILL),
     ("random_segments", numbers.WINDOWS), ("delay_aggregation", numbers.ROLLED),
     ("delay_weights", numbers.PICKED), ("distinct_item_tower", host.PER_ROW),
-    ("checked_renderer", FLAG_FIRST),
+    ("checked_renderer", FLAG_FIRST), ("foreground_box_loss", masks.BOUND),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
