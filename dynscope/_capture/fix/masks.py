@@ -345,6 +345,13 @@ class _Scope:
                 if inner is not None and not inner.same and not any(self._holds_selection(a) for a in node.args):
                     return _with_base(inner, ast.Call(func=ast.Attribute(value=inner.base, attr=name),
                                                       args=node.args, keywords=node.keywords))
+            if name == "one_hot" and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and node.args:
+                # F.one_hot(y[m], n): each selected label's row, a dimension added at the end (the
+                # labels the mask leaves out are filled with class 0 first: an ignored 255 would raise)
+                first = self.lift(node.args[0])
+                if first is not None and not any(self._holds_selection(a) for a in node.args[1:]):
+                    return _Lifted(ast.Call(func=f, args=[first.base, *node.args[1:]], keywords=node.keywords),
+                                   first.mask, False, first.leaves, first.rowwise)
             helper = self._helper_call(node)
             if helper is not None:
                 return helper
@@ -398,6 +405,8 @@ class _Scope:
         return self.lift(node)
 
     def _holds_selection(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute) and node.attr in ("dtype", "device"):
+            return False  # .to(probs.dtype): what the selection holds, not how many
         if any(isinstance(n, ast.Name) and n.id in self.selected for n in ast.walk(node)):
             return True
         return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and self.is_mask(n.slice) is not False
@@ -438,6 +447,13 @@ def _singular(base: ast.expr, leaves: list[ast.expr]) -> bool:
     return False
 
 
+def _labels(base: ast.expr, leaves: list[ast.expr]) -> bool:
+    """Whether the computation reads a selected value as a class label (``F.one_hot``)."""
+    ids = {id(x) for x in leaves}
+    return any(isinstance(n, ast.Call) and _name_of(n) == "one_hot" and any(id(m) in ids for m in ast.walk(n))
+               for n in ast.walk(base))
+
+
 def filled(scope: _Scope, lifted: _Lifted) -> ast.expr:
     """The lifted computation with the values its mask leaves out replaced before any
     arithmetic meets them, where that arithmetic could make them non-finite: set to 1 under a
@@ -446,7 +462,8 @@ def filled(scope: _Scope, lifted: _Lifted) -> ast.expr:
     base = lifted.base
     if any(base is x for x in lifted.leaves):
         return base
-    fill = "1" if _singular(base, lifted.leaves) else "0" if scope.screens(lifted.mask) else ""
+    fill = "1" if _singular(base, lifted.leaves) else "0" if scope.screens(lifted.mask) or _labels(
+        base, lifted.leaves) else ""
     if not fill:
         return base
     sel = Selection(lifted.leaves[0], unparsed(lifted.mask), lifted.mask, same=lifted.same)

@@ -641,6 +641,17 @@ def test_selections_through_a_helper_and_a_settings_branch_are_summed_masked() -
         assert masks.BOUND not in _made(body.replace(old, new), 6), new
 
 
+def test_one_hot_labels_of_a_selection_are_filled_with_class_zero_where_the_mask_leaves_them_out() -> None:
+    body = ("def dice(logits, y, n):\n    ok = y != 255\n    p = logits[ok].softmax(-1)\n"
+            "    t = F.one_hot(y[ok], n).float()\n    return 1 - (2 * (p * t).sum(0) / (p + t).sum(0)).mean()\n")
+    got = _made(body, 3)[masks.BOUND]
+    # the ignored label (255) would make one_hot raise: class 0 there, masked out of every sum
+    assert "    t = F.one_hot(torch.where(" in got and ", y, 0), n).float()\n" in got, got
+    assert ".flatten(0, ok.dim() - 1).sum(0)" in got and "[ok]" not in got
+    # one_hot over the mask's own positions only: a label read another way is left alone
+    assert masks.BOUND not in _made(body.replace("F.one_hot(y[ok], n)", "F.one_hot(y[ok].argmax(), n)"), 3)
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fm.PROGRAMS[name]()
     return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
@@ -658,6 +669,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("random_segments", numbers.WINDOWS), ("delay_aggregation", numbers.ROLLED),
     ("delay_weights", numbers.PICKED), ("distinct_item_tower", host.PER_ROW),
     ("checked_renderer", FLAG_FIRST), ("foreground_box_loss", masks.BOUND),
+    ("part_segment_loss", masks.BOUND),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
