@@ -706,6 +706,29 @@ def part_segment_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     labels[torch.rand(2, 16, generator=g) < 0.3] = -1
     return PartSegmentLoss(), (torch.randn(2, 16, 5, generator=g), labels)
 
+
+class UnsureTokenRefiner(nn.Module):
+    """A decoder step that refines only the tokens it is unsure of: their states pass an extra MLP,
+    scaled by a gate, and are written back (a mixture-of-depths or early-exit step, in our words)."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.score, self.gate = nn.Linear(d, 1), nn.Linear(d, 1)
+        self.refine = nn.Sequential(nn.Linear(d, 16), nn.GELU(), nn.Linear(16, d))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        unsure = torch.sigmoid(self.score(h.detach())).squeeze(-1) < 0.5
+        hard = h[unsure]  # SITE: selections bound to names, every row computed and written back through the mask
+        gate = self.gate(h).squeeze(-1)[unsure]  # SITE: gone with the verified patches
+        out = h.clone()
+        out[unsure] = hard + torch.tanh(gate).unsqueeze(-1) * self.refine(hard)
+        return out
+
+
+def unsure_token_refiner() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(853)
+    return UnsureTokenRefiner(), (torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(854)),)
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -735,4 +758,5 @@ PROGRAMS: dict[str, Any] = {
     "checked_renderer": checked_renderer,
     "foreground_box_loss": foreground_box_loss,
     "part_segment_loss": part_segment_loss,
+    "unsure_token_refiner": unsure_token_refiner,
 }

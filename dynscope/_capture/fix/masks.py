@@ -43,7 +43,7 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ASSIGN", "BOUND", "FILL", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "guarded_fill",
+__all__ = ["ASSIGN", "BOUND", "WRITTEN", "FILL", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "guarded_fill",
            "ignored_targets", "inline_selection", "masked_assignment", "same_mask"]
 
 INLINE = "masked reduction inline"
@@ -687,8 +687,19 @@ def inline_selection(stmt: ast.stmt, text: Text) -> Made | None:
     return Made([*fix.bound, *unparsed(new).split("\n")], kind, note)
 
 
+_ASSIGNED = ("the index is a boolean mask of the assigned tensor's leading dimensions; the assigned value has the "
+             "tensor's shape or broadcasts over the selected rows; the tensor is changed in place, as before")
+
+
 def masked_assignment(stmt: ast.stmt, text: Text) -> Made | None:
     """``x[m] = y[m]`` (or ``= v``) and ``x[m] += v`` as ``x.copy_(torch.where(m, ..., x))``."""
+    lines = _assigned(_Scope(text.source, stmt), stmt, text)
+    return None if lines is None else Made(lines, ASSIGN, _ASSIGNED)
+
+
+def _assigned(scope: _Scope, stmt: ast.stmt, text: Text) -> list[str] | None:
+    """The lines of :func:`masked_assignment` in ``scope`` (whose bound selections the value may
+    read: the group of :func:`bound_selection`); None when the statement is no such write."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         target, value, op = stmt.targets[0], stmt.value, None
     elif isinstance(stmt, ast.AugAssign):
@@ -697,7 +708,6 @@ def masked_assignment(stmt: ast.stmt, text: Text) -> Made | None:
         return None
     if not isinstance(target, ast.Subscript) or not _simple(target.value):
         return None
-    scope = _Scope(text.source, stmt)
     if scope.is_mask(target.slice) is False:
         return None
     x, mask = target.value, target.slice
@@ -732,9 +742,7 @@ def masked_assignment(stmt: ast.stmt, text: Text) -> Made | None:
     operand = v if isinstance(new_value, (ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({v})"
     kept = v if op is None else f"{paren(xs_read)} {_OPS[type(op)]} {operand}"
     lines.append(f"{xs}.copy_(torch.where({sel.widened()}, {kept}, {xs}))")
-    return Made(lines, ASSIGN, (
-        "the index is a boolean mask of the assigned tensor's leading dimensions; the assigned value has the "
-        "tensor's shape or broadcasts over the selected rows; the tensor is changed in place, as before"))
+    return lines
 
 
 def _reads_expr(node: ast.AST, target: ast.expr) -> bool:
@@ -770,6 +778,7 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", 
 
 
 BOUND = "masked reductions of a selection bound to a name"
+WRITTEN = "selections bound to names, every row computed and written back through the mask"
 
 
 def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
@@ -801,10 +810,12 @@ def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
     if lifted.rowwise or scope.rowwise:
         run.fix.assumes.add(_ROWWISE)
     names = ", ".join(f"`{n}`" for n in sorted(run.group | run.left))
+    reads = "each read is a reduction, masked, or a write through the mask" if run.written else \
+        "each read is a reduction, masked"
     note = "; ".join([f"the index is a boolean mask (of the selected tensor's leading dimensions); {names} now "
-                      f"hold{'s' if len(run.group | run.left) == 1 else ''} every element, and each read is a "
-                      "reduction, masked", *sorted(run.fix.assumes)])
-    return Made(out, BOUND, note, last=run.last)
+                      f"hold{'s' if len(run.group | run.left) == 1 else ''} every element, and {reads}",
+                      *sorted(run.fix.assumes)])
+    return Made(out, WRITTEN if run.written else BOUND, note, last=run.last)
 
 
 class _Run:
@@ -816,6 +827,7 @@ class _Run:
         self.left: set[str] = set()  # names that held every element until a reduction bound them again
         self.watched = names_loaded(mask)  # rebound before the reads: the mask would not be the same
         self.last: ast.stmt | None = None  # the last statement that reads the group
+        self.written = False  # the group is written back through the mask (out[m] = f(sel))
 
     def follow(self, stmts: list[ast.stmt]) -> tuple[list[str], list[str], bool] | None:
         """The lines of ``stmts`` rewritten up to the last read of the group, the lines after it
@@ -845,6 +857,18 @@ class _Run:
                     return None
                 out += pending + branches
                 pending, self.last = [], s
+                continue
+            write = s.targets[0] if isinstance(s, ast.Assign) and len(s.targets) == 1 else \
+                s.target if isinstance(s, ast.AugAssign) else None
+            if isinstance(write, ast.Subscript) and same_mask(write.slice, self.mask):
+                # out[m] = tokens + w * self.block(tokens): written back through the mask, every row
+                lines = _assigned(self.scope, s, self.text)
+                if lines is None:
+                    return None
+                out += pending + lines
+                pending, self.last = [], s
+                self.fix.assumes.add(_ASSIGNED)
+                self.written = True
                 continue
             if not isinstance(s, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)) or s.value is None:
                 return None

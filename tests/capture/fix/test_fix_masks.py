@@ -652,6 +652,19 @@ def test_one_hot_labels_of_a_selection_are_filled_with_class_zero_where_the_mask
     assert masks.BOUND not in _made(body.replace("F.one_hot(y[ok], n)", "F.one_hot(y[ok].argmax(), n)"), 3)
 
 
+def test_selections_written_back_through_their_mask_are_every_row_computed_and_kept_where_it_holds() -> None:
+    body = ("def step(self, h, m):\n    hard = h[m]\n    g = self.gate(h).squeeze(-1)[m]\n    out = h.clone()\n"
+            "    out[m] = hard + torch.tanh(g).unsqueeze(-1) * self.mlp(hard)\n    return out\n")
+    got = _made(body, 2)
+    assert masks.BOUND not in got and got[masks.WRITTEN] == (
+        "    hard = h\n    g = self.gate(h).squeeze(-1)\n    out = h.clone()\n"
+        "    out.copy_(torch.where(m.view(*m.shape, *[1] * (out.dim() - m.dim())), "
+        "hard + torch.tanh(g).unsqueeze(-1) * self.mlp(hard), out))\n")
+    # written through another mask, or a value of another selection's rows: left alone
+    assert masks.WRITTEN not in _made(body.replace("    out[m] = hard", "    out[~m] = hard"), 2)
+    assert masks.WRITTEN not in _made(body.replace("* self.mlp(hard)", "* self.mlp(h[m][:1])"), 2)
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fm.PROGRAMS[name]()
     return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
@@ -669,7 +682,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("random_segments", numbers.WINDOWS), ("delay_aggregation", numbers.ROLLED),
     ("delay_weights", numbers.PICKED), ("distinct_item_tower", host.PER_ROW),
     ("checked_renderer", FLAG_FIRST), ("foreground_box_loss", masks.BOUND),
-    ("part_segment_loss", masks.BOUND),
+    ("part_segment_loss", masks.BOUND), ("unsure_token_refiner", masks.WRITTEN),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
