@@ -80,7 +80,9 @@ marked fixable or must-not:
   neural ODE, GraphCast, DiffPool. Measured unseen once (13 of 62 fixable sites removed, 2
   verified at must-not sites: guarded prints the run never reached); the guard verified only
   where the report ran, the loop over lengths, the conditional's split test and the assert's
-  constant message were written after reading it.
+  constant message were written after reading it; so were a selection's group followed through
+  the file's helpers, an `if` on a setting and a write back through the mask (YOLOv8's box and
+  DFL losses), and one-hot labels of a selection (after reading set 7's Dice loss again).
 
 Prints, per set and per break category, the sites found, removed by verified patches,
 proposed (not verified) and left alone; the share of fixable sites removed (goal: 75%);
