@@ -693,8 +693,11 @@ _ASSIGNED = ("the index is a boolean mask of the assigned tensor's leading dimen
 
 def masked_assignment(stmt: ast.stmt, text: Text) -> Made | None:
     """``x[m] = y[m]`` (or ``= v``) and ``x[m] += v`` as ``x.copy_(torch.where(m, ..., x))``."""
-    lines = _assigned(_Scope(text.source, stmt), stmt, text)
-    return None if lines is None else Made(lines, ASSIGN, _ASSIGNED)
+    scope = _Scope(text.source, stmt)
+    lines = _assigned(scope, stmt, text)
+    if lines is None:
+        return None
+    return Made(lines, ASSIGN, f"{_ASSIGNED}; {_ROWWISE}" if scope.rowwise else _ASSIGNED)
 
 
 def _assigned(scope: _Scope, stmt: ast.stmt, text: Text) -> list[str] | None:
@@ -716,6 +719,7 @@ def _assigned(scope: _Scope, stmt: ast.stmt, text: Text) -> list[str] | None:
         if not same_mask(lifted.mask, mask):
             return None
         new_value: ast.expr = lifted.base
+        scope.rowwise = scope.rowwise or lifted.rowwise  # x[m] = self.f(x[m]): f now runs on every row
     elif _left_selection(scope, value):
         return None
     else:

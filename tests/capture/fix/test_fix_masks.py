@@ -660,6 +660,9 @@ def test_selections_written_back_through_their_mask_are_every_row_computed_and_k
         "    hard = h\n    g = self.gate(h).squeeze(-1)\n    out = h.clone()\n"
         "    out.copy_(torch.where(m.view(*m.shape, *[1] * (out.dim() - m.dim())), "
         "hard + torch.tanh(g).unsqueeze(-1) * self.mlp(hard), out))\n")
+    found, _ = candidates(HEAD + body, 2 + HEAD.count("\n"), DYNAMIC_SHAPE)
+    (written,) = [rw for rw in found if rw.name == masks.WRITTEN]
+    assert "works row by row" in written.note and "changed in place" in written.note, written.note
     # written through another mask, or a value of another selection's rows: left alone
     assert masks.WRITTEN not in _made(body.replace("    out[m] = hard", "    out[~m] = hard"), 2)
     assert masks.WRITTEN not in _made(body.replace("* self.mlp(hard)", "* self.mlp(h[m][:1])"), 2)
