@@ -654,7 +654,10 @@ class ForegroundBoxLoss(nn.Module):
         total = target_scores.sum().clamp(min=1)
         weight = target_scores.sum(-1)[fg_mask].unsqueeze(-1)  # SITE: masked reductions of a selection bound to a name
         giou = _paired_giou(pred_boxes[fg_mask], target_boxes[fg_mask])  # SITE: gone with the verified patches
-        loss_box = ((1.0 - giou) * weight).sum() / total
+        pred_fg = pred_boxes[fg_mask]  # SITE: gone with the verified patches
+        target_fg = target_boxes[fg_mask]  # SITE: gone with the verified patches
+        shift = (pred_fg[..., :2] + pred_fg[..., 2:] - target_fg[..., :2] - target_fg[..., 2:]) / 2
+        loss_box = ((1.0 - giou) * weight).sum() / total + ((shift ** 2).sum(-1, keepdim=True) * weight).sum() / total
         if self.sides is not None:
             sides = torch.cat([anchors - target_boxes[..., :2], target_boxes[..., 2:] - anchors], -1)
             sides = sides.clamp(0, self.bins - 1.01)

@@ -292,6 +292,12 @@ class _Scope:
             mask, same = self.selected[node.id]
             return _Lifted(node, mask, same, [node])
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            if _from_the_end(node.slice) and not self._holds_selection(node.slice):
+                # p[..., :2] of selected boxes: counted from the end, the same place in every row
+                inner = self.lift(node.value)
+                if inner is not None and not inner.same:
+                    return _with_base(inner, ast.Subscript(value=inner.base, slice=node.slice, ctx=ast.Load()))
+                return None
             if self.is_mask(node.slice) is not False and not self._holds_selection(node.value):
                 return _Lifted(node.value, node.slice, self.same_shape(node.value, node.slice), [node.value])
             return None
@@ -411,6 +417,15 @@ class _Scope:
             return True
         return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and self.is_mask(n.slice) is not False
                    for n in ast.walk(node))
+
+
+def _from_the_end(index: ast.expr) -> bool:
+    """Whether an index starts with ``...`` and then takes slices or numbers only (``[..., :2]``,
+    ``[..., 0]``): it names the trailing dimensions, whatever leads them."""
+    parts = index.elts if isinstance(index, ast.Tuple) else []
+    return len(parts) > 1 and isinstance(parts[0], ast.Constant) and parts[0].value is Ellipsis and all(
+        isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and type(p.value) is int)
+        or (isinstance(p, ast.UnaryOp) and isinstance(p.operand, ast.Constant)) for p in parts[1:])
 
 
 def _trailing(call: ast.Call) -> bool:

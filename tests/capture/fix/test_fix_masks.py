@@ -668,6 +668,17 @@ def test_selections_written_back_through_their_mask_are_every_row_computed_and_k
     assert masks.WRITTEN not in _made(body.replace("* self.mlp(hard)", "* self.mlp(h[m][:1])"), 2)
 
 
+def test_coordinates_sliced_from_the_end_of_selected_boxes_stay_in_the_group() -> None:
+    body = ("def loss(p, t, fg, n):\n    pb = p[fg]\n    tb = t[fg]\n"
+            "    wh = (pb[..., 2:] - pb[..., :2]) - (tb[..., 2:] - tb[..., :2])\n    return (wh ** 2).sum() / n\n")
+    got = _made(body, 2)[masks.BOUND]
+    assert got.startswith("    pb = p\n    tb = t\n    wh = pb[..., 2:] - pb[..., :2] - (tb[..., 2:] - tb[..., :2])\n"), got
+    assert "torch.where(fg.view(" in got and "[fg]" not in got
+    # counted from the front (pb[:, 0] is dimension 1 of every row), or by a tensor: left alone
+    for old, new in [("pb[..., :2]", "pb[:, :2]"), ("pb[..., :2]", "pb[..., idx]")]:
+        assert masks.BOUND not in _made(body.replace(old, new), 2), new
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fm.PROGRAMS[name]()
     return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
