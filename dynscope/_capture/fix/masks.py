@@ -346,18 +346,9 @@ class _Scope:
                     if first is not None and not any(self._holds_selection(a) for a in node.args[1:]):
                         return _with_base(first, ast.Call(func=f, args=[first.base, *node.args[1:]],
                                                           keywords=node.keywords))
-            if isinstance(f, ast.Attribute) and name in _TRAILING and _trailing(node):
-                inner = self.lift(f.value)
-                if inner is not None and not inner.same and not any(self._holds_selection(a) for a in node.args):
-                    return _with_base(inner, ast.Call(func=ast.Attribute(value=inner.base, attr=name),
-                                                      args=node.args, keywords=node.keywords))
-            if name == "one_hot" and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and node.args:
-                # F.one_hot(y[m], n): each selected label's row, a dimension added at the end (the
-                # labels the mask leaves out are filled with class 0 first: an ignored 255 would raise)
-                first = self.lift(node.args[0])
-                if first is not None and not any(self._holds_selection(a) for a in node.args[1:]):
-                    return _Lifted(ast.Call(func=f, args=[first.base, *node.args[1:]], keywords=node.keywords),
-                                   first.mask, False, first.leaves, first.rowwise)
+            along = self._along_rows(node)
+            if along is not None:
+                return along
             helper = self._helper_call(node)
             if helper is not None:
                 return helper
@@ -369,6 +360,24 @@ class _Scope:
                     lifted = _with_base(inner, ast.Call(func=f, args=[inner.base], keywords=[]))
                     lifted.rowwise = True
                     return lifted
+        return None
+
+    def _along_rows(self, node: ast.Call) -> _Lifted | None:
+        """``x[m].sum(-1)``, ``.unsqueeze(-1)`` (dimensions counted from the end) and
+        ``F.one_hot(y[m], n)`` (a dimension added at the end): each selected row's result at its
+        place, so the same call on every row."""
+        f, name = node.func, _name_of(node)
+        if isinstance(f, ast.Attribute) and name in _TRAILING and _trailing(node):
+            inner = self.lift(f.value)
+            if inner is not None and not inner.same and not any(self._holds_selection(a) for a in node.args):
+                return _with_base(inner, ast.Call(func=ast.Attribute(value=inner.base, attr=name),
+                                                  args=node.args, keywords=node.keywords))
+        if name == "one_hot" and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and node.args:
+            # the labels the mask leaves out are filled with class 0 first (filled): an ignored 255 would raise
+            first = self.lift(node.args[0])
+            if first is not None and not any(self._holds_selection(a) for a in node.args[1:]):
+                return _Lifted(ast.Call(func=f, args=[first.base, *node.args[1:]], keywords=node.keywords),
+                               first.mask, False, first.leaves, first.rowwise)
         return None
 
     def _helper_call(self, node: ast.Call) -> _Lifted | None:
