@@ -36,12 +36,8 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put the longest modules first (stable: each module's own order is kept)."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-
-    def key(item: pytest.Item) -> int:
-        path = Path(str(item.path)).resolve().relative_to(ROOT).as_posix()
-        return rank.get(path, len(rank))
-
-    items.sort(key=key)
+    # a node id starts with the module's path from the root (the rootdir, where pyproject.toml is)
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def normalise(text: str) -> str:

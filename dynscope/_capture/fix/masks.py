@@ -101,6 +101,15 @@ def _loss_module(value: ast.expr) -> tuple[str, list[ast.keyword]] | None:
 
 
 @lru_cache(maxsize=8)
+def _helpers(source: str) -> frozenset[str]:
+    """Functions the file defines (module level or nested) or imports from its own package
+    (``from .boxes import iou``): the user's own helpers. Read once a file, as its losses are."""
+    tree = parsed(source)
+    return frozenset({n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} | {
+        a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0 for a in n.names})
+
+
+@lru_cache(maxsize=8)
 def _module_losses(source: str) -> dict[str, tuple[str, list[ast.keyword]]]:
     """``self.<attr> = nn.MSELoss(...)`` in the file: attr -> (the functional, its keywords), for
     attributes bound to one loss module only, with keywords the functional takes alike."""
@@ -191,11 +200,7 @@ class _Scope:
             self.unknown |= {a.arg for a in (*fn.args.args, *fn.args.kwonlyargs, *fn.args.posonlyargs)}
         self.selected: dict[str, tuple[ast.expr, bool]] = {}  # a name bound to a selection: its mask, same shape
         self.rowwise = False  # a name was bound to a submodule's or helper's work on the selected rows
-        # Functions the file defines (module level or nested) or imports from its own package
-        # (``from .boxes import iou``): the user's own helpers
-        tree = parsed(source)
-        self.helpers = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} | {
-            a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0 for a in n.names}
+        self.helpers = _helpers(source)
         self.losses = _module_losses(source)
         # loss_fct = nn.CrossEntropyLoss() in the function (bound once): its functional too
         self.local_losses = {n: loss for n, vs in self.values.items() if len(vs) == 1 and n not in self.unknown
@@ -827,6 +832,7 @@ def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
     block, at = block_of(text.source, stmt)
     run = _Run(scope, text, lifted.mask, _Inline(scope, _taken(text.source, stmt)))
     scope.selected[name] = (lifted.mask, lifted.same)
+    scope.rowwise = lifted.rowwise
     run.group.add(name)
     out = _bound_line(name, filled(scope, lifted))
     followed = run.follow(block[at + 1:])
@@ -835,7 +841,7 @@ def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
     out += followed[0]
     if any(read_later(text.source, stmt, n, after=run.last) for n in run.group):
         return None
-    if lifted.rowwise or scope.rowwise:
+    if scope.rowwise:
         run.fix.assumes.add(_ROWWISE)
     names = ", ".join(f"`{n}`" for n in sorted(run.group | run.left))
     reads = "each read is a reduction, masked, or a write through the mask" if run.written else \
