@@ -11,6 +11,7 @@ reinstalled from the working tree every run. It needs pip and access to the pack
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -65,18 +66,42 @@ def no_torch_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def build_no_torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Make (or reuse) the venv without torch, install this working tree's dynscope in it,
-    and return its python (tests/capture/test_ranks.py reads a job's trace there too)."""
+    and return its python (tests/capture/test_ranks.py reads a job's trace there too).
+
+    The venv is shared by every module that reads without torch, and pytest-xdist runs those
+    modules on different workers at once: it is built and dynscope installed under a file lock,
+    and dynscope only when its source changed (a reinstall under another worker's running CLI
+    had removed modules it was about to import)."""
     deps = _runtime_deps() + ["setuptools>=77"]  # setuptools: to build dynscope without fetching it each run
     key = hashlib.sha256("\n".join([sys.version, *deps]).encode()).hexdigest()[:12]
     venv = Path(tempfile.gettempdir()) / f"dynscope-test-no-torch-{key}"
-    ready = venv / ".deps-installed"
-    if not ready.exists():
-        shutil.rmtree(venv, ignore_errors=True)  # a half-built one from an interrupted run
-        res = _run([sys.executable, "-m", "venv", str(venv)], cwd=ROOT)
-        assert res.returncode == 0, f"python -m venv failed: {res.stderr}"
-        res = _run([str(_python(venv)), "-m", "pip", "install", "-q", *deps], cwd=ROOT)
-        assert res.returncode == 0, f"pip install {' '.join(deps)} failed: {res.stderr[-2000:]}"
-        ready.write_text("\n".join(deps) + "\n")
+    with open(venv.with_name(venv.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ready = venv / ".deps-installed"
+        if not ready.exists():
+            shutil.rmtree(venv, ignore_errors=True)  # a half-built one from an interrupted run
+            res = _run([sys.executable, "-m", "venv", str(venv)], cwd=ROOT)
+            assert res.returncode == 0, f"python -m venv failed: {res.stderr}"
+            res = _run([str(_python(venv)), "-m", "pip", "install", "-q", *deps], cwd=ROOT)
+            assert res.returncode == 0, f"pip install {' '.join(deps)} failed: {res.stderr[-2000:]}"
+            ready.write_text("\n".join(deps) + "\n")
+        installed, source = venv / ".dynscope-installed", _source_digest()
+        if not installed.exists() or installed.read_text() != source:
+            _install_dynscope(venv, tmp_path_factory)
+            installed.write_text(source)
+    return _python(venv)
+
+
+def _source_digest() -> str:
+    """The working tree's dynscope as installed: its files' paths and bytes, and pyproject.toml."""
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
+    for path in sorted((ROOT / "dynscope").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _install_dynscope(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     # A copy of the source: building in the working tree would leave build/ behind.
     src = tmp_path_factory.mktemp("dynscope-src")
     shutil.copy(ROOT / "pyproject.toml", src)
@@ -89,7 +114,6 @@ def build_no_torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cwd=src,
     )
     assert res.returncode == 0, f"installing dynscope failed: {res.stderr[-2000:]}"
-    return _python(venv)
 
 
 @pytest.fixture(scope="module")
