@@ -143,7 +143,13 @@ def _dots_running() -> list[int]:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if cmd and Path(cmd[0].decode(errors="replace")).name == "dot" and b"-Tsvg" in cmd:
+        if not (cmd and Path(cmd[0].decode(errors="replace")).name == "dot" and b"-Tsvg" in cmd):
+            continue
+        try:  # another pytest-xdist worker's dot, rendering its own page, is not this test's
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid in (os.getpid(), 1):
             found.append(int(proc.name))
     return found
 
