@@ -79,6 +79,7 @@ from dynscope._model import (
     Verdict,
 )
 from dynscope._model.codec import load
+from dynscope._model.display import use_renderers as _use_renderers
 from dynscope._model.merge import merge, save_rank
 
 if typing.TYPE_CHECKING:
@@ -93,6 +94,11 @@ if typing.TYPE_CHECKING:
     from dynscope._read.reading import read
     from dynscope._read.trace_file import load_trace
     from dynscope._testing import assert_compiles
+
+# The model's output shortcuts (summary(), to_html(), ...) reach the renderers through this
+# loader, given from here, above both floors: the model never imports a renderer, and the
+# door is imported at a shortcut's first call, not with dynscope.
+_use_renderers(lambda: importlib.import_module("dynscope._render"))
 
 __version__ = "0.1.0"
 

@@ -1,11 +1,12 @@
 """The model's output shortcuts (``summary()``, ``str()``, ``to_html()``, ``render()``,
 ``to_dot()``, ``to_svg()``, ``to_script()``, ``_repr_html_``): mixins whose every method hands the object to
-one function of the render door, ``dynscope._render``.
+one function of the renderers' door, ``dynscope._render``.
 
-This is the model's only way up the stack, and it is taken late (:func:`_door`, at the first
-call), as Rich's ``JupyterMixin`` reaches the console: importing the model imports no
-renderer, and nothing else in the model imports above it. Internal code never calls these
-shortcuts; it calls the renderers.
+The model never imports the door: the public package (``dynscope/__init__``, the front end
+above both) hands it a loader of the door with :func:`use_renderers` when dynscope is
+imported, and each shortcut calls through it. So the model imports nothing above it, not even
+late, and importing the model loads no renderer (the loader runs at a shortcut's first call).
+Internal code never calls these shortcuts; it calls the renderers.
 
 Each mixin serves one model class (named in its docstring); ``self`` is left unannotated
 (mypy does not accept a mixin's self typed as the class that inherits it), and the door's
@@ -22,12 +23,14 @@ from dynscope._lexicon.wording import resume_label
 from dynscope._model.base import _brief
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import ModuleType
 
     from dynscope._model.graph import Lowering
     from dynscope._model.report import Report
 
 __all__ = [
+    "use_renderers",
     "AdviceShortcuts",
     "AotGraphShortcuts",
     "BreakShortcuts",
@@ -49,14 +52,26 @@ __all__ = [
 ]
 
 
-def _door() -> ModuleType:
-    """The render door, imported on first use (the model's one upward import).
+#: The loader of the renderers' door, given by the front end (:func:`use_renderers`).
+_load_door: Callable[[], ModuleType] | None = None
 
-    Spelled ``import dynscope._render``: it names the door and nothing else.
+
+def use_renderers(load: Callable[[], ModuleType]) -> None:
+    """Give the shortcuts their renderers: ``load()`` returns the render door's module.
+
+    Called once by ``dynscope/__init__`` (with a loader of ``dynscope._render``), which every
+    import of a dynscope module runs first; a test may wire other renderers the same way.
     """
-    import dynscope._render as _render
+    global _load_door
+    _load_door = load
 
-    return _render
+
+def _door() -> ModuleType:
+    """The render door, loaded through what :func:`use_renderers` was given."""
+    if _load_door is None:  # only when dynscope's own __init__ failed before wiring them
+        raise RuntimeError("dynscope's renderers are not wired to the model's output shortcuts: "
+                           "import dynscope (its __init__ wires them) before calling summary() or to_html()")
+    return _load_door()
 
 
 class ReportShortcuts:

@@ -1,9 +1,9 @@
 """Renderers: model in, str/bytes out (text, DOT, HTML, card, SVG through Graphviz, the bundle).
 
-This package's own namespace is the door the model goes through, and its only way up:
-the output shortcuts (``Report.summary()``, ``to_html()``, ``render()``, ``Graph.to_svg()``,
-``_repr_html_``..., in ``dynscope._model.display``) each call one function below, and
-nothing else in the model imports a renderer. Each function imports its renderer when
+This package's own namespace is the door the model's output shortcuts go through
+(``Report.summary()``, ``to_html()``, ``render()``, ``Graph.to_svg()``, ``_repr_html_``..., in
+``dynscope._model.display``): each calls one function below, through a loader of this package
+that ``dynscope/__init__`` hands the model (the model imports no renderer). Each function imports its renderer when
 called, so importing the model (or one renderer) loads no other renderer. The renderers
 (bundle, svg) call each other, never the shortcuts; the model's properties that say a cause
 in words (``Recompile.explained``) come through here too; front ends may use both.

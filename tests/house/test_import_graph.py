@@ -1,4 +1,4 @@
-"""Which way imports point: one floor per layer, one declared door up, and reading needs no torch.
+"""Which way imports point: one floor per layer, none pointing up, and reading needs no torch.
 
 The graph is built statically from every import statement of every dynscope module,
 imports inside functions and methods included (they run later, but they tie the modules
@@ -15,9 +15,8 @@ The floors, bottom up (docs/architecture.md, DESIGN.md "Layers"):
 - leaves: ``dynscope._errors``, ``_format``, ``_write``, ``_progress``, ``_hooks`` and the torch-free
   phrasebooks of ``dynscope._lexicon``: import nothing of dynscope but the error tree ``dynscope._errors``
   (which imports nothing of dynscope at run time);
-- the model, ``dynscope._model.*``: leaves only, and the one door ``dynscope._render``
-  (its ``__init__``) through which the output shortcuts reach the renderers: the only
-  upward edge;
+- the model, ``dynscope._model.*``: leaves only (its output shortcuts reach the renderers through
+  a loader ``dynscope/__init__`` hands it, not by an import: no edge points up;
 - render, ``dynscope._render.*``: leaves, the model, render; never capture, never torch;
 - read, ``dynscope._read.*``: the builder and the readers of logs and saved reports: leaves,
   the model, ``dynscope._torch``'s format modules, read; never capture, never render, and
@@ -30,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import json
 import subprocess
 import sys
@@ -60,7 +60,7 @@ ERRORS = "dynscope._errors"
 #: by the cycle test and the forbidden list below).
 ALLOWED = {
     "leaf": frozenset(),
-    "model": frozenset({"leaf", "model", "door"}),
+    "model": frozenset({"leaf", "model"}),
     "door": frozenset({"leaf", "model", "render"}),
     "render": frozenset({"leaf", "model", "render"}),
     "read": frozenset({"leaf", "model", "read", "torch"}),
@@ -246,17 +246,33 @@ def test_every_module_has_a_floor() -> None:
     assert unplaced == [], f"modules on no floor (place them in a layer package, or name them here): {unplaced}"
 
 
-def test_no_cycle_besides_the_one_door() -> None:
+def test_no_cycle_and_no_way_up_from_the_model() -> None:
     graph = import_edges()
-    doors = _door_edges(graph)
-    # Exactly one upward edge: the display mixins' deferred import of the render door.
-    assert doors == {("dynscope._model.display", DOOR)}, f"model modules importing the render door: {sorted(doors)}"
-    without_door = {a: {b: n for b, n in t.items() if (a, b) not in doors} for a, t in graph.items()}
-    cycles = _cycles(without_door)
+    # The model imports nothing above it, not even late: its output shortcuts reach the
+    # renderers through a loader the front end hands it (dynscope._model.display.use_renderers).
+    assert _door_edges(graph) == set(), f"model modules importing the render door: {sorted(_door_edges(graph))}"
+    cycles = _cycles(graph)
     lines = [" -> ".join(c) + "\n      via " + ", ".join(_where(a, graph[a][b]) for a, b in pairwise(c))
              for c in cycles]
-    assert cycles == [], (
-        f"{len(cycles)} import cycle(s) besides the model -> dynscope._render door:\n  " + "\n  ".join(lines))
+    assert cycles == [], f"{len(cycles)} import cycle(s):\n  " + "\n  ".join(lines)
+
+
+def test_the_model_shortcuts_reach_the_renderers_through_the_front_end() -> None:
+    import dynscope
+    from dynscope._model import display
+
+    # Wired by dynscope/__init__, the loader gives the render door.
+    assert display._load_door is not None and display._door() is importlib.import_module(DOOR)
+    rep = dynscope.load(sorted(STORED.glob("*.json"))[0])
+    assert rep.summary(color=False).splitlines()[0] == dynscope._render.summary_text(rep, color=False).splitlines()[0]
+    wired = display._load_door
+    try:
+        display.use_renderers(None)  # type: ignore[arg-type]
+        with pytest.raises(RuntimeError, match="renderers are not wired"):
+            rep.summary()
+    finally:
+        display.use_renderers(wired)
+
 
 
 def test_each_floor_imports_only_what_is_below_it() -> None:
