@@ -5,8 +5,8 @@
 ROOT is a checkout (default: this one). Prints: modules and lines of the package; every
 function over 80 lines (def to last line, docstring included); the import circles among
 modules (imports run at import time, i.e. at module level outside ``if TYPE_CHECKING:``) and,
-apart, the circles when function-level imports count too, leaving out the model's one
-declared door into ``dynscope._render``; and the modules that spell a PyTorch trace record
+apart, the circles when function-level imports count too (in checkouts before the model
+stopped importing a renderer, its one declared door into ``dynscope._render`` left out); and the modules that spell a PyTorch trace record
 kind as a string literal (the places that know a record kind); and the places outside the
 registry that test what kind a record is (``kind_tests``).
 """
@@ -222,8 +222,8 @@ def main(root: Path) -> None:
     print(f"functions over {LONG} lines: {len(over)}" + "".join(f"\n  {name} {n}" for name, n in over))  # type: ignore[attr-defined]
     print("longest five: " + ", ".join(f"{name} {n}" for name, n in f["longest"]))  # type: ignore[attr-defined]
     print(f"module-level import circles: {f['circles']}")
-    print(f"circles with function-level imports, the model's door left out: {f['circles_nested']}")
-    print(f"circles counting type-checking imports too, the door left out: {f['circles_typed']}")
+    print(f"circles with function-level imports (an older checkout's model door left out): {f['circles_nested']}")
+    print(f"circles counting type-checking imports too (the same): {f['circles_typed']}")
     knowing = f["knowing"]
     print(f"modules that spell a record kind: {len(knowing)}" + "".join(f"\n  {k}" for k in knowing))  # type: ignore[arg-type]
     tests = f["kind_tests"]
