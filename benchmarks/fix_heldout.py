@@ -89,7 +89,7 @@ proposed (not verified) and left alone; the share of fixable sites removed (goal
 verified patches at must-not sites (goal: 0); verified patches that change an output on
 inputs fix never saw (goal: 0); sites nobody marked.
 
-Run:  .venv/bin/python benchmarks/fix_heldout.py [1-10]   (every set when none is named)
+Run:  .venv/bin/python benchmarks/fix_heldout.py [1-11]   (every set when none is named)
 """
 
 from __future__ import annotations
@@ -111,6 +111,7 @@ from tests.corpus import (  # the repository root is on the path
     fix_heldout8,
     fix_heldout9,
     fix_heldout10,
+    fix_heldout11,
 )
 from tests.corpus.fix_measure import measure_held_out, table
 
@@ -123,7 +124,8 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "7": ("tests/corpus/fix_heldout7 (read while writing rewrites)", fix_heldout7.PROGRAMS),
         "8": ("tests/corpus/fix_heldout8 (read while writing rewrites)", fix_heldout8.PROGRAMS),
         "9": ("tests/corpus/fix_heldout9 (read while writing rewrites)", fix_heldout9.PROGRAMS),
-        "10": ("tests/corpus/fix_heldout10 (read while writing rewrites)", fix_heldout10.PROGRAMS)}
+        "10": ("tests/corpus/fix_heldout10 (read while writing rewrites)", fix_heldout10.PROGRAMS),
+        "11": ("tests/corpus/fix_heldout11", fix_heldout11.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:
