@@ -732,6 +732,35 @@ def unsure_token_refiner() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(853)
     return UnsureTokenRefiner(), (torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(854)),)
 
+
+class ReplacedTokenHead(nn.Module):
+    """A replaced-token detector's loss and metrics (ELECTRA-style, in our words): a per-token
+    binary loss over the positions that are not padding, found as a nonzero index tuple, and the
+    detector's accuracy over the corrupted and the kept tokens, each a mean of comparisons."""
+
+    def __init__(self, vocab: int = 12, d: int = 8, pad: int = 0) -> None:
+        super().__init__()
+        self.embed, self.head, self.pad = nn.Embedding(vocab, d), nn.Linear(d, 1), pad
+
+    def forward(self, tokens: torch.Tensor, corrupted: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        logits = self.head(self.embed(tokens)).squeeze(-1)
+        replaced = (corrupted > 0.5).float()
+        real = torch.nonzero(tokens != self.pad, as_tuple=True)  # SITE: boolean mask instead of a nonzero index tuple
+        loss = F.binary_cross_entropy_with_logits(logits[real], replaced[real])
+        guess = (logits > 0).float()
+        hit_rate = (guess[corrupted > 0.5] == replaced[corrupted > 0.5]).float().mean()  # SITE: masked reduction inline
+        return loss, hit_rate
+
+
+def replaced_token_head() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(861)
+    g = torch.Generator().manual_seed(862)
+    tokens = torch.randint(1, 12, (3, 7), generator=g)
+    tokens[0, 5:] = 0
+    tokens[2, 3:] = 0
+    return ReplacedTokenHead(), (tokens, torch.rand(3, 7, generator=g))
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -762,4 +791,5 @@ PROGRAMS: dict[str, Any] = {
     "foreground_box_loss": foreground_box_loss,
     "part_segment_loss": part_segment_loss,
     "unsure_token_refiner": unsure_token_refiner,
+    "replaced_token_head": replaced_token_head,
 }

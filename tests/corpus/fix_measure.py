@@ -44,8 +44,8 @@ def expected(lineno: int, filename: str = fp.__file__) -> str:
 
 
 def measure(modules: list[types.ModuleType] | None = None) -> dict[str, Any]:
-    """Run fix over every corpus program: per category, sites found in user code, patched,
-    verified, removed; every patch's rewrite against the SITE marker; verified patches that
+    """Run fix over every corpus program: per category, sites found in user code, the fixable
+    among them (not marked ``none``), patched, verified, removed; every patch's rewrite against the SITE marker; verified patches that
     change an output on a second, unseen input; the sites PyTorch breaks at on purpose apart."""
     per: dict[str, dict[str, int]] = {}
     mismatched, changed, on_purpose = [], [], []
@@ -55,11 +55,12 @@ def measure(modules: list[types.ModuleType] | None = None) -> dict[str, Any]:
         res = dynscope.fix(model, inputs)
         for p in res.patches:
             row = per.setdefault(p.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
+            want, first = expected(p.lineno, p.filename), p.rewrite.split(", then ")[0]
             row["found"] += 1
+            row["fixable"] = row.get("fixable", 0) + (want != "none")
             row["patched"] += 1
             row["verified"] += p.verified
             row["removed"] += p.verified and p.breaks_after == 0
-            want, first = expected(p.lineno, p.filename), p.rewrite.split(", then ")[0]
             if (p.verified or want != "none") and not want.startswith(first):
                 mismatched.append((p.site, p.rewrite, want))
             if not p.verified and not p.why_not:
@@ -75,6 +76,7 @@ def measure(modules: list[types.ModuleType] | None = None) -> dict[str, Any]:
                 continue
             row = per.setdefault(u.category, {"found": 0, "patched": 0, "verified": 0, "removed": 0})
             row["found"] += 1
+            row["fixable"] = row.get("fixable", 0) + (want != "none")
             row["removed"] += bool(u.gone_with)  # it followed from a patched break: gone with that patch
             row["gone"] = row.get("gone", 0) + bool(u.gone_with)
             if (want != "none") != bool(u.gone_with):

@@ -28,6 +28,7 @@ import ast
 import copy
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from dynscope._capture.fix.host import MASK_WORDS, Reduced, Selection, paren
 from dynscope._capture.fix.statements import (
@@ -40,11 +41,15 @@ from dynscope._capture.fix.statements import (
     names_stored,
     parsed,
     read_later,
+    statement_at,
     unparsed,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = ["ASSIGN", "BOUND", "WRITTEN", "FILL", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "guarded_fill",
-           "ignored_targets", "inline_selection", "masked_assignment", "same_mask"]
+           "ignored_targets", "inline_selection", "masked_assignment", "nonzero_tuple", "same_mask", "TUPLE"]
 
 INLINE = "masked reduction inline"
 LOSS = "masked loss instead of select"
@@ -310,19 +315,13 @@ class _Scope:
             inner = self.lift(node.operand)
             return None if inner is None else _with_base(inner, ast.UnaryOp(op=node.op, operand=inner.base))
         if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
-            left, right = self.lift(node.left), self.lift(node.right)
-            if left is not None and right is not None:
-                if not same_mask(left.mask, right.mask):
-                    return None
-                same = left.same or right.same  # an elementwise pair: one shape
-                return _Lifted(ast.BinOp(left=left.base, op=node.op, right=right.base), left.mask, same,
-                               left.leaves + right.leaves, left.rowwise or right.rowwise)
-            one, other = (left, node.right) if left is not None else (right, node.left)
-            if one is None or self._holds_selection(other):
-                return None
-            new = ast.BinOp(left=one.base, op=node.op, right=other) if left is not None else \
-                ast.BinOp(left=other, op=node.op, right=one.base)
-            return _with_base(one, new)
+            op = node.op
+            return self._elementwise(node.left, node.right, lambda a, b: ast.BinOp(left=a, op=op, right=b))
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            # (labels[m] == preds[m]): a comparison is elementwise, as arithmetic is
+            ops = node.ops
+            return self._elementwise(node.left, node.comparators[0],
+                                     lambda a, b: ast.Compare(left=a, ops=ops, comparators=[b]))
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "masked_select"
                 and len(node.args) == 1 and not node.keywords and self.is_mask(node.args[0]) is not False
                 and not self._holds_selection(node.func.value)):
@@ -366,6 +365,22 @@ class _Scope:
                     lifted.rowwise = True
                     return lifted
         return None
+
+    def _elementwise(self, left_node: ast.expr, right_node: ast.expr,
+                     make: Callable[[ast.expr, ast.expr], ast.expr]) -> _Lifted | None:
+        """An elementwise operation (``make``) of two operands: both selections by one mask,
+        or one selection and a value that holds none (a number, a broadcast row)."""
+        left, right = self.lift(left_node), self.lift(right_node)
+        if left is not None and right is not None:
+            if not same_mask(left.mask, right.mask):
+                return None
+            same = left.same or right.same  # an elementwise pair: one shape
+            return _Lifted(make(left.base, right.base), left.mask, same,
+                           left.leaves + right.leaves, left.rowwise or right.rowwise)
+        one, other = (left, right_node) if left is not None else (right, left_node)
+        if one is None or self._holds_selection(other):
+            return None
+        return _with_base(one, make(one.base, other) if left is not None else make(other, one.base))
 
     def _along_rows(self, node: ast.Call) -> _Lifted | None:
         """``x[m].sum(-1)``, ``.unsqueeze(-1)`` (dimensions counted from the end) and
@@ -1124,3 +1139,79 @@ def guarded_fill(stmt: ast.stmt, text: Text) -> Made | None:
     return Made([f"{x}.masked_fill_({widened}, {text.of(write.value)})"], FILL, (
         f"`{m}` is a boolean mask of `{x}`'s leading dimensions (an integer index would fill other elements) "
         "and the value one number; with no element set the fill writes nothing, as the skipped write did"))
+
+
+TUPLE = "boolean mask instead of a nonzero index tuple"
+
+
+def _nonzero_tuple(value: ast.expr) -> ast.expr | None:
+    """The mask of ``torch.nonzero(c, as_tuple=True)``, ``c.nonzero(as_tuple=True)`` or
+    ``torch.where(c)`` (one argument): an index tuple that selects what ``c`` selects."""
+    if not isinstance(value, ast.Call):
+        return None
+    f = value.func
+    as_tuple = any(k.arg == "as_tuple" and isinstance(k.value, ast.Constant) and k.value.value is True
+                   for k in value.keywords) and len(value.keywords) == 1
+    if not isinstance(f, ast.Attribute):
+        return None
+    torch_call = isinstance(f.value, ast.Name) and f.value.id == "torch"
+    if torch_call and f.attr == "nonzero" and len(value.args) == 1 and as_tuple:
+        return value.args[0]
+    if torch_call and f.attr == "where" and len(value.args) == 1 and not value.keywords:
+        return value.args[0]
+    if f.attr == "nonzero" and not value.args and as_tuple:
+        return f.value
+    return None
+
+
+def nonzero_tuple(stmt: ast.stmt, text: Text) -> Made | None:
+    """``idx = torch.nonzero(c, as_tuple=True)`` (``torch.where(c)``) read only as an index
+    (``x[idx]``) by statements a mask rewrite here takes once ``idx`` is the mask ``c`` itself
+    (a loss of ``x[idx]`` and ``y[idx]``, a masked reduction): ``idx = c``, and those statements
+    rewritten as masked ops. The tuple selects the elements the mask does, in the same order."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.lineno == stmt.end_lineno):
+        return None
+    name = stmt.targets[0].id
+    mask = _nonzero_tuple(stmt.value)
+    if mask is None or name in names_loaded(mask):
+        return None
+    block, at = block_of(text.source, stmt)
+    readers = [i for i in range(at + 1, len(block)) if name in names_loaded(block[i])]
+    if not readers or any(names_stored(block[i]) & {name} for i in range(at + 1, len(block))):
+        return None
+    fn = function_of(text.source, stmt)
+    loads = [n for n in ast.walk(fn or parsed(text.source)) if isinstance(n, ast.Name) and n.id == name
+             and isinstance(n.ctx, ast.Load)]
+    as_index = [n for s in block[at + 1:] for n in ast.walk(s)
+                if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Name) and n.slice.id == name]
+    if len(loads) != len(as_index):
+        return None  # read as a tuple somewhere (its length, one of its rows): not a mask there
+    # The same file with the index bound to its mask: the mask rewrites read it from there.
+    lines = text.source.splitlines(keepends=True)
+    line = lines[stmt.lineno - 1]
+    lines[stmt.lineno - 1] = f"{line[:stmt.col_offset]}{name} = {unparsed(mask)}\n"
+    masked = Text("".join(lines), text.unit)
+    again = statement_at(masked.source, stmt.lineno)
+    if again is None:
+        return None
+    new_block, _ = block_of(masked.source, again)
+    out = [f"{name} = {text.of(mask)}"]
+    notes: list[str] = []
+    i = at + 1
+    while i <= readers[-1]:
+        s = new_block[i]
+        if i not in readers:
+            out += masked.statement_lines(s)
+            i += 1
+            continue
+        made = next((m for make in (masked_assignment, inline_selection, bound_selection)
+                     if (m := make(s, masked)) is not None and m.first is None), None)
+        if made is None:
+            return None
+        out += made.lines
+        notes.append(made.note)
+        i = new_block.index(made.last) + 1 if made.last is not None else i + 1
+    return Made(out, TUPLE, "; ".join(
+        [f"`{name}` is the boolean mask the index tuple was made from (a tuple of its nonzero positions selects "
+         "the same elements, in the same order)", *dict.fromkeys(notes)]), last=block[i - 1])

@@ -786,10 +786,32 @@ def trim_dropped(stmt: ast.stmt, text: Text) -> Made | None:
     _, tensor, dim = first
     if not isinstance(tensor, (ast.Name, ast.Attribute)) or _bound_between(scope, tensor, end, first[0]):
         return None
+    if _comprehension_local(scope, tensor):
+        # `{k: v[:, :n] for k, v in batch.items()}`: no one tensor outside names the size, and
+        # an end of None keeps all of each (every read is a slice's end: no arange to feed)
+        return None if aranges else Made([f"{name} = None"], TRIM, (
+            f"trimming to the longest row changes no output: the positions past every row's length are padding "
+            f"the model masks out (each row's values do not depend on it); `{name}` is now None, so each slice "
+            f"that ends at it keeps all of its dimension"))
     return Made([f"{name} = {unparsed(tensor)}.shape[{dim}]"], TRIM, (
         f"trimming to the longest row changes no output: the positions past every row's length are padding the "
         f"model masks out (each row's values do not depend on it); `{name}` is now the full size of "
         f"`{unparsed(tensor)}`'s dimension {dim}, and each slice keeps all of it"))
+
+
+def _comprehension_local(scope: ast.AST, tensor: ast.expr) -> bool:
+    """Whether ``tensor`` (its root name) is a comprehension's own variable where it is read."""
+    root = tensor
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return False
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            bound = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+            if root.id in bound and any(n is root for n in ast.walk(node)):
+                return True
+    return False
 
 
 def _bound_between(scope: ast.AST, tensor: ast.expr, after: int, before: int) -> bool:

@@ -9,7 +9,8 @@ eager run and the patched compiled one.
   dynscope's own loggers (Dynamo's graph-break warnings) are not the program's. What the
   program prints still reaches the terminal: the capture tees it.
 - State: plain Python values a module keeps in its attributes (a list of logged floats, a
-  step counter, a flag). A rewrite that makes ``self.log.append(loss.item())`` append a tensor
+  step counter, a flag), or in an object of the program's own classes it holds (a stats
+  logger's dict of logged values). A rewrite that makes ``self.log.append(loss.item())`` append a tensor
   keeps every output but changes what the trainer reads back.
 """
 
@@ -148,7 +149,8 @@ _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: Any) -> dict[str, Any]:
     """The plain Python values each module keeps in its own attributes (not its parameters,
     buffers or submodules, which the weights compare): numbers, strings, and lists, tuples and
-    dicts of those or of tensors (copied by ``copy_tensor``), by ``who.attribute``."""
+    dicts of those or of tensors (copied by ``copy_tensor``), and the same kept by an object of
+    the program's own classes it holds (``self.logger.stats``), by ``who.attribute``."""
 
     def plain(value: Any, depth: int = 0) -> tuple[bool, Any]:
         if isinstance(value, _PLAIN):
@@ -164,12 +166,38 @@ def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: An
             return all(ok for ok, _ in pairs.values()), {k: v for k, (_, v) in pairs.items()}
         return False, None
 
-    out: dict[str, Any] = {}
-    for who, module in modules:
-        for name, value in vars(module).items():
+    def attributes(who: str, owner: Any, out: dict[str, Any], held: int = 0) -> dict[str, Any]:
+        for name, value in vars(owner).items():
             if name.startswith("_") or name == "training":
                 continue
             ok, kept = plain(value)
             if ok:
                 out[f"{who}.{name}"] = kept
+            elif held < 2 and _programs_own(value):  # its own attributes, said by their path
+                attributes(f"{who}.{name}", value, out, held + 1)
+        return out
+
+    out: dict[str, Any] = {}
+    for who, module in modules:
+        attributes(who, module, out)
     return out
+
+
+#: Top packages whose objects hold no program state fix should compare (Python's own, torch's,
+#: numpy's, dynscope's): a logging.Logger or a random.Random kept on a module is not the program's.
+_LIBRARIES = frozenset(sys.stdlib_module_names) | {"builtins", "torch", "numpy", "dynscope"}
+
+
+def _programs_own(value: Any) -> bool:
+    """An instance of one of the program's own classes (defined in its files, not in an installed
+    package) that keeps attributes (a stats logger, a replay buffer, a schedule): what it holds
+    is the program's state as much as a module's list is (pymarl's learner keeps its logged
+    stats in a ``Logger`` object)."""
+    kind = type(value)
+    if not hasattr(value, "__dict__") or isinstance(value, type) or (kind.__module__ or "").split(".")[0] in _LIBRARIES:
+        return False
+    # An installed package's object (a wandb run, a tensorboardX writer) holds its own
+    # bookkeeping (clocks, handles), not the program's: only classes of the program's files.
+    where = str(getattr(sys.modules.get(kind.__module__), "__file__", None) or "")
+    return "site-packages" not in where and "dist-packages" not in where
+

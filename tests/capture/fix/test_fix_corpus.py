@@ -19,10 +19,11 @@ def test_the_corpus_is_fixed_at_two_thirds_of_its_sites_and_no_verified_patch_ch
     # test_fix_shortcuts.py (benchmarks/fix_corpus.py reruns their verified patches on unseen
     # inputs too): measured again here they would cost the heavy tier half a minute for nothing new.
     # The state programs (optimizers, schedulers, logged losses) are measured apart as well: their
-    # own share is held to 60%, so one kind of rewrite cannot hide behind the others.
+    # own share of the sites a rewrite may fix (not marked none) is held to 90% (13 of 14 when
+    # measured), so one kind of rewrite cannot hide behind the others.
     state = fix_measure.measure([fix_state])
-    state_found = sum(r["found"] for r in state["per"].values())
-    assert sum(r["removed"] for r in state["per"].values()) / state_found >= 0.6, state["per"]
+    state_fixable = sum(r.get("fixable", 0) for r in state["per"].values())
+    assert sum(r["removed"] for r in state["per"].values()) / state_fixable >= 0.9, state["per"]
     m = fix_measure.merged(state, fix_measure.measure(
         [c for c in fix_measure.CORPUS if c not in (fix_shortcuts, fix_state)]))
     per = m["per"]

@@ -684,6 +684,62 @@ def _fix(name: str) -> dynscope.FixResult:
     return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
 
 
+TUPLE_INDEX = """\
+def head(self, tokens, logits, replaced):
+    real = torch.nonzero(tokens != self.pad, as_tuple=True)
+    guess = logits > 0
+    loss = F.binary_cross_entropy_with_logits(logits[real], replaced[real])
+    return loss
+"""
+
+
+def test_a_nonzero_index_tuple_read_only_as_an_index_is_the_mask_it_came_from() -> None:
+    made = _made(TUPLE_INDEX, 2)[masks.TUPLE]
+    assert made.startswith("    real = tokens != self.pad\n    guess = logits > 0\n    loss = torch.where(real.view(")
+    assert "F.binary_cross_entropy_with_logits(torch.where(real.view(" in made and "reduction='none'" in made
+    assert made.endswith("/ (real.sum() * (logits.numel() // real.numel()))\n") and "[real]" not in made
+    # torch.where(c) with one argument and c.nonzero(as_tuple=True) are the same tuple
+    for spelled in ("torch.where(tokens != self.pad)", "(tokens != self.pad).nonzero(as_tuple=True)"):
+        assert masks.TUPLE in _made(TUPLE_INDEX.replace("torch.nonzero(tokens != self.pad, as_tuple=True)", spelled), 2)
+    # Read as a tuple (its rows, its length), or without as_tuple (an (n, dim) index): no rewrite.
+    for old, new in [("    return loss\n", "    return loss, real[0]\n"),
+                     ("    return loss\n", "    return loss + len(real)\n"),
+                     ("as_tuple=True", "as_tuple=False")]:
+        assert masks.TUPLE not in _made(TUPLE_INDEX.replace(old, new), 2), new
+
+
+def test_a_mean_of_comparisons_of_selections_is_the_masked_mean_of_every_comparison() -> None:
+    body = "def acc(guess, labels, m):\n    return (guess[m] == labels[m]).float().mean()\n"
+    made = _made(body, 2)[masks.INLINE]
+    assert made.startswith("    values = (guess == labels).float()\n    return torch.where(m.view(")
+    assert "(guess == labels)" in made and "[m]" not in made
+    # a comparison of a selection with a value that holds another selection: no rewrite
+    assert masks.INLINE not in _made(body.replace("labels[m]", "labels[m2]"), 2)
+
+
+COMPREHENSION = """\
+def step(self, batch):
+    max_t = int(batch["filled"].sum(1).max())
+    batch = {k: v[:, :max_t] for k, v in batch.items()}
+    return self.net(batch["obs"]).sum()
+"""
+
+
+def test_a_trim_inside_a_comprehension_ends_at_none_not_at_the_comprehensions_own_name() -> None:
+    assert _made(COMPREHENSION, 2, SCALAR)[numbers.TRIM] == "    max_t = None\n"
+    # an arange of the count as well: None would not do, and no one tensor names the size
+    assert numbers.TRIM not in _made(COMPREHENSION.replace(
+        '["obs"]).sum()', '["obs"]).sum() + torch.arange(max_t).sum()'), 2, SCALAR)
+
+
+@pytest.mark.heavy
+def test_a_tuple_index_and_a_mean_of_comparisons_are_verified_live() -> None:
+    res = _fix("replaced_token_head")
+    assert {p.rewrite for p in res.patches} == {masks.TUPLE, masks.INLINE}
+    assert all(p.verified and p.outputs_matched and p.gradients_matched is not False for p in res.patches), [
+        p.why_not for p in res.patches]
+    assert res.breaks_after == 0
+
 @pytest.mark.heavy
 @pytest.mark.parametrize(("name", "rewrite"), [
     ("finite_target_regression", masks.LOSS), ("padded_token_loss", masks.IGNORE),

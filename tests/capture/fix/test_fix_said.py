@@ -102,6 +102,31 @@ def test_a_list_of_floats_become_tensors_is_a_changed_state() -> None:
     assert verify.compare(run, verify.Run([], {}, None, (), dict(a))).state_differs == ""
 
 
+
+class _Stats:
+    """A stats logger of the program's own class, kept on a module (pymarl's learner keeps one)."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, list[tuple[int, float]]] = {}
+        self.sink = logging.getLogger("stats")  # a library's object: not compared
+
+
+def test_what_an_object_of_the_programs_own_class_keeps_is_state_too() -> None:
+    class Learner(torch.nn.Module):
+        def __init__(self, logged: bool) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+            self.logger = _Stats()
+            if logged:
+                self.logger.stats["loss"] = [(500, 0.25)]
+
+    a = said.python_state([("model", Learner(True))], lambda t: t.clone(), torch.is_tensor)
+    b = said.python_state([("model", Learner(False))], lambda t: t.clone(), torch.is_tensor)
+    assert a == {"model.logger.stats": {"loss": [(500, 0.25)]}}, a  # said by its path; the Logger left out
+    ev = verify.compare(verify.Run([], {}, None, (), a), verify.Run([], {}, None, (), b))
+    assert ev.state_differs == ("model.logger.stats holds a dict of 1 (float, int, str) after the unpatched eager "
+                                "run, a dict of 0 after the patched compiled run")
+
 PROGRAM = '''import logging
 
 import torch

@@ -387,7 +387,9 @@ def test_every_site_of_the_state_corpus_gets_its_rewrite_and_each_names_its_assu
         if found.group(1) in ours:
             marked += 1
             assert found.group(1) in {rw.name for rw in offered}, f"fix_state.py:{lineno} is not offered its rewrite"
-    assert marked >= 13  # the corpus's sites of these rewrites: a marker lost is a site untested
+    # the corpus's sites of these rewrites: a marker lost is a site untested (12 since the gradient
+    # accumulation's logged float, kept a tensor by the writer of the program's own class, is none)
+    assert marked >= 12
 
 
 # -- live: dynscope.fix on the corpus ---------------------------------------------------------------------
@@ -441,7 +443,6 @@ def test_logged_losses_are_verified_and_the_optimizer_is_left_alone(capsys: pyte
     res = _fix("nanogpt")
     _verified(res, state.LOGGED)
     assert {u.category for u in res.unpatched} == {"backward() in compiled code", "torch.optim (on purpose)"}
-    _verified(_fix("accumulating"), state.LOGGED)
     _verified(_fix("reporting"), state.REPORTED)
     capsys.readouterr()
 
@@ -456,6 +457,9 @@ def test_logged_losses_are_verified_and_the_optimizer_is_left_alone(capsys: pyte
     ("prompt", "the break moved to fix_state.py:"),
     # The caller wants a Python float, not a tensor.
     ("eval_mean", "outputs differ from the unpatched eager run"),
+    # The program's own writer object would keep a tensor where it kept the float (it is compared
+    # as a module's own list is).
+    ("accumulating", "what the model keeps changes: model.writer.rows holds a list of 1 (float, int, str)"),
 ])
 def test_rewrites_that_would_change_what_the_program_gives_are_not_verified(name: str, why: str) -> None:
     res = _fix(name)
