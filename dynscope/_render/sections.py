@@ -241,7 +241,7 @@ def breaks(rep: Report) -> Section:
     )
     marked = Phrase(tuple((text, "bad" if bad else "") for text, bad in breaks_title_pieces(rep)))
     if not ranked:
-        return Section(marked.text, key="breaks", tone="good", empty="No graph breaks.", marked=marked)
+        return Section(marked.text, key="breaks", tone="good", empty="Graph breaks: none", marked=marked)
     entries = tuple(_break_entry(rep, i, b) for i, b in enumerate(ranked, 1))
     return Section(marked.text, (Table(_BREAK_COLUMNS, rows), *entries), lead=fix_first_line(rep), key="breaks",
                    marked=marked)

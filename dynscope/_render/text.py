@@ -231,8 +231,8 @@ def _program(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> lis
 
 
 def _breaks(_rep: Report, section: Section, _doc: Mapping[str, Section]) -> list[Line]:
-    if not section.blocks:  # good news, said in one green line
-        return [*lines_of("Graph breaks: none", GOOD), _BLANK]
+    if not section.blocks:  # good news, said in one green line: the section's own words
+        return [*lines_of(section.empty, GOOD), _BLANK]
     assert section.marked is not None
     return [_marked(section.marked, TITLE), *lines_of(breaks_text(section)), _BLANK]
 
