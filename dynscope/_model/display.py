@@ -6,7 +6,10 @@ The model never imports the door: the public package (``dynscope/__init__``, the
 above both) hands it a loader of the door with :func:`use_renderers` when dynscope is
 imported, and each shortcut calls through it. So the model imports nothing above it, not even
 late, and importing the model loads no renderer (the loader runs at a shortcut's first call).
-Internal code never calls these shortcuts; it calls the renderers.
+The renderers never call these shortcuts (they call each other). Below them, what must say a
+record in words where it raises or warns calls the shortcut as a user would, never a renderer:
+the watch's ``RankDivergenceError`` and warning (``Verdict.message``) and advise's plans (a
+recompile's cause words); those floors never import the renderers (tests/house).
 
 Each mixin serves one model class (named in its docstring); ``self`` is left unannotated
 (mypy does not accept a mixin's self typed as the class that inherits it), and the door's

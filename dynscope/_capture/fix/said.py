@@ -148,11 +148,16 @@ _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
 def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: Any) -> dict[str, Any]:
     """The plain Python values each module keeps in its own attributes (not its parameters,
-    buffers or submodules, which the weights compare): numbers, strings, and lists, tuples and
-    dicts of those or of tensors (copied by ``copy_tensor``), and the same kept by an object of
-    the program's own classes it holds (``self.logger.stats``), by ``who.attribute``."""
+    buffers or submodules, which the weights compare): numbers (numpy's read as Python's),
+    strings, and lists, tuples and dicts of those or of tensors (copied by ``copy_tensor``),
+    and the same kept by an object of the program's own classes it holds
+    (``self.logger.stats``), by ``who.attribute``."""
 
     def plain(value: Any, depth: int = 0) -> tuple[bool, Any]:
+        if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+            # numpy's numbers and arrays as Python's: under torch.compile, numpy code Dynamo
+            # traced leaves a 0-d array where eager left an np.float64 (the same number)
+            return plain(value.tolist(), depth)
         if isinstance(value, _PLAIN):
             return True, value
         if is_tensor(value):

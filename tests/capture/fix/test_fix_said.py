@@ -12,6 +12,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
 import torch
 
@@ -126,6 +127,22 @@ def test_what_an_object_of_the_programs_own_class_keeps_is_state_too() -> None:
     ev = verify.compare(verify.Run([], {}, None, (), a), verify.Run([], {}, None, (), b))
     assert ev.state_differs == ("model.logger.stats holds a dict of 1 (float, int, str) after the unpatched eager "
                                 "run, a dict of 0 after the patched compiled run")
+
+
+def test_numpys_numbers_are_read_as_pythons() -> None:
+    # A compiled run whose numpy code Dynamo traced leaves a 0-d array where eager left an
+    # np.float64 (TRL's KL controller): the same number, not a changed state.
+    class Controller(torch.nn.Module):
+        def __init__(self, value: object) -> None:
+            super().__init__()
+            self.kl_value, self.history = value, np.array([1.0, 2.0])
+
+    eager = said.python_state([("model", Controller(np.float64(0.25)))], lambda t: t.clone(), torch.is_tensor)
+    traced = said.python_state([("model", Controller(np.array(0.25)))], lambda t: t.clone(), torch.is_tensor)
+    assert eager == traced == {"model.kl_value": 0.25, "model.history": [1.0, 2.0]}
+    assert type(eager["model.kl_value"]) is float
+    moved = said.python_state([("model", Controller(np.float64(0.5)))], lambda t: t.clone(), torch.is_tensor)
+    assert verify.compare(verify.Run([], {}, None, (), eager), verify.Run([], {}, None, (), moved)).state_differs
 
 PROGRAM = '''import logging
 
