@@ -186,10 +186,10 @@ class CacheDiff(CacheDiffShortcuts):
     def __repr__(self) -> str:
         return _brief("CacheDiff", f"{len(self.misses)} misses in B of {len(self.lookups_b)} lookups")
 
-    def counts(self, run: str) -> Counter[str]:
-        """Results of run "a" or "b", as "fx_graph hit" -> count."""
+    def counts(self, run: str) -> Counter[tuple[str, str]]:
+        """Results of run "a" or "b", as (cache, result) -> count: ("fx_graph", "hit") -> 2."""
         lookups = self.lookups_a if run == "a" else self.lookups_b
-        return Counter(f"{lk.cache} {lk.result}" for lk in lookups)
+        return Counter((lk.cache, lk.result) for lk in lookups)
 
     @property
     def seconds_saved_b(self) -> float:

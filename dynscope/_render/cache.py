@@ -187,7 +187,7 @@ def diff_summary(diff: CacheDiff) -> str:
     """The comparison as text: each run's results, then each miss in B and why."""
     def results(run: str) -> str:
         c = diff.counts(run)
-        return ", ".join(f"{n} {k}" for k, n in sorted(c.items())) or "no cache lookups logged"
+        return ", ".join(f"{n} {cache} {result}" for (cache, result), n in sorted(c.items())) or "no cache lookups logged"
     out = [f"A: {diff.a}", f"   {results('a')}", f"B: {diff.b}", f"   {results('b')}"]
     if diff.seconds_saved_b:
         out.append(f"B's hits saved {diff.seconds_saved_b:.2f} s of compiling")

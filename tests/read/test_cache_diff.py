@@ -80,8 +80,8 @@ def test_each_planted_change_is_the_one_cause_named(run: str) -> None:
 def test_the_unchanged_run_hits_and_names_no_cause() -> None:
     d = dynscope.cache_diff(RUNS / "cold", RUNS / "unchanged")
     assert d.misses == () and d.causes == ()
-    assert d.counts("b") == {"fx_graph hit": 1, "aot_autograd hit": 1}
-    assert d.counts("a") == {"fx_graph miss": 1, "aot_autograd miss": 1}
+    assert d.counts("b") == {("fx_graph", "hit"): 1, ("aot_autograd", "hit"): 1}
+    assert d.counts("a") == {("fx_graph", "miss"): 1, ("aot_autograd", "miss"): 1}
     # the hit saved what the cold compile cost (PyTorch's time_saved_ns): seconds on this CPU
     assert d.seconds_saved_b > 1.0
     assert "B missed nothing A had: no cause to name." in d.summary()
