@@ -48,7 +48,15 @@ class InputError(DynscopeError, ValueError):
     """The arguments given to a dynscope function are not usable.
 
     The message names what was received, what is allowed and what to do.
+
+    Attributes:
+        why: what was wrong without naming the input again (a rank's note in a folder's
+            report says it beside the file's name); the message where none was given.
     """
+
+    def __init__(self, message: str = "", *, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why or message
 
 
 class DecompressionLimitError(InputError):

@@ -29,11 +29,10 @@ TRACE_NOTE = (
 def report_of_log(path: Path, *, single: bool) -> Report:
     """The report of one log file; ``single``: it is all that was read (not one rank of a folder)."""
     if not is_trace_log(path):
-        raise InputError(
-            f"{path} is not a TORCH_TRACE log: its first line is not a trace record "
-            f"('V1201 12:00:00.000000 123 torch/...py:12] {{...}}'). A saved dynscope report "
-            f"is read with dynscope.load"
-        )
+        why = ("is not a TORCH_TRACE log: its first line is not a trace record "
+               "('V1201 12:00:00.000000 123 torch/...py:12] {...}'). A saved dynscope report "
+               "is read with dynscope.load")
+        raise InputError(f"{path} {why}", why=why)
     log = read_log(path)
     rank = log.rank if log.rank is not None else 0
     rep = build_report(
@@ -75,7 +74,7 @@ def unreadable_why(path: Path, err: BaseException) -> str:
         empty = False
     if empty:
         return "an empty file: the rank died before PyTorch wrote a record?"
-    return str(err).removeprefix(f"{path} ").removeprefix(f"{path}: ")
+    return err.why if isinstance(err, InputError) else str(err)
 
 
 def rank_report(path: str) -> Report:

@@ -223,7 +223,7 @@ def render_merged_html(m: MultiRankReport) -> str:
     if m.shown:
         out.append(f"<p class='note'><b>{esc(m.shown[:1].upper() + m.shown[1:])}</b></p>")
     out += [f"<p class='note'>{esc(n)}</p>" for n in head.notes]
-    out.append("<h2 id='divergences'>Divergences</h2>")
+    out.append(f"<h2 id='{divergences.key}'>{esc(divergences.title)}</h2>")  # the section's own title, as the text says it
     for table in (b for b in divergences.blocks if isinstance(b, Table)):
         out += [f"<div class='div' data-kind='{esc(kind)}'><b>{esc(kind)}</b> (ranks {esc(ranks)}): {esc(said)}"
                 f"<br><small>{esc(meaning)}</small></div>" for kind, ranks, said, meaning in table.rows]

@@ -219,11 +219,11 @@ class _Unzipped:
         data = self._f.read(size)
         self._n += len(data)
         if self._n > GZIP_FLOOR and self._n > self._ratio * (packed := self._compressed()):
-            raise DecompressionLimitError(
-                f"{self._path}: its first {packed:,} compressed bytes unzipped to {self._n:,}, over "
-                f"{self._ratio} times as many (a trace log compresses 5 to 15 times): stopped, as a "
-                f"gzip bomb or a file that is not a log. If it is a real log, unzip it (gunzip -k) "
-                f"and read the .log, or raise the limit with DYNSCOPE_GZIP_MAX_RATIO=<ratio>")
+            why = (f"its first {packed:,} compressed bytes unzipped to {self._n:,}, over "
+                   f"{self._ratio} times as many (a trace log compresses 5 to 15 times): stopped, as a "
+                   f"gzip bomb or a file that is not a log. If it is a real log, unzip it (gunzip -k) "
+                   f"and read the .log, or raise the limit with DYNSCOPE_GZIP_MAX_RATIO=<ratio>")
+            raise DecompressionLimitError(f"{self._path}: {why}", why=why)
         return data
 
 
