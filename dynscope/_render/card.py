@@ -102,8 +102,8 @@ def render_card(rep: Report) -> str:
     whole page. Small whatever the model's size (each list stops at ``TOP``)."""
     head = sections.header(rep)  # the summary's title and totals, the bad counts marked where made
     totals = "".join(_marked(b) for b in head.blocks if isinstance(b, Phrase))
-    if rep.torch_version:
-        totals += f", torch {esc(rep.torch_version)}"
+    if head.lead:
+        totals += f", {esc(head.lead)}"
     out = [f'<div class="ds-title">{esc(head.title)}</div>', f'<div class="ds-totals">{totals}</div>']
     warned = sections.warnings(rep)
     if warned is not None:

@@ -426,7 +426,7 @@ def render_html(
 <meta http-equiv="Content-Security-Policy" content="{BUNDLE_CSP if files else CSP}">
 <title>{esc(head.title)}</title><style>{CSS}</style><script>{SCRIPT}</script></head>
 <body><header><h1>{esc(head.title)}</h1><div class="totals">{esc(totals)}</div>
-<div>torch {esc(rep.torch_version)}; compile {esc(compile_parts(rep.compile_time, 2))}</div>{_compile_detail(parts["compile-time"])}</header>
+<div>{esc(head.lead or "torch")}; compile {esc(compile_parts(rep.compile_time, 2))}</div>{_compile_detail(parts["compile-time"])}</header>
 <nav class="find"><input type="search" id="find" placeholder="Find nodes: name, op or source line" aria-label="Find nodes by name, op or source line"> <span id="find-count"></span></nav>
 <main>
 {"".join(body)}

@@ -125,10 +125,11 @@ def document(rep: Report, *, warned: tuple[str, ...] = ()) -> tuple[Section, ...
 
 
 def header(rep: Report) -> Section:
-    """The report's title and its totals in one line (the counts that are bad news marked)."""
+    """The report's title and its totals in one line (the counts that are bad news marked);
+    the torch that compiled, as its lead (the page and the card say it under the totals)."""
     title = f"dynscope report: {rep.title}" if rep.title else "dynscope report"
     totals = Phrase(tuple((text, "bad" if bad else "") for text, bad in totals_pieces(rep)))
-    return Section(title, (totals,), key="header")
+    return Section(title, (totals,), key="header", lead=f"torch {rep.torch_version}" if rep.torch_version else "")
 
 
 def graphs(rep: Report) -> Section:
