@@ -761,6 +761,35 @@ def replaced_token_head() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return ReplacedTokenHead(), (tokens, torch.rand(3, 7, generator=g))
 
 
+
+class ConfidentLabelBank(nn.Module):
+    """Semi-supervised pseudo-labels kept per example (FlexMatch-style bookkeeping, in our words): the
+    labels of the confident examples of a batch are written into a bank by their dataset indices, and
+    the bank's class shares weight the unlabelled loss."""
+
+    def __init__(self, n_examples: int = 20, classes: int = 4) -> None:
+        super().__init__()
+        self.head = nn.Linear(6, classes)
+        self.register_buffer("bank", torch.full((n_examples,), classes, dtype=torch.long))
+        self.classes = classes
+
+    def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        logits = self.head(x)
+        probs, labels = logits.detach().softmax(-1).max(-1)
+        confident = probs > 0.3
+        if idx[confident].numel() > 0:  # SITE: every indexed row written, the old value kept where the mask is false
+            self.bank[idx[confident]] = labels[confident]  # SITE: gone with the verified patches
+        seen = F.one_hot(self.bank, self.classes + 1)[:, : self.classes].float().sum(0)
+        weight = 1.0 + seen / (seen.sum() + 1.0)
+        return (F.cross_entropy(logits, labels, reduction="none") * weight[labels]).mean()
+
+
+def confident_label_bank() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(871)
+    g = torch.Generator().manual_seed(872)
+    return ConfidentLabelBank(), (torch.randn(8, 6, generator=g) * 2, torch.randperm(20, generator=g)[:8])
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -792,4 +821,5 @@ PROGRAMS: dict[str, Any] = {
     "part_segment_loss": part_segment_loss,
     "unsure_token_refiner": unsure_token_refiner,
     "replaced_token_head": replaced_token_head,
+    "confident_label_bank": confident_label_bank,
 }

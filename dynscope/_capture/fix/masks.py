@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = ["ASSIGN", "BOUND", "WRITTEN", "FILL", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "guarded_fill",
-           "ignored_targets", "inline_selection", "masked_assignment", "nonzero_tuple", "same_mask", "TUPLE"]
+           "ignored_targets", "inline_selection", "indexed_write", "masked_assignment", "nonzero_tuple", "same_mask", "INDEXED", "TUPLE"]
 
 INLINE = "masked reduction inline"
 LOSS = "masked loss instead of select"
@@ -1215,3 +1215,79 @@ def nonzero_tuple(stmt: ast.stmt, text: Text) -> Made | None:
     return Made(out, TUPLE, "; ".join(
         [f"`{name}` is the boolean mask the index tuple was made from (a tuple of its nonzero positions selects "
          "the same elements, in the same order)", *dict.fromkeys(notes)]), last=block[i - 1])
+
+
+INDEXED = "every indexed row written, the old value kept where the mask is false"
+
+
+def _nonempty_of(test: ast.expr) -> ast.expr | None:
+    """The mask a test only asks "does the selection hold anything?" of: ``x[m].nelement() !=
+    0`` (``.numel()``, ``> 0``), ``len(x[m]) > 0``, or what :func:`_any_of` takes; None else."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.Gt)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0:
+        inner = test.left
+        sized = inner.func.value if (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
+                                     and inner.func.attr in ("nelement", "numel") and not inner.args) else \
+            inner.args[0] if (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name)
+                              and inner.func.id == "len" and len(inner.args) == 1) else None
+        if isinstance(sized, ast.Subscript):
+            return sized.slice
+    return _any_of(test)
+
+
+def _indexed_write(scope: _Scope, s: ast.stmt, text: Text, mask: ast.expr | None) -> str | None:
+    """``t[idx[m]] = v[m]`` (``v`` any computation of selections by ``m``, or a value that holds
+    none) as ``t[idx] = torch.where(m, v, t[idx])``: every row the index names written, the old
+    value put back where the mask is false; None for another statement (or another mask)."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript)):
+        return None
+    target = s.targets[0]
+    picked = target.slice
+    if not (isinstance(picked, ast.Subscript) and isinstance(picked.value, (ast.Name, ast.Attribute))
+            and scope.is_mask(picked.slice) is not False and not scope.is_mask(picked.value)):
+        return None
+    m = picked.slice
+    if mask is not None and not same_mask(m, mask):
+        return None
+    lifted = scope.lift(s.value)
+    if lifted is not None:
+        if not same_mask(lifted.mask, m):
+            return None
+        value = unparsed(filled(scope, lifted))
+    elif scope._holds_selection(s.value) or any(isinstance(n, ast.Subscript) and same_mask(n.slice, m)
+                                                 for n in ast.walk(s.value)):
+        return None
+    else:
+        value = text.of(s.value)
+    rows = f"{text.of(target.value)}[{text.of(picked.value)}]"
+    mm = paren(text.of(m))
+    widened = f"{mm}.reshape({mm}.shape + (1,) * ({rows}.dim() - {mm}.dim()))"
+    return f"{rows} = torch.where({widened}, {value}, {rows})"
+
+
+def indexed_write(stmt: ast.stmt, text: Text) -> Made | None:
+    """``t[idx[m]] = v[m]`` (pseudo-labels kept per example, a memory bank's rows), alone or
+    under a test that only asks whether the selection holds anything (``if idx[m].nelement() !=
+    0:``, ``if m.any():``), as every row ``idx`` names written with ``torch.where(m, v,
+    t[idx])``: the test goes (with nothing selected, every row gets its old value back)."""
+    guard = stmt
+    if not isinstance(stmt, ast.If):
+        fn = function_of(text.source, stmt)
+        owner = next((n for n in ast.walk(fn or parsed(text.source)) if isinstance(n, ast.If) and stmt in n.body), None)
+        guard = owner if owner is not None and _nonempty_of(owner.test) is not None else stmt
+    scope = _Scope(text.source, guard)
+    if isinstance(guard, ast.If):
+        mask = _nonempty_of(guard.test)
+        if mask is None or guard.orelse or not guard.body:
+            return None
+        lines = [_indexed_write(scope, s, text, mask) for s in guard.body]
+    else:
+        lines = [_indexed_write(scope, guard, text, None)]
+    if not lines or any(ln is None for ln in lines):
+        return None
+    return Made([ln for ln in lines if ln is not None], INDEXED, (
+        "the index's rows are distinct (every row it names is written, the old value put back where the mask "
+        "is false: with a repeated row, which write lands would be undefined); the index of the index is a "
+        "boolean mask of its leading dimensions" + ("; with nothing selected the skipped write changed nothing, as every row written "
+                                "back unchanged does" if isinstance(guard, ast.If) else "")),
+        first=guard if guard is not stmt else None, last=guard if guard is not stmt else None)

@@ -418,7 +418,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
              numbers.zipped_fill, numbers.windowed_rows, numbers.rolled, numbers.stacked_picks,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
-    DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.masked_assignment, masks.inline_selection,
+    DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.inline_selection,
                     host.masked_select, masks.bound_selection, masks.nonzero_tuple, masks.ignored_targets, host.scattered_rows, host.nonzero_end, host.padded_targets,
                     host.sorted_mask_back, host.distinct_spread),
     DEEPCOPY: (state.teacher_call, _clone),

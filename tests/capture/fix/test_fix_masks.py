@@ -732,6 +732,30 @@ def test_a_trim_inside_a_comprehension_ends_at_none_not_at_the_comprehensions_ow
         '["obs"]).sum()', '["obs"]).sum() + torch.arange(max_t).sum()'), 2, SCALAR)
 
 
+INDEXED_WRITE = """\
+def keep(self, idx, select, labels):
+    if idx[select == 1].nelement() != 0:
+        self.bank[idx[select == 1]] = labels[select == 1]
+    return labels
+"""
+
+
+def test_a_write_through_an_index_a_mask_picked_is_every_indexed_row_with_its_old_value_kept() -> None:
+    line = ("    self.bank[idx] = torch.where((select == 1).reshape((select == 1).shape + (1,) * "
+            "(self.bank[idx].dim() - (select == 1).dim())), labels, self.bank[idx])\n")
+    assert _made(INDEXED_WRITE, 2)[masks.INDEXED] == line  # the guard goes: nothing selected writes every row back
+    assert _made(INDEXED_WRITE, 3)[masks.INDEXED] == line  # found from the write too
+    assert _made(INDEXED_WRITE.replace(".nelement() != 0", ".any()").replace("idx[select == 1].any()", "(select == 1).any()"), 2)[
+        masks.INDEXED] == line
+    alone = _made(INDEXED_WRITE.replace("    if idx[select == 1].nelement() != 0:\n        ", "    "), 2)[masks.INDEXED]
+    assert alone == line
+    # Another mask in the value, a test that asks more than whether anything is selected, an
+    # else branch: no rewrite.
+    for old, new in [("labels[select == 1]", "labels[select == 2]"),
+                     (".nelement() != 0", ".nelement() > 2"),
+                     ("    return labels\n", "    else:\n        labels = labels + 1\n    return labels\n")]:
+        assert masks.INDEXED not in _made(INDEXED_WRITE.replace(old, new), 2), new
+
 @pytest.mark.heavy
 def test_a_tuple_index_and_a_mean_of_comparisons_are_verified_live() -> None:
     res = _fix("replaced_token_head")
@@ -753,6 +777,7 @@ def test_a_tuple_index_and_a_mean_of_comparisons_are_verified_live() -> None:
     ("delay_weights", numbers.PICKED), ("distinct_item_tower", host.PER_ROW),
     ("checked_renderer", FLAG_FIRST), ("foreground_box_loss", masks.BOUND),
     ("part_segment_loss", masks.BOUND), ("unsure_token_refiner", masks.WRITTEN),
+    ("confident_label_bank", masks.INDEXED),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
