@@ -88,8 +88,8 @@ marked fixable or must-not:
   image pool, EnCodec's residual quantizer, MaskGIT, PointNet++, voxel segmentation, Kabsch alignment,
   R2D2, QMIX, GIN with a virtual node. Measured unseen once (6 of 25 fixable sites removed, 2 verified
   at must-not sites: QMIX's logged loss guarded, and its logger's record under WARNING); what objects
-  of the program's own classes keep, a comparison of selections, a nonzero index tuple as its mask and
-  a trim inside a comprehension were written after reading it.
+  of the program's own classes keep, a comparison of selections, a nonzero index tuple as its mask, a
+  trim inside a comprehension and a write through an index a mask picked were written after reading it.
 
 Prints, per set and per break category, the sites found, removed by verified patches,
 proposed (not verified) and left alone; the share of fixable sites removed (goal: 75%);
