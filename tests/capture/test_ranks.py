@@ -107,7 +107,7 @@ def test_cli_merge_page_exit_status_and_show(
     out = tmp_path / "merged"
     assert main(["merge", str(planted[0]), "-o", str(out), "--fail-on-divergence"]) == 1
     page = (out / "index.html").read_text()
-    assert page.index("Divergences") < page.index("<h2>Ranks</h2>")
+    assert page.index("<h2 id='divergences'>") < page.index("<h2>Ranks</h2>")
     assert "<th>rank 0</th>" in page and "<th>rank 1 *</th>" in page
     assert "data-kind='recompiles'" in page and "DDP bucket split" in page
     capsys.readouterr()
@@ -187,7 +187,7 @@ def test_the_jobs_trace_reads_without_torch(planted: tuple[Path, str], no_torch_
     _same_job(from_trace, dynscope.merge(folder))
     assert json.loads(res.stdout.split("\nwrote ")[0])["kind"] == "dynscope-merged"
     page = (tmp_path / "page" / "index.html").read_text(encoding="utf-8")
-    assert page.index("Divergences") < page.index("<h2>Ranks</h2>")
+    assert page.index("<h2 id='divergences'>") < page.index("<h2>Ranks</h2>")
 
 
 def _small_report() -> dynscope.Report:
