@@ -47,16 +47,11 @@ def _more(shown: int, total: int, what: str) -> str:
     return f'<div class="ds-hint">+{plural(total - shown, what)} more</div>' if total > shown else ""
 
 
-def _speedup(table: Table) -> str:
-    """The end-to-end timing section's rows, one line each: the speedup first."""
-    lines = []
-    for mode, device, eager, compiled, speedup, _samples, first, _in_graphs, error in table.rows:
-        if error:
-            lines.append(f"{esc(mode)} on {esc(device)}: failed: {esc(clip(str(error), 200))}")
-            continue
-        lines.append(f"{esc(mode)} on {esc(device)}: <b>{esc(speedup)}</b> (eager {esc(eager)}, compiled "
-                     f"{esc(compiled)} per call; first call {esc(first)})")
-    return "<h4>Speedup, end to end</h4>" + "<br>".join(lines)
+def _speedup(section: Section) -> str:
+    """The end-to-end timing section's table in the card's columns (mode, device, the two
+    times, the speedup, the first call), under the section's own title."""
+    tables = [b for b in section.blocks if isinstance(b, Table)]
+    return _heading(section) + "".join(html_table(*table_cells(t, "short")) for t in tables)
 
 
 def _heading(section: Section) -> str:
@@ -111,7 +106,7 @@ def render_card(rep: Report) -> str:
         out.append(f'<ul class="ds-warn">{items}</ul>' + _more(TOP, len(warned.notes), "note"))
     timing = sections.end_to_end(rep)
     if timing is not None:
-        out += [_speedup(b) for b in timing.blocks if isinstance(b, Table)]
+        out.append(_speedup(timing))
     breaks = sections.breaks(rep)
     out.append(_breaks(breaks) if rep.breaks else f'<h4 class="ds-good">{esc(breaks.empty)}</h4>')
     if rep.recompiles:

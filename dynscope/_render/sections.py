@@ -480,10 +480,10 @@ def guards(rep: Report) -> Section:
 # -- timing, end to end ---------------------------------------------------------------------
 
 _END_TO_END_COLUMNS = (
-    Column("mode"), Column("device"), Column("eager"), Column("compiled"), Column("speedup"), Column("samples"),
-    Column("first call"), Column("in graphs"),
-    # A terminal row says a failure in a few words; the page gives the whole message.
-    Column("error", only="html"),
+    Column("mode"), Column("device"), Column("eager"), Column("compiled"), Column("speedup"),
+    Column("samples", short=False), Column("first call"), Column("in graphs"),
+    # A terminal row (and the card's) says a failure in a few words; the page gives the whole message.
+    Column("error", only="html", short=False),
 )
 
 

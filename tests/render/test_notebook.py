@@ -161,9 +161,14 @@ def test_report_card_is_compact(name: str, request: pytest.FixtureRequest) -> No
 
 def test_report_card_shows_the_speedup_when_timed() -> None:
     rep = stored("mlp")
-    assert "Speedup" not in rep._repr_html_()
+    assert "Timing (end to end)" not in rep._repr_html_()
     m = dynscope.ModeTiming(mode="default", device="cpu", eager_ms=3.0, compiled_ms=2.0, first_call_s=1.5)
-    assert "<b>1.50x</b>" in dataclasses.replace(rep, timing=(m,))._repr_html_()
+    card = dataclasses.replace(rep, timing=(m,))._repr_html_()
+    # the timing section's own title and its table in the card's columns (no samples, no error column)
+    assert "<h4>Timing (end to end)</h4>" in card and "<td>1.50x</td><td>1.50 s</td>" in card
+    assert "<th>samples</th>" not in card and "<th>error</th>" not in card
+    failed = dataclasses.replace(m, error="RuntimeError: out of memory")
+    assert "failed: RuntimeError: out of memory" in dataclasses.replace(rep, timing=(failed,))._repr_html_()
 
 
 def test_graph_shows_its_picture() -> None:
