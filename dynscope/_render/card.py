@@ -17,7 +17,7 @@ from dynscope._lexicon.wording import resume_label
 from dynscope._render import sections
 from dynscope._render.blocks import Group, Listing, Phrase, Section, Table
 from dynscope._render.html_parts import asset, esc, html_table, safe_url
-from dynscope._render.section_html import table_cells
+from dynscope._render.section_html import capital, table_cells
 from dynscope._render.words import inputs_text
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def _kernels(section: Section | None) -> str:
     if not tables:
         return ""
     headers, rows = table_cells(tables[0], "short")
-    return "<h4>Costliest kernels</h4>" + html_table(headers, rows[:TOP])
+    return f"<h4>{esc(capital(tables[0].title))}</h4>" + html_table(headers, rows[:TOP])  # the table's own title
 
 
 def render_card(rep: Report) -> str:
