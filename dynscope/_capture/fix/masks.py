@@ -37,6 +37,7 @@ from dynscope._capture.fix.statements import (
     block_of,
     contains,
     function_of,
+    holder_of,
     names_loaded,
     names_stored,
     parsed,
@@ -1119,6 +1120,12 @@ def _a_number(value: ast.expr) -> bool:
             and isinstance(value.value, ast.Call) and unparsed(value.value.func) in ("torch.finfo", "torch.iinfo"))
 
 
+def _widened(mask: str, over: str) -> str:
+    """The mask (its source) reshaped to broadcast over ``over``'s trailing dimensions."""
+    m = paren(mask)
+    return f"{m}.reshape({m}.shape + (1,) * ({over}.dim() - {m}.dim()))"
+
+
 def guarded_fill(stmt: ast.stmt, text: Text) -> Made | None:
     """``if m.any(): x[m] = c`` (``torch.any(m)``, ``m.sum() > 0``; ``c`` one number; ``x`` any
     target, ``logits[1:]`` too) as ``x.masked_fill_(m, c)``, the mask widened over ``x``'s
@@ -1135,8 +1142,7 @@ def guarded_fill(stmt: ast.stmt, text: Text) -> Made | None:
             and isinstance(mask, (ast.Name, ast.Attribute)) and _a_number(write.value)):
         return None
     x, m = text.of(target.value), text.of(mask)
-    widened = f"{paren(m)}.reshape({paren(m)}.shape + (1,) * ({x}.dim() - {paren(m)}.dim()))"
-    return Made([f"{x}.masked_fill_({widened}, {text.of(write.value)})"], FILL, (
+    return Made([f"{x}.masked_fill_({_widened(m, x)}, {text.of(write.value)})"], FILL, (
         f"`{m}` is a boolean mask of `{x}`'s leading dimensions (an integer index would fill other elements) "
         "and the value one number; with no element set the fill writes nothing, as the skipped write did"))
 
@@ -1260,9 +1266,7 @@ def _indexed_write(scope: _Scope, s: ast.stmt, text: Text, mask: ast.expr | None
     else:
         value = text.of(s.value)
     rows = f"{text.of(target.value)}[{text.of(picked.value)}]"
-    mm = paren(text.of(m))
-    widened = f"{mm}.reshape({mm}.shape + (1,) * ({rows}.dim() - {mm}.dim()))"
-    return f"{rows} = torch.where({widened}, {value}, {rows})"
+    return f"{rows} = torch.where({_widened(text.of(m), rows)}, {value}, {rows})"
 
 
 def indexed_write(stmt: ast.stmt, text: Text) -> Made | None:
@@ -1271,21 +1275,22 @@ def indexed_write(stmt: ast.stmt, text: Text) -> Made | None:
     0:``, ``if m.any():``), as every row ``idx`` names written with ``torch.where(m, v,
     t[idx])``: the test goes (with nothing selected, every row gets its old value back)."""
     guard = stmt
-    if not isinstance(stmt, ast.If):
-        fn = function_of(text.source, stmt)
-        owner = next((n for n in ast.walk(fn or parsed(text.source)) if isinstance(n, ast.If) and stmt in n.body), None)
-        guard = owner if owner is not None and _nonempty_of(owner.test) is not None else stmt
+    owner = holder_of(text.source, stmt)
+    if not isinstance(stmt, ast.If) and isinstance(owner, ast.If) and stmt in owner.body \
+            and _nonempty_of(owner.test) is not None:
+        guard = owner  # the write under its test: the rewrite takes both
     scope = _Scope(text.source, guard)
     if isinstance(guard, ast.If):
         mask = _nonempty_of(guard.test)
-        if mask is None or guard.orelse or not guard.body:
+        if mask is None or guard.orelse:
             return None
-        lines = [_indexed_write(scope, s, text, mask) for s in guard.body]
+        written = [_indexed_write(scope, s, text, mask) for s in guard.body]
     else:
-        lines = [_indexed_write(scope, guard, text, None)]
-    if not lines or any(ln is None for ln in lines):
+        written = [_indexed_write(scope, guard, text, None)]
+    lines = [ln for ln in written if ln is not None]
+    if len(lines) != len(written):
         return None
-    return Made([ln for ln in lines if ln is not None], INDEXED, (
+    return Made(lines, INDEXED, (
         "the index's rows are distinct (every row it names is written, the old value put back where the mask "
         "is false: with a repeated row, which write lands would be undefined); the index of the index is a "
         "boolean mask of its leading dimensions" + ("; with nothing selected the skipped write changed nothing, as every row written "

@@ -171,16 +171,15 @@ def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: An
             return all(ok for ok, _ in pairs.values()), {k: v for k, (_, v) in pairs.items()}
         return False, None
 
-    def attributes(who: str, owner: Any, out: dict[str, Any], held: int = 0) -> dict[str, Any]:
+    def attributes(who: str, owner: Any, out: dict[str, Any], held: int = 0) -> None:
         for name, value in vars(owner).items():
             if name.startswith("_") or name == "training":
                 continue
             ok, kept = plain(value)
             if ok:
                 out[f"{who}.{name}"] = kept
-            elif held < 2 and _programs_own(value):  # its own attributes, said by their path
-                attributes(f"{who}.{name}", value, out, held + 1)
-        return out
+            elif held < 2 and hasattr(value, "__dict__") and _programs_own(type(value)):
+                attributes(f"{who}.{name}", value, out, held + 1)  # its own attributes, said by their path
 
     out: dict[str, Any] = {}
     for who, module in modules:
@@ -193,13 +192,13 @@ def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: An
 _LIBRARIES = frozenset(sys.stdlib_module_names) | {"builtins", "torch", "numpy", "dynscope"}
 
 
-def _programs_own(value: Any) -> bool:
-    """An instance of one of the program's own classes (defined in its files, not in an installed
-    package) that keeps attributes (a stats logger, a replay buffer, a schedule): what it holds
-    is the program's state as much as a module's list is (pymarl's learner keeps its logged
-    stats in a ``Logger`` object)."""
-    kind = type(value)
-    if not hasattr(value, "__dict__") or isinstance(value, type) or (kind.__module__ or "").split(".")[0] in _LIBRARIES:
+def _programs_own(kind: type) -> bool:
+    """Whether ``kind`` is one of the program's own classes (defined in its files, not in an
+    installed package), whose instances' attributes (a stats logger's, a replay buffer's, a
+    schedule's) are the program's state as much as a module's list is (pymarl's learner keeps
+    its logged stats in a ``Logger`` object); classes (``type`` itself) are not. Not cached: fix
+    imports a fresh patched copy of the program for each run, and a cache would keep each alive."""
+    if issubclass(kind, type) or (kind.__module__ or "").split(".")[0] in _LIBRARIES:
         return False
     # An installed package's object (a wandb run, a tensorboardX writer) holds its own
     # bookkeeping (clocks, handles), not the program's: only classes of the program's files.
