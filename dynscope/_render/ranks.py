@@ -188,7 +188,7 @@ def render_merged_text(m: MultiRankReport) -> str:
     lines = [f"dynscope: {head.title} {head.lead}", *(f"note: {n}" for n in head.notes)]
     if divergences.blocks:
         lines.append(f"{divergences.title}:")
-        lines += [ln[2:] for ln in section_lines(divergences)]  # said lines at two spaces, as notes are
+        lines += section_lines(divergences, said_indent="  ")  # said at two spaces, as the notes are
     else:
         lines.append(divergences.empty)
     for section in parts:  # the ranks' table right under the divergences, as its own heading

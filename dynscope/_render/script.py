@@ -126,18 +126,20 @@ def graph_script(graph: Graph, *, timing: bool = True, mode: str | None = None, 
         + "import sys\n\nimport torch\n",
         _constants(graph, mode, timing, report, spec),
         _builders(modules),
-        _human_ms(),
+        _durations(),
         _runtime(),
         _START,
     ]
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
 
-def _human_ms() -> str:
-    """dynscope's own ``ms()`` (the report's way of writing a duration), as the script's
-    ``human_ms``: one rule for both, the script carrying its copy (it imports no dynscope)."""
-    source = inspect.getsource(ms)
-    return source.replace("def ms(value: float) -> str:", "def human_ms(value):", 1)
+def _durations() -> str:
+    """dynscope's own ``ms()`` (dynscope._format, verbatim): the script prints its figures
+    as the report does, carrying its copy of the one rule (it imports no dynscope)."""
+    return (
+        "# -- durations: dynscope's own (dynscope._format.ms, verbatim) ---------------------------------\n\n"
+        + inspect.getsource(ms)
+    )
 
 
 def _mode(graph: Graph, mode: str | None) -> str:
@@ -740,5 +742,5 @@ RECORDED = Recorded(
 )
 
 if __name__ == "__main__":
-    sys.exit(main(RECORDED, build_graph, human_ms))
+    sys.exit(main(RECORDED, build_graph, ms))
 """

@@ -30,17 +30,17 @@ def _text_cell(column: Column, value: object) -> object:
     return clip(str(value), column.clip) if column.clip else value
 
 
-def said_lines(table: Table) -> list[str]:
-    """Each row said as its sentence (``table.said``), indented, its cells clipped as their
-    columns say."""
+def said_lines(table: Table, indent: str = "    ") -> list[str]:
+    """Each row said as its sentence (``table.said``), indented by ``indent``, its cells
+    clipped as their columns say."""
     columns, rows = table.view("text")
-    return ["    " + table.said.format(*(_text_cell(c, v) for c, v in zip(columns, row, strict=True))) for row in rows]
+    return [indent + table.said.format(*(_text_cell(c, v) for c, v in zip(columns, row, strict=True))) for row in rows]
 
 
-def section_lines(section: Section, width: int = 100) -> list[str]:
+def section_lines(section: Section, width: int = 100, *, said_indent: str = "    ") -> list[str]:
     """A section's body under its title: the lead (indented, wrapped unless flat), then its
-    blocks (a table said as sentences where it says so, else drawn; a group folded on the
-    page is left out: its lead said it), then its notes."""
+    blocks (a table said as sentences where it says so, each indented by ``said_indent``,
+    else drawn; a group folded on the page is left out: its lead said it), then its notes."""
     lines = []
     if section.lead:
         if section.lead_kind == "flat":
@@ -49,7 +49,7 @@ def section_lines(section: Section, width: int = 100) -> list[str]:
             lines += textwrap.wrap(section.lead, width, initial_indent="    ", subsequent_indent="    ")
     for block in section.blocks:
         if isinstance(block, Table):
-            lines += said_lines(block) if block.said and block.said_in in ("", "text") else [table_text(block)]
+            lines += said_lines(block, said_indent) if block.said and block.said_in in ("", "text") else [table_text(block)]
             if block.limit and len(block.rows) > block.limit and block.rest:
                 lines.append(f"    {block.rest}")  # a short table says what it left out
         elif isinstance(block, Listing):

@@ -23,6 +23,8 @@ from dynscope._render.blocks import Block, Column, Entry, Field, Group, Listing,
 from dynscope._render.causes import explained, fix_words, what_changed
 from dynscope._render.figures import memory_order, sizes_of
 from dynscope._render.words import (
+    ADVICE_NONE,
+    ADVICE_TITLE,
     CACHE_LABELS,
     CRASH_WORDS,
     UNSAID,
@@ -640,10 +642,13 @@ def trial_target(t: Trial, width: int = 30) -> str:
     return "\n".join(textwrap.wrap(t.target[0] + more, width, max_lines=3, placeholder=" ...", break_on_hyphens=False))
 
 
-def advice(trials: Sequence[Trial]) -> Section:
+def advice(trials: Sequence[Trial], note: str = "") -> Section:
     """"What each fix buys": one row per remedy (in the order given: best first) with the
     measured before -> after, then one group per remedy: the code to add, its targets, and
-    why it failed or what else to know."""
+    why it failed or what else to know. With no trials, a section with no blocks whose
+    ``empty`` says why none was tried (``note``, from ``Advice.note``)."""
+    if not trials:
+        return Section(ADVICE_TITLE, key="advice", empty=note or ADVICE_NONE)
     timed, memory = trial_timed(trials), trial_memory(trials)
     columns = [Column("#", only="text"), Column("remedy", clip=32), Column("code", "pre", only="html"),
                Column("target", only="text"), Column("target", only="html"),

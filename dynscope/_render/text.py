@@ -68,11 +68,12 @@ def _group_text(section: Section, width: int = 100) -> str:
 def advice_section(trials: Sequence[Trial], *, width: int = 100, empty: str = "") -> str:
     """"What each fix buys": one row per remedy (the order given: best first), then each
     remedy's code to add, its targets, and why it failed or what else to know. With no
-    trials, why none was tried (``empty``, from ``Advice.note``) instead of an empty table."""
-    if not trials:
-        said = empty or "no remedy to try: no break site or recompile here has one dynscope knows how to try."
-        return "\n".join(textwrap.wrap(f"What each fix buys: {said}", width, subsequent_indent="    "))
-    return _advice_text(sections.advice(trials), width)
+    trials, the section's title and why none was tried (``empty``, from ``Advice.note``)
+    instead of an empty table."""
+    section = sections.advice(trials, empty)
+    if not section.blocks:
+        return "\n".join(textwrap.wrap(f"{section.title}: {section.empty}", width, subsequent_indent="    "))
+    return _advice_text(section, width)
 
 
 def _advice_text(section: Section, width: int = 100) -> str:

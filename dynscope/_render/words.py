@@ -316,12 +316,16 @@ def trial_cells(t: Trial, *, timed: bool, memory: bool = False) -> list[str]:
     return cells
 
 
+ADVICE_TITLE = "What each fix buys"
+ADVICE_NONE = "no remedy to try: no break site or recompile here has one dynscope knows how to try."
+
+
 def advice_title(trials: Sequence[Trial]) -> str:
     """"What each fix buys (3 remedies tried, 1 helped; 1 code change to make by hand)"."""
     tried = [t for t in trials if t.tried]
     helped = sum(1 for t in tried if t.helped)
     remedies = f"{len(tried)} remed{'y' if len(tried) == 1 else 'ies'}"
-    text = f"What each fix buys ({remedies} tried, {helped} helped"
+    text = f"{ADVICE_TITLE} ({remedies} tried, {helped} helped"
     by_hand = len(trials) - len(tried)
     if by_hand:
         text += f"; {plural(by_hand, 'code change')} to make by hand"
