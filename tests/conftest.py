@@ -173,3 +173,29 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="session")
+def _every_dynscope_module() -> None:
+    """Import every dynscope module (but the command, which runs when imported)."""
+    import importlib
+    import pkgutil
+
+    import dynscope
+
+    for info in pkgutil.walk_packages(dynscope.__path__, "dynscope."):
+        if info.name != "dynscope.__main__":
+            importlib.import_module(info.name)
+
+
+@pytest.fixture
+def pytester(_every_dynscope_module: None, pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytest's own, made after every dynscope module is imported. Pytester snapshots
+    sys.modules when it is made and drops what was imported after, when the test ends: a
+    dynscope module first imported inside an in-process run (a renderer the inner session
+    needed first) would be imported again afterwards, and the worker would hold two copies
+    of its classes (``isinstance`` of a block from one against the other's class fails: a
+    page rendered with empty sections). Seen: tests/cli/test_memory_front.py's exports
+    marker run, then the CLI's report in the same worker wrote sections with no blocks and
+    a page that raised StopIteration."""
+    return pytester

@@ -82,7 +82,8 @@ def assert_exports(
 ) -> ExportReport:
     """Fail (``AssertionError``) unless ``model`` exports with ``dynamic_shapes``.
 
-    The message lists each blocker with its file:line, kind and fix. Returns the report
+    The message is the export report's text: the error, each blocker with its kind,
+    file:line, source line and fix, and the suggested dynamic_shapes. Returns the report
     when it exports.
 
     Example:
@@ -91,15 +92,7 @@ def assert_exports(
     rep = export_report(model, inputs, dynamic_shapes=dynamic_shapes, strict=strict, compare_compile=False)
     if rep.exported:
         return rep
-    lines = [f"{rep.title} does not export ({'strict' if strict else 'non-strict'}): {rep.error}"]
-    for b in rep.all_blockers:
-        where = b.where or "(no user line)"
-        lines.append(f"  {where}: {b.kind}: {b.summary}" + (f"\n      {b.code}" if b.code else "") + f"\n      fix: {b.fix}")
-    if rep.suggested_shapes is not None:
-        state = {True: "they export", False: "they still fail", None: "not tried"}[rep.suggested_shapes.exported]
-        lines.append(f"  suggested dynamic_shapes ({state}):")
-        lines += ["      " + ln for ln in rep.suggested_shapes.source.splitlines()]
-    raise AssertionError("\n".join(lines))
+    raise AssertionError(rep.summary())  # the export report's own text: its error, blockers, suggested shapes
 
 
 def export_blocker_of(err: BaseException) -> ExportBlocker | None:

@@ -13,7 +13,7 @@ from dynscope._render.blocks import Column, Field, Group, Listing, Section, Tabl
 from dynscope._render.html import CSP, CSS, NO_PICTURES
 from dynscope._render.html_parts import esc
 from dynscope._render.section_html import section_html
-from dynscope._render.section_text import section_lines
+from dynscope._render.section_text import group_lines, section_lines
 
 if TYPE_CHECKING:
     from dynscope._model.export import ExportBlocker, ExportReport
@@ -104,14 +104,9 @@ def render_export_text(rep: ExportReport) -> str:
 
 
 def blocker_text(b: ExportBlocker) -> str:
-    """One blocker: "kind at file:line: what", its source line, its fix."""
-    head = f"{b.kind}" + (f" at {b.where}" if b.where else "") + f": {b.summary}"
-    lines = [head]
-    if b.code:
-        lines.append(f"    {b.code}")
-    if b.fix:
-        lines.append(f"  fix: {b.fix}")
-    return "\n".join(lines)
+    """One blocker as the export report's text says it: "kind at file:line: what", its
+    source line, its fix (the blockers section's own group)."""
+    return "\n".join(group_lines(_blocker("", b)))
 
 
 def render_export_html(rep: ExportReport, *, graph_svg: str | None = None) -> str:

@@ -171,7 +171,8 @@ def test_assert_exports_lists_blockers_with_file_line_and_fix() -> None:
     with pytest.raises(AssertionError) as info:
         assert_exports(ItemBranch(), (torch.randn(3, 4),))
     text = str(info.value)
-    assert f"test_export.py:{line_of('item-branch')}: data-dependent" in text
+    assert f"data-dependent at test_export.py:{line_of('item-branch')}: " in text, text
+    assert text.startswith("ItemBranch: does not export (non-strict)") and "\nError: " in text, text
     assert "fix: " in text and "if n > 0:" in text
 
 
