@@ -9,7 +9,7 @@ Importing dynscope does not import torch: the names that need it (``report``,
 ``capture``, ``Capture``, ``advise``, ``assert_compiles``, ``export_report``,
 ``assert_exports``, ``TimingOptions``, ``watch_ranks``, ``fix``) load on first use, so
 reading a saved report or a TORCH_TRACE log (``dynscope.load``, ``dynscope.load_trace``,
-``dynscope.read``, ``dynscope show|diff|render|trace``) works where torch is not installed.
+``dynscope.read``, ``dynscope.diff``, ``dynscope show|diff|render|trace``) works where torch is not installed.
 With ``DYNSCOPE_WATCH_RANKS=1`` set, importing dynscope imports torch and starts
 ``watch_ranks()`` for the whole process (docs/distributed.md).
 """
@@ -44,6 +44,7 @@ from dynscope._model import (
     Divergence,
     ExportBlocker,
     ExportReport,
+    FigureChange,
     FixResult,
     Frame,
     Graph,
@@ -65,6 +66,7 @@ from dynscope._model import (
     RecompileFix,
     RecompileGroup,
     Report,
+    ReportDiff,
     SavedTensors,
     Site,
     SizeFix,
@@ -77,8 +79,10 @@ from dynscope._model import (
     Trial,
     Unpatched,
     Verdict,
+    WorseFigure,
 )
 from dynscope._model.codec import load
+from dynscope._model.diff import diff_reports as diff
 from dynscope._model.display import use_renderers as _use_renderers
 from dynscope._model.merge import merge, save_rank
 
@@ -143,6 +147,7 @@ __all__ = [
     "DynscopeError",
     "ExportBlocker",
     "ExportReport",
+    "FigureChange",
     "FixResult",
     "Frame",
     "Graph",
@@ -168,6 +173,7 @@ __all__ = [
     "RecompileFix",
     "RecompileGroup",
     "Report",
+    "ReportDiff",
     "SavedTensors",
     "SchemaError",
     "Site",
@@ -182,12 +188,14 @@ __all__ = [
     "Trial",
     "Unpatched",
     "Verdict",
+    "WorseFigure",
     "advise",
     "assert_compiles",
     "assert_exports",
     "assert_warm",
     "cache_diff",
     "capture",
+    "diff",
     "export_report",
     "fix",
     "load",
@@ -211,7 +219,7 @@ def _rehome(obj: typing.Any) -> typing.Any:
     return obj
 
 
-for _obj in (Budget, load, merge, save_rank, CacheMissError, CaptureError, CompileBudgetError, DynscopeError, GraphvizNotFoundError,
+for _obj in (Budget, load, merge, save_rank, diff, CacheMissError, CaptureError, CompileBudgetError, DynscopeError, GraphvizNotFoundError,
              InputError, RankDivergenceError, RankDivergenceWarning, SchemaError):
     _rehome(_obj)
 

@@ -600,7 +600,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     old, new = (_render.printable(_read(path, merged_ok=False)) for path in (args.old, args.new))
-    d = _render.report_diff(old, new)
+    d = dynscope.diff(old, new)
     _out(_render.diff_text(d))
     return 1 if d.worse else 0
 
@@ -663,7 +663,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     if args.json and isinstance(rep, dynscope.Report):
         sys.stdout.write(rep.to_json() + "\n")
     elif args.json:
-        for piece in _render.json_pieces(rep):  # a big job's JSON, rank by rank
+        for piece in rep.iter_json():  # a big job's JSON, rank by rank
             sys.stdout.write(piece)
     elif isinstance(rep, dynscope.Report):
         _out_summary(rep)

@@ -25,7 +25,7 @@ would load every family and circle back).
     display    the output shortcuts (summary(), to_html(), to_svg()...): the door's one caller
     plain, codec   model -> JSON and back, checked
     merge      rank folders saved, read and compared
-    diff       two reports compared
+    diff       ReportDiff, FigureChange, WorseFigure: two reports compared (dynscope.diff)
     ops, structure, order   analyses that draw nothing: op categories; a graph's structure,
                hash and repeated blocks; the program's order through its breaks
 """
@@ -35,6 +35,7 @@ from dynscope._model.breaks import BreakEvent, GraphBreak, Site, StackFrame
 from dynscope._model.budget import Budget, Overrun
 from dynscope._model.cache import CacheDiff, CacheLookup, CacheMiss, KeyPart, PartChange
 from dynscope._model.causes import Cause, RecompileFix, StateChange
+from dynscope._model.diff import FigureChange, ReportDiff, WorseFigure
 from dynscope._model.export import CompileBreakMatch, ExportBlocker, ExportReport, SuggestedShapes
 from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._model.graph import (
@@ -80,6 +81,7 @@ __all__ = [
     "ExportBlocker",
     "ExportReport",
     "Fact",
+    "FigureChange",
     "FixResult",
     "Frame",
     "Graph",
@@ -104,6 +106,7 @@ __all__ = [
     "Site",
     "SizeFix",
     "Report",
+    "ReportDiff",
     "SavedTensors",
     "StackFrame",
     "StateChange",
@@ -114,4 +117,5 @@ __all__ = [
     "Trial",
     "Unpatched",
     "Verdict",
+    "WorseFigure",
 ]

@@ -8,24 +8,26 @@ import tokenize
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dynscope._model.display import DiffShortcuts
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from dynscope._model.breaks import GraphBreak
     from dynscope._model.report import Report
 
-#: What a :class:`Figure` counts: torch's version (the values are its text, "" unknown),
+#: What a :class:`FigureChange` counts: torch's version (the values are its text, "" unknown),
 #: the counts, compile seconds (in all; per phase: ``part`` is the phase), cache lookups
 #: (``part``: the cache and the result), coverage in percent, speedup (``part``: the mode).
 FIGURES = ("torch", "graphs", "graph_breaks", "break_sites", "recompiles", "graph_ops", "compile_s",
            "phase_s", "cache", "coverage", "speedup")
 
-#: What makes the new report worse (a :class:`Worse`): coverage fell, breaks or recompiles rose.
+#: What makes the new report worse (a :class:`WorseFigure`): coverage fell, breaks or recompiles rose.
 WORSE_KINDS = ("coverage", "graph_breaks", "recompiles")
 
 
 @dataclass(frozen=True)
-class Figure:
+class FigureChange:
     """One figure of the two reports side by side, as rounded as it is compared."""
 
     what: str  # one of FIGURES
@@ -40,7 +42,7 @@ class Figure:
 
 
 @dataclass(frozen=True)
-class Worse:
+class WorseFigure:
     """One way the new report is worse than the old: its figure before and after."""
 
     what: str  # one of WORSE_KINDS
@@ -49,16 +51,17 @@ class Worse:
 
 
 @dataclass(frozen=True)
-class ReportDiff:
-    """What changed from ``old`` to ``new``."""
+class ReportDiff(DiffShortcuts):
+    """What changed from ``old`` to ``new`` (``dynscope.diff``; ``summary()`` says it, as
+    ``dynscope diff`` prints it)."""
 
     # counts, compile seconds (and per phase), cache lookups per cache and result, torch's
     # version, coverage, speedups; the changed figures first
-    figures: tuple[Figure, ...]
+    figures: tuple[FigureChange, ...]
     breaks_added: tuple[GraphBreak, ...]  # sites only in the new report
     breaks_removed: tuple[GraphBreak, ...]  # sites only in the old report
     ops_changed: tuple[tuple[str, int, int], ...]  # (op, old count, new count) over all graphs
-    worse_because: tuple[Worse, ...]  # empty when the new report is not worse
+    worse_because: tuple[WorseFigure, ...]  # empty when the new report is not worse
     # Sites whose statement and reason are the same but whose line changed (lines inserted
     # above, a patch written by ``fix --write``): (old site, new site)
     breaks_moved: tuple[tuple[GraphBreak, GraphBreak], ...] = ()
@@ -144,11 +147,19 @@ def _cache_results(rep: Report) -> dict[tuple[str, str], int]:
 
 
 def diff_reports(old: Report, new: Report) -> ReportDiff:
-    """Compare two reports."""
-    figures: list[Figure] = []
+    """What changed from ``old`` to ``new``: the figures side by side (changed first), the
+    break sites added, removed and moved (matched by statement and reason, not line), the
+    ops whose counts changed, and whether ``new`` is worse (more breaks or recompiles, lower
+    coverage): ``.worse``, as ``dynscope diff`` gates on.
+
+    Example:
+        >>> d = dynscope.diff(dynscope.load("before.json"), dynscope.load("after.json"))
+        >>> d.worse, [b.where for b in d.breaks_added]
+    """
+    figures: list[FigureChange] = []
 
     def add(what: str, a: float, b: float, *part: str) -> None:
-        figures.append(Figure(what, a, b, part))
+        figures.append(FigureChange(what, a, b, part))
 
     add("graphs", old.graph_count, new.graph_count)
     add("graph_breaks", old.break_count, new.break_count)
@@ -165,20 +176,20 @@ def diff_reports(old: Report, new: Report) -> ReportDiff:
     for key in dict.fromkeys([*old_cache, *new_cache]):
         add("cache", old_cache.get(key, 0), new_cache.get(key, 0), *key)
     if old.torch_version != new.torch_version:
-        figures.insert(0, Figure("torch", old.torch_version, new.torch_version))  # the cause, first
-    worse: list[Worse] = []
+        figures.insert(0, FigureChange("torch", old.torch_version, new.torch_version))  # the cause, first
+    worse: list[WorseFigure] = []
     if old.coverage is not None and new.coverage is not None:
         add("coverage", round(old.coverage.ratio * 100, 1), round(new.coverage.ratio * 100, 1))
         if new.coverage.ratio < old.coverage.ratio - 1e-9:
-            worse.append(Worse("coverage", old.coverage.ratio, new.coverage.ratio))
+            worse.append(WorseFigure("coverage", old.coverage.ratio, new.coverage.ratio))
     old_t = {m.mode: m for m in old.timing}
     for m in new.timing:
         if m.mode in old_t and old_t[m.mode].speedup and m.speedup:
             add("speedup", round(old_t[m.mode].speedup, 2), round(m.speedup, 2), m.mode)
     if new.break_count > old.break_count:
-        worse.append(Worse("graph_breaks", old.break_count, new.break_count))
+        worse.append(WorseFigure("graph_breaks", old.break_count, new.break_count))
     if new.recompile_count > old.recompile_count:
-        worse.append(Worse("recompiles", old.recompile_count, new.recompile_count))
+        worse.append(WorseFigure("recompiles", old.recompile_count, new.recompile_count))
     # Sites by their statement and reason, not their line: lines inserted above a break
     # (a patch written by fix --write) move it, they do not make it a new one.
     pairs, gone, came = match_sites(old.breaks, new.breaks)

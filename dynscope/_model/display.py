@@ -396,6 +396,20 @@ class CacheMissShortcuts:
         return list(_door().cache_miss_lines(self))
 
 
+class DiffShortcuts:
+    """``ReportDiff``'s words (made in one place, ``dynscope._render.diff``)."""
+
+    __slots__ = ()
+
+    def summary(self) -> str:
+        """The two reports' figures side by side, the break sites added, removed and moved,
+        the ops whose counts changed, and why the new one is worse (plain text)."""
+        return str(_door().diff_text(self))
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
 class CacheDiffShortcuts:
     """``CacheDiff``'s words (made in one place, ``dynscope._render.cache``)."""
 

@@ -18,7 +18,7 @@ from dynscope._model.display import DivergenceShortcuts, MergedShortcuts
 from dynscope._model.report import SCHEMA_VERSION, Report
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
 __all__ = ["KINDS", "MERGED_KIND", "Divergence", "Fact", "MultiRankReport", "Value"]
 
@@ -140,6 +140,11 @@ class MultiRankReport(MergedShortcuts):
     def to_json(self, *, indent: int | None = 1) -> str:
         """The merged report as JSON text (read back with :func:`dynscope._model.merge.load_merged`)."""
         return json.dumps(self.to_dict(), indent=indent)
+
+    def iter_json(self) -> Iterator[str]:
+        """The merged report's JSON (as ``save`` writes it) in pieces, in order, rank by
+        rank: a big job's is never held whole."""
+        return _plain.iter_json(self)
 
     def save(self, path: str | Path) -> Path:
         """Write the merged report as JSON to ``path`` (atomically); returns the path.

@@ -395,6 +395,10 @@ class Report(ReportShortcuts):
         """The report as JSON text."""
         return _plain.to_json(self, indent=indent)
 
+    def iter_json(self) -> Iterator[str]:
+        """The report's JSON (as ``save`` writes it) in pieces, in order, for a stream."""
+        return _plain.iter_json(self)
+
     def save(self, path: str | Path) -> Path:
         """Write the report as JSON to ``path``; returns the path.
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
     from pathlib import Path
 
     from dynscope._model import (
@@ -66,7 +66,6 @@ __all__ = [
     "graph_dot",
     "graph_script",
     "graph_svg",
-    "json_pieces",
     "merged_folder",
     "merged_html",
     "merged_text",
@@ -77,7 +76,6 @@ __all__ = [
     "program_svg",
     "render_folder",
     "report_card",
-    "report_diff",
     "report_html",
     "summary_text",
     "verdict_text",
@@ -411,13 +409,6 @@ def printable(rep: Report) -> Report:
     return report_from_dict(cleaned) if changed else rep
 
 
-def report_diff(old: Report, new: Report) -> ReportDiff:
-    """What changed from ``old`` to ``new`` (``dynscope diff``; ``.worse`` gates it)."""
-    from dynscope._model.diff import diff_reports
-
-    return diff_reports(old, new)
-
-
 def diff_text(diff: ReportDiff) -> str:
     """A report diff as plain text (``dynscope diff``)."""
     from dynscope._render.diff import render_diff
@@ -449,10 +440,3 @@ def export_page(rep: ExportReport, path: Path) -> Path:
     from dynscope._write import write_text
 
     return write_text(path, export_html(rep))
-
-
-def json_pieces(rep: Report | MultiRankReport) -> Iterator[str]:
-    """A report's JSON in pieces, in order (a big job's, rank by rank, never held whole)."""
-    from dynscope._model.plain import iter_json
-
-    return iter_json(rep)

@@ -11,9 +11,9 @@ from dynscope._format import percent
 
 if TYPE_CHECKING:
     from dynscope._model.breaks import GraphBreak
-    from dynscope._model.diff import Figure, ReportDiff, Worse
+    from dynscope._model.diff import FigureChange, ReportDiff, WorseFigure
 
-#: Each figure's name in the table (``Figure.part`` follows where it has one).
+#: Each figure's name in the table (``FigureChange.part`` follows where it has one).
 _NAMES = {
     "torch": "torch", "graphs": "graphs", "graph_breaks": "graph breaks", "break_sites": "break sites",
     "recompiles": "recompiles", "graph_ops": "graph ops", "compile_s": "compile s", "phase_s": "compile s:",
@@ -21,7 +21,7 @@ _NAMES = {
 }
 
 
-def figure_row(f: Figure) -> tuple[str, str, str, str]:
+def figure_row(f: FigureChange) -> tuple[str, str, str, str]:
     """One figure as a table row: what, old, new, and the change ("+2", "-0.5", "changed"; "" none)."""
     what = " ".join([_NAMES.get(f.what, f.what), *f.part])
     if isinstance(f.old, str) or isinstance(f.new, str):  # torch's version
@@ -31,7 +31,7 @@ def figure_row(f: Figure) -> tuple[str, str, str, str]:
     return what, f"{a:g}", f"{b:g}", change
 
 
-def worse_words(w: Worse) -> str:
+def worse_words(w: WorseFigure) -> str:
     """Why the new report is worse, in words ("graph breaks rose from 0 to 1")."""
     if w.what == "coverage":
         return f"coverage fell from {percent(w.old, 1)} to {percent(w.new, 1)}"

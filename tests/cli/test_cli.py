@@ -46,6 +46,15 @@ def test_diff_gates_on_worse(saved, capsys) -> None:
     assert "Breaks removed:" in capsys.readouterr().out
 
 
+def test_the_python_diff_is_the_commands(saved, capsys) -> None:
+    clean, broken = saved
+    d = dynscope.diff(dynscope.load(clean), dynscope.load(broken))
+    assert d.worse and [(w.what, w.old, w.new) for w in d.worse_because] == [("graph_breaks", 0, 1)]
+    assert [b.category for b in d.breaks_added] == ["logging/print side effect"] and not d.breaks_removed
+    main(["diff", str(clean), str(broken)])
+    assert capsys.readouterr().out.rstrip("\n") == str(d).rstrip("\n"), "dynscope diff prints the same text"
+
+
 @pytest.mark.heavy
 def test_report_target_file(tmp_path: Path, capsys) -> None:
     js = tmp_path / "run.json"

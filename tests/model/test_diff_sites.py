@@ -15,7 +15,7 @@ import pytest
 import dynscope
 from dynscope._cli import main
 from dynscope._model.breaks import GraphBreak
-from dynscope._model.diff import Figure, diff_reports, match_sites, normalised_code
+from dynscope._model.diff import FigureChange, diff_reports, match_sites, normalised_code
 from dynscope._render.diff import render_diff
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
@@ -140,7 +140,7 @@ def test_two_releases_side_by_side_put_torch_and_what_changed_first() -> None:
     new = dynscope.load_trace(TRACES / "torch-2.15" / "logs" / "inductor-train.log")
     d = diff_reports(old, new)
     whats = [(f.what, *f.part) for f in d.figures]
-    assert d.figures[0] == Figure("torch", old.torch_version, new.torch_version) and d.figures[0].changed
+    assert d.figures[0] == FigureChange("torch", old.torch_version, new.torch_version) and d.figures[0].changed
     changed = [f.changed for f in d.figures]
     assert changed == sorted(changed, reverse=True), "the changed figures first"
     phases = [p for p, _ in old.compile_time.phases]
