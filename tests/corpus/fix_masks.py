@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -790,6 +791,106 @@ def confident_label_bank() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return ConfidentLabelBank(), (torch.randn(8, 6, generator=g) * 2, torch.randperm(20, generator=g)[:8])
 
 
+class OneHotTargets(nn.Module):
+    """A dense detector's classification targets (FCOS- and RetinaNet-style, in our words): each
+    foreground anchor's class set to 1 in a zero target map, background anchors (class -1) left
+    at 0, then a summed focal-style BCE normalised by the foreground count."""
+
+    def __init__(self, classes: int = 5) -> None:
+        super().__init__()
+        self.cls = nn.Linear(8, classes)
+
+    def forward(self, feats: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
+        logits = self.cls(feats)
+        fg = classes >= 0
+        targets = torch.zeros_like(logits)
+        targets[fg, classes[fg]] = 1.0  # SITE: where instead of masked assignment
+        return F.binary_cross_entropy_with_logits(logits, targets, reduction="sum") / fg.sum().clamp(min=1)
+
+
+def one_hot_targets() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(881)
+    g = torch.Generator().manual_seed(882)
+    classes = torch.randint(-1, 5, (2, 6), generator=g)
+    return OneHotTargets(), (torch.randn(2, 6, 8, generator=g), classes)
+
+
+def _box_l1(pred: torch.Tensor, target: torch.Tensor, reduction: str = "none") -> torch.Tensor:
+    """One L1 distance per box, summed over its four sides; reduced as asked (torchvision's
+    box losses take ``reduction`` the same way)."""
+    loss = (pred - target).abs().sum(-1)
+    if reduction == "sum":
+        return loss.sum()
+    return loss.mean() if reduction == "mean" else loss
+
+
+class SummedBoxLoss(nn.Module):
+    """The foreground anchors' box regression through a box loss of the project's own that
+    takes ``reduction=`` (a detector's loss head, in our words)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reg = nn.Linear(8, 4)
+
+    def forward(self, feats: torch.Tensor, classes: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+        pred = self.reg(feats)
+        fg = classes >= 0
+        return _box_l1(pred[fg], boxes[fg], reduction="sum")  # SITE: masked loss instead of select
+
+
+def summed_box_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(883)
+    g = torch.Generator().manual_seed(884)
+    return SummedBoxLoss(), (torch.randn(2, 6, 8, generator=g), torch.randint(-1, 3, (2, 6), generator=g),
+                             torch.rand(2, 6, 4, generator=g))
+
+
+class CompletionLogits(nn.Module):
+    """A preference step's logged statistics (TRL-style, in our words): the mean logit over the
+    completion tokens of the chosen half of the batch, kept in a dict of outputs."""
+
+    def __init__(self, vocab: int = 11) -> None:
+        super().__init__()
+        self.lm = nn.Linear(6, vocab)
+
+    def forward(self, h: torch.Tensor, completion: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.lm(h)
+        n = h.shape[0] // 2
+        loss_mask = completion.bool()
+        output = {"logps": logits.log_softmax(-1).amax(-1).sum(-1)}
+        output["mean_chosen_logits"] = logits[:n][loss_mask[:n]].mean()  # SITE: masked reduction inline
+        return output
+
+
+def completion_logits() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(885)
+    g = torch.Generator().manual_seed(886)
+    completion = (torch.arange(5)[None] >= torch.tensor([[1], [2], [0], [3]])).long()
+    return CompletionLogits(), (torch.randn(4, 5, 6, generator=g), completion)
+
+
+class SampledAttention(nn.Module):
+    """ProbSparse-style attention (Informer's, in our words): how many queries to keep is
+    ``c * ceil(ln L)``, computed with numpy on the sequence length."""
+
+    def __init__(self, factor: int = 2) -> None:
+        super().__init__()
+        self.factor = factor
+        self.q = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, length, _ = x.shape
+        u = self.factor * np.ceil(np.log(length)).astype("int").item()  # SITE: int() of a numpy number instead of its item
+        u = min(u, length)
+        scores = self.q(x).norm(dim=-1)
+        return scores.topk(u, dim=-1).values.sum()
+
+
+def sampled_attention() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(887)
+    return SampledAttention(), (torch.randn(2, 9, 6),)
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -822,4 +923,8 @@ PROGRAMS: dict[str, Any] = {
     "unsure_token_refiner": unsure_token_refiner,
     "replaced_token_head": replaced_token_head,
     "confident_label_bank": confident_label_bank,
+    "one_hot_targets": one_hot_targets,
+    "summed_box_loss": summed_box_loss,
+    "completion_logits": completion_logits,
+    "sampled_attention": sampled_attention,
 }

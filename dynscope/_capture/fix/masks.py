@@ -206,6 +206,7 @@ class _Scope:
             self.unknown |= {a.arg for a in (*fn.args.args, *fn.args.kwonlyargs, *fn.args.posonlyargs)}
         self.selected: dict[str, tuple[ast.expr, bool]] = {}  # a name bound to a selection: its mask, same shape
         self.rowwise = False  # a name was bound to a submodule's or helper's work on the selected rows
+        self.picked = False  # the write is x[m, c[m]] = v: one place per selected row
         self.helpers = _helpers(source)
         self.losses = _module_losses(source)
         # loss_fct = nn.CrossEntropyLoss() in the function (bound once): its functional too
@@ -275,6 +276,8 @@ class _Scope:
             return True if any(w in node.id.lower() for w in MASK_WORDS) else None
         if isinstance(node, ast.Attribute):
             return True if any(w in node.attr.lower() for w in MASK_WORDS) else None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and self.is_mask(node.value, depth + 1):
+            return True  # mask[:n], mask[i]: part of a mask is a mask
         return False  # a constant, a slice, a tuple of indices
 
     def screens(self, mask: ast.expr) -> bool:
@@ -311,6 +314,13 @@ class _Scope:
                 return None
             if self.is_mask(node.slice) is not False and not self._holds_selection(node.value):
                 return _Lifted(node.value, node.slice, self.same_shape(node.value, node.slice), [node.value])
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else []
+            if (len(parts) > 1 and _in_rows(parts[1:]) and self.is_mask(parts[0]) is not False
+                    and not self._holds_selection(node.value)):
+                # g[m, :2]: the selected rows' first two columns; g[:, :2] is every row's
+                every = ast.Tuple(elts=[ast.Slice(), *parts[1:]], ctx=ast.Load())
+                return _Lifted(ast.Subscript(value=node.value, slice=every, ctx=ast.Load()), parts[0], False,
+                               [node.value])
             return None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             inner = self.lift(node.operand)
@@ -393,6 +403,13 @@ class _Scope:
             if inner is not None and not inner.same and not any(self._holds_selection(a) for a in node.args):
                 return _with_base(inner, ast.Call(func=ast.Attribute(value=inner.base, attr=name),
                                                   args=node.args, keywords=node.keywords))
+        if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch"
+                and name in _TRAILING and node.args
+                and _trailing(ast.Call(func=f, args=node.args[1:], keywords=node.keywords))):
+            # torch.norm(g[m], dim=-1, keepdim=True): the method's rule, the selection its first argument
+            first = self.lift(node.args[0])
+            if first is not None and not first.same and not any(self._holds_selection(a) for a in node.args[1:]):
+                return _with_base(first, ast.Call(func=f, args=[first.base, *node.args[1:]], keywords=node.keywords))
         if name == "one_hot" and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and node.args:
             # the labels the mask leaves out are filled with class 0 first (filled): an ignored 255 would raise
             first = self.lift(node.args[0])
@@ -447,6 +464,31 @@ class _Scope:
             return True
         return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and self.is_mask(n.slice) is not False
                    for n in ast.walk(node))
+
+
+def _reduction(call: ast.Call) -> str | None:
+    """The reduction a loss call asks for: its ``reduction=`` constant, "mean" when none is
+    given, None when it is not a constant."""
+    given = next((k.value for k in call.keywords if k.arg == "reduction"), None)
+    if given is None:
+        return "mean"
+    return given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else None
+
+
+def _summed_loss(call: ast.Call, name: str) -> bool:
+    """Whether a call is another loss asked for its sum (``reduction="sum"`` given): its
+    ``reduction="none"`` is taken to give one loss per row (said, and verified). A mean is
+    not: how many losses it averages depends on how the function reduces each row."""
+    given = next((k.value for k in call.keywords if k.arg == "reduction"), None)
+    return bool(name) and name not in _CLASS_LOSSES and isinstance(given, ast.Constant) and given.value == "sum"
+
+
+def _in_rows(parts: list[ast.expr]) -> bool:
+    """Whether index parts are slices or numbers only (``:2``, ``0``, ``-1``): they take the
+    same place within every row."""
+    return all(isinstance(p, ast.Slice) and not any(isinstance(n, ast.Subscript) for n in ast.walk(p))
+               or (isinstance(p, ast.Constant) and type(p.value) is int)
+               or (isinstance(p, ast.UnaryOp) and isinstance(p.operand, ast.Constant)) for p in parts)
 
 
 def _from_the_end(index: ast.expr) -> bool:
@@ -613,7 +655,7 @@ class _Inline(Reduced):
         f = node.func if isinstance(node, ast.Call) else None
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
             name = ""  # self.mse_loss(...) is a module's call, whatever the name says: its arguments are its own
-        if isinstance(node, ast.Call) and (name in _LOSSES or name in _LOSSES_MASKED):
+        if isinstance(node, ast.Call) and (name in _LOSSES or name in _LOSSES_MASKED or _summed_loss(node, name)):
             out = self._loss(node, name)
         elif isinstance(node, ast.Call) and name in _CLASS_LOSSES:
             out = self._class_loss(node)
@@ -634,10 +676,14 @@ class _Inline(Reduced):
 
     def _loss(self, node: ast.Call, name: str) -> str | None:
         pair = self._pair(node)
-        reduction = next((k.value for k in node.keywords if k.arg == "reduction"), None)
-        red = reduction.value if isinstance(reduction, ast.Constant) else "mean" if reduction is None else None
-        if pair is None or red not in ("mean", "sum") or any(
-                k.arg not in ("reduction", "beta", "delta") for k in node.keywords):
+        red = _reduction(node)
+        known = name in _LOSSES or name in _LOSSES_MASKED
+        # Another loss that takes reduction= (torchvision's generalized_box_iou_loss, the
+        # project's own): its other keywords are settings (eps=), none may select.
+        settings = ("reduction", "beta", "delta") if known else tuple(
+            k.arg for k in node.keywords if k.arg and not self.scope._holds_selection(k.value))
+        if pair is None or red not in (("mean", "sum") if known else ("sum",)) or any(
+                k.arg not in settings for k in node.keywords):
             return None  # weight= and pos_weight= are per element: they would be selected too
         a, b = pair
         same = a.same or b.same
@@ -646,17 +692,21 @@ class _Inline(Reduced):
         for side in (a, b):
             sel = Selection(side.leaves[0], unparsed(side.mask), side.mask, same=same)
             inputs.append(unparsed(_Filled(side.leaves, sel).of(side.base)))
-        rest = [f"{k.arg}={unparsed(k.value)}" for k in node.keywords if k.arg in ("beta", "delta")]
+        rest = [f"{k.arg}={unparsed(k.value)}" for k in node.keywords if k.arg != "reduction" and k.arg in settings]
         func = unparsed(node.func)
         count = Selection(a.leaves[0], unparsed(a.mask), a.mask, same=same).numel()
         if name in _LOSSES:
             total = f"{func}({', '.join([*inputs, *rest])}, reduction='sum')"
         else:
-            per = f"{func}({', '.join(inputs)}, reduction='none')"
-            total = f"torch.where({Selection(a.leaves[0], unparsed(a.mask), a.mask, same=same).widened()}, {per}, 0).sum()"
+            per = f"{func}({', '.join([*inputs, *rest])}, reduction='none')"
+            # An elementwise loss has its inputs' shape; another gives one loss per row: the mask's
+            where = Selection(a.leaves[0], unparsed(a.mask), a.mask, same=same).widened() if known else unparsed(a.mask)
+            total = f"torch.where({where}, {per}, 0).sum()"
         self.assumes.add("the loss is zero where input and target are both zero (the unselected elements "
                          "are set to zero before it)" if name in _LOSSES else
-                         "the unselected elements' losses are masked out before the sum")
+                         "the unselected elements' losses are masked out before the sum" if known else
+                         f"{func}(..., reduction='none') gives one loss per row, and reduction='sum' their sum "
+                         "(the unselected rows, set to zero first, are masked out before it)")
         return total if red == "sum" else f"{total} / {count}"
 
     def _class_loss(self, node: ast.Call) -> str | None:
@@ -704,7 +754,10 @@ def _taken(source: str, stmt: ast.stmt) -> set[str]:
 def _through_mask(target: ast.Subscript, value: ast.expr) -> bool:
     """Whether ``target``'s index may be a mask: it is no plain name (``rates[b]``, a position),
     or the value selects another tensor by the same index (``x[m] = y[m]``; ``rates[b]`` read
-    back as the value kept is the target itself)."""
+    back as the value kept is the target itself). A constant (``out["loss"]``, ``row[0]``) is
+    a key or a place, never a mask."""
+    if isinstance(target.slice, ast.Constant):
+        return False
     if not isinstance(target.slice, ast.Name):
         return True
     return any(isinstance(n, ast.Subscript) and _same_expr(n.slice, target.slice)
@@ -726,10 +779,14 @@ def inline_selection(stmt: ast.stmt, text: Text) -> Made | None:
         return None  # nothing reduced, or a selection is still read as it is (its size is the data's)
     new = copy.deepcopy(stmt)
     new.value = value  # type: ignore[assignment]
+    written = unparsed(new).split("\n")
+    targets = [ast.get_source_segment(text.source, t) for t in stmt.targets] if isinstance(stmt, ast.Assign) else []
+    if targets and all(t is not None and "\n" not in t for t in targets):
+        written = [f"{' = '.join(t for t in targets if t)} = {unparsed(value)}"]  # the targets as the user wrote them
     kind = LOSS if LOSS in fix.kinds else IGNORE if IGNORE in fix.kinds else INLINE
     note = "; ".join(["the index is a boolean mask (of the selected tensor's leading dimensions)",
                       *sorted(fix.assumes)])
-    return Made([*fix.bound, *unparsed(new).split("\n")], kind, note)
+    return Made([*fix.bound, *written], kind, note)
 
 
 _ASSIGNED = ("the index is a boolean mask of the assigned tensor's leading dimensions; the assigned value has the "
@@ -742,7 +799,13 @@ def masked_assignment(stmt: ast.stmt, text: Text) -> Made | None:
     lines = _assigned(scope, stmt, text)
     if lines is None:
         return None
+    if scope.picked:
+        return Made(lines, ASSIGN, _PICKED)
     return Made(lines, ASSIGN, f"{_ASSIGNED}; {_ROWWISE}" if scope.rowwise else _ASSIGNED)
+
+
+_PICKED = ("the index is a boolean mask of every dimension of the written tensor but the last, in which the "
+           "second index names one place per selected row; the tensor is changed in place, as before")
 
 
 def _assigned(scope: _Scope, stmt: ast.stmt, text: Text) -> list[str] | None:
@@ -756,6 +819,9 @@ def _assigned(scope: _Scope, stmt: ast.stmt, text: Text) -> list[str] | None:
         return None
     if not isinstance(target, ast.Subscript) or not _simple(target.value):
         return None
+    picked = _picked_write(scope, target, value, op)
+    if picked is not None:
+        return picked
     if scope.is_mask(target.slice) is False:
         return None
     x, mask = target.value, target.slice
@@ -792,6 +858,24 @@ def _assigned(scope: _Scope, stmt: ast.stmt, text: Text) -> list[str] | None:
     kept = v if op is None else f"{paren(xs_read)} {_OPS[type(op)]} {operand}"
     lines.append(f"{xs}.copy_(torch.where({sel.widened()}, {kept}, {xs}))")
     return lines
+
+
+def _picked_write(scope: _Scope, target: ast.Subscript, value: ast.expr, op: ast.operator | None) -> list[str] | None:
+    """``x[m, c[m]] = v`` (a one-hot of the selected rows' classes, FCOS's and RetinaNet's
+    targets): every row's place ``c`` in the last dimension written where ``m`` holds, as
+    ``x.copy_(torch.where(m.unsqueeze(-1) & (arange == c.unsqueeze(-1)), v, x))``. A row the mask
+    leaves out is not written, whatever its ``c`` (a -1 for the background never matches)."""
+    parts = target.slice.elts if isinstance(target.slice, ast.Tuple) else []
+    if op is not None or len(parts) != 2 or scope.is_mask(parts[0]) is False or scope._holds_selection(value):
+        return None
+    index = scope.lift(parts[1])
+    if index is None or not index.same or not same_mask(index.mask, parts[0]) or index.rowwise:
+        return None
+    xs, m = unparsed(target.value), unparsed(parts[0])
+    places = f"torch.arange({xs}.shape[-1], device={xs}.device)"
+    written = f"{paren(m)}.unsqueeze(-1) & ({places} == {paren(unparsed(index.base))}.unsqueeze(-1))"
+    scope.picked = True
+    return [f"{xs}.copy_(torch.where({written}, {unparsed(value)}, {xs}))"]
 
 
 def _reads_expr(node: ast.AST, target: ast.expr) -> bool:

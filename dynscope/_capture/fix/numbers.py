@@ -21,6 +21,8 @@
   s[i]:s[i] + k]`` as one ``torch.gather`` of each row's window.
 - ``gather instead of a roll by a tensor``: ``torch.roll(x, -int(t), -1)`` as a gather of each
   position's source, the shift a 0-dim tensor.
+- ``int() of a numpy number instead of its item``: ``np.ceil(np.log(n)).astype("int").item()``
+  as ``int(np.ceil(np.log(n)))``.
 - ``one index instead of picks stacked``: ``torch.stack([x[:, idx[i]] for i in range(k)],
   dim=-1)`` as ``x[:, idx[:k]]``.
 
@@ -49,11 +51,13 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "PICKED", "POINTER", "RANGED", "ROLLED", "TRIM", "WINDOWS",
-           "ZIPPED", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "per_element_list",
-           "pointer_kept", "ranged_fill", "rolled", "stacked_picks", "trim_dropped", "windowed_rows", "zipped_fill"]
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "NUMPY_ITEM", "PICKED", "POINTER", "RANGED", "ROLLED", "TRIM",
+           "WINDOWS", "ZIPPED", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "numpy_item",
+           "per_element_list", "pointer_kept", "ranged_fill", "rolled", "stacked_picks", "trim_dropped",
+           "windowed_rows", "zipped_fill"]
 
 LIST = "per-element list as tensor ops"
+NUMPY_ITEM = "int() of a numpy number instead of its item"
 POINTER = "pointer kept a tensor"
 INDEX = "index by a one-element tensor"
 LENGTHS = "length mask instead of per-row slices"
@@ -1138,3 +1142,56 @@ def stacked_picks(stmt: ast.stmt, text: Text) -> Made | None:
     return transformed_statement(stmt, _Picks(), PICKED, (
         "the index is an integer tensor with at least as many entries as the range, and the picked dimension is "
         "the last (the picks land where the stack put them)"))
+
+
+# -- a numpy number's item: int() of it ----------------------------------------------------------
+
+_INT_NAMES = {"int", "int8", "int16", "int32", "int64", "long", "intp", "uint8"}
+_FLOAT_NAMES = {"float", "float16", "float32", "float64", "double"}
+_NUMPY = {"np", "numpy"}
+
+
+def _dtype_kind(node: ast.expr) -> str | None:
+    """``"int"`` or ``"float"`` for a dtype spelled as a string, a builtin or numpy's name
+    (``"int"``, ``int``, ``np.int64``); None for another."""
+    name = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else \
+        node.id if isinstance(node, ast.Name) else \
+        node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in _NUMPY \
+        else None
+    return "int" if name in _INT_NAMES else "float" if name in _FLOAT_NAMES else None
+
+
+def _numpy_call(node: ast.expr) -> bool:
+    """Whether ``node`` is a call of numpy's (``np.ceil(np.log(n))``)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id in _NUMPY)
+
+
+class _NumpyItem(ast.NodeTransformer):
+    """``np.f(...).astype("int").item()`` -> ``int(np.f(...))`` (``float`` likewise)."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "item" and not node.args and not node.keywords):
+            return node
+        cast = f.value
+        if (isinstance(cast, ast.Call) and isinstance(cast.func, ast.Attribute) and cast.func.attr == "astype"
+                and len(cast.args) == 1 and not cast.keywords and _numpy_call(cast.func.value)):
+            kind = _dtype_kind(cast.args[0])
+            if kind is not None:
+                self.changed = True
+                return ast.Call(func=ast.Name(id=kind, ctx=ast.Load()), args=[cast.func.value], keywords=[])
+        return node
+
+
+def numpy_item(stmt: ast.stmt, text: Text) -> Made | None:
+    """``U = c * np.ceil(np.log(L)).astype("int").item()`` (Informer's sample count from a
+    length): the item of a numpy number Dynamo made a tensor of is a non-tensor it cannot
+    return; ``int(np.ceil(np.log(L)))`` is the same Python number, read as Dynamo reads one."""
+    return transformed_statement(stmt, _NumpyItem(), NUMPY_ITEM, (
+        "the numpy value is one number (its item and its int() agree; an array of several would make "
+        "int() raise)"))

@@ -423,6 +423,6 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
                     host.sorted_mask_back, host.distinct_spread),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
-    OTHER: (state.func_grad, state.made_in_forward),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
+    OTHER: (state.func_grad, state.made_in_forward, numbers.numpy_item),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
 }
 

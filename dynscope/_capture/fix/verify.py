@@ -75,12 +75,31 @@ class Evidence:
     state_differs: str = ""  # which plain Python attribute of a module differs ("" when none)
 
 
-def _owners(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[str, torch.nn.Module]]:
-    """The model and every module passed as an argument."""
-    owners: list[tuple[str, torch.nn.Module]] = []
+def _models(obj: Any) -> list[tuple[str, torch.nn.Module]]:
+    """The model (a bound method's module), or the modules a function closes over (a train
+    step's ``model``), each named."""
     model = obj.__self__ if isinstance(obj, types.MethodType) else obj
     if isinstance(model, torch.nn.Module):
-        owners.append(("model", model))
+        return [("model", model)]
+    if isinstance(model, types.FunctionType):
+        return [(f"closure {name}", value) for name, value in closed_over(model) if isinstance(value, torch.nn.Module)]
+    return []
+
+
+def closed_over(fn: types.FunctionType) -> list[tuple[str, Any]]:
+    """The names a function closes over, with their values (an empty cell left out)."""
+    out = []
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
+        try:
+            out.append((name, cell.cell_contents))
+        except ValueError:  # a cell not yet filled
+            continue
+    return out
+
+
+def _owners(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[str, torch.nn.Module]]:
+    """The model (or the modules a function closes over) and every module passed as an argument."""
+    owners = _models(obj)
     for i, (args, kwargs) in enumerate(calls):
         owners += [(f"call {i} arg {j}", a) for j, a in enumerate([*args, *kwargs.values()])
                    if isinstance(a, torch.nn.Module)]
@@ -414,9 +433,49 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
         if not defined_in(_unwrapped(obj), filename):
             return _calling_patched(obj, filename, module, where)
         if "<locals>" in obj.__qualname__:
-            return None, "the function is defined inside another function: its patched copy cannot be found"
+            return _nested_in(module, obj, filename, where)
         return _function_in(module, obj, where)
     return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
+
+
+def _nested_in(module: types.ModuleType, fn: types.FunctionType, filename: str,
+               where: Callable[[int], int | None]) -> tuple[Any, str]:
+    """The patched copy of a function defined inside another (a train step a builder returns,
+    closing over its model): the patched file's code from the same ``def``, over copies of
+    the values it closes over whose classes from ``filename`` are the patched ones, reading
+    the patched file's globals."""
+    code = fn.__code__
+    line = where(code.co_firstlineno)
+    path = module.__file__ or ""
+    found = [c for c in _codes(module) if c.co_filename == path and c.co_name == code.co_name
+             and c.co_firstlineno == line]
+    if len(found) != 1:
+        return None, (f"{fn.__qualname__} is defined inside another function, and the patched copy of "
+                      f"{Path(filename).name} has {'no' if not found else 'more than one'} def of it at its line")
+    if found[0].co_freevars != code.co_freevars:
+        return None, f"the patch changes the names {fn.__qualname__} closes over: its patched copy cannot be made"
+    contents = copy.deepcopy([_content(c) for c in fn.__closure__ or ()])
+    parts = [p for v in contents if v is not _EMPTY
+             for p in ([q for sub in v.modules() for q in (sub, *_plain_parts(sub))] if isinstance(v, torch.nn.Module)
+                       else [v, *_plain_parts(v)] if _plain(v) else [])]
+    _, why = _swap_classes(parts, filename, module, where)
+    if why:
+        return None, why
+    for i, value in enumerate(contents):  # a helper of the same file it closes over: its patched copy
+        if isinstance(value, types.FunctionType) and defined_in(_unwrapped(value), filename) \
+                and "<locals>" not in value.__qualname__:
+            contents[i] = _function_in(module, value, where)[0] or value
+    return with_closure(fn, found[0], vars(module), contents), ""
+
+
+def _codes(module: types.ModuleType) -> Iterator[types.CodeType]:
+    """Every code object of the module's functions and methods, and of the functions
+    defined inside them, at any depth."""
+    stack = [f.__code__ for f in _members(module) if isinstance(f, types.FunctionType)]
+    while stack:
+        code = stack.pop()
+        yield code
+        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
 
 
 def _swap_classes(parts: list[Any], filename: str, module: types.ModuleType,
@@ -612,9 +671,9 @@ def _grads(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], output
         return {}
     torch.stack([t.float().sum() for t in floats]).sum().backward()
     out: dict[str, torch.Tensor] = {}
-    model = obj.__self__ if isinstance(obj, types.MethodType) else obj
-    if isinstance(model, torch.nn.Module):
-        out.update({f"param {n}": p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
+    for who, model in _models(obj):
+        prefix = "param " if who == "model" else f"{who} param "
+        out.update({f"{prefix}{n}": p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
     for i, (args, kwargs) in enumerate(calls):
         for j, t in enumerate(tensors([args, kwargs])):
             if t.grad is not None:
@@ -628,15 +687,54 @@ def _fresh(calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[tu
 
 
 def copied(obj: Any) -> Any:
-    """A deep copy of a model, its gradients cleared (a bound method's model likewise)."""
+    """A deep copy of a model, its gradients cleared (a bound method's model likewise); a
+    function that closes over values (a train step's model and optimizer, a scene's state)
+    the same function over deep copies of them, copied together (the optimizer keeps the
+    copied model's parameters): each run starts from the state the program was given, and
+    the user's own objects are not changed by the runs. A function whose values cannot be
+    copied is run as it is."""
     if isinstance(obj, types.MethodType) and isinstance(obj.__self__, torch.nn.Module):
         return getattr(copied(obj.__self__), obj.__name__)
+    if isinstance(obj, types.FunctionType) and obj.__closure__:
+        try:
+            cells = copy.deepcopy([_content(c) for c in obj.__closure__])
+        except Exception:  # noqa: BLE001 - a value that cannot be copied (a lock, a file): run as it is
+            return obj
+        for value in cells:
+            if isinstance(value, torch.nn.Module):
+                _clear_grads(value)
+        return with_closure(obj, obj.__code__, obj.__globals__, cells)
     if not isinstance(obj, torch.nn.Module):
         return obj
-    model = copy.deepcopy(obj)
+    return _clear_grads(copy.deepcopy(obj))
+
+
+def _clear_grads(model: torch.nn.Module) -> torch.nn.Module:
     for p in model.parameters():
         p.grad = None
     return model
+
+
+_EMPTY = object()  # an unfilled cell's content, in a copied closure
+
+
+def _content(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _EMPTY
+
+
+def with_closure(fn: types.FunctionType, code: types.CodeType, globals_: dict[str, Any],
+                 contents: list[Any]) -> types.FunctionType:
+    """``fn`` made again from ``code`` and ``globals_`` over new cells holding ``contents``
+    (an unfilled cell stays unfilled), its defaults, name and attributes kept."""
+    cells = tuple(types.CellType() if v is _EMPTY else types.CellType(v) for v in contents)
+    out = types.FunctionType(code, globals_, fn.__name__, fn.__defaults__, cells)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    out.__qualname__ = fn.__qualname__
+    out.__dict__.update(fn.__dict__)
+    return out
 
 
 def run_eager(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], traced: Sequence[str] = ()) -> Run:

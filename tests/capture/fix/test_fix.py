@@ -18,7 +18,7 @@ import torch
 
 import dynscope
 from dynscope._capture.fix.rewrites import _BY_CATEGORY, candidates, combined
-from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_eager
+from dynscope._capture.fix.verify import compare, copied, counterpart, patched_module, run_eager
 from tests.corpus import fix_programs as fp
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -467,17 +467,52 @@ def test_the_cli_prints_json_and_writes(tmp_path: Path) -> None:
     assert (tmp_path / "mymodel.py.dynscope-backup").is_file()
 
 
+def line_of(marker: str) -> int:
+    """The line of this file that ends with ``# MARK: marker``."""
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, ln in enumerate(lines, 1) if ln.rstrip().endswith(f"# MARK: {marker}"))
+
+
 @pytest.mark.heavy
-def test_a_function_defined_inside_another_is_proposed_not_verified(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_function_defined_inside_another_is_verified_on_copies_of_what_it_closes_over() -> None:
+    # A train step a builder returns, closing over its model and a statistic it updates (the
+    # shape of gaussian-splatting's densify step): the patched copy is the patched file's def,
+    # over copies; every run starts from the state given, and the user's objects are not changed.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 4)
+    seen = torch.zeros(4)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        y = model(x)
+        seen[y.sum(0) > 0] += 1  # MARK: closure-write
+        return y[y > 0].mean() + seen.sum()  # MARK: closure-select
+
+    res = dynscope.fix(step, torch.randn(8, 4))
+    assert {p.lineno: p.verified for p in res.patches} == {line_of("closure-write"): True,
+                                                          line_of("closure-select"): True}, res
+    assert all(p.breaks_after == 0 for p in res.patches)
+    assert torch.equal(seen, torch.zeros(4)), "fix ran the step on a copy of what it closes over"
+    assert all(torch.equal(weights[k], v) for k, v in model.state_dict().items())
+    with patched_module(__file__, Path(__file__).read_text()) as module:
+        twin, why = counterpart(step, __file__, module)
+    assert twin is not None and twin is not step and not why
+    assert twin.__code__.co_filename == module.__file__, "the patched file's code"
+    x = torch.randn(8, 4)
+    assert torch.equal(twin(x), copied(step)(x)), "over copies of the same values, the same result"
+    assert torch.equal(seen, torch.zeros(4))
+
+
+@pytest.mark.heavy
+def test_a_nested_function_the_patch_cannot_find_says_why() -> None:
     def local(x: torch.Tensor) -> torch.Tensor:
-        print("local", x.shape)
         return x + 1
 
-    (p,) = dynscope.fix(local, torch.ones(2)).patches
-    assert not p.verified and "defined inside another function" in p.why_not
+    # The patched file's def sits at another line (a rewrite above it moved it by one): found by
+    # its line, so a map that sends the line nowhere finds none, and says so.
     with patched_module(__file__, Path(__file__).read_text()) as module:
-        assert counterpart(local, __file__, module)[0] is None
-    capsys.readouterr()
+        twin, why = counterpart(local, __file__, module, lambda line: None)
+    assert twin is None and "defined inside another function" in why and "no def of it" in why
 
 
 @pytest.mark.heavy

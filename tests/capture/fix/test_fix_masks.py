@@ -777,7 +777,8 @@ def test_a_tuple_index_and_a_mean_of_comparisons_are_verified_live() -> None:
     ("delay_weights", numbers.PICKED), ("distinct_item_tower", host.PER_ROW),
     ("checked_renderer", FLAG_FIRST), ("foreground_box_loss", masks.BOUND),
     ("part_segment_loss", masks.BOUND), ("unsure_token_refiner", masks.WRITTEN),
-    ("confident_label_bank", masks.INDEXED),
+    ("confident_label_bank", masks.INDEXED), ("one_hot_targets", masks.ASSIGN), ("summed_box_loss", masks.LOSS),
+    ("completion_logits", masks.INLINE), ("sampled_attention", numbers.NUMPY_ITEM),
 ])
 def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
@@ -785,7 +786,7 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.outputs_matched, p.why_not
     # ctc_loss breaks on its own as well, whatever its targets: one break stays there
     assert p.gradients_matched is not False and res.breaks_after == (1 if name == "ctc_head" else 0)
-    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL, numbers.WINDOWS, numbers.ROLLED, numbers.PICKED, host.PER_ROW, FLAG_FIRST))
+    assert p.assumes and ("boolean mask" in p.assumes or rewrite in (numbers.LIST, numbers.POINTER, numbers.KEPT, numbers.ELEMENTS, numbers.TRIM, host.PADDED, numbers.RANGED, numbers.ZIPPED, masks.FILL, numbers.WINDOWS, numbers.ROLLED, numbers.PICKED, host.PER_ROW, FLAG_FIRST, numbers.NUMPY_ITEM))
 
 
 @pytest.mark.heavy
