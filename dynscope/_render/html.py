@@ -411,7 +411,7 @@ def render_html(
     body = []
     for part in doc:
         if part.key == "program":
-            body.append(f"<section><h2>{esc(part.title)}</h2><p>{esc(PROGRAM_LEGEND)}</p>\n"
+            body.append(f"<section><h2>{esc(part.title)}</h2>{''.join(f'<p>{esc(n)}</p>' for n in part.notes)}\n"
                         f'<div class="svgbox" id="program-view">{program}</div></section>\n')
         elif part.key not in ("header", "compile-time", *_LAST):
             body.append(_LAYOUTS.get(part.key, section_html)(part))
@@ -449,10 +449,6 @@ def _compile_detail(section: Section) -> str:
     measurement builds apart from them; "" when there is neither."""
     return "".join(f"<div>{esc(capital(n))}</div>" for n in section.notes)
 
-
-#: What the program picture shows, said above it.
-PROGRAM_LEGEND = ("Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes "
-                  "recompiled variants (with the guard that failed).")
 
 #: The page's layout of a part, by its key (a part not named here is laid out by
 #: section_html); the header, the program picture and the graphs are laid out by render_html.

@@ -27,6 +27,7 @@ from dynscope._render.words import (
     ADVICE_TITLE,
     CACHE_LABELS,
     CRASH_WORDS,
+    PROGRAM_LEGEND,
     UNSAID,
     advice_title,
     breaks_title_pieces,
@@ -155,9 +156,10 @@ def timing_anchor(graph_id: int) -> str:
 def program(rep: Report) -> Section:
     """The program in execution order: the terminal writes it as one line of steps
     (:func:`program_line`, the lead, shown only when the program has a break or a recompile);
-    the page draws it, the lead saying how to read the picture."""
+    the page draws it, the note saying how to read the picture (the terminal has none)."""
     line = program_line(rep) if rep.breaks or rep.recompiles else ""
-    return Section("Program (in execution order)", lead=line, key="program", lead_kind="code")
+    return Section("Program (in execution order)", lead=line, key="program", lead_kind="code",
+                   notes=(PROGRAM_LEGEND,))
 
 
 def id_ranges(ids: Sequence[int]) -> str:

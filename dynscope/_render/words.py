@@ -316,6 +316,10 @@ def trial_cells(t: Trial, *, timed: bool, memory: bool = False) -> list[str]:
     return cells
 
 
+#: What the program picture shows, said above it (the program section's note).
+PROGRAM_LEGEND = ("Frames in call order; blue boxes are captured graphs, red octagons graph breaks, dashed boxes "
+                  "recompiled variants (with the guard that failed).")
+
 ADVICE_TITLE = "What each fix buys"
 ADVICE_NONE = "no remedy to try: no break site or recompile here has one dynscope knows how to try."
 
