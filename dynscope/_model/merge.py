@@ -247,11 +247,13 @@ def _graph_count(reports: Sequence[Report]) -> list[Divergence]:
 
 
 def _graph_said(graph: Graph) -> tuple[Value, ...]:
-    """A graph as a fact's values: its name, whether DDP split it, how many ops, the first 8,
-    then "|" and its inputs ("Mlp.forward [DDP bucket split]: linear, relu on f32[8, 512]")."""
+    """A graph as a fact's values: its name, whether DDP split it, how many ops, how many of
+    them are shown, those (the first 8), then its inputs ("Mlp.forward [DDP bucket split]:
+    linear, relu on f32[8, 512]")."""
     ops = [n.target.split(".")[-1] for n in graph.nodes if n.is_op] or [t.split(".")[-1] for t, _ in graph.op_counts]
     user, _ = graph.user_inputs()
-    return (_name(graph), graph.split_by == "ddp_bucket", len(ops), *ops[:8], "|", *(m.describe() for m in user))
+    shown = ops[:8]
+    return (_name(graph), graph.split_by == "ddp_bucket", len(ops), len(shown), *shown, *(m.describe() for m in user))
 
 
 def _graph_structure(reports: Sequence[Report]) -> list[Divergence]:

@@ -60,11 +60,16 @@ def _pairs(args: Sequence[Value]) -> list[tuple[str, str]]:
 
 def _graph(args: Sequence[Value]) -> str:
     """"Mlp.forward [DDP bucket split]: linear, relu on f32[8, 512]": args are the graph's
-    name, whether DDP split it, how many ops, the shown ops, then "|" and its inputs."""
+    name, whether DDP split it, how many ops, how many are shown, those, then its inputs.
+    (A merged report saved before the count of shown ops marked the inputs' start with "|".)"""
     name, split, count = _s(args[0]), bool(args[1]), _n(args[2])
-    rest = [_s(a) for a in args[3:]]
-    bar = rest.index("|") if "|" in rest else len(rest)
-    ops, inputs = rest[:bar], rest[bar + 1:]
+    if len(args) > 3 and isinstance(args[3], int) and not isinstance(args[3], bool):
+        n = args[3]
+        ops, inputs = [_s(a) for a in args[4:4 + n]], [_s(a) for a in args[4 + n:]]
+    else:
+        rest = [_s(a) for a in args[3:]]
+        bar = rest.index("|") if "|" in rest else len(rest)
+        ops, inputs = rest[:bar], rest[bar + 1:]
     shown = ", ".join(ops) + (f", +{count - len(ops)}" if count > len(ops) else "")
     return f"{name}{' [DDP bucket split]' if split else ''}: {shown or 'no ops'} on {', '.join(inputs) or 'no inputs'}"
 

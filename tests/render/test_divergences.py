@@ -22,3 +22,16 @@ def test_a_note_says_why_the_job_goes_on_and_the_hooks_it_runs_in() -> None:
     assert lines[-2] == f"  remedy: {REMEDY_WORDS['guards']}"
     assert lines[-1] == ("  not stopped: the ranks compiled it differently, but its graphs issue no collective: the "
                          "job goes on; it runs inside DDP's hooks, whose collectives every rank issues alike")
+
+
+def test_a_graph_fact_says_its_shown_ops_and_inputs_by_count_and_reads_the_older_bar() -> None:
+    from dynscope._model.ranks import Fact
+    from dynscope._render.divergences import detail
+
+    now = Fact("made_graph_ref", (0,), ("Mlp.forward", True, 3, 2, "linear", "relu", "f32[8, 512]"))
+    older = Fact("made_graph_ref", (0,), ("Mlp.forward", True, 3, "linear", "relu", "|", "f32[8, 512]"))
+    said = [detail(Divergence("graph_structure", (1,), facts=(f,))) for f in (now, older)]
+    assert said[0] == said[1] == "rank 0 as Mlp.forward [DDP bucket split]: linear, relu, +1 on f32[8, 512]", said
+    # an op named like the old marker is an op, not the inputs' start
+    odd = Fact("made_graph_ref", (0,), ("f", False, 1, 1, "|", "f32[2]"))
+    assert detail(Divergence("graph_structure", (1,), facts=(odd,))) == "rank 0 as f: | on f32[2]"
