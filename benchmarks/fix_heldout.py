@@ -95,6 +95,9 @@ marked fixable or must-not:
   Switch Transformers' capacity routing, TRL's DPO with flush_left, FCOS's loss, Mask2Former's criterion,
   SAM's prompt encoder, Gaussian splatting's statistics and densification, a Decision Transformer step,
   DER++ with a reservoir buffer, MAML's inner loop, GDAS, a graph transformer with Laplacian encodings.
+  Measured unseen once (9 of 30 fixable sites removed); the nested function verified over copies of
+  what it closes over, the one-hot written at selected rows, a summed loss of the project's own masked
+  per row, part of a mask, a dict key as no mask and int() of a numpy number were written after reading it.
 
 Prints, per set and per break category, the sites found, removed by verified patches,
 proposed (not verified) and left alone; the share of fixable sites removed (goal: 75%);
@@ -139,7 +142,7 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "9": ("tests/corpus/fix_heldout9 (read while writing rewrites)", fix_heldout9.PROGRAMS),
         "10": ("tests/corpus/fix_heldout10 (read while writing rewrites)", fix_heldout10.PROGRAMS),
         "11": ("tests/corpus/fix_heldout11 (read while writing rewrites)", fix_heldout11.PROGRAMS),
-        "12": ("tests/corpus/fix_heldout12", fix_heldout12.PROGRAMS)}
+        "12": ("tests/corpus/fix_heldout12 (read while writing rewrites)", fix_heldout12.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:
