@@ -891,6 +891,30 @@ def sampled_attention() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return SampledAttention(), (torch.randn(2, 9, 6),)
 
 
+class RoutedExperts(nn.Module):
+    """Top-1 routing over a list of experts (Switch-style, in our words): each expert runs on the
+    tokens routed to it, written back in place; an expert no token chose is skipped."""
+
+    def __init__(self, d: int = 6, n: int = 4) -> None:
+        super().__init__()
+        self.router = nn.Linear(d, n)
+        self.experts = nn.ModuleList(nn.Linear(d, d) for _ in range(n))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        probs = self.router(h).softmax(-1)
+        route = F.one_hot(probs.argmax(-1), probs.shape[-1]).bool()
+        out = h.clone()
+        hit = torch.nonzero(route.flatten(0, -2).sum(0), as_tuple=True)[0].tolist()  # SITE: every index visited instead of the nonzero ones
+        for e in hit:
+            out[route[..., e]] = self.experts[e](h[route[..., e]])  # SITE: where instead of masked assignment
+        return out * probs.amax(-1, keepdim=True)
+
+
+def routed_experts() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(889)
+    return RoutedExperts(), (torch.randn(2, 5, 6),)
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -927,4 +951,5 @@ PROGRAMS: dict[str, Any] = {
     "summed_box_loss": summed_box_loss,
     "completion_logits": completion_logits,
     "sampled_attention": sampled_attention,
+    "routed_experts": routed_experts,
 }

@@ -367,9 +367,9 @@ class _Scope:
             helper = self._helper_call(node)
             if helper is not None:
                 return helper
-            # self.head(x[m]): a submodule applied to the selected rows, applied to every row
-            if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
-                    and len(node.args) == 1 and not node.keywords):
+            # self.head(x[m]): a submodule applied to the selected rows, applied to every row (an
+            # entry of the model's own list or dict of them too: self.experts[i], getattr(self.experts, name))
+            if _own_module(f) and not self._holds_selection(f) and len(node.args) == 1 and not node.keywords:
                 inner = self.lift(node.args[0])
                 if inner is not None and not inner.same:
                     lifted = _with_base(inner, ast.Call(func=f, args=[inner.base], keywords=[]))
@@ -464,6 +464,24 @@ class _Scope:
             return True
         return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and self.is_mask(n.slice) is not False
                    for n in ast.walk(node))
+
+
+def _rooted_at_self(node: ast.expr) -> bool:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _own_module(f: ast.expr) -> bool:
+    """Whether a called expression is a submodule of the model's: ``self.head``, an entry of
+    its own list or dict of them (``self.experts[i]``, ``self.blocks["a"]``), or one got by
+    name (``getattr(self.experts, f"expert_{i}")``)."""
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+        return True
+    if isinstance(f, ast.Subscript) and _rooted_at_self(f.value) and isinstance(f.value, ast.Attribute):
+        return True
+    return (isinstance(f, ast.Call) and isinstance(f.func, ast.Name) and f.func.id == "getattr" and len(f.args) == 2
+            and not f.keywords and isinstance(f.args[0], ast.Attribute) and _rooted_at_self(f.args[0]))
 
 
 def _reduction(call: ast.Call) -> str | None:

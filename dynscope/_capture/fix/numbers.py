@@ -23,6 +23,9 @@
   position's source, the shift a 0-dim tensor.
 - ``int() of a numpy number instead of its item``: ``np.ceil(np.log(n)).astype("int").item()``
   as ``int(np.ceil(np.log(n)))``.
+- ``every index visited instead of the nonzero ones``: ``hit = torch.nonzero(c, as_tuple=True)[0].tolist()``
+  read only by ``for i in hit:`` loops that write through an index reading ``i``, as
+  ``hit = range(c.shape[0])``.
 - ``one index instead of picks stacked``: ``torch.stack([x[:, idx[i]] for i in range(k)],
   dim=-1)`` as ``x[:, idx[:k]]``.
 
@@ -52,12 +55,13 @@ from dynscope._capture.fix.statements import (
 )
 
 __all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "NUMPY_ITEM", "PICKED", "POINTER", "RANGED", "ROLLED", "TRIM",
-           "WINDOWS", "ZIPPED", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements", "numpy_item",
-           "per_element_list", "pointer_kept", "ranged_fill", "rolled", "stacked_picks", "trim_dropped",
+           "VISITED", "WINDOWS", "ZIPPED", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements",
+           "nonzero_visited", "numpy_item", "per_element_list", "pointer_kept", "ranged_fill", "rolled", "stacked_picks", "trim_dropped",
            "windowed_rows", "zipped_fill"]
 
 LIST = "per-element list as tensor ops"
 NUMPY_ITEM = "int() of a numpy number instead of its item"
+VISITED = "every index visited instead of the nonzero ones"
 POINTER = "pointer kept a tensor"
 INDEX = "index by a one-element tensor"
 LENGTHS = "length mask instead of per-row slices"
@@ -1195,3 +1199,67 @@ def numpy_item(stmt: ast.stmt, text: Text) -> Made | None:
     return transformed_statement(stmt, _NumpyItem(), NUMPY_ITEM, (
         "the numpy value is one number (its item and its int() agree; an array of several would make "
         "int() raise)"))
+
+
+# -- the indices a nonzero listed, every one visited -----------------------------------------------
+
+_FLATTENED = {"flatten", "squeeze", "view", "reshape", "ravel"}
+
+
+def _nonzero_listed(value: ast.expr) -> ast.expr | None:
+    """``c`` in ``torch.nonzero(c, as_tuple=True)[0].tolist()`` (``c.nonzero(as_tuple=True)[0]``,
+    ``torch.where(c)[0]``, ``torch.nonzero(c).squeeze(-1)``, ``c.nonzero().flatten()``); None for
+    another value."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "tolist"
+            and not value.args and not value.keywords):
+        return None
+    inner = value.func.value
+    if isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) and inner.slice.value == 0:
+        made, tupled = inner.value, True
+    elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr in _FLATTENED:
+        made, tupled = inner.func.value, False
+    else:
+        return None
+    if not isinstance(made, ast.Call) or not isinstance(made.func, ast.Attribute):
+        return None
+    as_tuple = any(k.arg == "as_tuple" and isinstance(k.value, ast.Constant) and k.value.value is True
+                   for k in made.keywords)
+    name, on_torch = made.func.attr, isinstance(made.func.value, ast.Name) and made.func.value.id == "torch"
+    if name == "nonzero" and as_tuple == tupled:
+        args = made.args if on_torch else [made.func.value, *made.args]
+        return args[0] if len(args) == 1 else None
+    if name == "where" and on_torch and tupled and len(made.args) == 1 and not made.keywords:
+        return made.args[0]
+    return None
+
+
+def nonzero_visited(stmt: ast.stmt, text: Text) -> Made | None:
+    """``hit = torch.nonzero(c, as_tuple=True)[0].tolist()`` read only as ``for i in hit:`` whose
+    body only writes through an index that reads ``i`` (``out[mask[:, i]] = expert_i(x[mask[:, i]])``,
+    Switch Transformers' loop over the experts a batch routed to) as ``hit = range(c.shape[0])``:
+    an index the filter left out selects nothing, so its turn writes nothing, and every turn's
+    write is the masked one its own rewrite makes."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    counted = _nonzero_listed(stmt.value)
+    name = stmt.targets[0].id
+    fn = function_of(text.source, stmt)
+    if counted is None or fn is None:
+        return None
+    end = stmt.end_lineno or stmt.lineno
+    reads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+             and n.lineno > end]  # hit = nonzero(hit)...: the statement's own read is the filtered tensor
+    loops = [n for n in ast.walk(fn) if isinstance(n, ast.For) and isinstance(n.iter, ast.Name) and n.iter.id == name]
+    if not loops or len(reads) != len(loops):
+        return None  # read otherwise (len(hit), hit[0]): the list itself matters
+    for loop in loops:
+        if loop.orelse or not isinstance(loop.target, ast.Name) or loop.lineno < stmt.lineno:
+            return None
+        i = loop.target.id
+        for s in loop.body:
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(s, ast.AugAssign) else []
+            if not targets or not all(isinstance(t, ast.Subscript) and i in names_loaded(t.slice) for t in targets):
+                return None
+    return Made([f"{name} = range({paren(unparsed(counted))}.shape[0])"], VISITED, (
+        "the filtered tensor is one-dimensional, and an index it leaves out selects nothing in the loop's writes "
+        "(each write goes through a mask or index that is empty for it), so visiting it changes nothing"))

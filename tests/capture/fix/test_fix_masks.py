@@ -16,7 +16,7 @@ import dynscope
 from dynscope._capture.fix import host, masks, numbers
 from dynscope._capture.fix.branches import CONDITIONAL, FLAG_FIRST, WHERE
 from dynscope._capture.fix.rewrites import candidates
-from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
+from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, OTHER, SCALAR
 from tests.corpus import fix_masks as fm
 
 HEAD = "import torch\nimport torch.nn.functional as F\n\n\n"
@@ -790,6 +790,38 @@ def test_selections_that_are_only_reduced_are_verified_live(name: str, rewrite: 
 
 
 @pytest.mark.heavy
+def test_the_experts_a_batch_routed_to_are_every_expert_each_written_through_its_mask() -> None:
+    res = _fix("routed_experts")
+    by_rewrite = {p.rewrite: p for p in res.patches}
+    assert set(by_rewrite) == {numbers.VISITED, masks.ASSIGN}, res
+    assert all(p.verified and p.breaks_after == 0 and p.outputs_matched for p in res.patches), res
+    assert res.breaks_after == 0 and res.outputs_matched_after
+    assert "selects nothing" in by_rewrite[numbers.VISITED].assumes
+    assert "range(" in by_rewrite[numbers.VISITED].diff and "self.experts[e](h)" in by_rewrite[masks.ASSIGN].diff
+
+
+VISITED_BODY = """\
+def f(self, h, route):
+    out = h.clone()
+    hit = torch.nonzero(route.sum(0), as_tuple=True)[0].tolist()
+    for e in hit:
+        out[route[..., e]] = self.experts[e](h[route[..., e]])
+    return out
+"""
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("    return out\n", "    return out, len(hit)\n"),  # the list itself is read: its length
+    ("        out[route[..., e]] = ", "        print(e)\n        out[route[..., e]] = "),  # a turn that says something
+    ("        out[route[..., e]] = self.experts[e](h[route[..., e]])",
+     "        out[0] = self.experts[e](h[route[..., e]]).sum()"),  # a write whose index ignores the turn
+])
+def test_every_index_visited_refuses_a_loop_that_does_more_than_masked_writes(old: str, new: str) -> None:
+    assert numbers.VISITED in _made(VISITED_BODY, 3, DYNAMIC_SHAPE), "the shape itself is rewritten"
+    assert numbers.VISITED not in _made(VISITED_BODY.replace(old, new), 3, DYNAMIC_SHAPE), new
+
+
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", ["selected_features", "per_token_losses"])
 def test_a_selection_that_is_the_output_gets_no_patch(name: str) -> None:
     res = _fix(name)
@@ -809,3 +841,51 @@ def test_fix_seeds_pythons_random_for_every_run_and_gives_the_users_stream_back(
     res = dynscope.fix(model, inputs)
     assert [random.random() for _ in range(3)] == expected
     assert torch.equal(torch.rand(2), t) and res.patches[0].verified
+
+
+ONE_HOT = """\
+def targets(logits, classes):
+    fg = classes >= 0
+    t = torch.zeros_like(logits)
+    t[fg, classes[fg]] = 1.0
+    return t
+"""
+
+
+def test_a_one_hot_written_at_the_selected_rows_is_a_where_over_one_place_per_row() -> None:
+    assert _made(ONE_HOT, 4)[masks.ASSIGN] == (
+        "    t.copy_(torch.where(fg.unsqueeze(-1) & (torch.arange(t.shape[-1], device=t.device) == "
+        "classes.unsqueeze(-1)), 1.0, t))\n")
+    for old, new in [("t[fg, classes[fg]] = 1.0", "t[fg, classes[fg]] += 1.0"),  # an update, not a write
+                     ("t[fg, classes[fg]] = 1.0", "t[fg, classes[fg]] = logits[fg].max()"),  # the value selects
+                     ("t[fg, classes[fg]] = 1.0", "t[fg, classes[~fg]] = 1.0")]:  # another mask picks the place
+        made = _made(ONE_HOT.replace(old, new), 4)
+        assert "arange" not in made.get(masks.ASSIGN, ""), new
+
+
+def test_a_numpy_numbers_item_is_its_int() -> None:
+    body = "def count(x, factor):\n    n = x.shape[1]\n    return factor * np.ceil(np.log(n)).astype('int').item()\n"
+    made = _made(body, 3, OTHER)
+    assert made[numbers.NUMPY_ITEM] == "    return factor * int(np.ceil(np.log(n)))\n"
+    assert _made(body.replace("astype('int')", "astype(np.float32)"), 3, OTHER)[numbers.NUMPY_ITEM] == (
+        "    return factor * float(np.ceil(np.log(n)))\n")
+    # an array that is not numpy's own call (a tensor's .numpy()), a dtype it cannot say: left alone
+    for old, new in [("np.ceil(np.log(n))", "x.numpy()"), ("astype('int')", "astype(x.dtype)")]:
+        assert numbers.NUMPY_ITEM not in _made(body.replace(old, new), 3, OTHER), new
+
+
+def test_a_loss_of_the_projects_own_is_masked_per_row_only_when_summed() -> None:
+    body = ("def loss(p, t, fg):\n    fg = fg > 0\n"
+            "    return box_loss(p[fg], t[fg], reduction='sum', eps=1e-7)\n")
+    made = _made(body, 3)[masks.LOSS]
+    assert "box_loss(torch.where(" in made and "eps=1e-07, reduction='none'), 0).sum()" in made, made
+    assert "torch.where(fg, box_loss(" in made, "one loss per row: the mask itself, not widened"
+    assert masks.LOSS not in _made(body.replace("reduction='sum'", "reduction='mean'"), 3)
+    assert masks.LOSS not in _made(body.replace(", reduction='sum', eps=1e-7", ""), 3)
+
+
+def test_part_of_a_mask_is_a_mask_and_a_dict_key_is_not() -> None:
+    body = ("def stats(logits, completion, n):\n    keep = completion.bool()\n    out = {}\n"
+            "    out[\"chosen\"] = logits[:n][keep[:n]].mean()\n    return out\n")
+    made = _made(body, 4)[masks.INLINE]
+    assert made.startswith('    out["chosen"] = torch.where(keep[:n]'), made
