@@ -23,6 +23,7 @@ import torch
 
 from dynscope._model import Cause, GuardFailure
 from dynscope._model import causes as k
+from dynscope._model.compile_ids import compile_id, compile_number, frame_of
 from dynscope._torch.shape_text import size_terms, source_words, tensor_guard, value_guard
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ def with_all_failures(
     """
     if not rep.frames or not call_values:
         return rep
-    entry_frame = rep.frames[0].compile_id.split("/")[0]
+    entry_frame = frame_of(rep.frames[0].compile_id)
     raw_to_new = {f.torch_compile_id: f.compile_id for f in rep.frames}
     by_entry: dict[str, list[Guard]] = {}
     for g in rep.guards:
@@ -183,15 +184,15 @@ def with_all_failures(
             call_of.setdefault(raw_to_new[ev.compile_id], bisect.bisect_right(call_starts, index) - 1)
     recompiles = []
     for r in rep.recompiles:
-        frame, _, number = r.compile_id.partition("/")
+        frame, number = frame_of(r.compile_id), compile_number(r.compile_id)
         call = call_of.get(r.compile_id, -1)
-        if frame != entry_frame or not number.isdigit() or not 0 <= call < len(call_values):
+        if frame != entry_frame or number is None or not 0 <= call < len(call_values):
             recompiles.append(r)
             continue
         found: list[GuardFailure] = []
         logged = {f.entry: f for f in r.failures}
-        for n in range(int(number) - 1, -1, -1):  # newest entry first, as PyTorch lists them
-            entry = f"{frame}/{n}"
+        for n in range(number - 1, -1, -1):  # newest entry first, as PyTorch lists them
+            entry = compile_id(frame, n)
             mine = entry_checks(by_entry.get(entry, ()), entry, call_values[call])
             if mine is None:
                 found.extend(_with_now(f, call_values[call]) for f in r.failures if f.entry == entry)

@@ -48,6 +48,7 @@ from dynscope import _torch
 from dynscope._errors import InputError, RankDivergenceError, RankDivergenceWarning
 from dynscope._lexicon.wording import resume_label
 from dynscope._model.codec import report_from_dict
+from dynscope._model.compile_ids import frame_of
 from dynscope._model.merge import save_rank
 from dynscope._model.watch import (
     BLOCKED,
@@ -136,7 +137,7 @@ class _Collector(TraceCollector):
         ev = self.events[-1]  # only the watched thread appends (TraceCollector.thread)
         if not ev.compile_id:
             return
-        self.by_frame[ev.compile_id.split("/")[0]].append(ev)
+        self.by_frame[frame_of(ev.compile_id)].append(ev)
         at = self._at_kind.get(ev.name)
         if at is not None:
             # Raising here leaves the compile as the error itself (raisable_in_compile).
@@ -371,7 +372,7 @@ class RankWatch:
         store = self._ready()
         if store is None or self._world < 2:
             return
-        events = list(self._collector.by_frame[compile_id.split("/")[0]])
+        events = list(self._collector.by_frame[frame_of(compile_id)])
         acc = account(events, compile_id, rank=self._rank, world_size=self._world)
         self._last = (compile_id, _frame_words(acc), time.monotonic())
         self._publish(store, acc.key, acc.report)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dynscope._lexicon.wording import base_function, resume_site
+from dynscope._model.compile_ids import frame_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,10 +30,10 @@ def program_order(rep: Report) -> list[tuple[list[list[str]], list[int]]]:
     """
     compiles: dict[str, list[str]] = {}
     for f in rep.frames:
-        compiles.setdefault(f.compile_id.split("/")[0], []).append(f.compile_id)
+        compiles.setdefault(frame_of(f.compile_id), []).append(f.compile_id)
     order = sorted(compiles, key=_ran_at(rep))
     function = {f.compile_id: f.function for f in rep.frames}
-    frame_of = {cid: no for no, cids in compiles.items() for cid in cids}
+    frame_no = {cid: no for no, cids in compiles.items() for cid in cids}
     hosts = break_hosts(rep)
     after: dict[int, list[str]] = {
         i: [no for no in order if resume_site(function[compiles[no][0]]) == (base_function(b.function), b.lineno)]
@@ -48,7 +49,7 @@ def program_order(rep: Report) -> list[tuple[list[list[str]], list[int]]]:
         placed.update(group)
         ends = [
             i for i in range(len(rep.breaks))
-            if i not in ended and hosts[i] and all(frame_of[c] in placed for c in hosts[i])
+            if i not in ended and hosts[i] and all(frame_no[c] in placed for c in hosts[i])
         ]
         ended.update(ends)
         steps.append(([compiles[n] for n in group], ends))
@@ -80,7 +81,7 @@ def _ran_at(rep: Report) -> Callable[[str], tuple[float, tuple[int, int, str]]]:
     empty_at: dict[str, float] = {}
     seen = 0
     for f in rep.frames:
-        no = f.compile_id.split("/")[0]
+        no = frame_of(f.compile_id)
         if f.graph_ids:
             first_graph[no] = min(first_graph.get(no, min(f.graph_ids)), min(f.graph_ids))
             seen = max(seen, max(f.graph_ids) + 1)

@@ -19,6 +19,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from dynscope._lexicon.wording import resume_label
+from dynscope._model.compile_ids import compile_number
 from dynscope._model.display import VerdictShortcuts
 from dynscope._model.merge import collectives_of, comparable, divergences
 from dynscope._model.plain import to_plain
@@ -104,9 +105,9 @@ def new_collectives(rep: Report, nth: int) -> tuple[str, ...]:
     desynchronise the ranks' collectives, and the watch never stops the job at it."""
     by_compile: dict[int, tuple[str, ...]] = {}
     for g in rep.graphs:
-        n = g.compile_id.rsplit("/", 1)[-1]
-        if n.isdigit() and int(n) <= nth:
-            by_compile[int(n)] = by_compile.get(int(n), ()) + collectives_of(g)
+        n = compile_number(g.compile_id)
+        if n is not None and n <= nth:
+            by_compile[n] = by_compile.get(n, ()) + collectives_of(g)
     newest = by_compile.pop(nth, ())
     if not newest or newest in by_compile.values():
         return ()

@@ -28,6 +28,7 @@ from dynscope._model import (
 )
 from dynscope._model.base import _Live
 from dynscope._model.causes import NO_REASON
+from dynscope._model.compile_ids import compile_id, compile_number, frame_of, is_recompile
 from dynscope._read.break_sites import (
     fold_breaks,
     is_decorator_wrapper,
@@ -92,11 +93,11 @@ def _renumbering(events: list[TraceEvent], recorded: list[RecordedGraph]) -> dic
     for cid in ids:
         if not cid or cid in out or "/" not in cid:
             continue
-        frame, _ = cid.split("/", 1)
+        frame = frame_of(cid)
         f_new = frames.setdefault(frame, len(frames))
         per = compiles.setdefault(frame, {})
         c_new = per.setdefault(cid, len(per))
-        out[cid] = f"{f_new}/{c_new}"
+        out[cid] = compile_id(f_new, c_new)
     return out
 
 
@@ -130,16 +131,15 @@ def _explained(reason: str, cid: str, states: dict[str, dict[str, object]]) -> C
     after = states.get(cid, {})
     if not named or not after:
         return reason_cause(reason)
-    frame, _, no = cid.partition("/")
-    earlier = [states.get(f"{frame}/{n}", {}) for n in range(int(no) - 1, -1, -1)] if no.isdigit() else []
+    frame, no = frame_of(cid), compile_number(cid)
+    earlier = [states.get(compile_id(frame, n), {}) for n in range(no - 1, -1, -1)] if no is not None else []
     before = next((s for s in earlier if states_differ(reason, s, after)), earlier[0] if earlier else {})
     return global_state_cause(reason, before, after) or reason_cause(reason)
 
 
-def _is_recompile(compile_id: str) -> bool:
+def _is_recompile(cid: str) -> bool:
     """True for "F/C" with C > 0 (a later compile of frame F)."""
-    _, _, compile_no = compile_id.partition("/")
-    return compile_no.isdigit() and int(compile_no) > 0
+    return is_recompile(cid)
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ def _first_metrics(st: _Assembly, ev: TraceEvent) -> None:
     """compilation_metrics, first pass: for a frame whose code is a decorator's wrapper, the
     function it runs, read from the node stacks of a graph the backend saw for the frame. Read
     in a pass of its own: a recompile's failed guards come before its compile's metrics."""
-    frame = ev.compile_id.split("/")[0]
+    frame = frame_of(ev.compile_id)
     if frame in st.wrapped or (rec := st.by_cid.get(ev.compile_id)) is None:
         return
     m: CompileMetrics = ev.record
@@ -322,16 +322,16 @@ def _on_metrics(st: _Assembly, ev: TraceEvent) -> None:
     m = st.metrics[cid] = ev.record
     # A compile that failed early (recompile limit) names no code: it is the
     # same frame as the frame's earlier compiles.
-    same_frame = st.frame_names.get(cid.split("/")[0], ("", "", 0))
+    same_frame = st.frame_names.get(frame_of(cid), ("", "", 0))
     filename, lineno = m.co_filename or same_frame[1], m.co_firstlineno or same_frame[2]
-    wrapped = st.wrapped.get(cid.split("/")[0])
+    wrapped = st.wrapped.get(frame_of(cid))
     name = _frame_name(m.co_name, filename, lineno, wrapped) or same_frame[0]
     # A wrapper frame (a torch or library file) is shown where the function it runs is.
     if wrapped is not None and not is_resume_name(m.co_name):
         filename, lineno = wrapped.filename, wrapped.lineno
     st.names[cid] = (name, filename, lineno)
     if st.names[cid][0]:
-        st.frame_names.setdefault(cid.split("/")[0], st.names[cid])
+        st.frame_names.setdefault(frame_of(cid), st.names[cid])
 
 
 def _on_guards(st: _Assembly, ev: TraceEvent) -> None:
@@ -566,7 +566,7 @@ def _assembled(
         # text names a frame's inputs by their guard sources (the registry's names_inputs)
         events = [
             _named_arguments(ev, w.arguments)
-            if records.REGISTRY[ev.name].names_inputs and (w := st.wrapped.get(ev.compile_id.split("/")[0]))
+            if records.REGISTRY[ev.name].names_inputs and (w := st.wrapped.get(frame_of(ev.compile_id)))
             and w.arguments else ev
             for ev in events
         ]
