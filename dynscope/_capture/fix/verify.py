@@ -454,7 +454,7 @@ def _nested_in(module: types.ModuleType, fn: types.FunctionType, filename: str,
                       f"{Path(filename).name} has {'no' if not found else 'more than one'} def of it at its line")
     if found[0].co_freevars != code.co_freevars:
         return None, f"the patch changes the names {fn.__qualname__} closes over: its patched copy cannot be made"
-    contents = copy.deepcopy([_content(c) for c in fn.__closure__ or ()])
+    contents = _copied_cells(fn)
     parts = [p for v in contents if v is not _EMPTY
              for p in ([q for sub in v.modules() for q in (sub, *_plain_parts(sub))] if isinstance(v, torch.nn.Module)
                        else [v, *_plain_parts(v)] if _plain(v) else [])]
@@ -697,7 +697,7 @@ def copied(obj: Any) -> Any:
         return getattr(copied(obj.__self__), obj.__name__)
     if isinstance(obj, types.FunctionType) and obj.__closure__:
         try:
-            cells = copy.deepcopy([_content(c) for c in obj.__closure__])
+            cells = _copied_cells(obj)
         except Exception:  # noqa: BLE001 - a value that cannot be copied (a lock, a file): run as it is
             return obj
         for value in cells:
@@ -723,6 +723,12 @@ def _content(cell: Any) -> Any:
         return cell.cell_contents
     except ValueError:
         return _EMPTY
+
+
+def _copied_cells(fn: types.FunctionType) -> list[Any]:
+    """Deep copies of what ``fn`` closes over, copied together (shared objects stay shared);
+    an unfilled cell stays :data:`_EMPTY` (the marker itself, not a copy of it)."""
+    return copy.deepcopy([_content(c) for c in fn.__closure__ or ()], {id(_EMPTY): _EMPTY})
 
 
 def with_closure(fn: types.FunctionType, code: types.CodeType, globals_: dict[str, Any],

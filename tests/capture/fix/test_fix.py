@@ -562,3 +562,27 @@ def test_fix_leaves_pytorch_and_the_users_state_as_it_found_them(capsys: pytest.
     assert cap.report.break_count == res.breaks_before  # the patched copies' compiles are not counted
     assert torch.equal(compiled(*inputs), model(*inputs))
     capsys.readouterr()
+
+
+def test_a_closure_is_run_over_copies_of_what_it_holds_copied_together() -> None:
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        opt.zero_grad()
+        loss = model(x).sum() + later
+        loss.backward()
+        opt.step()
+        return loss
+
+    twin = copied(step)
+    with pytest.raises(NameError):  # a cell not yet filled stays unfilled in the copy
+        twin(torch.ones(2))
+    later = 0.0
+    twin = copied(step)
+    held = dict(zip(twin.__code__.co_freevars, (c.cell_contents for c in twin.__closure__), strict=True))
+    assert held["model"] is not model and held["opt"] is not opt
+    assert held["opt"].param_groups[0]["params"][0] is held["model"].weight, "the optimizer steps the copied model"
+    before = model.weight.detach().clone()
+    twin(torch.ones(2))
+    assert torch.equal(model.weight, before) and not torch.equal(held["model"].weight, before)
