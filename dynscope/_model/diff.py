@@ -140,8 +140,8 @@ def _cache_results(rep: Report) -> dict[tuple[str, str], int]:
     """(cache, result) -> lookups: "fx_graph" / "aotautograd" ... and "hit", "miss", "bypass"."""
     out: dict[tuple[str, str], int] = {}
     for g in rep.graphs:
-        for key, result in g.lowering.cache if g.lowering is not None else ():
-            k = (key.split(" ", 1)[0], result)
+        for cache, _graph, result in g.lowering.cache if g.lowering is not None else ():
+            k = (cache, result)
             out[k] = out.get(k, 0) + 1
     return out
 

@@ -186,7 +186,10 @@ class Lowering:
     unmapped: tuple[str, ...] = ()  # compute nodes no kernel could be traced to
     code: str = ""  # Inductor's output code for the forward (or inference) graph
     backward_code: str = ""  # ... and for the backward
-    cache: tuple[tuple[str, str], ...] = ()  # ("fx_graph forward", "hit"/"miss"/"bypass"), ...
+    # Each cache lookup of its compile: (cache, AOT graph, result): ("fx_graph", "forward",
+    # "hit"), ("aot_autograd", "", "miss"); the graph is "" for a cache of the whole compile.
+    # Schema 7 and before kept pairs, the cache and graph in one key ("fx_graph forward").
+    cache: tuple[tuple[str, str, str], ...] = ()
     # (phase, seconds) in pipeline order, of the build described: source "timing", the build
     # timing ran on (not the user's compile); source "trace", the user's compile of the graph's
     # frame as Report.compile_time counts it (frame compile and lazy backward compile).
@@ -204,6 +207,19 @@ class Lowering:
     # metadata (inductor_runtime_and_tensor_meta; one per compile, comma-joined); "" when the
     # torch did not log it. Ranks whose digests differ compiled different kernels.
     runtime_meta: str = ""
+
+    @classmethod
+    def _upgraded(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A lowering as an older file saved it, in this layout (the codec calls it on every
+        lowering it reads): before schema 8 each cache lookup was a pair whose key named the
+        cache and the AOT graph together ("fx_graph forward", "hit")."""
+        cache = data.get("cache")
+        if not isinstance(cache, list) or not any(isinstance(e, list) and len(e) == 2 for e in cache):
+            return data
+        out = dict(data)
+        out["cache"] = [[*(str(e[0]).split(" ", 1) + [""])[:2], e[1]] if isinstance(e, list) and len(e) == 2 else e
+                        for e in cache]
+        return out
 
     def __repr__(self) -> str:
         parts = [f"{g.kind} {plural(g.op_count, 'op')}" for g in (self.forward, self.backward) if g is not None]

@@ -510,13 +510,14 @@ def _inductor_tensor_meta(reports: Sequence[Report]) -> list[Divergence]:
     return [Divergence("inductor_tensor_meta", _minority(groups), facts=tuple(facts))]
 
 
-def _cache_key(graph: Graph) -> tuple[tuple[str, str], ...]:
+def _cache_key(graph: Graph) -> tuple[tuple[str, str, str], ...]:
     return graph.lowering.cache if graph.lowering is not None else ()
 
 
 def _cache(reports: Sequence[Report]) -> list[Divergence]:
     def said(g: Graph) -> tuple[Value, ...]:
-        return tuple(x for pair in _cache_key(g) for x in pair)
+        lookups = _cache_key(g)  # how many, then each lookup's cache, AOT graph and result
+        return (len(lookups), *(x for lookup in lookups for x in lookup))
 
     found = _first_graph(reports, "cache", _cache_key, said, "cache") or _cache_counts(reports)
     why = _cache_why(reports) if found else []
@@ -567,7 +568,7 @@ def _cache_why(reports: Sequence[Report]) -> list[Fact]:
 def _cache_counts(reports: Sequence[Report]) -> list[Divergence]:
     """Where every graph the ranks have in common hit and missed alike, the ranks' cache
     results in all: a rank that compiled more graphs looked them up (and missed) more."""
-    def results(rep: Report) -> tuple[tuple[str, str], ...]:
+    def results(rep: Report) -> tuple[tuple[str, str, str], ...]:
         return tuple(r for g in rep.graphs for r in _cache_key(g))
 
     groups = _groups(reports, results)
@@ -576,7 +577,7 @@ def _cache_counts(reports: Sequence[Report]) -> list[Divergence]:
 
     def said(g: list[Report]) -> Fact:
         found = results(g[0])
-        counts = Counter(status for _, status in found)
+        counts = Counter(status for _, _, status in found)
         return Fact("cache_results", _ranks_of(g),
                     (len(found), len(g[0].graphs), *(x for s, n in sorted(counts.items()) for x in (s, n))))
 

@@ -38,7 +38,9 @@ __all__ = ["SCHEMA_VERSION", "Frame", "Guard", "Recompile", "RecompileGroup", "R
 #: 7: one tuple of causes per recompile (Recompile.causes, one per failed guard; "why" before),
 #: fixes as records (RecompileFix, each with the change it answers; words before),
 #: Recompile.raw_reasons ("reasons" before). Older files are read into it (Recompile._upgraded).
-SCHEMA_VERSION = 7
+#: 8: a lowering's cache lookups as (cache, AOT graph, result) where 7 kept the cache and graph in
+#: one key ("fx_graph forward"); older files are read into it (Lowering._upgraded).
+SCHEMA_VERSION = 8
 
 
 

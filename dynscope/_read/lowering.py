@@ -241,8 +241,8 @@ def build_lowering(
     mapped, unmapped = _mapped(units[0], call_nodes)
     if units[0].provenance.empty:
         out_notes.append("Inductor logged no node mapping for this graph: mapped_share is 0")
-    cache = [("aot_autograd", aot_cache)] if aot_cache else []
-    cache += [(f"fx_graph {kinds[i]}", unit.cache) for i, unit in enumerate(units[: len(kinds)]) if unit.cache]
+    cache = [("aot_autograd", "", aot_cache)] if aot_cache else []
+    cache += [("fx_graph", kinds[i], unit.cache) for i, unit in enumerate(units[: len(kinds)]) if unit.cache]
     return Lowering(
         mode=mode,
         source=source,
@@ -274,7 +274,7 @@ def _without_code(sp: LoweringFold, *, mode: str, source: str, notes: Sequence[s
         source=source,
         forward=_aot_graph(sp.aot[only], only, sp.aot_parsed[only]),
         mapped_share=1.0,
-        cache=(("aot_autograd", sp.aot_cache),) if sp.aot_cache else (),
+        cache=(("aot_autograd", "", sp.aot_cache),) if sp.aot_cache else (),
         phases=_phases(sp.steps, source),
         notes=(
             *notes,

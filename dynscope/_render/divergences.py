@@ -92,6 +92,18 @@ def _issue(ranks: Sequence[int]) -> str:
     return "issues" if len(ranks) == 1 else "issue"
 
 
+def _lookups(args: Sequence[Value]) -> str:
+    """A graph's cache lookups, "fx_graph forward hit, fx_graph backward miss": args are how
+    many, then each one's cache, AOT graph ("" for the whole compile's) and result. (A merged
+    report saved before schema 8 gave (cache and graph, result) pairs, no count.)"""
+    if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+        n = args[0]
+        said = [" ".join(_s(x) for x in args[1 + 3 * k: 4 + 3 * k] if _s(x)) for k in range(n)]
+    else:
+        said = [f"{w} {st}" for w, st in _pairs(args)]
+    return ", ".join(said)
+
+
 def _cache_results(f: Fact) -> str:
     n, graphs = _n(f.args[0]), _n(f.args[1])
     counts = ", ".join(f"{c} {s}" for s, c in _pairs(f.args[2:]))
@@ -162,9 +174,9 @@ _SAID: dict[str, Callable[[Fact], str]] = {
                        f"in graph {_n(f.args[0])} ({_s(f.args[1])})"),
     "runs_ref": lambda f: f"{who(f.ranks)} runs {', '.join(map(_s, f.args)) or 'no collective'}",
     "why_runs": lambda f: ": collectives issued in another order wait on each other",
-    "cache": lambda f: (f"{who(f.ranks)} {', '.join(f'{w} {st}' for w, st in _pairs(f.args[2:])) or 'logged no cache result'} "
+    "cache": lambda f: (f"{who(f.ranks)} {_lookups(f.args[2:]) or 'logged no cache result'} "
                         f"in graph {_n(f.args[0])} ({_s(f.args[1])})"),
-    "cache_ref": lambda f: f"{who(f.ranks)} {', '.join(f'{w} {st}' for w, st in _pairs(f.args)) or 'logged no cache result'}",
+    "cache_ref": lambda f: f"{who(f.ranks)} {_lookups(f.args) or 'logged no cache result'}",
     "why_cache": lambda f: ": a rank that misses compiles longer, and the others wait for it in the next collective",
     "cache_results": _cache_results,
     "cache_why": _cache_why,

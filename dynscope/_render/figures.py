@@ -18,7 +18,7 @@ __all__ = ["CACHE_ORDER", "PHASE_ORDER", "cache_counts", "memory_order", "phase_
 #: Compile phases (Lowering.phases keys) in pipeline order.
 PHASE_ORDER = ("dynamo", "backend", "aot_autograd", "inductor", "lowering", "codegen", "compile")
 
-#: The caches (the first word of a Lowering.cache key), in the order shown.
+#: The caches (the first of a Lowering.cache lookup's fields), in the order shown.
 CACHE_ORDER = ("fx_graph", "aot_autograd")
 
 
@@ -46,13 +46,13 @@ def phase_seconds(graphs: list[Graph] | tuple[Graph, ...], *, source: str | None
 
 
 def cache_counts(graphs: list[Graph] | tuple[Graph, ...]) -> list[tuple[str, dict[str, int]]]:
-    """Per cache (the first word of its key: "fx_graph"), how many lookups hit, missed or
-    were bypassed; the known caches first, in CACHE_ORDER, then the others as met."""
+    """Per cache ("fx_graph"), how many lookups hit, missed or were bypassed; the known caches
+    first, in CACHE_ORDER, then the others as met."""
     counts: dict[str, dict[str, int]] = {}
     for g in graphs:
         if g.lowering is not None:
-            for key, result in g.lowering.cache:
-                per = counts.setdefault(key.split(" ", 1)[0], {})
+            for cache, _graph, result in g.lowering.cache:
+                per = counts.setdefault(cache, {})
                 per[result] = per.get(result, 0) + 1
     return sorted(counts.items(), key=lambda kv: CACHE_ORDER.index(kv[0]) if kv[0] in CACHE_ORDER else len(CACHE_ORDER))
 

@@ -486,7 +486,7 @@ PHASE_LABELS = {
     "codegen": "code generation",
     "compile": "C++/Triton compile",
 }
-#: The caches (the first word of a Lowering.cache key) in words, in the order shown.
+#: The caches (the first of a Lowering.cache lookup's fields) in words, in the order shown.
 CACHE_LABELS = {"fx_graph": "FX graph cache", "aot_autograd": "AOTAutograd cache"}
 _CACHE_RESULTS = ("hit", "miss", "bypass")
 

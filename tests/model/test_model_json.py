@@ -136,3 +136,16 @@ def test_loading_a_big_report_works_out_type_hints_once_per_type(tmp_path, monke
 
     types = sum(1 for n in _model.__all__ if dataclasses.is_dataclass(getattr(_model, n)))
     assert len(calls) == len(set(calls)) <= types, f"{len(calls)} type-hint look-ups for {len(big.graphs)} graphs"
+
+
+def test_a_lowering_saved_with_a_cache_key_of_two_words_reads_as_cache_graph_and_result() -> None:
+    # Schema 7 and before: ("fx_graph forward", "hit"); 8: ("fx_graph", "forward", "hit").
+    from dynscope._model.codec import from_plain
+    from dynscope._model.graph import Lowering
+
+    old = {"mode": "default", "cache": [["aot_autograd", "miss"], ["fx_graph forward", "hit"],
+                                        ["fx_graph backward", "bypass"]]}
+    low = from_plain(Lowering, old)
+    assert low.cache == (("aot_autograd", "", "miss"), ("fx_graph", "forward", "hit"),
+                         ("fx_graph", "backward", "bypass"))
+    assert from_plain(Lowering, {"cache": [list(c) for c in low.cache]}).cache == low.cache, "this layout as it is"

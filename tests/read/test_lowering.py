@@ -95,9 +95,9 @@ def test_recorded_lowering_is_complete(version: str, program: str) -> None:
     assert {"dynamo", "aot_autograd", "lowering", "codegen", "compile"} <= set(phases)
     assert all(s > 0 for s in phases.values())
     # A fresh cache folder: both caches missed.
-    cache = dict(low.cache)
-    assert cache["aot_autograd"] == "miss"
-    assert {s for w, s in cache.items() if w.startswith("fx_graph")} == {"miss"}
+    cache = {(c, g): r for c, g, r in low.cache}
+    assert cache["aot_autograd", ""] == "miss"
+    assert {r for (c, _), r in cache.items() if c == "fx_graph"} == {"miss"}
     assert low.forward is not None and low.forward.op_count > 0
 
 
@@ -111,7 +111,7 @@ def test_recorded_inference_mlp(version: str) -> None:
     assert kinds == [("extern", ("aten.addmm",))] * 2, "both Linears call the library's addmm"
     (fused,) = [k for k in low.kernels if k.kind == "cpp"]
     assert {"aten.relu", "aten.rsqrt"} <= set(fused.aten_ops), "LayerNorm and ReLU fused into one C++ kernel"
-    assert ("fx_graph inference", "miss") in low.cache
+    assert ("fx_graph", "inference", "miss") in low.cache
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -130,7 +130,7 @@ def test_recorded_training_step(version: str) -> None:
     assert any(k.aten_ops == ("aten.mm",) for k in backward), "weight gradients are library mm calls"
     # Backward kernels are tied through their user source lines (no node mapping is logged).
     assert all(k.source_lines and k.source_lines[0].endswith(".py:79") for k in backward)
-    assert {w for w, _ in low.cache} == {"aot_autograd", "fx_graph forward", "fx_graph backward"}
+    assert {(c, g) for c, g, _ in low.cache} == {("aot_autograd", ""), ("fx_graph", "forward"), ("fx_graph", "backward")}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

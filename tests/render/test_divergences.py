@@ -35,3 +35,13 @@ def test_a_graph_fact_says_its_shown_ops_and_inputs_by_count_and_reads_the_older
     # an op named like the old marker is an op, not the inputs' start
     odd = Fact("made_graph_ref", (0,), ("f", False, 1, 1, "|", "f32[2]"))
     assert detail(Divergence("graph_structure", (1,), facts=(odd,))) == "rank 0 as f: | on f32[2]"
+
+
+def test_a_cache_fact_says_each_lookup_and_reads_the_older_pairs() -> None:
+    from dynscope._model.ranks import Fact
+    from dynscope._render.divergences import detail
+
+    now = Fact("cache_ref", (0,), (2, "aot_autograd", "", "miss", "fx_graph", "forward", "hit"))
+    older = Fact("cache_ref", (0,), ("aot_autograd", "miss", "fx_graph forward", "hit"))
+    said = [detail(Divergence("cache", (1,), facts=(f,))) for f in (now, older)]
+    assert said[0] == said[1] == "rank 0 aot_autograd miss, fx_graph forward hit", said

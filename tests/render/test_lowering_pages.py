@@ -207,7 +207,7 @@ def _hostile(rep: Report) -> Report:
     low = dataclasses.replace(
         g.lowering, mode=HOSTILE, kernels=(k, *g.lowering.kernels), unmapped=(HOSTILE,),
         code=HOSTILE + "\n" + g.lowering.code, backward_code="</details>" + HOSTILE, notes=(HOSTILE,),
-        cache=((HOSTILE, HOSTILE),), phases=((HOSTILE, 1.0),),
+        cache=((HOSTILE, HOSTILE, HOSTILE),), phases=((HOSTILE, 1.0),),
         forward=AotGraph(kind=HOSTILE, node_count=1, op_count=1),
     )
     graphs = tuple(dataclasses.replace(x, lowering=low) if x.id == 1 else x for x in rep.graphs)
