@@ -11,6 +11,7 @@ lines of this file they came from. The report folder shows the same as a page.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -58,7 +59,8 @@ def main(out: str = "lowering-report") -> dynscope.Report:
         for k in low.kernels_by_time()[:3]:
             ms = f"{k.time_ms:.3f} ms" if k.time_ms is not None else "untimed"
             print(f"  {k.name} ({k.kind}, {k.graph}): {ms}")
-            print(f"    fuses {', '.join(k.aten_ops) or '-'}; from {', '.join(k.source_lines) or '-'}")
+            lines = ", ".join(f"{Path(f).name}:{n}" for f, n in k.source_lines)
+            print(f"    fuses {', '.join(k.aten_ops) or '-'}; from {lines or '-'}")
     folder = rep.render(out)
     print(f"report written to {folder}")
     return rep

@@ -147,6 +147,12 @@ class SavedTensors:
     names: tuple[str, ...] = field(default=(), repr=False)  # the saved values' names in the backward graph
 
 
+def _path_and_line(words: str) -> list[Any]:
+    """"path/file.py:LINE" as [path, line] (line 0 when the words end in no number)."""
+    path, sep, line = words.rpartition(":")
+    return [path, int(line)] if sep and line.isdigit() else [words, 0]
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One kernel Inductor generated (or a library call it emitted) for a graph."""
@@ -156,11 +162,22 @@ class Kernel:
     graph: str = "forward"  # the AOT graph it runs in: "forward", "backward" or "inference"
     aten_ops: tuple[str, ...] = ()  # ATen ops fused into it ("aten.relu", ...)
     nodes: tuple[str, ...] = ()  # names of the Dynamo graph's nodes it computes
-    source_lines: tuple[str, ...] = ()  # "file:line" of the user code those nodes came from
+    # (path, line) of the user code those nodes came from; schema 7 and before kept "path:LINE"
+    # words (read back by _upgraded)
+    source_lines: tuple[tuple[str, int], ...] = ()
     time_ms: float | None = None  # time per run from the profiler; None when not timed
     share: float | None = None  # time_ms / the compiled graph's profiled time per run
     calls: int = 1  # times the kernel is called per run of the graph
     code_line: int = 0  # 1-based line in its graph's output code where it is called; 0 unknown
+
+    @classmethod
+    def _upgraded(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A kernel as an older file saved it, in this layout (the codec calls it on every
+        kernel it reads): before schema 8 each source line was "path:LINE" words."""
+        lines = data.get("source_lines")
+        if not isinstance(lines, list) or not any(isinstance(x, str) for x in lines):
+            return data
+        return {**data, "source_lines": [_path_and_line(x) if isinstance(x, str) else x for x in lines]}
 
     def __repr__(self) -> str:
         text = f"{self.name} {self.kind} {self.graph}: {plural(len(self.aten_ops), 'aten op')}"

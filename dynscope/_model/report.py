@@ -39,7 +39,8 @@ __all__ = ["SCHEMA_VERSION", "Frame", "Guard", "Recompile", "RecompileGroup", "R
 #: fixes as records (RecompileFix, each with the change it answers; words before),
 #: Recompile.raw_reasons ("reasons" before). Older files are read into it (Recompile._upgraded).
 #: 8: a lowering's cache lookups as (cache, AOT graph, result) where 7 kept the cache and graph in
-#: one key ("fx_graph forward"); older files are read into it (Lowering._upgraded).
+#: one key ("fx_graph forward"), a kernel's source lines as (path, line) where 7 kept "path:LINE";
+#: older files are read into it (Lowering._upgraded, Kernel._upgraded).
 SCHEMA_VERSION = 8
 
 

@@ -350,7 +350,7 @@ class _Ties:
             graph=kind,
             aten_ops=ops,
             nodes=nodes,
-            source_lines=tuple(f"{f}:{ln}" for f, ln in lines),
+            source_lines=tuple((f, int(ln)) for f, ln in lines),
             time_ms=ms if ms is not None else (0.0 if timed else None),
             share=share if share is not None else (0.0 if timed else None),
             code_line=line,

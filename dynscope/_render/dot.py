@@ -527,7 +527,7 @@ def _kernel_legend(kernels: tuple[Kernel, ...], colour: dict[int, str]) -> list[
             attrs = f', style="rounded,filled,dashed", color="{BORDERS["fallback"]}", penwidth=2'
         tip = _kernel_line(k)
         if k.source_lines:
-            tip += "\n" + "\n".join(k.source_lines[:5])
+            tip += "\n" + "\n".join(location(f, n, full=True) for f, n in k.source_lines[:5])
         if k.aten_ops:
             tip += "\nfuses " + ", ".join(k.aten_ops[:8])
         out.append(

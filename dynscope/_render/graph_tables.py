@@ -22,7 +22,6 @@ from dynscope._render.words import (
     pass_label,
     runs_text,
     samples_text,
-    source_label,
     speedup_text,
     timing_notes,
 )
@@ -146,7 +145,8 @@ def _kernel_cell(graph_id: int, low: Lowering, k: Kernel) -> Cell:
 
 def _sources(k: Kernel) -> Items:
     """A kernel's source lines as base names; the full paths on hover."""
-    return Items(tuple(source_label(s) for s in k.source_lines), shown=2, hint="\n".join(k.source_lines))
+    return Items(tuple(location(f, n) for f, n in k.source_lines), shown=2,
+                 hint="\n".join(location(f, n, full=True) for f, n in k.source_lines))
 
 
 _KERNEL_COLUMNS = (

@@ -10,7 +10,6 @@ put them in tables, in dynscope._render.sections.
 
 from __future__ import annotations
 
-from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from dynscope._format import (
@@ -534,12 +533,6 @@ def inputs_text(graph: Graph, limit: int | None = 3) -> str:
     if params:
         text += f" (+{params} params)" if text else f"{params} params"
     return text
-
-
-def source_label(line: str) -> str:
-    """"file.py:LINE" from a kernel's "path/file.py:LINE" (the base name, as elsewhere)."""
-    path, sep, lineno = line.rpartition(":")
-    return f"{PurePath(path).name}:{lineno}" if sep and lineno.isdigit() else line
 
 
 #: What a lowering's phases are of, by its source, in words.

@@ -149,3 +149,14 @@ def test_a_lowering_saved_with_a_cache_key_of_two_words_reads_as_cache_graph_and
     assert low.cache == (("aot_autograd", "", "miss"), ("fx_graph", "forward", "hit"),
                          ("fx_graph", "backward", "bypass"))
     assert from_plain(Lowering, {"cache": [list(c) for c in low.cache]}).cache == low.cache, "this layout as it is"
+
+
+def test_a_kernel_saved_with_source_lines_as_words_reads_them_as_path_and_line() -> None:
+    # Schema 7 and before: "path/file.py:LINE"; 8: [path, line].
+    from dynscope._model.codec import from_plain
+    from dynscope._model.graph import Kernel
+
+    old = {"name": "cpp_fused_0", "kind": "cpp", "source_lines": ["/src/app/model.py:12", "C:\\w\\m.py:3", "odd"]}
+    k = from_plain(Kernel, old)
+    assert k.source_lines == (("/src/app/model.py", 12), ("C:\\w\\m.py", 3), ("odd", 0))
+    assert from_plain(Kernel, {**old, "source_lines": [list(x) for x in k.source_lines]}) == k

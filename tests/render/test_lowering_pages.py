@@ -203,7 +203,7 @@ def _hostile(rep: Report) -> Report:
     g = rep.graphs[1]
     assert g.lowering is not None
     k = Kernel(name=HOSTILE, kind=HOSTILE, graph="forward", aten_ops=(HOSTILE,), nodes=(HOSTILE,),
-               source_lines=(HOSTILE + ":1",), time_ms=1.0, share=0.5, code_line=1)
+               source_lines=((HOSTILE, 1),), time_ms=1.0, share=0.5, code_line=1)
     low = dataclasses.replace(
         g.lowering, mode=HOSTILE, kernels=(k, *g.lowering.kernels), unmapped=(HOSTILE,),
         code=HOSTILE + "\n" + g.lowering.code, backward_code="</details>" + HOSTILE, notes=(HOSTILE,),

@@ -243,7 +243,7 @@ def _hostile_graph(graph: Graph) -> Graph:
             k,
             name=HOSTILE + k.name,
             nodes=tuple(rename.get(name, name) for name in k.nodes),
-            source_lines=(HOSTILE + ":1",),
+            source_lines=((HOSTILE, 1),),
             aten_ops=(HOSTILE,),
         )
         for k in low.kernels
