@@ -915,6 +915,30 @@ def routed_experts() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return RoutedExperts(), (torch.randn(2, 5, 6),)
 
 
+class NamedExperts(nn.Module):
+    """Routed experts kept by name (Hugging Face Switch Transformers' ``expert_{i}`` keys, in
+    our words): the expert is found with an f-string of the index, which breaks first while the
+    index comes from a list; visited every one, the masked write behind it breaks instead."""
+
+    def __init__(self, d: int = 6, n: int = 3) -> None:
+        super().__init__()
+        self.router = nn.Linear(d, n)
+        self.experts = nn.ModuleDict({f"expert_{i}": nn.Linear(d, d) for i in range(n)})
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        route = F.one_hot(self.router(h).argmax(-1), len(self.experts)).bool()
+        out = h.clone()
+        hit = torch.nonzero(route.flatten(0, -2).sum(0), as_tuple=True)[0].tolist()  # SITE: every index visited instead of the nonzero ones, then where instead of masked assignment
+        for e in hit:
+            out[route[..., e]] = getattr(self.experts, f"expert_{e}")(h[route[..., e]])  # SITE: gone with the verified patches
+        return out
+
+
+def named_experts() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(891)
+    return NamedExperts(), (torch.randn(2, 5, 6),)
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -952,4 +976,5 @@ PROGRAMS: dict[str, Any] = {
     "completion_logits": completion_logits,
     "sampled_attention": sampled_attention,
     "routed_experts": routed_experts,
+    "named_experts": named_experts,
 }

@@ -181,7 +181,7 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
         if blocked and rerun.blocked:  # proposed with what the run up to the failure showed
             return patch, rw
         if patch.verified:
-            return patch, rw
+            return _follow_after(model, calls, before, eager, site, source, rw, rerun) or (patch, rw)
         followed = (_follow_on(model, calls, before, eager, site, source, rw, patch, rerun)
                     or _follow_within(model, calls, before, eager, site, source, rw, patch, rerun))
         if followed is not None:
@@ -453,6 +453,35 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
         deeper = _follow_within(model, calls, before, eager, site, source, both, followed, rerun2)
         if deeper is not None:
             return deeper
+    return None
+
+
+def _follow_after(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: Source,
+                  rw: Rewrite, rerun: _Rerun) -> tuple[Patch, Rewrite] | None:
+    """A verified rewrite after which another site of the file breaks for another reason
+    (Switch's loop over the routed experts: once the list is every index, the body's f-string
+    no longer breaks, and the masked write behind it does): that site's rewrite for its new
+    reason, on the patched text, with this one, verified as one patch of both, and kept only
+    when the other site's break is gone too. The other site is then part of this patch."""
+    if rerun.rep is None:
+        return None
+    shift = rw.new_last - rw.last
+    before_at = {b.lineno: b for b in before.breaks if _same(b.filename, site.filename) and b is not site}
+    for b in rerun.rep.breaks:
+        line = b.lineno - shift if b.lineno > rw.new_last else b.lineno if b.lineno < rw.first else 0
+        other = before_at.get(line)
+        if not _same(b.filename, rerun.path) or other is None or other.category == b.category:
+            continue
+        offered = [r for r in candidates(rw.source, b.lineno, b.category)[0] if not r.taken and not r.skipped]
+        for rw2 in offered[:3]:
+            both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
+            followed, rerun2 = _verified(model, calls, before, eager, site, source, both)
+            # the other site's statement, as rw2 rewrote it, must break no more
+            still = rerun2.rep is None or any(_same(x.filename, rerun2.path) and rw2.first <= x.lineno <= rw2.new_last
+                                              for x in rerun2.rep.breaks)
+            if followed.verified and not still:
+                return followed, both
+        return None  # one other site looked at: the first whose reason changed
     return None
 
 

@@ -800,6 +800,16 @@ def test_the_experts_a_batch_routed_to_are_every_expert_each_written_through_its
     assert "range(" in by_rewrite[numbers.VISITED].diff and "self.experts[e](h)" in by_rewrite[masks.ASSIGN].diff
 
 
+@pytest.mark.heavy
+def test_a_site_whose_break_changes_after_a_verified_patch_is_rewritten_with_it_as_one_patch() -> None:
+    res = _fix("named_experts")
+    (p,) = res.patches
+    assert p.rewrite == f"{numbers.VISITED}, then {masks.ASSIGN}" and p.verified and p.breaks_after == 0, p
+    (u,) = res.unpatched
+    assert u.gone_with == (p.site,) and "part of the verified patch" in u.why, u
+    assert res.breaks_after == 0 and res.outputs_matched_after
+
+
 VISITED_BODY = """\
 def f(self, h, route):
     out = h.clone()
