@@ -137,11 +137,6 @@ def _explained(reason: str, cid: str, states: dict[str, dict[str, object]]) -> C
     return global_state_cause(reason, before, after) or reason_cause(reason)
 
 
-def _is_recompile(cid: str) -> bool:
-    """True for "F/C" with C > 0 (a later compile of frame F)."""
-    return is_recompile(cid)
-
-
 @dataclass(frozen=True)
 class _Wrapped:
     """The function a decorator's wrapper frame runs (``@torch.no_grad()``, Hugging Face's
@@ -643,7 +638,7 @@ def _recompiles(st: _Assembly, raw_ids: dict[str, str], shapes: dict[str, tuple[
     recompiles: list[Recompile] = []
     for cid in compiled_ids:
         counted_id = cid if st.ignore_backend_mismatch else raw_ids.get(cid, cid)
-        if not _is_recompile(counted_id):
+        if not is_recompile(counted_id):
             continue
         reasons = st.pending_reasons.get(cid, ())
         causes = tuple(_explained(r, cid, states) for r in reasons) or (Cause(NO_REASON),)

@@ -63,8 +63,8 @@ def _graph(args: Sequence[Value]) -> str:
     name, whether DDP split it, how many ops, how many are shown, those, then its inputs.
     (A merged report saved before the count of shown ops marked the inputs' start with "|".)"""
     name, split, count = _s(args[0]), bool(args[1]), _n(args[2])
-    if len(args) > 3 and isinstance(args[3], int) and not isinstance(args[3], bool):
-        n = args[3]
+    if len(args) > 3 and _is_count(args[3]):
+        n = _n(args[3])
         ops, inputs = [_s(a) for a in args[4:4 + n]], [_s(a) for a in args[4 + n:]]
     else:
         rest = [_s(a) for a in args[3:]]
@@ -92,12 +92,18 @@ def _issue(ranks: Sequence[int]) -> str:
     return "issues" if len(ranks) == 1 else "issue"
 
 
+def _is_count(value: Value) -> bool:
+    """A fact's count of the values after it (an int, not a bool): files saved before it had
+    one held a word there."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _lookups(args: Sequence[Value]) -> str:
     """A graph's cache lookups, "fx_graph forward hit, fx_graph backward miss": args are how
     many, then each one's cache, AOT graph ("" for the whole compile's) and result. (A merged
     report saved before schema 8 gave (cache and graph, result) pairs, no count.)"""
-    if args and isinstance(args[0], int) and not isinstance(args[0], bool):
-        n = args[0]
+    if args and _is_count(args[0]):
+        n = _n(args[0])
         said = [" ".join(_s(x) for x in args[1 + 3 * k: 4 + 3 * k] if _s(x)) for k in range(n)]
     else:
         said = [f"{w} {st}" for w, st in _pairs(args)]

@@ -497,16 +497,19 @@ def _summed_loss(call: ast.Call, name: str) -> bool:
     """Whether a call is another loss asked for its sum (``reduction="sum"`` given): its
     ``reduction="none"`` is taken to give one loss per row (said, and verified). A mean is
     not: how many losses it averages depends on how the function reduces each row."""
-    given = next((k.value for k in call.keywords if k.arg == "reduction"), None)
-    return bool(name) and name not in _CLASS_LOSSES and isinstance(given, ast.Constant) and given.value == "sum"
+    return bool(name) and name not in _CLASS_LOSSES and _reduction(call) == "sum"
+
+
+def _one_place(p: ast.expr) -> bool:
+    """Whether an index part is a slice or a number (``:2``, ``0``, ``-1``)."""
+    return (isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and type(p.value) is int)
+            or (isinstance(p, ast.UnaryOp) and isinstance(p.operand, ast.Constant)))
 
 
 def _in_rows(parts: list[ast.expr]) -> bool:
-    """Whether index parts are slices or numbers only (``:2``, ``0``, ``-1``): they take the
+    """Whether index parts are slices or numbers only, none read from a tensor: they take the
     same place within every row."""
-    return all(isinstance(p, ast.Slice) and not any(isinstance(n, ast.Subscript) for n in ast.walk(p))
-               or (isinstance(p, ast.Constant) and type(p.value) is int)
-               or (isinstance(p, ast.UnaryOp) and isinstance(p.operand, ast.Constant)) for p in parts)
+    return all(_one_place(p) and not any(isinstance(n, ast.Subscript) for n in ast.walk(p)) for p in parts)
 
 
 def _from_the_end(index: ast.expr) -> bool:
@@ -514,8 +517,7 @@ def _from_the_end(index: ast.expr) -> bool:
     ``[..., 0]``): it names the trailing dimensions, whatever leads them."""
     parts = index.elts if isinstance(index, ast.Tuple) else []
     return len(parts) > 1 and isinstance(parts[0], ast.Constant) and parts[0].value is Ellipsis and all(
-        isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and type(p.value) is int)
-        or (isinstance(p, ast.UnaryOp) and isinstance(p.operand, ast.Constant)) for p in parts[1:])
+        _one_place(p) for p in parts[1:])
 
 
 def _trailing(call: ast.Call) -> bool:
@@ -729,9 +731,7 @@ class _Inline(Reduced):
 
     def _class_loss(self, node: ast.Call) -> str | None:
         pair = self._pair(node)
-        reduction = next((k.value for k in node.keywords if k.arg == "reduction"), None)
-        if pair is None or (reduction is not None and not (
-                isinstance(reduction, ast.Constant) and reduction.value in ("mean", "sum"))):
+        if pair is None or _reduction(node) not in ("mean", "sum"):
             return None  # reduction='none' returns one loss per selected target: its size is the data's
         logits, target = pair
         if target.base is not target.leaves[0] or target.rowwise:
@@ -800,7 +800,7 @@ def inline_selection(stmt: ast.stmt, text: Text) -> Made | None:
     written = unparsed(new).split("\n")
     targets = [ast.get_source_segment(text.source, t) for t in stmt.targets] if isinstance(stmt, ast.Assign) else []
     if targets and all(t is not None and "\n" not in t for t in targets):
-        written = [f"{' = '.join(t for t in targets if t)} = {unparsed(value)}"]  # the targets as the user wrote them
+        written = [f"{' = '.join(map(str, targets))} = {unparsed(value)}"]  # the targets as the user wrote them
     kind = LOSS if LOSS in fix.kinds else IGNORE if IGNORE in fix.kinds else INLINE
     note = "; ".join(["the index is a boolean mask (of the selected tensor's leading dimensions)",
                       *sorted(fix.assumes)])

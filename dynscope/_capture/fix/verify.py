@@ -406,8 +406,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
     if isinstance(obj, torch.nn.Module):
         swapped = copy.deepcopy(obj)
         # Each module, and the user's plain objects it holds (a scheduler, a config object).
-        swaps, why = _swap_classes([p for sub in swapped.modules() for p in (sub, *_plain_parts(sub))],
-                                   filename, module, where)
+        swaps, why = _swap_classes(_swappable(swapped), filename, module, where)
         if why:
             return None, why
         if not swaps:
@@ -422,7 +421,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
         # A method of a plain object of the user's (an mmdet-style assigner, a sampler): a
         # deep copy of the object, its class and its plain parts' swapped for the patched ones.
         owner = copy.deepcopy(obj.__self__)
-        swaps, why = _swap_classes([owner, *_plain_parts(owner)], filename, module, where)
+        swaps, why = _swap_classes(_swappable(owner), filename, module, where)
         if why:
             return None, why
         if not swaps:
@@ -455,10 +454,7 @@ def _nested_in(module: types.ModuleType, fn: types.FunctionType, filename: str,
     if found[0].co_freevars != code.co_freevars:
         return None, f"the patch changes the names {fn.__qualname__} closes over: its patched copy cannot be made"
     contents = _copied_cells(fn)
-    parts = [p for v in contents if v is not _EMPTY
-             for p in ([q for sub in v.modules() for q in (sub, *_plain_parts(sub))] if isinstance(v, torch.nn.Module)
-                       else [v, *_plain_parts(v)] if _plain(v) else [])]
-    _, why = _swap_classes(parts, filename, module, where)
+    _, why = _swap_classes([p for v in contents if v is not _EMPTY for p in _swappable(v)], filename, module, where)
     if why:
         return None, why
     for i, value in enumerate(contents):  # a helper of the same file it closes over: its patched copy
@@ -501,6 +497,15 @@ def _plain(item: Any) -> bool:
     return (not isinstance(item, (torch.nn.Module, torch.Tensor, type)) and type(item).__module__ != "builtins"
             and hasattr(item, "__dict__")
             and not isinstance(item, types.FunctionType | types.MethodType | types.ModuleType))
+
+
+def _swappable(value: Any) -> list[Any]:
+    """The objects of a (copied) value whose class a patched file may replace: a module's
+    every submodule and the plain objects of the user's each holds; a plain object of the
+    user's and its own; nothing for any other value."""
+    if isinstance(value, torch.nn.Module):
+        return [p for sub in value.modules() for p in (sub, *_plain_parts(sub))]
+    return [value, *_plain_parts(value)] if _plain(value) else []
 
 
 def _plain_parts(owner: Any) -> list[Any]:
@@ -605,10 +610,7 @@ class _Rebinder:
                 new_globals[name] = new
         if new_globals is None:
             return fn
-        out = types.FunctionType(fn.__code__, new_globals, fn.__name__, fn.__defaults__, fn.__closure__)
-        out.__kwdefaults__ = fn.__kwdefaults__
-        out.__qualname__ = fn.__qualname__
-        out.__dict__.update(fn.__dict__)
+        out = remade(fn, fn.__code__, new_globals, fn.__closure__)
         self.done[id(fn)] = out
         self.changed = True
         return out
@@ -735,8 +737,14 @@ def with_closure(fn: types.FunctionType, code: types.CodeType, globals_: dict[st
                  contents: list[Any]) -> types.FunctionType:
     """``fn`` made again from ``code`` and ``globals_`` over new cells holding ``contents``
     (an unfilled cell stays unfilled), its defaults, name and attributes kept."""
-    cells = tuple(types.CellType() if v is _EMPTY else types.CellType(v) for v in contents)
-    out = types.FunctionType(code, globals_, fn.__name__, fn.__defaults__, cells)
+    return remade(fn, code, globals_, tuple(types.CellType() if v is _EMPTY else types.CellType(v) for v in contents))
+
+
+def remade(fn: types.FunctionType, code: types.CodeType, globals_: dict[str, Any],
+           closure: tuple[Any, ...] | None) -> types.FunctionType:
+    """``fn`` made again from ``code``, ``globals_`` and ``closure``, its name, defaults and
+    attributes kept."""
+    out = types.FunctionType(code, globals_, fn.__name__, fn.__defaults__, closure)
     out.__kwdefaults__ = fn.__kwdefaults__
     out.__qualname__ = fn.__qualname__
     out.__dict__.update(fn.__dict__)
