@@ -85,7 +85,6 @@ class GraphBreak(BreakShortcuts):
     source: str  # the user's line of code, stripped
     reason: str  # one line: why Dynamo broke
     category: str  # one of dynscope._lexicon.break_categories.CATEGORY_NAMES
-    fix: str  # dynscope's own advice for this category (its Category.fix there)
     explanation: str = ""  # PyTorch's explanation
     hints: tuple[str, ...] = ()  # PyTorch's hints
     gb_type: str = ""  # PyTorch's graph-break type ("Failed to trace builtin operator")
@@ -115,6 +114,13 @@ class GraphBreak(BreakShortcuts):
     def location(self) -> str:
         """``file.py:LINE``: the base name and line."""
         return location(self.filename, self.lineno)
+
+    @property
+    def fix(self) -> str:
+        """dynscope's advice for the site's category (its row's ``fix`` in
+        ``dynscope._lexicon.break_categories``): words made where they are shown, not kept in
+        the report (schema 9; older files' words are not read back)."""
+        return category_named(self.category).fix
 
     @property
     def actionable(self) -> bool:

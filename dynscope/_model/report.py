@@ -41,7 +41,9 @@ __all__ = ["SCHEMA_VERSION", "Frame", "Guard", "Recompile", "RecompileGroup", "R
 #: 8: a lowering's cache lookups as (cache, AOT graph, result) where 7 kept the cache and graph in
 #: one key ("fx_graph forward"), a kernel's source lines as (path, line) where 7 kept "path:LINE";
 #: older files are read into it (Lowering._upgraded, Kernel._upgraded).
-SCHEMA_VERSION = 8
+#: 9: a break no longer keeps dynscope's advice words (GraphBreak.fix is its category's row,
+#: made where it is shown); older files' "fix" words are not read.
+SCHEMA_VERSION = 9
 
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
-from dynscope._lexicon.break_categories import RAISED_IN_LIBRARY, RAISED_IN_OPTIM, classify, fix_for
+from dynscope._lexicon.break_categories import RAISED_IN_LIBRARY, RAISED_IN_OPTIM, classify
 from dynscope._lexicon.wording import RESUME_PREFIX, base_function, is_resume_name
 from dynscope._model import BreakEvent, GraphBreak, StackFrame
 from dynscope._torch.break_report import without_outer_frames
@@ -270,7 +270,6 @@ def fold_breaks(items: list[tuple[str, ParsedBreak]]) -> tuple[tuple[GraphBreak,
             source=source,
             reason=" ".join(reason.split()),
             category=category,
-            fix=fix_for(category),
             explanation=parsed.explanation,
             hints=parsed.hints,
             gb_type=parsed.gb_type,

@@ -33,7 +33,7 @@ def step(x):
 def _break(line: int, source: str, category: str = "logging/print side effect", function: str = "step",
            filename: str = "/p/model.py") -> GraphBreak:
     return GraphBreak(filename=filename, lineno=line, function=function, source=source, reason="r",
-                      category=category, fix="")
+                      category=category)
 
 
 def test_normalised_code_drops_spacing_and_comments() -> None:

@@ -57,7 +57,7 @@ graphs = st.builds(Graph, id=small, compile_id=text, frame=text, filename=text, 
                    timings=st.lists(timings, max_size=2).map(tuple))
 frames_st = st.builds(StackFrame, filename=text, lineno=small, function=text, line=text)
 breaks = st.builds(GraphBreak, filename=text, lineno=small, function=text, source=text, reason=text,
-                   category=text, fix=text, explanation=text, hints=st.lists(text, max_size=2).map(tuple),
+                   category=text, explanation=text, hints=st.lists(text, max_size=2).map(tuple),
                    gb_type=text, gb_id=text, doc_url=text, user_stack=st.lists(frames_st, max_size=2).map(tuple),
                    count=small, compile_ids=st.lists(text, max_size=2).map(tuple))
 causes = st.builds(Cause, kind=text, name=text, dim=text, then=text, now=text, guard=text, code=text, at=text,
@@ -160,3 +160,15 @@ def test_a_kernel_saved_with_source_lines_as_words_reads_them_as_path_and_line()
     k = from_plain(Kernel, old)
     assert k.source_lines == (("/src/app/model.py", 12), ("C:\\w\\m.py", 3), ("odd", 0))
     assert from_plain(Kernel, {**old, "source_lines": [list(x) for x in k.source_lines]}) == k
+
+
+def test_a_break_saved_with_its_advice_words_reads_its_category_s_advice() -> None:
+    # Schema 8 and before kept each break's advice ("fix") as words; 9 keeps the category only.
+    from dynscope._lexicon.break_categories import category_named
+
+    path = Path(__file__).parent.parent / "golden" / "reports" / "advised.json"
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    assert saved["schema_version"] < 9 and all("fix" in b for b in saved["breaks"]), "a report saved with words"
+    rep = dynscope.load(path)
+    assert rep.breaks and all(b.fix == category_named(b.category).fix for b in rep.breaks)
+    assert all("fix" not in b for b in json.loads(rep.to_json())["breaks"]), "words are made where shown"

@@ -205,7 +205,7 @@ def test_hostile_strings_are_escaped() -> None:
     rep = stored("print_model")
     b = rep.breaks[0]
     evil_break = dataclasses.replace(
-        b, source=EVIL, function=EVIL, reason=EVIL, fix=EVIL, category=EVIL, hints=(EVIL,),
+        b, source=EVIL, function=EVIL, reason=EVIL, category=EVIL, hints=(EVIL,),
         excerpt=((b.lineno, EVIL),), doc_url="javascript:alert(1)",
     )
     rep = dataclasses.replace(
