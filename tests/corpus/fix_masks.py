@@ -939,6 +939,36 @@ def named_experts() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return NamedExperts(), (torch.randn(2, 5, 6),)
 
 
+class MaskedActionLoss(nn.Module):
+    """A trajectory model's train step in the shape sequence-modelling RL trainers have (in our
+    words): the criterion is a lambda the trainer keeps, the padded steps are dropped by a
+    flattened mask before it, and the action error is measured again under ``no_grad`` with
+    torch's function form of the mean."""
+
+    def __init__(self, d: int = 5, act: int = 2) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d, 16), nn.Tanh(), nn.Linear(16, act))
+        self.loss_fn = lambda a_hat, a, weight: torch.mean((a_hat - a) ** 2) * weight
+
+    def forward(self, states: torch.Tensor, actions: torch.Tensor, pad: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        preds = self.net(states)
+        act = preds.shape[-1]
+        preds = preds.reshape(-1, act)[pad.reshape(-1) > 0]  # SITE: masked reductions of a selection bound to a name
+        target = actions.reshape(-1, act)[pad.reshape(-1) > 0]  # SITE: gone with the verified patches
+        loss = self.loss_fn(preds, target, 0.5)
+        with torch.no_grad():
+            error = torch.mean((preds - target) ** 2).detach()
+        return loss, error
+
+
+def masked_action_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(893)
+    pad = torch.ones(3, 6)
+    pad[0, :2] = 0  # left padding, as the batch sampler writes it
+    pad[2, :4] = 0
+    return MaskedActionLoss(), (torch.randn(3, 6, 5), torch.randn(3, 6, 2), pad)
+
+
 PROGRAMS: dict[str, Any] = {
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
@@ -977,4 +1007,5 @@ PROGRAMS: dict[str, Any] = {
     "sampled_attention": sampled_attention,
     "routed_experts": routed_experts,
     "named_experts": named_experts,
+    "masked_action_loss": masked_action_loss,
 }

@@ -724,6 +724,18 @@ FILL = {"sum": "0", "mean": "0", "max": "float('-inf')", "amax": "float('-inf')"
          "amin": "float('inf')"}
 
 
+def _as_method(node: ast.AST) -> ast.AST:
+    """``torch.mean(x, 0)`` as ``x.mean(0)``: torch's function form of a reduction (or of
+    ``numel``), read as the method it equals; any other node as it is."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+            and node.func.value.id == "torch" and (node.func.attr in FILL or node.func.attr == "numel") \
+            and node.args and not isinstance(node.args[0], ast.Starred) \
+            and not any(k.arg in (None, "input") for k in node.keywords):
+        return ast.Call(func=ast.Attribute(value=node.args[0], attr=node.func.attr, ctx=ast.Load()),
+                        args=node.args[1:], keywords=node.keywords)
+    return node
+
+
 class Reduced(ast.NodeTransformer):
     """Reductions of selections as reductions of masks; ``bad`` when a selection is read otherwise."""
 
@@ -743,6 +755,7 @@ class Reduced(ast.NodeTransformer):
 
     def _reduced(self, node: ast.AST) -> str | None:
         """The masked form of a reduction of a selection, None when ``node`` is none."""
+        node = _as_method(node)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
                 and len(node.args) == 1:
             arg = node.args[0]

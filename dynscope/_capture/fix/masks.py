@@ -132,6 +132,42 @@ def _module_losses(source: str) -> dict[str, tuple[str, list[ast.keyword]]]:
     return {a: made[a] for a, values in found.items() if len(values) == 1 and "" not in values}
 
 
+@lru_cache(maxsize=8)
+def _module_lambdas(source: str) -> dict[str, ast.Lambda]:
+    """``self.<attr> = lambda a, b: <expr>`` in the file: attr -> the lambda, for attributes
+    bound to that one lambda only, taking plain positional parameters (no defaults, no
+    ``*args``) and holding no scope of its own (no nested lambda or comprehension)."""
+    found: dict[str, list[ast.expr]] = {}
+    for n in ast.walk(parsed(source)):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) \
+            else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                found.setdefault(t.attr, []).append(n.value if n.value is not None else ast.Constant(None))  # type: ignore[attr-defined]
+    made: dict[str, ast.Lambda] = {}
+    for attr, values in found.items():
+        f = values[0]
+        if len(values) != 1 or not isinstance(f, ast.Lambda):
+            continue
+        a = f.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults or any(
+                isinstance(n, (ast.Lambda, ast.comprehension, ast.NamedExpr)) for n in ast.walk(f.body)):
+            continue
+        made[attr] = f
+    return made
+
+
+def _applied(f: ast.Lambda, args: list[ast.expr]) -> ast.expr:
+    """The lambda's body with each parameter read replaced by the argument given for it."""
+    given = {a.arg: v for a, v in zip(f.args.args, args, strict=True)}
+
+    class _Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return copy.deepcopy(given[node.id]) if node.id in given else node
+
+    return _Put().visit(copy.deepcopy(f.body))
+
+
 def _name_of(node: ast.AST) -> str:
     """The name a call calls (``F.mse_loss`` -> "mse_loss"), "" for none."""
     if not isinstance(node, ast.Call):
@@ -209,6 +245,7 @@ class _Scope:
         self.picked = False  # the write is x[m, c[m]] = v: one place per selected row
         self.helpers = _helpers(source)
         self.losses = _module_losses(source)
+        self.lambdas = _module_lambdas(source)
         # loss_fct = nn.CrossEntropyLoss() in the function (bound once): its functional too
         self.local_losses = {n: loss for n, vs in self.values.items() if len(vs) == 1 and n not in self.unknown
                              and (loss := _loss_module(vs[0])) is not None}
@@ -230,6 +267,23 @@ class _Scope:
         keywords = copy.deepcopy(shared)  # the file's own nodes, cached for every site: never handed out
         return ast.Call(func=ast.Attribute(value=ast.Attribute(value=ast.Attribute(
             value=ast.Name("torch"), attr="nn"), attr="functional"), attr=name), args=node.args, keywords=keywords)
+
+    def applied(self, node: ast.AST) -> ast.expr | None:
+        """``self.loss_fn(p, y)`` where the file binds ``self.loss_fn = lambda a, b:
+        torch.mean((a - b) ** 2)`` once: that body over ``p`` and ``y``; None for any other node."""
+        if not isinstance(node, ast.Call) or node.keywords:
+            return None
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" \
+                and f.attr in self.lambdas and not any(isinstance(a, ast.Starred) for a in node.args) \
+                and len(node.args) == len(self.lambdas[f.attr].args.args):
+            lam = self.lambdas[f.attr]
+            reads = [n.id for n in ast.walk(lam.body) if isinstance(n, ast.Name)]
+            if any(reads.count(p.arg) > 1 and not isinstance(a, (ast.Name, ast.Constant))
+                   for p, a in zip(lam.args.args, node.args, strict=True)):
+                return None  # an argument the body reads twice would be computed twice
+            return _applied(lam, node.args)
+        return None
 
     def origin(self, node: ast.expr) -> ast.expr:
         """What a name was bound to when it was bound once (``valid`` -> ``~torch.isnan(y)``)."""
@@ -424,6 +478,9 @@ class _Scope:
         arguments that select nothing, as the same call on every row. Taking it row by row is an
         assumption (said); a row regrouped by ``.view(-1, k)`` is given as the call regroups it."""
         f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" \
+                and f.attr in self.lambdas:
+            return None  # a lambda the class binds: its body is read where it is called (functional)
         own = (isinstance(f, ast.Name) and f.id in self.helpers) or (
             isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self")
         if not own or any(self._holds_selection(k.value) for k in node.keywords) or (
@@ -637,6 +694,17 @@ class _Inline(Reduced):
         self.made: dict[int, ast.AST] = {}
 
     def visit(self, node: ast.AST) -> ast.AST:
+        body = self.scope.applied(node)
+        if body is not None:
+            # self.loss_fn(p, y): the lambda's body over the arguments, its reductions masked
+            used, self.used = self.used, False
+            inlined = self.visit(body)
+            if self.used:
+                self.assumes.add(f"`{unparsed(node.func)}` is the lambda the class binds once (its "  # type: ignore[attr-defined]
+                                 "body is written in the call's place, masked: a later rebinding would not be seen)")
+                return inlined
+            self.used = used
+            return ast.NodeTransformer.visit(self, node)
         out = self._reduced(node)
         if out is not None:
             self.used = True
@@ -959,6 +1027,7 @@ def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
     out += followed[0]
     if any(read_later(text.source, stmt, n, after=run.last) for n in run.group):
         return None
+    out = _mask_named(out, lifted.mask, run.fix.taken)
     if scope.rowwise:
         run.fix.assumes.add(_ROWWISE)
     names = ", ".join(f"`{n}`" for n in sorted(run.group | run.left))
@@ -968,6 +1037,20 @@ def bound_selection(stmt: ast.stmt, text: Text) -> Made | None:
                       f"hold{'s' if len(run.group | run.left) == 1 else ''} every element, and {reads}",
                       *sorted(run.fix.assumes)])
     return Made(out, WRITTEN if run.written else BOUND, note, last=run.last)
+
+
+def _mask_named(lines: list[str], mask: ast.expr, taken: set[str]) -> list[str]:
+    """The rewrite's lines with a mask that is an expression (``attention_mask.reshape(-1) > 0``),
+    read more than once, computed once first (``keep = ...``) and read by that name: the mask's
+    names are not bound again inside the run (it ends where they are), so the value is the same."""
+    if isinstance(mask, (ast.Name, ast.Attribute)):
+        return lines
+    text = f"({unparsed(mask)})"
+    if sum(ln.count(text) for ln in lines) < 2:
+        return lines
+    name = next(n for i in range(100) for stem in ("keep",) if (n := f"{stem}{i or ''}") not in taken)
+    taken.add(name)
+    return [f"{name} = {unparsed(mask)}", *(ln.replace(text, name) for ln in lines)]
 
 
 class _Run:
@@ -1002,6 +1085,16 @@ class _Run:
                 if any(isinstance(n, ast.Subscript) and same_mask(n.slice, self.mask) for n in ast.walk(s)):
                     return None  # the mask selects again in a way no rewrite here takes: it would still break
                 pending += self.text.statement_lines(s)
+                continue
+            if isinstance(s, ast.With) and not any(names_loaded(item) & self.group for item in s.items):
+                # with torch.no_grad(): error = ((p - y) ** 2).mean(): its body runs once, in order
+                inner = self.follow(s.body)
+                if inner is None:
+                    return None
+                out += pending + [f"with {', '.join(unparsed(i) for i in s.items)}:"] + ["    " + ln if ln else ln for ln in inner[0] + inner[1]]
+                pending, self.last = [], s
+                if inner[2]:
+                    return out, self.text.body_lines(stmts[k + 1:]), True
                 continue
             if isinstance(s, ast.If) and not names_loaded(s.test) & self.group:
                 branches = self._branches(s)

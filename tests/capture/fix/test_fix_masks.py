@@ -899,3 +899,57 @@ def test_part_of_a_mask_is_a_mask_and_a_dict_key_is_not() -> None:
             "    out[\"chosen\"] = logits[:n][keep[:n]].mean()\n    return out\n")
     made = _made(body, 4)[masks.INLINE]
     assert made.startswith('    out["chosen"] = torch.where(keep[:n]'), made
+
+
+LAMBDA_LOSS = """\
+class Step(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.loss_fn = lambda s_hat, a_hat, a: torch.mean((a_hat - a) ** 2)
+
+    def forward(self, preds, actions, pad):
+        preds = preds.reshape(-1, 2)[pad.reshape(-1) > 0]
+        target = actions.reshape(-1, 2)[pad.reshape(-1) > 0]
+        loss = self.loss_fn(None, preds, target)
+        with torch.no_grad():
+            error = torch.mean((preds - target) ** 2).detach()
+        return loss, error
+"""
+
+
+def test_a_lambda_the_class_binds_is_read_as_its_body_over_the_arguments() -> None:
+    made = _made(LAMBDA_LOSS, 7)[masks.BOUND]
+    lines = [ln.strip() for ln in made.splitlines()]
+    # The mask, an expression read in every masked reduction, is computed once first.
+    assert lines[0] == "keep = pad.reshape(-1) > 0" and "(pad.reshape(-1) > 0)" not in made
+    assert "self.loss_fn" not in made and lines[1:3] == ["preds = preds.reshape(-1, 2)", "target = actions.reshape(-1, 2)"]
+    # torch.mean(x) is x.mean(): the masked mean divides by the selected rows' elements.
+    loss = next(ln for ln in lines if ln.startswith("loss = "))
+    assert "keep.sum() *" in loss and ".sum() /" in loss, loss
+    # The with block's body runs once, in order: followed, its reads masked too.
+    assert "with torch.no_grad():" in lines and any(ln.startswith("error = (torch.where(keep") for ln in lines), made
+    found, _ = candidates(HEAD + LAMBDA_LOSS, 7 + HEAD.count("\n"), DYNAMIC_SHAPE)
+    note = next(rw.note for rw in found if rw.name == masks.BOUND)
+    assert "`self.loss_fn` is the lambda the class binds once" in note, note
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    # bound twice (a setting picks one): which body runs is not known from the text
+    ("        self.loss_fn = lambda", "        self.loss_fn = None\n        self.loss_fn = lambda"),
+    # an argument read twice by the body would run twice
+    ("lambda s_hat, a_hat, a: torch.mean((a_hat - a) ** 2)", "lambda s_hat, a_hat, a: torch.mean((a_hat - a) ** 2) + a_hat.mean()"),
+])
+def test_a_lambda_is_not_inlined_where_its_body_is_not_known_or_would_repeat_work(old: str, new: str) -> None:
+    body = LAMBDA_LOSS.replace(old, new).replace("self.loss_fn(None, preds, target)", "self.loss_fn(None, preds * 2, target)")
+    assert masks.BOUND not in _made(body, 7 if "None\n" not in new else 8)
+
+
+@pytest.mark.heavy
+def test_a_lambda_criterion_over_masked_steps_is_verified_live() -> None:
+    res = _fix("masked_action_loss")
+    (p,) = res.patches
+    assert p.rewrite == masks.BOUND and p.verified and p.breaks_after == 0, p
+    assert "+        keep = pad.reshape(-1) > 0" in p.diff and "`self.loss_fn` is the lambda" in p.assumes, p
+    (u,) = res.unpatched
+    assert u.gone_with == (p.site,), u
+    assert res.breaks_after == 0 and res.outputs_matched_after
