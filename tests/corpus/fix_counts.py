@@ -186,6 +186,38 @@ def accepted_step() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(837)
     return AcceptedStep(), (torch.tensor(0.0), _x(3, 4, seed=5), torch.tensor(0.1))
 
+class NodeClassWeights(nn.Module):
+    """Node classification on graphs with class-balanced weights, the way GNN benchmark code
+    computes them (in our words): the sizes of the classes present, placed back at their classes,
+    each class weighted by the share of nodes outside it."""
+
+    def __init__(self, d: int = 8, n_classes: int = 5) -> None:
+        super().__init__()
+        self.n_classes = n_classes
+        self.mp = nn.Linear(d, d)
+        self.head = nn.Linear(d, n_classes)
+
+    def forward(self, h: torch.Tensor, adj: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.mp(adj @ h)) + h
+        scores = self.head(h)
+        n = label.size(0)
+        sizes = torch.bincount(label)  # SITE: the counts scattered at their values instead of the present ones placed back
+        sizes = sizes[sizes.nonzero()].squeeze()  # SITE: gone with the verified patches
+        class_sizes = torch.zeros(self.n_classes, dtype=torch.long, device=label.device)
+        class_sizes[torch.unique(label)] = sizes  # SITE: gone with the verified patches
+        weight = (n - class_sizes).float() / n
+        weight = weight * (class_sizes > 0).float()
+        return F.cross_entropy(scores, label, weight=weight)
+
+
+def node_class_weights() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(895)
+    n = 12
+    adj = (torch.rand(n, n) < 0.3).float()
+    label = torch.tensor([0, 0, 1, 3, 3, 3, 0, 1, 1, 3, 0, 0])  # class 2 and 4 absent from this graph
+    return NodeClassWeights(), (torch.randn(n, 8), adj / adj.sum(1, keepdim=True).clamp(min=1), label)
+
+
 PROGRAMS: dict[str, Any] = {
     "mask_count_loss": mask_count_loss,
     "accepted_step": accepted_step,
@@ -195,4 +227,5 @@ PROGRAMS: dict[str, Any] = {
     "counted_range": counted_range,
     "scaled_features": scaled_features,
     "bootstrapped_targets": bootstrapped_targets,
+    "node_class_weights": node_class_weights,
 }

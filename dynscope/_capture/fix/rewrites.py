@@ -21,7 +21,9 @@ The rewrites, in the order they are tried for a category:
   site become detached tensor expressions (no gradient, as a Python number has none).
 - ``mask instead of select``: ``x[mask].sum()`` becomes ``torch.where(mask, x, 0).sum()``.
 - ``scatter instead of bincount``: ``torch.bincount(x, minlength=n)`` becomes a scatter of ones
-  into ``n`` zeros (a size known before the values are read).
+  into ``n`` zeros (a size known before the values are read); the counts of the values present
+  (``bincount``, its nonzero entries) placed back into zeros at ``unique``'s values, as the
+  scatter they equal.
 - ``clone instead of deepcopy``: ``copy.deepcopy(t)`` becomes ``t.clone()``.
 - ``detach instead of requires_grad = False`` (or ``requires_grad_(False)``).
 - state and control flow (:mod:`.state`): a module deep-copied and called at once as a call with
@@ -69,15 +71,20 @@ from dynscope._capture.fix.statements import (
     Made,
     Rewrite,
     Text,
+    block_of,
     combined,
     indent_unit,
     line_of,
+    names_loaded,
+    names_stored,
     parsed,
+    read_later,
     refused,
     replaced,
     statement_at,
     transformed,
     unified_diff,
+    unparsed,
 )
 from dynscope._lexicon.break_categories import (
     BRANCH,
@@ -363,6 +370,91 @@ def _counted(stmt: ast.stmt, text: Text) -> Made | None:
         "and the values are 1-D (as bincount requires)"))
 
 
+PLACED = "the counts scattered at their values instead of the present ones placed back"
+
+
+def _bincount_of(value: ast.expr) -> ast.expr | None:
+    """``x`` of ``torch.bincount(x)`` or ``x.bincount()`` with no other argument."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "bincount"
+            and not value.keywords):
+        return None
+    torch_call = isinstance(value.func.value, ast.Name) and value.func.value.id == "torch"
+    if torch_call:
+        return value.args[0] if len(value.args) == 1 else None
+    return value.func.value if not value.args else None
+
+
+def _nonzero_kept(value: ast.expr, name: str) -> bool:
+    """``c[c.nonzero()].squeeze()``, ``c[c > 0]``, ``c[c != 0]``: the nonzero entries of ``c``."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("squeeze", "flatten", "view", "reshape"):
+        value = value.func.value
+    if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id == name):
+        return False
+    index = value.slice
+    if isinstance(index, ast.Compare) and len(index.ops) == 1 and isinstance(index.ops[0], (ast.Gt, ast.NotEq)):
+        return unparsed(index.left) == name and unparsed(index.comparators[0]) == "0"
+    return unparsed(index) in (f"{name}.nonzero()", f"torch.nonzero({name})")
+
+
+def _unique_of(index: ast.expr) -> ast.expr | None:
+    """``x`` of ``torch.unique(x)`` or ``x.unique()`` (sorted, as both are by default)."""
+    if not (isinstance(index, ast.Call) and isinstance(index.func, ast.Attribute) and index.func.attr == "unique"
+            and not index.keywords):
+        return None
+    if isinstance(index.func.value, ast.Name) and index.func.value.id == "torch":
+        return index.args[0] if len(index.args) == 1 else None
+    return index.func.value if not index.args else None
+
+
+def _zeros_made(value: ast.expr) -> bool:
+    """``torch.zeros(n, ...)`` with any chain of casts and moves after it (``.long().cuda()``)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in (
+            "long", "int", "float", "double", "cuda", "cpu", "to"):
+        value = value.func.value
+    return isinstance(value, ast.Call) and unparsed(value.func) == "torch.zeros"
+
+
+def _counts_placed(stmt: ast.stmt, text: Text) -> Made | None:
+    """``c = torch.bincount(x)``, ``c = c[c.nonzero()].squeeze()``, ``z = torch.zeros(n, ...)``,
+    ``z[torch.unique(x)] = c`` (benchmarking-gnns' class sizes, and code that copies it): the
+    counts of the values present, placed back at those values in zeros, are the counts of every
+    value, so ``z = z.scatter_add(0, x, ones)``: the sizes known before the values are read."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    c, x = stmt.targets[0].id, _bincount_of(stmt.value)
+    block, at = block_of(text.source, stmt)
+    if x is None or at + 1 >= len(block):
+        return None
+    kept = block[at + 1]
+    if not (isinstance(kept, ast.Assign) and len(kept.targets) == 1 and isinstance(kept.targets[0], ast.Name)
+            and kept.targets[0].id == c and _nonzero_kept(kept.value, c)):
+        return None
+    between: list[ast.stmt] = []
+    for s in block[at + 2:]:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript) \
+                and isinstance(s.value, ast.Name) and s.value.id == c:
+            write = s.targets[0]
+            z = write.value
+            unique = _unique_of(write.slice)
+            made = [b for b in between if isinstance(b, ast.Assign) and len(b.targets) == 1
+                    and unparsed(b.targets[0]) == unparsed(z)]
+            if unique is None or unparsed(unique) != unparsed(x) or not isinstance(z, ast.Name) or len(made) != 1 \
+                    or not _zeros_made(made[0].value) or any(z.id in names_loaded(b) for b in between if b is not made[0]):
+                return None
+            if c in names_loaded(x) or read_later(text.source, s, c):
+                return None
+            zt, xt = text.of(z), text.of(x)
+            lines = [ln for b in between for ln in text.statement_lines(b)]
+            lines.append(f"{zt} = {zt}.scatter_add(0, {xt}, torch.ones_like({xt}, dtype={zt}.dtype))")
+            return Made(lines, PLACED, (
+                f"`{zt}` holds zeros before the write and every value of `{xt}` is below its length (the original "
+                "raised IndexError otherwise, and so does the scatter)"), first=stmt, last=s)
+        if c in names_loaded(s) or c in names_stored(s) or names_stored(s) & names_loaded(x):
+            return None
+        between.append(s)
+    return None
+
+
 def _mask(stmt: ast.stmt, text: Text) -> Made | None:
     return transformed(stmt, _Masked(), MASK, "a sum over the selected values equals the masked sum")
 
@@ -418,7 +510,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
              numbers.zipped_fill, numbers.windowed_rows, numbers.rolled, numbers.stacked_picks,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
-    DYNAMIC_SHAPE: (_mask, _counted, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.inline_selection,
+    DYNAMIC_SHAPE: (_mask, _counted, _counts_placed, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.inline_selection,
                     host.masked_select, masks.bound_selection, masks.nonzero_tuple, masks.ignored_targets, host.scattered_rows, host.nonzero_end, host.padded_targets,
                     host.sorted_mask_back, host.distinct_spread, numbers.nonzero_visited),
     DEEPCOPY: (state.teacher_call, _clone),

@@ -12,7 +12,7 @@ import pytest
 import dynscope
 from dynscope._capture.fix import checks, host
 from dynscope._capture.fix.branches import ELEMENTWISE, WHERE
-from dynscope._capture.fix.rewrites import COUNT, GUARD, TENSOR_0D, candidates
+from dynscope._capture.fix.rewrites import COUNT, GUARD, PLACED, TENSOR_0D, candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
 from tests.corpus import fix_counts as fc
 
@@ -112,6 +112,35 @@ def test_an_if_per_element_becomes_one_where_over_the_rows_in_place() -> None:
         assert ELEMENTWISE not in _made(LOOP.replace(old, new), 3, BRANCH), old
 
 
+PRESENT = """\
+def weights(label, n_classes):
+    count = torch.bincount(label)
+    count = count[count.nonzero()].squeeze()
+    sizes = torch.zeros(n_classes).long()
+    sizes[torch.unique(label)] = count
+    return sizes
+"""
+
+
+def test_the_counts_of_present_values_placed_back_are_the_counts_of_every_value() -> None:
+    assert _made(PRESENT, 2, DYNAMIC_SHAPE)[PLACED] == (
+        "    sizes = torch.zeros(n_classes).long()\n"
+        "    sizes = sizes.scatter_add(0, label, torch.ones_like(label, dtype=sizes.dtype))\n")
+    also = PRESENT.replace("count[count.nonzero()].squeeze()", "count[count > 0]").replace("torch.unique(label)", "label.unique()")
+    assert PLACED in _made(also, 2, DYNAMIC_SHAPE)
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("    return sizes\n", "    return sizes, count\n"),  # the present counts are read after
+    ("torch.zeros(n_classes).long()", "torch.ones(n_classes).long()"),  # not zeros: the absent classes keep their value
+    ("sizes[torch.unique(label)]", "sizes[torch.unique(label[1:])]"),  # placed at another tensor's values
+    ("count = count[count.nonzero()].squeeze()", "count = count[count > 1]"),  # not the nonzero entries
+    ("    sizes = torch.zeros(n_classes).long()\n", "    sizes = torch.zeros(n_classes).long()\n    print(sizes)\n"),
+])
+def test_counts_placed_back_are_refused_where_they_are_not_every_value_s_count(old: str, new: str) -> None:
+    assert PLACED not in _made(PRESENT.replace(old, new), 2, DYNAMIC_SHAPE), old
+
+
 def _fix(name: str) -> dynscope.FixResult:
     model, inputs = fc.PROGRAMS[name]()
     return dynscope.fix(model, inputs if isinstance(inputs, tuple) else (inputs,))
@@ -120,7 +149,7 @@ def _fix(name: str) -> dynscope.FixResult:
 @pytest.mark.heavy
 @pytest.mark.parametrize(("name", "rewrite"), [
     ("mean_aggregation", COUNT), ("token_averaged_loss", host.COUNT_KEPT), ("optional_mask_attention", WHERE),
-    ("mask_count_loss", TENSOR_0D), ("accepted_step", WHERE),
+    ("mask_count_loss", TENSOR_0D), ("accepted_step", WHERE), ("node_class_weights", PLACED),
 ])
 def test_counts_and_optional_masks_are_verified_live(name: str, rewrite: str) -> None:
     res = _fix(name)
