@@ -14,7 +14,7 @@ would load every family and circle back).
     timing     CompileTime, Timing, ModeTiming, Coverage, TimingCost
     memory     GraphMemory, ProgramMemory
     export     ExportReport, ExportBlocker, SuggestedShapes, CompileBreakMatch
-    advice     Outcome, Trial, Advice
+    advice     Outcome, Target (what a remedy addresses, as fields), Trial, Advice
     report     Report, Frame, Guard, GuardFailure, Recompile, RecompileGroup, SizeFix, SCHEMA_VERSION
     ranks      MultiRankReport, Divergence, Fact
     watch      Verdict (what watch_ranks found at one compile)
@@ -30,7 +30,7 @@ would load every family and circle back).
                hash and repeated blocks; the program's order through its breaks
 """
 
-from dynscope._model.advice import Advice, Outcome, Trial
+from dynscope._model.advice import Advice, Outcome, Target, Trial
 from dynscope._model.breaks import BreakEvent, GraphBreak, Site, StackFrame
 from dynscope._model.budget import Budget, Overrun
 from dynscope._model.cache import CacheDiff, CacheLookup, CacheMiss, KeyPart, PartChange
@@ -114,6 +114,7 @@ __all__ = [
     "TensorMeta",
     "Timing",
     "TimingCost",
+    "Target",
     "Trial",
     "Unpatched",
     "Verdict",

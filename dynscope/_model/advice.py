@@ -10,6 +10,7 @@ from dynscope._model.base import _brief
 
 # TC001: at run time though only annotations name it (the codec resolves Outcome's hints here).
 from dynscope._model.breaks import Site  # noqa: TC001
+from dynscope._model.causes import Cause  # noqa: TC001
 from dynscope._model.display import AdviceShortcuts
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     # from JSON, so its ``report`` hint need not resolve here.
     from dynscope._model.report import Report
 
-__all__ = ["Advice", "Outcome", "Trial"]
+__all__ = ["Advice", "Outcome", "Target", "Trial"]
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,42 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Target:
+    """What a remedy addresses, as fields (``dynscope._render`` words it): a break site, or a
+    recompiled function and what changed on it; all empty for the whole program."""
+
+    site: str = ""  # a break site, "file.py:LINE" (as GraphBreak.location)
+    category: str = ""  # the break's category, where the target names it (a rewrite of yours)
+    frame: str = ""  # a recompiled function ("MLP.forward")
+    changes: tuple[Cause, ...] = ()  # what changed on it, one per fix (worded as recompiles are grouped)
+    failed: tuple[Cause, ...] = ()  # the failed guards' causes, where no change is named (worded plainly)
+    raw: tuple[str, ...] = ()  # PyTorch's own reasons, where no cause is known
+    size: str = ""  # a size the user's line at ``site`` fixes or branches on ("x.size(0)")
+    branched: bool = False  # the line at ``site`` branches on ``size`` (it does not fix it)
+    block: str = ""  # a repeated block a memory remedy checkpoints ("layers.0")
+    said: str = ""  # the words a report saved before targets were fields (schema 8 and older)
+
+    @classmethod
+    def _from_words(cls, words: str) -> Target:
+        """A target an older report saved as words: a site ("file.py:LINE", or with its
+        category after ": ") keeps its fields; anything else its words."""
+        head, _, rest = words.partition(": ")
+        site = head if head.rpartition(":")[2].isdigit() and ":" in head else ""
+        if site and (not rest or ": " not in rest):
+            return cls(site=site, category=rest)
+        return cls(said=words)
+
+    def __repr__(self) -> str:
+        return _brief("Target", self.site or self.frame or self.block or self.said or "the program")
+
+
+@dataclass(frozen=True)
 class Trial:
     """One remedy dynscope tried on the program, in isolation, and what it changed."""
 
     remedy: str  # short name: "capture_scalar_outputs", "mark_dynamic", "dynamic=True", ...
     code: str  # the exact line(s) you would add
-    target: tuple[str, ...] = ()  # what it addresses: break sites "file.py:LINE", recompiles "frame: cause"
+    target: tuple[Target, ...] = ()  # what it addresses: break sites, recompiled functions and what changed
     before: Outcome = Outcome()
     after: Outcome | None = None  # None when the remedy was not run (tried False) or failed to run
     # Fewer breaks or recompiles, or measured faster (timing) or a smaller peak (memory

@@ -42,7 +42,9 @@ __all__ = ["SCHEMA_VERSION", "Frame", "Guard", "Recompile", "RecompileGroup", "R
 #: one key ("fx_graph forward"), a kernel's source lines as (path, line) where 7 kept "path:LINE";
 #: older files are read into it (Lowering._upgraded, Kernel._upgraded).
 #: 9: a break no longer keeps dynscope's advice words (GraphBreak.fix is its category's row,
-#: made where it is shown); older files' "fix" words are not read.
+#: made where it is shown); older files' "fix" words are not read. A trial's targets are records
+#: (Target: a site, a recompiled frame and its causes, a size, a block) where 8 kept words; older
+#: words are read into them (Target._from_words).
 SCHEMA_VERSION = 9
 
 

@@ -19,6 +19,7 @@ from dynscope._model import causes as k
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from dynscope._model.advice import Target
     from dynscope._model.causes import Cause, RecompileFix, StateChange
 
 __all__ = ["explained", "fix_words", "state_word", "what_changed"]
@@ -236,3 +237,19 @@ def fix_words(f: RecompileFix) -> str:
     say = _FIXES.get(f.kind)
     fix = say(f) if say is not None else f.said or f.kind
     return _library(f, fix) if f.library else fix
+
+
+def target_words(t: Target) -> str:
+    """What a remedy addresses, in words: a break site (with its category where the target
+    names it), a recompiled function and what changed on it, a size a line fixes, a block, or
+    "the program"."""
+    if t.said:
+        return t.said
+    if t.size:
+        return f"{t.size} {'guarded' if t.branched else 'fixed'} at {t.site}"
+    if t.site:
+        return f"{t.site}: {t.category}" if t.category else t.site
+    if t.frame:
+        said = [what_changed(c) for c in t.changes] or [explained(c) for c in t.failed] or list(t.raw)
+        return f"{t.frame}: " + "; ".join(said)
+    return t.block or "the program"

@@ -20,7 +20,7 @@ from dynscope._model.cache import HIT, MISS, per_compile_seconds
 from dynscope._model.order import program_order  # the one ordering, shared with the picture
 from dynscope._render import graph_tables
 from dynscope._render.blocks import Block, Column, Entry, Field, Group, Listing, Phrase, Section, Table
-from dynscope._render.causes import explained, fix_words, what_changed
+from dynscope._render.causes import explained, fix_words, target_words, what_changed
 from dynscope._render.figures import memory_order, sizes_of
 from dynscope._render.words import (
     ADVICE_NONE,
@@ -641,7 +641,8 @@ def trial_target(t: Trial, width: int = 30) -> str:
     if not t.target:
         return "-"
     more = f", +{len(t.target) - 1}" if len(t.target) > 1 else ""
-    return "\n".join(textwrap.wrap(t.target[0] + more, width, max_lines=3, placeholder=" ...", break_on_hyphens=False))
+    return "\n".join(textwrap.wrap(target_words(t.target[0]) + more, width, max_lines=3, placeholder=" ...",
+                                   break_on_hyphens=False))
 
 
 def advice(trials: Sequence[Trial], note: str = "") -> Section:
@@ -659,14 +660,14 @@ def advice(trials: Sequence[Trial], note: str = "") -> Section:
                *([Column("compiled peak"), Column("step")] if memory else []),
                Column("helped", "verdict"), Column("error / note", only="html")]
     rows = tuple(
-        (i, t.remedy, t.code, trial_target(t), ", ".join(t.target) or "-",
+        (i, t.remedy, t.code, trial_target(t), ", ".join(map(target_words, t.target)) or "-",
          *trial_cells(t, timed=timed, memory=memory), trial_verdict(t), "; ".join(x for x in (t.error, t.note) if x))
         for i, t in enumerate(trials, 1)
     )
     groups = tuple(
         Group(f"remedy-{i}", f"[{i}] {t.remedy}: {trial_verdict(t)}", tuple(
             [Field("", t.code, "pre")]
-            + ([Field("for", ", ".join(t.target))] if t.target else [])
+            + ([Field("for", ", ".join(map(target_words, t.target)))] if t.target else [])
             + ([Field("error", t.error)] if t.error else [])
             + ([Field("note", t.note)] if t.note else [])
         ))

@@ -349,7 +349,10 @@ def test_dynamic_true_names_the_function_the_user_passed() -> None:
 
 def test_target_column_wraps_at_words() -> None:
     target = "TinyTransformer.forward: size of input x changed (dim 1)"
-    t = Trial("mark_dynamic", "torch._dynamo.mark_dynamic(x, 1)", (target, "b", "c"), Outcome(graphs=3), Outcome(graphs=2))
+    changed = dynscope.Cause("size", name="x", dim="1", then="4", now="6")
+    targets = (dynscope.Target(frame="TinyTransformer.forward", changes=(changed,)), dynscope.Target(block="b"),
+               dynscope.Target(block="c"))
+    t = Trial("mark_dynamic", "torch._dynamo.mark_dynamic(x, 1)", targets, Outcome(graphs=3), Outcome(graphs=2))
     text = advice_section([t])
     table = text.split("\n\n")[0]
     assert "..." not in table

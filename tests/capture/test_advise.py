@@ -11,6 +11,7 @@ import torch._dynamo
 import torch._inductor.config
 
 import dynscope
+from dynscope._render.causes import target_words
 from dynscope._render.words import trial_verdict
 from tests.corpus.programs import PROGRAMS
 from tests.corpus.pytorch_says import logger_methods_reorder
@@ -53,7 +54,7 @@ def test_capture_scalar_outputs_removes_the_item_break() -> None:
     adv = dynscope.advise(model, calls=calls)
     t = _trial(adv, "capture_scalar_outputs")
     assert t.code == "torch._dynamo.config.capture_scalar_outputs = True"
-    assert t.target and t.target[0].startswith("programs.py:")
+    assert t.target and t.target[0].site.startswith("programs.py:")
     assert (t.before.breaks, t.before.graphs) == (1, 2)
     assert t.after is not None and (t.after.breaks, t.after.graphs) == (0, 1)
     assert t.helped and t.outputs_match and not t.error
@@ -178,7 +179,9 @@ def test_recompile_shape_mark_dynamic_and_dynamic_true() -> None:
     adv = dynscope.advise(model, calls=calls)
     marked = _trial(adv, "mark_dynamic")
     assert marked.code.startswith("torch._dynamo.mark_dynamic(x, 0)")
-    assert marked.target == ("MLP.forward: size of input x changed (dim 0)",)
+    (target,) = marked.target
+    assert target.frame == "MLP.forward" and [(c.kind, c.name, c.dim) for c in target.changes] == [("size", "x", "0")]
+    assert target_words(target) == "MLP.forward: size of input x changed (dim 0)"
     dynamic = _trial(adv, "dynamic=True")
     for t in (marked, dynamic):
         assert t.before.recompiles == 1

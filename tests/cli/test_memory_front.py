@@ -153,7 +153,7 @@ def test_advise_memory_remedies_measured() -> None:
         by.setdefault(t.remedy, []).append(t)
     assert len(by["activation_memory_budget"]) == 2
     full = by["activation checkpointing"][0]
-    assert full.target == ("blocks.0", "blocks.1")
+    assert full.target == (dynscope.Target(block="blocks.0"), dynscope.Target(block="blocks.1"))
     for t in (*by["activation_memory_budget"], full, *by["selective checkpointing"]):
         assert t.tried and not t.error, t
         assert t.outputs_match  # outputs and the weights the step updated, against eager's

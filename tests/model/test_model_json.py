@@ -172,3 +172,23 @@ def test_a_break_saved_with_its_advice_words_reads_its_category_s_advice() -> No
     rep = dynscope.load(path)
     assert rep.breaks and all(b.fix == category_named(b.category).fix for b in rep.breaks)
     assert all("fix" not in b for b in json.loads(rep.to_json())["breaks"]), "words are made where shown"
+
+
+def test_a_trial_saved_with_target_words_reads_them_as_fields() -> None:
+    # Schema 8 and before kept a trial's targets as words; 9 keeps fields the renderers word.
+    from dynscope._model.advice import Target
+    from dynscope._render.causes import target_words
+
+    assert Target._from_words("programs.py:62") == Target(site="programs.py:62")
+    assert Target._from_words("m.py:7: data-dependent branch") == Target(site="m.py:7", category="data-dependent branch")
+    said = "MLP.forward: size of input x changed (dim 0)"
+    assert Target._from_words(said) == Target(said=said)
+    for words in ("programs.py:62", "m.py:7: data-dependent branch", said, "the program", "layers.0"):
+        assert target_words(Target._from_words(words)) == words, "an older report shows the words it saved"
+    path = Path(__file__).parent.parent / "golden" / "reports" / "advised.json"
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    old = [w for t in saved["trials"] for w in t["target"]]
+    rep = dynscope.load(path)
+    assert old and [target_words(x) for t in rep.trials for x in t.target] == old
+    again = json.loads(rep.to_json())
+    assert all(type(x) is dict for t in again["trials"] for x in t["target"]), "saved as fields now"

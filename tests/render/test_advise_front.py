@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 import dynscope
-from dynscope import Outcome, Trial
+from dynscope import Outcome, Target, Trial
 from dynscope._model.codec import report_from_dict
 from dynscope._render.text import advice_section
 from dynscope._render.words import advice_title
@@ -31,7 +31,7 @@ BEFORE = Outcome(graphs=2, breaks=1, break_sites=1, recompiles=0, coverage=0.8)
 HELPED = Trial(
     "reorderable_logging_functions",
     "torch._dynamo.config.reorderable_logging_functions.add(print)",
-    ("programs.py:62",),
+    (Target(site="programs.py:62"),),
     BEFORE,
     Outcome(graphs=1, breaks=0, break_sites=0, recompiles=0, coverage=1.0),
     helped=True,
@@ -39,7 +39,7 @@ HELPED = Trial(
 NO_HELP = Trial(
     "capture_scalar_outputs",
     "torch._dynamo.config.capture_scalar_outputs = True",
-    ("programs.py:62",),
+    (Target(site="programs.py:62"),),
     BEFORE,
     BEFORE,
     note="no break it targets went away",
@@ -47,7 +47,7 @@ NO_HELP = Trial(
 BY_HAND = Trial(
     "is_compiling() guard",
     "if not torch.compiler.is_compiling():\n    print(...)",
-    ("programs.py:62",),
+    (Target(site="programs.py:62"),),
     BEFORE,
     None,
     tried=False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dynscope._model.advice import Outcome, Trial
+from dynscope._model.advice import Outcome, Target, Trial
 
 if TYPE_CHECKING:
     from dynscope._capture.advise.plans import Call
@@ -22,7 +22,7 @@ def as_trial(p: Patch) -> Trial:
              if p.graphs_after is not None and p.program_breaks_after is not None else None)
     ran = after is not None
     return Trial(
-        remedy=f"source patch ({p.rewrite})", code="; ".join(p.added), target=(p.site,), before=before,
+        remedy=f"source patch ({p.rewrite})", code="; ".join(p.added), target=(Target(site=p.site),), before=before,
         after=after, helped=p.verified, tried=True, outputs_match=bool(p.outputs_matched) if ran else True,
         error="" if p.verified else p.why_not,
         note="verified on a patched copy of your file: `dynscope fix ... --write` applies it" if p.verified else "",

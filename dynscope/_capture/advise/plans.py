@@ -20,13 +20,14 @@ import torch
 from dynscope._errors import CaptureError
 from dynscope._format import clip, location
 from dynscope._lexicon.break_categories import BACKWARD, DYNAMIC_SHAPE, LOGGING, SCALAR
+from dynscope._model.advice import Target
 from dynscope._model.causes import VALUE
 from dynscope._torch import remedies
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
-    from dynscope._model import Report
+    from dynscope._model import Recompile, Report
 
 #: One normalised call of the model: (positional arguments, keyword arguments).
 Call = tuple[tuple[Any, ...], dict[str, Any]]
@@ -94,7 +95,7 @@ class Plan:
 
     remedy: str  # the catalog name (``Remedy.name``)
     code: str  # the code a user writes to apply it, as the Trial shows it
-    target: tuple[str, ...]  # the break sites or recompiles it is for
+    target: tuple[Target, ...]  # the break sites or recompiles it is for (Target(): the whole program)
     config: dict[str, Any] = field(default_factory=dict)  # Dynamo config for the run
     dynamic: bool | None = None  # report(dynamic=...) override; None: the user's
     marks: tuple[tuple[int | str, int], ...] = ()  # (argument index or keyword, dim) to mark dynamic
@@ -112,6 +113,18 @@ class Plan:
     checkpoint: str = ""  # "full" or "selective": the repeated blocks checkpointed
     blocks: tuple[str, ...] = ()  # the blocks checkpointed, by name
     memory: bool = False  # a memory remedy: its compiled peak is what counts
+
+
+def _at(sites: Iterable[str]) -> tuple[Target, ...]:
+    """Break sites ("file.py:LINE") as targets, each once, in order."""
+    return tuple(Target(site=s) for s in dict.fromkeys(sites))
+
+
+def _recompiled(r: Recompile) -> Target:
+    """A recompile as a target: its function and what changed (the failed guards where no
+    change is named, PyTorch's words where no cause is known)."""
+    return Target(frame=r.frame, changes=r.changes, failed=() if r.changes else r.causes,
+                  raw=() if r.changes or r.causes else r.raw_reasons)
 
 
 def why_nothing_to_try(rep: Report) -> str:
@@ -146,7 +159,7 @@ def memory_plans(model: Any) -> list[Plan]:
     plans = []
     for level in MEMORY_BUDGETS:
         plan = Plan("activation_memory_budget", remedies.memory_budget_line(level),
-                    ("the program",), memory_budget=level, memory=True, loose=True)
+                    (Target(),), memory_budget=level, memory=True, loose=True)
         if not remedies.has_memory_budget():
             plan.tried, plan.note = False, "this torch has no activation_memory_budget in AOTAutograd's config"
         plans.append(plan)
@@ -162,7 +175,8 @@ def memory_plans(model: Any) -> list[Plan]:
                       "    context_fn=functools.partial(create_selective_checkpoint_contexts, save_matmuls))"),
     ):
         name = "activation checkpointing" if how == "full" else "selective checkpointing"
-        plan = Plan(name, f"# for each repeated block ({shown or 'none found'}):\n{code}", tuple(blocks[:8]),
+        plan = Plan(name, f"# for each repeated block ({shown or 'none found'}):\n{code}",
+                    tuple(Target(block=b) for b in blocks[:8]),
                     checkpoint=how, blocks=tuple(blocks), memory=True, loose=True)
         if not blocks:
             plan.tried, plan.note = False, "no repeated block found (a ModuleList or Sequential of blocks of one class)"
@@ -217,9 +231,9 @@ def compiled_name(model: Any) -> str:
 
 def _config_plan(option: str, sites: list[str]) -> Plan:
     if not remedies.has_dynamo_option(option):
-        return Plan(option, remedies.config_line(option), tuple(sites), tried=False,
-                     note=f"this torch has no Dynamo config option {option}")
-    return Plan(option, remedies.config_line(option), tuple(sites), config={option: True})
+        return Plan(option, remedies.config_line(option), _at(sites), tried=False,
+                    note=f"this torch has no Dynamo config option {option}")
+    return Plan(option, remedies.config_line(option), _at(sites), config={option: True})
 
 
 def _backward_plan(rep: Report, sites: list[str]) -> Plan:
@@ -271,7 +285,7 @@ def _logging_plans(rep: Report) -> list[Plan]:
         if helper is not None and all(f is not helper[1] for _, f in helpers):
             helpers.append(helper)
     plans = []
-    target = tuple(dict.fromkeys(b.location for b in sites))
+    target = _at(b.location for b in sites)
     for chosen, note, unhelped_note in (
         (direct, "; ".join(notes), "; ".join(unhelped)),
         (helpers, "your logging helper is added whole: Dynamo runs it after the graph, with the "
@@ -386,7 +400,7 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Pla
     names = _signature_names(model)
     marks: list[tuple[int | str, int]] = []
     lines: list[str] = []
-    targets: list[str] = []
+    targets: list[Target] = []
     notes: list[str] = []
     fn = model.forward if isinstance(model, torch.nn.Module) else model
     # Report frames are named by qualified name ("MLP.forward"); older ones by plain name.
@@ -397,7 +411,7 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Pla
         if not changes:
             continue
         sized = True
-        targets.append(f"{r.frame}: " + "; ".join(r.cause_words or r.explained or r.raw_reasons))
+        targets.append(_recompiled(r))
         for name, dim in changes:
             where = _argument(name, names, call_list) if r.frame in top else None
             if where is None:
@@ -426,7 +440,7 @@ def _recompile_plans(rep: Report, model: Any, call_list: list[Call]) -> list[Pla
     plans.extend(_independence_plans(rep))
     value_changed = any(c.kind == VALUE for r in rep.recompiles for c in r.changes)
     if sized or value_changed:
-        value_targets = target or tuple(f"{r.frame}: " + "; ".join(r.cause_words) for r in rep.recompiles)
+        value_targets = target or tuple(dict.fromkeys(Target(frame=r.frame, changes=r.changes) for r in rep.recompiles))
         plans.append(Plan("dynamic=True", f"torch.compile({compiled_name(model)}, dynamic=True)", value_targets, dynamic=True))
     return plans
 
@@ -436,7 +450,7 @@ def _value_plans(rep: Report, names: list[str], call_list: list[Call], top: set[
     the same calls with each passed as a 0-d tensor, so one graph takes every value (the
     model must accept a tensor there; the trial checks the outputs)."""
     where: list[int | str] = []
-    targets: list[str] = []
+    targets: list[Target] = []
     shown: list[str] = []
     for r in rep.recompiles:
         for cause in r.changes:
@@ -449,7 +463,7 @@ def _value_plans(rep: Report, names: list[str], call_list: list[Call], top: set[
                 continue
             if all(type(a[at] if isinstance(at, int) else k[at]) is int for a, k in call_list):
                 where.append(at)
-                targets.append(f"{r.frame}: {cause.what_changed}")
+                targets.append(Target(frame=r.frame, changes=(cause,)))
                 shown.append(f"{n} = torch.tensor({n})  # pass {n} as a 0-d tensor")
     if not where:
         return []
@@ -476,7 +490,7 @@ def _independence_plans(rep: Report) -> list[Plan]:
                 "size independence",
                 f"# {where}: {fx.code or '(the line)'}\n# {what}: write it without reading {fx.size} as a "
                 f"Python int (a tensor op such as torch.where, or a size kept symbolic)",
-                (f"{fx.size} {'fixed' if not branch else 'guarded'} at {where}",),
+                (Target(site=where, size=fx.size, branched=branch),),
                 tried=False,
                 note=f"marking {fx.size} dynamic cannot help while {where} {'fixes' if not branch else 'branches on'} "
                      f"it: mark_dynamic fails (ConstraintViolationError) and maybe_mark_dynamic recompiles",
@@ -490,9 +504,9 @@ def variant_plans(variants: Mapping[str, Any], rep: Report, plans: list[Plan]) -
     name sizes, the rewrite with those dimensions marked dynamic too (a rewrite that stops a
     line fixing a size is what lets mark_dynamic keep it dynamic from the first call)."""
     target = tuple(
-        [f"{r.frame}: " + "; ".join(r.cause_words or r.explained) for r in rep.recompiles]
-        + [f"{b.location}: {b.category}" for b in rep.breaks]
-    ) or ("the program",)
+        [Target(frame=r.frame, changes=r.changes, failed=() if r.changes else r.causes) for r in rep.recompiles]
+        + [Target(site=b.location, category=b.category) for b in rep.breaks]
+    ) or (Target(),)
     marked = next((p for p in plans if p.remedy == "mark_dynamic" and p.marks), None)
     out = []
     for name, m in variants.items():

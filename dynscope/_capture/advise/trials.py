@@ -92,7 +92,7 @@ def run_trial(
         # returning: e.g. `loss.detach()`" for trace_autograd_ops).
         notes.extend(
             f"still breaks at {b.location}: {clip(b.reason, 160)}" + (f" (PyTorch: {clip(b.hints[0], 120)})" if b.hints else "")
-            for b in rep.breaks if b.location in plan.target
+            for b in rep.breaks if b.location in {t.site for t in plan.target}
         )
     return Trial(**common, after=after, helped=better, outputs_match=outputs_match, error=error,
                  note="; ".join(notes), moved=shifted)

@@ -531,7 +531,7 @@ def test_advise_ranks_verified_patches_beside_the_config_remedies(tmp_path: Path
     names = [t.remedy for t in adv.trials]
     patches = [t for t in adv.trials if t.remedy.startswith("source patch")]
     assert len(patches) == 3 and all(t.helped and t.outputs_match for t in patches)
-    assert {t.target for t in patches} == {("mymodel.py:14",), ("mymodel.py:15",), ("mymodel.py:19",)}
+    assert {t.target for t in patches} == {(dynscope.Target(site=f"mymodel.py:{n}"),) for n in (14, 15, 19)}
     # Whatever helped comes before what did not, and what was not run comes last.
     assert names.index("is_compiling guard") > max(names.index(t.remedy) for t in patches)
     assert all(t.after is not None and t.after.breaks < t.before.breaks for t in patches)
