@@ -14,12 +14,13 @@ import torch
 
 from dynscope import _hooks, _torch
 from dynscope._capture.backend import RecordingBackend
-from dynscope._capture.guard_check import describe_call, with_all_failures
+from dynscope._capture.guard_check import describe_call
 from dynscope._errors import CaptureError, InputError
 from dynscope._format import clip, few
 from dynscope._hooks import Hook
 from dynscope._model.base import _Live
 from dynscope._read.assemble import build_report
+from dynscope._read.guard_checks import CallsMade
 from dynscope._torch.distributed import rank_info
 from dynscope._torch.profiler import OWN_MARK, CoverageRecorder
 from dynscope._torch.runs import RunCounter
@@ -28,7 +29,6 @@ from dynscope._torch.trace import TraceCollector
 if TYPE_CHECKING:  # pragma: no cover
     from dynscope._capture.timing_options import TimingOptions
     from dynscope._model import Frame, Report
-    from dynscope._torch.trace import TraceEvent
 
 _MISSING: Any = object()
 
@@ -139,17 +139,19 @@ class Capture:
             torch_version=str(torch.__version__),
             coverage=self._coverage.counts() if self._coverage is not None else None,
             runs=self._runs.runs,
+            calls_made=self._calls_made(),
         )
         notes = tuple(f.note for f in _hooks.since(self._hooks_from))
         if not self.provenance and any(g.lowering is not None and not g.lowering.kernels for g in rep.graphs):
             notes += (PROVENANCE_OFF,)
         if notes:
             rep = replace(rep, notes=(*rep.notes, *notes))
-        return self._finished(rep, events)
-
-    def _finished(self, rep: Report, events: list[TraceEvent]) -> Report:
-        """The report, with what a capture of this kind adds from the same events."""
         return rep
+
+    def _calls_made(self) -> CallsMade | None:
+        """The calls this capture made, their inputs described, for the guard checks; None
+        when it made none of its own (capture() watches the user's calls)."""
+        return None
 
     @property
     def active(self) -> bool:
@@ -194,10 +196,8 @@ class _ReportCapture(Capture):
         """The call's inputs described for guard_check; {} when that failed (a guarded hook)."""
         return self._describe_hook.call(describe_call, model, args, kwargs, default={})
 
-    def _finished(self, rep: Report, events: list[TraceEvent]) -> Report:
-        if not self.call_values:
-            return rep
-        return with_all_failures(rep, events, self.call_starts, self.call_values)
+    def _calls_made(self) -> CallsMade | None:
+        return CallsMade(tuple(self.call_starts), tuple(self.call_values)) if self.call_values else None
 
 
 #: Said when capture() saw Inductor compiles but, leaving provenance off, could not list kernels.

@@ -39,6 +39,7 @@ from dynscope._read.break_sites import (
 )
 from dynscope._read.cache_fold import lookups_of
 from dynscope._read.coverage import with_coverage, with_runs
+from dynscope._read.guard_checks import with_all_failures
 from dynscope._read.lowering import (
     AOT_COMPILE,
     LoweringFold,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from dynscope._capture.backend import RecordedGraph
+    from dynscope._read.guard_checks import CallsMade
     from dynscope._torch.break_report import ParsedBreak
     from dynscope._torch.metrics import CompileMetrics
     from dynscope._torch.profiler import OpCounts
@@ -458,6 +460,7 @@ def build_report(
     torch_version: str = "",
     coverage: OpCounts | None = None,
     runs: Mapping[str, int] | None = None,
+    calls_made: CallsMade | None = None,
 ) -> Report:
     """Assemble a Report from what was captured, without asking the running process.
 
@@ -476,6 +479,9 @@ def build_report(
             to its break site (:func:`dynscope._read.coverage.with_coverage`). Defaults to None.
         runs: PyTorch's compile id -> times its compiled code ran, for the graphs dynscope's
             backend did not count (:func:`dynscope._read.coverage.with_runs`). Defaults to None.
+        calls_made: the calls a live capture made, their inputs described: each recompile of
+            the entry frame then carries every guard its earlier entries failed
+            (:func:`dynscope._read.guard_checks.with_all_failures`). Defaults to None.
     """
     st, unmatched = _assembled(events, recorded, ignore_backend_mismatch)
     raw_ids = {new: old for old, new in st.renumber.items()}
@@ -518,6 +524,8 @@ def build_report(
     )
     if coverage is not None:
         rep = with_coverage(rep, coverage)
+    if calls_made is not None:
+        rep = with_all_failures(rep, events, calls_made)
     return replace(rep, graphs=with_runs(rep, runs)) if runs is not None else rep
 
 
