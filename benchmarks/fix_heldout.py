@@ -104,7 +104,7 @@ proposed (not verified) and left alone; the share of fixable sites removed (goal
 verified patches at must-not sites (goal: 0); verified patches that change an output on
 inputs fix never saw (goal: 0); sites nobody marked.
 
-Run:  .venv/bin/python benchmarks/fix_heldout.py [1-12]   (every set when none is named)
+Run:  .venv/bin/python benchmarks/fix_heldout.py [1-13]   (every set when none is named)
 """
 
 from __future__ import annotations
@@ -128,6 +128,7 @@ from tests.corpus import (  # the repository root is on the path
     fix_heldout10,
     fix_heldout11,
     fix_heldout12,
+    fix_heldout13,
 )
 from tests.corpus.fix_measure import measure_held_out, table
 
@@ -142,7 +143,8 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "9": ("tests/corpus/fix_heldout9 (read while writing rewrites)", fix_heldout9.PROGRAMS),
         "10": ("tests/corpus/fix_heldout10 (read while writing rewrites)", fix_heldout10.PROGRAMS),
         "11": ("tests/corpus/fix_heldout11 (read while writing rewrites)", fix_heldout11.PROGRAMS),
-        "12": ("tests/corpus/fix_heldout12 (read while writing rewrites)", fix_heldout12.PROGRAMS)}
+        "12": ("tests/corpus/fix_heldout12 (read while writing rewrites)", fix_heldout12.PROGRAMS),
+        "13": ("tests/corpus/fix_heldout13 (unseen when first measured)", fix_heldout13.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:
