@@ -73,6 +73,7 @@ from dynscope._capture.fix.statements import (
     Text,
     block_of,
     combined,
+    function_of,
     indent_unit,
     line_of,
     names_loaded,
@@ -260,9 +261,47 @@ def _detached(node: ast.expr) -> ast.expr:
     return ast.Call(func=ast.Attribute(value=node, attr="detach"), args=[], keywords=[])
 
 
-def _tensor(stmt: ast.stmt, text: Text) -> Made | None:
+# Calls whose arguments are sizes (Python ints under torch.compile: a tensor there is read back).
+_SIZE_METHODS = {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_full", "new_empty", "narrow",
+                 "unflatten", "tile", "split", "chunk", "topk", "kthvalue", "roll", "resize_", "unfold"}
+_SIZE_FUNCTIONS = {"zeros", "ones", "empty", "full", "arange", "randn", "rand", "randint", "randperm", "eye",
+                   "linspace", "range", "narrow", "split", "topk", "roll"}
+
+
+def _size_read(source: str, stmt: ast.stmt) -> str | None:
+    """Why a number the statement binds must stay a number: the first later read of a name it
+    binds as a size (``x.view(n, -1)``, ``torch.arange(n)``, ``range(n)``, ``x[:n]``), said
+    with its line; None when no name it binds is read so."""
+    names = {t.id for t in ast.walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+    if not names:
+        return None
+    fn = function_of(source, stmt)
+    end = stmt.end_lineno or stmt.lineno
+    for n in ast.walk(fn if fn is not None else parsed(source)):
+        parts: list[ast.AST] = []
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _SIZE_METHODS:
+            parts = list(n.args)
+        elif isinstance(n, ast.Call) and (
+                (isinstance(n.func, ast.Name) and n.func.id == "range")
+                or (isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id == "torch" and n.func.attr in _SIZE_FUNCTIONS)):
+            parts = list(n.args)
+        elif isinstance(n, ast.Slice):
+            parts = [p for p in (n.lower, n.upper, n.step) if p is not None]
+        for part in parts:
+            read = next((r for r in ast.walk(part) if isinstance(r, ast.Name) and r.id in names
+                         and isinstance(r.ctx, ast.Load) and r.lineno > end), None)
+            if read is not None:
+                return (f"`{read.id}` is read as a size at line {read.lineno} (`{ast.unparse(n)[:60]}`): kept a tensor, "
+                        "torch.compile reads it back as a number there, and the break would move to that line")
+    return None
+
+
+def _tensor(stmt: ast.stmt, text: Text) -> Made | str | None:
     if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
         return None
+    if (sized := _size_read(text.source, stmt)) is not None:
+        return sized
     note = "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)"
     return transformed(stmt, _Tensorised(), TENSOR, note) or transformed(stmt, _Tensorised(names=True), TENSOR, (
         f"{note}; the name read back by int()/float() holds a tensor"))
@@ -291,18 +330,22 @@ def _tensor_0d(stmt: ast.stmt, text: Text) -> Made | None:
             isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "item" and not n.args
             and not _zero_dim(n.func.value) for n in ast.walk(stmt)):
         return None  # every .item() reads a name (a loss) or a whole reduction: .detach() is already 0-dim
+    if _size_read(text.source, stmt) is not None:
+        return None  # said once, by _tensor
     return transformed(stmt, _Tensorised(zero_dim=True), TENSOR_0D, (
         "the value stays a tensor of no dimensions (as .item() required one element), detached as a Python number "
         "is (type promotion as for a number)"))
 
 
-def _unpacked(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
+def _unpacked(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | str | None:
     """``h, w = size.tolist()`` as ``h, w = size.detach().unbind(0)``: one 0-dim tensor a name."""
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List))
             and all(isinstance(e, ast.Name) for e in stmt.targets[0].elts) and isinstance(stmt.value, ast.Call)
             and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "tolist"
             and not stmt.value.args and not stmt.value.keywords):
         return None
+    if (sized := _size_read(text.source, stmt)) is not None:
+        return sized
     return [f"{text.of(stmt.targets[0])} = {text.of(stmt.value.func.value)}.detach().unbind(0)"], TENSOR, (
         "the numbers stay 0-dim tensors, one a name, detached as Python numbers are: they are used only where a "
         "tensor serves (arithmetic, clamp bounds), not as sizes, indices or Python conditions")

@@ -12,7 +12,7 @@ import pytest
 import dynscope
 from dynscope._capture.fix import checks, host
 from dynscope._capture.fix.branches import ELEMENTWISE, WHERE
-from dynscope._capture.fix.rewrites import COUNT, GUARD, PLACED, TENSOR_0D, candidates
+from dynscope._capture.fix.rewrites import COUNT, GUARD, PLACED, TENSOR, TENSOR_0D, candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
 from tests.corpus import fix_counts as fc
 
@@ -176,3 +176,19 @@ def test_a_warning_that_fixes_is_proposed_and_a_loop_per_row_verified_live() -> 
 def test_a_count_that_sizes_a_range_is_not_verified() -> None:
     (p,) = _fix("counted_range").patches
     assert not p.verified and "the break is still there" in p.why_not
+
+
+@pytest.mark.parametrize("use", [
+    "    return x.view(4, n, -1)\n", "    return torch.arange(n)\n", "    return x[:n]\n",
+    "    return [x[i] for i in range(n)]\n", "    return x.new_zeros(n + 1, 3)\n",
+])
+def test_a_number_read_later_as_a_size_is_not_kept_a_tensor(use: str) -> None:
+    body = "def f(x, t):\n    n = t.sum().item() - 2\n" + use
+    found, why = candidates(HEAD + body, 2 + HEAD.count("\n"), SCALAR)
+    assert TENSOR not in {rw.name for rw in found}
+    assert "`n` is read as a size at line" in why and "the break would move to that line" in why, why
+
+
+def test_a_number_read_later_only_in_arithmetic_is_kept_a_tensor() -> None:
+    body = "def f(x, t):\n    n = t.sum().item() - 2\n    return x * n + x.view(4, -1).sum()\n"
+    assert _made(body, 2, SCALAR)[TENSOR] == "    n = t.sum().detach() - 2\n"
