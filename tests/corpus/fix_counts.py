@@ -218,6 +218,30 @@ def node_class_weights() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return NodeClassWeights(), (torch.randn(n, 8), adj / adj.sum(1, keepdim=True).clamp(min=1), label)
 
 
+class StyleMixing(nn.Module):
+    """A style-based generator's mixing regularisation (in our words): a cutoff layer drawn on
+    the device with ``random_``, and the styles from that layer on taken from a second latent by
+    a slice at the drawn tensor."""
+
+    def __init__(self, z: int = 6, w: int = 8, layers: int = 5) -> None:
+        super().__init__()
+        self.layers = layers
+        self.mapping = nn.Sequential(nn.Linear(z, w), nn.LeakyReLU(0.2), nn.Linear(w, w))
+        self.synthesis = nn.Linear(w, 3)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        ws = self.mapping(z).unsqueeze(1).repeat(1, self.layers, 1)
+        cutoff = torch.empty([], dtype=torch.int64, device=ws.device).random_(1, ws.shape[1])  # SITE: randint instead of random_
+        other = self.mapping(torch.randn_like(z)).unsqueeze(1).repeat(1, self.layers, 1)
+        ws[:, cutoff:] = other[:, cutoff:]  # SITE: where over the positions instead of a slice at a tensor
+        return self.synthesis(ws).sum(1)
+
+
+def style_mixing() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(897)
+    return StyleMixing(), (torch.randn(4, 6),)
+
+
 PROGRAMS: dict[str, Any] = {
     "mask_count_loss": mask_count_loss,
     "accepted_step": accepted_step,
@@ -228,4 +252,5 @@ PROGRAMS: dict[str, Any] = {
     "scaled_features": scaled_features,
     "bootstrapped_targets": bootstrapped_targets,
     "node_class_weights": node_class_weights,
+    "style_mixing": style_mixing,
 }

@@ -54,10 +54,10 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "NUMPY_ITEM", "PICKED", "POINTER", "RANGED", "ROLLED", "TRIM",
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "NUMPY_ITEM", "PICKED", "POINTER", "RANGED", "ROLLED", "SLICED", "TRIM",
            "VISITED", "WINDOWS", "ZIPPED", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements",
-           "nonzero_visited", "numpy_item", "per_element_list", "pointer_kept", "ranged_fill", "rolled", "stacked_picks", "trim_dropped",
-           "windowed_rows", "zipped_fill"]
+           "nonzero_visited", "numpy_item", "per_element_list", "pointer_kept", "ranged_fill", "rolled", "sliced_write", "stacked_picks",
+           "trim_dropped", "windowed_rows", "zipped_fill"]
 
 LIST = "per-element list as tensor ops"
 NUMPY_ITEM = "int() of a numpy number instead of its item"
@@ -1263,3 +1263,55 @@ def nonzero_visited(stmt: ast.stmt, text: Text) -> Made | None:
     return Made([f"{name} = range({paren(unparsed(counted))}.shape[0])"], VISITED, (
         "the filtered tensor is one-dimensional, and an index it leaves out selects nothing in the loop's writes "
         "(each write goes through a mask or index that is empty for it), so visiting it changes nothing"))
+
+
+SLICED = "where over the positions instead of a slice at a tensor"
+
+
+def _cut(index: ast.expr) -> tuple[int, ast.expr, bool] | None:
+    """(the dimension, the bound, whether it is the start) of an index that is full slices but
+    one, cut at one end only (``[:, c:]``, ``[:c]``); None for any other index."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    cut = None
+    for d, p in enumerate(parts):
+        if not isinstance(p, ast.Slice) or p.step is not None:
+            return None
+        if p.lower is None and p.upper is None:
+            continue
+        if cut is not None or (p.lower is not None and p.upper is not None):
+            return None
+        bound = p.lower if p.lower is not None else p.upper
+        assert bound is not None
+        if isinstance(bound, (ast.Constant, ast.UnaryOp)):
+            return None  # a number (no break there) or a negative bound (counted from the end)
+        cut = (d, bound, p.lower is not None)
+    return cut
+
+
+def sliced_write(stmt: ast.stmt, text: Text) -> Made | None:
+    """``ws[:, c:] = new[:, c:]`` (or a number) where ``c`` is a tensor (StyleGAN's style-mixing
+    cutoff drawn on the device): the positions at or past ``c`` along that dimension take the new
+    values, ``ws.copy_(torch.where(torch.arange(ws.shape[1], device=ws.device).view(-1, 1...) >= c,
+    new, ws))``: the slice's size is the data's, the where's is not."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript)):
+        return None
+    target = stmt.targets[0]
+    x = target.value
+    cut = _cut(target.slice)
+    if cut is None or not isinstance(x, (ast.Name, ast.Attribute)):
+        return None
+    d, bound, start = cut
+    value = stmt.value
+    if isinstance(value, ast.Subscript) and ast.dump(value.slice) == ast.dump(target.slice):
+        new = text.of(value.value)
+    elif isinstance(value, ast.Constant) and isinstance(value.value, (int, float)):
+        new = text.of(value)
+    else:
+        return None
+    xs = text.of(x)
+    # the positions along dimension d, shaped to broadcast over the dimensions after it
+    positions = f"torch.arange({xs}.shape[{d}], device={xs}.device).view(-1, *[1] * ({xs}.dim() - {d + 1}))"
+    test = f"{positions} {'>=' if start else '<'} {text.of(bound)}"
+    return Made([f"{xs}.copy_(torch.where({test}, {new}, {xs}))"], SLICED, (
+        f"`{text.of(bound)}` is a non-negative integer (a negative one counts from the end in a slice, not here) and "
+        f"the value written is `{new}` whole, of `{xs}`'s shape (the slice taken of both alike)"))

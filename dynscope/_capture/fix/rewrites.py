@@ -24,6 +24,8 @@ The rewrites, in the order they are tried for a category:
   into ``n`` zeros (a size known before the values are read); the counts of the values present
   (``bincount``, its nonzero entries) placed back into zeros at ``unique``'s values, as the
   scatter they equal.
+- ``randint instead of random_``: ``torch.empty(shape, dtype=d).random_(a, b)`` becomes
+  ``torch.randint(a, b, shape, dtype=d)`` (Dynamo does not trace ``Tensor.random_``).
 - ``clone instead of deepcopy``: ``copy.deepcopy(t)`` becomes ``t.clone()``.
 - ``detach instead of requires_grad = False`` (or ``requires_grad_(False)``).
 - state and control flow (:mod:`.state`): a module deep-copied and called at once as a call with
@@ -498,6 +500,47 @@ def _counts_placed(stmt: ast.stmt, text: Text) -> Made | None:
     return None
 
 
+RANDINT = "randint instead of random_"
+_FACTORIES = {"empty", "zeros", "ones", "full"}  # a fresh tensor whose values random_ overwrites
+
+
+class _Drawn(ast.NodeTransformer):
+    """``torch.empty(shape, dtype=d, device=v).random_(a, b)`` as ``torch.randint(a, b, shape,
+    dtype=d, device=v)``: Dynamo does not trace ``Tensor.random_``; ``torch.randint`` draws the
+    same integers from the same generator."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "random_" and not node.keywords and 1 <= len(node.args) <= 2):
+            return node
+        made = f.value
+        if not (isinstance(made, ast.Call) and isinstance(made.func, ast.Attribute) and isinstance(made.func.value, ast.Name)
+                and made.func.value.id == "torch" and made.func.attr in _FACTORIES and made.args
+                and all(k.arg in ("dtype", "device") for k in made.keywords)):
+            return node
+        size = made.args[0] if made.func.attr != "full" or len(made.args) == 2 else None
+        if size is None or (made.func.attr != "full" and len(made.args) != 1):
+            return node  # torch.zeros(2, 3) (sizes as arguments) or a full without its value: left
+        bounds = node.args if len(node.args) == 2 else [ast.Constant(0), node.args[0]]
+        if not any(k.arg == "dtype" for k in made.keywords):
+            return node  # a float tensor's random_ draws floats: randint's default dtype would differ
+        self.changed = True
+        return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="randint"), args=[*bounds, size],
+                        keywords=made.keywords)
+
+
+def _drawn(stmt: ast.stmt, text: Text) -> Made | None:
+    if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
+        return None
+    return transformed(stmt, _Drawn(), RANDINT, (
+        "the tensor drawn into is made on the spot (its values all overwritten), with its dtype given; "
+        "torch.randint draws from the same generator as random_ (the same integers for the same seed)"))
+
+
 def _mask(stmt: ast.stmt, text: Text) -> Made | None:
     return transformed(stmt, _Masked(), MASK, "a sum over the selected values equals the masked sum")
 
@@ -551,13 +594,13 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _tensor_0d, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
-             numbers.zipped_fill, numbers.windowed_rows, numbers.rolled, numbers.stacked_picks,
+             numbers.zipped_fill, numbers.windowed_rows, numbers.rolled, numbers.stacked_picks, numbers.sliced_write,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
     DYNAMIC_SHAPE: (_mask, _counted, _counts_placed, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.inline_selection,
                     host.masked_select, masks.bound_selection, masks.nonzero_tuple, masks.ignored_targets, host.scattered_rows, host.nonzero_end, host.padded_targets,
                     host.sorted_mask_back, host.distinct_spread, numbers.nonzero_visited),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
-    OTHER: (state.func_grad, state.made_in_forward, numbers.numpy_item),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
+    OTHER: (state.func_grad, state.made_in_forward, numbers.numpy_item, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
 }
 

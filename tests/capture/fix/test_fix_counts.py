@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 import dynscope
-from dynscope._capture.fix import checks, host
+from dynscope._capture.fix import checks, host, numbers
 from dynscope._capture.fix.branches import ELEMENTWISE, WHERE
-from dynscope._capture.fix.rewrites import COUNT, GUARD, PLACED, TENSOR, TENSOR_0D, candidates
-from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR
+from dynscope._capture.fix.rewrites import COUNT, GUARD, PLACED, RANDINT, TENSOR, TENSOR_0D, candidates
+from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, OTHER, SCALAR
 from tests.corpus import fix_counts as fc
 
 HEAD = "import torch\n\n\n"
@@ -192,3 +192,35 @@ def test_a_number_read_later_as_a_size_is_not_kept_a_tensor(use: str) -> None:
 def test_a_number_read_later_only_in_arithmetic_is_kept_a_tensor() -> None:
     body = "def f(x, t):\n    n = t.sum().item() - 2\n    return x * n + x.view(4, -1).sum()\n"
     assert _made(body, 2, SCALAR)[TENSOR] == "    n = t.sum().detach() - 2\n"
+
+
+def test_random_into_a_fresh_tensor_is_randint() -> None:
+    body = "def f(ws):\n    c = torch.empty([], dtype=torch.int64, device=ws.device).random_(1, ws.shape[1])\n    return c\n"
+    assert _made(body, 2, OTHER)[RANDINT] == (
+        "    c = torch.randint(1, ws.shape[1], [], dtype=torch.int64, device=ws.device)\n")
+    assert _made(body.replace("random_(1, ws.shape[1])", "random_(5)"), 2, OTHER)[RANDINT].startswith(
+        "    c = torch.randint(0, 5, [],")
+    # a float tensor's random_ draws floats (randint's default dtype would not); a tensor of the
+    # program's own keeps its other values: neither is rewritten
+    for other in ("torch.empty([], device=ws.device)", "ws"):
+        assert RANDINT not in _made(body.replace("torch.empty([], dtype=torch.int64, device=ws.device)", other), 2, OTHER)
+
+
+def test_a_write_past_a_tensor_cutoff_is_a_where_over_the_positions() -> None:
+    body = "def f(ws, new, c):\n    ws[:, c:] = new[:, c:]\n    return ws\n"
+    assert _made(body, 2, SCALAR)[numbers.SLICED] == (
+        "    ws.copy_(torch.where(torch.arange(ws.shape[1], device=ws.device).view(-1, *[1] * (ws.dim() - 2)) >= c, "
+        "new, ws))\n")
+    upto = _made("def f(x, c):\n    x[:c] = 0.0\n    return x\n", 2, SCALAR)[numbers.SLICED]
+    assert "torch.arange(x.shape[0], device=x.device).view(-1, *[1] * (x.dim() - 1)) < c, 0.0, x" in upto
+    for other in ("ws[:, c:] = new[:, :c]", "ws[:, c:] = new", "ws[:, -c:] = new[:, -c:]", "ws[:, c:2] = new[:, c:2]",
+                  "ws[:, 1:] = new[:, 1:]", "ws[c:, c:] = new[c:, c:]"):
+        assert numbers.SLICED not in _made(body.replace("ws[:, c:] = new[:, c:]", other), 2, SCALAR), other
+
+
+@pytest.mark.heavy
+def test_a_drawn_cutoff_and_the_write_past_it_are_verified_live() -> None:
+    res = _fix("style_mixing")
+    assert sorted(p.rewrite for p in res.patches) == sorted([RANDINT, numbers.SLICED]), res.patches
+    assert all(p.verified and p.breaks_after == 0 and p.gradients_matched for p in res.patches), res.patches
+    assert res.breaks_after == 0 and res.outputs_matched_after
