@@ -445,6 +445,20 @@ def slice_bound() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
     return first_valid, (_x(6), torch.tensor([True, True, False, True, False, False]))
 
 
+def value_fit(returns: torch.Tensor, values: torch.Tensor) -> Any:
+    """How much of the returns' variance a critic explains, in numpy as RL libraries compute it
+    for their logs (in our words): nan where the returns do not vary."""
+    y, v = returns.numpy(), values.numpy()
+    var_y = np.var(y)
+    return np.nan if var_y == 0 else 1 - np.var(y - v) / var_y  # SITE: conditional expression to torch.where
+
+
+def explained() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(899)
+    returns = torch.randn(16)
+    return value_fit, (returns, returns + 0.1 * torch.randn(16))
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "numpy_head": numpy_head,
@@ -470,4 +484,5 @@ PROGRAMS = {
     "fraction": fraction,
     "precision_metric": precision_metric,
     "slice_bound": slice_bound,
+    "explained": explained,
 }

@@ -526,8 +526,17 @@ class _Conditional(ast.NodeTransformer):
     b) if P else b``, ``a if P or T else b`` as ``a if P else torch.where(T, a, b)`` (nnU-Net's
     ``ce if weight_ce != 0 and (ignore_label is None or num_fg > 0) else 0``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, numpy: tuple[str, set[str]] | None = None) -> None:
         self.changed = False
+        # numpy's name in the file and the names bound to its results: a test of those is an
+        # array's (Dynamo traces numpy as tensors), and np.where keeps the values arrays
+        self.numpy = numpy
+
+    def _of_numpy(self, test: ast.expr) -> bool:
+        if self.numpy is None:
+            return False
+        alias, names = self.numpy
+        return any((isinstance(n, ast.Name) and (n.id in names or n.id == alias)) for n in ast.walk(test))
 
     @staticmethod
     def _split(node: ast.IfExp) -> ast.IfExp | None:
@@ -558,16 +567,35 @@ class _Conditional(ast.NodeTransformer):
         if test is None:
             return node
         self.changed = True
-        return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="where"),
+        module = self.numpy[0] if self.numpy is not None and self._of_numpy(node.test) else "torch"
+        return ast.Call(func=ast.Attribute(value=ast.Name(module), attr="where"),
                         args=[ast.parse(test, mode="eval").body, node.body, node.orelse], keywords=[])
+
+
+def _numpy_names(source: str, stmt: ast.stmt) -> tuple[str, set[str]] | None:
+    """numpy's name in the file (``import numpy as np``) and the names the site's function binds
+    to a result of one of its functions (``var_y = np.var(y)``); None when the file has no numpy."""
+    tree = parsed(source)
+    alias = next((a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+                  if a.name == "numpy"), None)
+    if alias is None:
+        return None
+    fn = function_of(source, stmt)
+    names = {t.id for n in ast.walk(fn if fn is not None else tree) if isinstance(n, ast.Assign)
+             and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
+             and isinstance(n.value.func.value, ast.Name) and n.value.func.value.id == alias
+             for t in n.targets if isinstance(t, ast.Name)}
+    return alias, names
 
 
 def conditional(stmt: ast.stmt, text: Text) -> Made | None:
     """A statement whose conditional expression tests a tensor, with the conditional as a
-    ``torch.where``."""
-    return transformed_statement(stmt, _Conditional(), CONDITIONAL, (
+    ``torch.where`` (``np.where`` where the test reads numpy's results: an array's, which Dynamo
+    traces as a tensor)."""
+    return transformed_statement(stmt, _Conditional(_numpy_names(text.source, stmt)), CONDITIONAL, (
         "both values are computed (torch.where evaluates both: an index out of range or a division by zero on the "
-        "side not taken still runs) and are tensors or numbers of one shape"))
+        "side not taken still runs) and are tensors or numbers of one shape (np.where for numpy's: an array "
+        "of no dimensions where numpy gave a scalar)"))
 
 
 # -- an early return, a state update under a test ------------------------------------------------

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import dynscope
+from dynscope._capture.fix.branches import CONDITIONAL
 from dynscope._capture.fix.host import DENSE, ENDS, FLOAT, MATH, NONZERO, NUMPY, SEGMENT, SELECT
 from dynscope._capture.fix.rewrites import candidates
-from dynscope._lexicon.break_categories import DYNAMIC_SHAPE, SCALAR, UNSUPPORTED_CALL
+from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR, UNSUPPORTED_CALL
 from tests.corpus import fix_host as fh
 
 HEAD = "import math\nimport numpy as np\nimport torch\n\n\n"
@@ -370,7 +371,7 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
 # -- live: dynscope.fix on the corpus -------------------------------------------------------------------
 
 _FIXED = ["numpy_head", "numpy_metric", "retrieval", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
-          "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric"]
+          "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric", "explained"]
 
 
 @pytest.mark.heavy
@@ -425,3 +426,12 @@ def test_an_int_read_back_then_put_through_math_stays_a_long_tensor() -> None:
     names, _ = _names("def f(x, n):\n    k = int(n)\n    return x[:k]\n", "int(", SCALAR)
     assert MATH not in names and FLOAT not in names
     assert MATH not in _names("def f(x):\n    k = int(3)\n    return math.sqrt(k) * x\n", "int(", SCALAR)[0]
+
+
+def test_a_conditional_on_numpy_s_result_is_numpy_s_where() -> None:
+    body = ("def fit(y, v):\n    var_y = np.var(y)\n"
+            "    return np.nan if var_y == 0 else 1 - np.var(y - v) / var_y\n")
+    new = _rewrite(body, "np.nan if", BRANCH, CONDITIONAL)
+    assert "return np.where(var_y == 0, np.nan, 1 - np.var(y - v) / var_y)" in new, new
+    tensor = _rewrite(body.replace("var_y = np.var(y)", "var_y = y.var()"), "np.nan if", BRANCH, CONDITIONAL)
+    assert "torch.where(var_y == 0" in tensor, "a tensor's test stays torch's"
