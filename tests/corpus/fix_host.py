@@ -459,6 +459,37 @@ def explained() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
     return value_fit, (returns, returns + 0.1 * torch.randn(16))
 
 
+def peak_normalised(audio: torch.Tensor) -> torch.Tensor:
+    """Audio scaled to its peak on the host, as data-loading code writes it (in our words): the
+    peak read as a Python float first."""
+    a = audio.numpy()
+    peak = float(np.abs(a).max())  # SITE: numpy value kept an array
+    return torch.from_numpy(a / (peak + 1e-6))
+
+
+def normalised() -> tuple[Any, tuple[torch.Tensor]]:
+    torch.manual_seed(901)
+    return peak_normalised, (torch.randn(2, 32),)
+
+
+class PeakNormaliser:
+    """The same scaling as a callable object of the program's own (a transform): fix verifies a
+    copy of it whose class is the patched file's."""
+
+    def __init__(self, eps: float = 1e-6) -> None:
+        self.eps = eps
+
+    def __call__(self, audio: torch.Tensor) -> torch.Tensor:
+        a = audio.numpy()
+        peak = float(np.abs(a).max())  # SITE: numpy value kept an array
+        return torch.from_numpy(a / (peak + self.eps))
+
+
+def normaliser_object() -> tuple[Any, tuple[torch.Tensor]]:
+    torch.manual_seed(903)
+    return PeakNormaliser(), (torch.randn(2, 32),)
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "numpy_head": numpy_head,
@@ -485,4 +516,6 @@ PROGRAMS = {
     "precision_metric": precision_metric,
     "slice_bound": slice_bound,
     "explained": explained,
+    "normalised": normalised,
+    "normaliser_object": normaliser_object,
 }

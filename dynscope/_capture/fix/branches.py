@@ -20,6 +20,7 @@ from dynscope._capture.fix.statements import (
     enumerated_list,
     function_of,
     names_loaded,
+    numpy_names,
     parsed,
     read_later,
     rows_set,
@@ -572,27 +573,11 @@ class _Conditional(ast.NodeTransformer):
                         args=[ast.parse(test, mode="eval").body, node.body, node.orelse], keywords=[])
 
 
-def _numpy_names(source: str, stmt: ast.stmt) -> tuple[str, set[str]] | None:
-    """numpy's name in the file (``import numpy as np``) and the names the site's function binds
-    to a result of one of its functions (``var_y = np.var(y)``); None when the file has no numpy."""
-    tree = parsed(source)
-    alias = next((a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-                  if a.name == "numpy"), None)
-    if alias is None:
-        return None
-    fn = function_of(source, stmt)
-    names = {t.id for n in ast.walk(fn if fn is not None else tree) if isinstance(n, ast.Assign)
-             and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
-             and isinstance(n.value.func.value, ast.Name) and n.value.func.value.id == alias
-             for t in n.targets if isinstance(t, ast.Name)}
-    return alias, names
-
-
 def conditional(stmt: ast.stmt, text: Text) -> Made | None:
     """A statement whose conditional expression tests a tensor, with the conditional as a
     ``torch.where`` (``np.where`` where the test reads numpy's results: an array's, which Dynamo
     traces as a tensor)."""
-    return transformed_statement(stmt, _Conditional(_numpy_names(text.source, stmt)), CONDITIONAL, (
+    return transformed_statement(stmt, _Conditional(numpy_names(text.source, stmt)), CONDITIONAL, (
         "both values are computed (torch.where evaluates both: an index out of range or a division by zero on the "
         "side not taken still runs) and are tensors or numbers of one shape (np.where for numpy's: an array "
         "of no dimensions where numpy gave a scalar)"))

@@ -46,6 +46,7 @@ from dynscope._capture.fix.statements import (
     holder_of,
     names_loaded,
     names_stored,
+    numpy_names,
     paren,
     parsed,
     read_later,
@@ -54,9 +55,9 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "NUMPY_ITEM", "PICKED", "POINTER", "RANGED", "ROLLED", "SLICED", "TRIM",
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "NUMPY_ITEM", "NUMPY_KEPT", "PICKED", "POINTER", "RANGED", "ROLLED", "SLICED", "TRIM",
            "VISITED", "WINDOWS", "ZIPPED", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements",
-           "nonzero_visited", "numpy_item", "per_element_list", "pointer_kept", "ranged_fill", "rolled", "sliced_write", "stacked_picks",
+           "nonzero_visited", "numpy_item", "numpy_kept", "per_element_list", "pointer_kept", "ranged_fill", "rolled", "sliced_write", "stacked_picks",
            "trim_dropped", "windowed_rows", "zipped_fill"]
 
 LIST = "per-element list as tensor ops"
@@ -1315,3 +1316,38 @@ def sliced_write(stmt: ast.stmt, text: Text) -> Made | None:
     return Made([f"{xs}.copy_(torch.where({test}, {new}, {xs}))"], SLICED, (
         f"`{text.of(bound)}` is a non-negative integer (a negative one counts from the end in a slice, not here) and "
         f"the value written is `{new}` whole, of `{xs}`'s shape (the slice taken of both alike)"))
+
+
+NUMPY_KEPT = "numpy value kept an array"
+
+
+class _FloatDropped(ast.NodeTransformer):
+    """``float(<numpy value>)`` as the value: under torch.compile numpy's arrays are tensors, and
+    ``float()`` reads one back to the host."""
+
+    def __init__(self, names: set[str], alias: str) -> None:
+        self.names, self.alias = names, alias
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.func, ast.Name) and node.func.id == "float" and len(node.args) == 1 and not node.keywords:
+            arg = node.args[0]
+            if isinstance(arg, (ast.Subscript, ast.Call)) and any(
+                    isinstance(n, ast.Name) and (n.id in self.names or n.id == self.alias) for n in ast.walk(arg)):
+                self.changed = True
+                return arg
+        return node
+
+
+def numpy_kept(stmt: ast.stmt, text: Text) -> Made | None:
+    """``cutoff = float(sorted_probs[np.argmax(cum > top_p)])`` (RWKV's top-p sampling on the
+    host): ``float()`` of a numpy element reads the array Dynamo made a tensor of back to Python;
+    kept an array (of no dimensions), it compares and computes as the number did."""
+    found = numpy_names(text.source, stmt)
+    if found is None or not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)):
+        return None
+    alias, names = found
+    return transformed_statement(stmt, _FloatDropped(names, alias), NUMPY_KEPT, (
+        "the value is used in numpy's arithmetic and comparisons, where an array of no dimensions serves as the "
+        "number did (not as a size, an index or a Python condition)"))

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from dynscope._capture.fix.source import python_lines
 
-__all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "holder_of", "names_loaded", "names_stored", "paren", "parsed", "read_later",
+__all__ = ["Made", "Rewrite", "Text", "block_of", "combined", "contains", "function_of", "holder_of", "names_loaded", "names_stored", "numpy_names", "paren", "parsed", "read_later",
            "refused", "replaced", "rows_set", "statement_at", "added_lines", "transformed", "transformed_statement", "unified_diff"]
 
 
@@ -402,3 +402,19 @@ def enumerated_list(stmt: ast.stmt) -> tuple[str, str, ast.expr] | None:
             and not listed.args and not listed.keywords):
         return None
     return i.id, v.id, listed.func.value
+
+
+def numpy_names(source: str, stmt: ast.stmt) -> tuple[str, set[str]] | None:
+    """numpy's name in the file (``import numpy as np``) and the names the site's function binds
+    to a result of one of its functions (``var_y = np.var(y)``); None when the file has no numpy."""
+    tree = parsed(source)
+    alias = next((a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+                  if a.name == "numpy"), None)
+    if alias is None:
+        return None
+    fn = function_of(source, stmt)
+    names = {t.id for n in ast.walk(fn if fn is not None else tree) if isinstance(n, ast.Assign)
+             and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
+             and isinstance(n.value.func.value, ast.Name) and n.value.func.value.id == alias
+             for t in n.targets if isinstance(t, ast.Name)}
+    return alias, names

@@ -434,6 +434,17 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
         if "<locals>" in obj.__qualname__:
             return _nested_in(module, obj, filename, where)
         return _function_in(module, obj, where)
+    if _plain(obj) and callable(obj):
+        # A plain object of the user's that is called (a generator or sampler with __call__):
+        # a deep copy of it, its class and its plain parts' swapped for the patched ones.
+        called = copy.deepcopy(obj)
+        swaps, why = _swap_classes(_swappable(called), filename, module, where)
+        if why:
+            return None, why
+        if not swaps:
+            return None, (f"the {type(called).__name__} called is not of a class in {Path(filename).name}: "
+                          "its patched copy cannot be called")
+        return called, ""
     return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
 
 

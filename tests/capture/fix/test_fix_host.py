@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import dynscope
+from dynscope._capture.fix import numbers
 from dynscope._capture.fix.branches import CONDITIONAL
 from dynscope._capture.fix.host import DENSE, ENDS, FLOAT, MATH, NONZERO, NUMPY, SEGMENT, SELECT
 from dynscope._capture.fix.rewrites import candidates
@@ -371,7 +372,8 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
 # -- live: dynscope.fix on the corpus -------------------------------------------------------------------
 
 _FIXED = ["numpy_head", "numpy_metric", "retrieval", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
-          "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric", "explained"]
+          "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric", "explained",
+          "normalised", "normaliser_object"]
 
 
 @pytest.mark.heavy
@@ -435,3 +437,10 @@ def test_a_conditional_on_numpy_s_result_is_numpy_s_where() -> None:
     assert "return np.where(var_y == 0, np.nan, 1 - np.var(y - v) / var_y)" in new, new
     tensor = _rewrite(body.replace("var_y = np.var(y)", "var_y = y.var()"), "np.nan if", BRANCH, CONDITIONAL)
     assert "torch.where(var_y == 0" in tensor, "a tensor's test stays torch's"
+
+
+def test_float_of_a_numpy_value_is_kept_an_array() -> None:
+    body = "def norm(a):\n    peak = float(np.abs(a).max())\n    return a / peak\n"
+    assert "    peak = np.abs(a).max()\n" in _rewrite(body, "peak = float", SCALAR, numbers.NUMPY_KEPT)
+    names, _ = _names(body.replace("np.abs(a).max()", "a.abs().max()"), "peak = float", SCALAR)
+    assert numbers.NUMPY_KEPT not in names, "a tensor's float() is not numpy's"
