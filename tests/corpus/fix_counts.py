@@ -12,6 +12,7 @@ patched copies of it.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from typing import Any
 
@@ -242,6 +243,20 @@ def style_mixing() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return StyleMixing(), (torch.randn(4, 6),)
 
 
+def pit_loss(pred: torch.Tensor, label: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A permutation-invariant loss over speakers (in our words): the loss of every order of the
+    label's speaker columns, the least of them, and the labels in that order."""
+    perms = [label[..., list(p)] for p in itertools.permutations(range(label.shape[-1]))]
+    losses = torch.stack([F.binary_cross_entropy_with_logits(pred, p) for p in perms])
+    best = losses.argmin().detach()
+    return losses.min(), perms[best]  # SITE: index by a one-element tensor
+
+
+def pit_labels() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(905)
+    return pit_loss, (torch.randn(10, 3, requires_grad=True), (torch.rand(10, 3) > 0.5).float())
+
+
 PROGRAMS: dict[str, Any] = {
     "mask_count_loss": mask_count_loss,
     "accepted_step": accepted_step,
@@ -253,4 +268,5 @@ PROGRAMS: dict[str, Any] = {
     "bootstrapped_targets": bootstrapped_targets,
     "node_class_weights": node_class_weights,
     "style_mixing": style_mixing,
+    "pit_labels": pit_labels,
 }

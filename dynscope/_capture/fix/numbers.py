@@ -434,12 +434,23 @@ class _Gathered(ast.NodeTransformer):
     """``a[t]`` (``t`` a plain name or attribute, not a slice, a tuple or a number) as
     ``a[t.reshape(1)][0]``."""
 
-    def __init__(self) -> None:
+    def __init__(self, lists: frozenset[str] = frozenset()) -> None:
         self.changed = 0
+        self.lists = lists  # names bound to a Python list of tensors (a comprehension or a literal)
+        self.stacked = False
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
         index = node.slice
+        if isinstance(node.ctx, ast.Load) and isinstance(index, (ast.Name, ast.Attribute)) \
+                and isinstance(node.value, ast.Name) and node.value.id in self.lists:
+            # perms[i] of a list of tensors: the list stacked, the row the tensor index gathers
+            self.changed += 1
+            self.stacked = True
+            stack = ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr="stack"), args=[node.value], keywords=[])
+            one = ast.Call(func=ast.Attribute(value=index, attr="reshape"), args=[ast.Constant(1)], keywords=[])
+            return ast.Subscript(value=ast.Subscript(value=stack, slice=one, ctx=ast.Load()), slice=ast.Constant(0),
+                                 ctx=ast.Load())
         if isinstance(node.ctx, ast.Load) and isinstance(index, (ast.Name, ast.Attribute)):
             self.changed += 1
             one = ast.Call(func=ast.Attribute(value=index, attr="reshape"), args=[ast.Constant(1)], keywords=[])
@@ -460,15 +471,25 @@ def indexed_by_tensor(stmt: ast.stmt, text: Text) -> Made | None:
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
             if name in _READERS:
                 return None
-    gather = _Gathered()
+    fn = function_of(text.source, stmt)
+    bound: dict[str, list[ast.expr]] = {}
+    for n in ast.walk(fn if fn is not None else parsed(text.source)):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    bound.setdefault(t.id, []).append(n.value)
+    lists = frozenset(k for k, vs in bound.items() if len(vs) == 1 and isinstance(vs[0], (ast.ListComp, ast.List)))
+    gather = _Gathered(lists)
     value = gather.visit(copy.deepcopy(stmt.value))
     if not gather.changed:
         return None
     new = copy.deepcopy(stmt)
     new.value = value
+    stacked = ("; the list indexed holds tensors of one shape (stacked, the row picked is the element)"
+               if gather.stacked else "")
     return Made(unparsed(new).split("\n"), INDEX, (
         "the index is a 0-dim integer tensor (a Python int has no reshape: not verified); a negative one counts "
-        "from the end as before"))
+        "from the end as before" + stacked))
 
 
 # -- per-row slices by lengths read back --------------------------------------------------------

@@ -224,3 +224,17 @@ def test_a_drawn_cutoff_and_the_write_past_it_are_verified_live() -> None:
     assert sorted(p.rewrite for p in res.patches) == sorted([RANDINT, numbers.SLICED]), res.patches
     assert all(p.verified and p.breaks_after == 0 and p.gradients_matched for p in res.patches), res.patches
     assert res.breaks_after == 0 and res.outputs_matched_after
+
+
+def test_a_list_of_tensors_indexed_by_a_tensor_is_stacked_and_gathered() -> None:
+    body = ("def f(label, losses):\n    perms = [label[..., [1, 0]], label]\n"
+            "    best = losses.argmin()\n    return perms[best]\n")
+    assert _made(body, 4, SCALAR)[numbers.INDEX] == "    return torch.stack(perms)[best.reshape(1)][0]\n"
+    assert _made(body.replace("    perms = [label[..., [1, 0]], label]\n", "    perms = make(label)\n"), 4, SCALAR)[
+        numbers.INDEX] == "    return perms[best.reshape(1)][0]\n", "a value not known to be a list: gathered as a tensor"
+
+
+@pytest.mark.heavy
+def test_the_labels_of_the_best_permutation_are_gathered_live() -> None:
+    (p,) = _fix("pit_labels").patches
+    assert p.rewrite == numbers.INDEX and p.verified and p.breaks_after == 0 and p.gradients_matched, p
