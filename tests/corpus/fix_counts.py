@@ -257,6 +257,27 @@ def pit_labels() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
     return pit_loss, (torch.randn(10, 3, requires_grad=True), (torch.rand(10, 3) > 0.5).float())
 
 
+def ndcg_at(scores: torch.Tensor, labels: torch.Tensor, k: int = 4) -> tuple[torch.Tensor, float]:
+    """NDCG at k of a ranking, as recommender evaluation code computes it (in our words): the
+    ideal DCG of each row sums the discounts of its first min(relevant, k) ranks; the hit rate is
+    read as a Python float for the log first."""
+    hits = labels.gather(1, scores.argsort(dim=1, descending=True)[:, :k])
+    discounts = 1 / torch.log2(torch.arange(2, 2 + k).float())
+    dcg = (hits * discounts).sum(1)
+    relevant = labels.sum(1)
+    hit_rate = (hits.sum(1) > 0).float().mean().item()  # SITE: none
+    idcg = torch.stack([discounts[: min(int(n), k)].sum() for n in relevant])  # SITE: prefix sums gathered instead of a sum per element
+    return (dcg / idcg.clamp(min=1e-6)).mean(), hit_rate
+
+
+def ideal_dcg() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(907)
+    labels = (torch.rand(5, 9) < 0.3).float()
+    labels[0] = 0  # a user with nothing relevant: an ideal DCG of 0
+    labels[1] = 1  # more relevant items than k
+    return ndcg_at, (torch.randn(5, 9), labels)
+
+
 PROGRAMS: dict[str, Any] = {
     "mask_count_loss": mask_count_loss,
     "accepted_step": accepted_step,
@@ -269,4 +290,5 @@ PROGRAMS: dict[str, Any] = {
     "node_class_weights": node_class_weights,
     "style_mixing": style_mixing,
     "pit_labels": pit_labels,
+    "ideal_dcg": ideal_dcg,
 }

@@ -55,9 +55,9 @@ from dynscope._capture.fix.statements import (
     unparsed,
 )
 
-__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "NUMPY_ITEM", "NUMPY_KEPT", "PICKED", "POINTER", "RANGED", "ROLLED", "SLICED", "TRIM",
+__all__ = ["ELEMENTS", "INDEX", "KEPT", "LENGTHS", "LIST", "NUMPY_ITEM", "NUMPY_KEPT", "PICKED", "POINTER", "PREFIX", "RANGED", "ROLLED", "SLICED", "TRIM",
            "VISITED", "WINDOWS", "ZIPPED", "indexed_by_tensor", "length_fill", "lengths_kept", "loop_over_elements",
-           "nonzero_visited", "numpy_item", "numpy_kept", "per_element_list", "pointer_kept", "ranged_fill", "rolled", "sliced_write", "stacked_picks",
+           "nonzero_visited", "numpy_item", "numpy_kept", "per_element_list", "pointer_kept", "prefix_sums", "ranged_fill", "rolled", "sliced_write", "stacked_picks",
            "trim_dropped", "windowed_rows", "zipped_fill"]
 
 LIST = "per-element list as tensor ops"
@@ -1372,3 +1372,89 @@ def numpy_kept(stmt: ast.stmt, text: Text) -> Made | None:
     return transformed_statement(stmt, _FloatDropped(names, alias), NUMPY_KEPT, (
         "the value is used in numpy's arithmetic and comparisons, where an array of no dimensions serves as the "
         "number did (not as a size, an index or a Python condition)"))
+
+
+PREFIX = "prefix sums gathered instead of a sum per element"
+
+
+class _Bound(ast.NodeTransformer):
+    """A slice's end written of a loop's number (``min(int(n), k)``) as the same of the tensor it
+    runs over: ``int(n)`` -> ``L.long()``, ``min(e, k)`` -> ``e.clamp(max=k)``; ``bad`` when the
+    number is used otherwise."""
+
+    def __init__(self, var: str, over: ast.expr) -> None:
+        self.var, self.over = var, over
+        self.bad = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "int" and len(node.args) == 1 and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id == self.var:
+            return _expr(f"{paren(unparsed(self.over))}.long()")
+        if isinstance(f, ast.Name) and f.id in ("min", "max") and len(node.args) == 2 and not node.keywords:
+            a, b = (self.visit(copy.deepcopy(x)) for x in node.args)
+            inner, bound = (a, b) if self.var_in(node.args[0]) else (b, a)
+            if self.var_in(bound):
+                self.bad = True
+                return node
+            return _expr(f"{paren(unparsed(inner))}.clamp({'max' if f.id == 'min' else 'min'}={unparsed(bound)})")
+        self.bad = self.bad or self.var_in(node)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id == self.var:
+            return _expr(f"{paren(unparsed(self.over))}.long()")
+        return node
+
+    def var_in(self, node: ast.AST) -> bool:
+        return self.var in names_loaded(node)
+
+
+def prefix_sums(stmt: ast.stmt, text: Text) -> Made | None:
+    """``torch.Tensor([w[:min(int(n), k)].sum() for n in counts])`` (a recommender's ideal DCG:
+    the weights of the first ``min(n, k)`` ranks summed per row) as the prefix sums of ``w``
+    gathered at each row's end: ``torch.cat([w.new_zeros(1), w.cumsum(0)])[counts.long().clamp(max=k)]``."""
+    if not isinstance(stmt, (ast.Assign, ast.Return, ast.Expr)) or stmt.value is None:
+        return None
+
+    class _Swap(ast.NodeTransformer):
+        changed = False
+
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            node = self.generic_visit(node)  # type: ignore[assignment]
+            f = node.func
+            if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch"
+                    and f.attr in ("Tensor", "tensor", "stack") and len(node.args) == 1
+                    and isinstance(node.args[0], ast.ListComp) and not node.keywords):
+                return node
+            comp = node.args[0]
+            gen = comp.generators[0]
+            elt = comp.elt
+            if len(comp.generators) != 1 or gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+                return node
+            if not (isinstance(elt, ast.Call) and isinstance(elt.func, ast.Attribute) and elt.func.attr == "sum"
+                    and not elt.args and not elt.keywords and isinstance(elt.func.value, ast.Subscript)):
+                return node
+            sliced = elt.func.value
+            cut = sliced.slice
+            if not (isinstance(cut, ast.Slice) and cut.lower is None and cut.step is None and cut.upper is not None):
+                return node
+            w = sliced.value
+            if gen.target.id in names_loaded(w):
+                return node
+            bound = _Bound(gen.target.id, gen.iter)
+            end = bound.visit(copy.deepcopy(cut.upper))
+            if bound.bad or gen.target.id in names_loaded(end):
+                return node
+            self.changed = True
+            ws = unparsed(w)
+            return _expr(f"torch.cat([{paren(ws)}.new_zeros(1), {paren(ws)}.cumsum(0)])[{unparsed(end)}]")
+
+    swap = _Swap()
+    new = swap.visit(copy.deepcopy(stmt))
+    if not swap.changed:
+        return None
+    return Made(unparsed(new).split("\n"), PREFIX, (
+        "the summed tensor is one-dimensional (its prefix sums, led by a zero, are what each slice sums), the loop "
+        "runs over a tensor of non-negative counts, and the result's dtype is the summed tensor's (torch.Tensor "
+        "made float32)"))

@@ -238,3 +238,17 @@ def test_a_list_of_tensors_indexed_by_a_tensor_is_stacked_and_gathered() -> None
 def test_the_labels_of_the_best_permutation_are_gathered_live() -> None:
     (p,) = _fix("pit_labels").patches
     assert p.rewrite == numbers.INDEX and p.verified and p.breaks_after == 0 and p.gradients_matched, p
+
+
+def test_a_sum_per_element_of_a_prefix_is_the_prefix_sums_gathered() -> None:
+    body = "def f(w, counts, k):\n    return torch.Tensor([w[: min(int(n), k)].sum() for n in counts])\n"
+    assert _made(body, 2, SCALAR)[numbers.PREFIX] == (
+        "    return torch.cat([w.new_zeros(1), w.cumsum(0)])[counts.long().clamp(max=k)]\n")
+    for other in ("w[: min(int(n), k)].mean()", "w[1: int(n)].sum()", "w[: g(n)].sum()", "w[n][: k].sum()"):
+        assert numbers.PREFIX not in _made(body.replace("w[: min(int(n), k)].sum()", other), 2, SCALAR), other
+
+
+@pytest.mark.heavy
+def test_the_ideal_dcg_is_gathered_from_prefix_sums_live() -> None:
+    (p,) = [p for p in _fix("ideal_dcg").patches if p.verified]
+    assert p.rewrite == numbers.PREFIX and p.breaks_after == 0, p
