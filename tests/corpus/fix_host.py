@@ -85,9 +85,9 @@ def numpy_metric() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
 
 def median_centred(x: torch.Tensor) -> torch.Tensor:
     """numpy's median of an even count averages the two middle values; torch.median takes
-    the lower one: the translation is proposed and the verifier refuses it."""
+    the lower one: a translation to torch would change it, numpy's own value kept does not."""
     a = x.detach().cpu().numpy()
-    mid = float(np.median(a))  # SITE: none
+    mid = float(np.median(a))  # SITE: numpy value kept an array
     return x - mid
 
 

@@ -847,12 +847,36 @@ def _same_leaves(expected: Any, got: Any) -> bool:
         if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
             if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dtype == y.dtype):
                 return False
+        elif _numpy(x) or _numpy(y):
+            if not _same_arrays(x, y):
+                return False
         elif isinstance(x, (int, float)) and isinstance(y, (int, float)) and not isinstance(x, bool):
             if type(x) is not type(y) or not math.isclose(x, y, rel_tol=1e-5, abs_tol=1e-6):
                 return False
         elif x != y:
             return False
     return True
+
+
+def _numpy(value: Any) -> bool:
+    """A numpy array or scalar (``np.float32``): compared by value within tolerance, as tensors
+    are (under torch.compile Dynamo computes numpy's ops with torch's, whose last bits differ)."""
+    return type(value).__module__ == "numpy"
+
+
+def _same_arrays(x: Any, y: Any) -> bool:
+    """Two numpy values of one shape and dtype (a scalar and an array of no dimensions alike)
+    whose values agree within the numerics check's tolerance (NaN where both are NaN)."""
+    import numpy as np
+
+    if not (_numpy(x) and _numpy(y)):
+        return False
+    a, b = np.asarray(x), np.asarray(y)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind not in "fc":
+        return bool(np.array_equal(a, b))
+    return bool(np.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True))
 
 
 def compare(expected: Run, got: Run) -> Evidence:

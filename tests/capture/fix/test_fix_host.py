@@ -363,7 +363,7 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
         if not found or found.group(1) == "none":
             continue
         marked += 1
-        offered = [rw for cat in (SCALAR, UNSUPPORTED_CALL, DYNAMIC_SHAPE) for rw in candidates(text, lineno, cat)[0]]
+        offered = [rw for cat in (SCALAR, UNSUPPORTED_CALL, DYNAMIC_SHAPE, BRANCH) for rw in candidates(text, lineno, cat)[0]]
         assert found.group(1) in [rw.name for rw in offered], f"fix_host.py:{lineno}"
         assert all(rw.note for rw in offered)
     assert marked >= 12
@@ -396,8 +396,15 @@ def test_the_rewrites_that_would_change_outputs_are_not_verified(capsys: pytest.
         assert not p.verified and p.why_not
         return p
 
-    median = only("numpy_median")  # numpy averages the two middle values, torch takes the lower
-    assert median.rewrite == NUMPY and "outputs differ" in median.why_not and "torch.median" in median.assumes
+    # numpy averages the two middle values, torch.median takes the lower: translated, the median
+    # would change; kept numpy's (an array of no dimensions, as Dynamo traces numpy) it does not.
+    model, inputs = fh.PROGRAMS["numpy_median"]()
+    (median,) = dynscope.fix(model, inputs).patches
+    assert median.rewrite == numbers.NUMPY_KEPT and median.verified, median
+    src = (Path(fh.__file__).read_text(encoding="utf-8"))
+    line = next(i for i, ln in enumerate(src.splitlines(), 1) if "mid = float(np.median(a))" in ln)
+    translated = [rw for rw in candidates(src, line, SCALAR)[0] if rw.name == NUMPY]
+    assert translated and "torch.median" in translated[0].note, "the translation says what it changes"
     labels = only("label_range")  # an int selection's max fills with -inf: a float comes back
     assert labels.rewrite == SELECT and labels.outputs_matched is False
     centred = only("centred_experts")  # the expert's mean over its tokens becomes the mean over all
