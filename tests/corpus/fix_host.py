@@ -4,7 +4,8 @@
 Numpy in a model's head and in metric code, ``.tolist()`` lengths of a ragged pooling,
 selections that are only reduced (a masked token loss, confidence statistics), detection
 post-processing with ``nonzero``, mixture-of-experts loops that gather each expert's tokens,
-and ``math.*`` of ``.item()``. Each break site carries ``# SITE: <rewrite>``, or
+``math.*`` of ``.item()``, and schedules numpy computes from plain numbers (in a module's
+forward, and in a closure a factory made that the module holds). Each break site carries ``# SITE: <rewrite>``, or
 ``# SITE: none`` where no patch may be verified (a rewrite that would change outputs, a
 filtered tensor that is returned). Imports only torch, numpy and the standard library: fix
 imports patched copies of this file from hidden files beside it.
@@ -490,6 +491,60 @@ def normaliser_object() -> tuple[Any, tuple[torch.Tensor]]:
     return PeakNormaliser(), (torch.randn(2, 32),)
 
 
+class NoiseCurriculum(nn.Module):
+    """A noise level that grows with the training step, computed with numpy from Python numbers
+    as diffusion and RL schedules often are (in our words): the integer cast makes Dynamo trace
+    numpy's values as tensors, and float() reads the last one back."""
+
+    def __init__(self, step: int = 300, total: int = 1000) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.step, self.total = step, total
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, float, int]:
+        levels = np.floor(np.sqrt(self.step / self.total) * 16).astype(np.int64)
+        levels = np.maximum(levels, 2)
+        width = np.exp(-levels / 8.0)
+        return self.lin(x) * width, float(width), int(levels)  # SITE: math instead of numpy over plain numbers
+
+
+def noise_curriculum() -> tuple[Any, tuple[torch.Tensor]]:
+    torch.manual_seed(907)
+    return NoiseCurriculum(), (torch.randn(2, 4),)
+
+
+def make_width_schedule(total: int, levels: int) -> Any:
+    """A schedule factory whose closure a training step keeps as an attribute (consistency-model
+    code's shape, in our words): numpy over the step and the factory's numbers."""
+
+    def width_at(step: int) -> tuple[float, int]:
+        n = np.ceil(np.sqrt(step / total) * levels).astype(np.int64)
+        n = np.maximum(n, 1)
+        return float(np.exp(-n / levels)), int(n)  # SITE: math instead of numpy over plain numbers
+
+    return width_at
+
+
+class ScheduledNoise(nn.Module):
+    """Holds the schedule the factory made (a function of this file, made inside another): fix
+    runs the patched file's copy of it in the model it verifies."""
+
+    def __init__(self, step: int = 300) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.schedule = make_width_schedule(1000, 16)
+        self.step = step
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
+        width, n = self.schedule(self.step)
+        return self.lin(x) * width, n
+
+
+def scheduled_noise() -> tuple[Any, tuple[torch.Tensor]]:
+    torch.manual_seed(908)
+    return ScheduledNoise(), (torch.randn(2, 4),)
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "numpy_head": numpy_head,
@@ -518,4 +573,6 @@ PROGRAMS = {
     "explained": explained,
     "normalised": normalised,
     "normaliser_object": normaliser_object,
+    "noise_curriculum": noise_curriculum,
+    "scheduled_noise": scheduled_noise,
 }

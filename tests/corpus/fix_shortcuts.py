@@ -373,6 +373,41 @@ def nucleus_head() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return NucleusHead(), (_x(6, seed=16) * 3,)
 
 
+class ValidCountLoss(nn.Module):
+    """A summed loss over the count of labels not ignored, the count taken by compacting them
+    (a segmentation criterion's shape, in our words)."""
+
+    def __init__(self, ignore: int = -1) -> None:
+        super().__init__()
+        self.ignore = ignore
+
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        n = labels[labels != self.ignore].numel()  # SITE: masked reduction inline
+        return F.cross_entropy(logits, labels, ignore_index=self.ignore, reduction="sum") / (n + 1)
+
+
+class ListedCriteria(nn.Module):
+    """Heads each scored by its own criterion, the criteria held in a plain list (no
+    ``nn.ModuleList``: not registered, yet called in forward), as segmentation training scripts
+    keep their auxiliary losses: fix swaps their classes for the patched copies too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Linear(4, 3) for _ in range(2))
+        self.criteria = [ValidCountLoss() for _ in range(2)]
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        total = x.new_zeros(())
+        for crit, head in zip(self.criteria, self.heads, strict=True):
+            total = total + crit(head(x), labels)
+        return total
+
+
+def listed_criteria() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(815)
+    return ListedCriteria(), (_x(6, 4, seed=17), torch.tensor([0, 2, -1, 1, -1, 2]))
+
+
 class Table:
     """A lookup the caller builds and passes in (a tokenizer, a scheduler handed to forward)."""
 
@@ -500,4 +535,5 @@ PROGRAMS: dict[str, Any] = {
     "max_iou_assigner": max_iou_assigner,
     "dead_latents": dead_latents,
     "optional_padding": optional_padding,
+    "listed_criteria": listed_criteria,
 }

@@ -45,6 +45,8 @@ The rewrites, in the order they are tried for a category:
   row computed and ``x.copy_(torch.where(c, f(y), x))``.
 - numbers read back (:mod:`.numbers`): a per-element list over ``.tolist()`` as tensor ops; a
   ring buffer's pointer read as an int kept a tensor, its writes as ``index_copy_``.
+- numpy over Python numbers (:mod:`.scalars`): a schedule numpy computes from plain numbers,
+  read back with ``float()``, computed with ``math`` instead.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix import checks, host, masks, numbers, state
+from dynscope._capture.fix import checks, host, masks, numbers, scalars, state
 from dynscope._capture.fix.branches import (
     appended_where,
     cond,
@@ -583,14 +585,14 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 
 _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
-    UNSUPPORTED_CALL: (_guard, host.numpy_to_torch, _tensor),
+    UNSUPPORTED_CALL: (_guard, scalars.numpy_math, host.numpy_to_torch, _tensor),
     # A per-element if over a range is one where over the tensor: before the state update, which
     # would keep the loop and pick element by element.
-    BRANCH: (flag_first, masks.guarded_fill, state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, elementwise,
+    BRANCH: (flag_first, scalars.numpy_math, masks.guarded_fill, state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, elementwise,
              state_where, cond, checks.guarded_check, checks.asserted, checks.assert_message, conditional, shortcut_exit,
              shortcut_else, shortcut_if, checks.guard_dropped),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
-    SCALAR: (flag_first, numbers.numpy_kept, where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
+    SCALAR: (flag_first, numbers.numpy_kept, scalars.numpy_math, where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _tensor_0d, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
@@ -601,6 +603,6 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
                     host.sorted_mask_back, host.distinct_spread, numbers.nonzero_visited),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
-    OTHER: (state.func_grad, state.made_in_forward, numbers.numpy_item, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
+    OTHER: (state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
 }
 

@@ -413,6 +413,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
             # The break is in a helper of another file of the user's: the model's classes
             # call the patched helper instead (their own code unchanged).
             return _calling_patched(obj, filename, module, where)
+        _held_functions(swapped, filename, module, where)
         return swapped, ""
     if isinstance(obj, types.MethodType) and isinstance(obj.__self__, torch.nn.Module):
         owner, why = counterpart(obj.__self__, filename, module, where)
@@ -502,6 +503,22 @@ def _swap_classes(parts: list[Any], filename: str, module: types.ModuleType,
     return classes, ""
 
 
+def _held_functions(model: torch.nn.Module, filename: str, module: types.ModuleType,
+                    where: Callable[[int], int | None]) -> None:
+    """The functions of ``filename`` the (copied) model's modules hold as attributes made their
+    patched copies: a schedule a factory of the file returns (consistency models'
+    ``self.ema_scale_fn = create_ema_and_scales_fn(...)``, a closure) or a helper picked in
+    ``__init__``. A deep copy of the model holds the same function objects as the user's."""
+    for sub in _every_module(model):
+        for key, value in list(vars(sub).items()):
+            if not (isinstance(value, types.FunctionType) and defined_in(_unwrapped(value), filename)):
+                continue
+            nested = "<locals>" in value.__qualname__
+            new, _ = _nested_in(module, value, filename, where) if nested else _function_in(module, value, where)
+            if new is not None:
+                vars(sub)[key] = new
+
+
 def _plain(item: Any) -> bool:
     """``item`` is an object of a plain class of the user's: not a module, tensor, builtin,
     class, function or Python module."""
@@ -515,8 +532,36 @@ def _swappable(value: Any) -> list[Any]:
     every submodule and the plain objects of the user's each holds; a plain object of the
     user's and its own; nothing for any other value."""
     if isinstance(value, torch.nn.Module):
-        return [p for sub in value.modules() for p in (sub, *_plain_parts(sub))]
+        return [p for sub in _every_module(value) for p in (sub, *_plain_parts(sub))]
     return [value, *_plain_parts(value)] if _plain(value) else []
+
+
+def _held(value: Any) -> Iterator[Any]:
+    """The items of an attribute's value: a list's, tuple's or dict's own, or the value."""
+    if isinstance(value, dict):
+        yield from value.values()
+    elif isinstance(value, (list, tuple)):
+        yield from value
+    else:
+        yield value
+
+
+def _every_module(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """``model.modules()`` and the modules its modules hold in a plain list, tuple or dict
+    attribute (BiSeNet's ``self.criteria_aux = [OhemCELoss(0.7) for _ in range(2)]``: no
+    ``nn.ModuleList``, so not registered, yet called in ``forward``), and theirs."""
+    seen: dict[int, torch.nn.Module] = {}
+    todo = [model]
+    while todo:
+        module = todo.pop()
+        if id(module) in seen:
+            continue
+        seen[id(module)] = module
+        todo += [*module.children()][::-1]
+        for value in vars(module).values():
+            if isinstance(value, (list, tuple, dict)):
+                todo += [m for m in _held(value) if isinstance(m, torch.nn.Module)][::-1]
+    return list(seen.values())
 
 
 def _plain_parts(owner: Any) -> list[Any]:
@@ -525,8 +570,7 @@ def _plain_parts(owner: Any) -> list[Any]:
     diffusers-style scheduler). In a deep copy, so their class can be swapped."""
     found = []
     for value in vars(owner).values():
-        for item in (value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple))
-                     else (value,)):
+        for item in _held(value):
             if _plain(item):
                 found.append(item)
     return found
@@ -559,7 +603,7 @@ def _calling_patched(obj: Any, filename: str, module: types.ModuleType,
     rebinder = _Rebinder(swaps)
     if isinstance(obj, torch.nn.Module):
         swapped = copy.deepcopy(obj)
-        for sub in swapped.modules():
+        for sub in _every_module(swapped):
             new_cls = rebinder.cls(type(sub))
             if new_cls is not type(sub):
                 sub.__class__ = new_cls

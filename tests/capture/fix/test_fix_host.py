@@ -15,7 +15,8 @@ from dynscope._capture.fix import numbers
 from dynscope._capture.fix.branches import CONDITIONAL
 from dynscope._capture.fix.host import DENSE, ENDS, FLOAT, MATH, NONZERO, NUMPY, SEGMENT, SELECT
 from dynscope._capture.fix.rewrites import candidates
-from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, SCALAR, UNSUPPORTED_CALL
+from dynscope._capture.fix.scalars import NUMPY_MATH
+from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, OTHER, SCALAR, UNSUPPORTED_CALL
 from tests.corpus import fix_host as fh
 
 HEAD = "import math\nimport numpy as np\nimport torch\n\n\n"
@@ -363,7 +364,7 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
         if not found or found.group(1) == "none":
             continue
         marked += 1
-        offered = [rw for cat in (SCALAR, UNSUPPORTED_CALL, DYNAMIC_SHAPE, BRANCH) for rw in candidates(text, lineno, cat)[0]]
+        offered = [rw for cat in (SCALAR, UNSUPPORTED_CALL, DYNAMIC_SHAPE, BRANCH, OTHER) for rw in candidates(text, lineno, cat)[0]]
         assert found.group(1) in [rw.name for rw in offered], f"fix_host.py:{lineno}"
         assert all(rw.note for rw in offered)
     assert marked >= 12
@@ -373,7 +374,7 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
 
 _FIXED = ["numpy_head", "numpy_metric", "retrieval", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
           "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric", "explained",
-          "normalised", "normaliser_object"]
+          "normalised", "normaliser_object", "noise_curriculum", "scheduled_noise"]
 
 
 @pytest.mark.heavy
@@ -451,3 +452,46 @@ def test_float_of_a_numpy_value_is_kept_an_array() -> None:
     assert "    peak = np.abs(a).max()\n" in _rewrite(body, "peak = float", SCALAR, numbers.NUMPY_KEPT)
     names, _ = _names(body.replace("np.abs(a).max()", "a.abs().max()"), "peak = float", SCALAR)
     assert numbers.NUMPY_KEPT not in names, "a tensor's float() is not numpy's"
+
+
+def test_numpy_over_plain_numbers_becomes_math_back_to_the_statements_that_feed_the_site() -> None:
+    body = ("def schedule(step, total):\n"
+            "    t = np.clip(step / total, 0.0, 1.0)\n"
+            "    if total > 10:\n"
+            "        n = np.ceil(np.sqrt(t) * 8).astype(np.int32)  # levels\n"
+            "    else:\n"
+            "        n = 2\n"
+            "    n = np.maximum(n, 1)\n"
+            "    unused = np.exp(step)\n"
+            "    w = 0.5 * (1 - np.cos(np.pi * t)) / n\n"
+            "    return float(w), int(n)\n")
+    new = _rewrite(body, "return float(w)", OTHER, NUMPY_MATH)
+    assert new == ("def schedule(step, total):\n"
+                   "    t = min(max(step / total, 0.0), 1.0)\n"
+                   "    if total > 10:\n"
+                   "        n = int(math.ceil(math.sqrt(t) * 8))  # levels\n"
+                   "    else:\n"
+                   "        n = 2\n"
+                   "    n = max(n, 1)\n"
+                   "    unused = np.exp(step)\n"  # read by nothing the site reads: as written
+                   "    w = 0.5 * (1 - math.cos(math.pi * t)) / n\n"
+                   "    return float(w), int(n)\n")
+
+
+def test_numpy_over_plain_numbers_imports_math_where_the_file_does_not() -> None:
+    src = ("import numpy as np\nimport torch\n\n\ndef f(x, step):\n"
+           "    g = np.exp(-np.float64(step) / 4).astype(np.float64)\n"
+           "    return x * float(g)\n")
+    (rw,) = [r for r in candidates(src, 7, SCALAR)[0] if r.name == NUMPY_MATH]
+    assert rw.source.endswith("def f(x, step):\n    import math\n    g = float(math.exp(-float(step) / 4))\n"
+                              "    return x * float(g)\n"), rw.source
+    assert "Python numbers, not arrays" in rw.note
+
+
+def test_numpy_over_arrays_is_not_made_math() -> None:
+    for body in ("def f(x):\n    a = x.numpy()\n    m = np.exp(a)\n    return float(m)\n",  # from a tensor
+                 "def f(a):\n    m = np.exp(np.abs(a).max())\n    return float(m)\n",  # an array's method
+                 "def f(a):\n    m = np.exp(np.sum(a, axis=0))\n    return float(m)\n",  # an axis
+                 "def f(a):\n    m = np.exp(a).astype(np.float32).mean()\n    return float(m)\n"):
+        names, _ = _names(body, "return float", OTHER)
+        assert NUMPY_MATH not in names, body

@@ -15,6 +15,7 @@ import dynscope
 from dynscope._capture.fix.branches import CONDITIONAL, SHORTCUT, WHERE
 from dynscope._capture.fix.checks import ALWAYS
 from dynscope._capture.fix.host import ENDS, MATH, SCATTER, UNSORTED
+from dynscope._capture.fix.masks import INLINE
 from dynscope._capture.fix.numbers import INDEX
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._capture.fix.verify import patched_module
@@ -264,6 +265,8 @@ def _fix(name: str) -> dynscope.FixResult:
     ("fp16_clamp", [WHERE, WHERE]), ("done_reset", [ALWAYS]), ("depth_router", [SCATTER]),
     ("last_token_reward", [ENDS]), ("nucleus_head", [UNSORTED]), ("max_iou_assigner", [SCATTER, SCATTER]),
     ("dead_latents", [SCATTER]), ("optional_padding", [SHORTCUT]),
+    # criteria held in a plain list, not an nn.ModuleList: their classes swapped too
+    ("listed_criteria", [INLINE]),
 ])
 def test_shortcuts_taken_and_rows_written_back_are_verified_live(name: str, rewrites: list[str]) -> None:
     res = _fix(name)
