@@ -545,6 +545,23 @@ def scheduled_noise() -> tuple[Any, tuple[torch.Tensor]]:
     return ScheduledNoise(), (torch.randn(2, 4),)
 
 
+def host_top_p(logits: torch.Tensor) -> torch.Tensor:
+    """Nucleus filtering done on the host with numpy, as small character-level samplers do (in
+    our words): the cutoff is the sorted probability where the running sum first passes p,
+    indexed by numpy's argmax."""
+    probs = F.softmax(logits, dim=-1).numpy()
+    ordered = np.sort(probs)[::-1]
+    running = np.cumsum(ordered)
+    cutoff = float(ordered[np.argmax(running > 0.7)])  # SITE: numpy value kept an array
+    kept = np.where(probs < cutoff, 0.0, probs)
+    return torch.from_numpy(kept / np.sum(kept))
+
+
+def nucleus_on_host() -> tuple[Any, tuple[torch.Tensor]]:
+    torch.manual_seed(909)
+    return host_top_p, (torch.randn(12) * 2,)
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "numpy_head": numpy_head,
@@ -575,4 +592,5 @@ PROGRAMS = {
     "normaliser_object": normaliser_object,
     "noise_curriculum": noise_curriculum,
     "scheduled_noise": scheduled_noise,
+    "nucleus_on_host": nucleus_on_host,
 }

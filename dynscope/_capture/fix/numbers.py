@@ -1357,8 +1357,26 @@ class _FloatDropped(ast.NodeTransformer):
             if isinstance(arg, (ast.Subscript, ast.Call)) and any(
                     isinstance(n, ast.Name) and (n.id in self.names or n.id == self.alias) for n in ast.walk(arg)):
                 self.changed = True
-                return arg
+                return self._gathered(arg)
         return node
+
+    def _gathered(self, arg: ast.expr) -> ast.expr:
+        """``a[np.argmax(c)]`` as ``a[np.argmax(c).reshape(1)][0]``: indexing reads a 0-dim index
+        back as a number (the break moves there); a one-element index gathers the same element."""
+        if not isinstance(arg, ast.Subscript):
+            return arg
+        index = arg.slice
+        if (isinstance(index, ast.Call) and isinstance(index.func, ast.Attribute) and index.func.attr in _ARG_EXTREMES
+                and isinstance(index.func.value, ast.Name) and index.func.value.id == self.alias
+                and len(index.args) == 1 and not index.keywords):
+            one = ast.Call(func=ast.Attribute(value=index, attr="reshape", ctx=ast.Load()), args=[ast.Constant(1)],
+                           keywords=[])
+            return ast.Subscript(value=ast.Subscript(value=arg.value, slice=one, ctx=ast.Load()),
+                                 slice=ast.Constant(0), ctx=ast.Load())
+        return arg
+
+
+_ARG_EXTREMES = {"argmax", "argmin"}  # numpy's index of one element, read back as a number when it indexes
 
 
 def numpy_kept(stmt: ast.stmt, text: Text) -> Made | None:

@@ -374,7 +374,7 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
 
 _FIXED = ["numpy_head", "numpy_metric", "retrieval", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
           "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric", "explained",
-          "normalised", "normaliser_object", "noise_curriculum", "scheduled_noise"]
+          "normalised", "normaliser_object", "noise_curriculum", "scheduled_noise", "nucleus_on_host"]
 
 
 @pytest.mark.heavy
@@ -495,3 +495,10 @@ def test_numpy_over_arrays_is_not_made_math() -> None:
                  "def f(a):\n    m = np.exp(a).astype(np.float32).mean()\n    return float(m)\n"):
         names, _ = _names(body, "return float", OTHER)
         assert NUMPY_MATH not in names, body
+
+
+def test_float_of_a_numpy_element_at_an_argmax_gathers_it_with_a_one_element_index() -> None:
+    body = ("def cut(probs):\n    ordered = np.sort(probs)\n"
+            "    c = float(ordered[np.argmax(np.cumsum(ordered) > 0.5)])\n    return probs < c\n")
+    assert "    c = ordered[np.argmax(np.cumsum(ordered) > 0.5).reshape(1)][0]\n" in _rewrite(
+        body, "c = float", SCALAR, numbers.NUMPY_KEPT)
