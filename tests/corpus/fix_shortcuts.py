@@ -408,6 +408,36 @@ def listed_criteria() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return ListedCriteria(), (_x(6, 4, seed=17), torch.tensor([0, 2, -1, 1, -1, 2]))
 
 
+class SaidLoss(nn.Module):
+    """A loss that prints a line each call (the user reads it: its guard would silence it)."""
+
+    def forward(self, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        loss = F.mse_loss(pred, target)
+        print("head loss computed")  # SITE: none
+        return loss
+
+
+class HeadLosses(nn.Module):
+    """Each head's loss in a list comprehension over a zip (a multi-head model's training
+    forward, in our words): the print in the loss breaks inside the comprehension, which Python
+    3.11 runs as a frame of its own, and Dynamo cannot step the zip handed to that frame."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+        self.losses = [SaidLoss() for _ in range(2)]  # a plain list: Dynamo steps no zip of it in that frame
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        outs = [head(x) for head in self.heads]
+        losses = [crit(o, y) for crit, o in zip(self.losses, outs, strict=True)]  # SITE: comprehension as a loop
+        return torch.stack(losses).sum()
+
+
+def head_losses() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(816)
+    return HeadLosses(), (_x(3, 4, seed=18), _x(3, 4, seed=19))
+
+
 class Table:
     """A lookup the caller builds and passes in (a tokenizer, a scheduler handed to forward)."""
 
@@ -415,12 +445,13 @@ class Table:
         self.values = torch.linspace(0.5, 1.5, 10)
 
     def at(self, t: torch.Tensor) -> torch.Tensor:
-        return self.values[:3] * t.item()  # SITE: none
+        return self.values[:3] * t.item()  # SITE: keep it a tensor
 
 
 class PassedTable(nn.Module):
-    """Scales by a table the caller passes in: fix swaps the model's classes for their patched
-    copies, not the objects among its inputs, so a patch of Table's code never runs."""
+    """Scales by a table the caller passes in: fix swaps the classes of the objects among its
+    inputs for their patched copies too (on copies of the inputs), so a patch of Table's code
+    runs and verifies."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -536,4 +567,5 @@ PROGRAMS: dict[str, Any] = {
     "dead_latents": dead_latents,
     "optional_padding": optional_padding,
     "listed_criteria": listed_criteria,
+    "head_losses": head_losses,
 }

@@ -32,6 +32,7 @@ from dynscope._capture.fix.verify import (
     copied,
     counterpart,
     defined_in,
+    inputs_swapped,
     patched_module,
     random_streams_kept,
     run_compiled,
@@ -39,7 +40,7 @@ from dynscope._capture.fix.verify import (
 )
 from dynscope._errors import CaptureError, DynscopeError
 from dynscope._format import location
-from dynscope._lexicon.break_categories import LOGGING, category_named
+from dynscope._lexicon.break_categories import GENERATOR, LOGGING, category_named
 from dynscope._model.diff import site_key
 from dynscope._model.fix import FixResult, Patch, Unpatched
 from dynscope._read.break_sites import _defs
@@ -106,7 +107,17 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
     chosen: list[tuple[Patch, Rewrite]] = []
     unpatched: list[Unpatched] = []
     sources: dict[str, Source] = {}  # each file as fix read it: the diffs are of its text, the writes of its bytes
-    for site in before.breaks:
+    # A generator/iterator break often only follows from another (a comprehension Dynamo compiles
+    # as a frame of its own because a call in it broke): its site is patched last, and only when
+    # the other verified patches, applied together, leave it breaking.
+    later = [site for site in before.breaks if site.category == GENERATOR]
+    for site in [*(b for b in before.breaks if b.category != GENERATOR), *later]:
+        if site in later and chosen and site.location in _together(model, calls, eager, chosen, sources, [site],
+                                                                   write=False)[5]:
+            unpatched.append(Unpatched(site.location, site.category, _owner(site.filename),
+                                       "no patch of its own: it only followed from the breaks the verified patches "
+                                       "remove", site.count))
+            continue
         inside = next((p for p, rw in chosen if _same(p.filename, site.filename)
                        and rw.first <= site.lineno <= rw.last), None)
         if inside is not None:  # a later statement of a pattern a verified patch rewrote whole
@@ -122,6 +133,9 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
         patches.append(patch)
         if patch.verified:
             chosen.append((patch, rewrite))
+    order = {b.location: i for i, b in enumerate(before.breaks)}  # the sites in the order PyTorch logged them
+    patches.sort(key=lambda p: order.get(p.site, len(order)))
+    unpatched.sort(key=lambda u: order.get(u.site, len(order)))
     left = {u.site for u in unpatched}
     asked = [site for site in before.breaks if site.location in left]
     after, outputs_after, written, backups, note, gone = _together(model, calls, eager, chosen, sources, asked,
@@ -264,15 +278,21 @@ def _rerun_patched(model: Any, calls: Calls, modules: Sequence[tuple[str, Any, C
     # The files that define the model's own classes (or function) first: their patched copies
     # replace the model's classes, whose code then calls the other files' patched helpers.
     modules = sorted(modules, key=lambda m: not _defines(model, m[0]))
+    # Objects of the patched files' classes among the inputs (a KV cache, a statistics
+    # collector) run the patched code too: a file only they reach needs nothing of the model.
+    calls, passed, why = inputs_swapped(calls, modules)
+    if why:
+        return _Rerun(None, modules[0][1].__file__ or "", why), None
     for filename, module, where in modules:
         path = path or module.__file__ or ""
         try:
-            patched, why = counterpart(patched, filename, module, where)
+            new, why = counterpart(patched, filename, module, where)
         except Exception as err:  # noqa: BLE001 - a model that cannot be copied or swapped: not verified, said why
-            patched, why = None, (f"the model could not be set up with the patched copy of {Path(filename).name}: "
-                                  f"{type(err).__name__}: {str(err)[:200]}")
-        if patched is None:
+            new, why = None, (f"the model could not be set up with the patched copy of {Path(filename).name}: "
+                              f"{type(err).__name__}: {str(err)[:200]}")
+        if new is None and filename not in passed:
             return _Rerun(None, path, why), None
+        patched = new if new is not None else patched
     try:
         with own_work():  # the patched copy is dynscope's work, not the user's program
             rep = _report(patched, calls)

@@ -45,6 +45,8 @@ The rewrites, in the order they are tried for a category:
   row computed and ``x.copy_(torch.where(c, f(y), x))``.
 - numbers read back (:mod:`.numbers`): a per-element list over ``.tolist()`` as tensor ops; a
   ring buffer's pointer read as an int kept a tensor, its writes as ``index_copy_``.
+- a comprehension Dynamo is handed as a frame of its own (:mod:`.frames`): the same list built
+  by a loop in the function's frame.
 - numpy over Python numbers (:mod:`.scalars`): a schedule numpy computes from plain numbers,
   read back with ``float()``, computed with ``math`` instead.
 """
@@ -55,7 +57,7 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix import checks, host, masks, numbers, scalars, state
+from dynscope._capture.fix import checks, frames, host, masks, numbers, scalars, state
 from dynscope._capture.fix.branches import (
     appended_where,
     cond,
@@ -95,6 +97,7 @@ from dynscope._lexicon.break_categories import (
     BRANCH,
     DEEPCOPY,
     DYNAMIC_SHAPE,
+    GENERATOR,
     LOGGING,
     OTHER,
     REQUIRES_GRAD,
@@ -603,6 +606,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
                     host.sorted_mask_back, host.distinct_spread, numbers.nonzero_visited),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
+    GENERATOR: (frames.comprehension_loop,),
     OTHER: (state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
 }
 

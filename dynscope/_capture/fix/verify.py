@@ -44,7 +44,7 @@ from .said import differs, listening, python_state
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
-__all__ = ["Evidence", "PatchedImportError", "Run", "counterpart", "defined_in", "patched_module", "random_streams_kept", "run_eager",
+__all__ = ["Evidence", "PatchedImportError", "Run", "counterpart", "defined_in", "inputs_swapped", "patched_module", "random_streams_kept", "run_eager",
            "run_compiled"]
 
 SEED = 0
@@ -484,6 +484,26 @@ def _codes(module: types.ModuleType) -> Iterator[types.CodeType]:
         code = stack.pop()
         yield code
         stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+
+
+def inputs_swapped(calls: list[tuple[tuple[Any, ...], dict[str, Any]]],
+                   modules: Sequence[tuple[str, types.ModuleType, Callable[[int], int | None]]],
+                   ) -> tuple[list[tuple[tuple[Any, ...], dict[str, Any]]], set[str], str]:
+    """Copies of the inputs whose objects of the patched files' classes (a KV cache or a
+    statistics collector handed to the program, a module passed in) are of the patched copies'
+    classes, so a patch of their code runs, and the files whose classes they are; the inputs
+    themselves when none is; why not when a class cannot be found in its patched copy. The
+    user's inputs are not touched."""
+    fresh = _fresh(calls)
+    parts = [p for args, kwargs in fresh for a in (*args, *kwargs.values()) for p in _swappable(a)]
+    files: set[str] = set()
+    for filename, module, where in modules:
+        classes, why = _swap_classes(parts, filename, module, where)
+        if why:
+            return calls, set(), why
+        if classes:
+            files.add(filename)
+    return (fresh if files else calls), files, ""
 
 
 def _swap_classes(parts: list[Any], filename: str, module: types.ModuleType,
