@@ -336,6 +336,27 @@ def counted_calls() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return CountedCalls(), (_x(5, 6, seed=8),)
 
 
+class CountedPool(nn.Module):
+    """Mean of the frames over a threshold, the count read with int() as counting code writes it
+    (in our words); zeros where none is."""
+
+    def __init__(self, dim: int = 8, out: int = 5) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, out)
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.proj(frames))
+        kept = frames.abs().mean(-1) > 0.9
+        if int(kept.sum()) == 0:  # SITE: early return to torch.where
+            return h.sum(0) * 0.0
+        return (h * kept.unsqueeze(-1)).sum(0) / kept.sum()
+
+
+def counted_pool() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(706)
+    return CountedPool(), (_x(12, 8, seed=9),)
+
+
 PROGRAMS: dict[str, Any] = {
     "masked_pool": masked_pool,
     "skip_non_finite": skip_non_finite,
@@ -350,4 +371,5 @@ PROGRAMS: dict[str, Any] = {
     "binned_ece": binned_ece,
     "shortcut_crop": shortcut_crop,
     "counted_calls": counted_calls,
+    "counted_pool": counted_pool,
 }

@@ -41,10 +41,11 @@ SHORTCUT = "shortcut dropped"
 
 
 class _TensorTest(ast.NodeTransformer):
-    """A branch test as a tensor expression: ``.item()``, ``bool()``, ``float()`` dropped
-    (never ``int()``: it truncates); ``and``/``or``/``not`` as ``&``/``|``/``~`` only over
-    comparisons and calls (``mask is not None and ...`` relies on short-circuiting, a plain
-    name may be a Python bool): else ``refused``."""
+    """A branch test as a tensor expression: ``.item()``, ``bool()``, ``float()`` dropped;
+    ``int(<call or index>)`` as ``.long()``, which truncates toward zero as ``int()`` does
+    (``int(n)`` of a plain name stays: it may be a Python number); ``and``/``or``/``not`` as
+    ``&``/``|``/``~`` only over comparisons and calls (``mask is not None and ...`` relies on
+    short-circuiting, a plain name may be a Python bool): else ``refused``."""
 
     def __init__(self) -> None:
         self.refused = False
@@ -55,6 +56,9 @@ class _TensorTest(ast.NodeTransformer):
             return node.func.value
         if isinstance(node.func, ast.Name) and node.func.id in ("bool", "float") and len(node.args) == 1:
             return node.args[0]
+        if (isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1 and not node.keywords
+                and isinstance(node.args[0], (ast.Call, ast.Subscript))):
+            return ast.Call(func=ast.Attribute(value=node.args[0], attr="long", ctx=ast.Load()), args=[], keywords=[])
         return node
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:

@@ -229,10 +229,13 @@ def test_rewrites_refuse_what_would_change_meaning() -> None:
     assert names("    if mask is not None and mask.any():\n        y = x\n    else:\n        y = z\n    return y\n",
                  3, "data-dependent branch") == []
     assert names("    if mask is None or mask.any():\n        y = x * 2\n    return y\n", 3, "data-dependent branch") == []
-    # int() truncates: it stays.
+    # int() truncates toward zero: as .long() does (of a plain name it stays: a Python number's).
     (where,) = [r for r in candidates(head + "    if int(x.sum()) > 0:\n        y = x * 2\n    return y\n", 3,
                                       "data-dependent branch")[0] if not r.skipped]
-    assert "int(x.sum()) > 0" in where.source
+    assert "torch.where(x.sum().long() > 0, x * 2, y)" in where.source
+    (named,) = [r for r in candidates(head + "    if int(n) > 0:\n        y = x * 2\n    return y\n", 3,
+                                      "data-dependent branch")[0] if not r.skipped]
+    assert "torch.where(int(n) > 0, x * 2, y)" in named.source
     # One where per name must read what the branch reads: else `b = z; a = b * 2` reads its new
     # b, so b's where comes first; where no order reads what both branches read, no where.
     order = "    if x.sum() > 0:\n        a = x\n        b = y\n    else:\n        b = z\n        a = b * 2\n    return a + b\n"

@@ -168,7 +168,7 @@ def _fix(name: str) -> dynscope.FixResult:
 
 @pytest.mark.heavy
 @pytest.mark.parametrize(("name", "rewrite"), [
-    ("masked_pool", EARLY), ("skip_non_finite", EARLY), ("warmup_counter", STATE_WHERE), ("best_loss", STATE_WHERE),
+    ("masked_pool", EARLY), ("counted_pool", EARLY), ("skip_non_finite", EARLY), ("warmup_counter", STATE_WHERE), ("best_loss", STATE_WHERE),
     ("gated_keypoints", ELEMENTWISE), ("clipped_critic", STATE_WHERE), ("loss_scaler", STATE_WHERE),
     ("key_frames", LENGTHS),
     # The update's value still selects by the mask: the where's own line is rewritten too.
