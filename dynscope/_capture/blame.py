@@ -15,7 +15,6 @@ same backend (in a Dynamo sandbox: the user's compiled code and PyTorch's state 
 
 from __future__ import annotations
 
-import copy
 import functools
 import traceback
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynscope import _torch
+from dynscope._capture.copies import deep_copy
 from dynscope._capture.raised import raised_at, raised_function, what_raised
 
 if TYPE_CHECKING:
@@ -52,14 +52,14 @@ def blame(model: Any, calls: list[Call], index: int, err: BaseException, backend
     """Rerun ``calls[:index + 1]`` eagerly and under a plain torch.compile to tell whose ``err`` is."""
     at, function = raised_at(err), raised_function(err)
     try:
-        subject, done = copy.deepcopy(model), copy.deepcopy(calls[: index + 1])
+        subject, done = deep_copy(model), deep_copy(calls[: index + 1])
     except Exception:  # noqa: BLE001 - a model that cannot be copied: not told
         return Blame("", at, function)
     eager = _raised(functools.partial(_run, subject, done))
     if eager is not None:
         return Blame(MODEL if type(eager) is type(err) else "", at, function)
     try:
-        subject, done = copy.deepcopy(model), copy.deepcopy(calls[: index + 1])
+        subject, done = deep_copy(model), deep_copy(calls[: index + 1])
     except Exception:  # noqa: BLE001
         return Blame("", at, function)
     with _torch.DynamoSandbox(subject) as sandbox:

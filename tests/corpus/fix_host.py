@@ -14,6 +14,7 @@ imports patched copies of this file from hidden files beside it.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -562,6 +563,29 @@ def nucleus_on_host() -> tuple[Any, tuple[torch.Tensor]]:
     return host_top_p, (torch.randn(12) * 2,)
 
 
+class NormedHead(nn.Module):
+    """A convolution under ``torch.nn.utils.weight_norm`` (as vocoders write it, in our words),
+    its output scaled by its peak read as a float. The norm's hook keeps the weight it computed
+    on the module, a tensor with a history that ``copy.deepcopy`` refuses: fix copies it detached
+    (the hook computes it again before each forward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        with warnings.catch_warnings():  # torch deprecates the old form; code written for it still runs
+            warnings.simplefilter("ignore", FutureWarning)
+            self.conv = nn.utils.weight_norm(nn.Conv1d(2, 2, 3, padding=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        peak = float(y.abs().max())  # SITE: float() kept a tensor
+        return y / (peak + 1e-6)
+
+
+def normed_head() -> tuple[Any, tuple[torch.Tensor]]:
+    torch.manual_seed(910)
+    return NormedHead(), (torch.randn(1, 2, 8),)
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "numpy_head": numpy_head,
@@ -593,4 +617,5 @@ PROGRAMS = {
     "noise_curriculum": noise_curriculum,
     "scheduled_noise": scheduled_noise,
     "nucleus_on_host": nucleus_on_host,
+    "normed_head": normed_head,
 }

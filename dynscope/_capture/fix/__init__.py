@@ -9,7 +9,6 @@ packages get no edit: the result says whose code it is and what to do instead.
 
 from __future__ import annotations
 
-import copy
 import linecache
 import os
 import re
@@ -22,6 +21,7 @@ import torch
 
 from dynscope._capture.blame import COMPILER
 from dynscope._capture.capture import _MISSING, as_report_call, normalise_calls, report, title_of
+from dynscope._capture.copies import deep_copy
 from dynscope._capture.fix.reorder import logger_reorder_note
 from dynscope._capture.fix.rewrites import Rewrite, candidates, combined, unified_diff
 from dynscope._capture.fix.source import Source, SourceError, line_map, python_lines
@@ -164,7 +164,7 @@ def _report(model: Any, calls: Calls) -> Report:
     # On copies of the model and the calls: a train step updates the model and optimizer it is
     # given, a BatchNorm its statistics, and every run of fix (before, each patch) must start
     # where the user's program starts, which it leaves alone.
-    return report(copied(model), calls=[as_report_call(c) for c in copy.deepcopy(calls)])
+    return report(copied(model), calls=[as_report_call(c) for c in deep_copy(calls)])
 
 
 def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak,

@@ -14,7 +14,6 @@ code (the definition the user's object came from), not by its name.
 from __future__ import annotations
 
 import contextlib
-import copy
 import importlib.util
 import inspect
 import itertools
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynscope._capture.copies import deep_copy
 from dynscope._torch.registry import is_user_file, library_of
 from dynscope._torch.runtime import compare_outputs, tensors
 from dynscope._torch.sandbox import DynamoSandbox, compile_kwargs
@@ -404,7 +404,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
     Each is found by its code: ``where`` maps a line of the original file to the patched one
     (the line of a ``def`` after a rewrite above it)."""
     if isinstance(obj, torch.nn.Module):
-        swapped = copy.deepcopy(obj)
+        swapped = deep_copy(obj)
         # Each module, and the user's plain objects it holds (a scheduler, a config object).
         swaps, why = _swap_classes(_swappable(swapped), filename, module, where)
         if why:
@@ -421,7 +421,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
     if isinstance(obj, types.MethodType) and _plain(obj.__self__):
         # A method of a plain object of the user's (an mmdet-style assigner, a sampler): a
         # deep copy of the object, its class and its plain parts' swapped for the patched ones.
-        owner = copy.deepcopy(obj.__self__)
+        owner = deep_copy(obj.__self__)
         swaps, why = _swap_classes(_swappable(owner), filename, module, where)
         if why:
             return None, why
@@ -438,7 +438,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
     if _plain(obj) and callable(obj):
         # A plain object of the user's that is called (a generator or sampler with __call__):
         # a deep copy of it, its class and its plain parts' swapped for the patched ones.
-        called = copy.deepcopy(obj)
+        called = deep_copy(obj)
         swaps, why = _swap_classes(_swappable(called), filename, module, where)
         if why:
             return None, why
@@ -622,7 +622,7 @@ def _calling_patched(obj: Any, filename: str, module: types.ModuleType,
             swaps[id(value)] = new
     rebinder = _Rebinder(swaps)
     if isinstance(obj, torch.nn.Module):
-        swapped = copy.deepcopy(obj)
+        swapped = deep_copy(obj)
         for sub in _every_module(swapped):
             new_cls = rebinder.cls(type(sub))
             if new_cls is not type(sub):
@@ -760,7 +760,7 @@ def _grads(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], output
 
 def _fresh(calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     # Inputs that require grad stay leaves that require grad in the copy.
-    return copy.deepcopy(calls)
+    return deep_copy(calls)
 
 
 def copied(obj: Any) -> Any:
@@ -783,7 +783,7 @@ def copied(obj: Any) -> Any:
         return with_closure(obj, obj.__code__, obj.__globals__, cells)
     if not isinstance(obj, torch.nn.Module):
         return obj
-    return _clear_grads(copy.deepcopy(obj))
+    return _clear_grads(deep_copy(obj))
 
 
 def _clear_grads(model: torch.nn.Module) -> torch.nn.Module:
@@ -805,7 +805,7 @@ def _content(cell: Any) -> Any:
 def _copied_cells(fn: types.FunctionType) -> list[Any]:
     """Deep copies of what ``fn`` closes over, copied together (shared objects stay shared);
     an unfilled cell stays :data:`_EMPTY` (the marker itself, not a copy of it)."""
-    return copy.deepcopy([_content(c) for c in fn.__closure__ or ()], {id(_EMPTY): _EMPTY})
+    return deep_copy([_content(c) for c in fn.__closure__ or ()], {id(_EMPTY): _EMPTY})
 
 
 def with_closure(fn: types.FunctionType, code: types.CodeType, globals_: dict[str, Any],

@@ -374,7 +374,7 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
 
 _FIXED = ["numpy_head", "numpy_metric", "retrieval", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
           "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric", "explained",
-          "normalised", "normaliser_object", "noise_curriculum", "scheduled_noise", "nucleus_on_host"]
+          "normalised", "normaliser_object", "noise_curriculum", "scheduled_noise", "nucleus_on_host", "normed_head"]
 
 
 @pytest.mark.heavy
