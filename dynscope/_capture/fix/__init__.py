@@ -414,6 +414,8 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
         why.append(f"what the program prints or logs changes: {ev.said_differs}")
     if ev.state_differs:
         why.append(f"what the model keeps changes: {ev.state_differs}")
+    if rw.unchecked:  # what no run shows (a failed check's exception): proposed, said why
+        why.append(rw.unchecked)
     return _with(patch, verified=not why, why_not="; ".join(why)), rerun
 
 
@@ -459,7 +461,8 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
     nxt, _ = moved[0]
     second, _ = candidates(rw.source, nxt.lineno, nxt.category)
     for rw2 in (r for r in second if not r.taken and not r.skipped):  # their evidence: lines of the original run
-        both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
+        both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}",
+                         _joined(rw.unchecked, rw2.unchecked))
         # A report the second guards is checked on the original run's lines: its line in the file
         # before the first rewrite (0 where the first rewrite wrote it: never seen run).
         shift = rw.new_last - rw.last
@@ -494,7 +497,8 @@ def _follow_after(model: Any, calls: Calls, before: Report, eager: Run, site: Gr
             continue
         offered = [r for r in candidates(rw.source, b.lineno, b.category)[0] if not r.taken and not r.skipped]
         for rw2 in offered[:3]:
-            both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}")
+            both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}",
+                             _joined(rw.unchecked, rw2.unchecked))
             followed, rerun2 = _verified(model, calls, before, eager, site, source, both)
             # the other site's statement, as rw2 rewrote it, must break no more
             still = rerun2.rep is None or any(_same(x.filename, rerun2.path) and rw2.first <= x.lineno <= rw2.new_last
@@ -523,21 +527,26 @@ def _follow_within(model: Any, calls: Calls, before: Report, eager: Run, site: G
     offered, _ = candidates(rw.source, line, category)
     # (a rewrite that silences a report is not followed within: its lines are the first rewrite's)
     for pick in [r.name for r in offered if not r.taken and not r.skipped and not r.silenced][:3]:
-        text, used = rw.source, ""
+        text, used, unchecked = rw.source, "", rw.unchecked
         for at in range(rw.new_last, rw.first - 1, -1):
             found = [r for r in candidates(text, at, category)[0] if r.name == pick]
             if found and found[0].first == at:
-                text, used = found[0].source, found[0].note
+                text, used, unchecked = found[0].source, found[0].note, _joined(unchecked, found[0].unchecked)
         if not used:
             continue
-        both = _spanning(source.text, text, f"{rw.name}, then {pick}", f"{rw.note}; {used}")
+        both = _spanning(source.text, text, f"{rw.name}, then {pick}", f"{rw.note}; {used}", unchecked)
         followed, _ = _verified(model, calls, before, eager, site, source, both)
         if followed.verified:
             return followed, both
     return None
 
 
-def _spanning(old: str, new: str, name: str, note: str) -> Rewrite:
+def _joined(a: str, b: str) -> str:
+    """Two rewrites' unchecked behaviour, said once each."""
+    return "; ".join(dict.fromkeys(w for w in (a, b) if w))
+
+
+def _spanning(old: str, new: str, name: str, note: str, unchecked: str = "") -> Rewrite:
     """One rewrite from ``old`` to ``new`` over the lines between their common head and tail."""
     a, b = python_lines(old), python_lines(new)
     head = 0
@@ -546,7 +555,8 @@ def _spanning(old: str, new: str, name: str, note: str) -> Rewrite:
     tail = 0
     while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
-    return Rewrite(name, new, head + 1, len(a) - tail, len(b) - tail, note, tuple(b[head: len(b) - tail]))
+    return Rewrite(name, new, head + 1, len(a) - tail, len(b) - tail, note, tuple(b[head: len(b) - tail]),
+                   unchecked=unchecked)
 
 
 def _same(a: str, b: str) -> bool:

@@ -119,7 +119,9 @@ def assert_message(stmt: ast.stmt, text: Text) -> Made | None:
 
 
 def asserted(stmt: ast.stmt, text: Text) -> Made | None:
-    """``if <test>: raise E(msg)`` as ``assert torch.logical_not(<test>), msg``."""
+    """``if <test>: raise E(msg)`` as ``torch._assert_async(torch.logical_not(<test>), msg)``: the same
+    exception in eager and compiled code (RuntimeError), so verified only where ``E`` is one a
+    caller catching it still catches; else proposed, the exception named."""
     if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1
             and isinstance(stmt.body[0], ast.Raise) and stmt.body[0].exc is not None):
         return None
@@ -137,10 +139,19 @@ def asserted(stmt: ast.stmt, text: Text) -> Made | None:
             return None  # a message made otherwise (a call, a concatenation) is left as it is
         message, valued = said
     kind = called_name(exc) or ast.unparse(exc)
-    return Made([f"assert torch.logical_not({test}), {message!r}"], ASSERT, (
-        f"the check stays in the graph: on data that fails it the program still stops, with the same words, but "
-        f"as AssertionError (eager) or RuntimeError (compiled; asynchronously on a GPU) instead of {kind}, so code "
-        f"that catches {kind} no longer does, and `python -O` drops the assert{'; ' + valued if valued else ''}"))
+    same = kind in _RUNTIME
+    return Made([f"torch._assert_async(torch.logical_not({test}), {message!r})"], ASSERT, (
+        "the check stays in the graph: on data that fails it the program still stops, with the same words, as "
+        "RuntimeError (eager and compiled; asynchronously on a GPU, at the next synchronisation)"
+        + ("" if same else f" instead of {kind}: code that catches {kind} no longer does")
+        + (f"; {valued}" if valued else "")),
+        unchecked="" if same else (
+            f"a failed check would raise RuntimeError instead of {kind}: whether code catches {kind} is behaviour "
+            "no run on passing data shows, so the patch is proposed (keep the raise if a caller catches it)"))
+
+
+# The exceptions a caller catching them still catches as torch._assert_async's RuntimeError.
+_RUNTIME = {"RuntimeError", "Exception", "BaseException"}
 
 
 def guard_dropped(stmt: ast.stmt, text: Text) -> Made | None:

@@ -154,7 +154,7 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
             continue
         made = new if isinstance(new, Made) else Made(*new)
         found.append(replaced(source, made.first or stmt, made.lines, made.name, made.note, made.last, made.taken,
-                              made.skipped, made.silenced))
+                              made.skipped, made.silenced, made.unchecked))
     if said and all(rw.taken or rw.skipped for rw in found):
         # Only a shortcut dropped, where a rewrite that knows the shape said why none keeps the
         # outputs (the loop's stop decides a returned length): the reason stands.

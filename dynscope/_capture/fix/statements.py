@@ -42,6 +42,9 @@ class Made:
     # The reports a guard runs in eager code only, as (line, whether a ``warnings.warn``): each must
     # have run eagerly and said nothing there (a record a level drops) for the guard to verify.
     silenced: tuple[tuple[int, bool], ...] = ()
+    # Behaviour no run can check (the exception a failed check raises): a patch of this rewrite is
+    # proposed with these words as its reason, whatever the run shows; "" when none.
+    unchecked: str = ""
 
 
 def transformed(stmt: ast.stmt, fix: ast.NodeTransformer, name: str, note: str) -> Made | None:
@@ -73,6 +76,7 @@ class Rewrite:
     taken: tuple[int, ...] = ()  # lines (old text) that must have run eagerly for it to verify (Made.taken)
     skipped: tuple[int, int] | None = None  # (test line, body line): the body skipped at least once (Made.skipped)
     silenced: tuple[tuple[int, bool], ...] = ()  # reports run in eager code only (Made.silenced)
+    unchecked: str = ""  # behaviour no run can check: never verified, this the reason (Made.unchecked)
 
 
 def added_lines(old: str, new: str) -> tuple[str, ...]:
@@ -181,7 +185,8 @@ def contains(outer: ast.AST, inner: ast.AST) -> bool:
 
 def replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note: str,
              through: ast.stmt | None = None, taken: tuple[int, ...] = (),
-             skipped: tuple[int, int] | None = None, silenced: tuple[tuple[int, bool], ...] = ()) -> Rewrite:
+             skipped: tuple[int, int] | None = None, silenced: tuple[tuple[int, bool], ...] = (),
+             unchecked: str = "") -> Rewrite:
     """The file with ``stmt`` (through ``through``, a later statement of its block, when given)
     replaced by ``new_lines``, written at the statement's indentation."""
     lines = python_lines(source)
@@ -200,7 +205,8 @@ def replaced(source: str, stmt: ast.stmt, new_lines: list[str], name: str, note:
     body[-1] = body[-1][: len(body[-1]) - len(ending)] + last_ending
     out = lines[: first - 1] + body + lines[last:]
     text = "".join(out)
-    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body), taken, skipped, silenced)
+    return Rewrite(name, text, first, last, first + len(body) - 1, note, tuple(body), taken, skipped, silenced,
+                   unchecked)
 
 
 def combined(source: str, rewrites: list[Rewrite]) -> str:

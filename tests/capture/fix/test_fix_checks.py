@@ -64,9 +64,16 @@ def forward(self, loss):
 
 def test_a_check_that_raises_becomes_an_assert_dynamo_traces_and_says_what_it_changes() -> None:
     assert _made(RAISES, 2, BRANCH)[checks.ASSERT] == (
-        "    assert torch.logical_not(torch.isnan(loss).any() | (loss > 1000000000.0)), 'the loss diverged'\n")
+        "    torch._assert_async(torch.logical_not(torch.isnan(loss).any() | (loss > 1000000000.0)), "
+        "'the loss diverged')\n")
     (rw,) = [r for r in candidates(HEAD + RAISES, 2 + HEAD.count("\n"), BRANCH)[0] if r.name == checks.ASSERT]
-    assert "RuntimeError (compiled; asynchronously on a GPU) instead of FloatingPointError" in rw.note
+    assert "as RuntimeError (eager and compiled; asynchronously on a GPU" in rw.note
+    assert "instead of FloatingPointError: code that catches FloatingPointError no longer does" in rw.note
+    # Another exception than RuntimeError: what a caller catches is behaviour no run shows.
+    assert "instead of FloatingPointError" in rw.unchecked and "proposed" in rw.unchecked
+    runtime = RAISES.replace("FloatingPointError", "RuntimeError")
+    (same,) = [r for r in candidates(HEAD + runtime, 2 + HEAD.count("\n"), BRANCH)[0] if r.name == checks.ASSERT]
+    assert not same.unchecked and "instead of" not in same.note
     # A bare raise of a class: the test is the message.
     bare = RAISES.replace('raise FloatingPointError("the loss diverged")', "raise FloatingPointError")
     assert "'torch.isnan(loss).any() or loss.item() > 1000000000.0 held'" in _made(bare, 2, BRANCH)[checks.ASSERT]
@@ -76,7 +83,7 @@ def test_an_f_string_message_names_its_values_in_braces() -> None:
     body = RAISES.replace('raise FloatingPointError("the loss diverged")',
                           'raise FloatingPointError(f"loss {loss.item():.3f} at {step}")')
     made = _made(body, 2, BRANCH)[checks.ASSERT]
-    assert made.endswith(", 'loss {loss.item()} at {step}'\n"), made
+    assert made.endswith(", 'loss {loss.item()} at {step}')\n"), made
     (rw,) = [r for r in candidates(HEAD + body, 2 + HEAD.count("\n"), BRANCH)[0] if r.name == checks.ASSERT]
     assert rw.note.endswith("the message names the values it showed (in braces) instead of showing them")
 
@@ -202,7 +209,6 @@ def _fix(name: str) -> dynscope.FixResult:
     ("biased_attention", {WHERE}),
     ("normalised", {TENSOR}),
     ("logged_shift", {checks.GUARD_CHECK}),
-    ("raising_with_values", {checks.ASSERT}),
 ])
 def test_checks_temporaries_and_unpacked_sizes_are_verified_live(name: str, rewrites: set[str]) -> None:
     res = _fix(name)
@@ -211,6 +217,15 @@ def test_checks_temporaries_and_unpacked_sizes_are_verified_live(name: str, rewr
         assert p.verified and p.breaks_after == 0 and p.outputs_matched, (p.site, p.why_not)
     # A report inside a guarded check (logged_shift's warning) is part of that patch, no patch of its own.
     assert res.breaks_after == 0 and not [u for u in res.unpatched if u.owner == "your code" and not u.gone_with]
+
+
+@pytest.mark.heavy
+def test_a_check_raising_another_exception_than_runtime_error_is_proposed_with_the_exception_named() -> None:
+    # The check in the graph raises RuntimeError; the program raised OverflowError: the patch
+    # runs, removes the break and keeps the outputs, and is proposed all the same.
+    (p,) = _fix("raising_with_values").patches
+    assert p.rewrite == checks.ASSERT and p.breaks_after == 0 and p.outputs_matched and not p.verified
+    assert p.why_not.startswith("a failed check would raise RuntimeError instead of OverflowError"), p.why_not
 
 
 @pytest.mark.heavy
