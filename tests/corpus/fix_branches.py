@@ -357,6 +357,30 @@ def counted_pool() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return CountedPool(), (_x(12, 8, seed=9),)
 
 
+class CalibratedScale(nn.Module):
+    """A learned output scale set from the first training batch (a quantizer's step size, in
+    our words): ``if self.training and self.calibrated == 0`` runs the set-up once, the flag a
+    buffer. Python's part of the test stays an ``if``; the buffer's part picks the updates."""
+
+    def __init__(self, dim: int = 6) -> None:
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+        self.scale = nn.Parameter(torch.ones(1))
+        self.register_buffer("calibrated", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        if self.training and self.calibrated == 0:  # SITE: state update to torch.where
+            self.scale.data.copy_(h.abs().mean() / 3)
+            self.calibrated.fill_(1)
+        return h / self.scale
+
+
+def calibrated_scale() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(707)
+    return CalibratedScale(), (_x(4, 6, seed=10),)
+
+
 PROGRAMS: dict[str, Any] = {
     "masked_pool": masked_pool,
     "skip_non_finite": skip_non_finite,
@@ -372,4 +396,5 @@ PROGRAMS: dict[str, Any] = {
     "shortcut_crop": shortcut_crop,
     "counted_calls": counted_calls,
     "counted_pool": counted_pool,
+    "calibrated_scale": calibrated_scale,
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 from collections.abc import Callable
+from dataclasses import replace
 
 from dynscope._capture.fix.statements import (
     Made,
@@ -179,9 +180,9 @@ def narrowed(stmt: ast.If, test: ast.expr, body: list[ast.stmt]) -> ast.If:
     return inner
 
 
-def _split_where(stmt: ast.If, text: Text) -> tuple[list[str], str, str] | None:
-    """``if <host tests> and <tensor test>: ...`` (no else) as ``if <host tests>:`` around the
-    torch.where of ``if <tensor test>: ...``: Python still decides what it can."""
+def _host_split(stmt: ast.If, text: Text) -> tuple[str, ast.If] | None:
+    """``if <host tests> and <tensor test>: ...`` (no else): the host tests as the file spells
+    them and the ``if`` of the tensor test alone; None for another ``if``."""
     test = stmt.test
     if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)) or stmt.orelse:
         return None
@@ -190,13 +191,21 @@ def _split_where(stmt: ast.If, text: Text) -> tuple[list[str], str, str] | None:
     if not host or not rest:
         return None
     inner_test = rest[0] if len(rest) == 1 else ast.copy_location(ast.BoolOp(op=ast.And(), values=rest), rest[0])
-    made = where(narrowed(stmt, inner_test, stmt.body), text)
-    if made is None:
+    return " and ".join(text.of(h) for h in host), narrowed(stmt, inner_test, stmt.body)
+
+
+_SPLIT_NOTE = "; the Python test before `and` stays an `if` around it"
+
+
+def _split_where(stmt: ast.If, text: Text) -> tuple[list[str], str, str] | None:
+    """``if <host tests> and <tensor test>: ...`` (no else) as ``if <host tests>:`` around the
+    torch.where of ``if <tensor test>: ...``: Python still decides what it can."""
+    split = _host_split(stmt, text)
+    made = where(split[1], text) if split is not None else None
+    if split is None or made is None:
         return None
     lines, name, note = made
-    first = text.of(host[0]) if len(host) == 1 else " and ".join(text.of(h) for h in host)
-    return ([f"if {first}:", *(text.unit + ln for ln in lines)], name,
-            note + "; the Python test before `and` stays an `if` around it")
+    return [f"if {split[0]}:", *(text.unit + ln for ln in lines)], name, note + _SPLIT_NOTE
 
 
 def where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
@@ -816,6 +825,13 @@ def state_where(stmt: ast.stmt, text: Text) -> Made | None:
     ``if`` stood, so an update made before it is seen as the ``if`` saw it."""
     if not isinstance(stmt, ast.If) or not stmt.body:
         return None
+    split = _host_split(stmt, text)
+    if split is not None:  # ``if self.training and <tensor test>:``: Python keeps its own part
+        made = state_where(split[1], text)
+        if made is None or made.first is not None or made.last is not None:
+            return None
+        return replace(made, lines=[f"if {split[0]}:", *(text.unit + ln for ln in made.lines)],
+                       note=made.note + _SPLIT_NOTE)
     test = tensor_test(stmt.test)
     if test is None or _host_test(stmt.test, flags=False):  # Python decides it: not the break
         return None

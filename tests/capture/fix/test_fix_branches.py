@@ -170,6 +170,7 @@ def _fix(name: str) -> dynscope.FixResult:
 @pytest.mark.parametrize(("name", "rewrite"), [
     ("masked_pool", EARLY), ("counted_pool", EARLY), ("skip_non_finite", EARLY), ("warmup_counter", STATE_WHERE), ("best_loss", STATE_WHERE),
     ("gated_keypoints", ELEMENTWISE), ("clipped_critic", STATE_WHERE), ("loss_scaler", STATE_WHERE),
+    ("calibrated_scale", STATE_WHERE),  # `self.training and <buffer test>`: Python's part an if around it
     ("key_frames", LENGTHS),
     # The update's value still selects by the mask: the where's own line is rewritten too.
     ("binned_calibration", f"{STATE_WHERE}, then masked reduction inline"),
@@ -207,3 +208,18 @@ def test_an_early_value_of_another_shape_or_a_python_count_is_not_verified(name:
     assert not any(p.verified for p in res.patches), [(p.rewrite, p.why_not) for p in res.patches]
     tried = [p for p in res.patches if p.rewrite in (EARLY, STATE_WHERE)]
     assert tried and all(reason in p.why_not for p in tried), [p.why_not for p in tried]
+
+
+def test_a_state_update_under_a_python_flag_and_a_tensor_test_keeps_the_flag_an_if() -> None:
+    body = ("def forward(self, x):\n"
+            "    if self.training and self.ready == 0:\n"
+            "        self.scale.data.copy_(x.abs().mean())\n"
+            "        self.ready.fill_(1)\n"
+            "    return x / self.scale\n")
+    assert _made(body, 2)[STATE_WHERE] == (
+        "    if self.training:\n"
+        "        _pred = self.ready == 0\n"
+        "        self.scale.data.copy_(torch.where(_pred, x.abs().mean(), self.scale.data))\n"
+        "        self.ready.copy_(torch.where(_pred, torch.full_like(self.ready, 1), self.ready))\n")
+    # With an else, Python's part cannot be split off: no state update.
+    assert STATE_WHERE not in _made(body.replace("    return", "    else:\n        self.ready.fill_(0)\n    return"), 2)
