@@ -18,21 +18,97 @@ from typing import Any
 
 import torch
 
+from dynscope._torch.registry import is_user_file
+
 __all__ = ["deep_copy"]
 
 
 def deep_copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """``copy.deepcopy(value, memo)``, the tensors that are not graph leaves in it copied as
-    detached clones (each once: objects that share one share its copy)."""
+    detached clones (each once: objects that share one share its copy), and the user's own
+    functions it holds rebound to the copies (see :func:`_rebind`)."""
+    seeded = dict(memo or {})
     try:
-        return copy.deepcopy(value, dict(memo or {}))
+        out = copy.deepcopy(value, seeded)
     except RuntimeError as err:
         if "graph leaves" not in str(err):
             raise
-    seeded = dict(memo or {})
-    for t in _non_leaves(value):
-        seeded[id(t)] = t.detach().clone().requires_grad_(t.requires_grad)
-    return copy.deepcopy(value, seeded)
+        seeded = dict(memo or {})
+        for t in _non_leaves(value):
+            seeded[id(t)] = t.detach().clone().requires_grad_(t.requires_grad)
+        out = copy.deepcopy(value, seeded)
+    _Rebinder(seeded).walk(out)
+    return out
+
+
+class _Rebinder:
+    """``copy.deepcopy`` copies a function as itself: a closure the copy holds (a solver's
+    ``self.model = lambda x: fn(x)``, a wrapper's ``guided_fn`` over the model's own submodules)
+    still reads the originals, so running the copy would run, and give gradients to, the user's
+    own modules. Each function of the user's files the copy holds (in an attribute, a container,
+    another such function's closure) is made again over its closure's contents copied with the
+    same memo: what the copy already holds (the model's submodules) is read from the copy. A
+    content that cannot be copied (a lock, a file) is kept as it was."""
+
+    def __init__(self, memo: dict[int, Any]) -> None:
+        self.memo = memo
+        self.made: dict[int, types.FunctionType] = {}
+        self.seen: set[int] = set()
+
+    def walk(self, root: Any) -> None:
+        todo = [root]
+        while todo:
+            item = todo.pop()
+            if id(item) in self.seen or isinstance(item, (torch.Tensor, str, bytes, int, float, type)):
+                continue
+            self.seen.add(id(item))
+            if isinstance(item, dict):
+                for key, v in list(item.items()):
+                    if self._user_closure(v):
+                        item[key] = self.function(v)
+                    else:
+                        todo.append(v)
+            elif isinstance(item, list):
+                for i, v in enumerate(item):
+                    if self._user_closure(v):
+                        item[i] = self.function(v)
+                    else:
+                        todo.append(v)
+            elif isinstance(item, (tuple, set, frozenset)):
+                todo += list(item)  # immutable: a function in one stays as it is
+            elif (hasattr(item, "__dict__") and type(item).__module__ != "builtins"
+                  and not isinstance(item, (types.ModuleType, types.FunctionType, types.MethodType))):
+                todo.append(vars(item))
+
+    @staticmethod
+    def _user_closure(v: Any) -> bool:
+        return isinstance(v, types.FunctionType) and bool(v.__closure__) and is_user_file(v.__code__.co_filename)
+
+    def function(self, fn: types.FunctionType) -> types.FunctionType:
+        if id(fn) in self.made:
+            return self.made[id(fn)]
+        cells = tuple(types.CellType() for _ in fn.__closure__ or ())
+        new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, cells)
+        new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+        new.__dict__.update(fn.__dict__)
+        self.made[id(fn)] = new
+        for cell, old in zip(cells, fn.__closure__ or (), strict=True):
+            try:
+                content = old.cell_contents
+            except ValueError:  # a cell not yet filled
+                continue
+            cell.cell_contents = self._content(content)
+        return new
+
+    def _content(self, value: Any) -> Any:
+        if self._user_closure(value):
+            return self.function(value)
+        try:
+            copied = copy.deepcopy(value, self.memo)
+        except Exception:  # noqa: BLE001 - a value deepcopy cannot copy (a lock, a file): read as it was
+            return value
+        self.walk(copied)
+        return copied
 
 
 def _non_leaves(value: Any) -> list[torch.Tensor]:

@@ -38,3 +38,32 @@ def test_what_deepcopy_takes_is_copied_as_deepcopy_copies_it() -> None:
     model = nn.Linear(2, 2)
     twin = deep_copy(model)
     assert twin is not model and torch.equal(twin.weight, model.weight) and twin.weight.requires_grad
+
+
+class _Holder:
+    def __init__(self, fn: object) -> None:
+        self.run = lambda x: fn(x)  # type: ignore[operator]
+
+
+class _WithClosure(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        lin = self.lin
+        self.holder = _Holder(lambda x: lin(x) * 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.holder.run(x)
+
+
+def test_closures_the_copy_holds_read_the_copy_s_modules_not_the_user_s() -> None:
+    # copy.deepcopy keeps a function as itself: the lambda would still call the user's own
+    # Linear, and a backward through the copy would fill the user's .grad.
+    model = _WithClosure()
+    twin = deep_copy(model)
+    twin(torch.randn(3, 2)).sum().backward()
+    assert model.lin.weight.grad is None and twin.lin.weight.grad is not None
+    with torch.no_grad():
+        twin.lin.weight.add_(1.0)
+    x = torch.randn(1, 2)
+    assert not torch.equal(twin(x), model(x))  # the copy's closure reads the copy's weight

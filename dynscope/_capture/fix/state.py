@@ -211,10 +211,16 @@ def _one(node: ast.expr) -> ast.expr:
     return node.elts[0] if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == 1 else node
 
 
+_RETURNED = "_grad"  # the gradient's name where the function returns it directly
+
+
 def _autograd_grad(stmt: ast.stmt, wrt: str) -> tuple[str, ast.expr, dict[str, ast.expr]] | None:
-    """``g, = torch.autograd.grad(out, x, ...)``, ``(g,) = ...`` or ``g = ...(...)[0]`` (the
-    tensors positional or as ``outputs=``/``inputs=``), the gradient taken with respect to
-    ``wrt`` alone: (g, out, the other keywords)."""
+    """``g, = torch.autograd.grad(out, x, ...)``, ``(g,) = ...``, ``g = ...(...)[0]`` or ``return
+    ...(...)[0]`` (the tensors positional or as ``outputs=``/``inputs=``), the gradient taken with
+    respect to ``wrt`` alone: (g, out, the other keywords); g is ``_grad`` for a return."""
+    if (isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Subscript)
+            and isinstance(stmt.value.slice, ast.Constant) and stmt.value.slice.value == 0):
+        stmt = ast.Assign(targets=[ast.Name(id=_RETURNED, ctx=ast.Store())], value=stmt.value)
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
         return None
     target, value = stmt.targets[0], stmt.value
@@ -285,7 +291,7 @@ def func_grad(stmt: ast.stmt, text: Text) -> Made | None:
     aux = [n for n in dict.fromkeys(assigned) if (n in later or read_later(text.source, after, n))
            and not (isinstance(out, ast.Name) and n == out.id)]
     out_read = isinstance(out, ast.Name) and (out.id in later or read_later(text.source, after, out.id))
-    if wrt in assigned or grad_name == wrt or "_forward" in _function_names(stmt, text):
+    if wrt in assigned or grad_name == wrt or {"_forward", _RETURNED} & _function_names(stmt, text):
         return None
     unit = text.unit
     lines: list[str] = []
@@ -306,6 +312,8 @@ def func_grad(stmt: ast.stmt, text: Text) -> Made | None:
     if not (isinstance(create, ast.Constant) and create.value is True):
         # autograd.grad without create_graph gives a gradient with no history: so does this.
         lines.append(f"{grad_name} = {grad_name}.detach()")
+    if isinstance(block[end], ast.Return):  # ``return torch.autograd.grad(...)[0]``
+        lines.append(f"return {grad_name}")
     note = (f"{wrt} needs its gradient only for {grad_name} (requires_grad_ no longer changes {wrt} itself, "
             f"and nothing after reads {wrt}'s .grad); the statements between only compute {text.of(out)} "
             "(they run inside torch.func's transform)")

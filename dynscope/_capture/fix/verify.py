@@ -450,11 +450,12 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
 
 
 def _nested_in(module: types.ModuleType, fn: types.FunctionType, filename: str,
-               where: Callable[[int], int | None]) -> tuple[Any, str]:
+               where: Callable[[int], int | None], depth: int = 0, *, copy_cells: bool = True) -> tuple[Any, str]:
     """The patched copy of a function defined inside another (a train step a builder returns,
     closing over its model): the patched file's code from the same ``def``, over copies of
     the values it closes over whose classes from ``filename`` are the patched ones, reading
-    the patched file's globals."""
+    the patched file's globals. ``copy_cells`` False: over the values themselves (a function
+    a copied model holds, whose closure already reads the copy's own modules)."""
     code = fn.__code__
     line = where(code.co_firstlineno)
     path = module.__file__ or ""
@@ -465,14 +466,16 @@ def _nested_in(module: types.ModuleType, fn: types.FunctionType, filename: str,
                       f"{Path(filename).name} has {'no' if not found else 'more than one'} def of it at its line")
     if found[0].co_freevars != code.co_freevars:
         return None, f"the patch changes the names {fn.__qualname__} closes over: its patched copy cannot be made"
-    contents = _copied_cells(fn)
+    contents = _copied_cells(fn) if copy_cells else [_content(c) for c in fn.__closure__ or ()]
     _, why = _swap_classes([p for v in contents if v is not _EMPTY for p in _swappable(v)], filename, module, where)
     if why:
         return None, why
-    for i, value in enumerate(contents):  # a helper of the same file it closes over: its patched copy
-        if isinstance(value, types.FunctionType) and defined_in(_unwrapped(value), filename) \
-                and "<locals>" not in value.__qualname__:
-            contents[i] = _function_in(module, value, where)[0] or value
+    for i, value in enumerate(contents):  # a function of the same file it closes over: its patched copy
+        if isinstance(value, types.FunctionType) and defined_in(_unwrapped(value), filename):
+            if "<locals>" not in value.__qualname__:
+                contents[i] = _function_in(module, value, where)[0] or value
+            elif depth < _DEPTH:  # made inside another too (a wrapper's closure over a guidance function)
+                contents[i] = _nested_in(module, value, filename, where, depth + 1, copy_cells=copy_cells)[0] or value
     return with_closure(fn, found[0], vars(module), contents), ""
 
 
@@ -525,16 +528,19 @@ def _swap_classes(parts: list[Any], filename: str, module: types.ModuleType,
 
 def _held_functions(model: torch.nn.Module, filename: str, module: types.ModuleType,
                     where: Callable[[int], int | None]) -> None:
-    """The functions of ``filename`` the (copied) model's modules hold as attributes made their
-    patched copies: a schedule a factory of the file returns (consistency models'
-    ``self.ema_scale_fn = create_ema_and_scales_fn(...)``, a closure) or a helper picked in
-    ``__init__``. A deep copy of the model holds the same function objects as the user's."""
-    for sub in _every_module(model):
+    """The functions of ``filename`` the (copied) model's modules, and the plain objects they
+    hold, keep as attributes made their patched copies: a schedule a factory of the file returns
+    (consistency models' ``self.ema_scale_fn = create_ema_and_scales_fn(...)``, a closure), a
+    solver's ``self.model = lambda x, t: model_fn(...)``, a helper picked in ``__init__``; the
+    functions of the file they close over too. A deep copy of the model holds the same function
+    objects as the user's."""
+    for sub in _swappable(model):  # its modules and the plain objects they hold (a solver's model function)
         for key, value in list(vars(sub).items()):
             if not (isinstance(value, types.FunctionType) and defined_in(_unwrapped(value), filename)):
                 continue
             nested = "<locals>" in value.__qualname__
-            new, _ = _nested_in(module, value, filename, where) if nested else _function_in(module, value, where)
+            new, _ = (_nested_in(module, value, filename, where, copy_cells=False) if nested
+                      else _function_in(module, value, where))
             if new is not None:
                 vars(sub)[key] = new
 

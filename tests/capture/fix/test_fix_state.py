@@ -427,6 +427,18 @@ def test_teacher_copies_and_gradients_in_forward_are_verified() -> None:
 
 
 @pytest.mark.heavy
+def test_a_guidance_gradient_reached_through_a_solver_s_lambda_is_verified_and_the_user_s_model_untouched() -> None:
+    # class_grad is made inside the wrapper, which the sampler's lambda closes over: the patched
+    # file's copies of all three run, over the copied model's own modules, and the user's
+    # modules get no gradient from fix's runs.
+    model, x = fs.PROGRAMS["guided_sampler"]()
+    res = dynscope.fix(model, x)
+    (p,) = _verified(res, state.FUNC_GRAD)
+    assert p.gradients_matched is True and res.breaks_after == 0
+    assert all(q.grad is None for q in model.parameters())
+
+
+@pytest.mark.heavy
 def test_generators_loops_and_early_stops_are_verified() -> None:
     for name, rewrite in [("episode", state.TENSOR_OPS), ("outliers", state.TENSOR_OPS),
                           ("nucleus", state.FIRST_MATCH), ("greedy_buffer", state.STOP_MASK),
