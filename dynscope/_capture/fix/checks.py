@@ -9,11 +9,10 @@ changing them:
   prints, logging and warnings calls, no ``else`` - runs in eager code only: the whole ``if``
   under ``if not torch.compiler.is_compiling():`` (the check itself is skipped there too).
 - ``check as an assert``: ``if <tensor test>: raise E("...")`` (an f-string message keeps its
-  words, the values named in braces) - no ``else`` - becomes
-  ``assert torch.logical_not(<test>), "..."``, which Dynamo traces into the graph (as
-  ``torch._assert_async``): the check stays, and a failed one raises AssertionError in eager
-  code and RuntimeError in compiled code (asynchronously on a GPU), with the same words,
-  instead of ``E``.
+  words, the values named in braces) - no ``else`` - becomes torch's async assert of
+  ``torch.logical_not(<test>)`` with the message, which Dynamo traces into the graph: the check
+  stays, and a failed one raises RuntimeError in eager and compiled code alike (asynchronously
+  on a GPU), with the same words; verified only where ``E`` is RuntimeError (or Exception).
 
 Text only: no torch import.
 """
@@ -24,6 +23,7 @@ import ast
 
 from dynscope._capture.fix.branches import narrowed, tensor_test, tensor_tested, where
 from dynscope._capture.fix.statements import Made, Text
+from dynscope._torch.spelled import ASYNC_ASSERT
 
 __all__ = ["ALWAYS", "ASSERT", "ASSERT_MESSAGE", "GUARD_CHECK", "REPORTING_CALLS", "asserted", "assert_message", "called_name", "guard_dropped", "guarded_check",
            "silenced"]
@@ -140,7 +140,7 @@ def asserted(stmt: ast.stmt, text: Text) -> Made | None:
         message, valued = said
     kind = called_name(exc) or ast.unparse(exc)
     same = kind in _RUNTIME
-    return Made([f"torch._assert_async(torch.logical_not({test}), {message!r})"], ASSERT, (
+    return Made([f"{ASYNC_ASSERT}(torch.logical_not({test}), {message!r})"], ASSERT, (
         "the check stays in the graph: on data that fails it the program still stops, with the same words, as "
         "RuntimeError (eager and compiled; asynchronously on a GPU, at the next synchronisation)"
         + ("" if same else f" instead of {kind}: code that catches {kind} no longer does")
@@ -150,7 +150,7 @@ def asserted(stmt: ast.stmt, text: Text) -> Made | None:
             "no run on passing data shows, so the patch is proposed (keep the raise if a caller catches it)"))
 
 
-# The exceptions a caller catching them still catches as torch._assert_async's RuntimeError.
+# The exceptions a caller catching them still catches as the async assert's RuntimeError.
 _RUNTIME = {"RuntimeError", "Exception", "BaseException"}
 
 
