@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import copy
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dynscope._torch.registry import is_user_file
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["deep_copy"]
 
@@ -26,7 +29,7 @@ __all__ = ["deep_copy"]
 def deep_copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """``copy.deepcopy(value, memo)``, the tensors that are not graph leaves in it copied as
     detached clones (each once: objects that share one share its copy), and the user's own
-    functions it holds rebound to the copies (see :func:`_rebind`)."""
+    functions it holds rebound to the copies (see :class:`_Rebinder`)."""
     seeded = dict(memo or {})
     try:
         out = copy.deepcopy(value, seeded)
@@ -56,29 +59,11 @@ class _Rebinder:
         self.seen: set[int] = set()
 
     def walk(self, root: Any) -> None:
-        todo = [root]
-        while todo:
-            item = todo.pop()
-            if id(item) in self.seen or isinstance(item, (torch.Tensor, str, bytes, int, float, type)):
-                continue
-            self.seen.add(id(item))
-            if isinstance(item, dict):
-                for key, v in list(item.items()):
+        for item in _reachable(root, self.seen):
+            if isinstance(item, (dict, list)):  # a tuple is immutable: a function in one stays as it is
+                for key, v in list(item.items() if isinstance(item, dict) else enumerate(item)):
                     if self._user_closure(v):
                         item[key] = self.function(v)
-                    else:
-                        todo.append(v)
-            elif isinstance(item, list):
-                for i, v in enumerate(item):
-                    if self._user_closure(v):
-                        item[i] = self.function(v)
-                    else:
-                        todo.append(v)
-            elif isinstance(item, (tuple, set, frozenset)):
-                todo += list(item)  # immutable: a function in one stays as it is
-            elif (hasattr(item, "__dict__") and type(item).__module__ != "builtins"
-                  and not isinstance(item, (types.ModuleType, types.FunctionType, types.MethodType))):
-                todo.append(vars(item))
 
     @staticmethod
     def _user_closure(v: Any) -> bool:
@@ -112,24 +97,26 @@ class _Rebinder:
 
 
 def _non_leaves(value: Any) -> list[torch.Tensor]:
-    """The tensors with a history that ``value`` reaches through containers, modules and the
-    attributes of plain objects."""
-    found: list[torch.Tensor] = []
-    seen: set[int] = set()
-    todo = [value]
+    """The tensors with a history that ``value`` reaches."""
+    return [t for t in _reachable(value, set()) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+
+
+def _reachable(root: Any, seen: set[int]) -> Iterator[Any]:
+    """``root`` and what it reaches through containers (lists, tuples, sets, dicts) and the
+    attributes of objects (a module's ``__dict__``: its parameters, buffers and submodules),
+    each once; functions, classes and Python modules are not entered. ``seen`` (ids) is shared
+    by walks that must not visit an object twice."""
+    todo = [root]
     while todo:
         item = todo.pop()
-        if id(item) in seen:
+        if id(item) in seen or isinstance(item, (str, bytes, int, float)):
             continue
         seen.add(id(item))
-        if isinstance(item, torch.Tensor):
-            if item.grad_fn is not None:
-                found.append(item)
-        elif isinstance(item, dict):
+        yield item
+        if isinstance(item, dict):
             todo += list(item.values())
         elif isinstance(item, (list, tuple, set, frozenset)):
             todo += list(item)
-        elif (hasattr(item, "__dict__") and type(item).__module__ != "builtins"
+        elif (hasattr(item, "__dict__") and type(item).__module__ != "builtins" and not isinstance(item, torch.Tensor)
               and not isinstance(item, (type, types.ModuleType, types.FunctionType, types.MethodType))):
-            todo += list(vars(item).values())
-    return found
+            todo.append(vars(item))

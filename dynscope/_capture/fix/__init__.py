@@ -111,9 +111,11 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
     # as a frame of its own because a call in it broke): its site is patched last, and only when
     # the other verified patches, applied together, leave it breaking.
     later = [site for site in before.breaks if site.category == GENERATOR]
+    followed: set[str] | None = None  # the later sites gone with the others' patches: one rerun finds them all
     for site in [*(b for b in before.breaks if b.category != GENERATOR), *later]:
-        if site in later and chosen and site.location in _together(model, calls, eager, chosen, sources, [site],
-                                                                   write=False)[5]:
+        if site.category == GENERATOR and chosen and followed is None:
+            followed = _together(model, calls, eager, chosen, sources, later, write=False)[5]
+        if site.category == GENERATOR and followed and site.location in followed:
             unpatched.append(Unpatched(site.location, site.category, _owner(site.filename),
                                        "no patch of its own: it only followed from the breaks the verified patches "
                                        "remove", site.count))

@@ -41,6 +41,7 @@ from dynscope._capture.fix.statements import (
     Made,
     Text,
     block_of,
+    dtype_name,
     enumerated_list,
     function_of,
     holder_of,
@@ -1180,10 +1181,7 @@ _NUMPY = {"np", "numpy"}
 def _dtype_kind(node: ast.expr) -> str | None:
     """``"int"`` or ``"float"`` for a dtype spelled as a string, a builtin or numpy's name
     (``"int"``, ``int``, ``np.int64``); None for another."""
-    name = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else \
-        node.id if isinstance(node, ast.Name) else \
-        node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in _NUMPY \
-        else None
+    name = dtype_name(node, _NUMPY)
     return "int" if name in _INT_NAMES else "float" if name in _FLOAT_NAMES else None
 
 

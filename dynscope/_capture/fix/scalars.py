@@ -23,11 +23,12 @@ from dynscope._capture.fix.statements import (
     Text,
     block_of,
     contains,
+    dtype_name,
     function_of,
+    imports,
     names_loaded,
     names_stored,
     numpy_names,
-    parsed,
     text_before,
     trailing_comment,
     unparsed,
@@ -54,21 +55,13 @@ _INTS = {"int", "int8", "int16", "int32", "int64", "intc", "intp", "long", "uint
 _FLOATS = {"float", "float64", "double"}
 
 
-def _imports_math(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.Import) and any(a.name == "math" and a.asname is None for a in n.names)
-               for n in tree.body)
-
-
 def _reads_numpy(node: ast.AST, np_: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == np_ for n in ast.walk(node))
 
 
 def _dtype(node: ast.expr, np_: str) -> str | None:
     """"int" or "float" for ``np.int32``, ``int``, ``"int64"``...; None for another dtype."""
-    name = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else \
-        node.id if isinstance(node, ast.Name) else \
-        node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == np_ \
-        else None
+    name = dtype_name(node, {np_})
     return "int" if name in _INTS else "float" if name in _FLOATS else None
 
 
@@ -176,7 +169,6 @@ def _methods_left(node: ast.AST) -> bool:
 
 def numpy_math(stmt: ast.stmt, text: Text) -> Made | str | None:
     """The site's numbers computed with ``math`` where numpy computed them from Python numbers."""
-    tree = parsed(text.source)
     found = numpy_names(text.source, stmt)
     np_ = found[0] if found is not None else None
     fn = function_of(text.source, stmt)
@@ -207,7 +199,7 @@ def numpy_math(stmt: ast.stmt, text: Text) -> Made | str | None:
     if any(ln.strip() and not ln.startswith(base) for ln in lines):
         return None  # a line of the span less indented than its first (a string over lines)
     out = [ln[len(base):] for ln in lines]
-    if fix.used_math and not _imports_math(tree):
+    if fix.used_math and not imports(text.source, "math"):
         if block is not fn.body:
             return "the numbers stay numpy's: the file does not `import math` (added at the function's top only)"
         out = ["import math", *out]

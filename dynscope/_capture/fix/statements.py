@@ -218,9 +218,25 @@ def combined(source: str, rewrites: list[Rewrite]) -> str:
 
 
 def imports_torch(source: str) -> bool:
-    tree = parsed(source)
-    return any(isinstance(n, ast.Import) and any(a.name == "torch" and a.asname is None for a in n.names)
-               for n in tree.body)
+    return imports(source, "torch")
+
+
+def imports(source: str, module: str) -> bool:
+    """Whether the file's own top level has ``import <module>`` (under its own name)."""
+    return any(isinstance(n, ast.Import) and any(a.name == module and a.asname is None for a in n.names)
+               for n in parsed(source).body)
+
+
+def dtype_name(node: ast.expr, numpy_aliases: set[str]) -> str | None:
+    """The dtype a cast names: ``"int64"``, ``int`` or ``np.int64`` (numpy under one of its
+    names in the file); None for another expression."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in numpy_aliases:
+        return node.attr
+    return None
 
 
 class Text:

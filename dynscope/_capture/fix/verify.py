@@ -497,6 +497,9 @@ def inputs_swapped(calls: list[tuple[tuple[Any, ...], dict[str, Any]]],
     classes, so a patch of their code runs, and the files whose classes they are; the inputs
     themselves when none is; why not when a class cannot be found in its patched copy. The
     user's inputs are not touched."""
+    if not any(defined_in(type(p), f) for args, kwargs in calls for a in (*args, *kwargs.values())
+               for p in _swappable(a) for f, _, _ in modules):
+        return calls, set(), ""  # none is: the inputs are not copied for nothing
     fresh = _fresh(calls)
     parts = [p for args, kwargs in fresh for a in (*args, *kwargs.values()) for p in _swappable(a)]
     files: set[str] = set()
