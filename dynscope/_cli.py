@@ -40,6 +40,7 @@ import dynscope
 from dynscope import _render
 from dynscope._format import human_bytes, plural
 from dynscope._progress import Progress
+from dynscope._write import write_text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -503,7 +504,7 @@ def _cmd_fix(args: argparse.Namespace) -> int:
         _out(result.summary())
     if args.html:
         path = Path(args.html)
-        _render.write_page(path, result.to_html())
+        write_text(path, result.to_html())
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     # --write asked for a change that did not happen (a read-only file, patches that did not
     # verify together, a file changed meanwhile): say so in the exit status too.
@@ -630,10 +631,10 @@ def _write_bundle(rep: Any, folder: Path, *, full: bool = False) -> Path:
         if folder.parent and not folder.parent.is_dir():
             raise UsageError(f"cannot write {folder}: its folder {folder.parent} does not exist")
         page = rep.to_html(full=full) if isinstance(rep, dynscope.Report) else rep.to_html()
-        return _render.write_page(folder, page)
+        return write_text(folder, page)
     if isinstance(rep, dynscope.Report):
         return rep.render(folder, full=full) / "index.html"
-    return _render.merged_folder(rep, folder) / "index.html"
+    return rep.render(folder) / "index.html"
 
 
 def _warn_unused(args: argparse.Namespace, single: bool) -> None:
@@ -696,7 +697,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     if _one_page(Path(args.output)):
         print(f"wrote {_write_bundle(merged, Path(args.output))} (one page; -o DIR also writes merged.json)")
     else:
-        out = _render.merged_folder(merged, Path(args.output))
+        out = merged.render(Path(args.output))
         print(f"wrote {out / 'index.html'} and {out / 'merged.json'}")
     return 1 if args.fail_on_divergence and merged.diverged else 0
 
@@ -736,7 +737,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         print(f"saved {rep.save(args.json)}")
     if args.html:
-        print(f"wrote {_render.export_page(rep, Path(args.html))}")
+        print(f"wrote {write_text(Path(args.html), rep.to_html())}")
     return 0 if rep.exported else 1
 
 

@@ -114,8 +114,8 @@ def _invariants(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
         finally:
             invariants.stop_counting(self)
 
-    def checked_build(self: _capture.Capture) -> object:
-        rep = build(self)
+    def checked_build(self: _capture.Capture, *args: object) -> object:
+        rep = build(self, *args)
         invariants.check(rep, getattr(self, "_dynscope_test_counts", None), live=True)
         return rep
 

@@ -29,6 +29,7 @@ from dynscope._torch.trace import TraceCollector
 if TYPE_CHECKING:  # pragma: no cover
     from dynscope._capture.timing_options import TimingOptions
     from dynscope._model import Frame, Report
+    from dynscope._model.measured import Measured
 
 _MISSING: Any = object()
 
@@ -123,10 +124,12 @@ class Capture:
             attached.close()
         self._report = self._build()
 
-    def _build(self) -> Report:
+    def _build(self, notes: tuple[str, ...] = (), measured: Measured | None = None) -> Report:
+        """The report of what was captured; ``notes`` and ``measured`` are the builder's
+        (what report() says of its own run, what its timing measured)."""
         events = self._collector.snapshot()
         rank, world_size = rank_info()
-        rep = build_report(
+        return build_report(
             events,
             list(self.backend.graphs),
             ignore_backend_mismatch=self._ignore_backend_mismatch,
@@ -140,13 +143,16 @@ class Capture:
             coverage=self._coverage.counts() if self._coverage is not None else None,
             runs=self._runs.runs,
             calls_made=self._calls_made(),
+            provenance=self.provenance,
+            notes=tuple(f.note for f in _hooks.since(self._hooks_from)) + notes,
+            measured=measured,
         )
-        notes = tuple(f.note for f in _hooks.since(self._hooks_from))
-        if not self.provenance and any(g.lowering is not None and not g.lowering.kernels for g in rep.graphs):
-            notes += (PROVENANCE_OFF,)
-        if notes:
-            rep = replace(rep, notes=(*rep.notes, *notes))
-        return rep
+
+    def rebuilt(self, notes: tuple[str, ...], measured: Measured | None = None) -> Report:
+        """The finished capture's report built again with report()'s notes of its run and
+        what its timing measured (the same events and graphs: the same graph ids)."""
+        self._report = self._build(notes, measured)
+        return self._report
 
     def _calls_made(self) -> CallsMade | None:
         """The calls this capture made, their inputs described, for the guard checks; None
@@ -201,11 +207,6 @@ class _ReportCapture(Capture):
 
 
 #: Said when capture() saw Inductor compiles but, leaving provenance off, could not list kernels.
-PROVENANCE_OFF = (
-    "Inductor's kernels are not listed: capture() leaves Inductor's provenance tracking off, because it is "
-    "part of the FX graph cache key (your warm cache would miss and your compile times would change). To list "
-    "kernels, run with INDUCTOR_PROVENANCE=1 (your cache keys then include it) or dynscope.capture(provenance=True)"
-)
 
 
 def capture(*, inner: str | Callable[..., Any] = "eager", title: str = "", provenance: bool = False) -> Capture:
@@ -399,11 +400,6 @@ def report(
             timing_options=timing_options, coverage=coverage, notes=notes, memory=memory,
             whole=not parts,
         )
-    if parts and not rep.frames:
-        rep = replace(rep, notes=(*rep.notes, (
-            "nothing compiled during the calls: your program's compiled parts had been compiled before "
-            "report() ran (their cached code ran); report on a fresh program, or call "
-            "torch._dynamo.reset() first")))
     # Kept beside the model (never saved) so dynscope.advise(rep) can rerun the same program the
     # same way (the options timing does not decide). Set as the report is made: a made Report
     # is never changed.
@@ -493,9 +489,14 @@ def _report_locked(
                     with torch.profiler.record_function(OWN_MARK):
                         kept.append(detached(out))
         del compiled
-    rep = cap.report
-    if notes:
-        rep = replace(rep, notes=rep.notes + notes)
+    if not whole and not cap.report.frames:
+        notes += (
+            "nothing compiled during the calls: your program's compiled parts had been compiled before "
+            "report() ran (their cached code ran); report on a fresh program, or call "
+            "torch._dynamo.reset() first",
+        )
+    # report()'s own notes are the builder's input too: the finished capture built again.
+    rep = cap.rebuilt(notes) if notes else cap.report
     if failure is not None:
         _raise_failure(model, call_list, failure, rep, inner=inner, whole=whole)
     if timing or memory:
@@ -503,10 +504,13 @@ def _report_locked(
         from dynscope._torch.trace import own_work
 
         with _torch.DynamoSandbox(model), own_work():
-            rep = time_report(
+            measured = time_report(
                 rep, model, call_list, cap.backend.graphs, modes=modes, options=timing_options,
                 capture_s=time.perf_counter() - started, dynamic=dynamic, timing=timing, memory=memory,
             )
+        # The one builder again, with what was measured as its input: the same events and
+        # graphs give the same graph ids the measurements name.
+        rep = cap.rebuilt(notes, measured)
     return rep
 
 

@@ -33,6 +33,7 @@ from dynscope._capture.sampling import Clock, Deadline, cuda_devices, interleave
 from dynscope._capture.timing_options import TimingOptions, device_of, validate_modes
 from dynscope._format import plural
 from dynscope._model import GraphMemory, Lowering, ModeTiming, ProgramMemory, Report, Timing, TimingCost
+from dynscope._model.measured import GraphMeasured, Measured
 from dynscope._progress import Progress
 from dynscope._torch.fx import written_inputs
 
@@ -189,8 +190,9 @@ def time_report(
     dynamic: bool | None = None,
     timing: bool = True,
     memory: bool = False,
-) -> Report:
-    """The report with per-graph and end-to-end timing filled in, and where the time went.
+) -> Measured:
+    """Per-graph and end-to-end timing of the report's graphs, and where the time went: the
+    input ``build_report`` joins into the report (``measured``).
 
     ``capture_s``: the seconds report() spent capturing, counted as the "capture" phase.
     ``dynamic``: report()'s own, so the program is compiled as it was captured.
@@ -320,43 +322,27 @@ class _Run:
             with self.cost.phase("program runs"):
                 self.e2e.append(program.time(self.opts, in_graphs))
 
-    def result(self) -> Report:
-        """The report with what was measured, its notes, and where the time went."""
-        rep = self.rep
-        graphs = tuple(
-            replace(
-                g,
-                timings=tuple(self.timings[g.id]),
-                lowering=self.lowerings.get(g.id, g.lowering),
-                memory=self.memories.get(g.id, g.memory),
-            )
-            if g.id in self.timings
-            else g
-            for g in rep.graphs
-        )
-        flat = [t for g in graphs for t in g.timings]
-        # dynscope's own builds, apart from the user's compile (compile_time.total_s).
-        compile_time = replace(
-            rep.compile_time,
+    def result(self) -> Measured:
+        """What was measured, its notes, and where the time went (the builder's input)."""
+        flat = [t for ts in self.timings.values() for t in ts]
+        return Measured(
+            graphs=tuple(
+                GraphMeasured(g.id, tuple(self.timings[g.id]), self.lowerings.get(g.id), self.memories.get(g.id))
+                for g, _ in self.timed
+            ),
+            end_to_end=tuple(self.e2e),
+            memory=self.program_mem if self.memory else None,
             measure_s=sum(t.build_s for t in flat) + self.memory_builds.seconds,
             measure_builds=sum(t.builds for t in flat) + self.memory_builds.count,
-        )
-        notes = self._notes(bool(flat))
-        return replace(
-            rep,
-            graphs=graphs,
-            timing=tuple(self.e2e),
-            memory=self.program_mem if self.memory else rep.memory,
-            compile_time=compile_time,
-            notes=notes,
-            timing_cost=TimingCost(phases=self.cost.phases(), reused=self.reused, rebuilt=self.rebuilt),
+            notes=self._notes(bool(flat)),
+            cost=TimingCost(phases=self.cost.phases(), reused=self.reused, rebuilt=self.rebuilt),
         )
 
     def _notes(self, measured: bool) -> tuple[str, ...]:
-        """The report's notes, with what the reader must know of this run added; the
+        """What the reader must know of this run, said after the capture's notes; the
         progress is closed here, before the last note, as it always was."""
         machine, budget, opts = self.machine, self.budget, self.opts
-        notes = self.rep.notes + ((machine.contention,) if machine.contention and measured else ())
+        notes: tuple[str, ...] = (machine.contention,) if machine.contention and measured else ()
         notes += tuple(self.failed)
         if budget.cut or self.skipped:
             cut = [f"sampling stopped early in {plural(budget.cut, 'measurement')} (fewer samples, less certain "

@@ -13,6 +13,7 @@ would load every family and circle back).
                RecompileFix: what to do about a change (kind and arguments)
     timing     CompileTime, Timing, ModeTiming, Coverage, TimingCost
     memory     GraphMemory, ProgramMemory
+    measured   Measured, GraphMeasured: what timing measured, the builder's input
     export     ExportReport, ExportBlocker, SuggestedShapes, CompileBreakMatch
     advice     Outcome, Target (what a remedy addresses, as fields), Trial, Advice
     report     Report, Frame, Guard, GuardFailure, Recompile, RecompileGroup, SizeFix, SCHEMA_VERSION
@@ -48,6 +49,7 @@ from dynscope._model.graph import (
     SavedTensors,
     TensorMeta,
 )
+from dynscope._model.measured import GraphMeasured, Measured
 from dynscope._model.memory import GraphMemory, ProgramMemory
 from dynscope._model.ranks import Divergence, Fact, MultiRankReport
 from dynscope._model.report import (
@@ -85,12 +87,14 @@ __all__ = [
     "FixResult",
     "Frame",
     "Graph",
+    "GraphMeasured",
     "GraphMemory",
     "GraphBreak",
     "Guard",
     "Kernel",
     "KeyPart",
     "Lowering",
+    "Measured",
     "ModeTiming",
     "MultiRankReport",
     "Node",

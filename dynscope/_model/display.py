@@ -260,6 +260,11 @@ class MergedShortcuts:
         """One self-contained HTML page: divergences first, then ranks as columns."""
         return str(_door().merged_html(self))
 
+    def render(self, folder: str | Path) -> Path:
+        """Write index.html (the page ``to_html`` gives) and merged.json to ``folder`` (made
+        when missing); returns the folder."""
+        return Path(_door().merged_bundle(self, Path(folder)))
+
 
 class ExportShortcuts:
     """``ExportReport``'s text and page."""

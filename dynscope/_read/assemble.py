@@ -42,12 +42,14 @@ from dynscope._read.coverage import with_coverage, with_runs
 from dynscope._read.guard_checks import with_all_failures
 from dynscope._read.lowering import (
     AOT_COMPILE,
+    PROVENANCE_OFF,
     LoweringFold,
     ahead_of_time_graph,
     build_lowering,
     compile_times,
 )
 from dynscope._read.lowering import FOLDS as LOWERING_FOLDS
+from dynscope._read.measured import with_measured
 from dynscope._torch import records
 from dynscope._torch.graph_text import (
     input_names_from_code,
@@ -71,9 +73,10 @@ from dynscope._torch.registry import library_of
 from dynscope._torch.shape_text import ShapeRecords, entry_failures, recompile_fixes, size_fixes
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from dynscope._capture.backend import RecordedGraph
+    from dynscope._model.measured import Measured
     from dynscope._read.guard_checks import CallsMade
     from dynscope._torch.break_report import ParsedBreak
     from dynscope._torch.metrics import CompileMetrics
@@ -461,6 +464,9 @@ def build_report(
     coverage: OpCounts | None = None,
     runs: Mapping[str, int] | None = None,
     calls_made: CallsMade | None = None,
+    provenance: bool = True,
+    notes: Sequence[str] = (),
+    measured: Measured | None = None,
 ) -> Report:
     """Assemble a Report from what was captured, without asking the running process.
 
@@ -482,6 +488,12 @@ def build_report(
         calls_made: the calls a live capture made, their inputs described: each recompile of
             the entry frame then carries every guard its earlier entries failed
             (:func:`dynscope._read.guard_checks.with_all_failures`). Defaults to None.
+        provenance: whether Inductor's provenance tracking was on (False: a capture()
+            that left it off, whose lowerings list no kernels, says why). Defaults to True.
+        notes: what the capture must say of itself (a hook of dynscope's that failed, a
+            measurement it skipped), after the notes the events give. Defaults to ().
+        measured: what timing and memory measured on the report built from these same
+            inputs (:func:`dynscope._read.measured.with_measured`). Defaults to None.
     """
     st, unmatched = _assembled(events, recorded, ignore_backend_mismatch)
     raw_ids = {new: old for old, new in st.renumber.items()}
@@ -495,13 +507,6 @@ def build_report(
     frames, total = compile_times(_frames(st, raw_ids, shapes), st.steps)
     breaks, break_events = fold_breaks(st.break_items)
     breaks = _costed(breaks, [g.frame for g in graphs], [r.frame for r in recompiles])
-    notes = tuple(
-        f"recompile limit hit in {f.function or 'a frame'} ({f.compile_id}): PyTorch stopped "
-        f"compiling it, later calls ran its cached code or eager; counts after this point "
-        f"are not what an unlimited run would show"
-        for f in frames
-        if is_recompile_limit(f.fail_reason)
-    )
     rep = Report(
         rank=rank,
         world_size=world_size,
@@ -515,19 +520,52 @@ def build_report(
         calls=calls,
         torch_version=torch_version,
         title=title,
-        notes=notes,
+        notes=_limit_notes(frames),
         unparsed=sum(st.unparsed.values()),
         unparsed_kinds=tuple(sorted(st.unparsed.items())),
         execution_order=st.execution_order,
         cache_lookups=tuple(replace(lk, compile_id=st.renumber.get(lk.compile_id, lk.compile_id))
                             for lk in lookups_of(events)),
     )
+    return _joined(rep, events, coverage=coverage, runs=runs, calls_made=calls_made, provenance=provenance,
+                   notes=tuple(notes), measured=measured)
+
+
+def _limit_notes(frames: Iterable[Frame]) -> tuple[str, ...]:
+    """A note for each frame PyTorch stopped compiling at its recompile limit."""
+    return tuple(
+        f"recompile limit hit in {f.function or 'a frame'} ({f.compile_id}): PyTorch stopped "
+        f"compiling it, later calls ran its cached code or eager; counts after this point "
+        f"are not what an unlimited run would show"
+        for f in frames
+        if is_recompile_limit(f.fail_reason)
+    )
+
+
+def _joined(
+    rep: Report,
+    events: list[TraceEvent],
+    *,
+    coverage: OpCounts | None,
+    runs: Mapping[str, int] | None,
+    calls_made: CallsMade | None,
+    provenance: bool,
+    notes: tuple[str, ...],
+    measured: Measured | None,
+) -> Report:
+    """The report the events made joined with the builder's other inputs (build_report's
+    arguments of the same names), each a pure join of data."""
     if coverage is not None:
         rep = with_coverage(rep, coverage)
     if calls_made is not None:
         rep = with_all_failures(rep, events, calls_made)
-    return replace(rep, graphs=with_runs(rep, runs)) if runs is not None else rep
-
+    if runs is not None:
+        rep = replace(rep, graphs=with_runs(rep, runs))
+    if not provenance and any(g.lowering is not None and not g.lowering.kernels for g in rep.graphs):
+        notes = (PROVENANCE_OFF, *notes)
+    if notes:
+        rep = replace(rep, notes=(*rep.notes, *notes))
+    return with_measured(rep, measured) if measured is not None else rep
 
 
 def _assembled(

@@ -57,6 +57,14 @@ class _Unit:
     runtime_meta: str = ""  # digest of Inductor's runtime estimates and tensor metadata
 
 
+#: Said when a capture left Inductor's provenance tracking off and so lists no kernels.
+PROVENANCE_OFF = (
+    "Inductor's kernels are not listed: capture() leaves Inductor's provenance tracking off, because it is "
+    "part of the FX graph cache key (your warm cache would miss and your compile times would change). To list "
+    "kernels, run with INDUCTOR_PROVENANCE=1 (your cache keys then include it) or dynscope.capture(provenance=True)"
+)
+
+
 @lru_cache(maxsize=1)
 def _registry() -> frozenset[str]:
     return lt.aten_vocabulary()

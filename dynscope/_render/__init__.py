@@ -9,8 +9,9 @@ called, so importing the model (or one renderer) loads no other renderer. The re
 in words (``Recompile.explained``) come through here too; front ends may use both.
 
 The command line reaches output through here, the public API and the shared leaves only: the
-functions at the end (control sequences stripped, terminal colour, diffs, a merged job's
-folder, JSON in pieces). Nothing but rendering is named here.
+functions at the end (control sequences stripped, terminal colour, diffs). Nothing but
+rendering is named here: a page the CLI writes goes through ``dynscope._write`` (a leaf), a
+bundle through the model's ``render(folder)``.
 """
 
 from __future__ import annotations
@@ -57,7 +58,6 @@ __all__ = [
     "cause_changed",
     "cause_explained",
     "export_html",
-    "export_page",
     "export_text",
     "fix_html",
     "fix_text",
@@ -66,7 +66,7 @@ __all__ = [
     "graph_dot",
     "graph_script",
     "graph_svg",
-    "merged_folder",
+    "merged_bundle",
     "merged_html",
     "merged_text",
     "overrun_lines",
@@ -109,6 +109,13 @@ def render_folder(rep: Report, folder: Path, *, full: bool = False, progress: bo
     from dynscope._render.bundle import render_bundle
 
     return render_bundle(rep, folder, full=full, progress=progress)
+
+
+def merged_bundle(merged: MultiRankReport, folder: Path) -> Path:
+    """A merged job's index.html and merged.json written to ``folder`` (``MultiRankReport.render``)."""
+    from dynscope._render.bundle import render_merged_bundle
+
+    return render_merged_bundle(merged, folder)
 
 
 def program_dot(rep: Report) -> str:
@@ -414,29 +421,3 @@ def diff_text(diff: ReportDiff) -> str:
     from dynscope._render.diff import render_diff
 
     return str(render_diff(diff))
-
-
-def merged_folder(merged: MultiRankReport, folder: Path) -> Path:
-    """A merged job's index.html and merged.json written to ``folder`` (created when
-    missing); returns the folder."""
-    from dynscope._write import ensure_folder, write_text
-
-    out = ensure_folder(folder)
-    merged.save(out / "merged.json")
-    write_text(out / "index.html", merged_html(merged))
-    return out
-
-
-def write_page(path: Path, html: str) -> Path:
-    """One self-contained page written to ``path`` (atomically, control characters escaped);
-    returns the path."""
-    from dynscope._write import write_text
-
-    return write_text(path, html)
-
-
-def export_page(rep: ExportReport, path: Path) -> Path:
-    """An export report's self-contained page written to ``path``; returns the path."""
-    from dynscope._write import write_text
-
-    return write_text(path, export_html(rep))

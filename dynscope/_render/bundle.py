@@ -20,7 +20,7 @@ from dynscope._render.text import render_summary
 from dynscope._write import ensure_folder, write_text
 
 if TYPE_CHECKING:
-    from dynscope._model import Report
+    from dynscope._model import MultiRankReport, Report
 
 #: AOT graph kinds that get a picture file (graph_<id>_<kind>.svg). A fixed list: the kind
 #: comes from the report's data and must never make a path.
@@ -68,6 +68,20 @@ def render_bundle(rep: Report, folder: Path, *, full: bool = False, progress: bo
     for old in folder.iterdir():
         if _PICTURE.fullmatch(old.name) and old.name not in written and old.is_file():
             old.unlink()
+    return folder
+
+
+def render_merged_bundle(merged: MultiRankReport, folder: Path) -> Path:
+    """Write a merged job's merged.json (rank by rank) and index.html to ``folder``; return it.
+
+    Raises:
+        InputError: ``folder`` is a file, or a folder that cannot be written.
+    """
+    from dynscope._render.ranks import render_merged_html
+
+    folder = ensure_folder(Path(folder))
+    write_text(folder / "merged.json", plain.iter_json(merged))
+    write_text(folder / "index.html", render_merged_html(merged))
     return folder
 
 

@@ -218,6 +218,11 @@ def test_missing_rank_is_a_note(tmp_path: Path) -> None:
     assert f"note: {said}" in m.summary() and said in m.to_html()
     # Saved and read back, the merged report keeps what the ranks wrote.
     assert dynscope.read(m.save(tmp_path / "merged.json")).missing == m.missing
+    # Its bundle: the page to_html() gives and the JSON save() writes, in a folder made for them.
+    out = m.render(tmp_path / "bundle" / "job")
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "merged.json"]
+    assert (out / "index.html").read_text(encoding="utf-8") == m.to_html()
+    assert dynscope.read(out / "merged.json") == m
 
 
 @pytest.mark.parametrize(
