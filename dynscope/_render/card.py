@@ -10,14 +10,15 @@ no script and nothing is fetched. Every string from user code or PyTorch is esca
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dynscope._format import clip, location, plural
 from dynscope._lexicon.wording import resume_label
-from dynscope._render import sections
+from dynscope._render import graph_tables, sections
 from dynscope._render.blocks import Group, Listing, Phrase, Section, Table
-from dynscope._render.html_parts import asset, esc, html_table, safe_url
-from dynscope._render.section_html import capital, table_cells
+from dynscope._render.html_parts import asset, esc, html_table
+from dynscope._render.section_html import capital, field_html, table_cells
 from dynscope._render.words import inputs_text
 
 if TYPE_CHECKING:
@@ -139,10 +140,12 @@ def graph_card(graph: Graph, svg: str | None) -> str:
     with no picture (Graphviz not installed), its op counts and how to get Graphviz."""
     if svg is not None:
         return _card(_graph_title(graph) + f'<div class="ds-svg">{svg}</div>')
-    rows = [[f"<code>{esc(t)}</code>", str(n)] for t, n in graph.op_counts[:10]]
+    ops = graph_tables.ops(graph)
+    headers, rows = table_cells(replace(ops, rows=ops.rows[:10]), "short")
     return _card(
         _graph_title(graph)
-        + "<h4>Graph ops</h4>" + html_table(["graph op", "count"], rows) + _more(10, len(graph.op_counts), "op kind")
+        + "<h4>Graph ops</h4>" + html_table(headers, rows)
+        + _more(10, len(graph.op_counts), "op kind")
         + '<div class="ds-hint">The picture needs Graphviz\'s <code>dot</code> program (Debian/Ubuntu: '
         "<code>apt-get install graphviz</code>; macOS: <code>brew install graphviz</code>); "
         "<code>graph.code</code> is the graph as Python.</div>"
@@ -150,24 +153,20 @@ def graph_card(graph: Graph, svg: str | None) -> str:
 
 
 def break_card(brk: GraphBreak) -> str:
-    """A break site in a notebook: the code around it with the line marked, why Dynamo
-    broke, dynscope's fix, PyTorch's hints and its page (https links only)."""
+    """A break site in a notebook: the code around it with the line marked, then the site's
+    entry as the page tells it (why Dynamo broke, dynscope's fix, PyTorch's hints and its
+    page, https links only): one entry, built once in ``sections.break_entry``."""
+    entry = sections.break_entry(brk)
     lines = []
-    for n, text in brk.excerpt or ((brk.lineno, brk.source),):
+    for n, text in entry.excerpt:
         # The marker shows the line even where the style is stripped (an untrusted notebook).
-        if n == brk.lineno:
+        if n == entry.hit:
             lines.append(f'<span class="ds-hit">&gt;{n:5d}  {esc(text)}</span>')
         else:
             lines.append(f" {n:5d}  {esc(text)}")
-    hints = "".join(f"<li>{esc(h)}</li>" for h in brk.hints)
-    url = safe_url(brk.doc_url)
-    doc = f'<div><a href="{esc(url)}" rel="noopener noreferrer">PyTorch\'s page on {esc(brk.gb_id or brk.gb_type)}</a></div>'
     return _card(
         f'<div class="ds-title">Graph break at <code>{esc(location(brk.filename, brk.lineno, full=True))}</code> '
         f"in <code>{esc(brk.function or '?')}</code></div>"
         f'<div><span class="ds-cat">{esc(brk.category)}</span> {esc(plural(brk.count, "break"))} here</div>'
-        "<pre>" + "\n".join(lines) + "</pre>"
-        f"<div><b>Why:</b> {esc(brk.reason)}</div><div><b>Fix:</b> {esc(brk.fix)}</div>"
-        + (f"<div><b>PyTorch's hints:</b></div><ul>{hints}</ul>" if hints else "")
-        + (doc if url else "")
+        "<pre>" + "\n".join(lines) + "</pre>" + "".join(field_html(f) for f in entry.fields)
     )

@@ -72,6 +72,11 @@ def graphs(rep: Report) -> Table:
     return Table(tuple(columns), tuple(rows))
 
 
+def ops(g: Graph) -> Table:
+    """The graph's ops by kind, most first, with their counts (its page part and its card)."""
+    return Table((Column("graph op", "code"), Column("count")), tuple((t, str(n)) for t, n in g.op_counts))
+
+
 def timing(g: Graph) -> Table | None:
     """One graph's timing, a row per mode: eager against compiled, the samples, the build's
     seconds, the numerics, forward+backward for a training graph, and each doubt about the

@@ -262,7 +262,7 @@ def _graph(
             f"{_ids(same)} are the same graph: same ops, shapes and edges); its picture, ops and code are "
             f"there.</p>{_timing(timing)}{_lowering(g, aot_svgs or {}, notes)}</section>"
         )
-    ops = html_table(["graph op", "count"], ([f"<code>{esc(t)}</code>", str(n)] for t, n in g.op_counts))
+    ops = table_html(graph_tables.ops(g))
     inputs = esc(inputs_text(g, None) or "none")  # parameters counted, as the summary counts them
     if frame is not None and (frame.shapes or frame.dynamic_sizes):
         said = [f"dynamic: {', '.join(frame.dynamic_sizes)}"] if frame.dynamic_sizes else []

@@ -116,7 +116,7 @@ def group_html(group: Group) -> str:
     """A group as a heading (with its anchor), a paragraph per field, then each listing in
     full and each table with every row, under their own headings."""
     heading = f'<h3 id="{esc(group.anchor)}">{esc(group.title)}</h3>' if group.title else ""
-    out = [heading, *(_field_html(f) for f in group.fields)]
+    out = [heading, *(field_html(f) for f in group.fields)]
     for block in group.blocks:
         if isinstance(block, Listing):
             out.append(listing_html(block))
@@ -135,11 +135,12 @@ def entry_html(entry: Entry) -> str:
         lines.append(f"<span{cls}>{n:5d}  {esc(text)}</span>")
     return (
         f'<h3 id="{esc(entry.anchor)}">{esc(entry.title)}</h3>'
-        '<pre class="excerpt">' + "\n".join(lines) + "</pre>" + "".join(_field_html(f) for f in entry.fields)
+        '<pre class="excerpt">' + "\n".join(lines) + "</pre>" + "".join(field_html(f) for f in entry.fields)
     )
 
 
-def _field_html(f: Field) -> str:
+def field_html(f: Field) -> str:
+    """One field of an entry: a labelled paragraph, a block kept as it is, a link, a fold."""
     text = esc(f.text)
     if f.kind == "pre":
         return f'<pre class="detail">{text}</pre>'

@@ -253,12 +253,19 @@ def breaks(rep: Report) -> Section:
 
 
 def _break_entry(rep: Report, i: int, b: GraphBreak) -> Entry:
+    return break_entry(b, index=i, cost=cost_text(rep, b))
+
+
+def break_entry(b: GraphBreak, *, index: int = 0, cost: str = "") -> Entry:
+    """One break site at length, the ``index``-th of its report (0: the site alone, as its
+    notebook card shows it) with its ``cost`` in the report ("" when not known)."""
     fields = [Field("why", b.reason)]
     if b.detail:
         fields.append(Field("", b.detail, "pre"))
     if len(b.call_chain) > 1:
         fields.append(Field("called from", call_chain_text(b), "code"))
-    fields.append(Field("cost", cost_text(rep, b), "flat"))
+    if cost:
+        fields.append(Field("cost", cost, "flat"))
     if b.gave_up:
         fields.append(Field("", gave_up_text(b)))
     if b.library:
@@ -271,9 +278,10 @@ def _break_entry(rep: Report, i: int, b: GraphBreak) -> Entry:
         fields.append(Field("docs", b.doc_url, "link", f"PyTorch documentation for {b.gb_id or b.gb_type}"))
     if b.torch_text:
         fields.append(Field("What PyTorch said", b.torch_text, "folded"))
+    at = f"{location(b.filename, b.lineno, full=True)} in {b.function or '?'}"
     return Entry(
-        anchor=f"break-{i}",
-        title=f"[{i}] {location(b.filename, b.lineno, full=True)} in {b.function or '?'}",
+        anchor=f"break-{index}" if index else "break",
+        title=f"[{index}] {at}" if index else f"Graph break at {at}",
         line=b.source,
         excerpt=b.excerpt or ((b.lineno, b.source),),
         hit=b.lineno,
