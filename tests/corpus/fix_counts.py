@@ -278,6 +278,33 @@ def ideal_dcg() -> tuple[Any, tuple[torch.Tensor, torch.Tensor]]:
     return ndcg_at, (torch.randn(5, 9), labels)
 
 
+class HardNegativeLoss(nn.Module):
+    """A balanced loss over a score map, as text and object detectors write it (in our words):
+    every positive pixel and only the hardest negatives, at most ``ratio`` times as many as the
+    positives, the counts read with ``int()`` and the negatives picked by ``topk``."""
+
+    def __init__(self, ratio: float = 3.0) -> None:
+        super().__init__()
+        self.head = nn.Conv2d(3, 1, 1)
+        self.ratio = ratio
+
+    def forward(self, image: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        prob = torch.sigmoid(self.head(image))[:, 0]
+        loss = F.binary_cross_entropy(prob, target, reduction="none")
+        positive = target > 0.5
+        n_pos = int(positive.sum())  # SITE: keep it a tensor
+        n_neg = min(int((~positive).sum()), int(n_pos * self.ratio))  # SITE: top-k by a count as a zeroed sort
+        # the hardest negatives: their losses, largest first
+        hardest, _ = (loss * ~positive).flatten().topk(n_neg)
+        return ((loss * positive).sum() + hardest.sum()) / (n_pos + n_neg + 1e-6)
+
+
+def hard_negative_loss() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(911)
+    target = (torch.rand(2, 8, 8) < 0.1).float()  # few positives: the ratio bounds the negatives
+    return HardNegativeLoss(), (torch.randn(2, 3, 8, 8), target)
+
+
 PROGRAMS: dict[str, Any] = {
     "mask_count_loss": mask_count_loss,
     "accepted_step": accepted_step,
@@ -291,4 +318,5 @@ PROGRAMS: dict[str, Any] = {
     "style_mixing": style_mixing,
     "pit_labels": pit_labels,
     "ideal_dcg": ideal_dcg,
+    "hard_negative_loss": hard_negative_loss,
 }

@@ -112,6 +112,7 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
     # the other verified patches, applied together, leave it breaking.
     later = [site for site in before.breaks if site.category == GENERATOR]
     followed: set[str] | None = None  # the later sites gone with the others' patches: one rerun finds them all
+    stacked: list[tuple[GraphBreak, list[Rewrite]]] = []  # kept outputs but still broke: tried on top of the others
     for site in [*(b for b in before.breaks if b.category != GENERATOR), *later]:
         if site.category == GENERATOR and chosen and followed is None:
             followed = _together(model, calls, eager, chosen, sources, later, write=False)[5]
@@ -127,7 +128,8 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
                                        f"no patch of its own: the statement is part of the verified patch at "
                                        f"{inside.site}", site.count, gone_with=(inside.site,)))
             continue
-        found = _site(model, calls, before, eager, site, sources, blocked)
+        tried: list[Rewrite] = []
+        found = _site(model, calls, before, eager, site, sources, blocked, tried)
         if isinstance(found, Unpatched):
             unpatched.append(found)
             continue
@@ -135,6 +137,10 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
         patches.append(patch)
         if patch.verified:
             chosen.append((patch, rewrite))
+        elif _may_stack(patch) and not blocked:
+            stacked.append((site, tried))
+    if stacked and chosen:
+        _stack(model, calls, eager, sources, patches, chosen, stacked)
     order = {b.location: i for i, b in enumerate(before.breaks)}  # the sites in the order PyTorch logged them
     patches.sort(key=lambda p: order.get(p.site, len(order)))
     unpatched.sort(key=lambda u: order.get(u.site, len(order)))
@@ -170,8 +176,10 @@ def _report(model: Any, calls: Calls) -> Report:
 
 
 def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak,
-          sources: dict[str, Source], blocked: str = "") -> Unpatched | tuple[Patch, Rewrite]:
-    """The site's patch (the first that verifies, else the nearest) and its rewrite, or why none."""
+          sources: dict[str, Source], blocked: str = "",
+          kept: list[Rewrite] | None = None) -> Unpatched | tuple[Patch, Rewrite]:
+    """The site's patch (the first that verifies, else the nearest) and its rewrite, or why none;
+    ``kept`` gets each rewrite that kept outputs and gradients but left the program breaking."""
     where = site.location
     owner = _owner(site.filename)
     # A break made on purpose (or the user's own graph_break()) gets no rewrite: its category says why.
@@ -203,6 +211,8 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
         if followed is not None:
             return followed
         tried.append((patch, rw))
+        if kept is not None and _may_stack(patch) and not (rw.unchecked or rw.taken or rw.skipped or rw.silenced):
+            kept.append(rw)
     # The one that came nearest first: the break gone (not moved), outputs and gradients kept,
     # only what it printed, logged or kept differs; then in the order tried.
     tried.sort(key=lambda t: not _nearly(t[0]))
@@ -211,6 +221,71 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
         more = "; ".join(f"{p.rewrite}: {p.why_not}" for p, _ in tried[1:])
         first = _with(first, why_not=f"{first.why_not} (also tried {more})")
     return first, rw
+
+
+def _may_stack(p: Patch) -> bool:
+    """Kept outputs and gradients, the program ran, but a break is left (at the site, or moved
+    on to a line another patch may rewrite)."""
+    return (p.ran and p.outputs_matched is True and p.gradients_matched is not False
+            and (bool(p.breaks_after) or (p.program_breaks_after or 0) >= p.program_breaks_before))
+
+
+def _stack(model: Any, calls: Calls, eager: Run, sources: dict[str, Source], patches: list[Patch],
+           chosen: list[tuple[Patch, Rewrite]], stacked: list[tuple[GraphBreak, list[Rewrite]]]) -> None:
+    """Each site whose rewrites kept outputs but left the program breaking (a count kept a
+    tensor, whose next read broke in its turn) tried again applied with the verified patches of
+    its file: verified so when its own lines break no more, the program breaks less than with
+    those patches alone, and outputs, gradients, what it says and what it keeps are the
+    unpatched eager run's. ``patches`` and ``chosen`` are updated in place."""
+    alone: dict[str, int | None] = {}  # a file's break count with its verified patches only
+    for site, rewrites in stacked:
+        others = [(p, r) for p, r in chosen if _same(p.filename, site.filename)]
+        source = sources.get(site.filename)
+        if not others or source is None:
+            continue
+        if site.filename not in alone:
+            rerun0, _ = _rerun(model, calls, source, [r for _, r in others],
+                               combined(source.text, [r for _, r in others]), eager)
+            alone[site.filename] = rerun0.rep.break_count if rerun0.rep is not None and not rerun0.blocked else None
+        base = alone[site.filename]
+        for rw in rewrites:
+            if base is None or any(not (rw.last < r.first or rw.first > r.last) for _, r in others):
+                continue
+            found = _on_top(model, calls, eager, source, site, rw, others, base)
+            if found is not None:
+                at = next(i for i, p in enumerate(patches) if p.site == site.location)
+                patches[at] = found
+                chosen.append((found, rw))
+                break
+
+
+def _on_top(model: Any, calls: Calls, eager: Run, source: Source, site: GraphBreak, rw: Rewrite,
+            others: list[tuple[Patch, Rewrite]], base: int) -> Patch | None:
+    """The site's patch of ``rw``, verified applied with ``others`` (see :func:`_stack`), or None."""
+    rewrites = [r for _, r in others] + [rw]
+    rerun, ev = _rerun(model, calls, source, rewrites, combined(source.text, rewrites), eager)
+    if rerun.rep is None or ev is None or rerun.blocked:
+        return None
+    # rw's own lines in the combined copy: shifted by the patches above them
+    shift = sum(r.new_last - r.last for _, r in others if r.last < rw.first)
+    own = sum(b.count for b in rerun.rep.breaks
+              if _same(b.filename, rerun.path) and rw.first + shift <= b.lineno <= rw.new_last + shift)
+    if (own or rerun.rep.break_count >= base or not ev.outputs_matched or ev.gradients_matched is False
+            or ev.said_differs or ev.state_differs):
+        return None
+    name = Path(site.filename).name
+    with_them = ", ".join(p.site for p, _ in others)
+    return Patch(
+        site=site.location, filename=site.filename, lineno=site.lineno, category=site.category, rewrite=rw.name,
+        diff=unified_diff(source.text, rw.source, name), added=added_lines(source.text, rw.source), verified=True,
+        assumes=f"{rw.note}; verified applied with the patch{'es' if len(others) > 1 else ''} at {with_them} "
+                "(alone, its break moves to a line they rewrite)",
+        breaks_before=site.count, breaks_after=0, program_breaks_before=others[0][0].program_breaks_before,
+        program_breaks_after=rerun.rep.break_count, graphs_before=others[0][0].graphs_before,
+        graphs_after=rerun.rep.graph_count, coverage_before=others[0][0].coverage_before,
+        coverage_after=rerun.rep.coverage.ratio if rerun.rep.coverage is not None else None,
+        outputs_matched=True, gradients_matched=ev.gradients_matched, max_abs_error=ev.max_abs_error,
+    )
 
 
 def _nearly(p: Patch) -> bool:

@@ -57,7 +57,7 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix import checks, frames, host, masks, numbers, scalars, state
+from dynscope._capture.fix import checks, frames, host, masks, numbers, scalars, state, topk
 from dynscope._capture.fix.branches import (
     appended_where,
     cond,
@@ -286,6 +286,9 @@ def _size_read(source: str, stmt: ast.stmt) -> str | None:
     end = stmt.end_lineno or stmt.lineno
     for n in ast.walk(fn if fn is not None else parsed(source)):
         parts: list[ast.AST] = []
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "topk" \
+                and topk.summed_topk(source, n):
+            continue  # its k stays a tensor there (topk.counted_topk)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _SIZE_METHODS:
             parts = list(n.args)
         elif isinstance(n, ast.Call) and (
@@ -596,7 +599,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              shortcut_else, shortcut_if, checks.guard_dropped),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (flag_first, numbers.numpy_kept, scalars.numpy_math, where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
-             host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
+             topk.counted_topk, host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _tensor_0d, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
              numbers.zipped_fill, numbers.windowed_rows, numbers.rolled, numbers.stacked_picks, numbers.sliced_write, numbers.prefix_sums,

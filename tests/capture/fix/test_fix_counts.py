@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import dynscope
-from dynscope._capture.fix import checks, host, numbers
+from dynscope._capture.fix import checks, host, numbers, topk
 from dynscope._capture.fix.branches import ELEMENTWISE, WHERE
 from dynscope._capture.fix.rewrites import COUNT, GUARD, PLACED, RANDINT, TENSOR, TENSOR_0D, candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, OTHER, SCALAR
@@ -256,3 +256,60 @@ def test_a_sum_per_element_of_a_prefix_is_the_prefix_sums_gathered() -> None:
 def test_the_ideal_dcg_is_gathered_from_prefix_sums_live() -> None:
     (p,) = [p for p in _fix("ideal_dcg").patches if p.verified]
     assert p.rewrite == numbers.PREFIX and p.breaks_after == 0, p
+
+
+HARDEST = """\
+def balanced(loss, positive, ratio):
+    n_pos = int(positive.sum())
+    n_neg = min(int((~positive).sum()), int(n_pos * ratio))
+    # the hardest negatives
+    hardest, _ = torch.topk((loss * ~positive).flatten(), n_neg)
+    return ((loss * positive).sum() + hardest.sum()) / (n_pos + n_neg + 1e-6)
+"""
+
+
+def test_a_top_k_by_a_count_whose_values_are_summed_is_a_zeroed_sort() -> None:
+    at_topk = HARDEST.replace("int(n_pos * ratio))\n", "n_pos * 3)\n").replace(
+        "torch.topk((loss * ~positive).flatten(), n_neg)", "torch.topk((loss * ~positive).flatten(), int(n_neg))")
+    assert _made(at_topk, 5, SCALAR)[topk.TOPK_PREFIX] == (
+        "    hardest = torch.sort((loss * ~positive).flatten(), dim=-1, descending=True).values\n"
+        "    hardest = torch.where(torch.arange(hardest.shape[-1], device=hardest.device) < "
+        "torch.as_tensor(n_neg).detach().long(), hardest, torch.zeros_like(hardest))\n")
+    # At the count: the count kept a tensor (min as torch.minimum) through to the topk, the comment kept.
+    assert _made(HARDEST, 3, SCALAR)[topk.TOPK_PREFIX] == (
+        "    n_neg = torch.minimum((~positive).sum().detach().long(), torch.as_tensor(n_pos * ratio).detach().long())\n"
+        "    # the hardest negatives\n"
+        "    hardest = torch.sort((loss * ~positive).flatten(), dim=-1, descending=True).values\n"
+        "    hardest = torch.where(torch.arange(hardest.shape[-1], device=hardest.device) < n_neg, hardest, "
+        "torch.zeros_like(hardest))\n")
+    smallest = HARDEST.replace("flatten(), n_neg)", "flatten(), n_neg, largest=False)")
+    assert "descending=False" in _made(smallest, 3, SCALAR)[topk.TOPK_PREFIX]
+    values = HARDEST.replace("hardest, _ = torch.topk((loss * ~positive).flatten(), n_neg)",
+                             "hardest = (loss * ~positive).flatten().topk(n_neg).values")
+    assert "hardest = torch.sort((loss * ~positive).flatten()" in _made(values, 3, SCALAR)[topk.TOPK_PREFIX]
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("hardest.sum()) /", "hardest.mean()) /"),  # a mean is over k values: not the zeroed sort's
+    ("hardest.sum()) /", "hardest[0]) /"),
+    ("hardest, _ = torch", "hardest, where = torch"),  # the indices are read later
+    ("flatten(), n_neg)", "flatten(), n_neg, dim=0)"),
+    ("flatten(), n_neg)", "flatten(), 8)"),  # a literal k reads nothing from the data
+])
+def test_a_top_k_read_otherwise_is_not_a_zeroed_sort(old: str, new: str) -> None:
+    changed = HARDEST.replace(old, new)
+    if "where" in new:
+        changed = changed.replace("(n_pos + n_neg + 1e-6)", "(n_pos + n_neg + 1e-6), where")
+    assert topk.TOPK_PREFIX not in _made(changed, 3, SCALAR), new
+    assert topk.TOPK_PREFIX not in _made(changed, 5, SCALAR), new
+
+
+@pytest.mark.heavy
+def test_hard_negatives_by_a_count_are_verified_live_the_count_on_top_of_the_topk() -> None:
+    res = _fix("hard_negative_loss")
+    by_rewrite = {p.rewrite: p for p in res.patches}
+    assert set(by_rewrite) == {TENSOR, topk.TOPK_PREFIX}, res.patches
+    assert all(p.verified and p.breaks_after == 0 and p.gradients_matched for p in res.patches), res.patches
+    # Alone the count kept a tensor moves its break to the topk's line: it is verified with that patch, said so.
+    assert "verified applied with the patch at fix_counts.py:" in by_rewrite[TENSOR].assumes
+    assert res.breaks_after == 0 and res.outputs_matched_after is True
