@@ -149,6 +149,7 @@ from tests.corpus import (  # the repository root is on the path
     fix_heldout12,
     fix_heldout13,
     fix_heldout14,
+    fix_heldout15,
 )
 from tests.corpus.fix_measure import measure_held_out, table
 
@@ -165,7 +166,8 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "11": ("tests/corpus/fix_heldout11 (read while writing rewrites)", fix_heldout11.PROGRAMS),
         "12": ("tests/corpus/fix_heldout12 (read while writing rewrites)", fix_heldout12.PROGRAMS),
         "13": ("tests/corpus/fix_heldout13 (read while writing rewrites)", fix_heldout13.PROGRAMS),
-        "14": ("tests/corpus/fix_heldout14 (read while writing rewrites)", fix_heldout14.PROGRAMS)}
+        "14": ("tests/corpus/fix_heldout14 (read while writing rewrites)", fix_heldout14.PROGRAMS),
+        "15": ("tests/corpus/fix_heldout15", fix_heldout15.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:

@@ -248,7 +248,7 @@ def _stack(model: Any, calls: Calls, eager: Run, sources: dict[str, Source], pat
                                combined(source.text, [r for _, r in others]), eager)
             alone[site.filename] = rerun0.rep.break_count if rerun0.rep is not None and not rerun0.blocked else None
         base = alone[site.filename]
-        for rw in rewrites:
+        for rw in rewrites[:3]:  # each a rerun of the program: the first three kept
             if base is None or any(not (rw.last < r.first or rw.first > r.last) for _, r in others):
                 continue
             found = _on_top(model, calls, eager, source, site, rw, others, base)

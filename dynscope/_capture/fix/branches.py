@@ -623,10 +623,20 @@ def _zero_count(test: ast.expr) -> ast.expr | None:
     zero = lambda n: isinstance(n, ast.Constant) and n.value == 0 and not isinstance(n.value, bool)  # noqa: E731
     one = isinstance(right, ast.Constant) and right.value == 1 and not isinstance(right.value, bool)
     if isinstance(op, ast.Eq) and zero(right) or isinstance(op, ast.LtE) and zero(right) or isinstance(op, ast.Lt) and one:
-        return left
+        return _read_back(left)
     if isinstance(op, ast.Eq) and zero(left):
-        return right
+        return _read_back(right)
     return None
+
+
+def _read_back(node: ast.expr) -> ast.expr:
+    """The tensor ``cnt.item()``, ``int(cnt)`` or ``float(cnt)`` reads back (``cnt`` itself otherwise)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args:
+        return node.func.value
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "float")
+            and len(node.args) == 1 and not node.keywords):
+        return node.args[0]
+    return node
 
 
 def early_return(stmt: ast.stmt, text: Text) -> Made | None:
@@ -636,7 +646,7 @@ def early_return(stmt: ast.stmt, text: Text) -> Made | None:
     first when the assignments rebind a name they read); a test ``cnt == 0`` whose B divides by
     ``cnt`` divides by ``cnt.clamp(min=1)``, so the value not taken is finite and no NaN
     reaches the gradient through it."""
-    if not isinstance(stmt, ast.If) or stmt.orelse or len(stmt.body) != 1:
+    if not isinstance(stmt, ast.If) or len(stmt.body) != 1:
         return None
     ret = stmt.body[0]
     if not isinstance(ret, ast.Return) or ret.value is None:
@@ -645,7 +655,9 @@ def early_return(stmt: ast.stmt, text: Text) -> Made | None:
     if test is None or _host_test(stmt.test, flags=False):
         return None
     block, at = block_of(text.source, stmt)
-    tail = block[at + 1:]
+    # ``else:`` around the rest (DBNet's masked L1 loss): the same, the ``else`` body the tail;
+    # whatever follows the ``if`` is never reached, both branches having returned.
+    tail = stmt.orelse or block[at + 1:]
     if not tail or not isinstance(tail[-1], ast.Return) or tail[-1].value is None or not _free_of_effects(tail[:-1]):
         return None
     early, late = ret.value, tail[-1].value
@@ -690,8 +702,34 @@ def early_return(stmt: ast.stmt, text: Text) -> Made | None:
     if clamped:
         note += f"; the count `{clamped[0]}` divides clamped at 1 where it is 0 (those values are not taken)"
     picks = [a if a == b else f"torch.where({pred}, {a}, {b})" for a, b in zip(then, other, strict=True)]
+    for i, (a, b) in enumerate(zip(a_parts, b_parts, strict=True)):
+        keys = _dict_keys(a)
+        if (keys is not None or _dict_keys(b) is not None) and (keys != _dict_keys(b) or then[i] != text.of(a)):
+            return None  # dicts of other keys: torch.where picks tensors, not dicts
+        if keys is not None:
+            # dict(l1_loss=x) on both sides: a dict of where's, key by key
+            values = [(k, text.of(va), clamped_text(vb) or text.of(vb)) for (k, va), (_, vb) in
+                      zip(_dict_items(a), _dict_items(b), strict=True)]
+            picks[i] = "dict(" + ", ".join(f"{k}={va if va == vb else f'torch.where({pred}, {va}, {vb})'}"
+                                           for k, va, vb in values) + ")"
     lines.append(f"return {', '.join(picks)}")
-    return Made(lines, EARLY, note, last=tail[-1])
+    return Made(lines, EARLY, note, last=None if stmt.orelse else tail[-1])
+
+
+def _dict_items(node: ast.expr) -> list[tuple[str, ast.expr]]:
+    """The (key, value) pairs of ``dict(k=v, ...)`` or ``{"k": v, ...}``; [] for anything else."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args
+            and all(k.arg is not None for k in node.keywords)):
+        return [(str(k.arg), k.value) for k in node.keywords]
+    if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value.isidentifier()
+                                          for k in node.keys):
+        return [(str(k.value), v) for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant)]
+    return []
+
+
+def _dict_keys(node: ast.expr) -> list[str] | None:
+    items = _dict_items(node)
+    return [k for k, _ in items] if items else None
 
 
 #: An augmented assignment's operator: its spelling and the operand that leaves the value as it is.

@@ -45,6 +45,21 @@ def test_an_early_return_is_picked_by_torch_where_and_a_zero_count_divides_clamp
         "    return torch.where(_pred, _early[0], x), torch.where(_pred, _early[1], y + 1)\n")
 
 
+def test_an_if_else_that_returns_in_both_branches_is_an_early_return_dicts_key_by_key() -> None:
+    # A masked L1 loss as text detectors write it: the count read back, the loss and its log in a dict.
+    body = ("def l1(pred, gt, mask):\n    mask_sum = mask.sum()\n    if mask_sum.item() == 0:\n"
+            "        return mask_sum, dict(l1_loss=mask_sum)\n    else:\n"
+            "        loss = (torch.abs(pred - gt) * mask).sum() / mask_sum\n        return loss, dict(l1_loss=loss)\n")
+    assert _made(body, 3, SCALAR)[EARLY] == (
+        "    loss = (torch.abs(pred - gt) * mask).sum() / mask_sum.clamp(min=1)\n"
+        "    return torch.where(mask_sum == 0, mask_sum, loss), dict(l1_loss=torch.where(mask_sum == 0, mask_sum, loss))\n")
+    display = body.replace("dict(l1_loss=mask_sum)", "{'l1_loss': mask_sum}").replace("dict(l1_loss=loss)", "{'l1_loss': loss}")
+    assert "dict(l1_loss=torch.where(mask_sum == 0, mask_sum, loss))" in _made(display, 3, SCALAR)[EARLY]
+    # Dicts of other keys cannot be picked key by key; an else that does more than assign names runs always.
+    for old, new in (("dict(l1_loss=loss)", "dict(loss=loss)"), ("        loss = (", "        print(mask)\n        loss = (")):
+        assert EARLY not in _made(body.replace(old, new), 3, SCALAR), new
+
+
 @pytest.mark.parametrize(("old", "new"), [
     ("        return values.sum(0) * 0.0\n", "        return None\n"),  # None is no tensor
     ("        return values.sum(0) * 0.0\n", "        return values, mask\n"),  # a tuple against one value
