@@ -305,6 +305,50 @@ def hard_negative_loss() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
     return HardNegativeLoss(), (torch.randn(2, 3, 8, 8), target)
 
 
+class SpatialDice(nn.Module):
+    """A soft Dice loss over the spatial axes of any rank, as medical segmentation losses write
+    it (in our words): the axes reduced listed by ``torch.arange`` over the input's rank."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Conv2d(3, 2, 1)
+
+    def forward(self, image: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        prob = torch.softmax(self.head(image), dim=1)
+        axes: list[int] = torch.arange(2, len(prob.shape)).tolist()  # SITE: range instead of torch.arange over sizes
+        overlap = torch.sum(prob * target, dim=axes)
+        total = torch.sum(prob, dim=axes) + torch.sum(target, dim=axes)
+        return (1 - (2 * overlap + 1e-5) / (total + 1e-5)).mean()
+
+
+def spatial_dice() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(913)
+    target = F.one_hot(torch.randint(0, 2, (2, 6, 6)), 2).permute(0, 3, 1, 2).float()
+    return SpatialDice(), (torch.randn(2, 3, 6, 6), target)
+
+
+class MultiCrop(nn.Module):
+    """A self-supervised wrapper running its backbone once per crop resolution (in our words):
+    the crops grouped by consecutive equal sizes with ``unique_consecutive`` over their widths."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+    def forward(self, crops: list[torch.Tensor]) -> torch.Tensor:
+        ends = torch.cumsum(torch.unique_consecutive(torch.tensor([c.shape[-1] for c in crops]), return_counts=True)[1], 0)  # SITE: run ends of equal sizes in Python
+        start, outs = 0, []
+        for end in ends:
+            outs.append(self.backbone(torch.cat(crops[start:end])))  # SITE: gone with the verified patches
+            start = end
+        return torch.cat(outs)
+
+
+def multi_crop() -> tuple[nn.Module, tuple[list[torch.Tensor]]]:
+    torch.manual_seed(917)
+    return MultiCrop(), ([torch.randn(2, 3, 8, 8) for _ in range(2)] + [torch.randn(2, 3, 4, 4) for _ in range(3)],)
+
+
 PROGRAMS: dict[str, Any] = {
     "mask_count_loss": mask_count_loss,
     "accepted_step": accepted_step,
@@ -319,4 +363,6 @@ PROGRAMS: dict[str, Any] = {
     "pit_labels": pit_labels,
     "ideal_dcg": ideal_dcg,
     "hard_negative_loss": hard_negative_loss,
+    "spatial_dice": spatial_dice,
+    "multi_crop": multi_crop,
 }

@@ -57,7 +57,7 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix import checks, frames, host, masks, numbers, scalars, state, topk
+from dynscope._capture.fix import checks, frames, host, masks, numbers, scalars, sizes, state, topk
 from dynscope._capture.fix.branches import (
     appended_where,
     cond,
@@ -598,13 +598,13 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              state_where, cond, checks.guarded_check, checks.asserted, checks.assert_message, conditional, shortcut_exit,
              shortcut_else, shortcut_if, checks.guard_dropped),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
-    SCALAR: (flag_first, numbers.numpy_kept, scalars.numpy_math, where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
+    SCALAR: (flag_first, sizes.arange_listed, sizes.run_ends, numbers.numpy_kept, scalars.numpy_math, where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              topk.counted_topk, host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _tensor_0d, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
              numbers.zipped_fill, numbers.windowed_rows, numbers.rolled, numbers.stacked_picks, numbers.sliced_write, numbers.prefix_sums,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
-    DYNAMIC_SHAPE: (_mask, _counted, _counts_placed, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.inline_selection,
+    DYNAMIC_SHAPE: (sizes.run_ends, _mask, _counted, _counts_placed, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.inline_selection,
                     host.masked_select, masks.bound_selection, masks.nonzero_tuple, masks.ignored_targets, host.scattered_rows, host.nonzero_end, host.padded_targets,
                     host.sorted_mask_back, host.distinct_spread, numbers.nonzero_visited),
     DEEPCOPY: (state.teacher_call, _clone),

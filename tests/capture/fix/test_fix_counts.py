@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import dynscope
-from dynscope._capture.fix import checks, host, numbers, topk
+from dynscope._capture.fix import checks, host, numbers, sizes, topk
 from dynscope._capture.fix.branches import ELEMENTWISE, WHERE
 from dynscope._capture.fix.rewrites import COUNT, GUARD, PLACED, RANDINT, TENSOR, TENSOR_0D, candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, OTHER, SCALAR
@@ -313,3 +313,35 @@ def test_hard_negatives_by_a_count_are_verified_live_the_count_on_top_of_the_top
     # Alone the count kept a tensor moves its break to the topk's line: it is verified with that patch, said so.
     assert "verified applied with the patch at fix_counts.py:" in by_rewrite[TENSOR].assumes
     assert res.breaks_after == 0 and res.outputs_matched_after is True
+
+
+def test_an_arange_over_sizes_read_back_is_a_range() -> None:
+    body = "def axes(x):\n    ax: list[int] = torch.arange(2, len(x.shape)).tolist()\n    return ax\n"
+    assert _made(body, 2, SCALAR)[sizes.RANGE] == "    ax: list[int] = list(range(2, len(x.shape)))\n"
+    assert _made(body.replace("2, len(x.shape)", "x.dim()"), 2, SCALAR)[sizes.RANGE] == (
+        "    ax: list[int] = list(range(x.dim()))\n")
+    # A tensor op among the arguments, a dtype, or no tolist(): a tensor's values, not sizes.
+    for other in ("torch.arange(2, int(x.sum())).tolist()", "torch.arange(2, 5, dtype=torch.float).tolist()",
+                  "torch.arange(2, len(x.shape))"):
+        assert sizes.RANGE not in _made(body.replace("torch.arange(2, len(x.shape)).tolist()", other), 2, SCALAR), other
+
+
+def test_the_ends_of_runs_of_equal_crop_sizes_are_computed_in_python() -> None:
+    body = ("def f(crops):\n    ends = torch.cumsum(torch.unique_consecutive(torch.tensor([c.shape[-1] for c in crops]), "
+            "return_counts=True)[1], 0)\n    return ends\n")
+    assert _made(body, 2, DYNAMIC_SHAPE)[sizes.RUN_ENDS] == (
+        "    _sizes = [c.shape[-1] for c in crops]\n"
+        "    ends = [i + 1 for i in range(len(_sizes)) if i + 1 == len(_sizes) or _sizes[i + 1] != _sizes[i]]\n")
+    # Values of a tensor are not sizes; nor is a cumulative sum along another dimension.
+    for old, new in (("c.shape[-1]", "c.sum()"), ("[1], 0)", "[1], 1)"), ("return_counts=True", "return_inverse=True")):
+        assert sizes.RUN_ENDS not in _made(body.replace(old, new), 2, DYNAMIC_SHAPE), new
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("name", "rewrite"), [("spatial_dice", sizes.RANGE), ("multi_crop", sizes.RUN_ENDS)])
+def test_torch_over_python_sizes_is_computed_in_python_live(name: str, rewrite: str) -> None:
+    res = _fix(name)
+    (p,) = res.patches
+    assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.gradients_matched, p.why_not
+    # The multi-crop loop's slices at the ends broke only because the ends were a tensor's.
+    assert all(u.gone_with == (p.site,) for u in res.unpatched) and res.breaks_after == 0
