@@ -969,7 +969,64 @@ def masked_action_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return MaskedActionLoss(), (torch.randn(3, 6, 5), torch.randn(3, 6, 2), pad)
 
 
+class CountedTokenLoss(nn.Module):
+    """A sequence model's criterion that also reports how many tokens it got right (translation
+    toolkits' label-smoothed loss, in our words): the hits counted over the non-padding targets
+    with ``masked_select`` and the ``.eq`` method."""
+
+    def __init__(self, vocab: int = 10, d: int = 8, pad: int = 0) -> None:
+        super().__init__()
+        self.embed, self.out, self.pad = nn.Embedding(vocab, d), nn.Linear(d, vocab), pad
+
+    def forward(self, tokens: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        lprobs = F.log_softmax(self.out(self.embed(tokens)), dim=-1).view(-1, self.out.out_features)
+        target = target.view(-1)
+        loss = F.nll_loss(lprobs, target, ignore_index=self.pad, reduction="sum")
+        mask = target.ne(self.pad)
+        n_correct = torch.sum(lprobs.argmax(1).masked_select(mask).eq(target.masked_select(mask)))  # SITE: masked reduction inline
+        total = torch.sum(mask)
+        return loss, n_correct, total
+
+
+def counted_token_loss() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(871)
+    g = torch.Generator().manual_seed(872)
+    target = torch.randint(1, 10, (3, 6), generator=g)
+    target[1, 4:] = 0
+    return CountedTokenLoss(), (torch.randint(1, 10, (3, 6), generator=g), target)
+
+
+class QualityMatcher(nn.Module):
+    """Anchor labels from box overlaps, as two-stage detectors match them (in our words): each
+    anchor positive above a threshold, and every anchor holding some box's best overlap made
+    positive too (the low-quality matches), found by ``torch.nonzero`` of the ties."""
+
+    def __init__(self, threshold: float = 0.6) -> None:
+        super().__init__()
+        self.score = nn.Linear(4, 1)
+        self.threshold = threshold
+
+    def forward(self, quality: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
+        labels = (quality.max(dim=0).values >= self.threshold).long()
+        best_per_box, _ = quality.max(dim=1)
+        ties = torch.nonzero(quality == best_per_box[:, None])  # SITE: the rows a nonzero column names as a mask
+        # the anchors of those pairs
+        anchor_ids = ties[:, 1]
+        labels[anchor_ids] = 1
+        return F.binary_cross_entropy_with_logits(self.score(anchors).squeeze(-1), labels.float())
+
+
+def quality_matcher() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(877)
+    quality = torch.rand(3, 10)
+    quality[1, 4] = quality[1].max()  # a tie: one box's best overlap at two anchors
+    quality[1, 7] = quality[1, 4]
+    return QualityMatcher(), (quality, torch.randn(10, 4))
+
+
 PROGRAMS: dict[str, Any] = {
+    "quality_matcher": quality_matcher,
+    "counted_token_loss": counted_token_loss,
     "finite_target_regression": finite_target_regression,
     "padded_token_loss": padded_token_loss,
     "positive_anchor_box_loss": positive_anchor_box_loss,

@@ -49,7 +49,7 @@ from dynscope._capture.fix.statements import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["ASSIGN", "BOUND", "WRITTEN", "FILL", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "guarded_fill",
+__all__ = ["ASSIGN", "COLUMN", "nonzero_column", "BOUND", "WRITTEN", "FILL", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "guarded_fill",
            "ignored_targets", "inline_selection", "indexed_write", "masked_assignment", "nonzero_tuple", "same_mask", "INDEXED", "TUPLE"]
 
 INLINE = "masked reduction inline"
@@ -73,6 +73,9 @@ _TRAILING = {"sum", "mean", "prod", "amax", "amin", "norm", "softmax", "log_soft
              "squeeze", "cumsum", "flip", "std", "var"}
 # torch functions elementwise on two tensors (torch.max(a, b) with two tensors, not a reduction).
 _PAIRWISE = {"max", "min", "maximum", "minimum", "fmax", "fmin", "atan2", "hypot"}
+# Tensor methods of two operands, elementwise as their operators are (``a.eq(b)`` is ``a == b``).
+_BINARY_METHODS = {"eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "div", "true_divide", "logical_and",
+                   "logical_or", "logical_xor", "bitwise_and", "bitwise_or"}
 # Calls whose result is an index, not a mask.
 _INDEX_CALLS = {"arange", "argmax", "argmin", "argsort", "randint", "randperm", "long", "int", "nonzero", "where",
                 "multinomial", "searchsorted", "bucketize", "topk", "sort", "unique"}
@@ -205,6 +208,11 @@ def same_mask(a: ast.AST, b: ast.AST) -> bool:
     if _same_expr(a, b):
         return True
     return unparsed(_Undeviced().visit(copy.deepcopy(a))) == unparsed(_Undeviced().visit(copy.deepcopy(b)))
+
+
+def _is_torch(node: ast.expr) -> bool:
+    """A module's name (``torch.eq(a, b)``), not a tensor whose method is called."""
+    return isinstance(node, ast.Name) and node.id in ("torch", "F", "np", "numpy", "math")
 
 
 @dataclass
@@ -393,6 +401,9 @@ class _Scope:
             # x.masked_select(m) is x[m] where the mask has x's shape, the elementwise selection
             # torch.where makes (a mask that broadcasts counts fewer: the verifier refuses that)
             return _Lifted(node.func.value, node.args[0], True, [node.func.value])
+        pair = self._binary_method(node)
+        if pair is not None:
+            return pair
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
                 and node.func.value.id == "torch" and node.func.attr in _PAIRWISE and len(node.args) == 2
                 and not node.keywords):
@@ -430,6 +441,16 @@ class _Scope:
                     lifted.rowwise = True
                     return lifted
         return None
+
+    def _binary_method(self, node: ast.AST) -> _Lifted | None:
+        """``a[m].eq(b[m])`` (a masked accuracy's hits), ``.add``, ``.mul``...: a method of two
+        operands is elementwise as the operator is."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _BINARY_METHODS
+                and len(node.args) == 1 and not node.keywords and not _is_torch(node.func.value)):
+            return None
+        attr = node.func.attr
+        return self._elementwise(node.func.value, node.args[0], lambda a, b: ast.Call(
+            func=ast.Attribute(value=a, attr=attr), args=[b], keywords=[]))
 
     def _elementwise(self, left_node: ast.expr, right_node: ast.expr,
                      make: Callable[[ast.expr, ast.expr], ast.expr]) -> _Lifted | None:
@@ -1363,6 +1384,75 @@ def _nonzero_tuple(value: ast.expr) -> ast.expr | None:
     if f.attr == "nonzero" and not value.args and as_tuple:
         return f.value
     return None
+
+
+COLUMN = "the rows a nonzero column names as a mask"
+
+
+def nonzero_column(stmt: ast.stmt, text: Text) -> Made | None:
+    """``pairs = torch.nonzero(c)`` of a 2-D mask, read only as ``j = pairs[:, k]``, whose only
+    reads are writes of a constant through it (``labels[j] = 1``: a matcher's low-quality
+    matches): ``j = c.any(dim=1 - k)``, the positions along dimension ``k`` that some row
+    (column) of ``c`` holds, written through as a boolean mask. A position named twice is
+    written once with the same constant, as before."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    call = stmt.value
+    if not (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords and (
+            isinstance(call.func, ast.Attribute) and call.func.attr == "nonzero" and isinstance(call.func.value, ast.Name)
+            and call.func.value.id == "torch")):
+        return None
+    pairs, mask = stmt.targets[0].id, call.args[0]
+    block, at = block_of(text.source, stmt)
+    column = next((i for i in range(at + 1, len(block)) if pairs in names_loaded(block[i])), None)
+    if column is None:
+        return None
+    col = block[column]
+    k = _column_of(col, pairs)
+    if k is None or read_later(text.source, col, pairs):
+        return None
+    assert isinstance(col, ast.Assign) and isinstance(col.targets[0], ast.Name)
+    index = col.targets[0].id
+    writes = [i for i in range(column + 1, len(block)) if index in names_loaded(block[i])]
+    if not writes or read_later(text.source, block[writes[-1]], index) or not all(
+            _constant_write(block[i], index) for i in writes):
+        return None
+    # The nonzero gone, its mask read where the column was; the lines between (comments too) kept.
+    out: list[str] = []
+    indent = stmt.col_offset
+    for n in range((stmt.end_lineno or stmt.lineno) + 1, (block[writes[-1]].end_lineno or 0) + 1):
+        if col.lineno <= n <= (col.end_lineno or col.lineno):
+            if n == col.lineno:
+                out.append(f"{index} = ({text.of(mask)}).any(dim={1 - k})")
+            continue
+        line = text.lines[n - 1]
+        out.append(line[indent:] if not line[:indent].strip() else line.lstrip())
+    return Made(out, COLUMN, (
+        f"`{text.of(mask)}` is 2-D (a mask of more dimensions makes the write raise: not verified); each position "
+        f"`{index}` named is written the same constant, so naming it once (a boolean mask) writes the same"),
+        last=block[writes[-1]])
+
+
+def _column_of(stmt: ast.stmt, pairs: str) -> int | None:
+    """k of ``j = pairs[:, k]`` (k 0 or 1), None for anything else."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    v = stmt.value
+    if not (isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and v.value.id == pairs
+            and isinstance(v.slice, ast.Tuple) and len(v.slice.elts) == 2):
+        return None
+    whole, k = v.slice.elts
+    if not (isinstance(whole, ast.Slice) and whole.lower is None and whole.upper is None and whole.step is None):
+        return None
+    return int(k.value) if isinstance(k, ast.Constant) and isinstance(k.value, int) and k.value in (0, 1) else None
+
+
+def _constant_write(stmt: ast.stmt, index: str) -> bool:
+    """``x[index] = <constant>``: the one read of ``index`` a write of one value through it."""
+    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript)
+            and isinstance(stmt.targets[0].slice, ast.Name) and stmt.targets[0].slice.id == index
+            and isinstance(stmt.value, (ast.Constant, ast.UnaryOp)) and index not in names_loaded(stmt.value)
+            and index not in names_loaded(stmt.targets[0].value))
 
 
 def nonzero_tuple(stmt: ast.stmt, text: Text) -> Made | None:

@@ -717,6 +717,57 @@ def test_a_mean_of_comparisons_of_selections_is_the_masked_mean_of_every_compari
     assert masks.INLINE not in _made(body.replace("labels[m]", "labels[m2]"), 2)
 
 
+def test_a_count_of_hits_compared_by_the_eq_method_is_the_masked_count_of_every_hit() -> None:
+    body = ("def hits(lprobs, target, m):\n"
+            "    return torch.sum(lprobs.argmax(1).masked_select(m).eq(target.masked_select(m)))\n")
+    assert _made(body, 2)[masks.INLINE] == "    return torch.where(m, lprobs.argmax(1).eq(target), 0).sum()\n"
+    assert "lprobs.argmax(1).ne(target)" in _made(body.replace(".eq(", ".ne("), 2)[masks.INLINE]
+    # selections by two masks, or a method that is no elementwise pair: no rewrite
+    assert masks.INLINE not in _made(body.replace("target.masked_select(m)", "target.masked_select(m2)"), 2)
+    assert masks.INLINE not in _made(body.replace(".eq(", ".dot("), 2)
+
+
+MATCHED = """\
+def low_quality(labels, q):
+    best, _ = q.max(dim=1)
+    ties = torch.nonzero(q == best[:, None])
+    # the anchors of those pairs
+    ids = ties[:, 1]
+    labels[ids] = 1
+    return labels
+"""
+
+
+def test_a_column_of_nonzero_pairs_written_a_constant_is_a_mask_along_the_other_dim() -> None:
+    assert _made(MATCHED, 3, DYNAMIC_SHAPE)[masks.COLUMN] == (
+        "    # the anchors of those pairs\n    ids = (q == best[:, None]).any(dim=0)\n    labels[ids] = 1\n")
+    assert "ids = (q == best[:, None]).any(dim=1)" in _made(MATCHED.replace("ties[:, 1]", "ties[:, 0]"), 3,
+                                                              DYNAMIC_SHAPE)[masks.COLUMN]
+    # values written per position, the pairs or the column read otherwise, a tuple: no rewrite
+    for old, new in (("labels[ids] = 1", "labels[ids] = q[0, ids]"), ("    return labels", "    return labels, ties"),
+                     ("    return labels", "    return labels, ids"), ("torch.nonzero(q == best[:, None])",
+                                                                      "torch.nonzero(q == best[:, None], as_tuple=True)")):
+        assert masks.COLUMN not in _made(MATCHED.replace(old, new), 3, DYNAMIC_SHAPE), new
+
+
+@pytest.mark.heavy
+def test_low_quality_matches_by_a_nonzero_column_are_verified_live() -> None:
+    model, inputs = fm.PROGRAMS["quality_matcher"]()
+    res = dynscope.fix(model, inputs)
+    (p,) = res.patches
+    assert p.rewrite == masks.COLUMN and p.verified and p.breaks_after == 0 and p.gradients_matched, p.why_not
+    assert res.breaks_after == 0
+
+
+@pytest.mark.heavy
+def test_a_count_of_hits_by_the_eq_method_is_verified_live() -> None:
+    model, inputs = fm.PROGRAMS["counted_token_loss"]()
+    res = dynscope.fix(model, inputs)
+    (p,) = res.patches
+    assert p.rewrite == masks.INLINE and p.verified and p.breaks_after == 0 and p.gradients_matched, p.why_not
+    assert res.breaks_after == 0
+
+
 COMPREHENSION = """\
 def step(self, batch):
     max_t = int(batch["filled"].sum(1).max())
