@@ -600,18 +600,20 @@ def conditional(stmt: ast.stmt, text: Text) -> Made | None:
 
 
 class _CountClamped(ast.NodeTransformer):
-    """Divisions by the count a test compares with zero as divisions by the count clamped at 1."""
+    """Divisions by the count a test compares with zero as divisions by ``torch.where(<test>, 1,
+    count)``: the count itself wherever the division's value is taken (a fractional count too),
+    1 where it is not."""
 
-    def __init__(self, count: ast.expr) -> None:
+    def __init__(self, count: ast.expr, test: str) -> None:
         self.count = ast.dump(count)
+        self.test = test
         self.changed = False
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
         if isinstance(node.op, (ast.Div, ast.FloorDiv)) and ast.dump(node.right) == self.count:
             self.changed = True
-            node.right = ast.Call(func=ast.Attribute(value=node.right, attr="clamp"), args=[],
-                                  keywords=[ast.keyword(arg="min", value=ast.Constant(1))])
+            node.right = ast.parse(f"torch.where({self.test}, 1, {ast.unparse(node.right)})", mode="eval").body
         return node
 
 
@@ -683,12 +685,12 @@ def early_return(stmt: ast.stmt, text: Text) -> Made | None:
     clamped: list[str] = []
 
     def clamped_text(node: ast.AST) -> str | None:
-        """A statement or value after the ``if`` dividing by the count clamped at 1, or None
-        when it does not divide by it: computed when the count is 0 too, it must stay finite
-        (an infinity there makes the gradient NaN through torch.where, though not taken)."""
+        """A statement or value after the ``if`` dividing by the count made 1 where the test
+        holds, or None when it does not divide by it: computed when the count is 0 too, it must
+        stay finite (an infinity there makes the gradient NaN through torch.where, though not taken)."""
         if count is None:
             return None
-        clamp = _CountClamped(count)
+        clamp = _CountClamped(count, pred)
         new = clamp.visit(copy.deepcopy(node))
         if not clamp.changed:
             return None
@@ -700,7 +702,7 @@ def early_return(stmt: ast.stmt, text: Text) -> Made | None:
         lines += text.body_lines([s]) if new_s is None else new_s.split("\n")
     other = [clamped_text(b) or text.of(b) for b in b_parts]
     if clamped:
-        note += f"; the count `{clamped[0]}` divides clamped at 1 where it is 0 (those values are not taken)"
+        note += f"; the count `{clamped[0]}` divides as 1 where the test holds (those values are not taken)"
     picks = [a if a == b else f"torch.where({pred}, {a}, {b})" for a, b in zip(then, other, strict=True)]
     for i, (a, b) in enumerate(zip(a_parts, b_parts, strict=True)):
         keys = _dict_keys(a)

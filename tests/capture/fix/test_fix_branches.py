@@ -33,11 +33,11 @@ MEAN = ("def masked_mean(values, mask):\n"
 
 def test_an_early_return_is_picked_by_torch_where_and_a_zero_count_divides_clamped() -> None:
     assert _made(MEAN, 3)[EARLY] == (
-        "    return torch.where(mask.sum() == 0, values.sum(0) * 0.0, (values * w).sum(0) / mask.sum().clamp(min=1))\n")
-    # The count divides clamped in the statements between the test and the return too (they run
+        "    return torch.where(mask.sum() == 0, values.sum(0) * 0.0, (values * w).sum(0) / torch.where(mask.sum() == 0, 1, mask.sum()))\n")
+    # The count divides as 1 where the test holds in the statements between the test and the return too (they run
     # when it is 0: an infinity there makes the gradient NaN through torch.where).
     body = ("def f(x, n):\n    if n == 0:\n        return x.sum() * 0, n\n    m = x.sum() / n\n    return m, n\n")
-    assert _made(body, 2)[EARLY] == "    m = x.sum() / n.clamp(min=1)\n    return torch.where(n == 0, x.sum() * 0, m), n\n"
+    assert _made(body, 2)[EARLY] == "    m = x.sum() / torch.where(n == 0, 1, n)\n    return torch.where(n == 0, x.sum() * 0, m), n\n"
     # Tuples part by part; a test the statements after it rebind is read first.
     body = ("def f(x, y):\n    if x.sum() > 0:\n        return x, y\n    x = x * 2\n    return x, y + 1\n")
     assert _made(body, 2)[EARLY] == (
@@ -51,7 +51,7 @@ def test_an_if_else_that_returns_in_both_branches_is_an_early_return_dicts_key_b
             "        return mask_sum, dict(l1_loss=mask_sum)\n    else:\n"
             "        loss = (torch.abs(pred - gt) * mask).sum() / mask_sum\n        return loss, dict(l1_loss=loss)\n")
     assert _made(body, 3, SCALAR)[EARLY] == (
-        "    loss = (torch.abs(pred - gt) * mask).sum() / mask_sum.clamp(min=1)\n"
+        "    loss = (torch.abs(pred - gt) * mask).sum() / torch.where(mask_sum == 0, 1, mask_sum)\n"
         "    return torch.where(mask_sum == 0, mask_sum, loss), dict(l1_loss=torch.where(mask_sum == 0, mask_sum, loss))\n")
     display = body.replace("dict(l1_loss=mask_sum)", "{'l1_loss': mask_sum}").replace("dict(l1_loss=loss)", "{'l1_loss': loss}")
     assert "dict(l1_loss=torch.where(mask_sum == 0, mask_sum, loss))" in _made(display, 3, SCALAR)[EARLY]
