@@ -87,6 +87,7 @@ class Capture:
         self._ignore_backend_mismatch = False
         self._hooks_from = 0  # dynscope._hooks.mark() when the block began
         self._runs = RunCounter(0)
+        self._notes: tuple[str, ...] = ()  # what report() says of its own run (report()'s capture only)
 
     def __enter__(self) -> Capture:
         if self._attached is not None:
@@ -124,9 +125,9 @@ class Capture:
             attached.close()
         self._report = self._build()
 
-    def _build(self, notes: tuple[str, ...] = (), measured: Measured | None = None) -> Report:
-        """The report of what was captured; ``notes`` and ``measured`` are the builder's
-        (what report() says of its own run, what its timing measured)."""
+    def _build(self, measured: Measured | None = None) -> Report:
+        """The report of what was captured; the capture's own notes (report()'s of its run)
+        and ``measured`` (what its timing measured) are the builder's inputs."""
         events = self._collector.snapshot()
         rank, world_size = rank_info()
         return build_report(
@@ -144,14 +145,15 @@ class Capture:
             runs=self._runs.runs,
             calls_made=self._calls_made(),
             provenance=self.provenance,
-            notes=tuple(f.note for f in _hooks.since(self._hooks_from)) + notes,
+            notes=tuple(f.note for f in _hooks.since(self._hooks_from)) + self._notes,
             measured=measured,
         )
 
-    def rebuilt(self, notes: tuple[str, ...], measured: Measured | None = None) -> Report:
-        """The finished capture's report built again with report()'s notes of its run and
-        what its timing measured (the same events and graphs: the same graph ids)."""
-        self._report = self._build(notes, measured)
+    def rebuilt(self, *, notes: tuple[str, ...] = (), measured: Measured | None = None) -> Report:
+        """The finished capture's report built again (the same events and graphs: the same graph
+        ids) with ``notes`` said after its own and what its timing measured."""
+        self._notes += notes
+        self._report = self._build(measured)
         return self._report
 
     def _calls_made(self) -> CallsMade | None:
@@ -182,7 +184,8 @@ class _ReportCapture(Capture):
     """
 
     def __init__(
-        self, *, inner: str | Callable[..., Any], title: str, coverage: CoverageRecorder | None
+        self, *, inner: str | Callable[..., Any], title: str, coverage: CoverageRecorder | None,
+        notes: tuple[str, ...] = (),
     ) -> None:
         # report() owns its compile: Inductor's provenance is on for it (its cache entries are
         # under a key of their own; the user's compiles are capture()'s, which leaves it off).
@@ -192,6 +195,8 @@ class _ReportCapture(Capture):
         self.backend.mark_runs = coverage is not None
         self._coverage = coverage
         self._ignore_backend_mismatch = True
+        # Known before the calls: built into the report at the block's end, not added after.
+        self._notes = notes
         # Per call: how many trace events had arrived before it, and its inputs described
         # (guard_check: every guard an earlier entry failed on the call that recompiled).
         self.call_starts: list[int] = []
@@ -463,7 +468,7 @@ def _report_locked(
     failure: tuple[int, BaseException] | None = None
     started = time.perf_counter()
     recorder = CoverageRecorder() if coverage else None
-    cap = _ReportCapture(inner=inner, title=title_of(model), coverage=recorder)
+    cap = _ReportCapture(inner=inner, title=title_of(model), coverage=recorder, notes=notes)
     profiling = recorder.recording() if recorder is not None else contextlib.nullcontext()
     with _torch.DynamoSandbox(model) as sandbox:
         sandbox.own(backend=cap.backend)
@@ -489,14 +494,13 @@ def _report_locked(
                     with torch.profiler.record_function(OWN_MARK):
                         kept.append(detached(out))
         del compiled
-    if not whole and not cap.report.frames:
-        notes += (
+    rep = cap.report
+    if not whole and not rep.frames:
+        rep = cap.rebuilt(notes=(
             "nothing compiled during the calls: your program's compiled parts had been compiled before "
             "report() ran (their cached code ran); report on a fresh program, or call "
             "torch._dynamo.reset() first",
-        )
-    # report()'s own notes are the builder's input too: the finished capture built again.
-    rep = cap.rebuilt(notes) if notes else cap.report
+        ))
     if failure is not None:
         _raise_failure(model, call_list, failure, rep, inner=inner, whole=whole)
     if timing or memory:
@@ -510,7 +514,7 @@ def _report_locked(
             )
         # The one builder again, with what was measured as its input: the same events and
         # graphs give the same graph ids the measurements name.
-        rep = cap.rebuilt(notes, measured)
+        rep = cap.rebuilt(measured=measured)
     return rep
 
 

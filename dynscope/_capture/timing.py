@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -35,6 +34,7 @@ from dynscope._format import plural
 from dynscope._model import GraphMemory, Lowering, ModeTiming, ProgramMemory, Report, Timing, TimingCost
 from dynscope._model.measured import GraphMeasured, Measured
 from dynscope._progress import Progress
+from dynscope._read.measured import with_measured
 from dynscope._torch.fx import written_inputs
 
 if TYPE_CHECKING:
@@ -315,10 +315,8 @@ class _Run:
                 self.program_mem = program.memory(warm=not self.timing)
         if timing:
             self.show.phase(f"whole program, mode {mode}: timing")
-            rep = self.rep
-            graphs_now = tuple(replace(g, timings=tuple(self.timings.get(g.id, ()))) for g in rep.graphs)
             # Forward runs, plus the backward of each run whose backward ran (a step).
-            _, in_graphs, _ = replace(rep, graphs=graphs_now).graphs_ms(mode)
+            _, in_graphs, _ = with_measured(self.rep, Measured(graphs=self._graphs())).graphs_ms(mode)
             with self.cost.phase("program runs"):
                 self.e2e.append(program.time(self.opts, in_graphs))
 
@@ -326,10 +324,7 @@ class _Run:
         """What was measured, its notes, and where the time went (the builder's input)."""
         flat = [t for ts in self.timings.values() for t in ts]
         return Measured(
-            graphs=tuple(
-                GraphMeasured(g.id, tuple(self.timings[g.id]), self.lowerings.get(g.id), self.memories.get(g.id))
-                for g, _ in self.timed
-            ),
+            graphs=self._graphs(),
             end_to_end=tuple(self.e2e),
             memory=self.program_mem if self.memory else None,
             measure_s=sum(t.build_s for t in flat) + self.memory_builds.seconds,
@@ -337,6 +332,11 @@ class _Run:
             notes=self._notes(bool(flat)),
             cost=TimingCost(phases=self.cost.phases(), reused=self.reused, rebuilt=self.rebuilt),
         )
+
+    def _graphs(self) -> tuple[GraphMeasured, ...]:
+        """Each timed graph's measurements so far."""
+        return tuple(GraphMeasured(g.id, tuple(self.timings[g.id]), self.lowerings.get(g.id), self.memories.get(g.id))
+                     for g, _ in self.timed)
 
     def _notes(self, measured: bool) -> tuple[str, ...]:
         """What the reader must know of this run, said after the capture's notes; the

@@ -140,7 +140,7 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
         elif _may_stack(patch) and not blocked:
             stacked.append((site, tried))
     if stacked and chosen:
-        _stack(model, calls, eager, sources, patches, chosen, stacked)
+        _stack(model, calls, before, eager, sources, patches, chosen, stacked)
     order = {b.location: i for i, b in enumerate(before.breaks)}  # the sites in the order PyTorch logged them
     patches.sort(key=lambda p: order.get(p.site, len(order)))
     unpatched.sort(key=lambda u: order.get(u.site, len(order)))
@@ -230,7 +230,7 @@ def _may_stack(p: Patch) -> bool:
             and (bool(p.breaks_after) or (p.program_breaks_after or 0) >= p.program_breaks_before))
 
 
-def _stack(model: Any, calls: Calls, eager: Run, sources: dict[str, Source], patches: list[Patch],
+def _stack(model: Any, calls: Calls, before: Report, eager: Run, sources: dict[str, Source], patches: list[Patch],
            chosen: list[tuple[Patch, Rewrite]], stacked: list[tuple[GraphBreak, list[Rewrite]]]) -> None:
     """Each site whose rewrites kept outputs but left the program breaking (a count kept a
     tensor, whose next read broke in its turn) tried again applied with the verified patches of
@@ -251,7 +251,7 @@ def _stack(model: Any, calls: Calls, eager: Run, sources: dict[str, Source], pat
         for rw in rewrites[:3]:  # each a rerun of the program: the first three kept
             if base is None or any(not (rw.last < r.first or rw.first > r.last) for _, r in others):
                 continue
-            found = _on_top(model, calls, eager, source, site, rw, others, base)
+            found = _on_top(model, calls, before, eager, source, site, rw, others, base)
             if found is not None:
                 at = next(i for i, p in enumerate(patches) if p.site == site.location)
                 patches[at] = found
@@ -259,7 +259,7 @@ def _stack(model: Any, calls: Calls, eager: Run, sources: dict[str, Source], pat
                 break
 
 
-def _on_top(model: Any, calls: Calls, eager: Run, source: Source, site: GraphBreak, rw: Rewrite,
+def _on_top(model: Any, calls: Calls, before: Report, eager: Run, source: Source, site: GraphBreak, rw: Rewrite,
             others: list[tuple[Patch, Rewrite]], base: int) -> Patch | None:
     """The site's patch of ``rw``, verified applied with ``others`` (see :func:`_stack`), or None."""
     rewrites = [r for _, r in others] + [rw]
@@ -273,19 +273,10 @@ def _on_top(model: Any, calls: Calls, eager: Run, source: Source, site: GraphBre
     if (own or rerun.rep.break_count >= base or not ev.outputs_matched or ev.gradients_matched is False
             or ev.said_differs or ev.state_differs):
         return None
-    name = Path(site.filename).name
     with_them = ", ".join(p.site for p, _ in others)
-    return Patch(
-        site=site.location, filename=site.filename, lineno=site.lineno, category=site.category, rewrite=rw.name,
-        diff=unified_diff(source.text, rw.source, name), added=added_lines(source.text, rw.source), verified=True,
-        assumes=f"{rw.note}; verified applied with the patch{'es' if len(others) > 1 else ''} at {with_them} "
-                "(alone, its break moves to a line they rewrite)",
-        breaks_before=site.count, breaks_after=0, program_breaks_before=others[0][0].program_breaks_before,
-        program_breaks_after=rerun.rep.break_count, graphs_before=others[0][0].graphs_before,
-        graphs_after=rerun.rep.graph_count, coverage_before=others[0][0].coverage_before,
-        coverage_after=rerun.rep.coverage.ratio if rerun.rep.coverage is not None else None,
-        outputs_matched=True, gradients_matched=ev.gradients_matched, max_abs_error=ev.max_abs_error,
-    )
+    patch = _measured(_unmeasured(before, site, source, rw), rerun.rep, ev, 0)
+    return _with(patch, verified=True, assumes=f"{rw.note}; verified applied with the patch"
+                 f"{'es' if len(others) > 1 else ''} at {with_them} (alone, its break moves to a line they rewrite)")
 
 
 def _nearly(p: Patch) -> bool:
@@ -425,15 +416,7 @@ def _root_cause(err: BaseException) -> str:
 def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: Source,
               rw: Rewrite) -> tuple[Patch, _Rerun]:
     """The patch of ``rw`` with its evidence, and the rerun it came from."""
-    name = Path(site.filename).name
-    patch = Patch(
-        site=site.location, filename=site.filename, lineno=site.lineno, category=site.category, rewrite=rw.name,
-        diff=unified_diff(source.text, rw.source, name), added=added_lines(source.text, rw.source), verified=False,
-        assumes=rw.note, breaks_before=site.count,
-        instead=logger_reorder_note(site.source) if site.category == LOGGING else "",
-        program_breaks_before=before.break_count, graphs_before=before.graph_count,
-        coverage_before=before.coverage.ratio if before.coverage is not None else None,
-    )
+    patch = _unmeasured(before, site, source, rw)
     ran = eager.lines
     real = os.path.realpath(site.filename)
     untaken = [line for line in rw.taken if not ran.get((real, line))]
@@ -464,10 +447,7 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
         return _with(patch, why_not=said or "the patched program did not run"), rerun
     rep = rerun.rep
     at_site = sum(b.count for b in rep.breaks if _same(b.filename, rerun.path) and rw.first <= b.lineno <= rw.new_last)
-    patch = _with(patch, breaks_after=at_site, program_breaks_after=rep.break_count, graphs_after=rep.graph_count,
-                  coverage_after=rep.coverage.ratio if rep.coverage is not None else None,
-                  outputs_matched=ev.outputs_matched, gradients_matched=ev.gradients_matched,
-                  max_abs_error=ev.max_abs_error)
+    patch = _measured(patch, rep, ev, at_site)
     # The original file still breaking at the site: the program reached that code through
     # something fix could not swap for its patched copy (an object made elsewhere), so the
     # rewrite was never run there and nothing about it was measured.
@@ -480,7 +460,7 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     elif at_site:
         why.append(f"the break is still there ({at_site} at the rewritten lines)")
     elif rep.break_count >= before.break_count:
-        moved = [f"{name}:{line}" for _, line in _new_sites(before, rep, site.filename, rerun.path, rw)]
+        moved = [f"{Path(site.filename).name}:{line}" for _, line in _new_sites(before, rep, site.filename, rerun.path, rw)]
         why.append(f"the program still breaks {rep.break_count} times ({before.break_count} before)"
                    + (f": the break moved to {', '.join(moved)}" if moved else ""))
     if not ev.outputs_matched:
@@ -494,6 +474,26 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
     if rw.unchecked:  # what no run shows (a failed check's exception): proposed, said why
         why.append(rw.unchecked)
     return _with(patch, verified=not why, why_not="; ".join(why)), rerun
+
+
+def _unmeasured(before: Report, site: GraphBreak, source: Source, rw: Rewrite) -> Patch:
+    """The site's patch of ``rw`` before any rerun: what it changes and the program before it."""
+    return Patch(
+        site=site.location, filename=site.filename, lineno=site.lineno, category=site.category, rewrite=rw.name,
+        diff=unified_diff(source.text, rw.source, Path(site.filename).name), added=added_lines(source.text, rw.source),
+        verified=False, assumes=rw.note, breaks_before=site.count,
+        instead=logger_reorder_note(site.source) if site.category == LOGGING else "",
+        program_breaks_before=before.break_count, graphs_before=before.graph_count,
+        coverage_before=before.coverage.ratio if before.coverage is not None else None,
+    )
+
+
+def _measured(patch: Patch, rep: Report, ev: Any, at_site: int) -> Patch:
+    """``patch`` with what the patched program's rerun showed (``ev``: its outputs against eager's)."""
+    return _with(patch, breaks_after=at_site, program_breaks_after=rep.break_count, graphs_after=rep.graph_count,
+                 coverage_after=rep.coverage.ratio if rep.coverage is not None else None,
+                 outputs_matched=ev.outputs_matched, gradients_matched=ev.gradients_matched,
+                 max_abs_error=ev.max_abs_error)
 
 
 def _blocked_patch(patch: Patch, rep: Report, rerun: _Rerun, rw: Rewrite) -> Patch:

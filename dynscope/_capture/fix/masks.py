@@ -1418,15 +1418,10 @@ def nonzero_column(stmt: ast.stmt, text: Text) -> Made | None:
             _constant_write(block[i], index) for i in writes):
         return None
     # The nonzero gone, its mask read where the column was; the lines between (comments too) kept.
-    out: list[str] = []
-    indent = stmt.col_offset
-    for n in range((stmt.end_lineno or stmt.lineno) + 1, (block[writes[-1]].end_lineno or 0) + 1):
-        if col.lineno <= n <= (col.end_lineno or col.lineno):
-            if n == col.lineno:
-                out.append(f"{index} = ({text.of(mask)}).any(dim={1 - k})")
-            continue
-        line = text.lines[n - 1]
-        out.append(line[indent:] if not line[:indent].strip() else line.lstrip())
+    last, indent = block[writes[-1]], stmt.col_offset
+    out = [*text.lines_between(stmt.end_lineno or stmt.lineno, col.lineno, indent),
+           f"{index} = ({text.of(mask)}).any(dim={1 - k})",
+           *text.lines_between(col.end_lineno or col.lineno, (last.end_lineno or last.lineno) + 1, indent)]
     return Made(out, COLUMN, (
         f"`{text.of(mask)}` is 2-D (a mask of more dimensions makes the write raise: not verified); each position "
         f"`{index}` named is written the same constant, so naming it once (a boolean mask) writes the same"),

@@ -258,9 +258,14 @@ class Text:
 
     def statement_lines(self, stmt: ast.stmt) -> list[str]:
         """The statement's lines as written, its own indentation removed (comments kept)."""
-        raw = self.lines[stmt.lineno - 1: stmt.end_lineno or stmt.lineno]
-        col = stmt.col_offset
-        return [text_from(ln, col) if text_before(ln, col).strip() == "" else ln.lstrip() for ln in raw]
+        return self.lines_between(stmt.lineno - 1, (stmt.end_lineno or stmt.lineno) + 1, stmt.col_offset)
+
+    def lines_between(self, after: int, before: int, col: int) -> list[str]:
+        """The file's lines after line ``after`` and before line ``before`` as written, the
+        indentation ``col`` removed (comments and blank lines kept: what a pattern spanning
+        several statements keeps between those it rewrites)."""
+        return [text_from(ln, col) if text_before(ln, col).strip() == "" else ln.lstrip()
+                for ln in self.lines[after: before - 1]]
 
     def body_lines(self, body: list[ast.stmt]) -> list[str]:
         return [ln for s in body for ln in self.statement_lines(s)]

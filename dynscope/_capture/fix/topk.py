@@ -23,8 +23,6 @@ from dynscope._capture.fix.statements import (
     names_stored,
     parsed,
     read_later,
-    text_before,
-    text_from,
     unparsed,
 )
 
@@ -219,9 +217,7 @@ def counted_topk(stmt: ast.stmt, text: Text) -> Made | None:
     value = counted.visit(copy.deepcopy(stmt.value))
     if not counted.changed:
         return None
-    col = stmt.col_offset
-    between = [text_from(ln, col) if text_before(ln, col).strip() == "" else ln.lstrip()
-               for ln in text.lines[(stmt.end_lineno or stmt.lineno): reader.lineno - 1]]
+    between = text.lines_between(stmt.end_lineno or stmt.lineno, reader.lineno, stmt.col_offset)
     return Made([f"{name} = {unparsed(value)}", *between, *_sorted_prefix(topk_found, text, topk_found[1])],
                  TOPK_PREFIX, f"`{name}` stays a 0-dim tensor; {_note(topk_found)}", last=reader)
 
