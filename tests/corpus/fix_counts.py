@@ -349,6 +349,42 @@ def multi_crop() -> tuple[nn.Module, tuple[list[torch.Tensor]]]:
     return MultiCrop(), ([torch.randn(2, 3, 8, 8) for _ in range(2)] + [torch.randn(2, 3, 4, 4) for _ in range(3)],)
 
 
+class SampledNegatives(nn.Module):
+    """A retrieval head's matching loss over hard negatives (in our words): for each query a
+    negative document drawn by ``torch.multinomial`` over the similarity and read back with
+    ``.item()``, then for each document a negative query the same way. Under torch.compile the
+    first loop's break hides the second (nothing after it in the frame is compiled): fixing
+    the first reveals the second, and only the two fixed together break less."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query = nn.Linear(6, 4)
+        self.doc = nn.Linear(6, 4)
+        self.match = nn.Linear(8, 1)
+
+    def forward(self, queries: torch.Tensor, docs: torch.Tensor) -> torch.Tensor:
+        q, d = F.normalize(self.query(queries), dim=-1), F.normalize(self.doc(docs), dim=-1)
+        with torch.no_grad():
+            weights = torch.softmax(q @ d.t(), dim=1).fill_diagonal_(0)
+        doc_neg = []
+        for b in range(q.size(0)):
+            pick = torch.multinomial(weights[b], 1).item()  # SITE: keep it a 0-dim tensor, then index by a one-element tensor
+            doc_neg.append(d[pick])
+        query_neg = []
+        for b in range(d.size(0)):
+            pick = torch.multinomial(weights[:, b], 1).item()
+            query_neg.append(q[pick])
+        pos = self.match(torch.cat([q, d], dim=1))
+        neg = self.match(torch.cat([torch.cat([q, torch.stack(query_neg)]), torch.cat([torch.stack(doc_neg), d])], dim=1))
+        labels = torch.cat([torch.ones_like(pos), torch.zeros_like(neg)])
+        return F.binary_cross_entropy_with_logits(torch.cat([pos, neg]), labels)
+
+
+def sampled_negatives() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(919)
+    return SampledNegatives(), (torch.randn(4, 6), torch.randn(4, 6))
+
+
 PROGRAMS: dict[str, Any] = {
     "mask_count_loss": mask_count_loss,
     "accepted_step": accepted_step,
@@ -365,4 +401,5 @@ PROGRAMS: dict[str, Any] = {
     "hard_negative_loss": hard_negative_loss,
     "spatial_dice": spatial_dice,
     "multi_crop": multi_crop,
+    "sampled_negatives": sampled_negatives,
 }

@@ -525,20 +525,36 @@ def _new_sites(before: Report, after: Report, original: str, path: str,
     return out
 
 
+# How many statements one patch may follow on to (a sampling loop's index kept a tensor, its
+# uses, then the next loop of the same shape the first one's break had hidden), and how many
+# reruns following on may cost a site.
+_FOLLOW_DEPTH = 5
+_FOLLOW_RERUNS = 8
+
+
 def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: Source, rw: Rewrite,
-               patch: Patch, rerun: _Rerun) -> tuple[Patch, Rewrite] | None:
+               patch: Patch, rerun: _Rerun, budget: list[int] | None = None) -> tuple[Patch, Rewrite] | None:
     """A rewrite that removed its break and kept outputs, but moved the break to the next
     statement (``.item()`` kept a tensor, and the ``if`` on it now breaks): the rewrite of that
-    statement too, verified as one patch of both."""
+    statement too, verified as one patch of both. When that one too kept outputs but a break
+    shows up further on that the first break had hidden (Dynamo compiled nothing of the loop
+    after it: BLIP's second hard-negative loop), it is followed in turn, up to
+    ``_FOLLOW_DEPTH`` statements and ``_FOLLOW_RERUNS`` reruns; only the whole chain, every
+    break it moved gone, is verified."""
+    budget = [_FOLLOW_DEPTH, _FOLLOW_RERUNS] if budget is None else budget
     if rerun.rep is None or patch.breaks_after or not patch.outputs_matched or patch.gradients_matched is False:
         return None
     moved = _new_sites(before, rerun.rep, site.filename, rerun.path, rw)
-    if not moved:
+    if not moved or budget[0] <= 0:
         return None
+    budget[0] -= 1
     nxt, _ = moved[0]
     second, _ = candidates(rw.source, nxt.lineno, nxt.category)
     for rw2 in (r for r in second if not r.taken and not r.skipped):  # their evidence: lines of the original run
-        both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}",
+        if budget[1] <= 0:
+            return None
+        budget[1] -= 1
+        both = _spanning(source.text, rw2.source, _then(rw.name, rw2.name), _joined(rw.note, rw2.note),
                          _joined(rw.unchecked, rw2.unchecked))
         # A report the second guards is checked on the original run's lines: its line in the file
         # before the first rewrite (0 where the first rewrite wrote it: never seen run).
@@ -550,9 +566,11 @@ def _follow_on(model: Any, calls: Calls, before: Report, eager: Run, site: Graph
         if followed.verified:
             return followed, both
         # The second's own lines break for another reason (a where over values that select by a mask).
-        deeper = _follow_within(model, calls, before, eager, site, source, both, followed, rerun2)
+        deeper = (_follow_within(model, calls, before, eager, site, source, both, followed, rerun2)
+                  or _follow_on(model, calls, before, eager, site, source, both, followed, rerun2, budget))
         if deeper is not None:
             return deeper
+    budget[0] += 1  # this statement's depth back for a sibling the caller tries next
     return None
 
 
@@ -574,7 +592,7 @@ def _follow_after(model: Any, calls: Calls, before: Report, eager: Run, site: Gr
             continue
         offered = [r for r in candidates(rw.source, b.lineno, b.category)[0] if not r.taken and not r.skipped]
         for rw2 in offered[:3]:
-            both = _spanning(source.text, rw2.source, f"{rw.name}, then {rw2.name}", f"{rw.note}; {rw2.note}",
+            both = _spanning(source.text, rw2.source, _then(rw.name, rw2.name), _joined(rw.note, rw2.note),
                              _joined(rw.unchecked, rw2.unchecked))
             followed, rerun2 = _verified(model, calls, before, eager, site, source, both)
             # the other site's statement, as rw2 rewrote it, must break no more
@@ -611,7 +629,7 @@ def _follow_within(model: Any, calls: Calls, before: Report, eager: Run, site: G
                 text, used, unchecked = found[0].source, found[0].note, _joined(unchecked, found[0].unchecked)
         if not used:
             continue
-        both = _spanning(source.text, text, f"{rw.name}, then {pick}", f"{rw.note}; {used}", unchecked)
+        both = _spanning(source.text, text, _then(rw.name, pick), _joined(rw.note, used), unchecked)
         followed, _ = _verified(model, calls, before, eager, site, source, both)
         if followed.verified:
             return followed, both
@@ -619,8 +637,14 @@ def _follow_within(model: Any, calls: Calls, before: Report, eager: Run, site: G
 
 
 def _joined(a: str, b: str) -> str:
-    """Two rewrites' unchecked behaviour, said once each."""
-    return "; ".join(dict.fromkeys(w for w in (a, b) if w))
+    """Two rewrites' notes (their unchecked behaviour), each said once: a chain that applies one
+    rewrite at several statements says its assumption once."""
+    return "; ".join(dict.fromkeys(w for part in (a, b) for w in part.split("; ") if w))
+
+
+def _then(first: str, second: str) -> str:
+    """A chain of rewrites' name: each named once, in the order first applied."""
+    return ", then ".join(dict.fromkeys([*first.split(", then "), second]))
 
 
 def _spanning(old: str, new: str, name: str, note: str, unchecked: str = "") -> Rewrite:

@@ -345,3 +345,19 @@ def test_torch_over_python_sizes_is_computed_in_python_live(name: str, rewrite: 
     assert p.rewrite == rewrite and p.verified and p.breaks_after == 0 and p.gradients_matched, p.why_not
     # The multi-crop loop's slices at the ends broke only because the ends were a tensor's.
     assert all(u.gone_with == (p.site,) for u in res.unpatched) and res.breaks_after == 0
+
+
+@pytest.mark.heavy
+def test_a_break_the_first_one_hid_is_followed_into_one_patch_live() -> None:
+    # The first sampling loop's .item() hides the second loop from torch.compile: alone, its fix
+    # leaves the program breaking as often (the second loop breaks now). The chain - the index
+    # kept a 0-dim tensor, its use gathered, then the second loop the same way - is one patch.
+    res = _fix("sampled_negatives")
+    (p,) = res.patches
+    assert p.rewrite == f"{TENSOR_0D}, then {numbers.INDEX}", p.rewrite
+    assert p.verified and p.breaks_after == 0 and p.gradients_matched, p.why_not
+    assert p.program_breaks_before == 1 and p.program_breaks_after == 0
+    # Both loops rewritten, each use of the drawn index gathered.
+    assert p.diff.count(".detach().reshape(())") == 2 and p.diff.count("[pick.reshape(1)][0]") == 2, p.diff
+    # Each rewrite's assumption said once.
+    assert p.assumes.count("a negative one counts from the end as before") == 1, p.assumes
