@@ -586,6 +586,31 @@ def normed_head() -> tuple[Any, tuple[torch.Tensor]]:
     return NormedHead(), (torch.randn(1, 2, 8),)
 
 
+class ColumnRanges(nn.Module):
+    """A click-through model's embedding lookup (in our words): each sparse feature's columns in
+    the packed input are a ``(start, end)`` pair, made a numpy array before its ends slice the
+    input. Dynamo traces the array as a tensor, so the slice reads its elements back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.columns = {"user": (0, 1), "item": (1, 2), "history": (2, 6)}
+        self.embed = nn.ModuleDict({k: nn.Embedding(10, 4) for k in self.columns})
+        self.out = nn.Linear(12, 1)
+
+    def forward(self, packed: torch.Tensor) -> torch.Tensor:
+        pooled = []
+        for name, emb in self.embed.items():
+            span = np.array(self.columns[name])
+            ids = packed[:, span[0]:span[1]].long()  # SITE: elements of the sequence, not of an array
+            pooled.append(emb(ids).mean(dim=1))
+        return torch.sigmoid(self.out(torch.cat(pooled, dim=-1)))
+
+
+def column_ranges() -> tuple[nn.Module, tuple[torch.Tensor]]:
+    torch.manual_seed(923)
+    return ColumnRanges(), (torch.randint(0, 10, (3, 6)).float(),)
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "numpy_head": numpy_head,
@@ -618,4 +643,5 @@ PROGRAMS = {
     "scheduled_noise": scheduled_noise,
     "nucleus_on_host": nucleus_on_host,
     "normed_head": normed_head,
+    "column_ranges": column_ranges,
 }

@@ -598,7 +598,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              state_where, cond, checks.guarded_check, checks.asserted, checks.assert_message, conditional, shortcut_exit,
              shortcut_else, shortcut_if, checks.guard_dropped),
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
-    SCALAR: (flag_first, sizes.arange_listed, sizes.run_ends, numbers.numpy_kept, scalars.numpy_math, where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
+    SCALAR: (flag_first, sizes.arange_listed, sizes.run_ends, sizes.array_elements, numbers.numpy_kept, scalars.numpy_math, where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              topk.counted_topk, host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
              numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _tensor_0d, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,

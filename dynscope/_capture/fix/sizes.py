@@ -10,7 +10,11 @@ folds into constants:
   loss's reduced axes) as ``list(range(2, len(x.shape)))``;
 - ``run ends of equal sizes in Python``: ``torch.cumsum(torch.unique_consecutive(torch.tensor(
   [inp.shape[-1] for inp in crops]), return_counts=True)[1], 0)`` (a multi-crop wrapper
-  grouping its crops by resolution) as the list of the ends of the runs of equal sizes.
+  grouping its crops by resolution) as the list of the ends of the runs of equal sizes;
+- ``elements of the sequence, not of an array``: ``idx = np.array(columns[name])`` read only as
+  ``idx[0]``, ``idx[1]`` (slice bounds: a feature's column range in a CTR model's input) as
+  ``idx = columns[name]``: Dynamo traces numpy arrays as tensors, so the elements came back as
+  tensors and a slice at them read them back; the sequence's own elements are Python ints.
 
 Text only (no torch import); the verifier reruns the patched program (a tensor among the
 values makes ``range`` read it back, and the patch is not verified).
@@ -21,12 +25,22 @@ from __future__ import annotations
 import ast
 import copy
 
-from dynscope._capture.fix.statements import Made, Text, function_of, parsed, transformed_statement, unparsed
+from dynscope._capture.fix.statements import (
+    Made,
+    Text,
+    block_of,
+    function_of,
+    names_stored,
+    parsed,
+    transformed_statement,
+    unparsed,
+)
 
-__all__ = ["RANGE", "RUN_ENDS", "arange_listed", "run_ends"]
+__all__ = ["ELEMENTS", "RANGE", "RUN_ENDS", "arange_listed", "array_elements", "run_ends"]
 
 RANGE = "range instead of torch.arange over sizes"
 RUN_ENDS = "run ends of equal sizes in Python"
+ELEMENTS = "elements of the sequence, not of an array"
 
 _SIZE_CALLS = {"len", "int", "max", "min", "abs"}
 _SIZE_METHODS = {"size", "dim", "numel"}
@@ -121,3 +135,51 @@ def run_ends(stmt: ast.stmt, text: Text) -> Made | None:
     ], RUN_ENDS, (
         f"`{end}` is read as Python ints (a loop over it, slice ends), not as a tensor: it is now a list of the ends "
         "of the runs of equal values, the cumulative counts unique_consecutive gives"))
+
+
+def _element_read(node: ast.AST) -> str | None:
+    """The name ``n`` of ``n[<int>]`` (``n[-1]`` too) read, else None."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load)):
+        return None
+    at = node.slice.operand if isinstance(node.slice, ast.UnaryOp) and isinstance(node.slice.op, ast.USub) else node.slice
+    return node.value.id if isinstance(at, ast.Constant) and type(at.value) is int else None
+
+
+def _arrayed(stmt: ast.stmt, name: str) -> ast.expr | None:
+    """``S`` of ``name = np.array(S)`` (``np.asarray``, ``numpy.array``; no dtype), else None."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == name and isinstance(stmt.value, ast.Call)):
+        return None
+    f, call = stmt.value.func, stmt.value
+    if not (isinstance(f, ast.Attribute) and f.attr in ("array", "asarray") and isinstance(f.value, ast.Name)
+            and f.value.id in ("np", "numpy") and len(call.args) == 1 and not call.keywords):
+        return None
+    return call.args[0]
+
+
+def array_elements(stmt: ast.stmt, text: Text) -> Made | None:
+    """``idx = np.array(S)`` earlier in the block, read only element by element (``idx[0]``,
+    ``idx[-1]``), and the statement reading an element: ``idx = S``, the statements between
+    kept (see the module)."""
+    reads = {n for n in (_element_read(x) for x in ast.walk(stmt)) if n}
+    if not reads:
+        return None
+    block, at = block_of(text.source, stmt)
+    fn = function_of(text.source, stmt)
+    scope = fn if fn is not None else parsed(text.source)
+    for name in sorted(reads):
+        bound = next((s for s in reversed(block[:at]) if name in names_stored(s)), None)
+        held = _arrayed(bound, name) if bound is not None else None
+        if held is None or bound is None:
+            continue
+        element_reads = {id(x.value) for x in ast.walk(scope) if isinstance(x, ast.Subscript) and _element_read(x) == name}
+        loads = [x for x in ast.walk(scope) if isinstance(x, ast.Name) and x.id == name and isinstance(x.ctx, ast.Load)]
+        stores = [x for x in ast.walk(scope) if isinstance(x, ast.Name) and x.id == name and isinstance(x.ctx, ast.Store)]
+        if len(stores) != 1 or any(id(x) not in element_reads for x in loads):
+            continue  # bound again, or read as an array (a method, arithmetic, passed on): it stays one
+        between = text.lines_between(bound.end_lineno or bound.lineno, stmt.lineno, bound.col_offset)
+        return Made([f"{name} = {text.of(held)}", *between, *text.statement_lines(stmt)], ELEMENTS, (
+            f"`{name}` is read only element by element, and the sequence numpy made it from holds numbers (a list or "
+            "a tuple): its own elements are the same numbers, as Python's, where the array's were numpy's (traced as "
+            "tensors)"), first=bound, last=stmt)
+    return None

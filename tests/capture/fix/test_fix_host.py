@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import dynscope
-from dynscope._capture.fix import numbers
+from dynscope._capture.fix import numbers, sizes
 from dynscope._capture.fix.branches import CONDITIONAL
 from dynscope._capture.fix.host import DENSE, ENDS, FLOAT, MATH, NONZERO, NUMPY, SEGMENT, SELECT
 from dynscope._capture.fix.rewrites import candidates
@@ -370,11 +370,31 @@ def test_every_marked_site_of_the_corpus_gets_its_rewrite_which_names_its_assump
     assert marked >= 12
 
 
+def test_an_array_read_only_element_by_element_is_the_sequence_it_was_made_from() -> None:
+    body = ("def f(x, cols, name):\n"
+            "    span = np.array(cols[name])\n"
+            "    # the feature's columns\n"
+            "    return x[:, span[0]:span[-1]]\n")
+    assert _rewrite(body, "span[0]:span[-1]", SCALAR, sizes.ELEMENTS) == (
+        "def f(x, cols, name):\n"
+        "    span = cols[name]\n"
+        "    # the feature's columns\n"
+        "    return x[:, span[0]:span[-1]]\n")
+    # Read as an array (a method, arithmetic, passed on), bound twice, made with a dtype, or an
+    # element picked by a name: the array stays.
+    for old, new in (("span[-1]]", "span[-1]] + span.sum()"), ("span[-1]]", "span[-1]] * len(span)"),
+                     ("    # the", "    span = np.array([0, 1])\n    # the"),
+                     ("np.array(cols[name])", "np.array(cols[name], dtype=np.int64)"), ("span[-1]]", "span[name]]")):
+        changed = body.replace(old, new)
+        assert sizes.ELEMENTS not in _names(changed, "return x[", SCALAR)[0], new
+
+
 # -- live: dynscope.fix on the corpus -------------------------------------------------------------------
 
 _FIXED = ["numpy_head", "numpy_metric", "retrieval", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
           "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric", "explained",
-          "normalised", "normaliser_object", "noise_curriculum", "scheduled_noise", "nucleus_on_host", "normed_head"]
+          "normalised", "normaliser_object", "noise_curriculum", "scheduled_noise", "nucleus_on_host", "normed_head",
+          "column_ranges"]
 
 
 @pytest.mark.heavy
