@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynscope._errors import InputError
 from dynscope._torch.registry import is_user_file
 
 if TYPE_CHECKING:
@@ -28,20 +29,84 @@ __all__ = ["deep_copy"]
 
 def deep_copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """``copy.deepcopy(value, memo)``, the tensors that are not graph leaves in it copied as
-    detached clones (each once: objects that share one share its copy), and the user's own
-    functions it holds rebound to the copies (see :class:`_Rebinder`)."""
+    detached clones (each once: objects that share one share its copy), the objects Python's
+    own deepcopy gets wrong or refuses copied field by field (see :func:`_shells`), and the
+    user's own functions it holds rebound to the copies (see :class:`_Rebinder`). Raises
+    :class:`InputError` naming what it was given when it still cannot copy it."""
     seeded = dict(memo or {})
     try:
+        _shells(value, seeded)
         out = copy.deepcopy(value, seeded)
-    except RuntimeError as err:
+    except Exception as err:  # a tensor with a history is seeded, then one retry; else said plainly
         if "graph leaves" not in str(err):
-            raise
+            raise _uncopyable(value, err) from err
         seeded = dict(memo or {})
         for t in _non_leaves(value):
             seeded[id(t)] = t.detach().clone().requires_grad_(t.requires_grad)
-        out = copy.deepcopy(value, seeded)
+        try:
+            _shells(value, seeded)
+            out = copy.deepcopy(value, seeded)
+        except Exception as again:  # said as what it is: the object cannot be copied
+            raise _uncopyable(value, again) from again
     _Rebinder(seeded).walk(out)
     return out
+
+
+def _needs_shell(item: Any) -> bool:
+    """Whether Python's deepcopy gets ``item`` wrong or refuses it: an object that is its own
+    ``__dict__`` (``class AttrDict(dict)`` whose ``__init__`` sets ``self.__dict__ = self``:
+    deepcopy gives a copy whose attributes are missing), or one whose ``__getattr__`` raises
+    another error than AttributeError for a name it lacks (``__getattr__ = dict.__getitem__``:
+    KeyError when deepcopy asks it for ``__deepcopy__``), both config classes common in
+    research code; and an optimizer, whose ``__getstate__`` drops what its subclass set."""
+    if isinstance(item, torch.Tensor) or item is None:
+        return False
+    if isinstance(item, torch.optim.Optimizer):
+        # Optimizer.__getstate__ keeps defaults, state and param_groups only: a subclass's own
+        # settings (LAMB's ``self.adam``, set in its __init__) would be missing from the copy.
+        return True
+    if isinstance(item, dict) and getattr(item, "__dict__", None) is item:
+        return True
+    if getattr(type(item), "__getattr__", None) is None:
+        return False
+    try:
+        getattr(item, "__deepcopy__", None)
+    except Exception:  # noqa: BLE001 - the object's own lookup raised: exactly the objects to copy here
+        return True
+    return False
+
+
+def _shells(value: Any, memo: dict[int, Any]) -> int:
+    """Copy field by field each object ``value`` reaches that :func:`_needs_shell`: each gets
+    an empty instance of its class in ``memo`` first (the objects that reach one another keep
+    doing so), then its items, list entries and attributes copied with the same memo (an
+    object that was its own ``__dict__`` is its copy's). Returns how many were so copied."""
+    found = []
+    for item in _reachable(value, set()):
+        if id(item) not in memo and _needs_shell(item):
+            cls: Any = type(item)
+            shell = cls.__new__(cls)
+            memo[id(item)] = shell
+            found.append((item, shell))
+    for item, shell in found:
+        if isinstance(item, dict):
+            dict.update(shell, {copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in dict.items(item)})
+        elif isinstance(item, list):
+            list.extend(shell, copy.deepcopy(list(item), memo))
+        own = getattr(item, "__dict__", None)
+        if isinstance(item, dict) and own is item:
+            object.__setattr__(shell, "__dict__", shell)
+        elif isinstance(own, dict):
+            vars(shell).update(copy.deepcopy(own, memo))
+    return len(found)
+
+
+def _uncopyable(value: Any, err: BaseException) -> InputError:
+    """What dynscope says when Python cannot copy what it was given."""
+    return InputError(
+        f"dynscope runs copies of the {type(value).__name__} it was given (so that yours is never changed), and "
+        f"copy.deepcopy failed on it: {type(err).__name__}: {str(err)[:200]}. Make it copyable (a __deepcopy__, or a "
+        "__getattr__ that raises AttributeError for a missing name), or pass what it holds instead")
 
 
 class _Rebinder:

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from dynscope._capture.copies import deep_copy
+from dynscope._errors import InputError
 
 
 def test_a_weight_normed_module_is_copied_with_its_computed_weight_detached() -> None:
@@ -67,3 +68,106 @@ def test_closures_the_copy_holds_read_the_copy_s_modules_not_the_user_s() -> Non
         twin.lin.weight.add_(1.0)
     x = torch.randn(1, 2)
     assert not torch.equal(twin(x), model(x))  # the copy's closure reads the copy's weight
+
+
+class AttrDict(dict):  # type: ignore[type-arg]
+    """A config dict read by attribute, as research code writes it: a missing name raises
+    KeyError, so Python's own copy.deepcopy fails asking it for ``__deepcopy__``."""
+
+    __getattr__ = dict.__getitem__
+
+
+class Configured(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.cfg = AttrDict(scale=2.0, inner=AttrDict(k=3), head=self.lin)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.cfg.head(x) * self.cfg.scale
+
+
+def test_an_object_whose_getattr_raises_key_error_is_copied_field_by_field() -> None:
+    model = Configured()
+    try:
+        import copy
+
+        copy.deepcopy(model)
+    except KeyError:
+        pass
+    else:  # pragma: no cover - the premise: Python itself cannot copy it
+        raise AssertionError("copy.deepcopy copied the AttrDict: the test no longer tests anything")
+    twin = deep_copy(model)
+    assert type(twin.cfg) is AttrDict and twin.cfg is not model.cfg and twin.cfg.inner is not model.cfg.inner
+    assert twin.cfg.inner.k == 3 and twin.cfg.scale == 2.0
+    # What the config shares with the module is shared in the copy too: the copy's own Linear.
+    assert twin.cfg.head is twin.lin and twin.lin is not model.lin
+    x = torch.randn(1, 2)
+    assert torch.equal(twin(x), model(x))
+    twin.lin.weight.data.mul_(2)
+    assert not torch.equal(twin(x), model(x))
+
+
+def test_what_cannot_be_copied_is_a_clear_error_naming_it() -> None:
+    class Uncopyable:
+        def __deepcopy__(self, memo: dict[int, object]) -> object:
+            raise TypeError("holds a socket")
+
+    try:
+        deep_copy({"conn": Uncopyable()})
+    except InputError as err:
+        said = str(err)
+    else:
+        raise AssertionError("no error")
+    assert "copy.deepcopy failed on it: TypeError: holds a socket" in said and "dict" in said
+    assert "__deepcopy__" in said
+
+
+class SelfDict(dict):  # type: ignore[type-arg]
+    """A config dict that is its own ``__dict__`` (an audio model's hyperparameters): Python's
+    copy.deepcopy gives a copy whose items are there but whose attributes are not."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.__dict__ = self
+
+
+def test_an_object_that_is_its_own_dict_is_copied_with_its_attributes() -> None:
+    import copy
+
+    params = SelfDict(noise_schedule=[0.1, 0.2], rate=16000)
+    assert not hasattr(copy.deepcopy(params), "noise_schedule")  # the premise: Python's copy loses them
+    holder = nn.Module()
+    holder.params = params  # type: ignore[assignment]
+    twin = deep_copy(holder)
+    assert twin.params is not params and twin.params.noise_schedule == [0.1, 0.2] and twin.params.rate == 16000
+    assert twin.params.noise_schedule is not params.noise_schedule and vars(twin.params) is twin.params
+
+
+class Lamb(torch.optim.Optimizer):
+    """An optimizer with a setting of its own, as LAMB's reference code keeps ``self.adam``:
+    torch's Optimizer.__getstate__ keeps only defaults, state and param_groups."""
+
+    def __init__(self, params: object, lr: float = 1e-2, adam: bool = False) -> None:
+        super().__init__(params, {"lr": lr})
+        self.adam = adam
+
+    @torch.no_grad()
+    def step(self, closure: object = None) -> None:  # type: ignore[override]
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"] * (1.0 if self.adam else 2.0))
+
+
+def test_an_optimizer_is_copied_with_the_settings_its_subclass_keeps() -> None:
+    import copy
+
+    lin = nn.Linear(2, 1)
+    opt = Lamb(lin.parameters(), adam=True)
+    assert not hasattr(copy.deepcopy(opt), "adam")  # the premise: Python's copy drops it
+    lin2, opt2 = deep_copy((lin, opt))
+    assert opt2.adam is True and opt2.param_groups[0]["params"][0] is lin2.weight
+    lin2(torch.ones(1, 2)).sum().backward()
+    before = lin.weight.detach().clone()
+    opt2.step()
+    assert torch.equal(lin.weight, before) and not torch.equal(lin2.weight, before)
