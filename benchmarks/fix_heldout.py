@@ -132,7 +132,7 @@ proposed (not verified) and left alone; the share of fixable sites removed (goal
 verified patches at must-not sites (goal: 0); verified patches that change an output on
 inputs fix never saw (goal: 0); sites nobody marked.
 
-Run:  .venv/bin/python benchmarks/fix_heldout.py [1-15]   (every set when none is named)
+Run:  .venv/bin/python benchmarks/fix_heldout.py [1-16]   (every set when none is named)
 """
 
 from __future__ import annotations
@@ -159,6 +159,7 @@ from tests.corpus import (  # the repository root is on the path
     fix_heldout13,
     fix_heldout14,
     fix_heldout15,
+    fix_heldout16,
 )
 from tests.corpus.fix_measure import measure_held_out, table
 
@@ -176,7 +177,8 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "12": ("tests/corpus/fix_heldout12 (read while writing rewrites)", fix_heldout12.PROGRAMS),
         "13": ("tests/corpus/fix_heldout13 (read while writing rewrites)", fix_heldout13.PROGRAMS),
         "14": ("tests/corpus/fix_heldout14 (read while writing rewrites)", fix_heldout14.PROGRAMS),
-        "15": ("tests/corpus/fix_heldout15 (read while writing rewrites)", fix_heldout15.PROGRAMS)}
+        "15": ("tests/corpus/fix_heldout15 (read while writing rewrites)", fix_heldout15.PROGRAMS),
+        "16": ("tests/corpus/fix_heldout16 (unseen)", fix_heldout16.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:

@@ -15,7 +15,16 @@ import dynscope
 from dynscope._capture.fix.source import line_map
 from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
 from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
-from tests.corpus import fix_branches, fix_checks, fix_counts, fix_host, fix_masks, fix_shortcuts, fix_state
+from tests.corpus import (
+    fix_aliased,
+    fix_branches,
+    fix_checks,
+    fix_counts,
+    fix_host,
+    fix_masks,
+    fix_shortcuts,
+    fix_state,
+)
 from tests.corpus import fix_programs as fp
 
 #: Breaks PyTorch or the program make on purpose: no source rewrite is asked of them.
@@ -27,7 +36,7 @@ if TYPE_CHECKING:
 #: The corpus modules: each holds ``PROGRAMS`` (name -> builder) and marks each break site
 #: ``# SITE: <rewrite>`` (``none`` where no patch may be verified, ``on purpose`` for torch's own).
 CORPUS: list[types.ModuleType] = [fp, fix_host, fix_state, fix_checks, fix_counts, fix_masks, fix_branches,
-                                   fix_shortcuts]
+                                   fix_shortcuts, fix_aliased]
 
 
 @cache

@@ -57,7 +57,7 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix import checks, frames, host, masks, numbers, scalars, sizes, state, topk
+from dynscope._capture.fix import aliases, checks, frames, host, masks, numbers, scalars, sizes, state, topk
 from dynscope._capture.fix.branches import (
     appended_where,
     cond,
@@ -128,6 +128,11 @@ def candidates(source: str, lineno: int, category: str) -> tuple[list[Rewrite], 
         parsed(source)
     except SyntaxError as err:
         return [], f"the file does not parse ({err.msg})"
+    alias = aliases.torch_alias(source)
+    if alias is not None:  # import torch as th: made on the file with th read as torch, written back as th
+        found, why = candidates(aliases.as_named(source, alias), lineno, category)
+        back = [rw for rw in (aliases.from_named(r, source, alias) for r in found) if rw is not None]
+        return back, why if back or not found else f"the rewrite of line {lineno} could not name torch as {alias}"
     stmt = statement_at(source, lineno)
     if stmt is None:
         return [], f"no statement at line {lineno}"

@@ -223,7 +223,7 @@ def imports_torch(source: str) -> bool:
 
 def imports(source: str, module: str) -> bool:
     """Whether the file's own top level has ``import <module>`` (under its own name)."""
-    return any(isinstance(n, ast.Import) and any(a.name == module and a.asname is None for a in n.names)
+    return any(isinstance(n, ast.Import) and any(a.name == module and a.asname in (None, module) for a in n.names)
                for n in parsed(source).body)
 
 
