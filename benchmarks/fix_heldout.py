@@ -126,6 +126,14 @@ marked fixable or must-not:
   mmocr's SAR. Measured unseen once (15 of 47 fixable sites removed, 0 verified at a must-not site); torch
   over Python sizes (fix/sizes.py), a method of two operands over selections and a column of nonzero pairs
   as a mask were written after reading it.
+- tests/corpus/fix_heldout16: written after those: YOLACT's fast NMS, RetinaFace's numpy detect, DETR3D's
+  NMS-free decoding, RT-DETR's post-processor, SSD's MultiBox loss, improved-diffusion's training step (torch
+  imported as th), diffusers' DDPM scheduler, denoising-diffusion-pytorch's DDIM, stable-diffusion's PLMS,
+  DiffWave's fast sampling, attention-is-all-you-need's beam search, torchmetrics' F1, semseg's and PAConv's
+  validation, speechbrain's ECAPA embedding and EER, LAMB, alpha-zero-general, Performer's redraw, ConvNeXt's
+  train step. Measured unseen once (2 of 40 fixable sites removed, 0 verified at a must-not site; fix first
+  crashed on two config classes Python's deepcopy cannot copy and an optimizer whose state it drops, fixed
+  before the figure); torch imported under another name was written after reading it.
 
 Prints, per set and per break category, the sites found, removed by verified patches,
 proposed (not verified) and left alone; the share of fixable sites removed (goal: 75%);
@@ -178,7 +186,7 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "13": ("tests/corpus/fix_heldout13 (read while writing rewrites)", fix_heldout13.PROGRAMS),
         "14": ("tests/corpus/fix_heldout14 (read while writing rewrites)", fix_heldout14.PROGRAMS),
         "15": ("tests/corpus/fix_heldout15 (read while writing rewrites)", fix_heldout15.PROGRAMS),
-        "16": ("tests/corpus/fix_heldout16 (unseen)", fix_heldout16.PROGRAMS)}
+        "16": ("tests/corpus/fix_heldout16 (read while writing rewrites)", fix_heldout16.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:
