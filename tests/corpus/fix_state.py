@@ -421,6 +421,42 @@ def eval_mean() -> tuple[Any, tuple[Any, ...]]:
     return mean_loss, (nn.Linear(8, 1), _x(4, 8), _x(4, 1, seed=1))
 
 
+class AverageMeter:
+    """A running average, as training scripts keep their losses (in our words)."""
+
+    def __init__(self) -> None:
+        self.val: Any = 0
+        self.sum: Any = 0
+        self.count = 0
+        self.avg: Any = 0
+
+    def update(self, val: Any, n: int = 1) -> None:
+        self.val = val
+        self.sum += val * n
+        self.count += n
+        self.avg = self.sum / self.count
+
+
+class MeteredStep(nn.Module):
+    """A validation step that feeds its loss to a meter with ``.item()``: kept a tensor, the
+    meter's numbers are detached 0-dim tensors of the same values (said in the patch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 3)
+        self.loss_meter = AverageMeter()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = F.cross_entropy(self.net(x), y)
+        self.loss_meter.update(loss.item(), x.size(0))  # SITE: keep it a tensor
+        return loss
+
+
+def metered_step() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(931)
+    return MeteredStep(), (torch.randn(6, 4), torch.randint(0, 3, (6,)))
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "distill": distill,
@@ -441,4 +477,5 @@ PROGRAMS = {
     "accumulating": accumulating,
     "reporting": reporting,
     "eval_mean": eval_mean,
+    "metered_step": metered_step,
 }

@@ -275,7 +275,7 @@ def _on_top(model: Any, calls: Calls, before: Report, eager: Run, source: Source
         return None
     with_them = ", ".join(p.site for p, _ in others)
     patch = _measured(_unmeasured(before, site, source, rw), rerun.rep, ev, 0)
-    return _with(patch, verified=True, assumes=f"{rw.note}; verified applied with the patch"
+    return _with(patch, verified=True, assumes=f"{_as_tensors(rw.note, ev)}; verified applied with the patch"
                  f"{'es' if len(others) > 1 else ''} at {with_them} (alone, its break moves to a line they rewrite)")
 
 
@@ -473,7 +473,17 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
         why.append(f"what the model keeps changes: {ev.state_differs}")
     if rw.unchecked:  # what no run shows (a failed check's exception): proposed, said why
         why.append(rw.unchecked)
-    return _with(patch, verified=not why, why_not="; ".join(why)), rerun
+    return _with(patch, verified=not why, why_not="; ".join(why), assumes=_as_tensors(patch.assumes, ev)), rerun
+
+
+def _as_tensors(assumes: str, ev: Any) -> str:
+    """``assumes``, and the attributes that now hold 0-dim tensors where Python numbers were."""
+    if not ev.state_as_tensors:
+        return assumes
+    names = ", ".join(f"`{k}`" for k in ev.state_as_tensors)
+    return (f"{assumes}; {names} now hold{'s' if len(ev.state_as_tensors) == 1 else ''} detached 0-dim tensors where "
+            "the unpatched run kept Python numbers (the same values, as every run of them showed): code that needs a "
+            "Python number from them (json, a numpy array of them on a GPU) calls float()")
 
 
 def _unmeasured(before: Report, site: GraphBreak, source: Source, rw: Rewrite) -> Patch:

@@ -73,6 +73,9 @@ class Evidence:
     max_abs_error: float
     said_differs: str = ""  # how the messages printed and logged differ ("" when they do not)
     state_differs: str = ""  # which plain Python attribute of a module differs ("" when none)
+    # Attributes that held Python numbers and now hold detached 0-dim tensors of the same values
+    # (a meter fed ``loss.detach()`` where it was fed ``loss.item()``): no difference, said.
+    state_as_tensors: tuple[str, ...] = ()
 
 
 def _models(obj: Any) -> list[tuple[str, torch.nn.Module]]:
@@ -965,20 +968,39 @@ def compare(expected: Run, got: Run) -> Evidence:
         grads = expected.grads.keys() == got.grads.keys() and all(
             compare_outputs(expected.grads[k], got.grads[k])[2] for k in expected.grads)
     return Evidence(ok, grads, max_abs, differs(list(expected.said), list(got.said)),
-                    _state_differs(expected.state, got.state))
+                    *_state_compared(expected.state, got.state))
 
 
-def _state_differs(expected: dict[str, Any] | None, got: dict[str, Any] | None) -> str:
-    """Which plain attribute differs after the calls, in words ("" when none does)."""
+def _state_compared(expected: dict[str, Any] | None, got: dict[str, Any] | None) -> tuple[str, tuple[str, ...]]:
+    """Which plain attribute differs after the calls, in words ("" when none does), and the
+    attributes that hold detached 0-dim tensors where the unpatched run kept Python numbers of
+    the same values (a number and a list of numbers alike)."""
     if expected is None or got is None:
-        return ""
+        return "", ()
+    as_tensors = []
     for key in sorted(expected.keys() | got.keys()):
         if key not in expected or key not in got:
-            return f"{key} is set only in the {'patched' if key in got else 'unpatched'} run"
+            return f"{key} is set only in the {'patched' if key in got else 'unpatched'} run", ()
         a, b = expected[key], got[key]
-        if not _same_leaves(a, b) or not compare_outputs(a, b)[2]:
-            return f"{key} holds {_kind(a)} after the unpatched eager run, {_kind(b)} after the patched compiled run"
-    return ""
+        if _numbers_as_tensors(a, b):
+            as_tensors.append(key)
+        elif not _same_leaves(a, b) or not compare_outputs(a, b)[2]:
+            return (f"{key} holds {_kind(a)} after the unpatched eager run, {_kind(b)} after the patched compiled run",
+                    ())
+    return "", tuple(as_tensors)
+
+
+def _numbers_as_tensors(a: Any, b: Any) -> bool:
+    """``b`` holds detached 0-dim tensors where ``a`` holds Python numbers (not bools) of the
+    same values within the numerics check's tolerance: one, or a list or tuple of them."""
+    if isinstance(a, (list, tuple)) and type(a) is type(b) and len(a) == len(b) and a:
+        return all(_numbers_as_tensors(x, y) for x, y in zip(a, b, strict=True))
+    if not (isinstance(a, (int, float)) and not isinstance(a, bool) and isinstance(b, torch.Tensor)):
+        return False
+    if b.dim() != 0 or b.requires_grad or b.is_complex():
+        return False
+    value = float(b)
+    return value == a or (value != value and a != a) or abs(value - a) <= 1e-6 + 1e-5 * abs(a)
 
 
 def _kind(value: Any) -> str:

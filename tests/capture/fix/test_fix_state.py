@@ -12,7 +12,7 @@ import pytest
 
 import dynscope
 from dynscope._capture.fix import state
-from dynscope._capture.fix.rewrites import _BY_CATEGORY, candidates
+from dynscope._capture.fix.rewrites import _BY_CATEGORY, TENSOR, candidates
 from dynscope._lexicon.break_categories import BRANCH, DEEPCOPY, OTHER, REQUIRES_GRAD, SCALAR
 from tests.corpus import fix_state as fs
 
@@ -457,6 +457,18 @@ def test_logged_losses_are_verified_and_the_optimizer_is_left_alone(capsys: pyte
     assert {u.category for u in res.unpatched} == {"backward() in compiled code", "torch.optim (on purpose)"}
     _verified(_fix("reporting"), state.REPORTED)
     capsys.readouterr()
+
+
+@pytest.mark.heavy
+def test_a_meter_fed_a_number_keeps_it_a_detached_tensor_of_the_same_value_said_in_the_patch() -> None:
+    res = _fix("metered_step")
+    (p,) = _verified(res, TENSOR)
+    assert "self.loss_meter.update(loss.detach(), x.size(0))" in p.diff
+    # Every number the meter keeps is now a 0-dim tensor: verified, and the patch says which.
+    for key in ("model.loss_meter.avg", "model.loss_meter.sum", "model.loss_meter.val"):
+        assert f"`{key}`" in p.assumes, p.assumes
+    assert "`model.loss_meter.count`" not in p.assumes  # an int it still counts
+    assert "calls float()" in p.assumes
 
 
 @pytest.mark.heavy
