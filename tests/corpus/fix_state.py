@@ -457,6 +457,49 @@ def metered_step() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
     return MeteredStep(), (torch.randn(6, 4), torch.randint(0, 3, (6,)))
 
 
+class TrustSGD(torch.optim.Optimizer):
+    """An optimizer of the user's own with a layer-wise trust ratio (in our words, as LAMB's
+    reference code writes its fallback): torch.optim wraps its ``step`` in a profiling hook
+    when the first instance is made, so the class the model holds no longer has the ``def``
+    the file has; fix reads the wrapped method as its ``def``."""
+
+    def __init__(self, params: Any, lr: float = 0.1) -> None:
+        super().__init__(params, {"lr": lr})
+
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                w, g = p.detach().norm(), p.grad.norm()
+                if w == 0 or g == 0:  # SITE: branch to torch.where
+                    trust = torch.ones_like(w)
+                else:
+                    trust = w / g
+                p.data.sub_(group["lr"] * trust * p.grad)
+
+
+class TrustStep(nn.Module):
+    """A train step that holds its model and the user's optimizer: backward, then its step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+        self.opt = TrustSGD(self.net.parameters())
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = F.mse_loss(self.net(x), y)
+        loss.backward()  # SITE: none
+        self.opt.step()  # SITE: on purpose
+        self.opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+
+def trusted() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(937)
+    return TrustStep(), (_x(5, 4), _x(5, 2, seed=1))
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "distill": distill,
@@ -478,4 +521,5 @@ PROGRAMS = {
     "reporting": reporting,
     "eval_mean": eval_mean,
     "metered_step": metered_step,
+    "trusted": trusted,
 }

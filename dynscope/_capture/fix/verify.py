@@ -329,10 +329,12 @@ def _members(module: types.ModuleType) -> Iterator[Any]:
 
 
 def _lines_of(cls: type, filename: str, where: Callable[[int], int | None]) -> dict[str, int | None]:
-    """The class's own methods from ``filename``: name -> the line of their ``def`` (mapped)."""
+    """The class's own methods from ``filename``: name -> the line of their ``def`` (mapped). A
+    method wrapped since (torch.optim.Optimizer wraps its subclass's ``step`` in a profiling
+    hook when the first instance is made) is read as the ``def`` it wraps."""
     out = {}
     for name, value in vars(cls).items():
-        fn = _own(value)
+        fn = _unwrapped(_own(value))
         if isinstance(fn, types.FunctionType) and _same_file(fn.__code__.co_filename, filename):
             out[name] = where(fn.__code__.co_firstlineno)
     return out

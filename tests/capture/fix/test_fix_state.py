@@ -472,6 +472,16 @@ def test_a_meter_fed_a_number_keeps_it_a_detached_tensor_of_the_same_value_said_
 
 
 @pytest.mark.heavy
+def test_the_user_s_optimizer_whose_step_torch_wrapped_is_patched_and_verified() -> None:
+    # torch.optim wrapped TrustSGD.step in its profiling hook when the model made the optimizer:
+    # the patched copy of the class is found by the def the wrapper wraps.
+    res = _fix("trusted")
+    (p,) = _verified(res, "branch to torch.where")
+    assert p.gradients_matched is not False and "torch.where(" in p.diff
+    assert {u.category for u in res.unpatched} == {"backward() in compiled code", "torch.optim (on purpose)"}
+
+
+@pytest.mark.heavy
 @pytest.mark.parametrize(("name", "why"), [
     # A copy kept on self: no call to rewrite, and .clone() is no method of a module.
     ("ema_teacher", "'Linear' object has no attribute 'clone'"),
