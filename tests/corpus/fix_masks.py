@@ -1024,6 +1024,39 @@ def quality_matcher() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
     return QualityMatcher(), (quality, torch.randn(10, 4))
 
 
+class MultiBox(nn.Module):
+    """A single-shot detector's loss (in our words, as SSD implementations write it): the
+    confidences of the mined priors selected and viewed as rows of classes for a summed cross
+    entropy, the box offsets of the positives selected and viewed as rows of four for a summed
+    smooth L1, both divided by how many positives there are (the selection's row count)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conf = nn.Linear(6, 3)
+        self.loc = nn.Linear(6, 4)
+
+    def forward(self, feats: torch.Tensor, labels: torch.Tensor, boxes: torch.Tensor,
+                mined: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        confidence, locations = self.conf(feats), self.loc(feats)
+        num_classes = confidence.size(2)
+        confidence = confidence[mined, :]  # SITE: masked reductions of a selection bound to a name
+        class_loss = F.cross_entropy(confidence.view(-1, num_classes), labels[mined], reduction="sum")  # SITE: gone with the verified patches
+        positive = labels > 0
+        locations = locations[positive, :].view(-1, 4)  # SITE: masked reductions of a selection bound to a name
+        boxes = boxes[positive, :].view(-1, 4)  # SITE: gone with the verified patches
+        box_loss = F.smooth_l1_loss(locations, boxes, reduction="sum")
+        num_pos = boxes.size(0)
+        return box_loss / num_pos, class_loss / num_pos
+
+
+def multibox() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(941)
+    labels = torch.randint(0, 3, (2, 10))
+    labels[:, 0] = 1  # a positive in every image
+    mined = (labels > 0) | (torch.rand(2, 10) < 0.3)
+    return MultiBox(), (torch.randn(2, 10, 6), labels, torch.randn(2, 10, 4), mined)
+
+
 PROGRAMS: dict[str, Any] = {
     "quality_matcher": quality_matcher,
     "counted_token_loss": counted_token_loss,
@@ -1065,4 +1098,5 @@ PROGRAMS: dict[str, Any] = {
     "routed_experts": routed_experts,
     "named_experts": named_experts,
     "masked_action_loss": masked_action_loss,
+    "multibox": multibox,
 }

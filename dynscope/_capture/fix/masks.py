@@ -384,6 +384,13 @@ class _Scope:
                 return _Lifted(ast.Subscript(value=node.value, slice=every, ctx=ast.Load()), parts[0], False,
                                [node.value])
             return None
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("view", "reshape")
+                and len(node.args) == 2 and not node.keywords and unparsed(node.args[0]) == "-1"
+                and isinstance(node.args[1], (ast.Constant, ast.Name, ast.Attribute))):
+            # p[m, :].view(-1, 4) of selected rows of 4 (SSD's box offsets): the rows as they were
+            # selected, so every row as it is (a last dimension of another size: the verifier refuses)
+            inner = self.lift(node.func.value)
+            return inner if inner is not None and not inner.same else None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             inner = self.lift(node.operand)
             return None if inner is None else _with_base(inner, ast.UnaryOp(op=node.op, operand=inner.base))
@@ -819,7 +826,10 @@ class _Inline(Reduced):
         return total if red == "sum" else f"{total} / {count}"
 
     def _class_loss(self, node: ast.Call) -> str | None:
-        pair = self._pair(node)
+        # The loss reads its logits' rows whatever their leading shape (SSD's
+        # ``F.cross_entropy(confidence.view(-1, num_classes), labels[mask], reduction="sum")``): the
+        # reshapes that keep the rows are peeled, the logits of every row flattened below.
+        pair = self._pair(ast.Call(func=node.func, args=[_peeled(a) for a in node.args], keywords=node.keywords))
         if pair is None or _reduction(node) not in ("mean", "sum"):
             return None  # reduction='none' returns one loss per selected target: its size is the data's
         logits, target = pair
@@ -1171,7 +1181,12 @@ class _Run:
 
 
 def _bound_line(name: str, base: ast.expr) -> list[str]:
-    """``name = base``; nothing where the base is the name itself (``x = x.masked_select(m)``)."""
+    """``name = base``; nothing where the base is the name itself (``x = x.masked_select(m)``,
+    ``x = x[m, :]``: every element is ``x[:, :]``, ``x`` itself)."""
+    if isinstance(base, ast.Subscript) and all(
+            isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None
+            for e in (base.slice.elts if isinstance(base.slice, ast.Tuple) else [base.slice])):
+        base = base.value
     return [] if isinstance(base, ast.Name) and base.id == name else [f"{name} = {unparsed(base)}"]
 
 

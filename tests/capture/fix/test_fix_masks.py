@@ -42,6 +42,27 @@ def test_a_loss_of_two_selections_is_the_summed_loss_of_every_element_zeroed_out
         assert masks.LOSS not in _made(body.replace(old, new), 3), new
 
 
+def test_rows_viewed_as_they_were_selected_are_every_row_and_their_count_the_masks() -> None:
+    body = ("def loss(conf, loc, gt, labels, mined, c):\n"
+            "    conf = conf[mined, :]\n"
+            "    cls = F.cross_entropy(conf.view(-1, c), labels[mined], reduction='sum')\n"
+            "    pos = labels > 0\n"
+            "    loc = loc[pos, :].view(-1, 4)\n"
+            "    gt = gt[pos, :].view(-1, 4)\n"
+            "    box = F.smooth_l1_loss(loc, gt, reduction='sum')\n"
+            "    n = gt.size(0)\n"
+            "    return box / n, cls / n\n")
+    assert _made(body, 2)[masks.BOUND] == (
+        "    cls = F.cross_entropy(conf.flatten(0, -2), torch.where(mined, labels, -100).flatten(), reduction='sum', "
+        "ignore_index=-100)\n")
+    boxes = _made(body, 5)[masks.BOUND]
+    assert "F.smooth_l1_loss(torch.where(pos.view(*pos.shape, *[1] * (loc.dim() - pos.dim())), loc, 0)" in boxes
+    assert boxes.endswith("    n = pos.sum()\n") and "view(-1, 4)" not in boxes
+    # An elementwise selection viewed as rows regroups its elements: no rewrite.
+    flat = body.replace("loc[pos, :].view(-1, 4)", "loc[loc > 0].view(-1, 4)")
+    assert masks.BOUND not in _made(flat, 5)
+
+
 def test_a_product_of_two_masks_is_a_mask() -> None:
     # Temperature-scaling ECE code writes a bin's mask as conf.gt(lo) * conf.le(hi).
     body = "def f(acc, conf, lo, hi):\n    in_bin = conf.gt(lo) * conf.le(hi)\n    return acc[in_bin].float().mean()\n"
@@ -757,6 +778,14 @@ def test_low_quality_matches_by_a_nonzero_column_are_verified_live() -> None:
     (p,) = res.patches
     assert p.rewrite == masks.COLUMN and p.verified and p.breaks_after == 0 and p.gradients_matched, p.why_not
     assert res.breaks_after == 0
+
+
+@pytest.mark.heavy
+def test_a_multibox_loss_over_rows_viewed_as_selected_is_verified_live() -> None:
+    res = _fix("multibox")
+    assert [p.rewrite for p in res.patches] == [masks.BOUND, masks.BOUND], res.patches
+    assert all(p.verified and p.breaks_after == 0 and p.gradients_matched for p in res.patches), res.patches
+    assert all(u.gone_with for u in res.unpatched) and res.breaks_after == 0
 
 
 @pytest.mark.heavy
