@@ -57,7 +57,19 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from dynscope._capture.fix import aliases, checks, frames, host, masks, numbers, scalars, sizes, state, topk
+from dynscope._capture.fix import (
+    aliases,
+    checks,
+    frames,
+    histograms,
+    host,
+    masks,
+    numbers,
+    scalars,
+    sizes,
+    state,
+    topk,
+)
 from dynscope._capture.fix.branches import (
     appended_where,
     cond,
@@ -609,7 +621,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
              numbers.zipped_fill, numbers.windowed_rows, numbers.rolled, numbers.stacked_picks, numbers.sliced_write, numbers.prefix_sums,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
-    DYNAMIC_SHAPE: (sizes.run_ends, _mask, _counted, _counts_placed, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.inline_selection,
+    DYNAMIC_SHAPE: (sizes.run_ends, histograms.histogram_selection, _mask, _counted, _counts_placed, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.inline_selection,
                     host.masked_select, masks.bound_selection, masks.nonzero_tuple, masks.nonzero_column, masks.ignored_targets, host.scattered_rows, host.nonzero_end, host.padded_targets,
                     host.sorted_mask_back, host.distinct_spread, numbers.nonzero_visited),
     DEEPCOPY: (state.teacher_call, _clone),

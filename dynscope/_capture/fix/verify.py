@@ -419,6 +419,11 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
             # call the patched helper instead (their own code unchanged).
             return _calling_patched(obj, filename, module, where)
         _held_functions(swapped, filename, module, where)
+        # The model holds objects of the file's classes (a meter) and its own classes, of another
+        # file, call the file's functions (a metric helper): both are the patched file's.
+        rebinder = _rebinder_for(filename, module, where)
+        if rebinder is not None:
+            _rebound(swapped, rebinder)
         return swapped, ""
     if isinstance(obj, types.MethodType) and isinstance(obj.__self__, torch.nn.Module):
         owner, why = counterpart(obj.__self__, filename, module, where)
@@ -621,34 +626,12 @@ def _calling_patched(obj: Any, filename: str, module: types.ModuleType,
     ``filename``'s functions and classes: every function of the user's on the way (the model's
     methods, helpers calling helpers) that reads one of them as a global is rebuilt with the
     patched one in its globals (a copy of them: the user's modules are not touched)."""
-    original = _module_of(filename)
-    if original is None:
+    rebinder = _rebinder_for(filename, module, where)
+    if rebinder is None:
         return None, f"{Path(filename).name} is not imported by the program: its patched copy cannot be called"
-    swaps: dict[int, Any] = {id(original): module}
-    for value in _members(original):
-        if isinstance(value, types.FunctionType) and _same_file(value.__code__.co_filename, filename):
-            new, _ = _function_in(module, value, where)
-        elif isinstance(value, type) and defined_in(value, filename):
-            new, _ = _class_in(module, value, filename, where)
-        else:
-            continue
-        if new is not None:
-            swaps[id(value)] = new
-    rebinder = _Rebinder(swaps)
     if isinstance(obj, torch.nn.Module):
         swapped = deep_copy(obj)
-        for sub in _every_module(swapped):
-            new_cls = rebinder.cls(type(sub))
-            if new_cls is not type(sub):
-                sub.__class__ = new_cls
-            # A helper held as an attribute (``self.pool = global_mean_pool`` in __init__, the
-            # way PyG's and OGB's models pick one): the copy holds the patched one.
-            for key, value in list(vars(sub).items()):
-                new = rebinder.function(value) if isinstance(value, types.FunctionType) else value
-                if new is not value:
-                    vars(sub)[key] = new
-                    rebinder.changed = True
-        if not rebinder.changed:
+        if not _rebound(swapped, rebinder):
             return None, (f"no code of the model reaches the functions of {Path(filename).name} by name: "
                           "the patched copy cannot be called in their place")
         return swapped, ""
@@ -659,6 +642,43 @@ def _calling_patched(obj: Any, filename: str, module: types.ModuleType,
                           "the patched copy cannot be called in their place")
         return new_fn, ""
     return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
+
+
+def _rebinder_for(filename: str, module: types.ModuleType, where: Callable[[int], int | None]) -> _Rebinder | None:
+    """A rebinder from ``filename``'s functions and classes to their patched copies in
+    ``module``; None when the program never imported the file."""
+    original = _module_of(filename)
+    if original is None:
+        return None
+    swaps: dict[int, Any] = {id(original): module}
+    for value in _members(original):
+        if isinstance(value, types.FunctionType) and _same_file(value.__code__.co_filename, filename):
+            new, _ = _function_in(module, value, where)
+        elif isinstance(value, type) and defined_in(value, filename):
+            new, _ = _class_in(module, value, filename, where)
+        else:
+            continue
+        if new is not None:
+            swaps[id(value)] = new
+    return _Rebinder(swaps)
+
+
+def _rebound(swapped: torch.nn.Module, rebinder: _Rebinder) -> bool:
+    """Each module of ``swapped`` (a copy) made to call the patched functions: its class a
+    subclass whose methods read them, the helpers it holds as attributes the patched ones.
+    Whether anything changed."""
+    for sub in _every_module(swapped):
+        new_cls = rebinder.cls(type(sub))
+        if new_cls is not type(sub):
+            sub.__class__ = new_cls
+        # A helper held as an attribute (``self.pool = global_mean_pool`` in __init__, the
+        # way PyG's and OGB's models pick one): the copy holds the patched one.
+        for key, value in list(vars(sub).items()):
+            new = rebinder.function(value) if isinstance(value, types.FunctionType) else value
+            if new is not value:
+                vars(sub)[key] = new
+                rebinder.changed = True
+    return rebinder.changed
 
 
 class _Rebinder:

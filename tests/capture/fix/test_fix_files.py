@@ -40,6 +40,19 @@ def _project(tmp_path: Path) -> tuple[str, dict[str, Path]]:
 
             def report(x: torch.Tensor) -> None:
                 logging.debug("mean %s", x.mean())
+
+
+            class Meter:
+                def __init__(self) -> None:
+                    self.total = 0.0
+
+                def update(self, v: torch.Tensor) -> None:
+                    self.total = self.total + v
+
+
+            def agreeing(pred: torch.Tensor, target: torch.Tensor, k: int) -> torch.Tensor:
+                both = pred[pred == target]
+                return torch.histc(both.float(), bins=k, min=0, max=k - 1)
             """,
         f"layers_{tag}": f"""
             import torch
@@ -100,6 +113,19 @@ def _project(tmp_path: Path) -> tuple[str, dict[str, Path]]:
                 if x.mean() > 0:
                     x = x - 1
                 return x * 3
+
+
+            class Scored(nn.Module):
+                # holds an object of the helpers' class and calls a helper function of theirs
+                def __init__(self) -> None:
+                    super().__init__()
+                    self.head = nn.Linear(8, 3)
+                    self.meter = helpers.Meter()
+
+                def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+                    counts = helpers.agreeing(self.head(x).argmax(-1), target, 3)
+                    self.meter.update(counts.sum())
+                    return counts
             """,
     }
     paths = {}
@@ -185,3 +211,15 @@ def test_write_patches_each_file_and_leaves_the_others(project: Any) -> None:
         assert Path(str(paths[key]) + ".dynscope-backup").read_bytes() == before[key]
     assert "torch.where" in paths["helpers"].read_text()
     assert "is_compiling()" in paths["model"].read_text()
+
+
+def test_a_model_holding_a_helper_class_s_object_calls_the_patched_helper_function_too(project: Any) -> None:
+    # The Meter the model holds is swapped for the patched file's class, and the model's own
+    # class (of another file) calls the patched file's agreeing(): both, in one copy.
+    module, paths = project
+    torch.manual_seed(0)
+    res = dynscope.fix(module.Scored(), (torch.randn(6, 8), torch.randint(0, 3, (6,))))
+    (p,) = res.patches
+    line = paths["helpers"].read_text().splitlines().index("    both = pred[pred == target]") + 1
+    assert p.site == f"{paths['helpers'].name}:{line}" and p.verified and p.breaks_after == 0, p.why_not
+    assert "both = torch.where(pred == target, pred, -1)" in p.diff

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import dynscope
-from dynscope._capture.fix import host, masks, numbers
+from dynscope._capture.fix import histograms, host, masks, numbers
 from dynscope._capture.fix.branches import CONDITIONAL, FLAG_FIRST, WHERE
 from dynscope._capture.fix.rewrites import candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, OTHER, SCALAR
@@ -61,6 +61,19 @@ def test_rows_viewed_as_they_were_selected_are_every_row_and_their_count_the_mas
     # An elementwise selection viewed as rows regroups its elements: no rewrite.
     flat = body.replace("loc[pos, :].view(-1, 4)", "loc[loc > 0].view(-1, 4)")
     assert masks.BOUND not in _made(flat, 5)
+
+
+def test_a_selection_counted_only_by_histc_is_every_element_below_its_range() -> None:
+    body = ("def iou(output, target, k):\n"
+            "    inter = output[output == target]\n"
+            "    a = torch.histc(inter.float(), bins=k, min=0, max=k - 1)\n"
+            "    return a\n")
+    assert _made(body, 2)[histograms.OUT_OF_RANGE] == "    inter = torch.where(output == target, output, -1)\n"
+    # Read otherwise (its length), a histc over the data's own range (no min and max), a min that is
+    # no constant, or a mask that is a name (maybe an index): the selection stays.
+    for old, new in (("    return a", "    return a, len(inter)"), (", min=0, max=k - 1", ""),
+                     ("min=0", "min=lo"), ("output[output == target]", "output[keep]")):
+        assert histograms.OUT_OF_RANGE not in _made(body.replace(old, new), 2), new
 
 
 def test_a_product_of_two_masks_is_a_mask() -> None:
