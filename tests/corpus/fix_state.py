@@ -500,6 +500,40 @@ def trusted() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
     return TrustStep(), (_x(5, 4), _x(5, 2, seed=1))
 
 
+class LengthBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.lin(x)
+        if lengths is not None:
+            h = h * (torch.arange(x.shape[1]) < lengths[:, None]).unsqueeze(-1)
+        return h
+
+
+class MixedBlocks(nn.Module):
+    """An encoder over blocks of two kinds (in our words, as speaker-embedding models write it):
+    each block tried with the lengths, and called without them where its forward refuses them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([LengthBlock(), nn.Linear(4, 4), LengthBlock()])
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        for layer in self.blocks:
+            try:
+                x = layer(x, lengths=lengths)  # SITE: call chosen by the callee's signature
+            except TypeError:
+                x = layer(x)
+        return x.sum(1)
+
+
+def mixed_blocks() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(943)
+    return MixedBlocks(), (torch.randn(2, 5, 4), torch.tensor([5, 3]))
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "distill": distill,
@@ -522,4 +556,5 @@ PROGRAMS = {
     "eval_mean": eval_mean,
     "metered_step": metered_step,
     "trusted": trusted,
+    "mixed_blocks": mixed_blocks,
 }

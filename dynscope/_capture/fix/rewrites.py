@@ -66,6 +66,7 @@ from dynscope._capture.fix import (
     masks,
     numbers,
     scalars,
+    signatures,
     sizes,
     state,
     topk,
@@ -627,6 +628,6 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
     GENERATOR: (frames.comprehension_loop,),
-    OTHER: (state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
+    OTHER: (signatures.signature_choice, state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
 }
 

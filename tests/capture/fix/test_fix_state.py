@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import dynscope
-from dynscope._capture.fix import state
+from dynscope._capture.fix import signatures, state
 from dynscope._capture.fix.rewrites import _BY_CATEGORY, TENSOR, candidates
 from dynscope._lexicon.break_categories import BRANCH, DEEPCOPY, OTHER, REQUIRES_GRAD, SCALAR
 from tests.corpus import fix_state as fs
@@ -392,6 +392,33 @@ def test_every_site_of_the_state_corpus_gets_its_rewrite_and_each_names_its_assu
     assert marked >= 12
 
 
+def test_a_call_retried_without_a_keyword_on_type_error_is_chosen_by_the_signature() -> None:
+    src = ("import torch\n\n\n"
+           "def run(blocks, x, lengths):\n"
+           "    for layer in blocks:\n"
+           "        try:\n"
+           "            x = layer(x, lengths=lengths)\n"
+           "        except TypeError:\n"
+           "            x = layer(x)\n"
+           "    return x\n")
+    (rw,) = [r for r in candidates(src, 7, OTHER)[0] if r.name == signatures.SIGNATURE]
+    assert "".join(rw.replacement) == (
+        "        import inspect\n"
+        "        _accepts = inspect.signature(getattr(layer, 'forward', layer)).parameters\n"
+        "        if all(k in _accepts for k in ('lengths',)) or any(p.kind == p.VAR_KEYWORD for p in _accepts.values()):\n"
+        "            x = layer(x, lengths=lengths)\n"
+        "        else:\n"
+        "            x = layer(x)\n")
+    assert rw.taken == (9,)  # verified only where the fallback ran
+    # Another exception, a name bound to it, a fallback that changes an argument, more in a body:
+    # what the try catches is not only the signature's refusal.
+    for old, new in (("except TypeError:", "except ValueError:"), ("except TypeError:", "except TypeError as e:"),
+                     ("x = layer(x)\n    return", "x = layer(x * 2)\n    return"),
+                     ("            x = layer(x)\n", "            x = layer(x)\n            x = x + 1\n")):
+        changed = src.replace(old, new)
+        assert signatures.SIGNATURE not in [r.name for r in candidates(changed, 7, OTHER)[0]], new
+
+
 # -- live: dynscope.fix on the corpus ---------------------------------------------------------------------
 
 
@@ -479,6 +506,13 @@ def test_the_user_s_optimizer_whose_step_torch_wrapped_is_patched_and_verified()
     (p,) = _verified(res, "branch to torch.where")
     assert p.gradients_matched is not False and "torch.where(" in p.diff
     assert {u.category for u in res.unpatched} == {"backward() in compiled code", "torch.optim (on purpose)"}
+
+
+@pytest.mark.heavy
+def test_blocks_of_two_kinds_are_called_by_their_signature_live() -> None:
+    res = _fix("mixed_blocks")
+    (p,) = _verified(res, signatures.SIGNATURE)
+    assert p.gradients_matched is True and res.breaks_after == 0
 
 
 @pytest.mark.heavy
