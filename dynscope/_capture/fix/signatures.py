@@ -58,9 +58,11 @@ def _fallback(stmt: ast.stmt, text: Text) -> tuple[ast.Try, ast.stmt, ast.stmt, 
         return None
     if text.of(a.func) != text.of(b.func) or [text.of(x) for x in a.args] != [text.of(x) for x in b.args]:
         return None
-    kept = {k.arg: text.of(k.value) for k in a.keywords}
-    if None in kept or any(k.arg is None or kept.get(k.arg) != text.of(k.value) for k in b.keywords):
-        return None  # **kwargs, or a keyword the fallback passes otherwise
+    if any(k.arg is None for k in [*a.keywords, *b.keywords]):
+        return None  # **kwargs: which keywords they hold is the data's
+    kept = {str(k.arg): text.of(k.value) for k in a.keywords}
+    if any(kept.get(str(k.arg)) != text.of(k.value) for k in b.keywords):
+        return None  # a keyword the fallback passes otherwise
     dropped = [k for k in kept if k not in {x.arg for x in b.keywords}]
     return (holder, first, second, dropped) if dropped else None
 
