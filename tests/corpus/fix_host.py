@@ -611,6 +611,27 @@ def column_ranges() -> tuple[nn.Module, tuple[torch.Tensor]]:
     return ColumnRanges(), (torch.randint(0, 10, (3, 6)).float(),)
 
 
+class PackedDetections(nn.Module):
+    """A face detector's post-processing head on the host (in our words): boxes and scores packed
+    into one float32 array with ``astype(np.float32, copy=False)``, which torch's numpy layer,
+    the one Dynamo traces numpy with, does not implement."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(6, 5)
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        out = self.head(feats).detach().numpy()
+        boxes, scores = out[:, :4], out[:, 4]
+        dets = np.hstack((boxes, scores[:, np.newaxis])).astype(np.float32, copy=False)  # SITE: astype without copy=False
+        return torch.from_numpy(dets).sum(dim=1)
+
+
+def packed_detections() -> tuple[nn.Module, tuple[torch.Tensor]]:
+    torch.manual_seed(947)
+    return PackedDetections(), (torch.randn(5, 6),)
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "numpy_head": numpy_head,
@@ -644,4 +665,5 @@ PROGRAMS = {
     "nucleus_on_host": nucleus_on_host,
     "normed_head": normed_head,
     "column_ranges": column_ranges,
+    "packed_detections": packed_detections,
 }

@@ -567,6 +567,33 @@ def _drawn(stmt: ast.stmt, text: Text) -> Made | None:
         "torch.randint draws from the same generator as random_ (the same integers for the same seed)"))
 
 
+ASTYPE = "astype without copy=False"
+
+
+class _Uncopied(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype" and any(
+                k.arg == "copy" and isinstance(k.value, ast.Constant) and k.value.value is False for k in node.keywords):
+            self.changed = True
+            node.keywords = [k for k in node.keywords if k.arg != "copy"]
+        return node
+
+
+def _astype_copied(stmt: ast.stmt, text: Text) -> Made | None:
+    """``a.astype(np.float32, copy=False)`` as ``a.astype(np.float32)``: Dynamo traces numpy with
+    torch's numpy layer, which has no ``copy=False``; the values are the same, a copy made where
+    the dtype already was the one asked for."""
+    if isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try)):
+        return None
+    return transformed(stmt, _Uncopied(), ASTYPE, (
+        "nothing writes into the array later expecting the one it was made from to change (copy=False returned that "
+        "very array where the dtype already matched; now it is a copy of the same values)"))
+
+
 def _mask(stmt: ast.stmt, text: Text) -> Made | None:
     return transformed(stmt, _Masked(), MASK, "a sum over the selected values equals the masked sum")
 
@@ -609,7 +636,7 @@ def _detach(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:
 
 _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, str] | Made | str | None], ...]] = {
     LOGGING: (_guard,),
-    UNSUPPORTED_CALL: (_guard, scalars.numpy_math, host.numpy_to_torch, _tensor),
+    UNSUPPORTED_CALL: (_guard, scalars.numpy_math, host.numpy_to_torch, _tensor, _astype_copied),
     # A per-element if over a range is one where over the tensor: before the state update, which
     # would keep the loop and pick element by element.
     BRANCH: (flag_first, scalars.numpy_math, masks.guarded_fill, state.tensor_ops, state.first_match, state.stop_mask, where, appended_where, early_return, elementwise,
@@ -628,6 +655,6 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
     GENERATOR: (frames.comprehension_loop,),
-    OTHER: (signatures.signature_choice, state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
+    OTHER: (signatures.signature_choice, _astype_copied, state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
 }
 

@@ -14,7 +14,7 @@ import dynscope
 from dynscope._capture.fix import numbers, sizes
 from dynscope._capture.fix.branches import CONDITIONAL
 from dynscope._capture.fix.host import DENSE, ENDS, FLOAT, MATH, NONZERO, NUMPY, SEGMENT, SELECT
-from dynscope._capture.fix.rewrites import candidates
+from dynscope._capture.fix.rewrites import ASTYPE, candidates
 from dynscope._capture.fix.scalars import NUMPY_MATH
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, OTHER, SCALAR, UNSUPPORTED_CALL
 from tests.corpus import fix_host as fh
@@ -389,12 +389,18 @@ def test_an_array_read_only_element_by_element_is_the_sequence_it_was_made_from(
         assert sizes.ELEMENTS not in _names(changed, "return x[", SCALAR)[0], new
 
 
+def test_astype_without_copy_false_is_the_same_values() -> None:
+    body = "def f(a):\n    d = np.hstack((a, a)).astype(np.float32, copy=False)\n    return d\n"
+    assert _rewrite(body, "astype", OTHER, ASTYPE) == "def f(a):\n    d = np.hstack((a, a)).astype(np.float32)\n    return d\n"
+    assert ASTYPE not in _names(body.replace("copy=False", "copy=True"), "astype", OTHER)[0]
+
+
 # -- live: dynscope.fix on the corpus -------------------------------------------------------------------
 
 _FIXED = ["numpy_head", "numpy_metric", "retrieval", "mean_pooling", "packed_pooling", "sum_pooling", "loop_pooling", "token_loss",
           "confidence", "score_filter", "sparse_moe", "listed_moe", "switch_moe", "masked_moe", "variance_scaled", "bits", "precision_metric", "explained",
           "normalised", "normaliser_object", "noise_curriculum", "scheduled_noise", "nucleus_on_host", "normed_head",
-          "column_ranges"]
+          "column_ranges", "packed_detections"]
 
 
 @pytest.mark.heavy
