@@ -10,6 +10,7 @@ torch, numpy, tqdm and the standard library: ``fix`` imports patched copies of i
 from __future__ import annotations
 
 import copy
+import enum
 from typing import Any
 
 import torch
@@ -490,8 +491,8 @@ class TrustStep(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         loss = F.mse_loss(self.net(x), y)
         loss.backward()  # SITE: none
-        self.opt.step()  # SITE: on purpose
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)  # SITE: on purpose
         return loss.detach()
 
 
@@ -534,6 +535,34 @@ def mixed_blocks() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
     return MixedBlocks(), (torch.randn(2, 5, 4), torch.tensor([5, 3]))
 
 
+class Reduction(enum.Enum):
+    MEAN = enum.auto()
+    SUM = enum.auto()
+
+
+class EnumSetting(nn.Module):
+    """A loss whose reduction is an enum of the file's own (in our words, as diffusion code keeps
+    its loss and variance types): a patched copy of the file compares the model's member with its
+    own enum's, which fix makes the patched file's member of the same name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+        self.reduction = Reduction.SUM
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        err = self.lin(x).pow(2)
+        kept = err > 0.1
+        n = int(kept.sum())  # SITE: count kept a tensor
+        total = (err * kept).sum() / max(n, 1)
+        return total if self.reduction == Reduction.SUM else total / err.shape[-1]
+
+
+def enum_setting() -> tuple[nn.Module, tuple[torch.Tensor]]:
+    torch.manual_seed(953)
+    return EnumSetting(), (torch.randn(6, 4),)
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "distill": distill,
@@ -557,4 +586,5 @@ PROGRAMS = {
     "metered_step": metered_step,
     "trusted": trusted,
     "mixed_blocks": mixed_blocks,
+    "enum_setting": enum_setting,
 }

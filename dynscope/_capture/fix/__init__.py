@@ -482,7 +482,7 @@ def _as_tensors(assumes: str, ev: Any) -> str:
         return assumes
     names = ", ".join(f"`{k}`" for k in ev.state_as_tensors)
     return (f"{assumes}; {names} now hold{'s' if len(ev.state_as_tensors) == 1 else ''} detached 0-dim tensors where "
-            "the unpatched run kept Python numbers (the same values, as every run of them showed): code that needs a "
+            "the unpatched run kept Python floats (the same values, as every run of them showed): code that needs a "
             "Python number from them (json, a numpy array of them on a GPU) calls float()")
 
 

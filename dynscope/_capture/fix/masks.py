@@ -384,13 +384,6 @@ class _Scope:
                 return _Lifted(ast.Subscript(value=node.value, slice=every, ctx=ast.Load()), parts[0], False,
                                [node.value])
             return None
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("view", "reshape")
-                and len(node.args) == 2 and not node.keywords and unparsed(node.args[0]) == "-1"
-                and isinstance(node.args[1], (ast.Constant, ast.Name, ast.Attribute))):
-            # p[m, :].view(-1, 4) of selected rows of 4 (SSD's box offsets): the rows as they were
-            # selected, so every row as it is (a last dimension of another size: the verifier refuses)
-            inner = self.lift(node.func.value)
-            return inner if inner is not None and not inner.same else None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             inner = self.lift(node.operand)
             return None if inner is None else _with_base(inner, ast.UnaryOp(op=node.op, operand=inner.base))
@@ -402,12 +395,9 @@ class _Scope:
             ops = node.ops
             return self._elementwise(node.left, node.comparators[0],
                                      lambda a, b: ast.Compare(left=a, ops=ops, comparators=[b]))
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "masked_select"
-                and len(node.args) == 1 and not node.keywords and self.is_mask(node.args[0]) is not False
-                and not self._holds_selection(node.func.value)):
-            # x.masked_select(m) is x[m] where the mask has x's shape, the elementwise selection
-            # torch.where makes (a mask that broadcasts counts fewer: the verifier refuses that)
-            return _Lifted(node.func.value, node.args[0], True, [node.func.value])
+        method = self._selecting_method(node)
+        if method is not None:
+            return method
         pair = self._binary_method(node)
         if pair is not None:
             return pair
@@ -447,6 +437,22 @@ class _Scope:
                     lifted = _with_base(inner, ast.Call(func=f, args=[inner.base], keywords=[]))
                     lifted.rowwise = True
                     return lifted
+        return None
+
+    def _selecting_method(self, node: ast.AST) -> _Lifted | None:
+        """``x.masked_select(m)`` (``x[m]`` where the mask has x's shape, the elementwise
+        selection torch.where makes: a mask that broadcasts counts fewer, which the verifier
+        refuses), and ``p[m, :].view(-1, 4)`` of selected rows of 4 (SSD's box offsets: the rows
+        as they were selected, so every row as it is; a last dimension of another size, the
+        verifier refuses)."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            return None
+        if (node.func.attr == "masked_select" and len(node.args) == 1 and not node.keywords
+                and self.is_mask(node.args[0]) is not False and not self._holds_selection(node.func.value)):
+            return _Lifted(node.func.value, node.args[0], True, [node.func.value])
+        if _rows_viewed(node):
+            inner = self.lift(node.func.value)
+            return inner if inner is not None and not inner.same else None
         return None
 
     def _binary_method(self, node: ast.AST) -> _Lifted | None:
@@ -1178,6 +1184,13 @@ class _Run:
                 lines.append(label)
             lines += ["    " + ln if ln else ln for ln in followed[0] + followed[1]]
         return lines
+
+
+def _rows_viewed(node: ast.AST) -> bool:
+    """``x.view(-1, k)`` (``.reshape``): rows of ``k``, ``k`` a constant or a (dotted) name."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("view", "reshape")
+            and len(node.args) == 2 and not node.keywords and unparsed(node.args[0]) == "-1"
+            and isinstance(node.args[1], (ast.Constant, ast.Name, ast.Attribute)))
 
 
 def _bound_line(name: str, base: ast.expr) -> list[str]:

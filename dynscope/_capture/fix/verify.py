@@ -14,6 +14,7 @@ code (the definition the user's object came from), not by its name.
 from __future__ import annotations
 
 import contextlib
+import enum
 import importlib.util
 import inspect
 import itertools
@@ -419,6 +420,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
             # call the patched helper instead (their own code unchanged).
             return _calling_patched(obj, filename, module, where)
         _held_functions(swapped, filename, module, where)
+        _held_enums(swapped, filename, module)
         # The model holds objects of the file's classes (a meter) and its own classes, of another
         # file, call the file's functions (a metric helper): both are the patched file's.
         rebinder = _rebinder_for(filename, module, where)
@@ -438,6 +440,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
         if not swaps:
             return None, (f"the {type(owner).__name__} whose method is compiled is not of a class in "
                           f"{Path(filename).name}: its patched copy cannot be called")
+        _held_enums(owner, filename, module)
         return getattr(owner, obj.__name__), ""
     if isinstance(obj, types.FunctionType):
         if not defined_in(_unwrapped(obj), filename):
@@ -455,6 +458,7 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
         if not swaps:
             return None, (f"the {type(called).__name__} called is not of a class in {Path(filename).name}: "
                           "its patched copy cannot be called")
+        _held_enums(called, filename, module)
         return called, ""
     return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
 
@@ -556,6 +560,23 @@ def _held_functions(model: torch.nn.Module, filename: str, module: types.ModuleT
                       else _function_in(module, value, where))
             if new is not None:
                 vars(sub)[key] = new
+
+
+def _held_enums(model: Any, filename: str, module: types.ModuleType) -> None:
+    """The members of ``filename``'s enums the (copied) model's modules and plain objects hold
+    as attributes (a diffusion's ``self.model_mean_type = ModelMeanType.EPSILON``) made the
+    patched file's members of the same name: its code compares them with its own enum's members
+    (``self.model_mean_type == ModelMeanType.EPSILON``), which an original member never equals."""
+    for part in _swappable(model):
+        for key, value in list(vars(part).items()):
+            # an enum has no functions of its own to tell its file by: its module's file tells it
+            home = sys.modules.get(type(value).__module__) if isinstance(value, enum.Enum) else None
+            if home is None or not _same_file(getattr(home, "__file__", None) or "", filename):
+                continue
+            new_cls = _lookup(module, type(value).__qualname__)
+            member = getattr(new_cls, "__members__", {}).get(value.name) if isinstance(new_cls, type) else None
+            if member is not None:
+                vars(part)[key] = member
 
 
 def _plain(item: Any) -> bool:
@@ -995,8 +1016,8 @@ def compare(expected: Run, got: Run) -> Evidence:
 
 def _state_compared(expected: dict[str, Any] | None, got: dict[str, Any] | None) -> tuple[str, tuple[str, ...]]:
     """Which plain attribute differs after the calls, in words ("" when none does), and the
-    attributes that hold detached 0-dim tensors where the unpatched run kept Python numbers of
-    the same values (a number and a list of numbers alike)."""
+    attributes that hold detached 0-dim tensors where the unpatched run kept Python floats of
+    the same values (see :func:`_numbers_as_tensors`)."""
     if expected is None or got is None:
         return "", ()
     as_tensors = []
@@ -1013,13 +1034,13 @@ def _state_compared(expected: dict[str, Any] | None, got: dict[str, Any] | None)
 
 
 def _numbers_as_tensors(a: Any, b: Any) -> bool:
-    """``b`` holds detached 0-dim tensors where ``a`` holds Python numbers (not bools) of the
-    same values within the numerics check's tolerance: one, or a list or tuple of them."""
-    if isinstance(a, (list, tuple)) and type(a) is type(b) and len(a) == len(b) and a:
-        return all(_numbers_as_tensors(x, y) for x, y in zip(a, b, strict=True))
-    if not (isinstance(a, (int, float)) and not isinstance(a, bool) and isinstance(b, torch.Tensor)):
+    """``b`` is a detached 0-dim floating tensor where ``a`` is a Python float of the same value
+    within the numerics check's tolerance: a running value (a meter's sum and average). Not an
+    int (a count, which code reads as a size or an index), nor a container (a log of values,
+    which code writes out)."""
+    if not (type(a) is float and isinstance(b, torch.Tensor)):
         return False
-    if b.dim() != 0 or b.requires_grad or b.is_complex():
+    if b.dim() != 0 or b.requires_grad or not b.is_floating_point():
         return False
     value = float(b)
     return value == a or (value != value and a != a) or abs(value - a) <= 1e-6 + 1e-5 * abs(a)

@@ -516,6 +516,17 @@ def test_blocks_of_two_kinds_are_called_by_their_signature_live() -> None:
 
 
 @pytest.mark.heavy
+def test_an_enum_member_the_model_holds_is_the_patched_file_s_in_the_copy_that_runs() -> None:
+    # Without the patched file's member, `self.reduction == Reduction.SUM` is False in the copy
+    # and the outputs differ: the patch would be refused for what fix did, not what it wrote.
+    model, inputs = fs.PROGRAMS["enum_setting"]()
+    res = dynscope.fix(model, inputs)
+    (p,) = _verified(res, "count kept a tensor")
+    assert p.gradients_matched is True and res.breaks_after == 0
+    assert model.reduction is fs.Reduction.SUM  # the user's model keeps its own member
+
+
+@pytest.mark.heavy
 @pytest.mark.parametrize(("name", "why"), [
     # A copy kept on self: no call to rewrite, and .clone() is no method of a module.
     ("ema_teacher", "'Linear' object has no attribute 'clone'"),
