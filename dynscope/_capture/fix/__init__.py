@@ -477,7 +477,7 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
 
 
 def _as_tensors(assumes: str, ev: Any) -> str:
-    """``assumes``, and the attributes that now hold 0-dim tensors where Python numbers were."""
+    """``assumes``, and the attributes that now hold 0-dim tensors where Python floats were."""
     if not ev.state_as_tensors:
         return assumes
     names = ", ".join(f"`{k}`" for k in ev.state_as_tensors)

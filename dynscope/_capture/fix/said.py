@@ -171,20 +171,32 @@ def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: An
             return all(ok for ok, _ in pairs.values()), {k: v for k, (_, v) in pairs.items()}
         return False, None
 
-    def attributes(who: str, owner: Any, out: dict[str, Any], held: int = 0) -> None:
+    def attributes(who: str, owner: Any, out: State, held: int = 0) -> None:
         for name, value in vars(owner).items():
             if name.startswith("_") or name == "training":
                 continue
             ok, kept = plain(value)
             if ok:
                 out[f"{who}.{name}"] = kept
+                if held:
+                    out.held.add(f"{who}.{name}")
             elif held < 2 and hasattr(value, "__dict__") and _programs_own(type(value)):
                 attributes(f"{who}.{name}", value, out, held + 1)  # its own attributes, said by their path
 
-    out: dict[str, Any] = {}
+    out = State()
     for who, module in modules:
         attributes(who, module, out)
     return out
+
+
+class State(dict[str, Any]):
+    """What :func:`python_state` found: attribute path -> value, and in ``held`` the paths of
+    the attributes of plain objects the modules hold (a meter's ``avg``), apart from the
+    modules' own (a module's ``self.total_loss``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: set[str] = set()
 
 
 #: Top packages whose objects hold no program state fix should compare (Python's own, torch's,

@@ -74,8 +74,9 @@ class Evidence:
     max_abs_error: float
     said_differs: str = ""  # how the messages printed and logged differ ("" when they do not)
     state_differs: str = ""  # which plain Python attribute of a module differs ("" when none)
-    # Attributes that held Python numbers and now hold detached 0-dim tensors of the same values
-    # (a meter fed ``loss.detach()`` where it was fed ``loss.item()``): no difference, said.
+    # Attributes of held plain objects that held Python floats and now hold detached 0-dim
+    # tensors of the same values (a meter fed ``loss.detach()`` where it was fed ``loss.item()``):
+    # no difference, said.
     state_as_tensors: tuple[str, ...] = ()
 
 
@@ -1017,15 +1018,16 @@ def compare(expected: Run, got: Run) -> Evidence:
 def _state_compared(expected: dict[str, Any] | None, got: dict[str, Any] | None) -> tuple[str, tuple[str, ...]]:
     """Which plain attribute differs after the calls, in words ("" when none does), and the
     attributes that hold detached 0-dim tensors where the unpatched run kept Python floats of
-    the same values (see :func:`_numbers_as_tensors`)."""
+    the same values (see :func:`_float_kept_as_tensor`)."""
     if expected is None or got is None:
         return "", ()
     as_tensors = []
+    held: set[str] = getattr(expected, "held", set())  # the attributes of the plain objects the modules hold
     for key in sorted(expected.keys() | got.keys()):
         if key not in expected or key not in got:
             return f"{key} is set only in the {'patched' if key in got else 'unpatched'} run", ()
         a, b = expected[key], got[key]
-        if _numbers_as_tensors(a, b):
+        if key in held and _float_kept_as_tensor(a, b):
             as_tensors.append(key)
         elif not _same_leaves(a, b) or not compare_outputs(a, b)[2]:
             return (f"{key} holds {_kind(a)} after the unpatched eager run, {_kind(b)} after the patched compiled run",
@@ -1033,11 +1035,12 @@ def _state_compared(expected: dict[str, Any] | None, got: dict[str, Any] | None)
     return "", tuple(as_tensors)
 
 
-def _numbers_as_tensors(a: Any, b: Any) -> bool:
+def _float_kept_as_tensor(a: Any, b: Any) -> bool:
     """``b`` is a detached 0-dim floating tensor where ``a`` is a Python float of the same value
-    within the numerics check's tolerance: a running value (a meter's sum and average). Not an
-    int (a count, which code reads as a size or an index), nor a container (a log of values,
-    which code writes out)."""
+    within the numerics check's tolerance: a running value of a plain object the model holds (a
+    meter's sum and average). Not an int (a count, which code reads as a size or an index), nor
+    a container (a log of values, which code writes out), nor a module's own attribute (a running
+    loss the module formats for a progress bar: under compile that reads the value back)."""
     if not (type(a) is float and isinstance(b, torch.Tensor)):
         return False
     if b.dim() != 0 or b.requires_grad or not b.is_floating_point():

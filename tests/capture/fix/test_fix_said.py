@@ -104,6 +104,32 @@ def test_a_list_of_floats_become_tensors_is_a_changed_state() -> None:
 
 
 
+class _Meter:
+    """A running average of the program's own class, held by a module."""
+
+    def __init__(self, avg: object) -> None:
+        self.avg = avg
+
+
+def test_a_held_meter_s_float_kept_as_a_tensor_is_said_a_module_s_own_is_a_change() -> None:
+    class Loop(torch.nn.Module):
+        def __init__(self, avg: object, total: object) -> None:
+            super().__init__()
+            self.meter = _Meter(avg)
+            self.total_loss = total
+
+    def state(avg: object, total: object) -> dict[str, object]:
+        return said.python_state([("model", Loop(avg, total))], lambda t: t.clone(), torch.is_tensor)
+
+    run = verify.Run([], {}, None, (), state(0.25, 1.5))
+    held = verify.compare(run, verify.Run([], {}, None, (), state(torch.tensor(0.25), 1.5)))
+    assert held.state_differs == "" and held.state_as_tensors == ("model.meter.avg",)
+    own = verify.compare(run, verify.Run([], {}, None, (), state(0.25, torch.tensor(1.5))))
+    assert own.state_differs.startswith("model.total_loss holds float") and own.state_as_tensors == ()
+    other = verify.compare(run, verify.Run([], {}, None, (), state(torch.tensor(0.5), 1.5)))  # another value
+    assert other.state_differs.startswith("model.meter.avg holds float")
+
+
 class _Stats:
     """A stats logger of the program's own class, kept on a module (pymarl's learner keeps one)."""
 
