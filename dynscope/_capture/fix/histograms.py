@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from typing import TypeGuard
 
-from dynscope._capture.fix.statements import Made, Text, function_of, parsed, unparsed
+from dynscope._capture.fix.statements import Made, Text, function_of, name_uses, parsed, unparsed
 
 __all__ = ["OUT_OF_RANGE", "histogram_selection"]
 
@@ -85,8 +85,7 @@ def histogram_selection(stmt: ast.stmt, text: Text) -> Made | None:
     fn = function_of(text.source, stmt)
     scope = fn if fn is not None else parsed(text.source)
     end = stmt.end_lineno or stmt.lineno
-    reads = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-    stores = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+    reads, stores = name_uses(scope, name)
     histcs = [c for c in ast.walk(scope) if _is_histc(c) and _input_of(c.args[0], name)]
     inside = {id(n) for c in histcs for n in ast.walk(c.args[0])}
     if len(stores) != 1 or not reads or any(id(r) not in inside or r.lineno <= end for r in reads):

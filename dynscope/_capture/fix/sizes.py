@@ -30,6 +30,7 @@ from dynscope._capture.fix.statements import (
     Text,
     block_of,
     function_of,
+    name_uses,
     names_stored,
     parsed,
     transformed_statement,
@@ -173,8 +174,7 @@ def array_elements(stmt: ast.stmt, text: Text) -> Made | None:
         if held is None or bound is None:
             continue
         element_reads = {id(x.value) for x in ast.walk(scope) if isinstance(x, ast.Subscript) and _element_read(x) == name}
-        loads = [x for x in ast.walk(scope) if isinstance(x, ast.Name) and x.id == name and isinstance(x.ctx, ast.Load)]
-        stores = [x for x in ast.walk(scope) if isinstance(x, ast.Name) and x.id == name and isinstance(x.ctx, ast.Store)]
+        loads, stores = name_uses(scope, name)
         if len(stores) != 1 or any(id(x) not in element_reads for x in loads):
             continue  # bound again, or read as an array (a method, arithmetic, passed on): it stays one
         between = text.lines_between(bound.end_lineno or bound.lineno, stmt.lineno, bound.col_offset)

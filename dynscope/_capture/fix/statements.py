@@ -378,6 +378,13 @@ def names_stored(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
+def name_uses(scope: ast.AST, name: str) -> tuple[list[ast.Name], list[ast.Name]]:
+    """Every read and every binding of the plain name ``name`` in ``scope`` (a function, a
+    module): a pattern that replaces what a name holds must know each."""
+    found = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name]
+    return ([n for n in found if isinstance(n.ctx, ast.Load)], [n for n in found if isinstance(n.ctx, ast.Store)])
+
+
 def read_later(source: str, stmt: ast.stmt, name: str, after: ast.stmt | None = None) -> bool:
     """Whether ``name`` is read anywhere in the function after ``after`` (``stmt`` when None):
     a name a pattern replaces must not be needed by what follows it. A loop around the site
