@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import copy
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynscope._capture.resources import seed_resources
 from dynscope._errors import InputError
 from dynscope._torch.registry import is_user_file
 
@@ -30,19 +32,20 @@ __all__ = ["deep_copy"]
 def deep_copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """``copy.deepcopy(value, memo)``, the tensors that are not graph leaves in it copied as
     detached clones (each once: objects that share one share its copy), the objects Python's
-    own deepcopy gets wrong or refuses copied field by field (see :func:`_shells`), and the
+    own deepcopy gets wrong or refuses copied field by field (see :func:`_shells`), what holds
+    an OS resource (a lock, a file, a generator) replaced as :mod:`.resources` says, and the
     user's own functions it holds rebound to the copies (see :class:`_Rebinder`). Raises
     :class:`InputError` naming what it was given when it still cannot copy it."""
     seeded = dict(memo or {})
     try:
         _shells(value, seeded)
         out = copy.deepcopy(value, seeded)
-    except Exception as err:  # a tensor with a history is seeded, then one retry; else said plainly
-        if "graph leaves" not in str(err):
-            raise _uncopyable(value, err) from err
+    except Exception as err:  # what it refused is seeded, then one retry; else said plainly
         seeded = dict(memo or {})
         for t in _non_leaves(value):
             seeded[id(t)] = t.detach().clone().requires_grad_(t.requires_grad)
+        if not seed_resources(value, seeded) and "graph leaves" not in str(err):
+            raise _uncopyable(value, err) from err
         try:
             _shells(value, seeded)
             out = copy.deepcopy(value, seeded)
@@ -130,9 +133,19 @@ class _Rebinder:
                     if self._user_closure(v):
                         item[key] = self.function(v)
 
-    @staticmethod
-    def _user_closure(v: Any) -> bool:
-        return isinstance(v, types.FunctionType) and bool(v.__closure__) and is_user_file(v.__code__.co_filename)
+    def _user_closure(self, v: Any) -> bool:
+        """A function to make again over copies: the user's own that closes over values, or any
+        that closes over what was copied (an LR scheduler's wrapper of ``optimizer.step``, kept
+        as the optimizer's attribute, holds a weak reference to the optimizer it wraps: the copy's
+        must step the copied optimizer, not the user's)."""
+        if not isinstance(v, types.FunctionType) or not v.__closure__:
+            return False
+        return is_user_file(v.__code__.co_filename) or any(self._copied(c) for c in _cell_contents(v))
+
+    def _copied(self, value: Any) -> bool:
+        if isinstance(value, weakref.ref):
+            value = value()
+        return value is not None and self.memo.get(id(value), value) is not value
 
     def function(self, fn: types.FunctionType) -> types.FunctionType:
         if id(fn) in self.made:
@@ -153,12 +166,24 @@ class _Rebinder:
     def _content(self, value: Any) -> Any:
         if self._user_closure(value):
             return self.function(value)
+        if isinstance(value, weakref.ref) and type(value) is weakref.ref and self._copied(value):
+            return weakref.ref(self.memo[id(value())])
         try:
             copied = copy.deepcopy(value, self.memo)
         except Exception:  # noqa: BLE001 - a value deepcopy cannot copy (a lock, a file): read as it was
             return value
         self.walk(copied)
         return copied
+
+
+def _cell_contents(fn: types.FunctionType) -> list[Any]:
+    out = []
+    for cell in fn.__closure__ or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:  # a cell not yet filled
+            continue
+    return out
 
 
 def _non_leaves(value: Any) -> list[torch.Tensor]:

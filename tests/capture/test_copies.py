@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import torch
 from torch import nn
@@ -171,3 +172,26 @@ def test_an_optimizer_is_copied_with_the_settings_its_subclass_keeps() -> None:
     before = lin.weight.detach().clone()
     opt2.step()
     assert torch.equal(lin.weight, before) and not torch.equal(lin2.weight, before)
+
+
+def test_an_optimizer_an_lr_scheduler_wraps_steps_the_copied_parameters_not_the_user_s() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1)  # wraps opt.step, kept as opt's attribute
+    holder = {"model": model, "opt": opt, "sched": sched}
+    model(torch.ones(1, 2)).sum().backward()
+    weight = model.weight.detach().clone()
+
+    # The premise: the optimizer's own attributes, which its copy keeps (a subclass's settings
+    # are among them), hold the scheduler's wrapper of its step, over a weak reference to it.
+    wrapper = vars(opt)["step"]
+    assert any(isinstance(c.cell_contents, weakref.ref) and c.cell_contents() is opt for c in wrapper.__closure__)
+
+    twin = deep_copy(holder)
+    twin["model"](torch.ones(1, 2)).sum().backward()
+    twin["opt"].step()
+    twin["sched"].step()
+    assert torch.equal(model.weight, weight)  # the user's did not move, though its gradient is there
+    assert not torch.equal(twin["model"].weight, weight)
+    assert twin["opt"]._opt_called and twin["sched"].last_epoch == 1 and sched.last_epoch == 0

@@ -38,7 +38,7 @@ from dynscope._capture.fix.verify import (
     run_compiled,
     run_eager,
 )
-from dynscope._errors import CaptureError, DynscopeError
+from dynscope._errors import CaptureError, DynscopeError, InputError
 from dynscope._format import location
 from dynscope._lexicon.break_categories import GENERATOR, LOGGING, category_named
 from dynscope._model.diff import site_key
@@ -95,6 +95,8 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
     try:
         before = _report(model, calls)
     except CaptureError as err:
+        if isinstance(err.__cause__, InputError):  # it used what its copy could not hold (a generator)
+            raise err.__cause__ from None
         if err.party != COMPILER:  # the program fails without torch.compile too: nothing to compare with
             raise
         # It runs in eager but fails under torch.compile: the sites that ran before the failure

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import importlib.util
 import inspect
 import itertools
@@ -40,7 +41,9 @@ from dynscope._torch.runtime import compare_outputs, tensors
 from dynscope._torch.sandbox import DynamoSandbox, compile_kwargs
 from dynscope._torch.trace import own_work
 
+from .programs import EMPTY, closure_contents, copied, global_state, remade, with_closure
 from .said import differs, listening, python_state
+from .scripts import definitions, script_names
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -87,7 +90,11 @@ def _models(obj: Any) -> list[tuple[str, torch.nn.Module]]:
     if isinstance(model, torch.nn.Module):
         return [("model", model)]
     if isinstance(model, types.FunctionType):
-        return [(f"closure {name}", value) for name, value in closed_over(model) if isinstance(value, torch.nn.Module)]
+        read = [*((f"closure {name}", value) for name, value in closed_over(model)),
+                *((f"global {name}", model.__globals__[name]) for name in global_state(model))]
+        return [(who, value) for who, value in read if isinstance(value, torch.nn.Module)]
+    if _plain(model):  # a trainer whose step is compiled: the modules it holds
+        return [(f"{type(model).__name__}.{k}", v) for k, v in vars(model).items() if isinstance(v, torch.nn.Module)]
     return []
 
 
@@ -118,8 +125,12 @@ def _weights(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> d
 
 def _state(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> dict[str, Any]:
     """The plain Python values the model's modules (and the modules passed) keep, after the calls."""
-    modules = [(f"{who}.{sub}" if sub else who, m) for who, owner in _owners(obj, calls)
-               for sub, m in owner.named_modules()]
+    modules: list[tuple[str, Any]] = [(f"{who}.{sub}" if sub else who, m) for who, owner in _owners(obj, calls)
+                                      for sub, m in owner.named_modules()]
+    if isinstance(obj, types.FunctionType):  # what a train step keeps in its file's globals (a loss history)
+        modules.append(("global", types.SimpleNamespace(**{n: obj.__globals__[n] for n in global_state(obj)})))
+    elif isinstance(obj, types.MethodType) and _plain(obj.__self__):  # what a trainer keeps
+        modules.append((type(obj.__self__).__name__, obj.__self__))
     return python_state(modules, lambda t: t.detach().clone(), torch.is_tensor)
 
 
@@ -272,6 +283,11 @@ class patched_module:  # a context manager used like a function
             # user's own logger (its level, its handlers), and what it logs reads as theirs.
             # A script's ``__main__`` is not: its ``if __name__ == "__main__"`` block would run.
             module.__name__ = original.__name__
+        elif original is not None:
+            # A script's top level is the program (it trains, it calls fix): only its
+            # definitions run, over its names as they stand.
+            module.__dict__.update(script_names(original))
+            code = definitions(self.data, code.co_filename)
         try:
             exec(code, module.__dict__)  # the user's own module, run as an import runs it
         except KeyboardInterrupt:
@@ -446,9 +462,17 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
     if isinstance(obj, types.FunctionType):
         if not defined_in(_unwrapped(obj), filename):
             return _calling_patched(obj, filename, module, where)
-        if "<locals>" in obj.__qualname__:
-            return _nested_in(module, obj, filename, where)
-        return _function_in(module, obj, where)
+        found, why = (_nested_in(module, obj, filename, where) if "<locals>" in obj.__qualname__
+                      else _function_in(module, obj, where))
+        if found is not None:
+            why = _state_of(obj, module, filename, where)
+        return (found, "") if not why else (None, why)
+    if isinstance(obj, functools.partial):  # the partial's function patched, over copies of its arguments
+        func, why = counterpart(obj.func, filename, module, where)
+        if func is None:
+            return None, why
+        args, keywords = deep_copy((obj.args, obj.keywords))
+        return functools.partial(func, *args, **keywords), ""
     if _plain(obj) and callable(obj):
         # A plain object of the user's that is called (a generator or sampler with __call__):
         # a deep copy of it, its class and its plain parts' swapped for the patched ones.
@@ -462,6 +486,22 @@ def counterpart(obj: Any, filename: str, module: types.ModuleType,
         _held_enums(called, filename, module)
         return called, ""
     return None, f"a {type(obj).__name__} is neither a function nor a torch.nn.Module"
+
+
+def _state_of(fn: types.FunctionType, module: types.ModuleType, filename: str,
+              where: Callable[[int], int | None]) -> str:
+    """The patched module's globals that ``fn`` reads as state (its model, optimizer, history)
+    set to copies of the user's, as they stand: the patched module ran its file again (a model
+    made anew, a script's the user's own objects), and each run of the patched copy must start
+    where the unpatched one does. Objects of the file's classes among them get the patched
+    classes. Returns why it could not be done ("" when it was)."""
+    if fn.__globals__ is vars(module):
+        return ""
+    names = [n for n in global_state(fn) if n in vars(module)]
+    values = deep_copy([fn.__globals__[n] for n in names])
+    _, why = _swap_classes([p for v in values for p in _swappable(v)], filename, module, where)
+    vars(module).update(zip(names, values, strict=True))
+    return why
 
 
 def _nested_in(module: types.ModuleType, fn: types.FunctionType, filename: str,
@@ -481,8 +521,8 @@ def _nested_in(module: types.ModuleType, fn: types.FunctionType, filename: str,
                       f"{Path(filename).name} has {'no' if not found else 'more than one'} def of it at its line")
     if found[0].co_freevars != code.co_freevars:
         return None, f"the patch changes the names {fn.__qualname__} closes over: its patched copy cannot be made"
-    contents = _copied_cells(fn) if copy_cells else [_content(c) for c in fn.__closure__ or ()]
-    _, why = _swap_classes([p for v in contents if v is not _EMPTY for p in _swappable(v)], filename, module, where)
+    contents = deep_copy(closure_contents(fn), {id(EMPTY): EMPTY}) if copy_cells else closure_contents(fn)
+    _, why = _swap_classes([p for v in contents if v is not EMPTY for p in _swappable(v)], filename, module, where)
     if why:
         return None, why
     for i, value in enumerate(contents):  # a function of the same file it closes over: its patched copy
@@ -817,69 +857,6 @@ def _grads(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], output
 def _fresh(calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     # Inputs that require grad stay leaves that require grad in the copy.
     return deep_copy(calls)
-
-
-def copied(obj: Any) -> Any:
-    """A deep copy of a model, its gradients cleared (a bound method's model likewise); a
-    function that closes over values (a train step's model and optimizer, a scene's state)
-    the same function over deep copies of them, copied together (the optimizer keeps the
-    copied model's parameters): each run starts from the state the program was given, and
-    the user's own objects are not changed by the runs. A function whose values cannot be
-    copied is run as it is."""
-    if isinstance(obj, types.MethodType) and isinstance(obj.__self__, torch.nn.Module):
-        return getattr(copied(obj.__self__), obj.__name__)
-    if isinstance(obj, types.FunctionType) and obj.__closure__:
-        try:
-            cells = _copied_cells(obj)
-        except Exception:  # noqa: BLE001 - a value that cannot be copied (a lock, a file): run as it is
-            return obj
-        for value in cells:
-            if isinstance(value, torch.nn.Module):
-                _clear_grads(value)
-        return with_closure(obj, obj.__code__, obj.__globals__, cells)
-    if not isinstance(obj, torch.nn.Module):
-        return obj
-    return _clear_grads(deep_copy(obj))
-
-
-def _clear_grads(model: torch.nn.Module) -> torch.nn.Module:
-    for p in model.parameters():
-        p.grad = None
-    return model
-
-
-_EMPTY = object()  # an unfilled cell's content, in a copied closure
-
-
-def _content(cell: Any) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return _EMPTY
-
-
-def _copied_cells(fn: types.FunctionType) -> list[Any]:
-    """Deep copies of what ``fn`` closes over, copied together (shared objects stay shared);
-    an unfilled cell stays :data:`_EMPTY` (the marker itself, not a copy of it)."""
-    return deep_copy([_content(c) for c in fn.__closure__ or ()], {id(_EMPTY): _EMPTY})
-
-
-def with_closure(fn: types.FunctionType, code: types.CodeType, globals_: dict[str, Any],
-                 contents: list[Any]) -> types.FunctionType:
-    """``fn`` made again from ``code`` and ``globals_`` over new cells holding ``contents``
-    (an unfilled cell stays unfilled), its defaults, name and attributes kept."""
-    return remade(fn, code, globals_, tuple(types.CellType() if v is _EMPTY else types.CellType(v) for v in contents))
-
-
-def remade(fn: types.FunctionType, code: types.CodeType, globals_: dict[str, Any],
-           closure: tuple[Any, ...] | None) -> types.FunctionType:
-    """``fn`` made again from ``code``, ``globals_`` and ``closure``, its name, defaults and
-    attributes kept."""
-    out = types.FunctionType(code, globals_, fn.__name__, fn.__defaults__, closure)
-    out.__kwdefaults__ = fn.__kwdefaults__
-    out.__qualname__ = fn.__qualname__
-    out.__dict__.update(fn.__dict__)
-    return out
 
 
 def run_eager(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], traced: Sequence[str] = ()) -> Run:

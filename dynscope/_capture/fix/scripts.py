@@ -1,0 +1,73 @@
+"""A script's patched copy, run as definitions only.
+
+fix verifies a patch by importing a copy of the patched file. A module's top level is its
+definitions, but a script's (the file run as ``__main__``: ``python train.py``) is the program
+itself: it loads data, trains, and often calls ``dynscope.fix`` - without an
+``if __name__ == "__main__":`` guard, importing its copy would train again and call fix again
+from inside fix. So a script's copy runs only what defines names (imports, functions, classes,
+and the ``if``/``try`` blocks made of them), and every other name is the script's own value as
+it stands when fix is called (the configuration parsed, the registry filled): what the user's
+program is, not what running it from the start again would make. Containers among those
+values are shallow copies, so a decorator that registers the patched class in a registry
+does not change the user's.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import types
+
+__all__ = ["definitions", "script_names"]
+
+_DEFINES = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass)
+
+
+def definitions(data: bytes, filename: str) -> types.CodeType:
+    """The code of the script ``data`` (its bytes, coding cookie honoured) with only the
+    statements that define names, each on its own line as in the file (Dynamo and fix read
+    the copy's lines)."""
+    tree = ast.parse(data, filename)
+    tree.body = _kept(tree.body) or [ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)]
+    return compile(tree, filename, "exec", dont_inherit=True)
+
+
+def _kept(body: list[ast.stmt]) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, _DEFINES):
+            out.append(stmt)
+        elif isinstance(stmt, ast.If):  # ``if TYPE_CHECKING:``, ``if sys.version_info >= ...:``
+            stmt.body = _kept(stmt.body) or [_pass(stmt)]
+            stmt.orelse = _kept(stmt.orelse)
+            out.append(stmt)
+        elif isinstance(stmt, ast.Try):  # ``try: import apex`` / ``except ImportError: apex = None``
+            stmt.body = _kept(stmt.body) or [_pass(stmt)]
+            for handler in stmt.handlers:
+                handler.body = _kept(handler.body) or [_pass(handler)]
+            stmt.orelse, stmt.finalbody = _kept(stmt.orelse), _kept(stmt.finalbody)
+            out.append(stmt)
+    return out
+
+
+def _pass(at: ast.stmt | ast.excepthandler) -> ast.Pass:
+    return ast.Pass(lineno=at.lineno, col_offset=at.col_offset, end_lineno=at.lineno, end_col_offset=at.col_offset)
+
+
+def script_names(script: types.ModuleType) -> dict[str, Any]:
+    """The script's names as they stand, for its copy's namespace before its definitions run:
+    every name but the module's own dunders, a dict, list or set as a shallow copy."""
+    out: dict[str, Any] = {}
+    for name, value in vars(script).items():
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        if isinstance(value, (dict, list, set)):
+            try:
+                value = copy.copy(value)
+            except Exception:  # noqa: BLE001 - a container that will not copy: the script's own
+                pass
+        out[name] = value
+    return out
