@@ -12,6 +12,8 @@ patched copies of it.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from typing import Any
 
 import torch
@@ -381,6 +383,41 @@ def calibrated_scale() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return CalibratedScale(), (_x(4, 6, seed=10),)
 
 
+class ModeGatedHead(nn.Module):
+    """A head whose boost applies only in one mode of its config and only when the batch's mean
+    is positive (in our words): ``if self.cfg.mode is Mode.TRAIN and y.mean() > 0: ... else: ...``.
+    Python's part of the test stays an ``if``, the else kept for it; the tensor's part a where."""
+
+    def __init__(self, cfg: HeadConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        if self.cfg.mode is Mode.TRAIN and y.mean() > 0:  # SITE: branch to torch.where
+            y = y * self.cfg.boost
+        else:
+            y = y - 1
+        return y
+
+
+class Mode(enum.Enum):
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadConfig:
+    mode: Mode = Mode.TRAIN
+    boost: float = 2.0
+
+
+def mode_gated_head() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(708)
+    return ModeGatedHead(HeadConfig()), (_x(4, 6, seed=11),)
+
+
 PROGRAMS: dict[str, Any] = {
     "masked_pool": masked_pool,
     "skip_non_finite": skip_non_finite,
@@ -397,4 +434,5 @@ PROGRAMS: dict[str, Any] = {
     "counted_calls": counted_calls,
     "counted_pool": counted_pool,
     "calibrated_scale": calibrated_scale,
+    "mode_gated_head": mode_gated_head,
 }

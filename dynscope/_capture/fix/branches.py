@@ -180,32 +180,47 @@ def narrowed(stmt: ast.If, test: ast.expr, body: list[ast.stmt]) -> ast.If:
     return inner
 
 
-def _host_split(stmt: ast.If, text: Text) -> tuple[str, ast.If] | None:
-    """``if <host tests> and <tensor test>: ...`` (no else): the host tests as the file spells
-    them and the ``if`` of the tensor test alone; None for another ``if``."""
+def _host_split(stmt: ast.If, text: Text, *, orelse: bool = False) -> tuple[str, ast.If] | None:
+    """``if <host tests> and <tensor test>: ...`` (no else; with ``orelse``, an ``else`` too,
+    which the ``if`` of the tensor test then keeps): the host tests as the file spells them and
+    the ``if`` of the tensor test alone; None for another ``if``."""
     test = stmt.test
-    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)) or stmt.orelse:
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)) or (stmt.orelse and not orelse):
         return None
     k = next((i for i, v in enumerate(test.values) if not _host_test(v)), len(test.values))
     host, rest = test.values[:k], test.values[k:]
     if not host or not rest:
         return None
     inner_test = rest[0] if len(rest) == 1 else ast.copy_location(ast.BoolOp(op=ast.And(), values=rest), rest[0])
-    return " and ".join(text.of(h) for h in host), narrowed(stmt, inner_test, stmt.body)
+    inner = narrowed(stmt, inner_test, stmt.body)
+    inner.orelse = stmt.orelse
+    return " and ".join(text.of(h) for h in host), inner
 
 
 _SPLIT_NOTE = "; the Python test before `and` stays an `if` around it"
 
 
 def _split_where(stmt: ast.If, text: Text) -> tuple[list[str], str, str] | None:
-    """``if <host tests> and <tensor test>: ...`` (no else) as ``if <host tests>:`` around the
-    torch.where of ``if <tensor test>: ...``: Python still decides what it can."""
-    split = _host_split(stmt, text)
+    """``if <host tests> and <tensor test>: ...`` as ``if <host tests>:`` around the
+    torch.where of ``if <tensor test>: ...``: Python still decides what it can. With an
+    ``else`` (``if self.cfg.mode is Mode.TRAIN and y.mean() > 0: ... else: ...``), the where
+    picks between both branches and the ``else`` is kept for when the host tests fail too."""
+    split = _host_split(stmt, text, orelse=True)
     made = where(split[1], text) if split is not None else None
     if split is None or made is None:
         return None
     lines, name, note = made
-    return [f"if {split[0]}:", *(text.unit + ln for ln in lines)], name, note + _SPLIT_NOTE
+    out = [f"if {split[0]}:", *(text.unit + ln for ln in lines)]
+    if stmt.orelse:
+        if len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If) and _is_elif(stmt.orelse[0], text):
+            return None  # an elif chain: its own tests are not the else's to repeat
+        out += ["else:", *(text.unit + ln for ln in text.body_lines(stmt.orelse))]
+        note += "; the else branch is also kept whole for when the Python test fails"
+    return out, name, note + _SPLIT_NOTE
+
+
+def _is_elif(stmt: ast.If, text: Text) -> bool:
+    return text.lines[stmt.lineno - 1].lstrip().startswith("elif")
 
 
 def where(stmt: ast.stmt, text: Text) -> tuple[list[str], str, str] | None:

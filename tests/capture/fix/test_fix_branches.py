@@ -186,6 +186,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("masked_pool", EARLY), ("counted_pool", EARLY), ("skip_non_finite", EARLY), ("warmup_counter", STATE_WHERE), ("best_loss", STATE_WHERE),
     ("gated_keypoints", ELEMENTWISE), ("clipped_critic", STATE_WHERE), ("loss_scaler", STATE_WHERE),
     ("calibrated_scale", STATE_WHERE),  # `self.training and <buffer test>`: Python's part an if around it
+    ("mode_gated_head", WHERE),  # `<config test> and <tensor test>` with an else: the else kept for the config's
     ("key_frames", LENGTHS),
     # The update's value still selects by the mask: the where's own line is rewritten too.
     ("binned_calibration", f"{STATE_WHERE}, then masked reduction inline"),

@@ -82,6 +82,22 @@ def test_an_optional_mask_keeps_its_none_test_and_the_tensor_test_becomes_a_wher
     assert rw.note.endswith("the Python test before `and` stays an `if` around it")
 
 
+def test_a_python_test_and_a_tensor_test_with_an_else_keep_the_else_for_the_python_test() -> None:
+    body = ("def head(self, y):\n    if self.cfg.mode is Mode.TRAIN and y.mean() > 0:\n        y = y * 2\n"
+            "    else:\n        y = y - 1  # the other branch\n    return y\n")
+    (rw,) = candidates(HEAD + body, 2 + HEAD.count("\n"), BRANCH)[0]
+    assert rw.name == WHERE and "".join(rw.replacement) == (
+        "    if self.cfg.mode is Mode.TRAIN:\n"
+        "        y = torch.where(y.mean() > 0, y * 2, y - 1)\n"
+        "    else:\n"
+        "        y = y - 1  # the other branch\n")
+    assert "the else branch is also kept whole" in rw.note
+    # An elif chain is not an else to repeat: no split.
+    chain = body.replace("    else:\n        y = y - 1", "    elif y.sum() > 1:\n        y = y - 1\n    else:\n        y = y + 1")
+    assert all("if self.cfg.mode is Mode.TRAIN:\n" not in "".join(r.replacement)
+               for r in candidates(HEAD + chain, 2 + HEAD.count("\n"), BRANCH)[0])
+
+
 def test_a_check_that_warns_then_fixes_keeps_its_warning_eager_and_fixes_by_where() -> None:
     body = ("def scale(x, warnings):\n    s = x.std(0)\n    if (s < 1e-2).any():\n"
             "        warnings.warn(\"constant\")\n        s = s.clamp(min=1e-2)\n    return x / s\n")
