@@ -225,9 +225,12 @@ def test_rewrites_refuse_what_would_change_meaning() -> None:
     assert "".join(candidates(head + "    if n and x.sum() > 0:\n        y = x * 2\n    return y\n", 3,
                               "data-dependent branch")[0][0].replacement) == (
         "    if n:\n        y = torch.where(x.sum() > 0, x * 2, y)\n")
-    # With an else, or with `or`, Python's test cannot be split off: nothing.
-    assert names("    if mask is not None and mask.any():\n        y = x\n    else:\n        y = z\n    return y\n",
-                 3, "data-dependent branch") == []
+    # With an else, the where picks between both branches and the else stays for Python's test;
+    # with `or`, Python's test cannot be split off: nothing.
+    (split,) = [r for r in candidates(head + "    if mask is not None and mask.any():\n        y = x\n    else:\n"
+                                      "        y = z\n    return y\n", 3, "data-dependent branch")[0] if not r.skipped]
+    assert "".join(split.replacement) == (
+        "    if mask is not None:\n        y = torch.where(mask.any(), x, z)\n    else:\n        y = z\n")
     assert names("    if mask is None or mask.any():\n        y = x * 2\n    return y\n", 3, "data-dependent branch") == []
     # int() truncates toward zero: as .long() does (of a plain name it stays: a Python number's).
     (where,) = [r for r in candidates(head + "    if int(x.sum()) > 0:\n        y = x * 2\n    return y\n", 3,
