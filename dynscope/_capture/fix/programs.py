@@ -23,12 +23,12 @@ import torch
 from dynscope._capture.copies import deep_copy
 from dynscope._torch.registry import is_user_file
 
-__all__ = ["EMPTY", "clear_grads", "closure_contents", "copied", "global_state", "remade", "with_closure"]
+__all__ = ["EMPTY", "NOT_STATE", "clear_grads", "closure_contents", "copied", "global_state", "remade", "with_closure"]
 
 EMPTY = object()  # an unfilled cell's content, in a copied closure
 
 # Values of a file's globals that are code or constants, not state a run can change.
-_NOT_STATE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodWrapperType,
+NOT_STATE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodWrapperType,
               functools.partial, enum.Enum, int, float, complex, str, bytes, bool, type(None), range)
 
 
@@ -84,7 +84,7 @@ def global_state(fn: types.FunctionType) -> list[str]:
     if not is_user_file(fn.__code__.co_filename):
         return []
     scope = fn.__globals__
-    return sorted(n for n in _read(fn) if n in scope and not _dunder(n) and not isinstance(scope[n], _NOT_STATE))
+    return sorted(n for n in _read(fn) if n in scope and not _dunder(n) and not isinstance(scope[n], NOT_STATE))
 
 
 def _helpers(fn: types.FunctionType) -> list[str]:

@@ -5,18 +5,22 @@ definitions, but a script's (the file run as ``__main__``: ``python train.py``) 
 itself: it loads data, trains, and often calls ``dynscope.fix`` - without an
 ``if __name__ == "__main__":`` guard, importing its copy would train again and call fix again
 from inside fix. So a script's copy runs only what defines names (imports, functions, classes,
-and the ``if``/``try`` blocks made of them), and every other name is the script's own value as
-it stands when fix is called (the configuration parsed, the registry filled): what the user's
-program is, not what running it from the start again would make. Containers among those
-values are shallow copies, so a decorator that registers the patched class in a registry
-does not change the user's.
+and the ``if``/``try`` blocks made of them), and every other name those definitions read is the
+script's own value as it stands when fix is called (the configuration parsed, the model
+trained so far, the registry filled): what the user's program is, not what running it from the
+start again would make. The state among them is copied (a decorator that registers the
+patched class fills the copy's registry; a patched method that trains a global model trains
+the copy's), and names nothing defined reads (a dataset the top level loops over) are left out.
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 from typing import TYPE_CHECKING, Any
+
+from dynscope._capture.copies import deep_copy
+
+from .programs import NOT_STATE
 
 if TYPE_CHECKING:
     import types
@@ -57,17 +61,23 @@ def _pass(at: ast.stmt | ast.excepthandler) -> ast.Pass:
     return ast.Pass(lineno=at.lineno, col_offset=at.col_offset, end_lineno=at.lineno, end_col_offset=at.col_offset)
 
 
-def script_names(script: types.ModuleType) -> dict[str, Any]:
-    """The script's names as they stand, for its copy's namespace before its definitions run:
-    every name but the module's own dunders, a dict, list or set as a shallow copy."""
-    out: dict[str, Any] = {}
-    for name, value in vars(script).items():
-        if name.startswith("__") and name.endswith("__"):
-            continue
-        if isinstance(value, (dict, list, set)):
-            try:
-                value = copy.copy(value)
-            except Exception:  # noqa: BLE001 - a container that will not copy: the script's own
-                pass
-        out[name] = value
+def script_names(script: types.ModuleType, code: types.CodeType) -> dict[str, Any]:
+    """The script's names that the definitions in ``code`` read (their decorators, defaults and
+    class bodies as they run, their functions when called), as they stand: the state among
+    them (a model, an optimizer, a registry dict, a config) copied together, so nothing the
+    copy runs changes the user's; code and constants as they are."""
+    own = vars(script)
+    names = sorted(n for n in _read(code) if n in own and not (n.startswith("__") and n.endswith("__")))
+    state = [n for n in names if not isinstance(own[n], NOT_STATE)]
+    copies = dict(zip(state, deep_copy([own[n] for n in state]), strict=True))
+    return {n: copies.get(n, own[n]) for n in names}
+
+
+def _read(code: types.CodeType) -> set[str]:
+    out: set[str] = set()
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        out.update(c.co_names)
+        todo += [k for k in c.co_consts if isinstance(k, type(code))]
     return out

@@ -286,8 +286,8 @@ class patched_module:  # a context manager used like a function
         elif original is not None:
             # A script's top level is the program (it trains, it calls fix): only its
             # definitions run, over its names as they stand.
-            module.__dict__.update(script_names(original))
             code = definitions(self.data, code.co_filename)
+            module.__dict__.update(script_names(original, code))
         try:
             exec(code, module.__dict__)  # the user's own module, run as an import runs it
         except KeyboardInterrupt:
