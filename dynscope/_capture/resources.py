@@ -14,14 +14,19 @@ holds, in place of each:
 - a file open for writing: an in-memory file of its kind (what a run writes goes nowhere:
   the user's file is not written by fix); a file open for reading by name: the same file
   opened again at the same position (reading it does not move the user's);
-- anything else that cannot be copied (a generator, a data loader's iterator, a socket): a
-  stand-in that raises :class:`~dynscope.InputError` naming where it was held when the program
+- a generator not yet started (a sampler's ``iter(...)`` a model keeps to draw batches from):
+  the same generator function called again over copies of its arguments, so the copy yields
+  what the user's would and the user's does not advance;
+- anything else that cannot be copied (a generator already started, a data loader's
+  iterator, a socket): a stand-in that raises :class:`~dynscope.InputError` naming where it was held when the program
   uses it. A program that does not use it runs as it is; one that does is told, and nothing of
   the user's was advanced.
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
 import io
 import threading
 import types
@@ -88,7 +93,38 @@ def _replacement(item: Any, path: str, memo: dict[int, Any]) -> Any:
         return item
     if isinstance(item, io.IOBase):
         return _file_copy(item, path)
+    if isinstance(item, types.GeneratorType):
+        again = _generator_again(item, memo)
+        if again is not None:
+            return again
     return StandIn(type(item).__name__, path)
+
+
+def _generator_again(gen: types.GeneratorType, memo: dict[int, Any]) -> types.GeneratorType | None:
+    """A generator not yet started (a sampler's ``iter(...)`` kept for the calls to draw from)
+    made again: its function called over copies of its arguments (the sampler and its random
+    state copied with the rest), so the copy yields what the user's would, from where the
+    user's stands, and the user's does not advance. None for one already started (its place
+    cannot be copied) or one that closes over names."""
+    code = gen.gi_code
+    frame = gen.gi_frame
+    if frame is None or inspect.getgeneratorstate(gen) != inspect.GEN_CREATED or code.co_freevars:
+        return None
+    given = dict(frame.f_locals)
+    fixed = code.co_argcount + code.co_kwonlyargcount
+    names = code.co_varnames[:fixed]
+    star = code.co_varnames[fixed] if code.co_flags & inspect.CO_VARARGS else None
+    stars = code.co_varnames[fixed + (star is not None)] if code.co_flags & inspect.CO_VARKEYWORDS else None
+    try:
+        copied = copy.deepcopy(given, memo)
+    except Exception:  # noqa: BLE001 - arguments that cannot be copied: a stand-in instead
+        return None
+    positional = [copied[n] for n in code.co_varnames[:code.co_argcount]]
+    keywords = {n: copied[n] for n in names[code.co_argcount:]}
+    fn = types.FunctionType(code, frame.f_globals, code.co_name)
+    made = fn(*positional, *(copied.get(star, ()) if star else ()), **keywords,
+              **(copied.get(stars, {}) if stars else {}))
+    return made if isinstance(made, types.GeneratorType) else None
 
 
 def _file_copy(f: io.IOBase, path: str) -> Any:

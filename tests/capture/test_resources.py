@@ -109,35 +109,58 @@ def test_a_file_for_reading_is_the_same_file_opened_again_where_the_user_s_stand
         assert f.readline() == "b\n"  # the user's position did not move
 
 
-def schedule() -> Any:
-    t = 1.0
+def schedule(t: float = 1.0, *, factor: float = 0.5) -> Any:
     while True:
         yield t
-        t *= 0.5
+        t *= factor
+
+
+class Sampler:
+    """N-BEATS-style: a sampler whose ``__iter__`` draws windows forever from its own RNG."""
+
+    def __init__(self) -> None:
+        self.rng = torch.Generator().manual_seed(0)
+
+    def __iter__(self) -> Any:
+        while True:
+            yield torch.rand(2, generator=self.rng)
 
 
 class Annealed(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(2, 2)
-        self.temps = schedule()
+        self.temps = schedule(2.0, factor=0.5)
+        self.windows = iter(Sampler())
+        self.started = schedule()
+        next(self.started)
         self.batches = iter(DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2))
         self.backend = torch  # a Python module held as an attribute
 
 
-def test_a_generator_or_iterator_is_a_stand_in_that_names_where_it_was_held_when_used() -> None:
+def test_a_generator_not_yet_started_is_made_again_over_copies_of_its_arguments() -> None:
     model = Annealed()
     _refused_by_python(model.temps)
+    twin = deep_copy(model)
+    assert [next(twin.temps) for _ in range(3)] == [2.0, 1.0, 0.5]
+    first = next(twin.windows)
+    assert torch.equal(first, next(model.windows))  # the same draws, from the copied random state
+    assert next(model.temps) == 2.0  # the user's did not advance
+
+
+def test_a_started_generator_or_an_iterator_is_a_stand_in_that_names_where_it_was_held_when_used() -> None:
+    model = Annealed()
+    _refused_by_python(model.started)
     _refused_by_python(model.batches)
     _refused_by_python(torch)
     twin = deep_copy(model)
     assert twin.backend is torch
-    assert isinstance(twin.temps, StandIn) and isinstance(twin.batches, StandIn)
+    assert isinstance(twin.started, StandIn) and isinstance(twin.batches, StandIn)
     x = torch.randn(1, 2)
     assert torch.equal(twin.fc(x), model.fc(x))  # what does not use them runs
-    with pytest.raises(InputError, match=r"the generator held at model\.temps; the program used it"):
-        next(twin.temps)
+    with pytest.raises(InputError, match=r"the generator held at model\.started; the program used it"):
+        next(twin.started)
     with pytest.raises(InputError, match=r"_SingleProcessDataLoaderIter held at model\.batches"):
         iter(twin.batches)
-    assert next(model.temps) == 1.0  # the user's generator did not advance
-    assert "model.temps" in repr(twin.temps)
+    assert next(model.started) == 0.5  # the user's generator did not advance
+    assert "model.started" in repr(twin.started)

@@ -5,7 +5,7 @@ A trainer whose ``step`` is compiled (its model, optimizer, LR scheduler and los
 train step that reads its model, optimizer and loss history from its file's globals
 (nanoGPT's ``train.py`` style), a ``functools.partial`` over a weight that requires grad, a
 model holding a lock, a queue drained by a thread and a log file, and one that draws from a
-generator it holds (which no copy can hold). Each has one data-dependent branch fix rewrites.
+generator it holds (made again for each copy when it has not started; else no copy can hold it). Each has one data-dependent branch fix rewrites.
 """
 
 from __future__ import annotations
@@ -110,14 +110,16 @@ def temperatures() -> Any:
 
 
 class Annealed(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, *, started: bool = False) -> None:
         super().__init__()
         self.fc = nn.Linear(8, 8)
         self.temps = temperatures()
+        if started:  # a generator drawn from before: its place cannot be copied
+            next(self.temps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.fc(x) * next(self.temps)
-        if y.mean() > 0:
+        if y.mean() > 0:  # SITE: branch
             y = y * 2
         else:
             y = y - 1

@@ -71,11 +71,18 @@ def test_a_model_holding_a_lock_a_writer_thread_and_a_log_file_is_fixed_and_the_
     assert log.read_bytes() == b"" and model.writer.q.empty() and not model.lock.locked()
 
 
-def test_a_model_that_draws_from_a_generator_it_holds_is_told_so_and_the_generator_not_advanced() -> None:
+def test_a_model_that_draws_from_a_generator_it_holds_runs_on_the_generator_made_again() -> None:
     model = fo.Annealed()
+    result = dynscope.fix(model, torch.randn(4, 8))
+    assert _branch(result).verified, _branch(result).why_not
+    assert next(model.temps) == 1.0  # the user's did not advance
+
+
+def test_a_model_that_draws_from_a_started_generator_is_told_so_and_the_generator_not_advanced() -> None:
+    model = fo.Annealed(started=True)
     with pytest.raises(dynscope.InputError, match=r"cannot copy the generator held at model\.temps"):
         dynscope.fix(model, torch.randn(4, 8))
-    assert next(model.temps) == 1.0
+    assert next(model.temps) == 0.9
 
 
 SCRIPT = '''
