@@ -30,6 +30,7 @@ import inspect
 import io
 import threading
 import types
+import weakref
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 __all__ = ["StandIn", "seed_resources"]
 
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
+# What deepcopy copies as itself or by a rule of its own, whatever pickle says (a function
+# defined inside another cannot be pickled, but deepcopy keeps it as it is).
+_COPIED_AS_THEY_ARE = (torch.Tensor, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                       types.CodeType, weakref.ref, property, range)
 
 
 def seed_resources(value: Any, memo: dict[int, Any]) -> int:
@@ -63,7 +68,7 @@ def _refused(item: Any) -> bool:
         return not isinstance(item, (io.StringIO, io.BytesIO))
     if isinstance(item, (types.GeneratorType, types.AsyncGeneratorType, types.CoroutineType, types.ModuleType)):
         return True
-    if hasattr(type(item), "__deepcopy__") or isinstance(item, (torch.Tensor, type)):
+    if hasattr(type(item), "__deepcopy__") or isinstance(item, _COPIED_AS_THEY_ARE):
         return False
     if type(item).__module__.split(".")[0] == "numpy":  # an array's reduce copies its bytes
         return False

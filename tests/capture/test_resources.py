@@ -164,3 +164,19 @@ def test_a_started_generator_or_an_iterator_is_a_stand_in_that_names_where_it_wa
         iter(twin.batches)
     assert next(model.started) == 0.5  # the user's generator did not advance
     assert "model.started" in repr(twin.started)
+
+
+def _loss_factory() -> Any:
+    def l1(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # a local function: its reduce raises
+        return (a - b).abs().mean()
+
+    return l1
+
+
+def test_what_deepcopy_keeps_as_it_is_stays_itself_beside_what_it_refuses() -> None:
+    model = Collector()
+    model.loss_fn = _loss_factory()  # type: ignore[assignment]
+    with pytest.raises(TypeError, match="cannot pickle 'function' object"):
+        model.loss_fn.__reduce_ex__(4)  # what tells the objects deepcopy refuses from the rest
+    twin = deep_copy(model)  # the lock makes Python's deepcopy refuse the whole
+    assert twin.loss_fn is model.loss_fn and not isinstance(twin.loss_fn, StandIn)

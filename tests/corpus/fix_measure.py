@@ -15,6 +15,7 @@ import dynscope
 from dynscope._capture.fix.source import line_map
 from dynscope._capture.fix.verify import compare, counterpart, patched_module, run_compiled, run_eager
 from dynscope._lexicon.break_categories import EXPLICIT, LIBRARY_BREAK, OPTIMIZER
+from dynscope._torch.registry import is_user_file
 from tests.corpus import (
     fix_aliased,
     fix_branches,
@@ -111,15 +112,24 @@ def measure_held_out(programs: dict[str, Any]) -> dict[str, Any]:
     among them the fixable ones; verified patches at must-not sites (goal: none), verified
     patches that change an output on unseen inputs (goal: none), sites nobody marked."""
     per: dict[str, dict[str, int]] = {}
-    must_not_verified, changed, unmarked, on_purpose, unchecked = [], [], [], [], []
+    must_not_verified, changed, unmarked, on_purpose, unchecked, raised = [], [], [], [], [], []
     for name, build in programs.items():
         model, inputs = build()
-        res = dynscope.fix(model, inputs)
-        sites: list[tuple[str, str, int, str, dynscope.Patch | None, bool]] = [
-            (p.site, p.filename, p.lineno, p.category, p, False) for p in res.patches]
-        # A site left alone that the verified patches removed too (it followed from their break).
-        sites += [(u.site, _file_of(build, u.site), int(u.site.rsplit(":", 1)[1]), u.category, None,
-                   bool(u.gone_with)) for u in res.unpatched]
+        sites: list[tuple[str, str, int, str, dynscope.Patch | None, bool]]
+        try:
+            res = dynscope.fix(model, inputs)
+        except dynscope.DynscopeError as err:
+            # fix refused the program: each of its break sites counts as found and not removed.
+            raised.append(f"{name}: {type(err).__name__}: {str(err)[:300]}")
+            model, inputs = build()
+            rep = dynscope.report(model, inputs)
+            sites = [(f"{Path(b.filename).name}:{b.lineno}", b.filename, b.lineno, b.category, None, False)
+                     for b in rep.breaks if is_user_file(b.filename)]
+        else:
+            sites = [(p.site, p.filename, p.lineno, p.category, p, False) for p in res.patches]
+            # A site left alone that the verified patches removed too (it followed from their break).
+            sites += [(u.site, _file_of(build, u.site), int(u.site.rsplit(":", 1)[1]), u.category, None,
+                       bool(u.gone_with)) for u in res.unpatched]
         for site, filename, lineno, category, p, gone in sites:
             if category in _ON_PURPOSE_CATEGORIES:
                 on_purpose.append(site)
@@ -147,7 +157,7 @@ def measure_held_out(programs: dict[str, Any]) -> dict[str, Any]:
             elif same is None:
                 unchecked.append(f"{name}: {site}")
     return {"per": per, "must_not_verified": must_not_verified, "changed": changed, "unmarked": unmarked,
-            "on_purpose": on_purpose, "unchecked": unchecked}
+            "on_purpose": on_purpose, "unchecked": unchecked, "raised": raised}
 
 
 def _break_mark(filename: str, lineno: int) -> str | None:
