@@ -1004,7 +1004,7 @@ def _state_compared(expected: dict[str, Any] | None, got: dict[str, Any] | None)
         if key not in expected or key not in got:
             return f"{key} is set only in the {'patched' if key in got else 'unpatched'} run", ()
         a, b = expected[key], got[key]
-        if key in held and _float_kept_as_tensor(a, b):
+        if key in held and _floats_kept_as_tensors(a, b):
             as_tensors.append(key)
         elif not _same_leaves(a, b) or not compare_outputs(a, b)[2]:
             return (f"{key} holds {_kind(a)} after the unpatched eager run, {_kind(b)} after the patched compiled run",
@@ -1012,12 +1012,37 @@ def _state_compared(expected: dict[str, Any] | None, got: dict[str, Any] | None)
     return "", tuple(as_tensors)
 
 
+def _floats_kept_as_tensors(a: Any, b: Any, depth: int = 0) -> bool:
+    """``b`` is ``a`` with some of its floats, and only floats, held as detached 0-dim floating
+    tensors of the same values (:func:`_float_kept_as_tensor`), the rest equal: what a plain
+    object the model holds keeps (a meter's values, an event writer's rows ``(tag, value,
+    step)``; tensorboard's and wandb's writers take a tensor where they take a float). An int
+    turned tensor (a count) is still a difference, and so is anything the module keeps itself."""
+    if _float_kept_as_tensor(a, b):
+        return True
+    if depth > 3 or type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        pairs = list(zip(a, b, strict=False)) if len(a) == len(b) else None
+    elif isinstance(a, dict):
+        pairs = [(a[k], b[k]) for k in a] if a.keys() == b.keys() else None
+    else:
+        return False
+    return pairs is not None and any(_floats_in(x, y) for x, y in pairs) and all(
+        _floats_kept_as_tensors(x, y, depth + 1) or (_same_leaves(x, y) and compare_outputs(x, y)[2]) for x, y in pairs)
+
+
+def _floats_in(a: Any, b: Any) -> bool:
+    """Some float of ``a`` is a tensor in ``b`` (else the two are compared as they are)."""
+    return _floats_kept_as_tensors(a, b) if isinstance(a, (float, list, tuple, dict)) else False
+
+
 def _float_kept_as_tensor(a: Any, b: Any) -> bool:
     """``b`` is a detached 0-dim floating tensor where ``a`` is a Python float of the same value
     within the numerics check's tolerance: a running value of a plain object the model holds (a
-    meter's sum and average). Not an int (a count, which code reads as a size or an index), nor
-    a container (a log of values, which code writes out), nor a module's own attribute (a running
-    loss the module formats for a progress bar: under compile that reads the value back)."""
+    meter's sum and average). Not an int (a count, which code reads as a size or an index), nor a
+    module's own attribute (a running loss the module formats for a progress bar: under compile
+    that reads the value back)."""
     if not (type(a) is float and isinstance(b, torch.Tensor)):
         return False
     if b.dim() != 0 or b.requires_grad or not b.is_floating_point():

@@ -130,6 +130,41 @@ def test_a_held_meter_s_float_kept_as_a_tensor_is_said_a_module_s_own_is_a_chang
     assert other.state_differs.startswith("model.meter.avg holds float")
 
 
+class _Writer:
+    """An event writer of the program's own class, held by a module: rows ``(tag, value, step)``
+    and the latest value of each tag."""
+
+    def __init__(self, rows: list[object], latest: dict[str, object]) -> None:
+        self.rows = rows
+        self.latest = latest
+
+
+@pytest.mark.parametrize(("rows", "latest", "differs"), [
+    ([("loss", torch.tensor(0.25), 3)], {"loss": torch.tensor(0.25)}, ""),  # floats kept as tensors: said
+    ([("loss", 0.25, 3)], {"loss": torch.tensor(0.25)}, ""),
+    ([("loss", torch.tensor(0.25), 4)], {"loss": 0.25}, "model.writer.rows holds"),  # the step differs too
+    ([("loss", torch.tensor(0.5), 3)], {"loss": 0.25}, "model.writer.rows holds"),  # another value
+    ([("loss", 0.25, torch.tensor(3))], {"loss": 0.25}, "model.writer.rows holds"),  # an int (a count) turned tensor
+    ([("loss", 0.25, 3), ("lr", 0.1, 3)], {"loss": 0.25}, "model.writer.rows holds"),  # a row more
+])
+def test_a_held_writer_s_rows_with_floats_kept_as_tensors_are_said_anything_else_is_a_change(
+        rows: list[object], latest: dict[str, object], differs: str) -> None:
+    class Loop(torch.nn.Module):
+        def __init__(self, rows: list[object], latest: dict[str, object]) -> None:
+            super().__init__()
+            self.writer = _Writer(rows, latest)
+
+    def state(rows: list[object], latest: dict[str, object]) -> dict[str, object]:
+        return said.python_state([("model", Loop(rows, latest))], lambda t: t.detach().clone(), torch.is_tensor)
+
+    run = verify.Run([], {}, None, (), state([("loss", 0.25, 3)], {"loss": 0.25}))
+    ev = verify.compare(run, verify.Run([], {}, None, (), state(rows, latest)))
+    if differs:
+        assert ev.state_differs.startswith(differs) and ev.state_as_tensors == (), ev.state_differs
+    else:
+        assert ev.state_differs == "" and ev.state_as_tensors, ev
+
+
 class _Stats:
     """A stats logger of the program's own class, kept on a module (pymarl's learner keeps one)."""
 
