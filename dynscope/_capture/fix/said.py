@@ -16,11 +16,15 @@ eager run and the patched compiled one.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
+import inspect
 import io
 import logging
 import re
 import sys
+import textwrap
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -178,7 +182,8 @@ def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: An
             ok, kept = plain(value)
             if ok:
                 out[f"{who}.{name}"] = kept
-                if held:
+                kind: Any = type(owner)
+                if held or only_accumulated(kind, name):
                     out.held.add(f"{who}.{name}")
             elif held < 2 and hasattr(value, "__dict__") and _programs_own(type(value)):
                 attributes(f"{who}.{name}", value, out, held + 1)  # its own attributes, said by their path
@@ -191,12 +196,38 @@ def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: An
 
 class State(dict[str, Any]):
     """What :func:`python_state` found: attribute path -> value, and in ``held`` the paths of
-    the attributes of plain objects the modules hold (a meter's ``avg``), apart from the
-    modules' own (a module's ``self.total_loss``)."""
+    the attributes of plain objects the modules hold (a meter's ``avg``) and of a module's own
+    that its class only adds to (:func:`only_accumulated`), apart from the modules' other
+    attributes (a ``self.total_loss`` the module also reads, to format or divide)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.held: set[str] = set()
+
+
+@functools.lru_cache(maxsize=1024)
+def only_accumulated(cls: Any, name: str) -> bool:  # a class (Any: lru_cache wants a Hashable)
+    """Whether the code of ``cls`` (its own classes up its MRO, from their source) only ever
+    sets ``self.<name>`` and adds to it (``self.train_l2 = 0`` and ``self.train_l2 +=
+    loss.item()``, an FNO's running loss) and never reads it otherwise: a value kept for code
+    outside the call, which the module's own calls never read back. One it reads
+    (``self.total_loss / (1 + idx)`` formatted for a progress bar every call) is not."""
+    stored = False
+    for klass in cls.__mro__:
+        if klass.__module__.split(".")[0] in _LIBRARIES:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            return False
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and node.attr == name
+                    and isinstance(node.value, ast.Name) and node.value.id == "self"):
+                continue
+            if not isinstance(node.ctx, ast.Store):
+                return False
+            stored = True
+    return stored
 
 
 #: Top packages whose objects hold no program state fix should compare (Python's own, torch's,

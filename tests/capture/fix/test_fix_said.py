@@ -93,6 +93,9 @@ def test_a_list_of_floats_become_tensors_is_a_changed_state() -> None:
             self.step = 3
             self._private = object()  # neither compared nor copied
 
+        def log(self, value: object) -> None:  # the module's own log, which it reads to append to
+            self.loss_log.append(value)
+
     a = said.python_state([("model", Trainer([0.5]))], lambda t: t.clone(), torch.is_tensor)
     b = said.python_state([("model", Trainer([torch.tensor(0.5)]))], lambda t: t.clone(), torch.is_tensor)
     assert sorted(a) == ["model.loss_log", "model.step"]
@@ -118,6 +121,9 @@ def test_a_held_meter_s_float_kept_as_a_tensor_is_said_a_module_s_own_is_a_chang
             self.meter = _Meter(avg)
             self.total_loss = total
 
+        def postfix(self) -> str:  # the module reads its own running loss: not only added to
+            return f"{self.total_loss:.4f}"
+
     def state(avg: object, total: object) -> dict[str, object]:
         return said.python_state([("model", Loop(avg, total))], lambda t: t.clone(), torch.is_tensor)
 
@@ -128,6 +134,39 @@ def test_a_held_meter_s_float_kept_as_a_tensor_is_said_a_module_s_own_is_a_chang
     assert own.state_differs.startswith("model.total_loss holds float") and own.state_as_tensors == ()
     other = verify.compare(run, verify.Run([], {}, None, (), state(torch.tensor(0.5), 1.5)))  # another value
     assert other.state_differs.startswith("model.meter.avg holds float")
+
+
+class _Accumulating(torch.nn.Module):
+    """A step that adds each loss to its own running total and never reads it back itself (an
+    FNO's ``self.train_l2 += loss.item()``, read by the epoch loop outside the call)."""
+
+    def __init__(self, total: object) -> None:
+        super().__init__()
+        self.train_l2 = total
+
+    def forward(self, loss: torch.Tensor) -> torch.Tensor:
+        self.train_l2 += loss.item()
+        return loss
+
+
+class _Rereading(_Accumulating):
+    def forward(self, loss: torch.Tensor) -> torch.Tensor:
+        self.train_l2 = self.train_l2 + loss.item()  # read, then set: not only added to
+        return loss
+
+
+def test_a_module_s_own_float_it_only_adds_to_may_be_kept_a_tensor_one_it_reads_may_not() -> None:
+    assert said.only_accumulated(_Accumulating, "train_l2")
+    assert not said.only_accumulated(_Rereading, "train_l2")  # its base only adds; it reads
+    assert not said.only_accumulated(_Accumulating, "missing")  # never set: nothing known
+
+    def compared(cls: type[_Accumulating]) -> object:
+        run = verify.Run([], {}, None, (), said.python_state([("model", cls(0.25))], torch.clone, torch.is_tensor))
+        got = said.python_state([("model", cls(torch.tensor(0.25)))], torch.clone, torch.is_tensor)
+        return verify.compare(run, verify.Run([], {}, None, (), got))
+
+    assert compared(_Accumulating).state_as_tensors == ("model.train_l2",)  # type: ignore[attr-defined]
+    assert compared(_Rereading).state_differs.startswith("model.train_l2 holds float")  # type: ignore[attr-defined]
 
 
 class _Writer:
