@@ -402,6 +402,34 @@ class ModeGatedHead(nn.Module):
         return y
 
 
+class CornerCaseLoss(nn.Module):
+    """A matching loss's corner case (in our words, after LoFTR's): with no positive at all, one
+    is made up, its weight zeroed when weights are given, and the positive term's weight, a local
+    name, set to zero. Python's ``weight is not None`` stays an ``if`` around its update."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.pos_w = 1.0
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+        conf = torch.sigmoid(self.lin(x))
+        pos = conf > 0.97
+        pos_w = self.pos_w
+        if not pos.any():  # SITE: state update to torch.where
+            pos[0, 0] = True
+            if weight is not None:
+                weight[0, 0] = 0.0
+            pos_w = 0.0
+        w = weight if weight is not None else torch.ones_like(conf)
+        return pos_w * (conf * pos * w).sum() / pos.sum()
+
+
+def corner_case_loss() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(709)
+    return CornerCaseLoss(), (_x(4, 6, seed=12), torch.ones(4, 6))
+
+
 class Mode(enum.Enum):
     TRAIN = "train"
     EVAL = "eval"
@@ -435,4 +463,5 @@ PROGRAMS: dict[str, Any] = {
     "counted_pool": counted_pool,
     "calibrated_scale": calibrated_scale,
     "mode_gated_head": mode_gated_head,
+    "corner_case_loss": corner_case_loss,
 }

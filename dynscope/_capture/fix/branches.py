@@ -797,10 +797,18 @@ def _in_place(stmt: ast.stmt, text: Text) -> _Update | None:
     return lambda pred: [f"{t}.copy_(torch.where({pred}, {new}, {t}))"]
 
 
-def _update(stmt: ast.stmt, text: Text) -> tuple[_Update, str] | None:
+def _update(stmt: ast.stmt, text: Text, bound: frozenset[str] = frozenset()) -> tuple[_Update, str] | None:
     """One statement of the body as an update made whatever the test (its lines, given the
-    test), with what it updates; None for a statement that is not one."""
-    state = (ast.Attribute, ast.Subscript)
+    test), with what it updates; None for a statement that is not one. A local name is state
+    too when it is ``bound`` before the ``if`` (LoFTR's ``c_pos_w = 0.0`` in its corner case:
+    the weight it had otherwise is there to pick)."""
+    if isinstance(stmt, (ast.Assign, ast.AugAssign)):
+        target_of = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else getattr(
+            stmt, "target", None)
+        local = isinstance(target_of, ast.Name) and target_of.id in bound
+    else:
+        local = False
+    state = (ast.Attribute, ast.Subscript, ast.Name) if local else (ast.Attribute, ast.Subscript)
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, state) and type(stmt.op) in _IDENTITY:
         target, value = text.of(stmt.target), text.of(stmt.value)
         op, same = _IDENTITY[type(stmt.op)]
@@ -832,8 +840,9 @@ class _Predicated:
     """The updates of an ``if`` tree made whatever its tests, each picking by the tests on its
     path (``_pred``, ``_pred1``...: each test read once, where the ``if`` stood)."""
 
-    def __init__(self, text: Text) -> None:
+    def __init__(self, text: Text, bound: frozenset[str] = frozenset()) -> None:
         self.text, self.made = text, 0
+        self.bound = bound  # the local names bound before the if: updates of them are state too
         self.lines: list[str] = []
         self.targets: list[str] = []
 
@@ -843,7 +852,16 @@ class _Predicated:
 
     def body(self, body: list[ast.stmt], pred: str, indent: str = "") -> bool:
         for s in body:
-            if isinstance(s, ast.If):
+            if isinstance(s, ast.If) and _host_test(s.test, flags=False):
+                # ``if weight is not None:`` inside: Python still decides it, around the updates
+                self.lines.append(f"{indent}if {self.text.of(s.test)}:")
+                if not self.body(s.body, pred, indent + self.text.unit):
+                    return False
+                if s.orelse:
+                    self.lines.append(f"{indent}else:")
+                    if not self.body(s.orelse, pred, indent + self.text.unit):
+                        return False
+            elif isinstance(s, ast.If):
                 test = tensor_test(s.test)
                 if test is None or _host_test(s.test, flags=False):
                     return False
@@ -861,7 +879,7 @@ class _Predicated:
                 if not self.body(s.body, pred, indent + self.text.unit):  # type: ignore[attr-defined]
                     return False
             else:
-                update = _update(s, self.text)
+                update = _update(s, self.text, self.bound)
                 if update is None:
                     return False
                 self.lines += [indent + ln for ln in update[0](pred)]
@@ -894,7 +912,7 @@ def state_where(stmt: ast.stmt, text: Text) -> Made | None:
     if any(isinstance(n, ast.Name) and n.id.startswith("_pred") for n in ast.walk(fn or stmt)):
         return None  # the names it binds are taken
     simple = not stmt.orelse and len(stmt.body) == 1 and not isinstance(stmt.body[0], (ast.For, ast.If, ast.With))
-    tree = _Predicated(text)
+    tree = _Predicated(text, frozenset(_bound_before(stmt, text)))
     if simple:
         ok = tree.body(stmt.body, test)
     else:

@@ -186,6 +186,7 @@ def _fix(name: str) -> dynscope.FixResult:
     ("masked_pool", EARLY), ("counted_pool", EARLY), ("skip_non_finite", EARLY), ("warmup_counter", STATE_WHERE), ("best_loss", STATE_WHERE),
     ("gated_keypoints", ELEMENTWISE), ("clipped_critic", STATE_WHERE), ("loss_scaler", STATE_WHERE),
     ("calibrated_scale", STATE_WHERE),  # `self.training and <buffer test>`: Python's part an if around it
+    ("corner_case_loss", STATE_WHERE),  # a local name bound before the if, an update under `weight is not None`
     ("mode_gated_head", WHERE),  # `<config test> and <tensor test>` with an else: the else kept for the config's
     ("key_frames", LENGTHS),
     # The update's value still selects by the mask: the where's own line is rewritten too.
@@ -224,6 +225,28 @@ def test_an_early_value_of_another_shape_or_a_python_count_is_not_verified(name:
     assert not any(p.verified for p in res.patches), [(p.rewrite, p.why_not) for p in res.patches]
     tried = [p for p in res.patches if p.rewrite in (EARLY, STATE_WHERE)]
     assert tried and all(reason in p.why_not for p in tried), [p.why_not for p in tried]
+
+
+def test_a_local_name_bound_before_the_if_and_an_update_under_a_python_test_are_state_updates_too() -> None:
+    body = ("def loss(conf, weight, c_pos_w):\n"
+            "    pos = conf > 0.5\n"
+            "    if not pos.any():\n"
+            "        pos[0, 0] = True\n"
+            "        if weight is not None:\n"
+            "            weight[0, 0] = 0.0\n"
+            "        c_pos_w = 0.0\n"
+            "    return c_pos_w * conf[pos].mean()\n")
+    assert _made(body, 3)[STATE_WHERE] == (
+        "    _pred = torch.logical_not(pos.any())\n"
+        "    pos[0, 0] = torch.where(_pred, True, pos[0, 0])\n"
+        "    if weight is not None:\n"
+        "        weight[0, 0] = torch.where(_pred, 0.0, weight[0, 0])\n"
+        "    c_pos_w = torch.where(_pred, 0.0, c_pos_w)\n")
+    # A name first bound inside the if has no value to keep where the test fails: no state update.
+    assert STATE_WHERE not in _made(body.replace("def loss(conf, weight, c_pos_w):", "def loss(conf, weight):"), 3)
+    # A tensor test inside is a where of its own, not an if Python decides.
+    assert "    if weight.sum() > 0:\n" not in _made(body.replace("weight is not None", "weight.sum() > 0"), 3).get(
+        STATE_WHERE, "")
 
 
 def test_a_state_update_under_a_python_flag_and_a_tensor_test_keeps_the_flag_an_if() -> None:
