@@ -845,6 +845,7 @@ class _Predicated:
         self.bound = bound  # the local names bound before the if: updates of them are state too
         self.lines: list[str] = []
         self.targets: list[str] = []
+        self.state = False  # whether an update is of state proper (not only local names: a where's)
 
     def name(self) -> str:
         self.made += 1
@@ -882,6 +883,9 @@ class _Predicated:
                 update = _update(s, self.text, self.bound)
                 if update is None:
                     return False
+                named = isinstance(s, (ast.Assign, ast.AugAssign)) and isinstance(
+                    s.targets[0] if isinstance(s, ast.Assign) else s.target, ast.Name)
+                self.state = self.state or not named
                 self.lines += [indent + ln for ln in update[0](pred)]
                 self.targets.append(update[1])
         return True
@@ -925,7 +929,7 @@ def state_where(stmt: ast.stmt, text: Text) -> Made | None:
             other = tree.name()
             tree.lines.append(f"{other} = ~{pred}")
             ok = tree.body(stmt.orelse, other)
-    if not ok:
+    if not ok or not tree.state:  # only local names: the where of a branch's own rewrite
         return None
     return Made(tree.lines, STATE_WHERE, (
         "what is updated holds a tensor (a buffer, a tensor attribute or element: a Python number would become a "
