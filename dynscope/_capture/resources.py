@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import inspect
 import io
+import os
 import threading
 import types
 import weakref
@@ -138,7 +139,7 @@ def _file_copy(f: io.IOBase, path: str) -> Any:
     if f.closed or ("r" not in mode or "+" in mode):
         return io.BytesIO() if binary else io.StringIO()
     name = getattr(f, "name", None)
-    if isinstance(name, str):
+    if isinstance(name, str) and os.path.isfile(name):  # a regular file: a pipe's open could wait
         try:
             again = open(name, mode)  # a handle of the copy's, closed when the copy is dropped
             again.seek(f.tell())
