@@ -13,6 +13,7 @@ is an :class:`~dynscope.InputError` naming it, never a run on the user's own obj
 
 from __future__ import annotations
 
+import dis
 import enum
 import functools
 import types
@@ -94,8 +95,8 @@ def _helpers(fn: types.FunctionType) -> list[str]:
 
 
 def _read(fn: types.FunctionType) -> set[str]:
-    """The names ``fn``'s code (its comprehensions and nested functions too) reads, and those
-    the functions of its own file it names read, transitively."""
+    """The global names ``fn``'s code (its comprehensions and nested functions too) reads, and
+    those the functions of its own file it names read, transitively."""
     scope = fn.__globals__
     names: set[str] = set()
     todo = [fn.__code__]
@@ -105,13 +106,22 @@ def _read(fn: types.FunctionType) -> set[str]:
         if id(code) in done:
             continue
         done.add(id(code))
-        for name in code.co_names:
+        for name in _globals_named(code):
             names.add(name)
             value = scope.get(name)
             if isinstance(value, types.FunctionType) and value.__globals__ is scope:
                 todo.append(value.__code__)
         todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return names
+
+
+def _globals_named(code: types.CodeType) -> set[str]:
+    """The global names ``code`` loads or stores (not its attributes': ``self.model`` reads no
+    global ``model``)."""
+    return {str(ins.argval) for ins in dis.get_instructions(code) if ins.opname in _GLOBAL_OPS}
+
+
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "STORE_NAME"})
 
 
 def _dunder(name: str) -> bool:

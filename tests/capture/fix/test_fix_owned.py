@@ -146,3 +146,12 @@ def test_a_script_that_calls_fix_at_its_top_level_is_not_run_again_by_fix(tmp_pa
     assert "[('branch to torch.where', True, '')]" in done.stdout
     assert "unchanged True True" in done.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no copy of the script left beside it
+
+
+def test_only_the_globals_a_function_reads_are_copied_not_an_attribute_of_the_same_name() -> None:
+    from dynscope._capture.fix.programs import global_state
+
+    # global_step reads the file's `model`, `optimizer` and `history`; Trainer.step reads
+    # `self.model` and `self.opt`, an attribute named as the file's global `model`, not the global.
+    assert global_state(fo.global_step) == ["history", "model", "optimizer"]
+    assert global_state(fo.Trainer.step) == []
