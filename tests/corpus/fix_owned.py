@@ -35,6 +35,12 @@ def global_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return loss.detach()
 
 
+def recursive_log(x: torch.Tensor, depth: int) -> torch.Tensor:
+    """Logs into the file's history at every depth, calling itself by its name."""
+    history.append(x.sum().detach())
+    return x if depth <= 1 else recursive_log(x * 2, depth - 1)
+
+
 class Trainer:
     def __init__(self) -> None:
         torch.manual_seed(0)

@@ -30,7 +30,7 @@ EMPTY = object()  # an unfilled cell's content, in a copied closure
 
 # Values of a file's globals that are code or constants, not state a run can change.
 NOT_STATE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodWrapperType,
-              functools.partial, enum.Enum, int, float, complex, str, bytes, bool, type(None), range)
+             functools.partial, enum.Enum, int, float, complex, str, bytes, bool, type(None), range)
 
 
 def copied(obj: Any) -> Any:
@@ -75,7 +75,10 @@ def _over_copies(fn: types.FunctionType) -> types.FunctionType:
         for name in _helpers(fn):  # the file's functions it calls read the copies too
             helper = scope[name]
             scope[name] = remade(helper, helper.__code__, scope, helper.__closure__)
-    return with_closure(fn, fn.__code__, scope, contents) if fn.__closure__ else remade(fn, fn.__code__, scope, None)
+    out = with_closure(fn, fn.__code__, scope, contents) if fn.__closure__ else remade(fn, fn.__code__, scope, None)
+    if names:  # a function that calls itself by its name calls the copy, over the same copies
+        scope.update({n: out for n, v in fn.__globals__.items() if v is fn})
+    return out
 
 
 def global_state(fn: types.FunctionType) -> list[str]:

@@ -155,3 +155,15 @@ def test_only_the_globals_a_function_reads_are_copied_not_an_attribute_of_the_sa
     # `self.model` and `self.opt`, an attribute named as the file's global `model`, not the global.
     assert global_state(fo.global_step) == ["history", "model", "optimizer"]
     assert global_state(fo.Trainer.step) == []
+
+
+def test_a_function_that_calls_itself_reads_the_copies_in_every_call() -> None:
+    from dynscope._capture.fix.programs import copied
+
+    fo.history.clear()
+    twin = copied(fo.recursive_log)
+    twin(torch.ones(2), 3)
+    assert fo.history == []  # the user's list: no call of the copy, however deep, appended to it
+    fo.recursive_log(torch.ones(2), 1)
+    assert len(fo.history) == 1
+    fo.history.clear()
