@@ -26,7 +26,9 @@ from dynscope._torch.registry import is_user_file
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["deep_copy"]
+__all__ = ["EMPTY", "closure_contents", "deep_copy"]
+
+EMPTY = object()  # an unfilled cell's content, in what closure_contents gives
 
 
 def deep_copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
@@ -140,7 +142,7 @@ class _Rebinder:
         must step the copied optimizer, not the user's)."""
         if not isinstance(v, types.FunctionType) or not v.__closure__:
             return False
-        return is_user_file(v.__code__.co_filename) or any(self._copied(c) for c in _cell_contents(v))
+        return is_user_file(v.__code__.co_filename) or any(self._copied(c) for c in closure_contents(v) if c is not EMPTY)
 
     def _copied(self, value: Any) -> bool:
         if isinstance(value, weakref.ref):
@@ -155,12 +157,9 @@ class _Rebinder:
         new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
         new.__dict__.update(fn.__dict__)
         self.made[id(fn)] = new
-        for cell, old in zip(cells, fn.__closure__ or (), strict=True):
-            try:
-                content = old.cell_contents
-            except ValueError:  # a cell not yet filled
-                continue
-            cell.cell_contents = self._content(content)
+        for cell, content in zip(cells, closure_contents(fn), strict=True):
+            if content is not EMPTY:
+                cell.cell_contents = self._content(content)
         return new
 
     def _content(self, value: Any) -> Any:
@@ -176,13 +175,14 @@ class _Rebinder:
         return copied
 
 
-def _cell_contents(fn: types.FunctionType) -> list[Any]:
+def closure_contents(fn: types.FunctionType) -> list[Any]:
+    """What ``fn`` closes over, cell by cell, an unfilled cell as :data:`EMPTY`."""
     out = []
     for cell in fn.__closure__ or ():
         try:
             out.append(cell.cell_contents)
         except ValueError:  # a cell not yet filled
-            continue
+            out.append(EMPTY)
     return out
 
 

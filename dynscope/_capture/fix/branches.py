@@ -802,12 +802,7 @@ def _update(stmt: ast.stmt, text: Text, bound: frozenset[str] = frozenset()) -> 
     test), with what it updates; None for a statement that is not one. A local name is state
     too when it is ``bound`` before the ``if`` (LoFTR's ``c_pos_w = 0.0`` in its corner case:
     the weight it had otherwise is there to pick)."""
-    if isinstance(stmt, (ast.Assign, ast.AugAssign)):
-        target_of = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else getattr(
-            stmt, "target", None)
-        local = isinstance(target_of, ast.Name) and target_of.id in bound
-    else:
-        local = False
+    local = _assigned_name(stmt) in bound
     state = (ast.Attribute, ast.Subscript, ast.Name) if local else (ast.Attribute, ast.Subscript)
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, state) and type(stmt.op) in _IDENTITY:
         target, value = text.of(stmt.target), text.of(stmt.value)
@@ -828,6 +823,14 @@ def _update(stmt: ast.stmt, text: Text, bound: frozenset[str] = frozenset()) -> 
         header, unit = f"for {text.of(stmt.target)} in {text.of(stmt.iter)}:", text.unit
         return (lambda pred: [header, *(unit + ln for u in inner if u is not None for ln in u(pred))]), header
     return None
+
+
+def _assigned_name(stmt: ast.stmt) -> str | None:
+    """The local name ``stmt`` assigns or updates (``c_pos_w = 0.0``, ``n += 1``); None for any
+    other statement."""
+    target = (stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+              else stmt.target if isinstance(stmt, ast.AugAssign) else None)
+    return target.id if isinstance(target, ast.Name) else None
 
 
 def _no_grad(stmt: ast.stmt) -> bool:
@@ -883,9 +886,7 @@ class _Predicated:
                 update = _update(s, self.text, self.bound)
                 if update is None:
                     return False
-                named = isinstance(s, (ast.Assign, ast.AugAssign)) and isinstance(
-                    s.targets[0] if isinstance(s, ast.Assign) else s.target, ast.Name)
-                self.state = self.state or not named
+                self.state = self.state or _assigned_name(s) is None
                 self.lines += [indent + ln for ln in update[0](pred)]
                 self.targets.append(update[1])
         return True

@@ -21,12 +21,10 @@ from typing import Any
 
 import torch
 
-from dynscope._capture.copies import deep_copy
+from dynscope._capture.copies import EMPTY, closure_contents, deep_copy
 from dynscope._torch.registry import is_user_file
 
-__all__ = ["EMPTY", "NOT_STATE", "clear_grads", "closure_contents", "copied", "global_state", "remade", "with_closure"]
-
-EMPTY = object()  # an unfilled cell's content, in a copied closure
+__all__ = ["NOT_STATE", "clear_grads", "copied", "global_names", "global_state", "remade", "with_closure"]
 
 # Values of a file's globals that are code or constants, not state a run can change.
 NOT_STATE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodWrapperType,
@@ -109,19 +107,26 @@ def _read(fn: types.FunctionType) -> set[str]:
         if id(code) in done:
             continue
         done.add(id(code))
-        for name in _globals_named(code):
+        for name in global_names(code):
             names.add(name)
             value = scope.get(name)
             if isinstance(value, types.FunctionType) and value.__globals__ is scope:
                 todo.append(value.__code__)
-        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return names
 
 
-def _globals_named(code: types.CodeType) -> set[str]:
-    """The global names ``code`` loads or stores (not its attributes': ``self.model`` reads no
-    global ``model``)."""
-    return {str(ins.argval) for ins in dis.get_instructions(code) if ins.opname in _GLOBAL_OPS}
+@functools.lru_cache(maxsize=4096)
+def global_names(code: types.CodeType) -> frozenset[str]:
+    """The global names ``code`` and the code nested in it (comprehensions, functions,
+    classes) load or store, by its instructions: not its attributes' (``self.model`` reads no
+    global ``model``). Cached: fix asks it of the same code on every run."""
+    out: set[str] = set()
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        out.update(str(ins.argval) for ins in dis.get_instructions(c) if ins.opname in _GLOBAL_OPS)
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return frozenset(out)
 
 
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "STORE_NAME"})
@@ -129,17 +134,6 @@ _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_N
 
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
-
-
-def closure_contents(fn: types.FunctionType) -> list[Any]:
-    """What ``fn`` closes over, an unfilled cell as :data:`EMPTY`."""
-    out = []
-    for cell in fn.__closure__ or ():
-        try:
-            out.append(cell.cell_contents)
-        except ValueError:
-            out.append(EMPTY)
-    return out
 
 
 def with_closure(fn: types.FunctionType, code: types.CodeType, globals_: dict[str, Any],

@@ -182,8 +182,7 @@ def python_state(modules: list[tuple[str, Any]], copy_tensor: Any, is_tensor: An
             ok, kept = plain(value)
             if ok:
                 out[f"{who}.{name}"] = kept
-                kind: Any = type(owner)
-                if held or only_accumulated(kind, name):
+                if held or only_accumulated(type(owner), name):
                     out.held.add(f"{who}.{name}")
             elif held < 2 and hasattr(value, "__dict__") and _programs_own(type(value)):
                 attributes(f"{who}.{name}", value, out, held + 1)  # its own attributes, said by their path
@@ -205,29 +204,33 @@ class State(dict[str, Any]):
         self.held: set[str] = set()
 
 
-@functools.lru_cache(maxsize=1024)
-def only_accumulated(cls: Any, name: str) -> bool:  # a class (Any: lru_cache wants a Hashable)
+def only_accumulated(cls: Any, name: str) -> bool:
     """Whether the code of ``cls`` (its own classes up its MRO, from their source) only ever
     sets ``self.<name>`` and adds to it (``self.train_l2 = 0`` and ``self.train_l2 +=
     loss.item()``, an FNO's running loss) and never reads it otherwise: a value kept for code
     outside the call, which the module's own calls never read back. One it reads
     (``self.total_loss / (1 + idx)`` formatted for a progress bar every call) is not."""
-    stored = False
+    uses = _self_attributes(cls)
+    return uses is not None and name in uses[0] and name not in uses[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _self_attributes(cls: Any) -> tuple[frozenset[str], frozenset[str]] | None:  # Any: lru_cache wants a Hashable
+    """The ``self.<name>`` the code of ``cls`` (its own classes up its MRO) sets, and those it
+    reads, each class's source parsed once; None when a class's source cannot be read."""
+    stored: set[str] = set()
+    loaded: set[str] = set()
     for klass in cls.__mro__:
         if klass.__module__.split(".")[0] in _LIBRARIES:
             continue
         try:
             tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
         except (OSError, TypeError, SyntaxError):
-            return False
+            return None
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Attribute) and node.attr == name
-                    and isinstance(node.value, ast.Name) and node.value.id == "self"):
-                continue
-            if not isinstance(node.ctx, ast.Store):
-                return False
-            stored = True
-    return stored
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+                (stored if isinstance(node.ctx, ast.Store) else loaded).add(node.attr)
+    return frozenset(stored), frozenset(loaded)
 
 
 #: Top packages whose objects hold no program state fix should compare (Python's own, torch's,

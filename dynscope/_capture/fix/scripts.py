@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynscope._capture.copies import deep_copy
 
-from .programs import NOT_STATE
+from .programs import NOT_STATE, global_names
 
 if TYPE_CHECKING:
     import types
@@ -67,17 +67,7 @@ def script_names(script: types.ModuleType, code: types.CodeType) -> dict[str, An
     them (a model, an optimizer, a registry dict, a config) copied together, so nothing the
     copy runs changes the user's; code and constants as they are."""
     own = vars(script)
-    names = sorted(n for n in _read(code) if n in own and not (n.startswith("__") and n.endswith("__")))
+    names = sorted(n for n in global_names(code) if n in own and not (n.startswith("__") and n.endswith("__")))
     state = [n for n in names if not isinstance(own[n], NOT_STATE)]
     copies = dict(zip(state, deep_copy([own[n] for n in state]), strict=True))
     return {n: copies.get(n, own[n]) for n in names}
-
-
-def _read(code: types.CodeType) -> set[str]:
-    out: set[str] = set()
-    todo = [code]
-    while todo:
-        c = todo.pop()
-        out.update(c.co_names)
-        todo += [k for k in c.co_consts if isinstance(k, type(code))]
-    return out

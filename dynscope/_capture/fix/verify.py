@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynscope._capture.copies import deep_copy
+from dynscope._capture.copies import EMPTY, closure_contents, deep_copy
 from dynscope._torch.registry import is_user_file, library_of
 from dynscope._torch.runtime import compare_outputs, tensors
 from dynscope._torch.sandbox import DynamoSandbox, compile_kwargs
 from dynscope._torch.trace import own_work
 
-from .programs import EMPTY, closure_contents, copied, global_state, remade, with_closure
+from .programs import copied, global_state, remade, with_closure
 from .said import differs, listening, python_state
 from .scripts import definitions, script_names
 
@@ -100,13 +100,8 @@ def _models(obj: Any) -> list[tuple[str, torch.nn.Module]]:
 
 def closed_over(fn: types.FunctionType) -> list[tuple[str, Any]]:
     """The names a function closes over, with their values (an empty cell left out)."""
-    out = []
-    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
-        try:
-            out.append((name, cell.cell_contents))
-        except ValueError:  # a cell not yet filled
-            continue
-    return out
+    return [(name, value) for name, value in zip(fn.__code__.co_freevars, closure_contents(fn), strict=False)
+            if value is not EMPTY]
 
 
 def _owners(obj: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[str, torch.nn.Module]]:
@@ -495,8 +490,6 @@ def _state_of(fn: types.FunctionType, module: types.ModuleType, filename: str,
     made anew, a script's the user's own objects), and each run of the patched copy must start
     where the unpatched one does. Objects of the file's classes among them get the patched
     classes. Returns why it could not be done ("" when it was)."""
-    if fn.__globals__ is vars(module):
-        return ""
     names = [n for n in global_state(fn) if n in vars(module)]
     values = deep_copy([fn.__globals__[n] for n in names])
     _, why = _swap_classes([p for v in values for p in _swappable(v)], filename, module, where)
