@@ -1057,6 +1057,41 @@ def multibox() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return MultiBox(), (torch.randn(2, 10, 6), labels, torch.randn(2, 10, 4), mined)
 
 
+
+class FocalMatchLoss(nn.Module):
+    """A feature matcher's coarse focal loss (LoFTR's shape): one term over the ground truth's
+    matches and one over its non-matches, each weighted by the same selection of the padding
+    weights when there are any, then averaged. The two selections sit on consecutive lines: the
+    first's rewrite carries the second's lines over as they were, so both are one patch."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.alpha, self.gamma = 0.25, 2.0
+
+    def forward(self, f0: torch.Tensor, f1: torch.Tensor, gt: torch.Tensor,
+                weight: torch.Tensor | None) -> torch.Tensor:
+        sim = torch.einsum("nlc,nsc->nls", self.proj(f0), self.proj(f1))
+        conf = torch.clamp(sim.softmax(1) * sim.softmax(2), 1e-6, 1 - 1e-6)
+        pos_mask, neg_mask = gt == 1, gt == 0
+        alpha, gamma = self.alpha, self.gamma
+        loss_pos = -alpha * torch.pow(1 - conf[pos_mask], gamma) * conf[pos_mask].log()  # SITE: masked reductions of a selection bound to a name
+        loss_neg = -alpha * torch.pow(conf[neg_mask], gamma) * (1 - conf[neg_mask]).log()  # SITE: gone with the verified patches
+        if weight is not None:
+            loss_pos = loss_pos * weight[pos_mask]  # SITE: gone with the verified patches
+            loss_neg = loss_neg * weight[neg_mask]  # SITE: gone with the verified patches
+        return loss_pos.mean() + loss_neg.mean()
+
+
+def focal_match_loss() -> tuple[nn.Module, tuple[Any, ...]]:
+    torch.manual_seed(952)
+    gt = torch.zeros(2, 6, 6)
+    gt[0, torch.arange(5), torch.arange(5) + 1] = 1.0
+    gt[1, torch.arange(0, 6, 2), torch.arange(0, 6, 2)] = 1.0
+    weight = (torch.rand(2, 6, 6) > 0.1).float()
+    return FocalMatchLoss(), (torch.randn(2, 6, 8), torch.randn(2, 6, 8), gt, weight)
+
+
 PROGRAMS: dict[str, Any] = {
     "quality_matcher": quality_matcher,
     "counted_token_loss": counted_token_loss,
@@ -1099,4 +1134,5 @@ PROGRAMS: dict[str, Any] = {
     "named_experts": named_experts,
     "masked_action_loss": masked_action_loss,
     "multibox": multibox,
+    "focal_match_loss": focal_match_loss,
 }

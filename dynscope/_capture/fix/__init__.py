@@ -209,7 +209,8 @@ def _site(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak
         if patch.verified:
             return _follow_after(model, calls, before, eager, site, source, rw, rerun) or (patch, rw)
         followed = (_follow_on(model, calls, before, eager, site, source, rw, patch, rerun)
-                    or _follow_within(model, calls, before, eager, site, source, rw, patch, rerun))
+                    or _follow_within(model, calls, before, eager, site, source, rw, patch, rerun)
+                    or _follow_carried(model, calls, before, eager, site, source, rw, patch, rerun))
         if followed is not None:
             return followed
         tried.append((patch, rw))
@@ -646,6 +647,37 @@ def _follow_within(model: Any, calls: Calls, before: Report, eager: Run, site: G
         if followed.verified:
             return followed, both
     return None
+
+
+def _follow_carried(model: Any, calls: Calls, before: Report, eager: Run, site: GraphBreak, source: Source,
+                    rw: Rewrite, patch: Patch, rerun: _Rerun) -> tuple[Patch, Rewrite] | None:
+    """A rewrite that removed its break and kept outputs, whose lines carry other sites as they
+    were, still breaking (LoFTR's negative term between the positive term's selection and the mean
+    that reduces it): those sites' rewrites too, on the patched text, top down, verified as one
+    patch of all: their spans overlap this one's, so none could be applied beside it."""
+    if rerun.rep is None or not patch.breaks_after or not patch.outputs_matched or patch.gradients_matched is False:
+        return None
+    others = {site_key(b)[1:]: b for b in before.breaks if _same(b.filename, site.filename)
+              and rw.first <= b.lineno <= rw.last and b.lineno != site.lineno}
+    still = [site_key(b)[1:] for b in rerun.rep.breaks if _same(b.filename, rerun.path)
+             and rw.first <= b.lineno <= rw.new_last]
+    if not still or any(k not in others or k == site_key(site)[1:] for k in still):
+        return None  # a break at the rewritten lines that is no other site's, carried over
+    old = python_lines(source.text)
+    text, name, note, unchecked = rw.source, rw.name, rw.note, rw.unchecked
+    for other in sorted({others[k] for k in still}, key=lambda b: b.lineno):
+        now = [i + 1 for i, ln in enumerate(python_lines(text)) if ln == old[other.lineno - 1]]
+        if len(now) != 1:
+            continue  # rewritten with a site above it (its run reached this line)
+        offered = [r for r in candidates(text, now[0], other.category)[0]
+                   if not r.taken and not r.skipped and not r.silenced]
+        if not offered:
+            return None
+        text, name = offered[0].source, _then(name, offered[0].name)
+        note, unchecked = _joined(note, offered[0].note), _joined(unchecked, offered[0].unchecked)
+    every = _spanning(source.text, text, name, note, unchecked)
+    followed, _ = _verified(model, calls, before, eager, site, source, every)
+    return (followed, every) if followed.verified else None
 
 
 def _joined(a: str, b: str) -> str:

@@ -1209,8 +1209,6 @@ def _also_selected(scope: _Scope, s: ast.stmt, mask: ast.expr, group: set[str]) 
     if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
         return None
     other = s.targets[0].id
-    if other in group:
-        return None
     lifted = scope.lift(s.value)
     if lifted is None or not same_mask(lifted.mask, mask) or other in names_loaded(lifted.mask):
         return None

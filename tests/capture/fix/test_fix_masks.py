@@ -163,6 +163,32 @@ def test_a_selection_bound_to_a_name_and_only_reduced_holds_every_element() -> N
     assert masks.BOUND not in _made(SILOG.replace("d.mean() ** 2", "d[0] ** 2"), 3)
 
 
+FOCAL = """\
+def coarse_loss(conf, pos_mask, neg_mask, weight, alpha, gamma):
+    loss_pos = -alpha * torch.pow(1 - conf[pos_mask], gamma) * conf[pos_mask].log()
+    loss_neg = -alpha * torch.pow(conf[neg_mask], gamma) * (1 - conf[neg_mask]).log()
+    if weight is not None:
+        loss_pos = loss_pos * weight[pos_mask]
+        loss_neg = loss_neg * weight[neg_mask]
+    return loss_pos.mean() + loss_neg.mean()
+"""
+
+
+def test_a_selected_name_bound_again_to_itself_times_a_selection_by_its_mask_stays_every_element() -> None:
+    # LoFTR's focal loss (read from held-out set 17): each term weighted by the same selection of
+    # the weights under an `if` on a setting, then reduced; the other term's lines are carried over.
+    made = _made(FOCAL, 2)[masks.BOUND]
+    assert "        loss_pos = loss_pos * weight\n" in made
+    assert "        loss_neg = loss_neg * weight[neg_mask]\n" in made  # the other mask's: as it was
+    assert made.endswith("    return torch.where(pos_mask.view(*pos_mask.shape, *[1] * (loss_pos.dim() - pos_mask.dim())), "
+                         "loss_pos, 0).sum() / (pos_mask.sum() * (loss_pos.numel() // pos_mask.numel())) + "
+                         "loss_neg.mean()\n")
+    # Weighted by a selection with another mask, or the weighted selection returned as it is: no rewrite.
+    for old, new in (("loss_pos * weight[pos_mask]", "loss_pos * weight[neg_mask]"),
+                     ("return loss_pos.mean()", "return loss_pos, loss_pos.mean()")):
+        assert masks.BOUND not in _made(FOCAL.replace(old, new), 2), new
+
+
 DURATION = """\
 class Loss(torch.nn.Module):
     def __init__(self):
@@ -799,6 +825,20 @@ def test_a_multibox_loss_over_rows_viewed_as_selected_is_verified_live() -> None
     assert [p.rewrite for p in res.patches] == [masks.BOUND, masks.BOUND], res.patches
     assert all(p.verified and p.breaks_after == 0 and p.gradients_matched for p in res.patches), res.patches
     assert all(u.gone_with for u in res.unpatched) and res.breaks_after == 0
+
+
+@pytest.mark.heavy
+def test_two_selections_on_consecutive_lines_are_one_patch_each_carried_by_the_other() -> None:
+    # The first selection's rewrite carries the second's lines over as they were, still breaking:
+    # alone it is not verified; with the second's rewrite on top (the spans overlap, so they
+    # could not be two patches) every break of the loss is gone, verified as one patch.
+    res = _fix("focal_match_loss")
+    (p,) = res.patches
+    assert p.rewrite == masks.BOUND and p.verified and p.breaks_after == 0 and p.gradients_matched, p
+    assert p.program_breaks_after == 0 < p.program_breaks_before
+    assert "loss_neg = loss_neg * weight" in p.added and not any("[neg_mask]" in ln for ln in p.added), p.added
+    assert len(res.unpatched) == 3 and all(u.gone_with == (p.site,) for u in res.unpatched), res.unpatched
+    assert res.breaks_after == 0 and res.outputs_matched_after
 
 
 @pytest.mark.heavy
