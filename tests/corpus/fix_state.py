@@ -564,6 +564,58 @@ def enum_setting() -> tuple[nn.Module, tuple[torch.Tensor]]:
     return EnumSetting(), (torch.randn(6, 4),)
 
 
+
+class SmoothedValue:
+    """A window of a meter's values and their running total (in our words, as the training
+    scripts of DeiT, MAE and ConvNeXt keep them)."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.total: Any = 0.0
+        self.count = 0
+
+    def update(self, value: Any, n: int = 1) -> None:
+        self.values.append(value)
+        self.count += n
+        self.total += value * n
+
+
+class MetricLogger:
+    """Those scripts' ``MetricLogger.update``: a tensor read back, then checked to be a number."""
+
+    def __init__(self) -> None:
+        self.meters: dict[str, SmoothedValue] = {}
+
+    def update(self, **kwargs: Any) -> None:
+        for k, v in kwargs.items():
+            if v is None:
+                continue
+            if isinstance(v, torch.Tensor):
+                v = v.item()  # SITE: keep it a tensor, its type check taking one
+            assert isinstance(v, (float, int))
+            self.meters.setdefault(k, SmoothedValue()).update(v)
+
+
+class LoggedTrainStep(nn.Module):
+    """A training step's forward that hands its loss and learning rate to the metric logger."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 3))
+        self.metric_logger = MetricLogger()
+        self.lr = 1e-3
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = F.cross_entropy(self.net(x), y)
+        self.metric_logger.update(loss=loss, lr=self.lr, skipped=None)
+        return loss
+
+
+def logged_train_step() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(3)
+    return LoggedTrainStep(), (_x(5, 6), torch.tensor([0, 2, 1, 1, 0]))
+
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "distill": distill,
@@ -588,4 +640,5 @@ PROGRAMS = {
     "trusted": trusted,
     "mixed_blocks": mixed_blocks,
     "enum_setting": enum_setting,
+    "logged_train_step": logged_train_step,
 }

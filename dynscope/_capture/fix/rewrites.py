@@ -93,6 +93,7 @@ from dynscope._capture.fix.statements import (
     block_of,
     combined,
     function_of,
+    holder_of,
     indent_unit,
     line_of,
     names_loaded,
@@ -333,6 +334,53 @@ def _tensor(stmt: ast.stmt, text: Text) -> Made | str | None:
     note = "the value stays a 0-dim tensor, detached as a Python number is (type promotion as for a number)"
     return transformed(stmt, _Tensorised(), TENSOR, note) or transformed(stmt, _Tensorised(names=True), TENSOR, (
         f"{note}; the name read back by int()/float() holds a tensor"))
+
+
+TENSOR_CHECKED = "keep it a tensor, its type check taking one"
+_NUMBER_TYPES = {"float", "int", "Number", "numbers.Number", "np.floating", "np.integer"}
+
+
+def _number_check(stmt: ast.stmt | None, name: str) -> ast.Assert | None:
+    """``assert isinstance(name, (float, int))``: a check that the name holds a Python number
+    (and does not take a tensor yet)."""
+    if not (isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Call) and called_name(stmt.test) == "isinstance"
+            and len(stmt.test.args) == 2 and isinstance(stmt.test.args[0], ast.Name) and stmt.test.args[0].id == name):
+        return None
+    kinds = stmt.test.args[1]
+    names = [unparsed(k) for k in (kinds.elts if isinstance(kinds, ast.Tuple) else [kinds])]
+    return stmt if names and all(n in _NUMBER_TYPES for n in names) else None
+
+
+def _tensor_checked(stmt: ast.stmt, text: Text) -> Made | None:
+    """``v = v.item()`` under ``if isinstance(v, torch.Tensor):``, then ``assert isinstance(v,
+    (float, int))`` (the ``MetricLogger.update`` and ``TensorboardLogger.update`` of DeiT, MAE,
+    BEiT, ConvNeXt and DINO): the value kept a detached tensor, and the check taking a tensor too.
+    What the meters then keep (tensors of the same values) the verifier compares."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    name = stmt.targets[0].id
+    holder = holder_of(text.source, stmt)
+    if not (isinstance(holder, ast.If) and stmt in holder.body and not holder.orelse):
+        return None
+    block, at = block_of(text.source, holder)
+    check = _number_check(block[at + 1] if at + 1 < len(block) else None, name)
+    if check is None or _size_read(text.source, stmt) is not None:
+        return None
+    kept = transformed(stmt, _Tensorised(), TENSOR_CHECKED, "")
+    if kept is None:
+        return None
+    body = [ln for s in holder.body for ln in (kept.lines if s is stmt else text.statement_lines(s))]
+    test = copy.deepcopy(check.test)
+    kinds = test.args[1]  # type: ignore[attr-defined]
+    tensor = ast.Attribute(value=ast.Name("torch"), attr="Tensor")
+    test.args[1] = ast.Tuple(elts=[*(kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]), tensor],  # type: ignore[attr-defined]
+                             ctx=ast.Load())
+    message = f", {text.of(check.msg)}" if check.msg is not None else ""
+    lines = [f"if {text.of(holder.test)}:", *(text.unit + ln if ln else ln for ln in body),
+             f"assert {unparsed(test)}{message}"]
+    return Made(lines, TENSOR_CHECKED, (
+        f"`{name}` stays a 0-dim tensor, detached as a Python number is, and the type check after it takes a tensor "
+        "too: what it is handed to (a meter, a writer) keeps tensors of the same values"), first=holder, last=check)
 
 
 TENSOR_0D = "keep it a 0-dim tensor"
@@ -645,7 +693,7 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     # A print of loss.item(): guarded when kept a tensor fails; a loss kept for the record stays a tensor.
     SCALAR: (flag_first, sizes.arange_listed, sizes.run_ends, sizes.array_elements, numbers.numpy_kept, scalars.numpy_math, where, appended_where, early_return, state_where, cond, checks.guarded_check, checks.asserted, state.logged_value,
              topk.counted_topk, host.count_kept, host.count_guard, host.numpy_to_torch, host.segment_reduction, numbers.pointer_kept,
-             numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor, _tensor_0d, _unpacked, _guard,
+             numbers.per_element_list, listed_elementwise, host.math_to_torch, _tensor_checked, _tensor, _tensor_0d, _unpacked, _guard,
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
              numbers.zipped_fill, numbers.windowed_rows, numbers.rolled, numbers.stacked_picks, numbers.sliced_write, numbers.prefix_sums,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),

@@ -10,7 +10,7 @@ import pytest
 import dynscope
 from dynscope._capture.fix import checks
 from dynscope._capture.fix.branches import COND, WHERE
-from dynscope._capture.fix.rewrites import GUARD, TENSOR, TENSOR_0D, candidates
+from dynscope._capture.fix.rewrites import GUARD, TENSOR, TENSOR_0D, TENSOR_CHECKED, candidates
 from dynscope._lexicon.break_categories import BRANCH, SCALAR
 from tests.corpus import fix_checks as fc
 
@@ -177,6 +177,35 @@ def test_a_one_element_tensor_of_another_shape_read_back_stays_a_0_dim_tensor() 
     # A name (a loss) or a reduction over everything is 0-dim already: nothing more is offered.
     for value in ("num.item()", "num.sum().item()", "torch.mean(num).item()"):
         assert TENSOR_0D not in _made(body.replace("torch.clamp(num, min=1).item()", value), 3, SCALAR), value
+
+
+METRIC_LOGGER = """\
+def update(self, **kwargs):
+    for k, v in kwargs.items():
+        if v is None:
+            continue
+        if isinstance(v, torch.Tensor):
+            v = v.item()
+        assert isinstance(v, (float, int))
+        self.meters[k].update(v)
+"""
+
+
+def test_a_value_read_back_then_checked_to_be_a_number_stays_a_tensor_the_check_taking_one() -> None:
+    # DeiT's, MAE's and ConvNeXt's MetricLogger.update: kept a tensor alone, the assert after it
+    # fails in eager; the check takes a tensor too.
+    assert _made(METRIC_LOGGER, 6, SCALAR)[TENSOR_CHECKED] == (
+        "        if isinstance(v, torch.Tensor):\n"
+        "            v = v.detach()\n"
+        "        assert isinstance(v, (float, int, torch.Tensor))\n")
+    one = METRIC_LOGGER.replace("(float, int))", "float), 'a number'")
+    assert _made(one, 6, SCALAR)[TENSOR_CHECKED].endswith("        assert isinstance(v, (float, torch.Tensor)), 'a number'\n")
+    # A check of another name or of other types, none after the if, or an else: not this rewrite.
+    for old, new in (("isinstance(v, (float, int))", "isinstance(k, (float, int))"),
+                     ("isinstance(v, (float, int))", "isinstance(v, (float, str))"),
+                     ("        assert isinstance(v, (float, int))\n", ""),
+                     ("            v = v.item()\n", "            v = v.item()\n        else:\n            v = 0\n")):
+        assert TENSOR_CHECKED not in _made(METRIC_LOGGER.replace(old, new), 6, SCALAR), new
 
 
 def test_a_size_unpacked_from_tolist_stays_tensors() -> None:
