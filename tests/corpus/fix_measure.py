@@ -23,6 +23,7 @@ from tests.corpus import (
     fix_counts,
     fix_host,
     fix_masks,
+    fix_recurrent,
     fix_shortcuts,
     fix_state,
 )
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 #: The corpus modules: each holds ``PROGRAMS`` (name -> builder) and marks each break site
 #: ``# SITE: <rewrite>`` (``none`` where no patch may be verified, ``on purpose`` for torch's own).
 CORPUS: list[types.ModuleType] = [fp, fix_host, fix_state, fix_checks, fix_counts, fix_masks, fix_branches,
-                                   fix_shortcuts, fix_aliased]
+                                   fix_shortcuts, fix_aliased, fix_recurrent]
 
 
 @cache

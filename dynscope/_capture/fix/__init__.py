@@ -9,6 +9,7 @@ packages get no edit: the result says whose code it is and what to do instead.
 
 from __future__ import annotations
 
+import difflib
 import linecache
 import os
 import re
@@ -328,8 +329,7 @@ def _rerun_files(model: Any, calls: Calls, files: Sequence[tuple[Source, Sequenc
             data = source.to_bytes(text)
         except SourceError as err:
             return _Rerun(None, "", f"no patched copy of {name}: {err}"), None
-        where = line_map([(rw.first, rw.last, rw.new_last - rw.first + 1) for rw in rewrites])
-        patched_files.append((source.path, data, where))
+        patched_files.append((source.path, data, _carried_line_map(source.text, rewrites)))
     with ExitStack() as stack:
         modules = []
         for filename, data, where in patched_files:
@@ -766,6 +766,27 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
             backups.append(str(backup))
             _forget(filename)
     return after, matched, tuple(written), tuple(backups), note, gone
+
+
+def _carried_line_map(old: str, rewrites: Sequence[Rewrite]) -> Callable[[int], int | None]:
+    """Old line -> its line in the patched text, as ``line_map`` says, and for a line inside a
+    rewritten region that the rewrite carried over as it was (a class whose statement was
+    rewritten with a helper put before it: its methods' ``def`` lines), where it is now; None
+    for a line the rewrite changed."""
+    coarse = line_map([(rw.first, rw.last, rw.new_last - rw.first + 1) for rw in rewrites])
+    lines = python_lines(old)
+    carried: dict[int, int] = {}
+    for rw in rewrites:
+        start = (coarse(rw.first - 1) or 0) + 1 if rw.first > 1 else 1  # where the region starts now
+        same = difflib.SequenceMatcher(a=lines[rw.first - 1: rw.last], b=list(rw.replacement), autojunk=False)
+        for a, b, size in same.get_matching_blocks():
+            carried.update({rw.first + a + k: start + b + k for k in range(size)})
+
+    def where(line: int) -> int | None:
+        now = coarse(line)
+        return now if now is not None else carried.get(line)
+
+    return where
 
 
 def _gone(rerun: _Rerun, by_file: dict[str, list[tuple[Patch, Rewrite]]], asked: Sequence[GraphBreak]) -> set[str]:

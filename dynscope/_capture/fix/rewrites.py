@@ -65,6 +65,7 @@ from dynscope._capture.fix import (
     host,
     masks,
     numbers,
+    rnns,
     scalars,
     signatures,
     sizes,
@@ -703,6 +704,6 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
     GENERATOR: (frames.comprehension_loop,),
-    OTHER: (signatures.signature_choice, _astype_copied, state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
+    OTHER: (rnns.unrolled_recurrence, signatures.signature_choice, _astype_copied, state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
 }
 
