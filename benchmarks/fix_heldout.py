@@ -148,7 +148,7 @@ proposed (not verified) and left alone; the share of fixable sites removed (goal
 verified patches at must-not sites (goal: 0); verified patches that change an output on
 inputs fix never saw (goal: 0); sites nobody marked.
 
-Run:  .venv/bin/python benchmarks/fix_heldout.py [1-17]   (every set when none is named)
+Run:  .venv/bin/python benchmarks/fix_heldout.py [1-18]   (every set when none is named)
 """
 
 from __future__ import annotations
@@ -177,6 +177,7 @@ from tests.corpus import (  # the repository root is on the path
     fix_heldout15,
     fix_heldout16,
     fix_heldout17,
+    fix_heldout18,
 )
 from tests.corpus.fix_measure import measure_held_out, table
 
@@ -196,7 +197,8 @@ SETS = {"1": ("tests/corpus/fix_heldout (read while writing rewrites)", fix_held
         "14": ("tests/corpus/fix_heldout14 (read while writing rewrites)", fix_heldout14.PROGRAMS),
         "15": ("tests/corpus/fix_heldout15 (read while writing rewrites)", fix_heldout15.PROGRAMS),
         "16": ("tests/corpus/fix_heldout16 (read while writing rewrites)", fix_heldout16.PROGRAMS),
-        "17": ("tests/corpus/fix_heldout17 (measured unseen)", fix_heldout17.PROGRAMS)}
+        "17": ("tests/corpus/fix_heldout17 (read while writing rewrites)", fix_heldout17.PROGRAMS),
+        "18": ("tests/corpus/fix_heldout18 (measured unseen)", fix_heldout18.PROGRAMS)}
 
 
 def measure_set(title: str, programs: dict) -> None:
