@@ -131,6 +131,33 @@ def packed_encoder() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
     return PackedEncoder(), (_x(5, 3, 4), torch.tensor([5, 2, 4]))
 
 
+
+class QuestionEncoder(nn.Module):
+    """A question embedding whose recurrent class a setting picks, its weights flattened for
+    cuDNN before each call, its zero state made from a weight read off the module (Dynamo breaks
+    there too, and no rewrite here takes it: that site stays, its own)."""
+
+    def __init__(self, dim: int = 6, hidden: int = 8, rnn_type: str = "GRU") -> None:
+        super().__init__()
+        rnn_cls = nn.LSTM if rnn_type == "LSTM" else nn.GRU
+        self.rnn = rnn_cls(dim, hidden, 1, batch_first=True)
+        self.hidden = hidden
+
+    def init_hidden(self, batch: int) -> torch.Tensor:
+        weight = self.rnn.weight_hh_l0.data  # SITE: none
+        return weight.new(1, batch, self.hidden).zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.init_hidden(x.size(0))
+        self.rnn.flatten_parameters()  # SITE: recurrent module unrolled with its own weights
+        output, hidden = self.rnn(x, hidden)
+        return output[:, -1] + hidden[0]
+
+
+def question_encoder() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(965)
+    return QuestionEncoder(), _x(3, 4, 6)
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "seq2seq_tagger": seq2seq_tagger,
@@ -138,4 +165,5 @@ PROGRAMS = {
     "trajectory_decoder": trajectory_decoder,
     "dropped_layers": dropped_layers,
     "packed_encoder": packed_encoder,
+    "question_encoder": question_encoder,
 }

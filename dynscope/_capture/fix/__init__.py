@@ -124,8 +124,8 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
                                        "no patch of its own: it only followed from the breaks the verified patches "
                                        "remove", site.count))
             continue
-        inside = next((p for p, rw in chosen if _same(p.filename, site.filename)
-                       and rw.first <= site.lineno <= rw.last), None)
+        inside = next((p for p, rw in chosen if _same(p.filename, site.filename) and rw.first <= site.lineno <= rw.last
+                       and site.lineno not in _left_alone_inside(before, p.filename, p.lineno, sources[p.filename].text, rw)), None)
         if inside is not None:  # a later statement of a pattern a verified patch rewrote whole
             unpatched.append(Unpatched(site.location, site.category, _owner(site.filename),
                                        f"no patch of its own: the statement is part of the verified patch at "
@@ -449,7 +449,7 @@ def _verified(model: Any, calls: Calls, before: Report, eager: Run, site: GraphB
         said = f"{rerun.why}; the rewrite assumes {rw.note}" if rw.note and raised else rerun.why
         return _with(patch, why_not=said or "the patched program did not run"), rerun
     rep = rerun.rep
-    at_site = sum(b.count for b in rep.breaks if _same(b.filename, rerun.path) and rw.first <= b.lineno <= rw.new_last)
+    at_site = _at_rewritten_lines(before, rep, site, source.text, rerun.path, rw)
     patch = _measured(patch, rep, ev, at_site)
     # The original file still breaking at the site: the program reached that code through
     # something fix could not swap for its patched copy (an object made elsewhere), so the
@@ -774,19 +774,44 @@ def _carried_line_map(old: str, rewrites: Sequence[Rewrite]) -> Callable[[int], 
     rewritten with a helper put before it: its methods' ``def`` lines), where it is now; None
     for a line the rewrite changed."""
     coarse = line_map([(rw.first, rw.last, rw.new_last - rw.first + 1) for rw in rewrites])
-    lines = python_lines(old)
     carried: dict[int, int] = {}
     for rw in rewrites:
         start = (coarse(rw.first - 1) or 0) + 1 if rw.first > 1 else 1  # where the region starts now
-        same = difflib.SequenceMatcher(a=lines[rw.first - 1: rw.last], b=list(rw.replacement), autojunk=False)
-        for a, b, size in same.get_matching_blocks():
-            carried.update({rw.first + a + k: start + b + k for k in range(size)})
+        carried.update({line: start + at for line, at in _carried_lines(old, rw).items()})
 
     def where(line: int) -> int | None:
         now = coarse(line)
         return now if now is not None else carried.get(line)
 
     return where
+
+
+def _carried_lines(old: str, rw: Rewrite) -> dict[int, int]:
+    """The lines of the rewrite's region it carried over as they were: old line -> its place
+    in the region's new lines (0 for the first)."""
+    same = difflib.SequenceMatcher(a=python_lines(old)[rw.first - 1: rw.last], b=list(rw.replacement), autojunk=False)
+    return {rw.first + a + k: b + k for a, b, size in same.get_matching_blocks() for k in range(size)}
+
+
+def _left_alone_inside(before: Report, filename: str, lineno: int, old: str, rw: Rewrite) -> dict[int, str]:
+    """The other sites inside the rewrite's region that it carried over as they were and that no
+    rewrite knows (a helper between ``__init__`` and the ``forward`` a recurrence's rewrite
+    spans): old line -> category. Their breaks are theirs, left alone, not the patch's."""
+    carried = _carried_lines(old, rw)
+    return {b.lineno: b.category for b in before.breaks
+            if _same(b.filename, filename) and b.lineno != lineno and b.lineno in carried
+            and not candidates(old, b.lineno, b.category)[0]}
+
+
+def _at_rewritten_lines(before: Report, after: Report, site: GraphBreak, old: str, path: str, rw: Rewrite) -> int:
+    """Break events of the patched run at the rewrite's lines, less those of the other sites it
+    carried over as they were and that no rewrite knows (:func:`_left_alone_inside`): the same
+    statement breaking for the same reason, where the region now holds it."""
+    alone = _left_alone_inside(before, site.filename, site.lineno, old, rw)
+    carried = _carried_lines(old, rw)
+    theirs = {(rw.first + carried[line], category) for line, category in alone.items()}
+    return sum(b.count for b in after.breaks if _same(b.filename, path) and rw.first <= b.lineno <= rw.new_last
+               and (b.lineno, b.category) not in theirs)
 
 
 def _gone(rerun: _Rerun, by_file: dict[str, list[tuple[Patch, Rewrite]]], asked: Sequence[GraphBreak]) -> set[str]:

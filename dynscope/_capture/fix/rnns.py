@@ -15,7 +15,10 @@ is plain tensor code that Dynamo traces, and gradients reach the same parameters
   same parameter objects, which ``load_state_dict`` and ``.to()`` update in place), and a static
   method of the class runs the recurrence. Layers, both directions, ``batch_first``, unbatched
   inputs, projections and a missing state are handled as the module handles them; every such
-  call in the class is rewritten in the one patch. fix runs copies of a model whose
+  call in the class is rewritten in the one patch, and its ``self.rnn.flatten_parameters()``
+  statements dropped (they pack the weights for cuDNN's kernel, which the recurrence written
+  out does not use; Dynamo breaks on them as on any use of the module). The module may be made
+  by a class a setting picks (``rnn_cls = nn.LSTM if rnn_type == "LSTM" else nn.GRU``). fix runs copies of a model whose
   ``__init__`` ran before the patch: the verifier runs the statements the patch appends to
   ``__init__`` on each copy of the class (``verify._init_ran_again``).
 
@@ -31,7 +34,15 @@ from __future__ import annotations
 import ast
 import copy
 
-from dynscope._capture.fix.statements import Made, Text, imports_torch, parsed, text_before, unparsed
+from dynscope._capture.fix.statements import (
+    Made,
+    Text,
+    block_of,
+    imports_torch,
+    parsed,
+    text_before,
+    unparsed,
+)
 
 __all__ = ["UNROLLED", "unrolled_recurrence"]
 
@@ -112,26 +123,58 @@ def _unrolled_rnn(held, x, state=None, training=False):
 '''
 
 
-def _recurrent(node: ast.expr) -> bool:
-    """``nn.LSTM(...)``, ``torch.nn.GRU(...)``, ``RNN(...)``: a recurrent module made."""
-    if not isinstance(node, ast.Call):
-        return False
-    f = node.func
-    return (f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None) in _KINDS
+def _recurrent_class(node: ast.expr, local: dict[str, ast.expr], depth: int = 0) -> bool:
+    """``nn.LSTM``, ``torch.nn.GRU``, ``RNN``; ``nn.LSTM if rnn_type == "LSTM" else nn.GRU``; or a
+    local name bound once to one of those (``rnn_cls``, as bottom-up-attention-vqa picks it)."""
+    if isinstance(node, ast.IfExp):
+        return _recurrent_class(node.body, local, depth) and _recurrent_class(node.orelse, local, depth)
+    if isinstance(node, ast.Name) and node.id in local and depth < 2:
+        return _recurrent_class(local[node.id], local, depth + 1)
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+    return name in _KINDS
+
+
+def _recurrent(node: ast.expr, local: dict[str, ast.expr]) -> bool:
+    """``nn.LSTM(...)``, ``torch.nn.GRU(...)``, ``rnn_cls(...)``: a recurrent module made."""
+    return isinstance(node, ast.Call) and _recurrent_class(node.func, local)
+
+
+def _bound_once(fn: ast.AST) -> dict[str, ast.expr]:
+    """The function's local names bound once, by a plain assignment: name -> value."""
+    values: dict[str, list[ast.expr]] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    values.setdefault(t.id, []).append(n.value)
+    return {k: v[0] for k, v in values.items() if len(v) == 1}
 
 
 def _made_here(cls: ast.ClassDef) -> dict[str, list[ast.Assign]]:
     """``self.<attr> = nn.LSTM(...)`` in the class: attribute -> the assignments that bind it, for
     an attribute the class binds only to recurrent modules (an LSTM or a GRU by a setting, as
     mmocr's SAR does), each alone (bound to anything else too, it may hold another module)."""
-    bound: dict[str, list[ast.Assign]] = {}
-    for n in ast.walk(cls):
-        if isinstance(n, ast.Assign):
-            for t in n.targets:
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                    bound.setdefault(t.attr, []).append(n)
-    return {attr: made for attr, made in bound.items()
-            if all(len(a.targets) == 1 and _recurrent(a.value) for a in made)}
+    bound: dict[str, list[tuple[ast.Assign, dict[str, ast.expr]]]] = {}
+    for fn in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        local = _bound_once(fn)
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        bound.setdefault(t.attr, []).append((n, local))
+    return {attr: [a for a, _ in made] for attr, made in bound.items()
+            if all(len(a.targets) == 1 and _recurrent(a.value, local) for a, local in made)}
+
+
+def _flattening(node: ast.AST, made: dict[str, list[ast.Assign]]) -> bool:
+    """``self.rnn.flatten_parameters()`` as a statement, of a recurrent attribute: it packs the
+    weights for cuDNN's kernel, which the written-out recurrence does not use (its values are
+    the same either way), and Dynamo breaks on it as on any use of the module."""
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and not node.value.args
+            and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "flatten_parameters"
+            and isinstance(node.value.func.value, ast.Attribute)
+            and isinstance(node.value.func.value.value, ast.Name) and node.value.func.value.value.id == "self"
+            and node.value.func.value.attr in made)
 
 
 class _Unrolled(ast.NodeTransformer):
@@ -179,12 +222,14 @@ def unrolled_recurrence(stmt: ast.stmt, text: Text) -> Made | None:
     calls: list[tuple[ast.stmt, list[str]]] = []  # each statement that calls one, as rewritten
     for m in methods:
         for n in ast.walk(m):
-            if isinstance(n, _SIMPLE):
+            if isinstance(n, ast.Expr) and _flattening(n, made):  # dropped: a block it leaves empty holds `pass`
+                calls.append((n, ["pass"] if len(block_of(text.source, n)[0]) == 1 else []))
+            elif isinstance(n, _SIMPLE):
                 before = fix.calls
                 new = fix.visit(copy.deepcopy(n))
                 if fix.calls != before:
                     calls.append((n, unparsed(new).split("\n")))
-    if not any(s is stmt for s, _ in calls):
+    if not fix.calls or not any(s is stmt for s, _ in calls):
         return None
     first = next((m for m in methods if m.name == "__init__"), None)
     if first is None or first.decorator_list or any(not _holds(first, a) for u in fix.used for a in made[u]) or any(

@@ -76,6 +76,39 @@ def test_no_rewrite_where_the_module_or_its_call_is_not_the_plain_shape(old: str
     assert rnns.UNROLLED not in _made(source, line), new
 
 
+PICKED = """\
+import torch
+from torch import nn
+
+
+class Question(nn.Module):
+    def __init__(self, dim, hidden, rnn_type):
+        super().__init__()
+        rnn_cls = nn.LSTM if rnn_type == "LSTM" else nn.GRU
+        self.rnn = rnn_cls(dim, hidden, batch_first=True)
+
+    def forward(self, x):
+        if self.training:
+            self.rnn.flatten_parameters()
+        self.rnn.flatten_parameters()
+        return self.rnn(x)[0]
+"""
+
+
+def test_a_class_a_setting_picks_and_its_flatten_parameters_calls_dropped() -> None:
+    # bottom-up-attention-vqa's question embedding: the site is the flatten_parameters call
+    # (Dynamo breaks on any use of the module); a block it leaves empty holds `pass`.
+    made = _made(PICKED, 13)[rnns.UNROLLED]
+    assert made.endswith(
+        "    def forward(self, x):\n"
+        "        if self.training:\n"
+        "            pass\n"
+        "        return self._unrolled_rnn(self._rnn_held, x, None, self.training)[0]\n")
+    assert "flatten_parameters" not in made
+    # A class picked from anything but recurrent ones: no rewrite.
+    assert rnns.UNROLLED not in _made(PICKED.replace("else nn.GRU", "else nn.Linear"), 13)
+
+
 def _helper() -> Any:
     ns: dict[str, Any] = {"torch": torch}
     exec(textwrap.dedent(rnns._HELPER.replace("@staticmethod\n", "")), ns)  # the helper fix writes, run here on its own
@@ -170,6 +203,20 @@ def test_recurrent_calls_unrolled_are_verified_live(name: str) -> None:
     assert "holds beside the module" in p.assumes and "_unrolled_rnn" in p.diff
     # fix ran copies: the user's model neither holds the weights beside its module nor runs the helper
     assert not any(k.endswith("_held") for m in model.modules() for k in vars(m))
+
+
+@pytest.mark.heavy
+def test_a_site_the_patch_carries_over_as_it_was_keeps_its_own_reason() -> None:
+    # init_hidden sits between __init__ and forward, inside the patch's lines, and breaks on
+    # Tensor.new, which no rewrite takes: its break is its own (the patch is verified without
+    # it), and it is said as a site left alone, not as part of the patch.
+    model, inputs = fr.PROGRAMS["question_encoder"]()
+    res = dynscope.fix(model, inputs)
+    (p,) = res.patches
+    assert p.rewrite == rnns.UNROLLED and p.verified and p.breaks_after == 0, p.why_not
+    (u,) = res.unpatched
+    assert u.site.endswith(f":{p.lineno - 5}") and not u.gone_with and u.why.startswith("no patch:"), u
+    assert res.breaks_after == p.program_breaks_after > 0
 
 
 @pytest.mark.heavy
