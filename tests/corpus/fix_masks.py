@@ -1092,6 +1092,35 @@ def focal_match_loss() -> tuple[nn.Module, tuple[Any, ...]]:
     return FocalMatchLoss(), (torch.randn(2, 6, 8), torch.randn(2, 6, 8), gt, weight)
 
 
+
+class BatchHardTriplet(nn.Module):
+    """A re-identification triplet loss with batch-hard mining (in our words, as the ReID
+    baselines write it): each anchor's farthest positive and nearest negative, the selections
+    regrouped into rows of the same count, then a margin ranking loss whose target is made by the
+    old ``Tensor.new`` idiom."""
+
+    def __init__(self, dim: int = 6, margin: float = 0.3) -> None:
+        super().__init__()
+        self.embed = nn.Linear(dim, 4)
+        self.margin = margin
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        feats = self.embed(x)
+        dist_mat = torch.cdist(feats, feats)
+        n = dist_mat.size(0)
+        is_pos = labels.expand(n, n).eq(labels.expand(n, n).t())
+        is_neg = labels.expand(n, n).ne(labels.expand(n, n).t())
+        dist_ap, relative_p_inds = torch.max(dist_mat[is_pos].contiguous().view(n, -1), 1, keepdim=True)  # SITE: masked max or min over rows instead of select
+        dist_an, relative_n_inds = torch.min(dist_mat[is_neg].contiguous().view(n, -1), 1, keepdim=True)  # SITE: masked max or min over rows instead of select
+        dist_ap, dist_an = dist_ap.squeeze(1), dist_an.squeeze(1)
+        y = dist_an.new().resize_as_(dist_an).fill_(1)  # SITE: new_zeros / full_like instead of Tensor.new
+        return F.margin_ranking_loss(dist_an, dist_ap, y, margin=self.margin)
+
+
+def batch_hard_triplet() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(966)
+    return BatchHardTriplet(), (_x(6, 6), torch.tensor([0, 0, 1, 1, 2, 2]))
+
 PROGRAMS: dict[str, Any] = {
     "quality_matcher": quality_matcher,
     "counted_token_loss": counted_token_loss,
@@ -1135,4 +1164,5 @@ PROGRAMS: dict[str, Any] = {
     "masked_action_loss": masked_action_loss,
     "multibox": multibox,
     "focal_match_loss": focal_match_loss,
+    "batch_hard_triplet": batch_hard_triplet,
 }

@@ -49,7 +49,7 @@ from dynscope._capture.fix.statements import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["ASSIGN", "COLUMN", "nonzero_column", "BOUND", "WRITTEN", "FILL", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "guarded_fill",
+__all__ = ["ROWS", "rows_reduced", "ASSIGN", "COLUMN", "nonzero_column", "BOUND", "WRITTEN", "FILL", "IGNORE", "IGNORED", "INLINE", "LOSS", "bound_selection", "filled", "guarded_fill",
            "ignored_targets", "inline_selection", "indexed_write", "masked_assignment", "nonzero_tuple", "same_mask", "INDEXED", "TUPLE"]
 
 INLINE = "masked reduction inline"
@@ -885,6 +885,56 @@ def _through_mask(target: ast.Subscript, value: ast.expr) -> bool:
         return True
     return any(isinstance(n, ast.Subscript) and _same_expr(n.slice, target.slice)
                and not _same_expr(n.value, target.value) for n in ast.walk(value))
+
+
+ROWS = "masked max or min over rows instead of select"
+
+
+def _rows_of_selection(node: ast.expr) -> ast.Subscript | None:
+    """``x[m].contiguous().view(N, -1)`` (``.reshape``; ``.contiguous()`` optional): the
+    selection ``x[m]`` it regroups into rows of the same count each."""
+    if not _rows_viewed(node) and not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                                       and node.func.attr in ("view", "reshape") and len(node.args) == 2
+                                       and unparsed(node.args[1]) == "-1" and not node.keywords):
+        return None
+    inner = node.func.value  # type: ignore[attr-defined]
+    if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "contiguous" \
+            and not inner.args:
+        inner = inner.func.value
+    return inner if isinstance(inner, ast.Subscript) and isinstance(inner.ctx, ast.Load) else None
+
+
+def rows_reduced(stmt: ast.stmt, text: Text) -> Made | None:
+    """``v, i = torch.max(d[m].contiguous().view(N, -1), 1, keepdim=True)`` (``torch.min``; the hard
+    example mining of re-identification repositories: every row's positives, as many in each row)
+    as ``torch.max(torch.where(m, d, float('-inf')), 1, keepdim=True)``: the same values, each
+    row's maximum over the entries its mask holds (``inf`` for a minimum). The indices then count
+    every entry of the row, not only the selected ones: a name bound to them read later gets no
+    rewrite."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+        return None
+    call = stmt.value
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch"
+            and f.attr in ("max", "min") and len(call.args) >= 2 and unparsed(call.args[1]) in ("1", "-1")):
+        return None
+    selection = _rows_of_selection(call.args[0])
+    scope = _Scope(text.source, stmt)
+    if selection is None or scope.is_mask(selection.slice) is False or isinstance(selection.slice, ast.Tuple):
+        return None
+    target = stmt.targets[0]
+    indices = target.elts[1] if isinstance(target, ast.Tuple) and len(target.elts) == 2 else None
+    if not isinstance(target, ast.Tuple) or not isinstance(indices, ast.Name) or \
+            read_later(text.source, stmt, indices.id):
+        return None  # the indices read: they would count every entry of the row now
+    fill = "float('-inf')" if f.attr == "max" else "float('inf')"
+    new = copy.deepcopy(stmt)
+    new.value.args[0] = ast.parse(  # type: ignore[attr-defined]
+        f"torch.where({unparsed(selection.slice)}, {unparsed(selection.value)}, {fill})", mode="eval").body
+    return Made(unparsed(new).split("\n"), ROWS, (
+        "the index is a boolean mask of the tensor's shape holding as many entries in every row (the view into rows "
+        "needed it); each row's maximum (minimum) over them is the same value; the indices now count every entry of "
+        "the row, and nothing reads them"))
 
 
 def inline_selection(stmt: ast.stmt, text: Text) -> Made | None:

@@ -105,6 +105,7 @@ from dynscope._capture.fix.statements import (
     replaced,
     statement_at,
     transformed,
+    transformed_statement,
     unified_diff,
     unparsed,
 )
@@ -579,6 +580,66 @@ RANDINT = "randint instead of random_"
 _FACTORIES = {"empty", "zeros", "ones", "full"}  # a fresh tensor whose values random_ overwrites
 
 
+NEW_IDIOM = "new_zeros / full_like instead of Tensor.new"
+
+
+class _NewIdiom(ast.NodeTransformer):
+    """The old ``Tensor.new`` idioms Dynamo does not trace, as the factories that say the same:
+    ``t.new(a, b).zero_()`` -> ``t.new_zeros(a, b)``, ``t.new(*s).fill_(c)`` -> ``t.new_full(s, c)``,
+    ``t.new().resize_as_(u).fill_(c)`` -> ``torch.full_like(u, c, dtype=t.dtype, device=t.device)``
+    (``.zero_()``: ``torch.zeros_like``; ``t`` and ``u`` one name: ``torch.full_like(u, c)``)."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr in ("zero_", "fill_") and not node.keywords
+                and len(node.args) == (1 if f.attr == "fill_" else 0) and isinstance(f.value, ast.Call)):
+            return node
+        made = f.value  # t.new(...) or t.new().resize_as_(u)
+        if (isinstance(made.func, ast.Attribute) and made.func.attr == "resize_as_" and len(made.args) == 1
+                and not made.keywords and _new_of(made.func.value) == []):
+            base = made.func.value.func.value  # type: ignore[attr-defined]
+            like = made.args[0]
+            same = unparsed(base) == unparsed(like)
+            keywords = [] if same else [ast.keyword("dtype", ast.Attribute(value=base, attr="dtype")),
+                                        ast.keyword("device", ast.Attribute(value=base, attr="device"))]
+            name = "zeros_like" if f.attr == "zero_" else "full_like"
+            self.changed = True
+            return ast.Call(func=ast.Attribute(value=ast.Name("torch"), attr=name),
+                            args=[like, *node.args], keywords=keywords)
+        sizes = _new_of(made)
+        if not sizes:
+            return node
+        base = made.func.value  # type: ignore[attr-defined]
+        self.changed = True
+        if f.attr == "zero_":
+            return ast.Call(func=ast.Attribute(value=base, attr="new_zeros"), args=sizes, keywords=[])
+        shape = sizes[0].value if len(sizes) == 1 and isinstance(sizes[0], ast.Starred) else \
+            ast.Tuple(elts=sizes, ctx=ast.Load())
+        return ast.Call(func=ast.Attribute(value=base, attr="new_full"), args=[shape, *node.args], keywords=[])
+
+
+def _new_of(node: ast.expr) -> list[ast.expr] | None:
+    """``t.new(*sizes)`` with no keywords: its size arguments (``[]`` for ``t.new()``); None for
+    another call, or one whose argument may be data (a list, a tensor) rather than a size."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "new"
+            and not node.keywords):
+        return None
+    if any(isinstance(a, (ast.List, ast.ListComp)) or (isinstance(a, ast.Constant) and not isinstance(a.value, int))
+           for a in node.args):
+        return None  # t.new([1, 2]): a tensor of those values
+    return list(node.args)
+
+
+def _new_idiom(stmt: ast.stmt, text: Text) -> Made | None:
+    return transformed_statement(stmt, _NewIdiom(), NEW_IDIOM, (
+        "the arguments of new() are sizes (not data: t.new(x) of a tensor or a list would copy values); the tensor "
+        "made has the dtype and device of the one new() was called on, as before"))
+
+
 class _Drawn(ast.NodeTransformer):
     """``torch.empty(shape, dtype=d, device=v).random_(a, b)`` as ``torch.randint(a, b, shape,
     dtype=d, device=v)``: Dynamo does not trace ``Tensor.random_``; ``torch.randint`` draws the
@@ -698,12 +759,12 @@ _BY_CATEGORY: dict[str, tuple[Callable[[ast.stmt, Text], tuple[list[str], str, s
              numbers.indexed_by_tensor, numbers.length_fill, numbers.lengths_kept, numbers.loop_over_elements, numbers.trim_dropped, numbers.ranged_fill,
              numbers.zipped_fill, numbers.windowed_rows, numbers.rolled, numbers.stacked_picks, numbers.sliced_write, numbers.prefix_sums,
              state.reported_value, state.stop_mask, shortcut_exit, shortcut_else, shortcut_if, checks.guard_dropped),
-    DYNAMIC_SHAPE: (sizes.run_ends, histograms.histogram_selection, _mask, _counted, _counts_placed, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.inline_selection,
+    DYNAMIC_SHAPE: (sizes.run_ends, histograms.histogram_selection, _mask, _counted, _counts_placed, where, host.dense_experts, masks.indexed_write, masks.masked_assignment, masks.rows_reduced, masks.inline_selection,
                     host.masked_select, masks.bound_selection, masks.nonzero_tuple, masks.nonzero_column, masks.ignored_targets, host.scattered_rows, host.nonzero_end, host.padded_targets,
                     host.sorted_mask_back, host.distinct_spread, numbers.nonzero_visited),
     DEEPCOPY: (state.teacher_call, _clone),
     REQUIRES_GRAD: (state.func_grad, _detach),
     GENERATOR: (frames.comprehension_loop,),
-    OTHER: (rnns.unrolled_recurrence, signatures.signature_choice, _astype_copied, state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
+    OTHER: (rnns.unrolled_recurrence, _new_idiom, signatures.signature_choice, _astype_copied, state.func_grad, state.made_in_forward, numbers.numpy_item, scalars.numpy_math, _drawn),  # autograd.grad (trace_autograd_ops off); nn.Parameter()
 }
 

@@ -10,8 +10,8 @@ import pytest
 import dynscope
 from dynscope._capture.fix import checks
 from dynscope._capture.fix.branches import COND, WHERE
-from dynscope._capture.fix.rewrites import GUARD, TENSOR, TENSOR_0D, TENSOR_CHECKED, candidates
-from dynscope._lexicon.break_categories import BRANCH, SCALAR
+from dynscope._capture.fix.rewrites import GUARD, NEW_IDIOM, TENSOR, TENSOR_0D, TENSOR_CHECKED, candidates
+from dynscope._lexicon.break_categories import BRANCH, OTHER, SCALAR
 from tests.corpus import fix_checks as fc
 
 HEAD = "import logging\nimport torch\n\nlog = logging.getLogger(__name__)\n\n\n"
@@ -206,6 +206,20 @@ def test_a_value_read_back_then_checked_to_be_a_number_stays_a_tensor_the_check_
                      ("        assert isinstance(v, (float, int))\n", ""),
                      ("            v = v.item()\n", "            v = v.item()\n        else:\n            v = 0\n")):
         assert TENSOR_CHECKED not in _made(METRIC_LOGGER.replace(old, new), 6, SCALAR), new
+
+
+def test_the_old_tensor_new_idioms_are_the_factories_that_say_the_same() -> None:
+    body = "def f(a, w, h):\n    y = a.new().resize_as_(a).fill_(1)\n    return y\n"
+    assert _made(body, 2, OTHER)[NEW_IDIOM] == "    y = torch.full_like(a, 1)\n"
+    other = body.replace("a.new().resize_as_(a).fill_(1)", "w.new().resize_as_(a).zero_()")
+    assert _made(other, 2, OTHER)[NEW_IDIOM] == "    y = torch.zeros_like(a, dtype=w.dtype, device=w.device)\n"
+    assert _made(body.replace("a.new().resize_as_(a).fill_(1)", "w.new(*h).zero_()"), 2, OTHER)[NEW_IDIOM] == (
+        "    y = w.new_zeros(*h)\n")
+    assert _made(body.replace("a.new().resize_as_(a).fill_(1)", "w.new(2, 3).fill_(0.5)"), 2, OTHER)[NEW_IDIOM] == (
+        "    y = w.new_full((2, 3), 0.5)\n")
+    # new() of data (a list, a float) makes a tensor of those values: no rewrite.
+    for data in ("w.new([1, 2]).zero_()", "w.new(0.5).fill_(1)"):
+        assert NEW_IDIOM not in _made(body.replace("a.new().resize_as_(a).fill_(1)", data), 2, OTHER), data
 
 
 def test_a_size_unpacked_from_tolist_stays_tensors() -> None:

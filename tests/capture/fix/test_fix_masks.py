@@ -15,7 +15,7 @@ import torch
 import dynscope
 from dynscope._capture.fix import histograms, host, masks, numbers
 from dynscope._capture.fix.branches import CONDITIONAL, FLAG_FIRST, WHERE
-from dynscope._capture.fix.rewrites import candidates
+from dynscope._capture.fix.rewrites import NEW_IDIOM, candidates
 from dynscope._lexicon.break_categories import BRANCH, DYNAMIC_SHAPE, OTHER, SCALAR
 from tests.corpus import fix_masks as fm
 
@@ -187,6 +187,29 @@ def test_a_selected_name_bound_again_to_itself_times_a_selection_by_its_mask_sta
     for old, new in (("loss_pos * weight[pos_mask]", "loss_pos * weight[neg_mask]"),
                      ("return loss_pos.mean()", "return loss_pos, loss_pos.mean()")):
         assert masks.BOUND not in _made(FOCAL.replace(old, new), 2), new
+
+
+HARD_MINING = """\
+def hard_example_mining(dist_mat, labels):
+    N = dist_mat.size(0)
+    is_pos = labels.expand(N, N).eq(labels.expand(N, N).t())
+    dist_ap, relative_p_inds = torch.max(dist_mat[is_pos].contiguous().view(N, -1), 1, keepdim=True)
+    return dist_ap.squeeze(1)
+"""
+
+
+def test_a_selection_regrouped_into_rows_then_maxed_is_a_masked_max() -> None:
+    # The ReID baselines' batch-hard mining: as many positives in each row, viewed as rows.
+    assert _made(HARD_MINING, 4)[masks.ROWS] == (
+        "    dist_ap, relative_p_inds = torch.max(torch.where(is_pos, dist_mat, float('-inf')), 1, keepdim=True)\n")
+    smallest = HARD_MINING.replace("torch.max(", "torch.min(")
+    assert "float('inf')" in _made(smallest, 4)[masks.ROWS]
+    # The indices read later (they would count every entry of the row), another dimension, or
+    # rows of another count: no rewrite.
+    for old, new in (("    return dist_ap.squeeze(1)", "    return dist_ap.squeeze(1), relative_p_inds"),
+                     ("keepdim=True)", "keepdim=True) if False else (None, None)"),
+                     (", 1, keepdim=True", ", 0, keepdim=True"), ("view(N, -1)", "view(N, 2)")):
+        assert masks.ROWS not in _made(HARD_MINING.replace(old, new), 4), new
 
 
 DURATION = """\
@@ -838,6 +861,14 @@ def test_two_selections_on_consecutive_lines_are_one_patch_each_carried_by_the_o
     assert p.program_breaks_after == 0 < p.program_breaks_before
     assert "loss_neg = loss_neg * weight" in p.added and not any("[neg_mask]" in ln for ln in p.added), p.added
     assert len(res.unpatched) == 3 and all(u.gone_with == (p.site,) for u in res.unpatched), res.unpatched
+    assert res.breaks_after == 0 and res.outputs_matched_after
+
+
+@pytest.mark.heavy
+def test_batch_hard_mining_and_the_tensor_new_target_are_verified_live() -> None:
+    res = _fix("batch_hard_triplet")
+    assert [p.rewrite for p in res.patches] == [masks.ROWS, masks.ROWS, NEW_IDIOM], res.patches
+    assert all(p.verified and p.breaks_after == 0 and p.gradients_matched for p in res.patches), res.patches
     assert res.breaks_after == 0 and res.outputs_matched_after
 
 
