@@ -158,6 +158,28 @@ def question_encoder() -> tuple[nn.Module, torch.Tensor]:
     torch.manual_seed(965)
     return QuestionEncoder(), _x(3, 4, 6)
 
+
+class ScaledEncoder(nn.Module):
+    """An encoder that scales its input by a number read back first, then runs its LSTM: the
+    number's patch rewrites a line inside the lines the recurrence's patch spans (from __init__
+    to forward), so the two cannot be written together; the recurrence's, which rewrites the
+    number's line too, is the one written. Not among PROGRAMS: tests/capture/fix/test_fix_rnns.py
+    asserts what fix says of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = float(x.std())
+        out, _ = self.lstm(x / scale)
+        return out.sum(0)
+
+
+def scaled_encoder() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(967)
+    return ScaledEncoder(), _x(5, 2, 4)
+
 #: Every program of this corpus: name -> builder.
 PROGRAMS = {
     "seq2seq_tagger": seq2seq_tagger,

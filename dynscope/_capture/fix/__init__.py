@@ -137,6 +137,8 @@ def _fix(model: Any, calls: Calls, *, write: bool, title: str) -> FixResult:
             unpatched.append(found)
             continue
         patch, rewrite = found
+        if patch.verified:
+            patch = _overlapping(patch, rewrite, chosen, patches, unpatched)
         patches.append(patch)
         if patch.verified:
             chosen.append((patch, rewrite))
@@ -766,6 +768,30 @@ def _together(model: Any, calls: Calls, eager: Run, chosen: list[tuple[Patch, Re
             backups.append(str(backup))
             _forget(filename)
     return after, matched, tuple(written), tuple(backups), note, gone
+
+
+def _overlapping(patch: Patch, rewrite: Rewrite, chosen: list[tuple[Patch, Rewrite]], patches: list[Patch],
+                 unpatched: list[Unpatched]) -> Patch:
+    """A verified patch whose lines overlap a verified patch chosen before it (a recurrence's,
+    from ``__init__`` to ``forward``, around a statement patched on its own): two such cannot be
+    written together. Where it spans the other's lines whole and its program breaks no more
+    than with the other (it rewrote that statement too), it takes the other's place, the other's
+    site part of it (as a later site inside a verified patch is); else it is not verified, said why."""
+    for i, (p, rw) in enumerate(chosen):
+        if not (_same(p.filename, patch.filename) and rw.first <= rewrite.last and rewrite.first <= rw.last):
+            continue
+        if (rewrite.first <= rw.first and rw.last <= rewrite.last
+                and (patch.program_breaks_after or 0) <= (p.program_breaks_after or 0)):
+            del chosen[i]
+            patches.remove(p)
+            unpatched.append(Unpatched(p.site, p.category, _owner(p.filename),
+                                       f"no patch of its own: the statement is part of the verified patch at "
+                                       f"{patch.site}", p.breaks_before, gone_with=(patch.site,)))
+            return patch
+        return _with(patch, verified=False, why_not=(
+            f"its lines overlap those of the verified patch at {p.site}: the two cannot be written together (write that "
+            "one, then run fix again)"))
+    return patch
 
 
 def _carried_line_map(old: str, rewrites: Sequence[Rewrite]) -> Callable[[int], int | None]:

@@ -220,6 +220,20 @@ def test_a_site_the_patch_carries_over_as_it_was_keeps_its_own_reason() -> None:
 
 
 @pytest.mark.heavy
+def test_a_patch_whose_lines_hold_one_verified_before_it_takes_its_place() -> None:
+    # float(x.std()) is patched first (PyTorch logs it first); the recurrence's patch spans its
+    # line and rewrites it too (followed on): the two cannot be written together, and the one
+    # that removes both breaks is written, the other's site part of it.
+    model, inputs = fr.scaled_encoder()
+    res = dynscope.fix(model, inputs)
+    (p,) = res.patches
+    assert p.rewrite.startswith(rnns.UNROLLED) and p.verified and p.program_breaks_after == 0, p
+    (u,) = res.unpatched
+    assert u.gone_with == (p.site,) and "part of the verified patch" in u.why
+    assert res.breaks_after == 0 and res.outputs_matched_after
+
+
+@pytest.mark.heavy
 def test_a_packed_sequence_is_no_tensor_and_its_patch_is_not_verified() -> None:
     model, inputs = fr.PROGRAMS["packed_encoder"]()
     res = dynscope.fix(model, inputs)
