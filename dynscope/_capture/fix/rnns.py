@@ -244,7 +244,7 @@ def unrolled_recurrence(stmt: ast.stmt, text: Text) -> Made | None:
     note = ("each call runs the module's recurrence step by step with its own parameters, which the class now also "
             "holds beside the module, set at the end of __init__ (the same parameter objects: load_state_dict and "
             ".to() update them in place; one that replaces them, load_state_dict(assign=True), would leave the old "
-            "ones held); between layers a training module's dropout is drawn by torch.nn.functional.dropout (the "
+            "ones held, and so would torch.nn.DataParallel's replicas); between layers a training module's dropout is drawn by torch.nn.functional.dropout (the "
             "CPU kernel's own draw; cuDNN's differs)")
     return Made([*_HELPER.rstrip("\n").split("\n"), "", *region], UNROLLED, note, first=first, last=last)
 
