@@ -819,11 +819,13 @@ def _carried_lines(old: str, rw: Rewrite) -> dict[int, int]:
     return {rw.first + a + k: b + k for a, b, size in same.get_matching_blocks() for k in range(size)}
 
 
-def _left_alone_inside(before: Report, filename: str, lineno: int, old: str, rw: Rewrite) -> dict[int, str]:
+def _left_alone_inside(before: Report, filename: str, lineno: int, old: str, rw: Rewrite,
+                       carried: dict[int, int] | None = None) -> dict[int, str]:
     """The other sites inside the rewrite's region that it carried over as they were and that no
     rewrite knows (a helper between ``__init__`` and the ``forward`` a recurrence's rewrite
-    spans): old line -> category. Their breaks are theirs, left alone, not the patch's."""
-    carried = _carried_lines(old, rw)
+    spans): old line -> category. Their breaks are theirs, left alone, not the patch's.
+    ``carried``: the rewrite's :func:`_carried_lines`, where the caller has them already."""
+    carried = _carried_lines(old, rw) if carried is None else carried
     return {b.lineno: b.category for b in before.breaks
             if _same(b.filename, filename) and b.lineno != lineno and b.lineno in carried
             and not candidates(old, b.lineno, b.category)[0]}
@@ -833,8 +835,8 @@ def _at_rewritten_lines(before: Report, after: Report, site: GraphBreak, old: st
     """Break events of the patched run at the rewrite's lines, less those of the other sites it
     carried over as they were and that no rewrite knows (:func:`_left_alone_inside`): the same
     statement breaking for the same reason, where the region now holds it."""
-    alone = _left_alone_inside(before, site.filename, site.lineno, old, rw)
-    carried = _carried_lines(old, rw)
+    carried = _carried_lines(old, rw)  # one match of the region's lines, for both
+    alone = _left_alone_inside(before, site.filename, site.lineno, old, rw, carried)
     theirs = {(rw.first + carried[line], category) for line, category in alone.items()}
     return sum(b.count for b in after.breaks if _same(b.filename, path) and rw.first <= b.lineno <= rw.new_last
                and (b.lineno, b.category) not in theirs)

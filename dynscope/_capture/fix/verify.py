@@ -625,11 +625,10 @@ def _appended_to_init(old: type, new: type) -> tuple[ast.Assign, ...]:
     kept = len(before)
     if len(after) <= kept or [ast.dump(s) for s in after[:kept]] != [ast.dump(s) for s in before]:
         return ()
-    added = after[kept:]
-    if not all(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Attribute)
-               and isinstance(s.targets[0].value, ast.Name) and s.targets[0].value.id == "self" for s in added):
-        return ()
-    return tuple(s for s in added if isinstance(s, ast.Assign))
+    added = tuple(s for s in after[kept:] if isinstance(s, ast.Assign) and len(s.targets) == 1
+                  and isinstance(s.targets[0], ast.Attribute) and isinstance(s.targets[0].value, ast.Name)
+                  and s.targets[0].value.id == "self")
+    return added if len(added) == len(after) - kept else ()
 
 
 def _held_functions(model: torch.nn.Module, filename: str, module: types.ModuleType,
